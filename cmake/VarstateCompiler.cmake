@@ -1,0 +1,16 @@
+# Compiler settings shared by every target: ccache, warnings, sanitizers.
+find_program(VARSTATE_CCACHE ccache)
+if(VARSTATE_CCACHE)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${VARSTATE_CCACHE})
+  set(CMAKE_C_COMPILER_LAUNCHER ${VARSTATE_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${VARSTATE_CCACHE})
+endif()
+
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wall> $<$<COMPILE_LANGUAGE:CXX>:-Wextra>
+                    $<$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter>)
+
+if(VARSTATE_SANITIZE)
+  set(_san -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${_san}>)
+  add_link_options(${_san})
+endif()

@@ -1,0 +1,27 @@
+# Installs the library, its public headers and a CMake package so that a
+# consumer project can `find_package(varstate)` and link varstate::varstate.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# Public headers: every header of the API modules. Kernel headers and
+# internal headers (named *_internal.h) stay private.
+foreach(_dir base device runtime checkpoint)
+  install(DIRECTORY ${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/${_dir}
+          FILES_MATCHING PATTERN "*.h" PATTERN "*_internal.h" EXCLUDE)
+endforeach()
+install(FILES include/varstate/varstate.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate)
+
+install(TARGETS varstate EXPORT varstateTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT varstateTargets NAMESPACE varstate::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varstate)
+configure_package_config_file(cmake/varstateConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/varstateConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varstate)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/varstateConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/varstateConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/varstateConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varstate)

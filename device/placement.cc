@@ -1,0 +1,79 @@
+#include "device/placement.h"
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <variant>
+#include <vector>
+
+#include "base/error.h"
+#include "base/logging_internal.h"
+#include "device/device_manager.h"
+
+namespace varstate {
+namespace {
+
+using ScopeEntry = std::variant<DeviceSpec, DeviceFunction>;
+
+std::vector<ScopeEntry>& scope_stack() {
+  thread_local std::vector<ScopeEntry> stack;
+  return stack;
+}
+
+std::atomic<bool> g_soft_placement{true};
+
+}  // namespace
+
+DeviceScope::DeviceScope(std::string_view spec) {
+  scope_stack().emplace_back(DeviceSpec::parse(spec));
+}
+
+DeviceScope::DeviceScope(DeviceFunction fn) { scope_stack().emplace_back(std::move(fn)); }
+
+DeviceScope::~DeviceScope() { scope_stack().pop_back(); }
+
+DeviceSpec current_device_spec(const PlacementRequest& what) {
+  DeviceSpec spec;
+  for (const auto& entry : scope_stack()) {
+    if (const auto* s = std::get_if<DeviceSpec>(&entry)) {
+      spec = spec.merged_with(*s);
+    } else {
+      const auto& fn = std::get<DeviceFunction>(entry);
+      if (fn) spec = spec.merged_with(DeviceSpec::parse(fn(what)));
+    }
+  }
+  return spec;
+}
+
+Device& resolve_device(const DeviceSpec& spec, std::string_view what) {
+  auto& manager = DeviceManager::instance();
+  if (!spec.device_type) {
+    return manager.num_gpus() > 0 ? manager.gpu(0) : manager.cpu();
+  }
+  if (Device* device = manager.find(spec)) return *device;
+  DeviceSpec wanted = spec;
+  if (!wanted.device_index) wanted.device_index = 0;
+  std::string subject = what.empty() ? std::string() : " for \"" + std::string(what) + "\"";
+  if (!g_soft_placement.load()) {
+    throw InvalidArgumentError("cannot place" + subject + " on device \"" + wanted.to_string() +
+                               "\": no such device (soft placement is off); available devices: " +
+                               manager.device_list());
+  }
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mu);
+  if (warned.insert(wanted.to_string()).second) {
+    logger().warn("device \"{}\" does not exist{}; placing on {} instead (soft placement)",
+                  wanted.to_string(), subject, manager.cpu().name());
+  }
+  return manager.cpu();
+}
+
+Device& place(const PlacementRequest& what) {
+  return resolve_device(current_device_spec(what), what.name);
+}
+
+void set_soft_placement(bool enabled) { g_soft_placement.store(enabled); }
+bool soft_placement() { return g_soft_placement.load(); }
+
+}  // namespace varstate

@@ -1,0 +1,58 @@
+// Device placement: which device a new variable or op goes to.
+//
+// Device scopes stack per thread, as `with tf.device(...)` blocks do: a
+// DeviceScope pushes a device string or a device function (a callable that
+// picks a device string from what is being placed, like
+// replica_device_setter) for its lifetime. The innermost scope's fields
+// override the outer ones (DeviceSpec::merged_with).
+//
+// Resolution: no device type -> GPU:0 if there is a GPU, else CPU:0; a
+// device type without index -> index 0. Under soft placement (the default) a
+// device this process does not have falls back to CPU:0 with one logged
+// warning per device string; under strict placement it raises
+// InvalidArgumentError naming the device and the devices that exist.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "device/device.h"
+#include "device/device_spec.h"
+
+namespace varstate {
+
+// What is being placed, for device functions: its name and kind
+// ("VariableV2", "Assign", ...).
+struct PlacementRequest {
+  std::string name;
+  std::string type;
+};
+
+using DeviceFunction = std::function<std::string(const PlacementRequest&)>;
+
+class DeviceScope {
+ public:
+  // Throws InvalidArgumentError if `spec` is malformed (nothing is pushed).
+  explicit DeviceScope(std::string_view spec);
+  explicit DeviceScope(DeviceFunction fn);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+};
+
+// The merged spec of this thread's device scopes for `what`.
+DeviceSpec current_device_spec(const PlacementRequest& what = {});
+
+// Resolves a spec to a device with the rules above; `what` names the thing
+// being placed in warnings and errors.
+Device& resolve_device(const DeviceSpec& spec, std::string_view what = {});
+
+// resolve_device(current_device_spec(what), what.name).
+Device& place(const PlacementRequest& what = {});
+
+// Soft placement is process-wide and on by default.
+void set_soft_placement(bool enabled);
+bool soft_placement();
+
+}  // namespace varstate

@@ -1,0 +1,10 @@
+# CPU kernels (Eigen) are always built; CUDA kernels when VARSTATE_HAVE_CUDA.
+# Heavy template instantiations live in separate files so that 2 cores build
+# them in parallel.
+target_sources(varstate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc)
+if(VARSTATE_HAVE_CUDA)
+  target_sources(varstate PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu)
+endif()
