@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libeigen3-dev libprotobuf-dev protobuf-compiler
-  libspdlog-dev libfmt-dev catch2 libleveldb-dev libbenchmark-dev
+  libspdlog-dev libfmt-dev catch2 libleveldb-dev libsnappy-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
 
