@@ -2,6 +2,7 @@
 # Heavy template instantiations live in separate files so that 2 cores build
 # them in parallel.
 target_sources(varstate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc)
 if(VARSTATE_HAVE_CUDA)

@@ -1,1 +1,5 @@
-# Sources of runtime/.
+target_sources(varstate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cast.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc)

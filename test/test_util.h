@@ -7,6 +7,8 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -14,6 +16,13 @@
 #include "base/dtype.h"
 
 namespace varstate::testing {
+
+// Folder of test data files: $VARSTATE_TESTDATA_DIR when set (relocated
+// test bundles), else the source tree's test/testdata.
+inline std::string testdata_dir() {
+  if (const char* env = std::getenv("VARSTATE_TESTDATA_DIR"); env && *env) return env;
+  return VARSTATE_TESTDATA_DIR;
+}
 
 // The seed every randomized test starts from; printed by INFO/CAPTURE.
 inline constexpr uint64_t kSeed = 20261122;

@@ -1,1 +1,5 @@
-# Tests of runtime/.
+varstate_add_test(test_runtime SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/dense_update_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_test.cc)
+varstate_add_test(test_runtime_gpu GPU SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/dense_update_gpu_test.cc)

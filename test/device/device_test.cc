@@ -1,0 +1,112 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "device/device_manager.h"
+#include "device/placement.h"
+
+using namespace varstate;
+
+TEST_CASE("DeviceManager always has CPU:0 first", "[device]") {
+  auto& dm = DeviceManager::instance();
+  REQUIRE(dm.devices().size() == static_cast<size_t>(dm.num_gpus() + 1));
+  CHECK(dm.cpu().name() == "/device:CPU:0");
+  CHECK(dm.cpu().is_cpu());
+  CHECK(dm.cpu().total_memory() > 0);
+  CHECK(dm.find(DeviceSpec::parse("/cpu:0")) == &dm.cpu());
+  CHECK(dm.find(DeviceSpec::parse("/device:CPU:1")) == nullptr);
+  CHECK(dm.find(DeviceSpec::of("GPU", dm.num_gpus())) == nullptr);
+  CHECK_THROWS_AS(dm.gpu(dm.num_gpus()), InvalidArgumentError);
+  CHECK_THROWS_WITH(dm.gpu(7), Catch::Contains("/device:GPU:7") && Catch::Contains("/device:CPU:0"));
+}
+
+TEST_CASE("CPU allocation is aligned and copies move bytes", "[device]") {
+  auto& cpu = DeviceManager::instance().cpu();
+  CHECK(cpu.allocate(0) == nullptr);
+  for (size_t bytes : {size_t{1}, size_t{100}, size_t{1} << 20, size_t{20} << 20}) {
+    CAPTURE(bytes);
+    auto* a = static_cast<unsigned char*>(cpu.allocate(bytes));
+    auto* b = static_cast<unsigned char*>(cpu.allocate(bytes));
+    CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
+    for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<unsigned char>(i * 31 + 7);
+    copy_bytes(cpu, b, cpu, a, bytes);
+    CHECK(std::memcmp(a, b, bytes) == 0);
+    cpu.memset(b, 0, bytes);
+    CHECK(b[bytes - 1] == 0);
+    cpu.deallocate(a);
+    cpu.deallocate(b);
+  }
+  auto ev = cpu.record_event();
+  CHECK(ev->done());
+}
+
+TEST_CASE("PinnedBuffer gives usable host memory", "[device]") {
+  PinnedBuffer buf(4096);
+  REQUIRE(buf.data() != nullptr);
+  CHECK(buf.size() == 4096);
+  std::memset(buf.data(), 0xab, 4096);
+  PinnedBuffer moved = std::move(buf);
+  CHECK(buf.data() == nullptr);
+  CHECK(static_cast<unsigned char*>(moved.data())[4095] == 0xab);
+}
+
+TEST_CASE("device scopes stack and merge", "[placement]") {
+  CHECK(current_device_spec().empty());
+  {
+    DeviceScope outer("/job:ps/task:0");
+    CHECK(current_device_spec().to_string() == "/job:ps/task:0");
+    {
+      DeviceScope inner("/device:CPU:0");
+      CHECK(current_device_spec().to_string() == "/job:ps/task:0/device:CPU:0");
+      CHECK(&place({"v", "VariableV2"}) == &DeviceManager::instance().cpu());
+    }
+    CHECK(current_device_spec().to_string() == "/job:ps/task:0");
+  }
+  CHECK(current_device_spec().empty());
+  CHECK_THROWS_AS(DeviceScope("/device:GPU:x"), InvalidArgumentError);
+  CHECK(current_device_spec().empty());  // a failed scope pushed nothing
+}
+
+TEST_CASE("device functions pick a device from what is placed", "[placement]") {
+  // Round-robin variables over ps tasks, as replica_device_setter does.
+  int next = 0;
+  DeviceScope scope([&](const PlacementRequest& req) -> std::string {
+    if (req.type == "VariableV2") return "/job:ps/task:" + std::to_string(next++);
+    return "/job:worker";
+  });
+  CHECK(current_device_spec({"w", "VariableV2"}).to_string() == "/job:ps/task:0");
+  CHECK(current_device_spec({"b", "VariableV2"}).to_string() == "/job:ps/task:1");
+  CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker");
+  {
+    DeviceScope inner("/device:CPU:0");
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:ps/task:2/device:CPU:0");
+  }
+}
+
+TEST_CASE("soft placement falls back to CPU; strict placement raises", "[placement]") {
+  auto& dm = DeviceManager::instance();
+  auto missing = DeviceSpec::of("GPU", dm.num_gpus() + 3);
+  REQUIRE(soft_placement());
+  CHECK(&resolve_device(missing, "emb") == &dm.cpu());
+  set_soft_placement(false);
+  CHECK_THROWS_AS(resolve_device(missing, "emb"), InvalidArgumentError);
+  CHECK_THROWS_WITH(resolve_device(missing, "emb"),
+                    Catch::Contains("\"emb\"") && Catch::Contains(missing.to_string()) &&
+                        Catch::Contains("available devices: /device:CPU:0"));
+  set_soft_placement(true);
+  // No device type: the first GPU if any, else the CPU.
+  Device& def = resolve_device(DeviceSpec{});
+  CHECK(&def == (dm.num_gpus() > 0 ? &dm.gpu(0) : &dm.cpu()));
+}
+
+TEST_CASE("device scopes are per thread", "[placement]") {
+  DeviceScope scope("/device:CPU:0");
+  std::string other;
+  std::thread([&] { other = current_device_spec().to_string(); }).join();
+  CHECK(other.empty());
+  CHECK(current_device_spec().to_string() == "/device:CPU:0");
+}

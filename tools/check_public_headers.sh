@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Compiles each public header on its own with a plain host compiler and no
+# include path but the project's: public headers may include only the
+# standard library and other varstate headers (no Eigen, CUDA, protobuf or
+# spdlog).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+for h in $(cd "$root" && ls base/*.h device/*.h runtime/*.h checkpoint/*.h include/varstate/*.h 2>/dev/null | grep -v '_internal\.h$'); do
+  echo "#include \"$h\"" > "$tmp/check.cc"
+  c++ -std=c++20 -fsyntax-only -I"$root" -I"$root/include" "$tmp/check.cc" || { echo "public header $h does not compile on its own"; exit 1; }
+  n=$((n + 1))
+done
+echo "public headers: $n compile on their own"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the CUDA configuration (sm_90, static libstdc++/libgcc) and packs the
+# test and benchmark binaries, the CLI and the non-system shared libraries
+# they need into a relocatable folder (default: bundle/), with an $ORIGIN
+# rpath, so they run on a GPU host that has the CUDA driver and runtime but
+# none of the build dependencies:
+#   tools/make_gpu_bundle.sh [BUNDLE_DIR] [BUILD_DIR]
+# On the GPU host:  bundle/run_tests.sh   and   bundle/run_bench.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=${1:-$root/bundle}
+build=${2:-$root/build-bundle}
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVARSTATE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DVARSTATE_BUILD_TESTS=ON -DVARSTATE_BUILD_BENCH=ON \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" \
+  -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' -DCMAKE_SKIP_BUILD_RPATH=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)"
+
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+find "$build/test" "$build/bench" "$build/tools" -maxdepth 1 -type f -executable \
+  \( -name 'test_*' -o -name 'bench_*' -o -name varstate \) -exec cp {} "$bundle/bin/" \;
+cp -r "$root/test/testdata" "$bundle/testdata"
+
+# Non-system libraries: everything ldd resolves outside libc's own set and
+# outside the CUDA toolkit (the GPU host has CUDA 13).
+for exe in "$bundle"/bin/*; do
+  ldd "$exe" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libgcc_s*|libstdc++*) ;;
+    libcuda.so*|libcudart.so*|libcublas*.so*|libcurand*|libnvrtc*) ;;
+    *) cp -L "$lib" "$bundle/lib/" ;;
+  esac
+done
+
+cat > "$bundle/run_tests.sh" <<'SH'
+#!/usr/bin/env bash
+# Runs every test binary; GPU binaries exit 77 ("skipped") without a GPU.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export VARSTATE_TESTDATA_DIR="$PWD/testdata"
+pass=0; fail=0; skip=0
+for t in bin/test_*; do
+  "$t" "$@"; rc=$?
+  case $rc in 0) pass=$((pass+1));; 77) skip=$((skip+1));; *) fail=$((fail+1)); echo "FAILED: $t ($rc)";; esac
+done
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
+SH
+cat > "$bundle/run_bench.sh" <<'SH'
+#!/usr/bin/env bash
+# Runs the benchmarks, writing JSON results to ${1:-results}.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+./run_benchmarks.sh bin "${1:-results}" "${2:-.}"
+SH
+cp "$root/bench/run_benchmarks.sh" "$bundle/"
+chmod +x "$bundle"/*.sh
+du -sh "$bundle"

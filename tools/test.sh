@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds and runs every test of one configuration:
+#   tools/test.sh [BUILD_DIR] [extra cmake args...]
+# Default: build/, CUDA kernels compiled when nvcc is present (GPU tests
+# report "skipped" on machines without a GPU).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+shift || true
+bash "$root/tools/setup.sh"
+cmake -S "$root" -B "$build" -G Ninja "$@"
+cmake --build "$build" -j"$(nproc)"
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)"
