@@ -11,6 +11,8 @@ add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wall> $<$<COMPILE_LANGUAGE:CXX>:-
 
 if(VARSTATE_SANITIZE)
   set(_san -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${_san}>)
+  foreach(_flag IN LISTS _san)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${_flag}>)
+  endforeach()
   add_link_options(${_san})
 endif()

@@ -1,5 +1,9 @@
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
+  ${CMAKE_CURRENT_LIST_DIR}/graph.cc
+  ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cc
-  ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc
+  ${CMAKE_CURRENT_LIST_DIR}/variable.cc
+  ${CMAKE_CURRENT_LIST_DIR}/variables.cc)

@@ -1,0 +1,297 @@
+// Variable: construction, naming, lifecycle, reads, updates, locking,
+// count_up_to, caching device, VariableDef round trip. Each test case runs
+// in a fresh default graph.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "base/error.h"
+#include "device/device_manager.h"
+#include "device/placement.h"
+#include "runtime/variables.h"
+#include "tensor_util.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+
+namespace {
+struct FreshGraph {
+  FreshGraph() { reset_default_graph(); }
+};
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "variables are named Variable, Variable_1, ... with :0", "[variable]") {
+  Variable a(1.f), b(2.f), c(3.f, {.name = "w"}), d(4.f, {.name = "w"});
+  CHECK(a.name() == "Variable:0");
+  CHECK(a.op_name() == "Variable");
+  CHECK(b.name() == "Variable_1:0");
+  CHECK(c.name() == "w:0");
+  CHECK(d.name() == "w_1:0");
+  {
+    NameScope scope("layer");
+    Variable e(1.f, {.name = "w"});
+    CHECK(e.name() == "layer/w:0");
+    NameScope inner("dense");
+    Variable f(1.f);
+    CHECK(f.name() == "layer/dense/Variable:0");
+  }
+  {
+    NameScope again("layer");  // second entry: uniquified
+    Variable g(1.f, {.name = "w"});
+    CHECK(g.name() == "layer_1/w:0");
+  }
+  // An explicitly requested "x_1" reserves that name.
+  Variable x1(1.f, {.name = "x_1"}), x(1.f, {.name = "x"}), x_next(1.f, {.name = "x"});
+  CHECK(x1.name() == "x_1:0");
+  CHECK(x.name() == "x:0");
+  CHECK(x_next.name() == "x_2:0");
+}
+
+TEST_CASE_METHOD(FreshGraph, "a variable starts uninitialized", "[variable]") {
+  Variable v(Tensor({1.f, 2.f}), {.name = "v"});
+  CHECK_FALSE(v.is_initialized());
+  CHECK_THROWS_AS(v.value(), FailedPreconditionError);
+  CHECK_THROWS_WITH(v.value(), "Attempting to use uninitialized value v");
+  CHECK_THROWS_AS(v.assign_add(1), FailedPreconditionError);
+  CHECK_THROWS_AS(v.read_value(), FailedPreconditionError);
+  Session sess;
+  sess.run(v.initializer());
+  CHECK(v.is_initialized());
+  CHECK(v.eval(sess).to_vector<float>() == std::vector<float>{1.f, 2.f});
+  CHECK(v.dtype() == DType::kFloat);
+  CHECK(v.shape() == TensorShape{2});
+  CHECK(v.get_shape() == TensorShape{2});
+  CHECK(v.initializer().name() == "v/Assign");
+  CHECK(&v.graph() == &get_default_graph());
+}
+
+TEST_CASE_METHOD(FreshGraph, "the reference's Variable example", "[variable]") {
+  // w = tf.Variable(<initial-value>); w.assign(w + 1.0); w.assign_add(1.0)
+  Variable w(Tensor({{1.f, 2.f}, {3.f, 4.f}}), {.name = "w"});
+  Session sess;
+  sess.run(initialize_all_variables());
+  Tensor plus_one = w.value().clone();
+  assign_add(plus_one, 1.0);
+  w.assign(plus_one);
+  Tensor after = w.assign_add(1.0);
+  CHECK(after.to_vector<float>() == std::vector<float>{3.f, 4.f, 5.f, 6.f});
+  CHECK(w.eval(sess).to_vector<float>() == std::vector<float>{3.f, 4.f, 5.f, 6.f});
+  w.assign_sub(Tensor({{1.f, 1.f}, {1.f, 1.f}}));
+  CHECK(w.eval(sess).to_vector<float>() == std::vector<float>{2.f, 3.f, 4.f, 5.f});
+}
+
+TEST_CASE_METHOD(FreshGraph, "eval through the default session", "[variable][session]") {
+  Variable v(Tensor({1, 2}));
+  Session sess;
+  sess.run(initialize_all_variables());
+  CHECK_THROWS_AS(v.eval(), ValueError);
+  {
+    auto guard = sess.as_default();
+    CHECK(v.eval().to_vector<int32_t>() == std::vector<int32_t>{1, 2});
+    CHECK(Session::default_session() == &sess);
+  }
+  CHECK(Session::default_session() == nullptr);
+  CHECK(sess.run(v).to_vector<int32_t>() == std::vector<int32_t>{1, 2});
+}
+
+TEST_CASE_METHOD(FreshGraph, "initialized_value picks random values once", "[variable]") {
+  // v = Variable(truncated_normal(...)); w = Variable(v.initialized_value() * 2)
+  int calls = 0;
+  Variable v(
+      [&] {
+        ++calls;
+        return random_tensor(DType::kFloat, {10, 4}, kSeed + calls);
+      },
+      {.dtype = DType::kFloat, .expected_shape = TensorShape{10, 4}});
+  CHECK(calls == 0);  // deferred: nothing computed yet
+  Tensor doubled = v.initialized_value().clone();
+  assign_add(doubled, v.initialized_value());
+  Variable w(doubled, {.name = "w"});
+  CHECK(calls == 1);
+  Session sess;
+  sess.run(initialize_all_variables());
+  CHECK(calls == 1);
+  auto vv = v.eval(sess).to_vector<float>();
+  auto ww = w.eval(sess).to_vector<float>();
+  for (size_t i = 0; i < vv.size(); ++i) REQUIRE(ww[i] == 2 * vv[i]);
+  // Once initialized, initialized_value is the current value.
+  v.assign_add(1.f);
+  CHECK(v.initialized_value().to_vector<float>()[0] == vv[0] + 1.f);
+  CHECK(v.initial_value().to_vector<float>()[0] == vv[0]);
+}
+
+TEST_CASE_METHOD(FreshGraph, "constructor arguments and their errors", "[variable]") {
+  CHECK_THROWS_AS(Variable(Tensor()), ValueError);
+  CHECK_THROWS_AS(Variable(InitialValueFn([] { return Tensor(1.f); }), {}), ValueError);
+  CHECK_THROWS_AS(Variable(Tensor(1.f), {.variable_def = VariableDef{}}), ValueError);
+  CHECK_THROWS_AS(Variable(VariableOptions{}), ValueError);
+  // dtype converts a literal initial value; a typed tensor of another dtype is an error.
+  Variable f(Tensor({1, 2}), {.dtype = DType::kFloat});
+  CHECK(f.dtype() == DType::kFloat);
+  CHECK_THROWS_AS(Variable(Tensor({1, 2}).cast(DType::kInt64), {.dtype = DType::kFloat}), TypeError);
+  // expected_shape must match.
+  CHECK_THROWS_AS(Variable(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{3}}), ValueError);
+  Variable ok(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{2}});
+  CHECK(ok.shape() == TensorShape{2});
+  // A callable without expected_shape is evaluated at once to learn the shape.
+  int calls = 0;
+  Variable eager([&] { ++calls; return Tensor({1.0, 2.0, 3.0}); }, {.dtype = DType::kDouble});
+  CHECK(calls == 1);
+  CHECK(eager.shape() == TensorShape{3});
+  // A callable returning the wrong shape fails at initialization, naming it.
+  Variable bad([] { return Tensor({1.f}); },
+               {.name = "bad", .dtype = DType::kFloat, .expected_shape = TensorShape{4}});
+  CHECK_THROWS_WITH(Session().run(bad.initializer()), Catch::Contains("bad") && Catch::Contains("[4]"));
+  CHECK_FALSE(bad.is_initialized());
+}
+
+TEST_CASE_METHOD(FreshGraph, "assign checks shape and dtype, validate_shape=false reshapes",
+                 "[variable]") {
+  Variable v(Tensor({1.f, 2.f}), {.name = "v"});
+  // assign initializes an uninitialized variable.
+  v.assign(Tensor({5.f, 6.f}));
+  CHECK(v.is_initialized());
+  CHECK(v.value().to_vector<float>() == std::vector<float>{5.f, 6.f});
+  CHECK_THROWS_AS(v.assign(Tensor({1.f, 2.f, 3.f})), InvalidArgumentError);
+  CHECK_THROWS_WITH(v.assign(Tensor({1.f, 2.f, 3.f})), Catch::Contains("\"v\"") && Catch::Contains("[3]"));
+  CHECK_THROWS_AS(v.assign(Tensor({1, 2}).cast(DType::kInt32)), TypeError);
+  CHECK(v.value().to_vector<float>() == std::vector<float>{5.f, 6.f});
+  Tensor r = assign(v, Tensor({{1.f, 2.f, 3.f}}), {.validate_shape = false});
+  CHECK(v.shape() == TensorShape{1, 3});
+  CHECK(r.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f});
+  CHECK(assign_sub(v, 1.f).to_vector<float>() == std::vector<float>{0.f, 1.f, 2.f});
+}
+
+TEST_CASE_METHOD(FreshGraph, "value aliases the live buffer; read_value copies", "[variable]") {
+  Variable v(Tensor({1.f, 2.f}));
+  Session().run(v.initializer());
+  Tensor live = v.value();
+  Tensor snapshot = v.read_value();
+  Tensor r = v.ref();
+  v.assign_add(10.f);
+  CHECK(live.to_vector<float>() == std::vector<float>{11.f, 12.f});
+  CHECK(r.to_vector<float>() == std::vector<float>{11.f, 12.f});
+  CHECK(snapshot.to_vector<float>() == std::vector<float>{1.f, 2.f});
+}
+
+TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[variable][concurrency]") {
+  Variable counter(Tensor(int64_t{0}), {.name = "counter"});
+  Session().run(counter.initializer());
+  const int threads = 8, per_thread = 500;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i = 0; i < per_thread; ++i) counter.assign_add(int64_t{1}, /*use_locking=*/true);
+    });
+  }
+  for (auto& th : pool) th.join();
+  CHECK(counter.value().scalar<int64_t>() == threads * per_thread);
+  CHECK(counter.version() == 1 + threads * per_thread);
+}
+
+TEST_CASE_METHOD(FreshGraph, "count_up_to returns distinct values and stops at the limit",
+                 "[variable][concurrency]") {
+  Variable step(Tensor(int32_t{0}), {.name = "global_step"});
+  Session().run(step.initializer());
+  CHECK(step.count_up_to(3).scalar<int32_t>() == 0);
+  CHECK(count_up_to(step, 3).scalar<int32_t>() == 1);
+  CHECK(step.count_up_to(3).scalar<int32_t>() == 2);
+  CHECK_THROWS_AS(step.count_up_to(3), OutOfRangeError);
+  CHECK_THROWS_WITH(step.count_up_to(3), Catch::Contains("global_step") && Catch::Contains("3"));
+  CHECK(step.value().scalar<int32_t>() == 3);
+
+  Variable c(Tensor(int64_t{0}));
+  Session().run(c.initializer());
+  const int limit = 4000;
+  std::vector<std::vector<int64_t>> seen(4);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 4; ++t) {
+    pool.emplace_back([&, t] {
+      while (true) {
+        try {
+          seen[t].push_back(c.count_up_to(limit).scalar<int64_t>());
+        } catch (const OutOfRangeError&) {
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  std::vector<int64_t> all;
+  for (auto& s : seen) all.insert(all.end(), s.begin(), s.end());
+  std::sort(all.begin(), all.end());
+  REQUIRE(all.size() == static_cast<size_t>(limit));
+  for (int i = 0; i < limit; ++i) REQUIRE(all[i] == i);
+  CHECK_THROWS_AS(Variable(1.5f).count_up_to(3), TypeError);
+}
+
+TEST_CASE_METHOD(FreshGraph, "caching device copies only after the version changes", "[variable][cache]") {
+  Variable v(Tensor({1.f, 2.f}), {.caching_device = "/cpu:0"});
+  Session().run(v.initializer());
+  Tensor first = v.value();
+  CHECK(v.cache_copies() == 1);
+  v.value();
+  v.value();
+  CHECK(v.cache_copies() == 1);  // unchanged variable: no copy
+  CHECK(first.to_vector<float>() == std::vector<float>{1.f, 2.f});
+  v.assign_add(1.f);
+  CHECK(v.value().to_vector<float>() == std::vector<float>{2.f, 3.f});  // never stale
+  CHECK(v.cache_copies() == 2);
+  v.value();
+  CHECK(v.cache_copies() == 2);
+  // A cached read is a snapshot: later updates do not show through it.
+  Tensor snap = v.value();
+  v.assign(Tensor({7.f, 8.f}));
+  CHECK(snap.to_vector<float>() == std::vector<float>{2.f, 3.f});
+  CHECK(v.value().to_vector<float>() == std::vector<float>{7.f, 8.f});
+  CHECK(v.cache_copies() == 3);
+  CHECK_THROWS_AS(Variable(1.f, {.caching_device = "/device:GPU:x"}), InvalidArgumentError);
+}
+
+TEST_CASE_METHOD(FreshGraph, "device scopes place variables", "[variable][placement]") {
+  DeviceScope scope("/device:CPU:0");
+  Variable v(Tensor({1.f}));
+  CHECK(&v.device() == &DeviceManager::instance().cpu());
+  Session().run(v.initializer());
+  CHECK(&v.value().device() == &DeviceManager::instance().cpu());
+}
+
+TEST_CASE_METHOD(FreshGraph, "VariableDef round trip", "[variable][proto]") {
+  NameScope scope("model");
+  Variable v(Tensor({1.f, 2.f}), {.trainable = false, .name = "w"});
+  VariableDef def = v.to_proto();
+  CHECK(def.variable_name == "model/w:0");
+  CHECK(def.initializer_name == "model/w/Assign");
+  CHECK(def.snapshot_name == "model/w/read:0");
+  CHECK(def.initial_value_name == "model/w/initial_value:0");
+  CHECK_FALSE(def.trainable);
+  VariableDef back = VariableDef::parse(def.serialize());
+  CHECK(back.variable_name == def.variable_name);
+  CHECK(back.snapshot_name == def.snapshot_name);
+  CHECK_FALSE(back.trainable);
+  // Wire bytes: field 1 (tag 0x0a) holds the variable name.
+  std::string bytes = def.serialize();
+  CHECK(static_cast<unsigned char>(bytes[0]) == 0x0a);
+  CHECK(bytes.substr(2, 9) == "model/w:0");
+
+  Variable same = Variable::from_proto(back);
+  CHECK(same.same_as(v));
+  CHECK_THROWS_AS(Variable::from_proto(VariableDef{.variable_name = "nope:0"}), NotFoundError);
+  CHECK_THROWS_AS(VariableDef::parse("\xff\xff\xff"), InvalidArgumentError);
+
+  VariableDef sliced = def;
+  sliced.variable_name = "emb/part_0:0";
+  sliced.save_slice_info = SaveSliceInfo{"emb", {10, 4}, {0, 0}, {5, 4}};
+  auto parsed = VariableDef::parse(sliced.serialize());
+  REQUIRE(parsed.save_slice_info);
+  CHECK(*parsed.save_slice_info == *sliced.save_slice_info);
+  // Not in the graph: recreated uninitialized with the given dtype and shape.
+  Variable part(VariableOptions{.dtype = DType::kFloat, .expected_shape = TensorShape{5, 4},
+                                .variable_def = parsed});
+  CHECK(part.name() == "emb/part_0:0");
+  CHECK_FALSE(part.is_initialized());
+  REQUIRE(part.save_slice_info());
+  CHECK(part.save_slice_info()->full_shape == std::vector<int64_t>{10, 4});
+  CHECK_THROWS_AS(Variable(VariableOptions{.variable_def = VariableDef{.variable_name = "zz:0"}}),
+                  ValueError);
+}

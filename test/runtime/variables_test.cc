@@ -1,0 +1,146 @@
+// Graph collections and the initialization helpers.
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "runtime/variables.h"
+#include "tensor_util.h"
+
+using namespace varstate;
+
+namespace {
+struct FreshGraph {
+  FreshGraph() { reset_default_graph(); }
+};
+
+std::vector<std::string> names(const std::vector<Variable>& vars) {
+  std::vector<std::string> out;
+  for (const auto& v : vars) out.push_back(v.op_name());
+  return out;
+}
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "variables land in their collections", "[collections]") {
+  Variable w(Tensor({1.f}), {.name = "w"});
+  Variable step(Tensor(0), {.trainable = false, .name = "global_step"});
+  Variable local(Tensor(0.f), {.trainable = false,
+                               .collections = std::vector<std::string>{GraphKeys::LOCAL_VARIABLES},
+                               .name = "local"});
+  Variable model(Tensor(0.f), {.collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES,
+                                                                       GraphKeys::MODEL_VARIABLES},
+                               .name = "model"});
+  Variable avg(Tensor(0.f), {.trainable = false,
+                             .collections = std::vector<std::string>{
+                                 GraphKeys::GLOBAL_VARIABLES, GraphKeys::MOVING_AVERAGE_VARIABLES},
+                             .name = "avg"});
+  using V = std::vector<std::string>;
+  CHECK(names(global_variables()) == V{"w", "global_step", "model", "avg"});
+  CHECK(names(all_variables()) == names(global_variables()));
+  CHECK(names(get_collection_variables(GraphKeys::VARIABLES)) == names(global_variables()));
+  CHECK(names(trainable_variables()) == V{"w", "model"});
+  CHECK(names(local_variables()) == V{"local"});
+  CHECK(names(model_variables()) == V{"model"});
+  CHECK(names(moving_average_variables()) == V{"avg"});
+  CHECK(get_default_graph().variables().size() == 5);
+}
+
+TEST_CASE_METHOD(FreshGraph, "user collections and scope filters", "[collections]") {
+  {
+    NameScope a("encoder");
+    Variable e1(Tensor(1.f), {.name = "w"});
+    Variable e2(Tensor(1.f), {.name = "b"});
+  }
+  Variable d(Tensor(1.f), {.name = "decoder_w"});
+  add_to_collection("my_losses", Tensor(0.5f));
+  add_to_collection("my_losses", std::string("not a tensor"));
+  add_to_collection(GraphKeys::REGULARIZATION_LOSSES, Tensor(0.1f));
+  CHECK(get_collection("my_losses").size() == 2);
+  CHECK(get_collection("nothing").empty());
+  CHECK(get_collection(GraphKeys::REGULARIZATION_LOSSES).size() == 1);
+  CHECK(names(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, "encoder")) ==
+        std::vector<std::string>{"encoder/w", "encoder/b"});
+  CHECK(names(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, ".*_w")) ==
+        std::vector<std::string>{"decoder_w"});
+  CHECK_THROWS_AS(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, "(unclosed"),
+                  InvalidArgumentError);
+}
+
+TEST_CASE_METHOD(FreshGraph, "the initializer helpers", "[initialization]") {
+  Variable a(Tensor({1.f, 2.f}), {.name = "a"});
+  Variable b(Tensor(3), {.name = "b"});
+  Variable loc(Tensor(7.f), {.trainable = false,
+                             .collections = std::vector<std::string>{GraphKeys::LOCAL_VARIABLES},
+                             .name = "loc"});
+  Session sess;
+  CHECK_FALSE(is_variable_initialized(a));
+  CHECK(report_uninitialized_variables().to_vector<std::string>() ==
+        std::vector<std::string>{"a", "b", "loc"});
+  Op check = assert_variables_initialized();
+  CHECK_THROWS_AS(sess.run(check), FailedPreconditionError);
+  CHECK_THROWS_WITH(sess.run(check), Catch::Contains("a") && Catch::Contains("loc"));
+
+  Op none = initialize_variables({});
+  sess.run(none);  // a runnable no-op
+  CHECK(report_uninitialized_variables().num_elements() == 3);
+
+  sess.run(initialize_variables({b}, "init_b"));
+  CHECK(is_variable_initialized(b));
+  CHECK(report_uninitialized_variables({a, b}).to_vector<std::string>() ==
+        std::vector<std::string>{"a"});
+
+  sess.run(global_variables_initializer());
+  CHECK(report_uninitialized_variables().to_vector<std::string>() == std::vector<std::string>{"loc"});
+  sess.run(initialize_local_variables());
+  CHECK(report_uninitialized_variables().num_elements() == 0);
+  sess.run(check);  // passes now
+  sess.run(assert_variables_initialized({a}));
+
+  // Running an initializer again resets to the initial value.
+  a.assign_add(10.f);
+  sess.run(initialize_all_variables());
+  CHECK(a.value().to_vector<float>() == std::vector<float>{1.f, 2.f});
+}
+
+TEST_CASE_METHOD(FreshGraph, "graphs are separate; reset_default_graph starts over", "[graph]") {
+  Variable v(1.f);
+  CHECK(v.name() == "Variable:0");
+  Graph other;
+  {
+    auto guard = other.as_default();
+    Variable w(1.f);
+    CHECK(w.name() == "Variable:0");
+    CHECK(&w.graph() == &other);
+    CHECK(global_variables().size() == 1);
+  }
+  CHECK(global_variables().size() == 1);
+  reset_default_graph();
+  CHECK(global_variables().empty());
+  Variable fresh(1.f);
+  CHECK(fresh.name() == "Variable:0");
+  CHECK(v.name() == "Variable:0");  // the old variable stays usable
+  Session().run(v.initializer());
+  CHECK(v.value().scalar<float>() == 1.f);
+}
+
+TEST_CASE_METHOD(FreshGraph, "name scopes", "[graph]") {
+  Graph& g = get_default_graph();
+  CHECK(g.name_scope().empty());
+  {
+    NameScope a("a");
+    CHECK(a.name() == "a/");
+    CHECK(g.unique_name("add") == "a/add");
+    CHECK(g.unique_name("add") == "a/add_1");
+    CHECK(g.unique_name("ADD", false) == "a/ADD_2");  // case-insensitive, not reserved
+    {
+      NameScope abs("b/");  // re-enters "b/" exactly
+      CHECK(abs.name() == "b/");
+      NameScope root("");
+      CHECK(g.name_scope().empty());
+    }
+  }
+  NameScope a2("a");
+  CHECK(a2.name() == "a_1/");
+  set_random_seed(42);
+  CHECK(g.random_seed() == 42);
+  int64_t first = g.next_op_id();
+  CHECK(g.next_op_id() > first);
+}
