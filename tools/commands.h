@@ -10,5 +10,6 @@ namespace varstate::cli {
 using Args = std::vector<std::string>;
 
 int devices_command(const Args& args);
+int demo_command(const Args& args);
 
 }  // namespace varstate::cli

@@ -17,6 +17,7 @@ struct Command {
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
+      {"demo", {varstate::cli::demo_command, "the main job: build, initialize and train variables"}},
       {"devices", {varstate::cli::devices_command, "list the CPU and GPUs varstate finds"}},
   };
   return table;
