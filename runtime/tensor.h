@@ -105,6 +105,9 @@ class Tensor {
   void* raw_data() const { return buffer_ ? buffer_->data() : nullptr; }
   // Typed pointer; throws TypeError when T is not the storage type of dtype().
   template <typename T> T* data() const;
+  // True if this handle is the only one referring to its buffer (so the
+  // buffer may be overwritten without anyone else seeing it).
+  bool sole_owner() const { return buffer_ && buffer_.use_count() == 1; }
   // True if both handles share one buffer.
   bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
 

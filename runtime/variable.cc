@@ -261,7 +261,12 @@ Tensor Variable::value() const {
   // cached_version behind, so the next read copies again.
   uint64_t v = s.version.load();
   if (s.cached_version != v || !s.cached.valid()) {
-    s.cached = live.to(*s.caching_device);
+    if (s.cached.sole_owner() && s.cached.shape() == live.shape()) {
+      // Nobody holds the previous snapshot: refresh it in place.
+      copy_bytes(*s.caching_device, s.cached.raw_data(), live.device(), live.raw_data(), live.nbytes());
+    } else {
+      s.cached = live.to(*s.caching_device);
+    }
     s.cached_version = v;
     s.cache_copies.fetch_add(1);
   }
