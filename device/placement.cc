@@ -73,6 +73,23 @@ Device& place(const PlacementRequest& what) {
   return resolve_device(current_device_spec(what), what.name);
 }
 
+DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device, std::string worker_device) {
+  if (ps_tasks < 0) {
+    throw InvalidArgumentError("replica_device_setter: ps_tasks must be >= 0, got " +
+                               std::to_string(ps_tasks));
+  }
+  // Validate both strings once, up front.
+  DeviceSpec::parse(ps_device);
+  DeviceSpec::parse(worker_device);
+  auto next = std::make_shared<std::atomic<int>>(0);
+  return [=](const PlacementRequest& req) -> std::string {
+    bool is_variable = req.type == "VariableV2" || req.type == "Variable" || req.type == "VarHandleOp";
+    if (!is_variable || ps_tasks == 0) return worker_device;
+    int task = next->fetch_add(1) % ps_tasks;
+    return DeviceSpec::parse(ps_device).merged_with(DeviceSpec::parse("/task:" + std::to_string(task))).to_string();
+  };
+}
+
 void set_soft_placement(bool enabled) { g_soft_placement.store(enabled); }
 bool soft_placement() { return g_soft_placement.load(); }
 

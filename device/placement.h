@@ -41,6 +41,14 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 };
 
+// tf.train.replica_device_setter: a device function that places variables
+// (request types "VariableV2", "Variable", "VarHandleOp") round-robin on
+// `ps_device`/task:0..ps_tasks-1 and everything else on `worker_device`.
+// With ps_tasks == 0 variables go to worker_device too. Each returned
+// function keeps its own round-robin counter.
+DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device = "/job:ps",
+                                     std::string worker_device = "/job:worker");
+
 // The merged spec of this thread's device scopes for `what`.
 DeviceSpec current_device_spec(const PlacementRequest& what = {});
 

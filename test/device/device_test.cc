@@ -110,3 +110,19 @@ TEST_CASE("device scopes are per thread", "[placement]") {
   CHECK(other.empty());
   CHECK(current_device_spec().to_string() == "/device:CPU:0");
 }
+
+TEST_CASE("replica_device_setter places variables round-robin on ps tasks", "[placement]") {
+  {
+    DeviceScope none(replica_device_setter(0, "/job:ps", "/job:worker/device:CPU:0"));
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:worker/device:CPU:0");
+  }
+  DeviceScope scope(replica_device_setter(2));
+  CHECK(current_device_spec({"v0", "VariableV2"}).to_string() == "/job:ps/task:0");
+  CHECK(current_device_spec({"v1", "VariableV2"}).to_string() == "/job:ps/task:1");
+  CHECK(current_device_spec({"v2", "VariableV2"}).to_string() == "/job:ps/task:0");
+  CHECK(current_device_spec({"matmul", "MatMul"}).to_string() == "/job:worker");
+  // Everything is local: the job/task fields do not hide the device.
+  CHECK(&place({"v3", "VariableV2"}) == &resolve_device(DeviceSpec{}));
+  CHECK_THROWS_AS(replica_device_setter(-1), InvalidArgumentError);
+  CHECK_THROWS_AS(replica_device_setter(1, "/job:ps/bogus"), InvalidArgumentError);
+}
