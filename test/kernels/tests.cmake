@@ -1,1 +1,11 @@
 # Tests of kernels/.
+varstate_add_test(test_kernels_random SOURCES ${CMAKE_CURRENT_LIST_DIR}/random_test.cc)
+if(VARSTATE_HAVE_CUDA)
+  varstate_add_test(test_kernels_random_gpu GPU SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/random_gpu_test.cc)
+endif()
+# Reference loops compute with the random transforms of kernels/philox.h on
+# the host: round every operation as written, as kernels/cpu/random.cc does.
+set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/random_test.cc ${CMAKE_CURRENT_LIST_DIR}/random_gpu_test.cc
+  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
