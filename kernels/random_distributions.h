@@ -169,13 +169,20 @@ struct TruncatedNormalDistribution {
       Compute v[kGroupSize];
       normal_values<T>(x, v);
       // Pairs in order; a pair's second value is used only if still needed.
-      for (int j = 0; j < kGroupSize && kept < kGroupSize; ++j) {
+      for (int j = 0; j < kGroupSize; ++j) {
         if (v[j] < Compute(2) && v[j] > Compute(-2)) {
-          out[kept++] = scale_shift<T>(Arith<T>::round(v[j]), stddev, mean);
+          const Bits value = scale_shift<T>(Arith<T>::round(v[j]), stddev, mean);
+          // Constant indices keep a device's out[] in registers.
+          for (int i = 0; i < kGroupSize; ++i) {
+            if (i == kept) out[i] = value;
+          }
+          ++kept;
         }
       }
     }
-    for (; kept < kGroupSize; ++kept) out[kept] = Arith<T>::store(mean);
+    for (int i = 0; i < kGroupSize; ++i) {
+      if (i >= kept) out[i] = Arith<T>::store(mean);
+    }
   }
 };
 

@@ -19,8 +19,12 @@
 #include <cstdint>
 #include <cstring>
 
+// Inlined everywhere: on the host too, so that the CPU kernels' FMA build
+// (kernels/cpu/random.cc) gets the transforms inlined into it.
 #if defined(__CUDACC__)
 #define VARSTATE_HOST_DEVICE __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define VARSTATE_HOST_DEVICE inline __attribute__((always_inline))
 #else
 #define VARSTATE_HOST_DEVICE inline
 #endif

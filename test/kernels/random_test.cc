@@ -417,8 +417,8 @@ TEST_CASE("16-bit rounding matches base/dtype.h", "[random]") {
   }
 }
 
-TEMPLATE_TEST_CASE("CPU kernels match the sequential reference bit for bit", "[random]", half,
-                   bfloat16, float, double, int32_t, int64_t) {
+TEMPLATE_TEST_CASE("CPU kernels match the sequential reference bit for bit",
+                   "[random][threads]", half, bfloat16, float, double, int32_t, int64_t) {
   using T = TestType;
   const uint64_t seed = testing::kSeed, seed2 = 77;
   for (Dist dist : dists_for(std::is_integral_v<T>)) {
@@ -435,8 +435,8 @@ TEMPLATE_TEST_CASE("CPU kernels match the sequential reference bit for bit", "[r
   }
 }
 
-TEMPLATE_TEST_CASE("A shard generates its slice of the full tensor", "[random]", half, bfloat16,
-                   float, double, int32_t, int64_t) {
+TEMPLATE_TEST_CASE("A shard generates its slice of the full tensor", "[random][threads]", half,
+                   bfloat16, float, double, int32_t, int64_t) {
   using T = TestType;
   const int64_t n = 300007;  // large enough to run on the thread pool
   for (Dist dist : dists_for(std::is_integral_v<T>)) {
