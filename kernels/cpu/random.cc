@@ -106,7 +106,7 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
   if constexpr (std::is_integral_v<T>) {
     using Range = std::make_unsigned_t<T>;
     const rng::UniformIntDistribution<T> dist{
-        stream, minval, static_cast<Range>(static_cast<Range>(maxval) - static_cast<Range>(minval))};
+        stream, minval, static_cast<Range>(Range(maxval) - Range(minval))};
     fill(dist, out, n, first_element);
   } else {
     const auto lo = compute_value(minval);

@@ -44,6 +44,7 @@ random_kernel(D dist, typename D::Bits* out, int64_t first, int64_t end, int64_t
               int64_t packets) {
   using P = Packet<D>;
   const int64_t tile = static_cast<int64_t>(blockDim.x) * RandomConfig::kPacketsPerThread;
+  const int64_t base_group = base / P::kGroup;  // base is a multiple of kGroup
   for (int64_t t = blockIdx.x * tile; t < packets; t += static_cast<int64_t>(gridDim.x) * tile) {
 #pragma unroll
     for (int k = 0; k < RandomConfig::kPacketsPerThread; ++k) {
@@ -53,7 +54,7 @@ random_kernel(D dist, typename D::Bits* out, int64_t first, int64_t end, int64_t
       typename P::Vec v;
 #pragma unroll
       for (int g = 0; g < P::kGroups; ++g) {
-        dist(static_cast<uint64_t>(e / P::kGroup + g), v.v + g * P::kGroup);
+        dist(static_cast<uint64_t>(base_group + q * P::kGroups + g), v.v + g * P::kGroup);
       }
       if (kVector && e >= first && e + P::kSize <= end) {
         *reinterpret_cast<typename P::Vec*>(out + (e - first)) = v;
@@ -116,7 +117,7 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
   if constexpr (std::is_integral_v<T>) {
     using Range = std::make_unsigned_t<T>;
     const rng::UniformIntDistribution<T> dist{
-        s, minval, static_cast<Range>(static_cast<Range>(maxval) - static_cast<Range>(minval))};
+        s, minval, static_cast<Range>(Range(maxval) - Range(minval))};
     launch(dist, out, n, first_element, stream);
   } else {
     const auto lo = compute_value(minval);
