@@ -4,8 +4,14 @@
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc)
+# The random transforms must round every operation as written, so that host
+# and device give the same bits (nvcc already runs with --fmad=false).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
+  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu)
 endif()

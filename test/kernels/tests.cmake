@@ -1,1 +1,15 @@
 # Tests of kernels/.
+varstate_add_test(test_kernels_random SOURCES ${CMAKE_CURRENT_LIST_DIR}/random_test.cc)
+if(VARSTATE_HAVE_CUDA)
+  varstate_add_test(test_kernels_random_gpu GPU SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/random_gpu_test.cc)
+endif()
+# Reference loops compute with the random transforms of kernels/philox.h on
+# the host: round every operation as written, as kernels/cpu/random.cc does.
+set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/random_test.cc ${CMAKE_CURRENT_LIST_DIR}/random_gpu_test.cc
+  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+# Results must not depend on the size of the CPU thread pool.
+add_test(NAME test_kernels_random_3_threads COMMAND test_kernels_random "[threads]")
+set_tests_properties(test_kernels_random_3_threads PROPERTIES
+  LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=3)

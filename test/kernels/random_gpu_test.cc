@@ -1,0 +1,169 @@
+// CUDA random kernels against the CPU kernels, bit for bit, for every dtype
+// and distribution, across sizes, element offsets and output alignments.
+// Guard bytes around each output catch out-of-bounds writes.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "base/dtype.h"
+#include "device/device.h"
+#include "device/device_manager.h"
+#include "kernels/cpu/random.h"
+#include "kernels/cuda/random.h"
+#include "test_util.h"
+
+using namespace varstate;
+namespace cpu = varstate::kernels::cpu;
+namespace cuda = varstate::kernels::cuda;
+
+namespace {
+
+enum class Dist { kUniform, kNormal, kTruncated };
+
+constexpr unsigned char kGuard = 0x5a;
+constexpr int64_t kGuardElements = 16;
+
+Device& gpu() { return DeviceManager::instance().gpu(0); }
+
+template <typename T>
+std::pair<T, T> params(Dist dist) {
+  if constexpr (std::is_integral_v<T>) {
+    return {T(-1000), T(123457)};
+  } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    return dist == Dist::kUniform ? std::pair{T(-2.5f), T(1.0f)} : std::pair{T(0.25f), T(1.5f)};
+  } else {
+    return dist == Dist::kUniform ? std::pair{T(-2.5), T(1.0)} : std::pair{T(0.25), T(1.5)};
+  }
+}
+
+template <typename T>
+std::vector<T> run_cpu(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2) {
+  const auto [a, b] = params<T>(dist);
+  std::vector<T> out(n);
+  if (dist == Dist::kUniform) {
+    cpu::random_uniform<T>(out.data(), n, first, seed, seed2, a, b);
+  } else if constexpr (!std::is_integral_v<T>) {
+    if (dist == Dist::kNormal) {
+      cpu::random_normal<T>(out.data(), n, first, seed, seed2, a, b);
+    } else {
+      cpu::truncated_normal<T>(out.data(), n, first, seed, seed2, a, b);
+    }
+  }
+  return out;
+}
+
+// Runs the CUDA kernel into a guarded buffer, `shift` elements past a
+// 256-byte boundary, and returns elements [keep_from, n) of its output.
+template <typename T>
+std::vector<T> run_gpu(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2,
+                       int64_t shift, int64_t keep_from = 0) {
+  const auto [a, b] = params<T>(dist);
+  Device& dev = gpu();
+  const int64_t total = kGuardElements + shift + n + kGuardElements;
+  auto* base = static_cast<T*>(dev.allocate(total * sizeof(T)));
+  dev.memset(base, kGuard, total * sizeof(T));
+  T* out = base + kGuardElements + shift;
+  if (dist == Dist::kUniform) {
+    cuda::random_uniform<T>(out, n, first, seed, seed2, a, b, dev.stream());
+  } else if constexpr (!std::is_integral_v<T>) {
+    if (dist == Dist::kNormal) {
+      cuda::random_normal<T>(out, n, first, seed, seed2, a, b, dev.stream());
+    } else {
+      cuda::truncated_normal<T>(out, n, first, seed, seed2, a, b, dev.stream());
+    }
+  }
+  std::vector<unsigned char> guard(kGuardElements * sizeof(T));
+  Device& host = DeviceManager::instance().cpu();
+  copy_bytes(host, guard.data(), dev, base, guard.size());
+  for (unsigned char c : guard) REQUIRE(c == kGuard);
+  copy_bytes(host, guard.data(), dev, out + n, guard.size());
+  for (unsigned char c : guard) REQUIRE(c == kGuard);
+  std::vector<T> result(n - keep_from);
+  copy_bytes(host, result.data(), dev, out + keep_from, result.size() * sizeof(T));
+  dev.deallocate(base);
+  dev.synchronize();
+  return result;
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <typename T>
+size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
+  }
+  return std::min(a.size(), b.size());
+}
+
+template <typename T>
+std::vector<Dist> dists() {
+  if constexpr (std::is_integral_v<T>) {
+    return {Dist::kUniform};
+  } else {
+    return {Dist::kUniform, Dist::kNormal, Dist::kTruncated};
+  }
+}
+
+template <typename T>
+bool not_all_zero(const std::vector<T>& v) {
+  const T zero{};
+  for (const T& x : v) {
+    if (std::memcmp(&x, &zero, sizeof(T)) != 0) return true;
+  }
+  return v.empty();
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("GPU random kernels match the CPU kernels bit for bit", "[random][gpu]", half,
+                   bfloat16, float, double, int32_t, int64_t) {
+  using T = TestType;
+  const uint64_t seed = testing::kSeed, seed2 = 31;
+  // 4096 = one block tile of 4-value groups; 8192 for 16-bit types.
+  const int64_t small_sizes[] = {1, 2, 3, 5, 8, 17, 255, 4095, 4096, 4097, 8193, 40000};
+  const int64_t firsts[] = {0, 1, 2, 3, 5, 4093, (int64_t{1} << 33) + 1};
+  for (Dist dist : dists<T>()) {
+    for (int64_t n : small_sizes) {
+      for (int64_t first : firsts) {
+        for (int64_t shift : {0, 1, 2, 3, 5}) {
+          CAPTURE(static_cast<int>(dist), n, first, shift, seed, seed2);
+          const auto want = run_cpu<T>(dist, n, first, seed, seed2);
+          const auto got = run_gpu<T>(dist, n, first, seed, seed2, shift);
+          CAPTURE(first_difference(got, want));
+          REQUIRE(same_bits(got, want));
+          REQUIRE(not_all_zero(got));
+        }
+      }
+    }
+    for (int64_t n : {int64_t{1} << 22, (int64_t{1} << 22) + 3}) {
+      for (auto [first, shift] : {std::pair<int64_t, int64_t>{0, 0}, {3, 1}, {6, 2}}) {
+        CAPTURE(static_cast<int>(dist), n, first, shift, seed, seed2);
+        const auto want = run_cpu<T>(dist, n, first, seed, seed2);
+        const auto got = run_gpu<T>(dist, n, first, seed, seed2, shift);
+        CAPTURE(first_difference(got, want));
+        REQUIRE(same_bits(got, want));
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU random kernels index past 2^31 elements", "[random][gpu]") {
+  const int64_t n = (int64_t{1} << 31) + 67;
+  if (gpu().total_memory() < static_cast<size_t>(3 * n * sizeof(half))) {
+    SUCCEED("not enough GPU memory");
+    return;
+  }
+  const int64_t keep = 4099;
+  for (Dist dist : {Dist::kUniform, Dist::kNormal}) {
+    CAPTURE(static_cast<int>(dist), n);
+    const auto got = run_gpu<half>(dist, n, 0, 1, 2, 0, n - keep);
+    const auto want = run_cpu<half>(dist, keep, n - keep, 1, 2);
+    CAPTURE(first_difference(got, want));
+    REQUIRE(same_bits(got, want));
+  }
+}
