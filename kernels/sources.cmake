@@ -3,7 +3,10 @@
 # them in parallel.
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_int.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc)
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu)
