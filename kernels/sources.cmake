@@ -9,5 +9,11 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc)
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_float.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_half.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int_wide.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_complex.cu)
 endif()
