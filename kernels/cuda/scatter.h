@@ -5,18 +5,20 @@
 //
 // Atomic path: a group of lanes (up to a warp) per update row, 16-byte
 // vector accesses when the row allows. add/sub use the hardware atomics the
-// type has (float4/float2, double, 32/64-bit integers, half2/bfloat162);
-// mul/div/min/max and the types without native atomics use compare-and-swap
-// loops (8/16-bit types on their containing 32-bit word, complex128 on 16
-// bytes). Duplicates all take effect; their order — and so float rounding
-// and which update of a row wins — is unspecified.
+// type has (float4, double, 32/64-bit integers, half2/bfloat162, complex per
+// component), min/max those of 32/64-bit integers; mul/div, float min/max
+// and the 8/16-bit integers use compare-and-swap loops (8/16-bit types on
+// their 32-bit word, complex128 on 16 bytes). Duplicates all take effect;
+// their order (so float rounding, and which update of a row wins) is
+// unspecified.
 //
 // Deterministic path: (index, position) pairs are radix-sorted (CUB) and one
 // lane group per distinct index applies its updates in their original order
-// and writes the row once. The result equals the CPU kernel's (a serial loop
-// in index order) bit for bit, for every op and type except complex division
-// (device and host complex division round differently), and is identical run
-// to run.
+// and writes the row once; a very hot index is folded by a single lane group,
+// several updates in flight at a time. The result is identical run to run
+// and equals the CPU kernel's (a serial loop in index order) bit for bit, for
+// every op and type except complex mul/div (device and host complex
+// arithmetic may round differently).
 //
 // Bounds protocol, without host synchronization:
 //   1. reset_index_check(check)      -- or memset the IndexCheck to 0xFF
@@ -77,7 +79,10 @@ void validate_indices(const Index* indices, int64_t n, int64_t rows, IndexCheck*
 // where u(i, c) = updates[i * row_width + c], or updates[0] for every i and c
 // when updates_scalar. All pointers are device memory of the stream's device;
 // `table` (rows x row_width, row-major) is aligned to its element size, and
-// updates do not overlap it.
+// updates do not overlap it. 8- and 16-bit types are updated with
+// compare-and-swap on whole 32-bit words, so no other work may write the
+// bytes that share a word with the table while the call runs (true of
+// separate allocations, which are 256-byte aligned).
 //
 // `check` (may be null): when it records a bad index, every kernel of the
 // call returns before writing, so the table is left unchanged. Without a
