@@ -18,4 +18,10 @@ namespace varstate::kernels {
 // Dense element-wise updates: dst[i] = src[i], dst[i] += src[i], dst[i] -= src[i].
 enum class DenseUpdateOp { kAssign, kAdd, kSub };
 
+// Sparse row updates: table[indices[i], :] (op)= updates[i, :]. kUpdate
+// overwrites; the others combine the row with the update element-wise:
+// +, -, *, /, and min/max (table = u < t ? u : t, t < u ? u : t; not defined
+// for complex types). Integer +, -, * wrap around.
+enum class ScatterOp { kUpdate, kAdd, kSub, kMul, kDiv, kMin, kMax };
+
 }  // namespace varstate::kernels

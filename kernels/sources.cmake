@@ -5,7 +5,10 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_int.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc)
 # The random transforms must round every operation as written, so that host
 # and device give the same bits (nvcc already runs with --fmad=false).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
@@ -13,5 +16,11 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_float.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_half.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int_wide.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_complex.cu)
 endif()

@@ -1,0 +1,344 @@
+// CUDA scatter kernels against the CPU ones (which scatter_test.cc checks
+// against the reference loop): every op and dtype on random inputs with
+// heavy duplicates, the deterministic path (bitwise reproducible, equal to
+// the CPU), and the device-side bounds check (a bad index leaves the table
+// unchanged and is reported with its position and value).
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/scatter.h"
+#include "kernels/cuda/scatter.h"
+#include "scatter_test_util.h"
+#include "test_util.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+namespace cpu = varstate::kernels::cpu;
+namespace gpu = varstate::kernels::cuda;
+
+namespace {
+
+void cuda_ok(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+  }
+}
+#define CUDA_OK(call) cuda_ok((call), #call)
+
+// Device copy of a host vector.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
+    const size_t bytes = std::max<size_t>(1, size_) * sizeof(T);
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes));
+    CUDA_OK(cudaMemcpy(ptr_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() { cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return ptr_; }
+  std::vector<T> to_host() const {
+    std::vector<T> out(size_);
+    CUDA_OK(cudaMemcpy(out.data(), ptr_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return out;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_;
+};
+
+class Stream {
+ public:
+  Stream() { CUDA_OK(cudaStreamCreate(&stream_)); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  cudaStream_t get() const { return stream_; }
+  void sync() const { CUDA_OK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Stream-ordered scratch memory, as the runtime provides it.
+gpu::ScratchAllocator scratch_on(cudaStream_t stream) {
+  return {[stream](size_t bytes) {
+            void* p = nullptr;
+            CUDA_OK(cudaMallocAsync(&p, bytes, stream));
+            return p;
+          },
+          [stream](void* p) { cudaFreeAsync(p, stream); }};
+}
+
+// Runs validate_indices + scatter on the GPU over `table` (guard rows
+// included, the table proper starting at element `offset`); returns the
+// table and fills *check_out.
+template <typename T, typename Index>
+std::vector<T> run_gpu(ScatterOp op, const std::vector<T>& table, int64_t offset, int64_t rows,
+                       int64_t width, const std::vector<Index>& indices,
+                       const std::vector<T>& updates, bool scalar, bool deterministic,
+                       gpu::IndexCheck* check_out = nullptr) {
+  Stream stream;
+  DeviceArray<T> d_table(table);
+  DeviceArray<Index> d_indices(indices);
+  DeviceArray<T> d_updates(updates);
+  DeviceArray<gpu::IndexCheck> d_check(std::vector<gpu::IndexCheck>(1));
+  const int64_t n = static_cast<int64_t>(indices.size());
+  gpu::reset_index_check(d_check.get(), stream.get());
+  gpu::validate_indices(d_indices.get(), n, rows, d_check.get(), stream.get());
+  gpu::scatter<T, Index>(op, d_table.get() + offset, rows, width, d_indices.get(), n,
+                         d_updates.get(), scalar, deterministic, d_check.get(),
+                         scratch_on(stream.get()), stream.get());
+  stream.sync();
+  if (check_out != nullptr) *check_out = d_check.to_host()[0];
+  return d_table.to_host();
+}
+
+template <typename T, typename Index>
+std::vector<T> run_cpu(ScatterOp op, std::vector<T> table, int64_t offset, int64_t rows,
+                       int64_t width, const std::vector<Index>& indices,
+                       const std::vector<T>& updates, bool scalar) {
+  cpu::scatter<T, Index>(op, table.data() + offset, rows, width, indices.data(),
+                         static_cast<int64_t>(indices.size()), updates.data(), scalar, false);
+  return table;
+}
+
+// Random values that are not small integers (so that rounding depends on
+// the order of operations); non-zero magnitudes in [0.5, 2] for mul/div.
+template <typename T>
+std::vector<T> real_values(ScatterOp op, size_t n, uint64_t seed) {
+  if constexpr (std::is_integral_v<T>) {
+    return updates_for<T>(op, n, seed, /*general=*/true);
+  } else {
+    std::mt19937_64 gen(seed);
+    const bool mul_div = op == ScatterOp::kMul || op == ScatterOp::kDiv;
+    std::uniform_real_distribution<double> mag(mul_div ? 0.5 : -2.0, 2.0);
+    std::bernoulli_distribution negative(0.5);
+    auto draw = [&] { return (mul_div && negative(gen) ? -1.0 : 1.0) * mag(gen); };
+    std::vector<T> out(n);
+    for (auto& v : out) {
+      if constexpr (is_complex<T>::value) {
+        using R = typename T::value_type;
+        v = T(static_cast<R>(draw()), static_cast<R>(draw()));
+      } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+        v = T(static_cast<float>(draw()));
+      } else {
+        v = static_cast<T>(draw());
+      }
+    }
+    return out;
+  }
+}
+
+template <typename T>
+bool all_close(const std::vector<T>& got, const std::vector<T>& want, int64_t* where) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!close(got[i], want[i])) {
+      *where = static_cast<int64_t>(i);
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr int64_t kGuardRows = 2;
+
+template <typename T>
+std::vector<T> guarded_table(int64_t rows, int64_t width, int64_t offset, uint64_t seed) {
+  std::vector<T> t = random_ints<T>(offset + (rows + 2 * kGuardRows) * width, seed, -8, 8);
+  for (int64_t i = 0; i < offset + kGuardRows * width; ++i) t[i] = from_int<T>(77);
+  for (int64_t i = 0; i < kGuardRows * width; ++i) t[t.size() - 1 - i] = from_int<T>(77);
+  return t;
+}
+
+// Atomic path with duplicates, scatter_update: which duplicate wins is
+// unspecified, so each element must come from one of its row's updates.
+template <typename T, typename Index>
+bool update_is_some_occurrence(const std::vector<T>& got, const std::vector<T>& before,
+                               int64_t base, int64_t width, const std::vector<Index>& indices,
+                               const std::vector<T>& updates) {
+  std::vector<std::vector<int64_t>> hits((got.size() - base) / width + 1);
+  for (size_t i = 0; i < indices.size(); ++i) hits[indices[i]].push_back(static_cast<int64_t>(i));
+  for (size_t e = 0; e < got.size(); ++e) {
+    const int64_t rel = static_cast<int64_t>(e) - base;
+    const int64_t row = rel >= 0 ? rel / width : -1;
+    if (row < 0 || row >= static_cast<int64_t>(hits.size()) - 1 || hits[row].empty()) {
+      if (std::memcmp(&got[e], &before[e], sizeof(T)) != 0) return false;
+      continue;
+    }
+    bool found = false;
+    for (int64_t i : hits[row]) {
+      found |= std::memcmp(&got[e], &updates[i * width + rel % width], sizeof(T)) == 0;
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+template <typename T, typename Index>
+void check_atomic_path(uint64_t seed) {
+  constexpr int64_t kRows = 61;
+  for (ScatterOp op : ops_for<T>()) {
+    for (int64_t width : {1, 3, 4, 32, 129}) {
+      for (bool duplicates : {false, true}) {
+        for (bool scalar : {false, true}) {
+          // Width 32 also runs on a table misaligned by one element.
+          for (int64_t misalign : {0, width == 32 ? 1 : 0}) {
+            CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, duplicates,
+                    scalar, misalign, seed);
+            const auto indices = duplicates ? duplicate_indices<Index>(2000, kRows, seed)
+                                            : unique_indices<Index>(40, kRows, seed);
+            const int64_t base = misalign + kGuardRows * width;
+            const auto table = guarded_table<T>(kRows, width, misalign, seed);
+            // With duplicates, values whose effect does not depend on order.
+            const auto updates =
+                updates_for<T>(op, scalar ? 1 : indices.size() * width, seed + 1, !duplicates);
+            const auto got = run_gpu<T, Index>(op, table, base, kRows, width, indices, updates,
+                                               scalar, false);
+            if (op == ScatterOp::kUpdate && duplicates && !scalar) {
+              CHECK(update_is_some_occurrence(got, table, base, width, indices, updates));
+            } else {
+              const auto want =
+                  run_cpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar);
+              int64_t where = -1;
+              const bool same = all_close(got, want, &where);
+              INFO("first mismatch at element " << where);
+              CHECK(same);
+            }
+            ++seed;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T, typename Index>
+void check_deterministic_path(uint64_t seed) {
+  constexpr int64_t kRows = 53;
+  for (ScatterOp op : ops_for<T>()) {
+    for (int64_t width : {1, 3, 4, 32, 129}) {
+      for (bool scalar : {false, true}) {
+        CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, scalar, seed);
+        const auto indices = duplicate_indices<Index>(1500, kRows, seed);
+        const int64_t base = kGuardRows * width;
+        const auto table = guarded_table<T>(kRows, width, 0, seed);
+        const auto updates = real_values<T>(op, scalar ? 1 : indices.size() * width, seed + 1);
+        const auto first =
+            run_gpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar, true);
+        const auto second =
+            run_gpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar, true);
+        CHECK(first_difference(first, second) == -1);
+        const auto want =
+            run_cpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar);
+        // Device and host complex multiplication and division may round
+        // differently; everything else is the same serial computation.
+        if (is_complex<T>::value && (op == ScatterOp::kMul || op == ScatterOp::kDiv)) {
+          int64_t where = -1;
+          const bool same = all_close(first, want, &where);
+          INFO("first mismatch at element " << where);
+          CHECK(same);
+        } else {
+          const int64_t diff = first_difference(first, want);
+          INFO("first element differing from the CPU: " << diff);
+          CHECK(diff == -1);
+        }
+        ++seed;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gpu atomic scatter matches the cpu kernel", "[scatter][gpu]", float,
+                   double, half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                   uint16_t, uint32_t, uint64_t, complex64, complex128) {
+  check_atomic_path<TestType, int32_t>(kSeed);
+  check_atomic_path<TestType, int64_t>(kSeed + 5000);
+}
+
+TEMPLATE_TEST_CASE("gpu deterministic scatter is reproducible and equals the cpu kernel",
+                   "[scatter][gpu]", float, double, half, bfloat16, int8_t, int16_t, int32_t,
+                   int64_t, uint8_t, uint16_t, uint32_t, uint64_t, complex64, complex128) {
+  check_deterministic_path<TestType, int32_t>(kSeed + 11);
+  check_deterministic_path<TestType, int64_t>(kSeed + 7000);
+}
+
+TEMPLATE_TEST_CASE("gpu scatter with a bad index leaves the table unchanged", "[scatter][gpu]",
+                   float, int8_t, half, complex128) {
+  using T = TestType;
+  const int64_t rows = 100, width = 32, n = 3000;
+  for (bool deterministic : {false, true}) {
+    for (ScatterOp op : {ScatterOp::kUpdate, ScatterOp::kAdd, ScatterOp::kMul}) {
+      for (int64_t bad : {int64_t{-1}, rows, int64_t{1} << 40}) {
+        for (int64_t pos : {int64_t{0}, int64_t{1777}, n - 1}) {
+          CAPTURE(dtype_name(dtype_of<T>), deterministic, op_name(op), bad, pos);
+          auto indices = duplicate_indices<int64_t>(n, rows, kSeed + pos);
+          indices[pos] = bad;
+          if (pos + 1 < n) indices[n - 1] = -7;  // a later bad index is not the one reported
+          const auto table = random_ints<T>(rows * width, kSeed);
+          const auto updates = updates_for<T>(op, n * width, kSeed + 1, true);
+          gpu::IndexCheck check{};
+          const auto got = run_gpu<T, int64_t>(op, table, 0, rows, width, indices, updates,
+                                               false, deterministic, &check);
+          CHECK(first_difference(got, table) == -1);
+          CHECK(check.first_bad_position == static_cast<uint64_t>(pos));
+          CHECK(check.bad_index == bad);
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("gpu validate_indices reports the first bad position across blocks",
+                   "[scatter][gpu]", int32_t, int64_t) {
+  using Index = TestType;
+  const int64_t rows = 1000, n = int64_t{1} << 21;
+  std::vector<Index> indices(n);
+  for (int64_t i = 0; i < n; ++i) indices[i] = static_cast<Index>((i * 7919) % rows);
+  Stream stream;
+  auto validate = [&](const std::vector<Index>& idx) {
+    DeviceArray<Index> d_indices(idx);
+    DeviceArray<gpu::IndexCheck> d_check(std::vector<gpu::IndexCheck>(1));
+    gpu::reset_index_check(d_check.get(), stream.get());
+    gpu::validate_indices(d_indices.get(), n, rows, d_check.get(), stream.get());
+    stream.sync();
+    return d_check.to_host()[0];
+  };
+  const gpu::IndexCheck clean = validate(indices);
+  CHECK(clean.first_bad_position == gpu::IndexCheck::kNone);
+  CHECK(clean.blocks_done == ~0u);
+  for (int64_t pos : {int64_t{3}, n / 2 + 1, n - 1}) {
+    CAPTURE(sizeof(Index), pos);
+    std::vector<Index> copy = indices;
+    copy[pos] = std::numeric_limits<Index>::min();
+    for (int64_t later = pos + 1; later < n; later += n / 7) copy[later] = Index(rows);
+    const gpu::IndexCheck check = validate(copy);
+    CHECK(check.first_bad_position == static_cast<uint64_t>(pos));
+    CHECK(check.bad_index == static_cast<int64_t>(std::numeric_limits<Index>::min()));
+    CHECK(check.blocks_done == ~0u);
+  }
+}
+
+TEST_CASE("gpu deterministic scatter_update: the last occurrence wins", "[scatter][gpu]") {
+  const std::vector<float> table(6 * 4, 0.0f);
+  const std::vector<int32_t> indices = {2, 5, 2, 0, 2};
+  std::vector<float> updates;
+  for (int i = 1; i <= 5; ++i) updates.insert(updates.end(), 4, float(i));
+  const auto got =
+      run_gpu<float, int32_t>(ScatterOp::kUpdate, table, 0, 6, 4, indices, updates, false, true);
+  std::vector<float> want(6 * 4, 0.0f);
+  for (int c = 0; c < 4; ++c) {
+    want[0 * 4 + c] = 4;
+    want[2 * 4 + c] = 5;
+    want[5 * 4 + c] = 2;
+  }
+  CHECK(got == want);
+}

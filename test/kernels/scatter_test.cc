@@ -1,0 +1,193 @@
+// CPU scatter kernels against the naive reference loop: every op and dtype,
+// int32 and int64 indices, unique and heavily duplicated indices, scalar
+// updates, guard rows around the table, and the bounds check.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <limits>
+
+#include "base/error.h"
+#include "kernels/cpu/scatter.h"
+#include "scatter_test_util.h"
+#include "test_util.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+namespace cpu = varstate::kernels::cpu;
+
+namespace {
+
+// Five pool threads (unless the environment says otherwise): on a 2-core
+// machine this still exercises uneven row and column splits. Runs before
+// main, ahead of the first use of the pool.
+const bool kThreadsSet = [] {
+  setenv("VARSTATE_CPU_THREADS", "5", /*overwrite=*/0);
+  return true;
+}();
+
+constexpr int64_t kGuardRows = 2;
+
+// A rows x width table between guard rows; table() points past the guard.
+template <typename T>
+struct GuardedTable {
+  int64_t rows, width;
+  std::vector<T> data;
+  GuardedTable(int64_t rows, int64_t width, uint64_t seed, bool general_values)
+      : rows(rows), width(width),
+        data(random_ints<T>((rows + 2 * kGuardRows) * width, seed, general_values ? -100 : -8,
+                            general_values ? 100 : 8)) {
+    for (int64_t i = 0; i < kGuardRows * width; ++i) {
+      data[i] = from_int<T>(77);
+      data[data.size() - 1 - i] = from_int<T>(77);
+    }
+  }
+  T* table() { return data.data() + kGuardRows * width; }
+  bool guards_intact() const {
+    for (int64_t i = 0; i < kGuardRows * width; ++i) {
+      if (!(data[i] == from_int<T>(77)) || !(data[data.size() - 1 - i] == from_int<T>(77))) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+// Runs the kernel and the reference on the same input; checks the results
+// (guard rows included) are byte-identical.
+template <typename T, typename Index>
+void check_against_reference(ScatterOp op, int64_t rows, int64_t width,
+                             const std::vector<Index>& indices, bool scalar, uint64_t seed) {
+  const bool general = true;
+  GuardedTable<T> got(rows, width, seed, op == ScatterOp::kDiv);
+  GuardedTable<T> want = got;
+  const std::vector<T> updates =
+      updates_for<T>(op, scalar ? 1 : indices.size() * width, seed + 1, general);
+  cpu::scatter<T, Index>(op, got.table(), rows, width, indices.data(),
+                         static_cast<int64_t>(indices.size()), updates.data(), scalar,
+                         /*deterministic=*/false);
+  reference_scatter<T, Index>(op, want.table(), width, indices, updates, scalar);
+  const int64_t diff = first_difference(got.data, want.data);
+  INFO("first differing element (guards included): " << diff);
+  CHECK(diff == -1);
+  CHECK(got.guards_intact());
+}
+
+template <typename T, typename Index>
+void check_all_ops(uint64_t seed) {
+  constexpr int64_t kRows = 37;
+  for (ScatterOp op : ops_for<T>()) {
+    for (int64_t width : {1, 3, 4, 32, 129}) {
+      for (bool duplicates : {false, true}) {
+        for (bool scalar : {false, true}) {
+          CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, duplicates,
+                  scalar, seed);
+          const std::vector<Index> indices =
+              duplicates ? duplicate_indices<Index>(300, kRows, seed)
+                         : unique_indices<Index>(29, kRows, seed);
+          check_against_reference<T, Index>(op, kRows, width, indices, scalar, seed);
+          ++seed;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("cpu scatter matches the reference loop for every op", "[scatter]", float,
+                   double, half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                   uint16_t, uint32_t, uint64_t, complex64, complex128) {
+  check_all_ops<TestType, int32_t>(kSeed);
+  check_all_ops<TestType, int64_t>(kSeed + 1000);
+}
+
+TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing duplicates",
+                   "[scatter]", float, bfloat16, int8_t, int64_t, complex128) {
+  // Above the parallel threshold: row and column shards, skewed indices.
+  uint64_t seed = kSeed + 7;
+  for (int64_t width : {1, 3, 32, 129, 512}) {
+    for (ScatterOp op : {ScatterOp::kUpdate, ScatterOp::kAdd, ScatterOp::kMul}) {
+      for (bool duplicates : {false, true}) {
+        const int64_t rows = 3001;
+        const int64_t n = std::max<int64_t>(2000, (1 << 19) / (width * sizeof(TestType)));
+        CAPTURE(dtype_name(dtype_of<TestType>), op_name(op), width, duplicates, n, seed);
+        const std::vector<int64_t> indices = duplicates
+                                                 ? duplicate_indices<int64_t>(n, rows, seed)
+                                                 : unique_indices<int64_t>(std::min(n, rows),
+                                                                           rows, seed);
+        check_against_reference<TestType, int64_t>(op, rows, width, indices, false, seed);
+        ++seed;
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu scatter_update with duplicates: the last occurrence wins", "[scatter]") {
+  std::vector<float> table(6 * 2, 0.0f);
+  const std::vector<int32_t> indices = {2, 5, 2, 0, 2};
+  const std::vector<float> updates = {1, 1, 2, 2, 3, 3, 4, 4, 5, 5};
+  cpu::scatter<float, int32_t>(ScatterOp::kUpdate, table.data(), 6, 2, indices.data(), 5,
+                               updates.data(), false, false);
+  CHECK(table == std::vector<float>{4, 4, 0, 0, 5, 5, 0, 0, 0, 0, 2, 2});
+}
+
+TEST_CASE("cpu scatter results do not depend on the deterministic flag", "[scatter]") {
+  const int64_t rows = 500, width = 64, n = 20000;
+  const auto indices = duplicate_indices<int32_t>(n, rows, kSeed);
+  std::vector<float> updates(n * width);
+  std::mt19937_64 gen(kSeed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& u : updates) u = dist(gen);
+  std::vector<float> a(rows * width, 0.5f), b = a;
+  cpu::scatter<float, int32_t>(ScatterOp::kAdd, a.data(), rows, width, indices.data(), n,
+                               updates.data(), false, false);
+  cpu::scatter<float, int32_t>(ScatterOp::kAdd, b.data(), rows, width, indices.data(), n,
+                               updates.data(), false, true);
+  CHECK(first_difference(a, b) == -1);
+}
+
+TEST_CASE("cpu scatter_min/max reject complex types", "[scatter]") {
+  std::vector<complex64> table(4), updates(2);
+  const std::vector<int32_t> indices = {0, 1};
+  CHECK_THROWS_AS((cpu::scatter<complex64, int32_t>(ScatterOp::kMin, table.data(), 2, 2,
+                                                     indices.data(), 1, updates.data(), false,
+                                                     false)),
+                  InvalidArgumentError);
+}
+
+TEST_CASE("cpu scatter with no indices or empty rows changes nothing", "[scatter]") {
+  std::vector<int32_t> table = {1, 2, 3};
+  const std::vector<int32_t> updates = {9};
+  cpu::scatter<int32_t, int32_t>(ScatterOp::kAdd, table.data(), 3, 1, nullptr, 0,
+                                 updates.data(), true, false);
+  CHECK(table == std::vector<int32_t>{1, 2, 3});
+}
+
+TEMPLATE_TEST_CASE("cpu validate_indices finds the first bad position", "[scatter]", int32_t,
+                   int64_t) {
+  using Index = TestType;
+  for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{257}, int64_t{100000}, int64_t{1} << 20}) {
+    const int64_t rows = 1000;
+    std::vector<Index> indices = unique_indices<Index>(std::min(n, rows), rows, kSeed);
+    indices.resize(n);
+    for (int64_t i = rows; i < n; ++i) indices[i] = static_cast<Index>(i % rows);
+    CAPTURE(sizeof(Index), n);
+    CHECK(cpu::validate_indices(indices.data(), n, rows) == -1);
+    CHECK(cpu::validate_indices(indices.data(), n, int64_t{0}) == 0);
+    for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
+      for (Index bad : {Index(-1), Index(rows), std::numeric_limits<Index>::max(),
+                        std::numeric_limits<Index>::min()}) {
+        CAPTURE(pos, static_cast<int64_t>(bad));
+        std::vector<Index> copy = indices;
+        copy[pos] = bad;
+        if (pos + 1 < n) copy[n - 1] = Index(-5);  // a later bad index is not reported
+        CHECK(cpu::validate_indices(copy.data(), n, rows) == pos);
+      }
+    }
+  }
+  if constexpr (sizeof(Index) == 8) {
+    const std::vector<int64_t> big = {3, int64_t{1} << 40};
+    CHECK(cpu::validate_indices(big.data(), 2, int64_t{1} << 40) == 1);
+    CHECK(cpu::validate_indices(big.data(), 2, (int64_t{1} << 40) + 1) == -1);
+  }
+}
