@@ -1,1 +1,3 @@
 # Sources of checkpoint/.
+target_sources(varstate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc)

@@ -1,1 +1,3 @@
 # Tests of checkpoint/.
+varstate_add_test(test_checkpoint SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/crc32c_test.cc)
