@@ -1,3 +1,5 @@
 # Sources of checkpoint/.
 target_sources(varstate PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc
+  ${CMAKE_CURRENT_LIST_DIR}/file_system.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fault_injection_file_system.cc)
