@@ -2,4 +2,7 @@
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_system.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fault_injection_file_system.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/fault_injection_file_system.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_data.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_slice.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ordered_code.cc)
