@@ -1,11 +1,13 @@
 #include <catch2/catch.hpp>
 
 #include <complex>
+#include <cstring>
 #include <limits>
 
 #include "base/error.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/table_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "test_util.h"
@@ -305,4 +307,27 @@ TEST_CASE("sharded save merges per-device bundles like MergeV2Checkpoints", "[bu
   CHECK_THROWS_WITH(merge_bundles({sharded_prefix(tmp2, 0, 2), sharded_prefix(tmp2, 1, 2)}, dir / "dup"),
                     Catch::Contains("Duplicate tensor keyed by \"same\""));
   CHECK_THROWS_AS(merge_bundles({dir / "nothing"}, dir / "none"), NotFoundError);
+}
+
+TEST_CASE("big-endian bundles are byte-swapped after the CRC check", "[bundle][format]") {
+  TempDir dir;
+  const std::string prefix = dir / "be";
+  {
+    BundleWriter w(prefix);
+    w.add("i", TensorData::from_values<int32_t>({2}, {0x01020304, 0x0a0b0c0d}).view());
+    w.add("c", TensorData::from_values<complex64>({1}, {complex64(1.0f, -2.0f)}).view());
+    w.finish();
+  }
+  // Rewrite the header as if a big-endian host wrote these bytes.
+  auto t = decode_table(read_file(prefix + ".index"));
+  REQUIRE(to_hex(t.entries[0].second) == "08011a020801");
+  t.entries[0].second = from_hex("08011001" "1a020801");
+  write_table_atomically(*default_file_system(), prefix + ".index", t.entries);
+  BundleReader reader(prefix);
+  CHECK(reader.read("i").values<int32_t>() == std::vector<int32_t>{0x04030201, 0x0d0c0b0a});
+  auto c = reader.read("c").values<complex64>();
+  uint32_t re_bits = 0x0000803f;  // 1.0f with its bytes reversed
+  float re;
+  std::memcpy(&re, &re_bits, 4);
+  CHECK(std::memcmp(&c[0], &re, 4) == 0);
 }
