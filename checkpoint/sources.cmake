@@ -1,1 +1,14 @@
 # Sources of checkpoint/.
+target_sources(varstate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc
+  ${CMAKE_CURRENT_LIST_DIR}/file_system.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fault_injection_file_system.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_data.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_slice.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ordered_code.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proto_convert.cc
+  ${CMAKE_CURRENT_LIST_DIR}/table.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
+  ${CMAKE_CURRENT_LIST_DIR}/v1_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.cc)

@@ -1,0 +1,50 @@
+// CRC-32C (Castagnoli), the checksum of TensorFlow checkpoints and of the
+// LevelDB-format tables inside them.
+//
+// extend() continues a running checksum: value(a || b) ==
+// extend(value(a), b). On x86-64 CPUs with SSE4.2 it uses the crc32
+// instruction over three interleaved streams (several GB/s per core);
+// elsewhere a table-driven routine (slicing by 8). Both give identical
+// results; the portable one is exposed for testing.
+//
+// mask()/unmask() are TensorFlow's transformation of a stored checksum
+// (rotate right by 15, add a constant), which keeps the CRC of a string that
+// itself contains CRCs from being degenerate. Every CRC stored in a
+// checkpoint (block trailers, BundleEntryProto.crc32c, string length
+// checksums) is masked.
+//
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace varstate::crc32c {
+
+// Returns the CRC-32C of data[0, n) appended to a string whose CRC-32C is
+// `crc` (0 for the empty string).
+uint32_t extend(uint32_t crc, const void* data, size_t n);
+
+// CRC-32C of data[0, n).
+inline uint32_t value(const void* data, size_t n) { return extend(0, data, n); }
+
+// The table-driven implementation, used where the CPU lacks SSE4.2.
+uint32_t extend_portable(uint32_t crc, const void* data, size_t n);
+
+// True when extend() uses the SSE4.2 crc32 instruction on this CPU.
+bool hardware_accelerated();
+
+inline constexpr uint32_t kMaskDelta = 0xa282ead8u;
+
+// The masked form of `crc`, as TensorFlow stores checksums.
+inline uint32_t mask(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + kMaskDelta;
+}
+
+// Inverse of mask().
+inline uint32_t unmask(uint32_t masked) {
+  uint32_t rot = masked - kMaskDelta;
+  return (rot >> 17) | (rot << 15);
+}
+
+}  // namespace varstate::crc32c

@@ -1,0 +1,100 @@
+// The file layer under checkpoints.
+//
+// Every byte a checkpoint reads or writes goes through a FileSystem, so tests
+// can substitute one that fails a chosen write, fsync or rename, or that
+// forgets data not yet synced (FaultInjectionFileSystem), and check that the
+// previous checkpoint survives. default_file_system() is the POSIX one.
+//
+// Durable replacement of a file is: write a temporary file next to it
+// (temp_file_name), sync() it, close() it, rename_file() it over the final
+// name, then sync_dir() the directory. write_file_atomically() does that for
+// a whole string.
+//
+// Errors are thrown as varstate exceptions naming the path and the system
+// error: NotFoundError (no such file), PermissionDeniedError,
+// AlreadyExistsError, ResourceExhaustedError (disk full), UnknownError (other
+// I/O failures). FileSystem objects are thread-safe; a single WritableFile
+// must not be used by two threads at once, a RandomAccessFile may.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace varstate {
+
+// A file being written sequentially. Appends may be buffered until sync()
+// or close(). Destroying an unclosed file closes it, ignoring errors.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual void append(const void* data, size_t n) = 0;
+  void append(std::string_view s) { append(s.data(), s.size()); }
+  // Makes everything appended so far durable (fsync).
+  virtual void sync() = 0;
+  // Flushes and closes; later calls other than close() are errors.
+  virtual void close() = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// A file read at arbitrary offsets. Thread-safe.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to n bytes at `offset` into dst; returns the number read, which
+  // is less than n only at the end of the file.
+  virtual size_t read(uint64_t offset, size_t n, void* dst) const = 0;
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Creates (or truncates) `path` for writing.
+  virtual std::unique_ptr<WritableFile> new_writable_file(const std::string& path) = 0;
+  virtual std::unique_ptr<RandomAccessFile> new_random_access_file(const std::string& path) = 0;
+
+  virtual bool file_exists(const std::string& path) = 0;
+  virtual uint64_t file_size(const std::string& path) = 0;
+  virtual void delete_file(const std::string& path) = 0;
+  // Atomically replaces `to` with `from` (POSIX rename).
+  virtual void rename_file(const std::string& from, const std::string& to) = 0;
+  // Names (not paths) of the entries of `dir`, sorted, without "." and "..".
+  virtual std::vector<std::string> list_dir(const std::string& dir) = 0;
+  // Creates `dir` and any missing parents; no error if it exists.
+  virtual void create_dir(const std::string& dir) = 0;
+  // Removes an empty directory.
+  virtual void delete_dir(const std::string& dir) = 0;
+  // Makes creations, renames and deletions inside `dir` durable.
+  virtual void sync_dir(const std::string& dir) = 0;
+};
+
+// The process-wide POSIX file system.
+FileSystem* default_file_system();
+
+// The directory part of `path` ("." when it has none).
+std::string dirname_of(const std::string& path);
+
+// A fresh temporary name next to `path`: "<path>.tempstate<random u64>",
+// TensorFlow's convention.
+std::string temp_file_name(const std::string& path);
+
+// Replaces `path` with `contents` durably: temp file, sync, rename, sync of
+// the directory. On failure the old file is untouched and the temp file is
+// removed (best effort).
+void write_file_atomically(FileSystem& fs, const std::string& path, std::string_view contents);
+
+// The whole content of `path`.
+std::string read_file_to_string(FileSystem& fs, const std::string& path);
+
+// Paths matching `pattern`, whose last component may hold the wildcards '*'
+// and '?' (fnmatch rules); sorted. A pattern without wildcards matches the
+// file itself if it exists.
+std::vector<std::string> match_files(FileSystem& fs, const std::string& pattern);
+
+}  // namespace varstate

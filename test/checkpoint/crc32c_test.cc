@@ -1,0 +1,68 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checkpoint/crc32c.h"
+#include "test_util.h"
+
+using namespace varstate;
+
+TEST_CASE("crc32c matches known vectors", "[crc32c]") {
+  const std::string check = "123456789";
+  CHECK(crc32c::value(check.data(), check.size()) == 0xe3069283u);
+  CHECK(crc32c::extend_portable(0, check.data(), check.size()) == 0xe3069283u);
+
+  std::vector<uint8_t> zeros(32, 0), ones(32, 0xff), inc(32), dec(32);
+  for (int i = 0; i < 32; ++i) {
+    inc[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+    dec[static_cast<size_t>(i)] = static_cast<uint8_t>(31 - i);
+  }
+  CHECK(crc32c::value(zeros.data(), 32) == 0x8a9136aau);
+  CHECK(crc32c::value(ones.data(), 32) == 0x62a8ab43u);
+  CHECK(crc32c::value(inc.data(), 32) == 0x46dd794eu);
+  CHECK(crc32c::value(dec.data(), 32) == 0x113fdb5cu);
+  CHECK(crc32c::value(nullptr, 0) == 0u);
+}
+
+TEST_CASE("crc32c of TensorFlow's float values (formats.md 1.6)", "[crc32c]") {
+  const float values[] = {0.5f, 2.0f, 3.0f, 0.0f};
+  const uint32_t crcs[] = {0x26973e52u, 0x091c567bu, 0xf60b907fu, 0x48674bc7u};
+  const uint32_t masked[] = {0x1f273806u, 0x4f78fd10u, 0xc382d6efu, 0x3a117ba6u};
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(values[i]);
+    uint32_t c = crc32c::value(&values[i], 4);
+    CHECK(c == crcs[i]);
+    CHECK(crc32c::mask(c) == masked[i]);
+    CHECK(crc32c::unmask(masked[i]) == c);
+  }
+  CHECK(crc32c::mask(0) == 0xa282ead8u);
+}
+
+TEST_CASE("crc32c extend composes", "[crc32c]") {
+  const std::string s = "hello, checkpoint world";
+  for (size_t split = 0; split <= s.size(); ++split) {
+    CAPTURE(split);
+    uint32_t a = crc32c::value(s.data(), split);
+    CHECK(crc32c::extend(a, s.data() + split, s.size() - split) == crc32c::value(s.data(), s.size()));
+  }
+}
+
+TEST_CASE("crc32c hardware path equals the portable one", "[crc32c]") {
+  INFO("seed " << testing::kSeed << ", hardware " << crc32c::hardware_accelerated());
+  std::mt19937_64 gen(testing::kSeed);
+  std::vector<uint8_t> data(3 * 8192 * 2 + 3 * 256 * 3 + 77);
+  for (auto& b : data) b = static_cast<uint8_t>(gen());
+  // Sizes straddling the 3-way block thresholds, at every alignment.
+  const size_t sizes[] = {0, 1, 7, 8, 9, 63, 255, 256, 767, 768, 769, 1000, 3 * 8192 - 1,
+                          3 * 8192, 3 * 8192 + 1, 3 * 8192 + 3 * 256 + 5, data.size() - 8};
+  for (size_t size : sizes) {
+    for (size_t offset = 0; offset < 8; ++offset) {
+      CAPTURE(size, offset);
+      uint32_t seed = static_cast<uint32_t>(gen());
+      REQUIRE(crc32c::extend(seed, data.data() + offset, size) ==
+              crc32c::extend_portable(seed, data.data() + offset, size));
+    }
+  }
+}

@@ -1,0 +1,94 @@
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint/file_system.h"
+#include "checkpoint_test_util.h"
+
+using namespace varstate;
+using varstate::testing::TempDir;
+
+TEST_CASE("posix file system basics", "[file_system]") {
+  TempDir dir;
+  FileSystem& fs = *default_file_system();
+  const std::string path = dir / "a/b/file.bin";
+  fs.create_dir(dirname_of(path));
+  {
+    auto f = fs.new_writable_file(path);
+    f->append("hello ");
+    std::string big(3 << 20, 'x');  // larger than the write buffer
+    f->append(big);
+    f->append("!");
+    f->sync();
+    f->close();
+  }
+  CHECK(fs.file_exists(path));
+  CHECK(fs.file_size(path) == 6 + (3u << 20) + 1);
+  auto r = fs.new_random_access_file(path);
+  char buf[8];
+  CHECK(r->read(0, 6, buf) == 6);
+  CHECK(std::string(buf, 6) == "hello ");
+  CHECK(r->read(r->size() - 2, 8, buf) == 2);  // short read at the end
+  CHECK(std::string(buf, 2) == "x!");
+  CHECK(fs.list_dir(dir / "a/b") == std::vector<std::string>{"file.bin"});
+  fs.rename_file(path, dir / "a/renamed");
+  CHECK_FALSE(fs.file_exists(path));
+  CHECK(match_files(fs, dir / "a/ren*") == std::vector<std::string>{dir / "a/renamed"});
+  CHECK(match_files(fs, dir / "a/nothing?").empty());
+  fs.delete_file(dir / "a/renamed");
+  fs.delete_dir(dir / "a/b");
+  CHECK_THROWS_AS(fs.new_random_access_file(dir / "missing"), NotFoundError);
+  CHECK_THROWS_AS(fs.delete_file(dir / "missing"), NotFoundError);
+}
+
+TEST_CASE("write_file_atomically replaces the file", "[file_system]") {
+  TempDir dir;
+  FileSystem& fs = *default_file_system();
+  write_file_atomically(fs, dir / "f", "one");
+  write_file_atomically(fs, dir / "f", "two");
+  CHECK(read_file_to_string(fs, dir / "f") == "two");
+  CHECK(fs.list_dir(dir.path()) == std::vector<std::string>{"f"});  // no temp files left
+}
+
+TEST_CASE("fault injection fails the chosen call and keeps the old file", "[file_system][fault]") {
+  TempDir dir;
+  FaultInjectionFileSystem fs(default_file_system());
+  write_file_atomically(fs, dir / "f", "old");
+  for (FileOp op : {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose, FileOp::kRename}) {
+    CAPTURE(static_cast<int>(op));
+    fs.fail_nth(op, 1);
+    CHECK_THROWS_AS(write_file_atomically(fs, dir / "f", "new"), UnavailableError);
+    CHECK(read_file_to_string(fs, dir / "f") == "old");
+    CHECK(fs.list_dir(dir.path()) == std::vector<std::string>{"f"});
+  }
+  fs.fail_nth(FileOp::kAppend, 2);
+  auto f = fs.new_writable_file(dir / "g");
+  f->append("a");
+  CHECK_THROWS_WITH(f->append("b"), Catch::Contains("injected fault") && Catch::Contains("/g"));
+  f->append("c");  // only the 2nd call failed
+  CHECK(fs.count(FileOp::kAppend) >= 3);
+}
+
+TEST_CASE("drop_unsynced_data simulates a crash", "[file_system][fault]") {
+  TempDir dir;
+  FaultInjectionFileSystem fs(default_file_system());
+  write_file_atomically(fs, dir / "durable", "kept");
+  {
+    auto f = fs.new_writable_file(dir / "partly");
+    f->append("synced");
+    f->sync();
+    fs.sync_dir(dir.path());
+    f->append(" lost");
+    f->close();
+  }
+  {
+    auto f = fs.new_writable_file(dir / "unlinked");  // directory never synced
+    f->append("gone");
+    f->sync();
+    f->close();
+  }
+  fs.drop_unsynced_data();
+  CHECK(read_file_to_string(fs, dir / "durable") == "kept");
+  CHECK(read_file_to_string(fs, dir / "partly") == "synced");
+  CHECK_FALSE(fs.file_exists(dir / "unlinked"));
+}
