@@ -10,6 +10,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc)
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_float.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_int.cu

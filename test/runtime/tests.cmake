@@ -4,6 +4,7 @@ varstate_add_test(test_runtime SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_test.cc)
 varstate_add_test(test_runtime_gpu GPU SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cast_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_gpu_test.cc)
