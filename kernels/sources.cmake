@@ -7,6 +7,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc)
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE

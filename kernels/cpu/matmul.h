@@ -1,5 +1,5 @@
-// CPU matrix product with Eigen's tensor contraction, on the Eigen thread
-// pool for all but tiny products.
+// CPU matrix product with Eigen's dense GEMM, rows split over the Eigen
+// thread pool for all but tiny products.
 #pragma once
 
 #include <cstdint>
