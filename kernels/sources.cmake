@@ -3,24 +3,36 @@
 # them in parallel.
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cast.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_int.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc)
 # The random transforms must round every operation as written, so that host
 # and device give the same bits (nvcc already runs with --fmad=false).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_complex.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_compare.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_float.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_int.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_unary.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_complex.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_float.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_half.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int_wide.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_complex.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/slice.cu)
 endif()

@@ -2,6 +2,9 @@
 
 #include "device/device_manager.h"
 #include "kernels/cpu/cast.h"
+#ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/cast.h"
+#endif
 
 namespace varstate {
 namespace {
@@ -39,9 +42,17 @@ Tensor cast_tensor(const Tensor& t, DType dtype) {
                     std::string(dtype_name(dtype)));
   }
   if (t.on_cpu()) return cast_on_cpu(t, dtype);
-  // GPU tensors convert through the host; casts are not on any hot path
-  // (they serve literal conversion and checkpoint dtype fixes).
+#ifdef VARSTATE_HAVE_CUDA
+  Tensor out(dtype, t.shape(), t.device());
+  dispatch_castable(t.dtype(), [&](auto from_tag) {
+    using From = decltype(from_tag);
+    kernels::cuda::cast<From>(static_cast<const From*>(t.raw_data()), dtype, out.raw_data(),
+                              t.num_elements(), t.device().stream());
+  });
+  return out;
+#else
   return cast_on_cpu(t.to_host(), dtype).to(t.device());
+#endif
 }
 
 }  // namespace varstate

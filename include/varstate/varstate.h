@@ -11,5 +11,7 @@
 #include "device/placement.h"
 #include "runtime/cast.h"
 #include "runtime/dense_update.h"
+#include "runtime/math_ops.h"
+#include "runtime/slice.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_shape.h"

@@ -1,0 +1,142 @@
+// Slicing on the CPU: strided_slice against a naive index loop (negative
+// indices and steps, clamping, integer indices), the reference doc's
+// slice-assign example, and every error path (with the target unchanged).
+#include <catch2/catch.hpp>
+
+#include "base/error.h"
+#include "runtime/slice.h"
+#include "tensor_util.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+
+namespace {
+
+// Python's slice.indices(): the indices a begin:end:step selects.
+std::vector<int64_t> python_indices(const SliceSpec& s, int64_t dim) {
+  if (s.is_index) return {s.begin.value() < 0 ? s.begin.value() + dim : s.begin.value()};
+  const int64_t step = s.step.value_or(1);
+  std::vector<int64_t> out;
+  auto norm = [&](int64_t v, int64_t lo, int64_t hi) { return std::clamp(v < 0 ? v + dim : v, lo, hi); };
+  if (step > 0) {
+    int64_t b = s.begin ? norm(*s.begin, 0, dim) : 0, e = s.end ? norm(*s.end, 0, dim) : dim;
+    for (int64_t i = b; i < e; i += step) out.push_back(i);
+  } else {
+    int64_t b = s.begin ? norm(*s.begin, -1, dim - 1) : dim - 1;
+    int64_t e = s.end ? norm(*s.end, -1, dim - 1) : -1;
+    for (int64_t i = b; i > e; i += step) out.push_back(i);
+  }
+  return out;
+}
+
+// The naive reference for a rank-3 tensor.
+template <typename T>
+std::vector<T> naive_slice3(const Tensor& t, const std::vector<SliceSpec>& specs) {
+  std::vector<T> v = t.to_vector<T>();
+  std::vector<std::vector<int64_t>> idx(3);
+  for (int d = 0; d < 3; ++d) {
+    idx[d] = python_indices(d < static_cast<int>(specs.size()) ? specs[d] : Slice::all(), t.shape().dim(d));
+  }
+  const int64_t d1 = t.shape().dim(1), d2 = t.shape().dim(2);
+  std::vector<T> out;
+  for (int64_t i : idx[0]) {
+    for (int64_t j : idx[1]) {
+      for (int64_t k : idx[2]) out.push_back(v[(i * d1 + j) * d2 + k]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<SliceSpec>> slice_cases() {
+  return {
+      {},
+      {Slice::all(), Slice::all(), Slice::all()},
+      {Slice::range(1, 3)},
+      {Slice::range({}, {}, -1)},
+      {Slice::range(-2, {}), Slice::range({}, -1), Slice::range({}, {}, 2)},
+      {Slice::range(10, -10, -2), Slice::range(-100, 100, 3)},
+      {Slice::index(-1), Slice::range(1, 2), Slice::index(0)},
+      {Slice::index(2)},
+      {Slice::all(), Slice::index(-5)},
+      {Slice::range(2, 2)},
+      {Slice::range(3, 0, -1), Slice::range({}, {}, -3)},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("strided_slice matches a naive loop", "[slice]") {
+  for (DType dtype : {DType::kFloat, DType::kInt8, DType::kHalf, DType::kInt64, DType::kComplex128}) {
+    Tensor t = random_tensor(dtype, {4, 5, 6}, kSeed);
+    int c = 0;
+    for (const auto& specs : slice_cases()) {
+      CAPTURE(dtype_name(dtype), c++);
+      Tensor s = strided_slice(t, specs);
+      CHECK(s.shape() == slice_shape(t.shape(), specs));
+      dispatch_numeric(dtype, "test", [&](auto tag) {
+        using T = decltype(tag);
+        CHECK(s.to_vector<T>() == naive_slice3<T>(t, specs));
+        return 0;
+      });
+    }
+  }
+  // Index dims drop out of the shape.
+  Tensor t = Tensor::zeros(DType::kFloat, {4, 5, 6});
+  CHECK(slice_shape(t.shape(), {Slice::index(1)}) == TensorShape({5, 6}));
+  CHECK(slice_shape(t.shape(), {Slice::index(1), Slice::index(2), Slice::index(3)}) == TensorShape({}));
+  CHECK(slice_shape(t.shape(), {Slice::range(1, 1)}) == TensorShape({0, 5, 6}));
+  // Large enough for the thread pool.
+  Tensor big = random_tensor(DType::kInt32, {300, 2, 500}, kSeed);
+  CHECK(strided_slice(big, {Slice::range({}, {}, -2), Slice::index(1), Slice::range(3, -3, 7)})
+            .to_vector<int32_t>() ==
+        naive_slice3<int32_t>(big, {Slice::range({}, {}, -2), Slice::range(1, 2), Slice::range(3, -3, 7)}));
+}
+
+TEST_CASE("the reference example: A[:2, :2].assign(22 * ones(2, 2))", "[slice]") {
+  Tensor a({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}, {7.f, 8.f, 9.f}});
+  a = a.strongly_typed();
+  const std::vector<SliceSpec> top_left = {Slice::range({}, 2), Slice::range({}, 2)};
+  CHECK(strided_slice(a, top_left).to_vector<float>() == std::vector<float>{1, 2, 4, 5});
+  Tensor alias = a;  // shares the buffer: sees the in-place write
+  strided_slice_assign(a, top_left, Tensor({{22.f, 22.f}, {22.f, 22.f}}));
+  CHECK(a.to_vector<float>() == std::vector<float>{22, 22, 3, 22, 22, 6, 7, 8, 9});
+  CHECK(alias.to_vector<float>() == a.to_vector<float>());
+  // Reversed, strided and index-dropped regions.
+  strided_slice_assign(a, {Slice::index(2), Slice::range({}, {}, -2)}, Tensor({70, 90}));
+  CHECK(a.to_vector<float>() == std::vector<float>{22, 22, 3, 22, 22, 6, 90, 8, 70});
+  strided_slice_assign(a, {Slice::all(), Slice::index(-1)}, Tensor({-1.f, -2.f, -3.f}));
+  CHECK(a.to_vector<float>() == std::vector<float>{22, 22, -1, 22, 22, -2, 90, 8, -3});
+}
+
+TEST_CASE("string tensors slice and assign", "[slice]") {
+  Tensor s = Tensor::from_vector<std::string>({"a", "b", "c", "d"});
+  CHECK(strided_slice(s, {Slice::range({}, {}, -2)}).to_vector<std::string>() ==
+        std::vector<std::string>{"d", "b"});
+  strided_slice_assign(s, {Slice::range(1, 3)}, Tensor::from_vector<std::string>({"x", "y"}));
+  CHECK(s.to_vector<std::string>() == std::vector<std::string>{"a", "x", "y", "d"});
+}
+
+TEST_CASE("bad slices raise the documented errors and change nothing", "[slice]") {
+  Tensor a = Tensor({{1, 2, 3}, {4, 5, 6}}).strongly_typed();
+  const std::vector<int32_t> before = a.to_vector<int32_t>();
+  CHECK_THROWS_AS(strided_slice(a, {Slice::range(2, 1)}), ValueError);            // negative size
+  CHECK_THROWS_AS(strided_slice(a, {Slice::all(), Slice::range(0, 2, -1)}), ValueError);
+  CHECK_THROWS_AS(strided_slice(a, {Slice::range({}, {}, 0)}), ValueError);        // step 0
+  CHECK_THROWS_AS(strided_slice(a, {Slice::index(2)}), InvalidArgumentError);      // out of range
+  CHECK_THROWS_AS(strided_slice(a, {Slice::index(-3)}), InvalidArgumentError);
+  CHECK_THROWS_AS(strided_slice(a, {Slice::all(), Slice::all(), Slice::all()}), InvalidArgumentError);
+  CHECK_THROWS_AS(strided_slice(Tensor(), {}), InvalidArgumentError);
+
+  const std::vector<SliceSpec> row = {Slice::index(0)};
+  // No broadcasting: a scalar or a [1,3] value does not fill a [3] slice.
+  CHECK_THROWS_AS(strided_slice_assign(a, row, Tensor(7)), InvalidArgumentError);
+  CHECK_THROWS_AS(strided_slice_assign(a, row, Tensor({{7, 8, 9}})), InvalidArgumentError);
+  CHECK_THROWS_WITH(strided_slice_assign(a, row, Tensor({7, 8}), "v:0"),
+                    Catch::Contains("v:0") && Catch::Contains("[3]") && Catch::Contains("[2]"));
+  CHECK_THROWS_AS(strided_slice_assign(a, row, Tensor({1.f, 2.f, 3.f}).strongly_typed()), TypeError);
+  CHECK_THROWS_AS(strided_slice_assign(a, {Slice::range(1, 0)}, Tensor::zeros(DType::kInt32, {0, 3})),
+                  ValueError);
+  CHECK(a.to_vector<int32_t>() == before);
+  strided_slice_assign(a, row, Tensor({7, 8, 9}));  // a weak literal converts
+  CHECK(a.to_vector<int32_t>() == std::vector<int32_t>{7, 8, 9, 4, 5, 6});
+}
