@@ -257,6 +257,13 @@ void cuda_copy(Device& dst_device, void* dst, Device& src_device, const void* sr
   }
 }
 
+int cuda_exchange_device(int index) {
+  int previous = 0;
+  VARSTATE_CUDA_CHECK(cudaGetDevice(&previous));
+  if (previous != index) VARSTATE_CUDA_CHECK(cudaSetDevice(index));
+  return previous;
+}
+
 void* cuda_host_alloc(size_t bytes) noexcept {
   void* p = nullptr;
   if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {

@@ -95,6 +95,21 @@ class Device {
   std::string name_;
 };
 
+// Makes a GPU the calling thread's current CUDA device for the guard's
+// lifetime and restores the previous one after (nothing for the CPU).
+// Kernel launchers and library handles bind to the current device, so
+// runtime/ dispatch holds one around every launch on a device's stream.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const Device& device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // Copies `bytes` bytes from `src` on `src_device` to `dst` on `dst_device`,
 // ordered after the work already enqueued on both devices.
 //  - CPU -> CPU: synchronous memcpy.

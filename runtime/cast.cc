@@ -44,6 +44,7 @@ Tensor cast_tensor(const Tensor& t, DType dtype) {
   if (t.on_cpu()) return cast_on_cpu(t, dtype);
 #ifdef VARSTATE_HAVE_CUDA
   Tensor out(dtype, t.shape(), t.device());
+  DeviceGuard guard(t.device());
   dispatch_castable(t.dtype(), [&](auto from_tag) {
     using From = decltype(from_tag);
     kernels::cuda::cast<From>(static_cast<const From*>(t.raw_data()), dtype, out.raw_data(),

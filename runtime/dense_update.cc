@@ -61,6 +61,7 @@ void run_kernel(DenseUpdateOp op, Tensor& target, const Tensor& value) {
     return;
   }
 #ifdef VARSTATE_HAVE_CUDA
+  DeviceGuard guard(target.device());
   kernels::cuda::dense_update<T>(op, dst, src, target.num_elements(), scalar,
                                  target.device().stream());
 #endif

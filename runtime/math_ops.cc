@@ -229,6 +229,7 @@ int run_binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out,
     return kernels::kKernelOk;
   }
 #ifdef VARSTATE_HAVE_CUDA
+  DeviceGuard guard(device);
   if (predicate) {
     kernels::cuda::predicate<T>(op, a, b, static_cast<bool*>(out.raw_data()), g, device.stream());
     return kernels::kKernelOk;
@@ -312,6 +313,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
           kernels::cpu::complex_abs<T, R>(in, o, n);
         } else {
 #ifdef VARSTATE_HAVE_CUDA
+          DeviceGuard guard(device);
           kernels::cuda::complex_abs<T, R>(in, o, n, device.stream());
 #endif
         }
@@ -323,6 +325,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
       kernels::cpu::unary<T>(op, in, o, n);
     } else {
 #ifdef VARSTATE_HAVE_CUDA
+      DeviceGuard guard(device);
       kernels::cuda::unary<T>(op, in, o, n, device.stream());
 #endif
     }

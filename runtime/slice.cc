@@ -143,6 +143,7 @@ void copy_as(Device& device, const void* src, void* dst, const StridedCopy& c) {
   }
 #ifdef VARSTATE_HAVE_CUDA
   if constexpr (!std::is_same_v<T, std::string>) {
+    DeviceGuard guard(device);
     kernels::cuda::strided_copy<T>(static_cast<const T*>(src), static_cast<T*>(dst), c,
                                    device.stream());
   }

@@ -411,6 +411,26 @@ Tensor Variable::count_up_to(int64_t limit) {
 }
 
 // ---------------------------------------------------------------------------
+// Slices
+
+VariableSlice Variable::slice(std::vector<SliceSpec> specs) const {
+  return VariableSlice(*this, std::move(specs));
+}
+
+Tensor VariableSlice::value() const { return strided_slice(variable_.value(), specs_); }
+
+TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(), specs_); }
+
+Tensor VariableSlice::assign(const Tensor& value, bool use_locking) {
+  std::unique_lock<std::mutex> update;
+  if (use_locking) update = std::unique_lock(variable_.update_mutex());
+  Tensor target = variable_.ref();
+  strided_slice_assign(target, specs_, value, variable_.op_name());
+  variable_.mark_updated();
+  return target;
+}
+
+// ---------------------------------------------------------------------------
 // Serialization
 
 VariableDef Variable::to_proto() const {

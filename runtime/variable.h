@@ -34,6 +34,7 @@
 #include "runtime/dense_update.h"
 #include "runtime/graph.h"
 #include "runtime/session.h"
+#include "runtime/slice.h"
 #include "runtime/tensor.h"
 
 namespace varstate {
@@ -95,6 +96,8 @@ struct VariableOptions {
   std::optional<SaveSliceInfo> save_slice_info;
 };
 
+class VariableSlice;
+
 class Variable {
  public:
   // From an initial value (a Tensor or anything convertible: 1.f, {1, 2},
@@ -140,6 +143,11 @@ class Variable {
   // Reads value(); lets a Variable be passed where a Tensor is expected.
   operator Tensor() const { return value(); }  // NOLINT: implicit as in TF
 
+  // A region of the variable, as v[...] in TensorFlow: its value() reads
+  // the region, its assign() writes only that region. Specs as
+  // strided_slice (runtime/slice.h); dims not mentioned are taken whole.
+  VariableSlice slice(std::vector<SliceSpec> specs) const;
+
   // --- updates (return the new value) ---------------------------------------
   Tensor assign(const Tensor& value, bool use_locking = false, bool validate_shape = true);
   Tensor assign_add(const Tensor& delta, bool use_locking = false);
@@ -180,6 +188,25 @@ class Variable {
             bool absolute_name = false);
   Tensor live_value() const;
   std::shared_ptr<State> state_;
+};
+
+// A region of a variable (Variable::slice). Holds the variable's handle.
+class VariableSlice {
+ public:
+  VariableSlice(Variable variable, std::vector<SliceSpec> specs)
+      : variable_(std::move(variable)), specs_(std::move(specs)) {}
+  // The region's current values (a new tensor on the variable's device).
+  Tensor value() const;
+  operator Tensor() const { return value(); }  // NOLINT: implicit as in TF
+  // Writes `value` into the region only. No broadcasting: the value's shape
+  // must equal the region's (InvalidArgumentError otherwise; negative-size
+  // regions raise ValueError). Returns the variable's new value.
+  Tensor assign(const Tensor& value, bool use_locking = false);
+  TensorShape shape() const;
+
+ private:
+  Variable variable_;
+  std::vector<SliceSpec> specs_;
 };
 
 // Free-function forms (tf.assign, tf.assign_add, tf.assign_sub, tf.count_up_to).

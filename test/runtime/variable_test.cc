@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "device/device_manager.h"
 #include "device/placement.h"
+#include "runtime/math_ops.h"
 #include "runtime/variables.h"
 #include "tensor_util.h"
 
@@ -294,4 +295,38 @@ TEST_CASE_METHOD(FreshGraph, "VariableDef round trip", "[variable][proto]") {
   CHECK(part.save_slice_info()->full_shape == std::vector<int64_t>{10, 4});
   CHECK_THROWS_AS(Variable(VariableOptions{.variable_def = VariableDef{.variable_name = "zz:0"}}),
                   ValueError);
+}
+
+TEST_CASE_METHOD(FreshGraph, "slices of a variable read and assign regions", "[variable][slice]") {
+  // The reference: A[:2, :2].assign(22. * tf.ones((2, 2))) on [[1,2,3],[4,5,6],[7,8,9]].
+  Variable A(Tensor({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}, {7.f, 8.f, 9.f}}), {.name = "A"});
+  Session().run(A.initializer());
+  auto top_left = A.slice({Slice::range(std::nullopt, 2), Slice::range(std::nullopt, 2)});
+  CHECK(top_left.shape() == TensorShape{2, 2});
+  Tensor ones = Tensor::filled(DType::kFloat, {2, 2}, Tensor(1.f), A.device());
+  Tensor r = top_left.assign(22.f * ones);
+  CHECK(r.to_vector<float>() == std::vector<float>{22, 22, 3, 22, 22, 6, 7, 8, 9});
+  CHECK(A.value().to_vector<float>() == std::vector<float>{22, 22, 3, 22, 22, 6, 7, 8, 9});
+  // Reads: a row (integer index drops the dim), negative indices, steps.
+  CHECK(A.slice({Slice::index(-1)}).value().to_vector<float>() == std::vector<float>{7, 8, 9});
+  CHECK(A.slice({Slice::all(), Slice::range(std::nullopt, std::nullopt, -2)}).value().to_vector<float>() ==
+        std::vector<float>{3, 22, 6, 22, 9, 7});
+  // No broadcasting; negative sizes raise; nothing changes on error.
+  auto before = A.value().to_vector<float>();
+  CHECK_THROWS_AS(top_left.assign(Tensor(5.f)), InvalidArgumentError);
+  CHECK_THROWS_AS(A.slice({Slice::range(2, 1)}).assign(Tensor::zeros(DType::kFloat, {0, 3})), ValueError);
+  CHECK(A.value().to_vector<float>() == before);
+}
+
+TEST_CASE_METHOD(FreshGraph, "operators read a variable's value", "[variable][ops]") {
+  Variable w(Tensor({{1.f, 2.f}, {3.f, 4.f}}), {.name = "w"});
+  Variable b(Tensor({1.f, 1.f}), {.name = "b"});
+  Session().run(global_variables_initializer());
+  Tensor y = matmul(w, w) + b;  // [[7,10],[15,22]] + [1,1]
+  CHECK(y.to_vector<float>() == std::vector<float>{8, 11, 16, 23});
+  Tensor z = -(w * 2.f) / 2.f;
+  CHECK(z.to_vector<float>() == std::vector<float>{-1, -2, -3, -4});
+  Tensor mask = w > 2.f;
+  CHECK(mask.to_vector<bool>() == std::vector<bool>{false, false, true, true});
+  CHECK_THROWS_AS(w + Tensor({1, 2}).cast(DType::kInt32), TypeError);
 }
