@@ -11,5 +11,8 @@
 #include "device/placement.h"
 #include "runtime/cast.h"
 #include "runtime/dense_update.h"
+#include "runtime/initializers.h"
+#include "runtime/random_ops.h"
+#include "runtime/random_seed.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_shape.h"
