@@ -22,6 +22,12 @@
 // with no seed the pair is drawn at random at creation, so two initializers
 // (or two runs of the program) differ.
 //
+// A part is generated directly from the element indices it covers in the
+// full tensor (the generator is counter-based: element i depends only on the
+// seeds and i). A part split along axis 0 is one contiguous run, one kernel
+// call; a part split along axis k > 0 is made of prod(shape[0..k)) runs, one
+// kernel call each (so on a GPU prefer axis-0 partitions of tall tensors).
+//
 // Fans (variance_scaling_initializer, glorot_*, uniform_unit_scaling) are
 // computed from the full shape when a PartitionInfo is given.
 //
