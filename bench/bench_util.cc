@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -26,6 +27,21 @@ double best_of(const std::function<void()>& fn, Device* device, int reps, int ro
   double best = 1e30;
   for (int r = 0; r < rounds; ++r) best = std::min(best, seconds_of(fn, device, reps));
   return best;
+}
+
+// memset split over the threads a large host copy uses (copy_bytes), so a
+// multithreaded fill is compared with a multithreaded write.
+void parallel_memset(char* p, int value, size_t bytes) {
+  const unsigned threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
+  const size_t chunk = (bytes / threads + 63) / 64 * 64;
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) {
+    const size_t begin = std::min(bytes, t * chunk);
+    const size_t end = std::min(bytes, begin + chunk);
+    pool.emplace_back([=] { std::memset(p + begin, value, end - begin); });
+  }
+  std::memset(p, value, std::min(bytes, chunk));
+  for (auto& th : pool) th.join();
 }
 
 int reps_for(size_t bytes) { return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 5 : 50; }
@@ -59,6 +75,21 @@ double limit_gbps(Limit limit, size_t bytes, Device* device) {
       gbps = 2.0 * bytes / s / 1e9;
       device->deallocate(a);
       device->deallocate(b);
+      break;
+    }
+    case Limit::kHostMemset: {
+      std::vector<char> a(bytes, 1);
+      int value = 0;
+      double s = best_of([&] { parallel_memset(a.data(), ++value & 0xff, bytes); }, nullptr, reps, 5);
+      gbps = static_cast<double>(bytes) / s / 1e9;
+      break;
+    }
+    case Limit::kDeviceMemset: {
+      void* a = device->allocate(bytes);
+      int value = 0;
+      double s = best_of([&] { device->memset(a, ++value & 0xff, bytes); }, device, reps, 5);
+      gbps = static_cast<double>(bytes) / s / 1e9;
+      device->deallocate(a);
       break;
     }
     case Limit::kHostToDevice:

@@ -5,8 +5,9 @@
 //   limit_GBps  the limit measured in this run for the same byte count
 //   ratio       GBps / limit_GBps
 // Limits: host memcpy (CPU work), device-to-device cudaMemcpy (GPU work),
-// pinned cudaMemcpy host<->device (transfers). Both sides count bytes read +
-// bytes written.
+// pinned cudaMemcpy host<->device (transfers), and, for work that only
+// writes (random fills), host memset and cudaMemset. Both sides count bytes
+// read + bytes written.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -20,7 +21,14 @@
 
 namespace varstate::bench {
 
-enum class Limit { kHostMemcpy, kDeviceCopy, kHostToDevice, kDeviceToHost };
+enum class Limit {
+  kHostMemcpy,
+  kDeviceCopy,
+  kHostToDevice,
+  kDeviceToHost,
+  kHostMemset,    // bytes written, as many threads as host copies use
+  kDeviceMemset,  // bytes written by cudaMemsetAsync
+};
 
 // Bandwidth of the limit operation for `bytes` (read+write counted for
 // copies within one memory; bytes transferred for host<->device), best of

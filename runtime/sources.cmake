@@ -3,6 +3,9 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/initializers.cc
+  ${CMAKE_CURRENT_LIST_DIR}/random_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/random_seed.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cc

@@ -13,5 +13,8 @@
 #include "runtime/dense_update.h"
 #include "runtime/math_ops.h"
 #include "runtime/slice.h"
+#include "runtime/initializers.h"
+#include "runtime/random_ops.h"
+#include "runtime/random_seed.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_shape.h"
