@@ -48,6 +48,7 @@ void fill_run(RandomDistribution distribution, Device& device, T* out, int64_t n
   }
 #ifdef VARSTATE_HAVE_CUDA
   cudaStream_t stream = device.stream();
+  DeviceGuard guard(device);
   if constexpr (std::is_integral_v<T>) {
     kernels::cuda::random_uniform<T>(out, n, first, seed, seed2, a, b, stream);
   } else if (distribution == RandomDistribution::kUniform) {
