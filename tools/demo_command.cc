@@ -3,10 +3,12 @@
 // collections, a global step — initializes them, runs training-style
 // updates and reports what happened on which device.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "device/device_manager.h"
 #include "device/placement.h"
+#include "runtime/initializers.h"
 #include "runtime/variables.h"
 #include "tools/commands.h"
 
@@ -35,8 +37,14 @@ int demo_command(const Args& args) {
   {
     DeviceScope gpu_scope("/device:GPU:0");
     NameScope scope("dense");
-    weights.emplace(Tensor::zeros(DType::kFloat, {inputs, hidden}), VariableOptions{.name = "kernel"});
-    bias.emplace(Tensor::zeros(DType::kFloat, {hidden}), VariableOptions{.name = "bias"});
+    // Seeded initializers run on the variable's device when the initializer
+    // op runs: same values on CPU and GPU, and across runs.
+    set_random_seed(2026);
+    TensorShape kernel_shape{inputs, hidden};
+    weights.emplace(bind(glorot_uniform_initializer({.seed = 1}), kernel_shape, DType::kFloat),
+                    VariableOptions{.name = "kernel", .dtype = DType::kFloat, .expected_shape = kernel_shape});
+    bias.emplace(bind(zeros_initializer(), TensorShape{hidden}, DType::kFloat),
+                 VariableOptions{.name = "bias", .dtype = DType::kFloat, .expected_shape = TensorShape{hidden}});
   }
   DeviceScope cpu_scope("/cpu:0");
   Variable global_step(Tensor(int64_t{0}), {.trainable = false, .name = "global_step"});
@@ -58,6 +66,11 @@ int demo_command(const Args& args) {
                 std::string(dtype_name(v.dtype())).c_str(), v.device().name().c_str(),
                 v.trainable() ? " (trainable)" : "");
   }
+
+  Tensor w_initial = weights->read_value().to_host();
+  const float limit = std::sqrt(6.f / static_cast<float>(inputs + hidden));
+  const float w0 = w_initial.data<float>()[0];
+  std::printf("dense/kernel ~ glorot_uniform(limit %.5f): kernel[0,0] = %.5f\n", limit, w0);
 
   // "Training": a constant gradient step on every trainable variable, the
   // step counter, and an average of the bias read through its cache.
@@ -82,10 +95,12 @@ int demo_command(const Args& args) {
   std::printf("global_step = %lld\n", static_cast<long long>(global_step.eval(sess).scalar<int64_t>()));
   std::printf("dense/bias[0:3] = %.4f %.4f %.4f (expected %.4f)\n", b.data<float>()[0],
               b.data<float>()[1], b.data<float>()[2], 0.01 * steps);
-  std::printf("dense/kernel[0,0] = %.5f (expected %.5f)\n", w.data<float>()[0], -0.001 * steps);
+  std::printf("dense/kernel[0,0] = %.5f (expected %.5f)\n", w.data<float>()[0], w0 - 0.001 * steps);
   std::printf("bias_average read %d times through its caching device: %llu copies\n", steps,
               static_cast<unsigned long long>(average.cache_copies()));
   bool ok = std::abs(b.data<float>()[0] - 0.01f * steps) < 1e-3f * steps &&
+            std::abs(w.data<float>()[0] - (w0 - 0.001f * steps)) < 1e-4f * steps &&
+            std::abs(w0) <= limit &&
             global_step.eval(sess).scalar<int64_t>() == steps;
   std::printf("demo %s\n", ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
