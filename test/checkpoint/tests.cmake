@@ -7,7 +7,12 @@ varstate_add_test(test_checkpoint SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/bundle_slices_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bundle_corruption_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_reader_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/saver_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/saver_failure_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph_test.cc)
+varstate_add_test(test_checkpoint_gpu GPU SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/saver_gpu_test.cc)
 
 # libFuzzer target for the readers (clang only): -DVARSTATE_BUILD_FUZZERS=ON.
 if(VARSTATE_BUILD_FUZZERS)
