@@ -21,6 +21,7 @@
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/tensor_bundle.h"
+#include "device/device_manager.h"
 #include "proto/saver.pb.h"
 
 namespace varstate {
@@ -477,8 +478,18 @@ RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader
 
 Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
   const Saver::Item& item = *step.item;
+  Device& device = item.variable.device();
+  // The fast path: a V2 tensor stored whole, read straight into its buffer
+  // (a host buffer first for a GPU variable, then one staged copy).
+  if (!step.region && item.variable.dtype() != DType::kString) {
+    if (const auto* bundle = dynamic_cast<const BundleReader*>(&reader)) {
+      Tensor host(item.variable.dtype(), step.shape, device.is_cpu() ? device : DeviceManager::instance().cpu());
+      std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
+      if (bundle->read_into(item.key, dst)) return device.is_cpu() ? host : host.to(device);
+    }
+  }
   TensorData data = step.region ? reader.read_slice(item.key, *step.region) : reader.read(item.key);
-  return tensor_from_data(data, step.shape, item.variable.device());
+  return tensor_from_data(data, step.shape, device);
 }
 
 void assign_restored(const Saver::Item& item, const Tensor& value) {
@@ -526,10 +537,29 @@ void Saver::Impl::restore(const std::string& save_path) {
   for (const Item& item : items) steps.push_back(plan_restore(item, *reader, options.reshape));
 
   // 2. Per device, in parallel: read into fresh tensors on that device.
+  // Host variables are split over a few reader threads (reads and checksums
+  // of different files and tensors overlap), balanced by bytes.
   std::map<const Device*, std::vector<size_t>> by_device;
   for (size_t i = 0; i < steps.size(); ++i) by_device[&steps[i].item->variable.device()].push_back(i);
   std::vector<std::vector<size_t>> groups;
-  for (auto& [device, which] : by_device) groups.push_back(std::move(which));
+  const size_t host_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+  for (auto& [device, which] : by_device) {
+    if (!device->is_cpu() || options.restore_sequentially || which.size() < 2) {
+      groups.push_back(std::move(which));
+      continue;
+    }
+    std::sort(which.begin(), which.end(), [&](size_t a, size_t b) {
+      return steps[a].shape.num_elements() > steps[b].shape.num_elements();
+    });
+    std::vector<std::vector<size_t>> split(std::min(host_threads, which.size()));
+    std::vector<int64_t> load(split.size(), 0);
+    for (size_t i : which) {
+      size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      split[t].push_back(i);
+      load[t] += steps[i].shape.num_elements() * static_cast<int64_t>(std::max<size_t>(dtype_size(steps[i].item->variable.dtype()), 1));
+    }
+    for (auto& part : split) groups.push_back(std::move(part));
+  }
 
   if (!options.restore_sequentially) {
     std::vector<Tensor> restored(steps.size());
@@ -544,14 +574,7 @@ void Saver::Impl::restore(const std::string& save_path) {
   // verifies every tensor, so that the second, assigning pass cannot stop
   // half-way on corrupt data.
   for_each_group(groups.size(), [&](size_t g) {
-    for (size_t i : groups[g]) {
-      const RestoreStep& s = steps[i];
-      if (s.region) {
-        reader->read_slice(s.item->key, *s.region);
-      } else {
-        reader->read(s.item->key);
-      }
-    }
+    for (size_t i : groups[g]) read_step(steps[i], *reader);
   });
   for_each_group(groups.size(), [&](size_t g) {
     for (size_t i : groups[g]) assign_restored(*steps[i].item, read_step(steps[i], *reader));
