@@ -71,7 +71,7 @@ constexpr tf::BundleHeaderProto::Endianness kHostEndianness =
                                                : tf::BundleHeaderProto::BIG;
 
 // Reverses the bytes of each scalar component (both halves of a complex).
-void byte_swap(DType dtype, std::vector<std::byte>& bytes) {
+void byte_swap(DType dtype, std::span<std::byte> bytes) {
   size_t unit = dtype_size(dtype);
   if (dtype_is_complex(dtype)) unit /= 2;
   if (unit <= 1) return;
@@ -684,6 +684,39 @@ const RandomAccessFile& BundleReader::check_entry(const std::string& key, const 
   }
   *where_out = std::move(where);
   return *file;
+}
+
+bool BundleReader::read_into(std::string_view name, std::span<std::byte> dst) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    throw NotFoundError("Key " + quoted(name) + " not found in checkpoint " + quoted(path()));
+  }
+  const StoredEntry& e = it->second;
+  if (!e.slices.empty() || e.dtype == static_cast<int>(DType::kString)) return false;
+  const std::string key(name);
+  std::string where;
+  const RandomAccessFile& file = check_entry(key, e, key, &where);
+  if (dst.size() != static_cast<size_t>(e.size)) {
+    throw InvalidArgumentError(where + ": the destination holds " + std::to_string(dst.size()) +
+                               " bytes, the tensor " + std::to_string(e.size));
+  }
+  size_t got = 0;
+  try {
+    got = file.read(static_cast<uint64_t>(e.offset), dst.size(), dst.data());
+  } catch (...) {
+    rethrow_with_context(where);
+  }
+  if (got != dst.size()) {
+    throw DataLossError(where + ": truncated read: got " + std::to_string(got) + " of " +
+                        std::to_string(dst.size()) + " bytes");
+  }
+  const uint32_t stored_crc = crc32c::unmask(e.masked_crc32c);
+  const uint32_t actual = crc32c::value(dst.data(), dst.size());
+  if (actual != stored_crc) {
+    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " + hex32(actual) + ")");
+  }
+  if (byte_swap_) byte_swap(static_cast<DType>(e.dtype), dst);
+  return true;
 }
 
 TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e,

@@ -153,6 +153,13 @@ class BundleReader : public CheckpointReader {
 
   int num_shards() const { return num_shards_; }
 
+  // Reads the fixed-width tensor `name`, stored whole, straight into `dst`
+  // (which must hold exactly its bytes), checking its CRC32C: the restore
+  // path that makes no intermediate copy. Returns false, reading nothing,
+  // for a string tensor or one saved as slices (use read()). Throws as
+  // read(); on a throw `dst` holds unspecified bytes.
+  bool read_into(std::string_view name, std::span<std::byte> dst) const;
+
  protected:
   TensorData read_stored(const TensorInfo& info, int slice_index) const override;
   void check_stored(const TensorInfo& info, int slice_index) const override;

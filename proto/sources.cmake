@@ -10,7 +10,9 @@ set(VARSTATE_PROTOS
   ${CMAKE_CURRENT_LIST_DIR}/saver.proto
   ${CMAKE_CURRENT_LIST_DIR}/tensor.proto
   ${CMAKE_CURRENT_LIST_DIR}/saved_tensor_slices.proto
-  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.proto)
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.proto
+  ${CMAKE_CURRENT_LIST_DIR}/graph.proto
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph.proto)
 add_library(varstate_proto OBJECT ${VARSTATE_PROTOS})
 target_link_libraries(varstate_proto PUBLIC protobuf::libprotobuf)
 target_include_directories(varstate_proto PUBLIC ${CMAKE_CURRENT_BINARY_DIR})

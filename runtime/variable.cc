@@ -17,6 +17,7 @@ struct Variable::State {
   std::string name;
   DType dtype = DType::kInvalid;
   Device* device = nullptr;
+  std::string placement;
   Device* caching_device = nullptr;
   bool trainable = true;
   bool validate_shape = true;
@@ -162,7 +163,10 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   s.trainable = options.trainable;
   s.validate_shape = options.validate_shape;
   s.slice_info = options.save_slice_info;
-  s.device = &place({s.op_name, "VariableV2"});
+  // One call of current_device_spec: a device function's counter advances per call.
+  const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2"});
+  s.device = &resolve_device(requested, s.op_name);
+  s.placement = requested.merged_with(s.device->spec()).to_string();
   if (!options.caching_device.empty()) {
     s.caching_device = &resolve_device(DeviceSpec::parse(options.caching_device), s.op_name);
   }
@@ -225,6 +229,7 @@ TensorShape Variable::shape() const {
   return state_->shape;
 }
 Device& Variable::device() const { return *state_->device; }
+const std::string& Variable::placement() const { return state_->placement; }
 Graph& Variable::graph() const { return *state_->graph; }
 bool Variable::trainable() const { return state_->trainable; }
 const Op& Variable::initializer() const { return state_->initializer; }

@@ -118,6 +118,10 @@ class Variable {
   TensorShape shape() const;
   TensorShape get_shape() const { return shape(); }
   Device& device() const;
+  // The device string the variable was placed with (TensorFlow's
+  // Variable.device): the merged device scopes, with the resolved device's
+  // type and index, e.g. "/job:ps/task:1/device:CPU:0". Savers shard by it.
+  const std::string& placement() const;
   Graph& graph() const;
   bool trainable() const;
   const Op& initializer() const;

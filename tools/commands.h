@@ -11,5 +11,6 @@ using Args = std::vector<std::string>;
 
 int devices_command(const Args& args);
 int demo_command(const Args& args);
+int inspect_command(const Args& args);
 
 }  // namespace varstate::cli

@@ -19,6 +19,7 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
       {"demo", {varstate::cli::demo_command, "the main job: build, initialize and train variables"}},
       {"devices", {varstate::cli::devices_command, "list the CPU and GPUs varstate finds"}},
+      {"inspect", {varstate::cli::inspect_command, "list a checkpoint's tensors (PATH [--tensor NAME])"}},
   };
   return table;
 }

@@ -7,7 +7,27 @@ varstate_add_test(test_checkpoint SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/bundle_slices_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/bundle_corruption_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_reader_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/saver_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/saver_failure_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph_test.cc)
+varstate_add_test(test_checkpoint_gpu GPU SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/saver_gpu_test.cc)
+
+# Smoke tests of `varstate inspect` on TensorFlow's own checkpoints.
+if(TARGET varstate_cli)
+  add_test(NAME inspect_tf_v2 COMMAND varstate_cli inspect
+           ${PROJECT_SOURCE_DIR}/test/testdata/tensorflow/half_plus_two_v2/variables)
+  set_tests_properties(inspect_tf_v2 PROPERTIES LABELS cpu
+                       PASS_REGULAR_EXPRESSION "c2 +float32 +\\[\\] +0 +4 +3 +3 +3")
+  add_test(NAME inspect_tf_v1 COMMAND varstate_cli inspect
+           ${PROJECT_SOURCE_DIR}/test/testdata/tensorflow/half_plus_two_v1/export)
+  set_tests_properties(inspect_tf_v1 PROPERTIES LABELS cpu
+                       PASS_REGULAR_EXPRESSION "Variable_1 +float32 +\\[\\] +0 +4 +2 +2 +2")
+  add_test(NAME inspect_tf_v2_tensor COMMAND varstate_cli inspect
+           ${PROJECT_SOURCE_DIR}/test/testdata/tensorflow/half_plus_two_v2/variables --tensor a)
+  set_tests_properties(inspect_tf_v2_tensor PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION "0.5")
+endif()
 
 # libFuzzer target for the readers (clang only): -DVARSTATE_BUILD_FUZZERS=ON.
 if(VARSTATE_BUILD_FUZZERS)

@@ -1,0 +1,353 @@
+// Saver throughput against the disk, measured in the same run.
+//
+// Variables: VARSTATE_CKPT_BENCH_GIB GiB (default 1; 8 for the large run) of
+// float32 in mixed sizes (4M, 1M, 256K, 64K, 16K, 4K and 1K elements,
+// repeated), on one device or spread over N devices (ps tasks, i.e. N data
+// shards written by N threads). Files go to VARSTATE_BENCH_DIR (default
+// /tmp/varstate_ckpt_bench).
+//
+// Counters (see bench_util.h): GBps = checkpoint bytes / time; limit_GBps =
+// plain write()+fsync (save) or read() (restore) of the same byte count to
+// a file in the same directory, in this run; ratio = GBps / limit_GBps.
+// Restores and raw reads run after dropping the page cache when the process
+// may (root: /proc/sys/vm/drop_caches); counter cache_dropped says whether it
+// could. Also: crc_share (CRC32C time over the same bytes / save time),
+// async stall vs blocking save, peak RSS, and on a GPU host the save of GPU
+// variables against min(pinned device-to-host, disk write).
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/saver.h"
+#include "device/device_manager.h"
+#include "device/placement.h"
+#include "runtime/variables.h"
+
+namespace varstate::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+size_t total_bytes() {
+  const char* env = std::getenv("VARSTATE_CKPT_BENCH_GIB");
+  const double gib = env && *env ? std::atof(env) : 1.0;
+  return static_cast<size_t>(gib * static_cast<double>(size_t{1} << 30));
+}
+
+const std::string& bench_dir() {
+  static const std::string dir = [] {
+    const char* env = std::getenv("VARSTATE_BENCH_DIR");
+    std::string d = env && *env ? env : "/tmp/varstate_ckpt_bench";
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+void remove_checkpoints() {
+  for (const auto& e : std::filesystem::directory_iterator(bench_dir())) std::filesystem::remove_all(e.path());
+}
+
+// Drops the page cache (needs root); true on success.
+bool drop_page_cache() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  if (!f) return false;
+  f << "3\n";
+  f.flush();
+  return f.good();
+}
+
+double peak_rss_gib() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / (1 << 20);  // KiB -> GiB
+}
+
+// Element counts of the variables: the mixed sizes, repeated, then the rest.
+std::vector<int64_t> mixed_sizes(size_t bytes) {
+  static const int64_t kSizes[] = {4 << 20, 1 << 20, 256 << 10, 64 << 10, 16 << 10, 4 << 10, 1 << 10};
+  std::vector<int64_t> out;
+  int64_t left = static_cast<int64_t>(bytes / 4);
+  for (size_t i = 0; left > 0; ++i) {
+    int64_t n = std::min(kSizes[i % 7], left);
+    out.push_back(n);
+    left -= n;
+  }
+  return out;
+}
+
+// The variables on `num_devices` ps tasks (CPU) or on GPU:0.
+struct Model {
+  Graph graph;
+  std::vector<Variable> vars;
+  size_t bytes = 0;
+  Model(int num_devices, bool on_gpu) {
+    auto guard = graph.as_default();
+    std::unique_ptr<DeviceScope> scope =
+        on_gpu ? std::make_unique<DeviceScope>("/device:GPU:0")
+               : std::make_unique<DeviceScope>(replica_device_setter(num_devices > 1 ? num_devices : 0, "/job:ps", ""));
+    uint32_t x = 12345;
+    for (int64_t n : mixed_sizes(total_bytes())) {
+      Tensor host(DType::kFloat, TensorShape{n});
+      float* p = host.data<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+      }
+      Variable v(Tensor::zeros(DType::kFloat, TensorShape{n}), {.name = "v" + std::to_string(vars.size())});
+      v.set_value(on_gpu ? host.to(v.device()) : host);
+      vars.push_back(v);
+      bytes += static_cast<size_t>(n) * 4;
+    }
+  }
+};
+
+// Raw write()+fsync of `bytes` bytes to a file in the bench directory.
+double raw_write_seconds(size_t bytes) {
+  static std::vector<char> buf;
+  if (buf.size() != bytes) {
+    buf.assign(bytes, 0);
+    for (size_t i = 0; i < bytes; i += 4096) buf[i] = static_cast<char>(i >> 12);
+  }
+  const std::string path = bench_dir() + "/raw";
+  auto t0 = Clock::now();
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  for (size_t off = 0; off < bytes;) {
+    ssize_t n = ::write(fd, buf.data() + off, std::min<size_t>(bytes - off, size_t{64} << 20));
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  return since(t0);
+}
+
+// Raw read() of the file raw_write_seconds wrote (page cache dropped first when possible).
+double raw_read_seconds(size_t bytes, bool* dropped) {
+  static std::vector<char> buf;
+  buf.resize(bytes);
+  *dropped = drop_page_cache();
+  const std::string path = bench_dir() + "/raw";
+  auto t0 = Clock::now();
+  int fd = ::open(path.c_str(), O_RDONLY);
+  for (size_t off = 0; off < bytes;) {
+    ssize_t n = ::read(fd, buf.data() + off, std::min<size_t>(bytes - off, size_t{64} << 20));
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return since(t0);
+}
+
+// Best of three, memoized: the same-run disk limits.
+double write_limit_gbps(size_t bytes) {
+  static double gbps = 0;
+  if (gbps == 0) {
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) best = std::min(best, raw_write_seconds(bytes));
+    gbps = static_cast<double>(bytes) / best / 1e9;
+  }
+  return gbps;
+}
+
+double read_limit_gbps(size_t bytes, bool* dropped) {
+  static double gbps = 0;
+  static bool was_dropped = false;
+  if (gbps == 0) {
+    raw_write_seconds(bytes);
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) best = std::min(best, raw_read_seconds(bytes, &was_dropped));
+    gbps = static_cast<double>(bytes) / best / 1e9;
+    std::filesystem::remove(bench_dir() + "/raw");
+  }
+  *dropped = was_dropped;
+  return gbps;
+}
+
+double crc_seconds(size_t bytes) {
+  static double seconds = 0;
+  if (seconds == 0) {
+    std::vector<char> buf(bytes, 7);
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      auto t0 = Clock::now();
+      benchmark::DoNotOptimize(crc32c::value(buf.data(), buf.size()));
+      best = std::min(best, since(t0));
+    }
+    seconds = best;
+  }
+  return seconds;
+}
+
+void set_counters(benchmark::State& state, double bytes, double seconds, double limit) {
+  state.counters["GBps"] = bytes / seconds / 1e9;
+  state.counters["limit_GBps"] = limit;
+  state.counters["ratio"] = bytes / seconds / 1e9 / limit;
+  state.counters["GiB"] = bytes / static_cast<double>(size_t{1} << 30);
+  state.counters["peak_rss_GiB"] = peak_rss_gib();
+}
+
+void BM_RawWrite(benchmark::State& state) {
+  const size_t bytes = total_bytes();
+  double total = 0;
+  for (auto _ : state) {
+    double s = raw_write_seconds(bytes);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  std::filesystem::remove(bench_dir() + "/raw");
+  state.counters["GBps"] = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
+}
+
+void BM_RawRead(benchmark::State& state) {
+  const size_t bytes = total_bytes();
+  raw_write_seconds(bytes);
+  double total = 0;
+  bool dropped = false;
+  for (auto _ : state) {
+    double s = raw_read_seconds(bytes, &dropped);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  std::filesystem::remove(bench_dir() + "/raw");
+  state.counters["GBps"] = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
+  state.counters["cache_dropped"] = dropped ? 1 : 0;
+}
+
+void BM_Save(benchmark::State& state) {
+  const int devices = static_cast<int>(state.range(0));
+  Model model(devices, false);
+  const double limit = write_limit_gbps(model.bytes);
+  Saver saver({.sharded = devices > 1, .graph = &model.graph});
+  Session sess;
+  double total = 0;
+  for (auto _ : state) {
+    remove_checkpoints();
+    ::sync();
+    auto t0 = Clock::now();
+    saver.save(sess, bench_dir() + "/ckpt", {.write_meta_graph = false});
+    double s = since(t0);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  const double per = total / static_cast<double>(state.iterations());
+  set_counters(state, static_cast<double>(model.bytes), per, limit);
+  state.counters["crc_share"] = crc_seconds(model.bytes) / per;
+  state.counters["shards"] = devices;
+  remove_checkpoints();
+}
+
+void BM_Restore(benchmark::State& state) {
+  const int devices = static_cast<int>(state.range(0));
+  Model model(devices, false);
+  bool dropped = false;
+  const double limit = read_limit_gbps(model.bytes, &dropped);
+  Saver saver({.sharded = devices > 1, .restore_sequentially = state.range(1) != 0, .graph = &model.graph});
+  Session sess;
+  remove_checkpoints();
+  saver.save(sess, bench_dir() + "/ckpt", {.write_meta_graph = false});
+  double total = 0;
+  for (auto _ : state) {
+    dropped = drop_page_cache();
+    auto t0 = Clock::now();
+    saver.restore(sess, bench_dir() + "/ckpt");
+    double s = since(t0);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  set_counters(state, static_cast<double>(model.bytes), total / static_cast<double>(state.iterations()), limit);
+  state.counters["cache_dropped"] = dropped ? 1 : 0;
+  state.counters["shards"] = devices;
+  remove_checkpoints();
+}
+
+// The training-step stall: how long save() blocks, async vs blocking.
+void BM_AsyncSaveStall(benchmark::State& state) {
+  Model model(1, false);
+  Saver saver({.graph = &model.graph});
+  Session sess;
+  double stall = 0, blocking = 0, async_total = 0;
+  for (auto _ : state) {
+    remove_checkpoints();
+    ::sync();
+    auto t0 = Clock::now();
+    saver.save(sess, bench_dir() + "/blocking", {.write_meta_graph = false});
+    blocking += since(t0);
+    remove_checkpoints();
+    ::sync();
+    t0 = Clock::now();
+    SaveHandle h = saver.save(sess, bench_dir() + "/async", {.write_meta_graph = false, .async = true});
+    const double s = since(t0);
+    stall += s;
+    h.wait();
+    async_total += since(t0);
+    state.SetIterationTime(s);
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["stall_ms"] = 1e3 * stall / n;
+  state.counters["blocking_ms"] = 1e3 * blocking / n;
+  state.counters["async_total_ms"] = 1e3 * async_total / n;
+  state.counters["stall_vs_blocking"] = stall / blocking;
+  state.counters["peak_rss_GiB"] = peak_rss_gib();
+  remove_checkpoints();
+}
+
+// GPU variables: end-to-end save against min(pinned D2H, disk write).
+void BM_GpuSave(benchmark::State& state) {
+  Device* gpu = gpu_or_skip(state);
+  if (gpu == nullptr) return;
+  const bool async = state.range(0) != 0;
+  Model model(1, true);
+  const double d2h = limit_gbps(Limit::kDeviceToHost, size_t{1} << 30, gpu);
+  const double limit = std::min(d2h, write_limit_gbps(model.bytes));
+  Saver saver({.graph = &model.graph});
+  Session sess;
+  double total = 0, stall = 0;
+  for (auto _ : state) {
+    remove_checkpoints();
+    ::sync();
+    auto t0 = Clock::now();
+    SaveHandle h = saver.save(sess, bench_dir() + "/gpu", {.write_meta_graph = false, .async = async});
+    stall += since(t0);
+    h.wait();
+    double s = since(t0);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  const double n = static_cast<double>(state.iterations());
+  set_counters(state, static_cast<double>(model.bytes), total / n, limit);
+  state.counters["d2h_GBps"] = d2h;
+  state.counters["stall_ms"] = 1e3 * stall / n;
+  remove_checkpoints();
+}
+
+BENCHMARK(BM_RawWrite)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RawRead)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Save)->ArgName("devices")->Arg(1)->Arg(4)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Restore)
+    ->ArgNames({"devices", "sequential"})
+    ->Args({1, 0})
+    ->Args({4, 0})
+    ->Args({1, 1})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AsyncSaveStall)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuSave)->ArgName("async")->Arg(0)->Arg(1)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace varstate::bench

@@ -1,0 +1,282 @@
+// Saver failures: every bad restore leaves the variables untouched; failed,
+// interrupted (fault injection) and killed saves leave the previous
+// checkpoint as the latest, and it restores bit-exactly.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/checkpoint_test_util.h"
+#include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint/file_system.h"
+#include "checkpoint/saver.h"
+#include "device/placement.h"
+#include "runtime/variables.h"
+#include "test_util.h"
+
+namespace varstate {
+namespace {
+
+using testing::TempDir;
+
+Tensor pattern(int64_t n, int64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>((i * 7 + seed * 13) % 1000) + 0.25f;
+  return Tensor::from_vector<float>(v, TensorShape{n});
+}
+
+std::string bytes_of(const Tensor& t) {
+  Tensor h = t.to_host();
+  return std::string(static_cast<const char*>(h.raw_data()), h.nbytes());
+}
+
+// Three variables whose values are a function of `step`.
+struct Model {
+  Graph graph;
+  std::vector<Variable> vars;
+  explicit Model(int64_t n = 1000) {
+    auto guard = graph.as_default();
+    DeviceScope ps(replica_device_setter(2));
+    for (int i = 0; i < 3; ++i) vars.emplace_back(pattern(n + i, 0), VariableOptions{.name = "v" + std::to_string(i)});
+    Session sess;
+    sess.run(global_variables_initializer());
+  }
+  void set_step(int64_t step) {
+    for (size_t i = 0; i < vars.size(); ++i) {
+      vars[i].set_value(pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)));
+    }
+  }
+  bool holds_step(int64_t step) const {
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (bytes_of(vars[i].value()) != bytes_of(pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)))) {
+        return false;
+      }
+    }
+    return true;
+  }
+  std::vector<std::string> snapshot() const {
+    std::vector<std::string> out;
+    for (const auto& v : vars) out.push_back(bytes_of(v.value()));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a failed restore leaves every variable untouched", "[saver][failure]") {
+  TempDir dir;
+  Session sess;
+  Model saved;
+  saved.set_step(1);
+  Saver saver({.sharded = true, .graph = &saved.graph});
+  const std::string path = *saver.save(sess, dir / "m", {.global_step = 1}).path();
+
+  Model target;
+  target.set_step(5);
+  const auto before = target.snapshot();
+  auto check_untouched = [&] { CHECK(target.snapshot() == before); };
+
+  SECTION("missing key") {
+    Variable extra(Tensor(1.f), {.name = "zz_extra", .graph = &target.graph});
+    sess.run(extra.initializer());
+    std::vector<Variable> list = target.vars;
+    list.push_back(extra);
+    Saver s({.var_list = list, .graph = &target.graph});
+    CHECK_THROWS_AS(s.restore(sess, path), NotFoundError);
+    CHECK_THROWS_WITH(s.restore(sess, path),
+                      Catch::Contains("Key \"zz_extra\" not found in checkpoint") && Catch::Contains(path));
+    check_untouched();
+    CHECK(extra.value().scalar<float>() == 1.f);
+  }
+  SECTION("dtype mismatch") {
+    Variable wrong(Tensor::zeros(DType::kInt32, TensorShape{1002}), {.name = "v2", .graph = &target.graph});
+    Saver s({.var_list = std::map<std::string, Variable>{{"v0", target.vars[0]}, {"v2", wrong}}, .graph = &target.graph});
+    CHECK_THROWS_AS(s.restore(sess, path), InvalidArgumentError);
+    CHECK_THROWS_WITH(s.restore(sess, path), Catch::Contains("int32") && Catch::Contains("float"));
+    check_untouched();
+  }
+  SECTION("shape mismatch names the variable and both shapes") {
+    Variable wrong(Tensor::zeros(DType::kFloat, TensorShape{3}), {.name = "zz", .graph = &target.graph});
+    Saver s({.var_list = std::map<std::string, Variable>{{"v0", target.vars[0]}, {"v2", wrong}}, .graph = &target.graph});
+    CHECK_THROWS_WITH(s.restore(sess, path),
+                      Catch::Contains("\"zz\"") && Catch::Contains("[3]") && Catch::Contains("[1002]"));
+    check_untouched();
+  }
+  SECTION("flipped byte: DataLossError naming file and tensor") {
+    const std::string data = dir / "m-1.data-00000-of-00002";
+    REQUIRE(std::filesystem::exists(data));
+    std::string bytes = testing::read_file(data);
+    bytes[bytes.size() - 5] ^= 0x10;  // inside the last tensor of shard 0
+    testing::write_file(data, bytes);
+    Saver s({.graph = &target.graph});
+    CHECK_THROWS_AS(s.restore(sess, path), DataLossError);
+    CHECK_THROWS_WITH(s.restore(sess, path), Catch::Contains(data) && Catch::Contains("\"v2\"") &&
+                                                 Catch::Contains("crc32c mismatch"));
+    check_untouched();
+  }
+  SECTION("truncated or missing data shard") {
+    const std::string data = dir / "m-1.data-00001-of-00002";
+    Saver s({.graph = &target.graph});
+    std::string bytes = testing::read_file(data);
+    testing::write_file(data, bytes.substr(0, bytes.size() / 2));
+    CHECK_THROWS_AS(s.restore(sess, path), DataLossError);
+    check_untouched();
+    std::filesystem::remove(data);
+    CHECK_THROWS_AS(s.restore(sess, path), NotFoundError);
+    check_untouched();
+  }
+  SECTION("corrupt index") {
+    const std::string index = dir / "m-1.index";
+    std::string bytes = testing::read_file(index);
+    bytes[10] ^= 0x55;
+    testing::write_file(index, bytes);
+    Saver s({.graph = &target.graph});
+    CHECK_THROWS_AS(s.restore(sess, path), DataLossError);
+    check_untouched();
+  }
+  SECTION("nothing at the path") {
+    Saver s({.graph = &target.graph});
+    CHECK_THROWS_AS(s.restore(sess, dir / "no-such-checkpoint"), ValueError);
+    check_untouched();
+  }
+  SECTION("sequential restore validates before assigning") {
+    const std::string data = dir / "m-1.data-00001-of-00002";
+    std::string bytes = testing::read_file(data);
+    bytes[bytes.size() - 3] ^= 0x01;
+    testing::write_file(data, bytes);
+    Saver s({.restore_sequentially = true, .graph = &target.graph});
+    CHECK_THROWS_AS(s.restore(sess, path), DataLossError);
+    check_untouched();
+  }
+  SECTION("partitioned tensor without sufficient slices") {
+    Graph g;
+    Variable part(Tensor::zeros(DType::kFloat, TensorShape{2}),
+                  {.name = "p", .graph = &g, .save_slice_info = SaveSliceInfo{"v0", {2000}, {0}, {2}}});
+    CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{part}, .graph = &g}).restore(sess, path),
+                    InvalidArgumentError);  // full shape differs
+  }
+}
+
+TEST_CASE("saving an uninitialized variable fails before writing", "[saver][failure]") {
+  Graph g;
+  TempDir dir;
+  Session sess;
+  Variable v(VariableOptions{.dtype = DType::kFloat, .expected_shape = TensorShape{2},
+                             .variable_def = VariableDef{.variable_name = "u:0"}, .graph = &g});
+  Saver saver({.graph = &g});
+  CHECK_THROWS_WITH(saver.save(sess, dir / "m"), Catch::Contains("uninitialized value u"));
+  CHECK_FALSE(std::filesystem::exists(dir / "m.index"));
+}
+
+TEST_CASE("injected I/O faults mid-save keep the previous checkpoint", "[saver][failure][fault]") {
+  const FileOp ops[] = {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose, FileOp::kRename,
+                        FileOp::kSyncDir};
+  for (bool sharded : {false, true}) {
+    for (FileOp op : ops) {
+      for (int nth : {1, 2, 3, 5}) {
+        CAPTURE(sharded, static_cast<int>(op), nth);
+        TempDir dir;
+        Session sess;
+        FaultInjectionFileSystem fs(default_file_system());
+        Model model;
+        Saver saver({.sharded = sharded, .graph = &model.graph, .file_system = &fs});
+        model.set_step(1);
+        saver.save(sess, dir / "m", {.global_step = 1});
+        model.set_step(2);
+        fs.fail_nth(op, nth);
+        bool failed = false;
+        try {
+          saver.save(sess, dir / "m", {.global_step = 2});
+        } catch (const UnavailableError&) {
+          failed = true;
+        }
+        fs.clear_faults();
+        const auto latest = latest_checkpoint(dir.path());
+        REQUIRE(latest.has_value());
+        if (failed) {
+          CHECK(*latest == dir / "m-1");
+        } else {
+          CHECK(*latest == dir / "m-2");  // the fault hit an operation the save did not reach
+        }
+        model.set_step(9);
+        saver.restore(sess, *latest);
+        CHECK(model.holds_step(failed ? 1 : 2));
+
+        // A simulated crash after the failure loses nothing that was synced.
+        if (failed) {
+          fs.drop_unsynced_data();
+          model.set_step(9);
+          saver.restore(sess, *latest_checkpoint(dir.path()));
+          CHECK(model.holds_step(1));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a save killed at a random point never corrupts the latest checkpoint", "[saver][failure][kill]") {
+  constexpr int kRuns = 20;
+  std::mt19937_64 gen(testing::kSeed);
+  CAPTURE(testing::kSeed);
+  for (int run = 0; run < kRuns; ++run) {
+    CAPTURE(run);
+    TempDir dir;
+    const bool sharded = run % 2 == 1;
+    {
+      Session sess;
+      Model model(1 << 18);
+      Saver saver({.sharded = sharded, .graph = &model.graph});
+      model.set_step(1);
+      saver.save(sess, dir / "m", {.global_step = 1});
+    }
+    std::uniform_int_distribution<int> delay_us(0, 60000);
+    const int delay = delay_us(gen);
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // Keep saving new steps until killed.
+      Session sess;
+      Model model(1 << 18);
+      Saver saver({.sharded = sharded, .max_to_keep = 3, .graph = &model.graph});
+      saver.recover_last_checkpoints({dir / "m-1"});
+      for (int64_t step = 2;; ++step) {
+        model.set_step(step);
+        saver.save(sess, dir / "m", {.global_step = step});
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+
+    const auto latest = latest_checkpoint(dir.path());
+    REQUIRE(latest.has_value());
+    const std::string name = latest->substr(latest->rfind('-') + 1);
+    const int64_t step = std::stoll(name);
+    CAPTURE(delay, step);
+    Session sess;
+    Model model(1 << 18);
+    model.set_step(0);
+    Saver({.graph = &model.graph}).restore(sess, *latest);
+    CHECK(model.holds_step(step));
+    // Every checkpoint the state file lists restores too.
+    const std::optional<CheckpointState> state = get_checkpoint_state(dir.path());
+    REQUIRE(state.has_value());
+    for (const std::string& p : state->all_model_checkpoint_paths) {
+      CAPTURE(p);
+      const int64_t s = std::stoll(p.substr(p.rfind('-') + 1));
+      Saver({.graph = &model.graph}).restore(sess, p);
+      CHECK(model.holds_step(s));
+    }
+  }
+}
+
+}  // namespace varstate
