@@ -2,10 +2,16 @@
 // TensorFlow 1 training program does — name scopes, device placement,
 // collections, a global step — initializes them, runs training-style
 // updates and reports what happened on which device.
+#include <stdlib.h>
+
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 
+#include "base/error.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/saver.h"
 #include "device/device_manager.h"
 #include "device/placement.h"
 #include "runtime/initializers.h"
@@ -19,12 +25,22 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::string make_temp_dir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "varstate-demo-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw InternalError("cannot create a temporary folder from " + pattern);
+  }
+  return pattern;
+}
+
 }  // namespace
 
 int demo_command(const Args& args) {
   int steps = 100;
+  std::string ckpt_dir;  // default: a temporary folder, removed afterwards
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--steps") steps = std::stoi(args[i + 1]);
+    if (args[i] == "--checkpoint_dir") ckpt_dir = args[i + 1];
   }
   auto& dm = DeviceManager::instance();
   std::printf("varstate demo: %d GPU(s); devices: %s\n", dm.num_gpus(), dm.device_list().c_str());
@@ -98,7 +114,25 @@ int demo_command(const Args& args) {
   std::printf("dense/kernel[0,0] = %.5f (expected %.5f)\n", w.data<float>()[0], w0 - 0.001 * steps);
   std::printf("bias_average read %d times through its caching device: %llu copies\n", steps,
               static_cast<unsigned long long>(average.cache_copies()));
-  bool ok = std::abs(b.data<float>()[0] - 0.01f * steps) < 1e-3f * steps &&
+  // Checkpoint in TensorFlow's format, clobber the variables, restore.
+  std::string dir = ckpt_dir.empty() ? make_temp_dir() : ckpt_dir;
+  Saver saver({.sharded = true, .max_to_keep = 2});
+  t0 = std::chrono::steady_clock::now();
+  std::string path = *saver.save(sess, dir + "/model", {.global_step = global_step}).path();
+  double save_ms = ms_since(t0);
+  weights->assign(Tensor::zeros(DType::kFloat, {inputs, hidden}));
+  bias->assign(Tensor::zeros(DType::kFloat, {hidden}));
+  t0 = std::chrono::steady_clock::now();
+  saver.restore(sess, *latest_checkpoint(dir));
+  double restore_ms = ms_since(t0);
+  bool restored = weights->eval(sess).to_vector<float>() == w.to_vector<float>() &&
+                  bias->eval(sess).to_vector<float>() == b.to_vector<float>();
+  std::printf("saved %s (%.1f MiB) in %.1f ms, restored in %.1f ms: %s\n", path.c_str(),
+              (w.nbytes() + b.nbytes()) / 1048576.0, save_ms, restore_ms,
+              restored ? "bit-exact" : "MISMATCH");
+  if (ckpt_dir.empty()) std::filesystem::remove_all(dir);
+
+  bool ok = restored && std::abs(b.data<float>()[0] - 0.01f * steps) < 1e-3f * steps &&
             std::abs(w.data<float>()[0] - (w0 - 0.001f * steps)) < 1e-4f * steps &&
             std::abs(w0) <= limit &&
             global_step.eval(sess).scalar<int64_t>() == steps;
