@@ -5,6 +5,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/gather.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_int.cc
@@ -16,6 +17,7 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/gather.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_float.cu
