@@ -2,6 +2,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph.cc
+  ${CMAKE_CURRENT_LIST_DIR}/indexed_slices.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scatter.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc

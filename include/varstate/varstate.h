@@ -11,5 +11,7 @@
 #include "device/placement.h"
 #include "runtime/cast.h"
 #include "runtime/dense_update.h"
+#include "runtime/indexed_slices.h"
+#include "runtime/scatter.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_shape.h"
