@@ -154,13 +154,14 @@ class Variable {
   // The value if initialized, else the initial value: use it to initialize
   // another variable from this one (tf.Variable.initialized_value()).
   Tensor initialized_value() const;
-  // value(), ref() and read_value() first raise an error found since the
-  // last read by a device-side check of an earlier update (a GPU scatter
-  // with an out-of-range index; see runtime/scatter.h) if that check has
-  // finished; eval() and sync() wait for such checks, so they always do.
-  // Waits for the pending checks of earlier updates and raises the first
-  // error they found (InvalidArgumentError naming the op, position and
-  // value). Cheap when there are none.
+  // Deferred update errors: an update whose validation runs on the device
+  // (a GPU scatter with indices on the GPU, runtime/scatter.h) may find its
+  // error after the call returned; it then wrote nothing. value(), ref()
+  // and read_value() raise such an error (InvalidArgumentError naming the
+  // op, position and value) once its check has finished, without waiting;
+  // eval() and sync() wait for the checks, so they always raise it. Each
+  // error is raised once.
+  // sync(): waits for the pending checks and raises; cheap when none.
   void sync() const;
   // Reads value(); lets a Variable be passed where a Tensor is expected.
   operator Tensor() const { return value(); }  // NOLINT: implicit as in TF
