@@ -8,6 +8,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/gather.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc
@@ -27,6 +28,7 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_int.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_unary.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/gather.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_complex.cu

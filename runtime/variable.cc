@@ -8,6 +8,8 @@
 #include "device/placement.h"
 #include "proto/variable.pb.h"
 #include "runtime/dense_update.h"
+#include "runtime/indexed_slices.h"
+#include "runtime/scatter.h"
 
 namespace varstate {
 
@@ -36,6 +38,10 @@ struct Variable::State {
   bool initialized = false;
   std::atomic<uint64_t> version{0};
   std::mutex update_mu;  // use_locking
+
+  // Kept by update ops (scatter) across calls; set once, then read-only.
+  mutable std::mutex update_state_mu;
+  std::shared_ptr<VariableUpdateState> update_state;
 
   // Caching-device copy.
   std::mutex cache_mu;
@@ -242,6 +248,24 @@ uint64_t Variable::version() const { return state_->version.load(); }
 uint64_t Variable::cache_copies() const { return state_->cache_copies.load(); }
 std::mutex& Variable::update_mutex() const { return state_->update_mu; }
 std::shared_ptr<void> Variable::state_handle() const { return state_; }
+
+std::shared_ptr<VariableUpdateState> Variable::update_state(
+    const std::function<std::shared_ptr<VariableUpdateState>()>& make) const {
+  std::lock_guard lock(state_->update_state_mu);
+  if (!state_->update_state) state_->update_state = make();
+  return state_->update_state;
+}
+
+void Variable::raise_pending_errors(bool wait) const {
+  std::shared_ptr<VariableUpdateState> updates;
+  {
+    std::lock_guard lock(state_->update_state_mu);
+    updates = state_->update_state;
+  }
+  if (updates) updates->raise_pending_errors(wait);
+}
+
+void Variable::sync() const { raise_pending_errors(/*wait=*/true); }
 Variable Variable::from_state_handle(const std::shared_ptr<void>& state) {
   return Variable(std::static_pointer_cast<State>(state));
 }
@@ -255,9 +279,13 @@ Tensor Variable::live_value() const {
   return state_->value;
 }
 
-Tensor Variable::ref() const { return live_value(); }
+Tensor Variable::ref() const {
+  raise_pending_errors(/*wait=*/false);
+  return live_value();
+}
 
 Tensor Variable::value() const {
+  raise_pending_errors(/*wait=*/false);
   Tensor live = live_value();
   if (state_->caching_device == nullptr) return live;
   State& s = *state_;
@@ -278,9 +306,15 @@ Tensor Variable::value() const {
   return s.cached;
 }
 
-Tensor Variable::read_value() const { return live_value().clone(); }
+Tensor Variable::read_value() const {
+  raise_pending_errors(/*wait=*/false);
+  return live_value().clone();
+}
 
-Tensor Variable::eval(const Session& session) const { return live_value().to_host().clone(); }
+Tensor Variable::eval(const Session& session) const {
+  raise_pending_errors(/*wait=*/true);
+  return live_value().to_host().clone();
+}
 
 Tensor Variable::eval() const {
   const Session* s = Session::default_session();
@@ -385,6 +419,18 @@ Tensor Variable::assign_sub(const Tensor& delta, bool use_locking) {
   varstate::assign_sub(target, delta, state_->op_name);
   mark_updated();
   return target;
+}
+
+Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, bool use_locking) {
+  return varstate::scatter_sub(*this, sparse_delta, {.use_locking = use_locking});
+}
+
+Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, bool use_locking) {
+  return varstate::scatter_add(*this, sparse_delta, {.use_locking = use_locking});
+}
+
+Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, bool use_locking) {
+  return varstate::scatter_update(*this, sparse_delta, {.use_locking = use_locking});
 }
 
 Tensor Variable::count_up_to(int64_t limit) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +65,22 @@ struct VariableDef {
   std::string serialize() const;
   // Throws InvalidArgumentError when `bytes` is not a VariableDef.
   static VariableDef parse(const std::string& bytes);
+};
+
+class IndexedSlices;  // runtime/indexed_slices.h
+
+// State that an update op keeps with one variable across calls: the scatter
+// ops keep their per-variable lock and the bounds checks still running on a
+// GPU here (runtime/scatter.h). Reads of the variable ask it for errors that
+// were found after the update call had returned.
+class VariableUpdateState {
+ public:
+  virtual ~VariableUpdateState() = default;
+  // Throws (once) the error of an earlier update whose validation finished
+  // after that call returned; that update wrote nothing. With `wait`, first
+  // waits for every such validation still running; without, looks only at
+  // those that have finished. Thread-safe.
+  virtual void raise_pending_errors(bool wait) = 0;
 };
 
 // A deferred initial value: called (on the variable's device) when the
@@ -144,6 +161,15 @@ class Variable {
   // The value if initialized, else the initial value: use it to initialize
   // another variable from this one (tf.Variable.initialized_value()).
   Tensor initialized_value() const;
+  // Deferred update errors: an update whose validation runs on the device
+  // (a GPU scatter with indices on the GPU, runtime/scatter.h) may find its
+  // error after the call returned; it then wrote nothing. value(), ref()
+  // and read_value() raise such an error (InvalidArgumentError naming the
+  // op, position and value) once its check has finished, without waiting;
+  // eval() and sync() wait for the checks, so they always raise it. Each
+  // error is raised once.
+  // sync(): waits for the pending checks and raises; cheap when none.
+  void sync() const;
   // Reads value(); lets a Variable be passed where a Tensor is expected.
   operator Tensor() const { return value(); }  // NOLINT: implicit as in TF
 
@@ -156,6 +182,13 @@ class Variable {
   Tensor assign(const Tensor& value, bool use_locking = false, bool validate_shape = true);
   Tensor assign_add(const Tensor& delta, bool use_locking = false);
   Tensor assign_sub(const Tensor& delta, bool use_locking = false);
+  // tf.Variable.scatter_sub / scatter_add / scatter_update: the sparse
+  // update of the rows sparse_delta.indices() by sparse_delta.values(),
+  // returning the new value. Same as the free functions of runtime/scatter.h
+  // (errors, devices, determinism) with ScatterOptions{.use_locking}.
+  Tensor scatter_sub(const IndexedSlices& sparse_delta, bool use_locking = false);
+  Tensor scatter_add(const IndexedSlices& sparse_delta, bool use_locking = false);
+  Tensor scatter_update(const IndexedSlices& sparse_delta, bool use_locking = false);
   // Increments an int32/int64 scalar variable by one and returns the value
   // before the increment; OutOfRangeError when the result would pass `limit`.
   Tensor count_up_to(int64_t limit);
@@ -180,6 +213,11 @@ class Variable {
   void set_value(const Tensor& value);
   // Marks an in-place update of the buffer (bumps the version).
   void mark_updated();
+  // The update state of this variable (see VariableUpdateState), created
+  // with make() on first use; every later call returns that object.
+  // Thread-safe. One slot per variable, used by the scatter ops.
+  std::shared_ptr<VariableUpdateState> update_state(
+      const std::function<std::shared_ptr<VariableUpdateState>()>& make) const;
 
   // For Graph: type-erased state handles.
   std::shared_ptr<void> state_handle() const;
@@ -191,6 +229,7 @@ class Variable {
   void init(std::optional<Tensor> value, InitialValueFn fn, VariableOptions options,
             bool absolute_name = false);
   Tensor live_value() const;
+  void raise_pending_errors(bool wait) const;
   std::shared_ptr<State> state_;
 };
 

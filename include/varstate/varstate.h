@@ -20,5 +20,7 @@
 #include "runtime/initializers.h"
 #include "runtime/random_ops.h"
 #include "runtime/random_seed.h"
+#include "runtime/indexed_slices.h"
+#include "runtime/scatter.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_shape.h"

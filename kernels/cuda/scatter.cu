@@ -41,6 +41,34 @@ __global__ void __launch_bounds__(ValidateConfig::kThreads)
   check->blocks_done = ~0u;
 }
 
+// Every element is tested, so that the smallest zero position wins the
+// atomicMin on bad_index (0xFF.. after the reset: the largest unsigned).
+template <typename W>
+__global__ void __launch_bounds__(ValidateConfig::kThreads)
+    validate_nonzero_kernel(const W* __restrict__ values, int64_t n, IndexCheck* check) {
+  if (check->first_bad_position < IndexCheck::kZeroDivisor) return;  // a bad index comes first
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    if (values[i] == W{0}) {
+      atomicMin(reinterpret_cast<unsigned long long*>(&check->first_bad_position),
+                static_cast<unsigned long long>(IndexCheck::kZeroDivisor));
+      atomicMin(reinterpret_cast<unsigned long long*>(&check->bad_index),
+                static_cast<unsigned long long>(i));
+      break;
+    }
+  }
+}
+
+template <typename W>
+void launch_validate_nonzero(const void* values, int64_t n, IndexCheck* check,
+                             cudaStream_t stream) {
+  constexpr int kThreads = ValidateConfig::kThreads;
+  validate_nonzero_kernel<W><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+      static_cast<const W*>(values), n, check);
+  VARSTATE_CUDA_CHECK_LAUNCH();
+}
+
 template <typename Index, typename Key>
 __global__ void make_sort_pairs_kernel(const Index* __restrict__ indices, int64_t n,
                                        Key* __restrict__ keys, uint32_t* __restrict__ positions) {
@@ -121,6 +149,20 @@ template void validate_indices<int32_t>(const int32_t*, int64_t, int64_t, IndexC
                                         cudaStream_t);
 template void validate_indices<int64_t>(const int64_t*, int64_t, int64_t, IndexCheck*,
                                         cudaStream_t);
+
+void validate_nonzero(const void* values, int64_t n, int elem_bytes, IndexCheck* check,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  switch (elem_bytes) {
+    case 1: return launch_validate_nonzero<uint8_t>(values, n, check, stream);
+    case 2: return launch_validate_nonzero<uint16_t>(values, n, check, stream);
+    case 4: return launch_validate_nonzero<uint32_t>(values, n, check, stream);
+    case 8: return launch_validate_nonzero<unsigned long long>(values, n, check, stream);
+    default:
+      throw InvalidArgumentError("validate_nonzero: unsupported element size " +
+                                 std::to_string(elem_bytes));
+  }
+}
 
 namespace scatter_internal {
 

@@ -23,6 +23,7 @@
 // Bounds protocol, without host synchronization:
 //   1. reset_index_check(check)      -- or memset the IndexCheck to 0xFF
 //   2. validate_indices(..., check)  -- records the first bad position
+//      (validate_nonzero(..., check) -- integer kDiv: records a zero divisor)
 //   3. scatter(..., check, ...)      -- writes nothing if one was recorded
 //   4. later, after any synchronizing call, the runtime reads *check.
 // An out-of-range index thus leaves the table exactly as it was.
@@ -40,6 +41,9 @@ namespace varstate::kernels::cuda {
 // is the reset state (reset_index_check writes it; so may a plain memset).
 struct IndexCheck {
   static constexpr uint64_t kNone = ~uint64_t{0};
+  // first_bad_position after validate_nonzero found a zero (and no bad index
+  // had been recorded); bad_index then holds the position of the first zero.
+  static constexpr uint64_t kZeroDivisor = kNone - 1;
   // Smallest position i with indices[i] outside [0, rows); kNone if none.
   uint64_t first_bad_position;
   // indices[first_bad_position] when that is set (written by the last block
@@ -72,6 +76,16 @@ void reset_index_check(IndexCheck* check, cudaStream_t stream);
 // Throws InternalError if the launch fails.
 template <typename Index>
 void validate_indices(const Index* indices, int64_t n, int64_t rows, IndexCheck* check,
+                      cudaStream_t stream);
+
+// Enqueues the check that none of values[0, n) is zero, for the integer
+// divisors of kDiv (device memory; elements of `elem_bytes` in {1, 2, 4, 8}
+// bytes, an integer being zero when all its bytes are). Run after
+// validate_indices and before scatter, with the same check: unless a bad
+// index is already recorded, a zero sets first_bad_position to kZeroDivisor
+// and bad_index to the smallest zero position, so the scatter writes
+// nothing. No host synchronization. Throws InternalError if the launch fails.
+void validate_nonzero(const void* values, int64_t n, int elem_bytes, IndexCheck* check,
                       cudaStream_t stream);
 
 // Enqueues, for i in [0, num_indices):

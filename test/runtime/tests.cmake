@@ -4,6 +4,8 @@ varstate_add_test(test_runtime SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_ops_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/indexed_slices_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scatter_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variables_test.cc)
@@ -13,4 +15,5 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_gpu_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc)

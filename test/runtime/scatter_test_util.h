@@ -1,0 +1,191 @@
+// Helpers for the runtime scatter tests (CPU and GPU): a naive reference
+// loop over host values, random indices with duplicates, and divisors that
+// are never zero.
+#pragma once
+
+#include <complex>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/scatter.h"
+#include "runtime/variables.h"
+#include "tensor_util.h"
+
+namespace varstate::testing {
+
+enum class SOp { kUpdate, kAdd, kSub, kMul, kDiv, kMin, kMax };
+inline constexpr SOp kAllOps[] = {SOp::kUpdate, SOp::kAdd, SOp::kSub, SOp::kMul,
+                                 SOp::kDiv,    SOp::kMin, SOp::kMax};
+
+inline const char* op_label(SOp op) {
+  const char* names[] = {"update", "add", "sub", "mul", "div", "min", "max"};
+  return names[static_cast<int>(op)];
+}
+
+inline Tensor apply_scatter(SOp op, Variable& v, const Tensor& indices, const Tensor& updates,
+                            const ScatterOptions& options = {}) {
+  switch (op) {
+    case SOp::kUpdate: return scatter_update(v, indices, updates, options);
+    case SOp::kAdd: return scatter_add(v, indices, updates, options);
+    case SOp::kSub: return scatter_sub(v, indices, updates, options);
+    case SOp::kMul: return scatter_mul(v, indices, updates, options);
+    case SOp::kDiv: return scatter_div(v, indices, updates, options);
+    case SOp::kMin: return scatter_min(v, indices, updates, options);
+    case SOp::kMax: return scatter_max(v, indices, updates, options);
+  }
+  return {};
+}
+
+// op(t, u) as a serial loop computes it: integers wrap, 16-bit floats compute
+// in float and round once.
+template <typename T>
+T naive_combine(SOp op, T t, T u) {
+  if (op == SOp::kUpdate) return u;
+  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    const float a = static_cast<float>(t), b = static_cast<float>(u);
+    switch (op) {
+      case SOp::kAdd: return T(a + b);
+      case SOp::kSub: return T(a - b);
+      case SOp::kMul: return T(a * b);
+      case SOp::kDiv: return T(a / b);
+      case SOp::kMin: return b < a ? u : t;
+      case SOp::kMax: return a < b ? u : t;
+      default: return u;
+    }
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
+    switch (op) {
+      case SOp::kAdd: return static_cast<T>(U(t) + U(u));
+      case SOp::kSub: return static_cast<T>(U(t) - U(u));
+      case SOp::kMul: return static_cast<T>(U(t) * U(u));
+      case SOp::kDiv:
+        if constexpr (std::is_signed_v<T>) {
+          if (u == T(-1)) return static_cast<T>(U(0) - U(t));
+        }
+        return static_cast<T>(t / u);
+      case SOp::kMin: return u < t ? u : t;
+      case SOp::kMax: return t < u ? u : t;
+      default: return u;
+    }
+  } else {
+    switch (op) {
+      case SOp::kAdd: return t + u;
+      case SOp::kSub: return t - u;
+      case SOp::kMul: return t * u;
+      case SOp::kDiv: return t / u;
+      default: break;
+    }
+    if constexpr (!is_complex<T>::value) {
+      if (op == SOp::kMin) return u < t ? u : t;
+      if (op == SOp::kMax) return t < u ? u : t;
+    }
+    return u;
+  }
+}
+
+// The expected table after the serial loop, as a CPU tensor.
+template <typename T>
+Tensor naive_scatter(SOp op, const Tensor& table, const Tensor& indices, const Tensor& updates) {
+  std::vector<T> out = table.to_vector<T>();
+  std::vector<int64_t> idx;
+  if (indices.dtype() == DType::kInt32) {
+    for (int32_t i : indices.to_vector<int32_t>()) idx.push_back(i);
+  } else {
+    idx = indices.to_vector<int64_t>();
+  }
+  const std::vector<T> u = updates.to_vector<T>();
+  const int64_t width = table.shape().tail(1).num_elements();
+  const bool scalar = u.size() == 1 && idx.size() * width != 1;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    for (int64_t c = 0; c < width; ++c) {
+      T& dst = out[idx[i] * width + c];
+      dst = naive_combine<T>(op, dst, u[scalar ? 0 : i * width + c]);
+    }
+  }
+  return Tensor::from_vector<T>(out, table.shape());
+}
+
+inline Tensor naive_scatter(SOp op, const Tensor& table, const Tensor& indices,
+                            const Tensor& updates) {
+  return dispatch_numeric(table.dtype(), "naive_scatter", [&](auto tag) {
+    Tensor t = naive_scatter<decltype(tag)>(op, table, indices, updates);
+    Tensor typed(table.dtype(), table.shape());
+    std::memcpy(typed.raw_data(), t.raw_data(), t.nbytes());
+    return typed;
+  });
+}
+
+// `t`'s bytes as a tensor of `dtype` (same storage type): random_tensor
+// makes quantized data with the plain integer dtype.
+inline Tensor retyped(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out(dtype, t.shape());
+  Tensor host = t.to_host();
+  std::memcpy(out.raw_data(), host.raw_data(), host.nbytes());
+  return out;
+}
+
+inline Tensor random_values(DType dtype, const TensorShape& shape, uint64_t seed, int lo = -8,
+                            int hi = 8) {
+  return retyped(random_tensor(dtype, shape, seed, lo, hi), dtype);
+}
+
+// Indices in [0, rows) of `shape` and `dtype`; with `hot`, most of them hit a
+// few rows (heavy duplicates).
+inline Tensor random_indices(DType dtype, const TensorShape& shape, int64_t rows, uint64_t seed,
+                             bool hot = false) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int64_t> any(0, rows - 1);
+  std::uniform_int_distribution<int64_t> few(0, std::min<int64_t>(rows, 3) - 1);
+  std::vector<int64_t> v(shape.num_elements());
+  for (auto& x : v) x = hot && gen() % 4 != 0 ? few(gen) : any(gen);
+  Tensor t = Tensor::from_vector<int64_t>(v, shape);
+  return dtype == DType::kInt64 ? t : t.cast(DType::kInt32);
+}
+
+// Random updates for `op`: small integers, never zero for division, and
+// for mul/div values in {1, 2, -1} (or {1, 2}) so that results stay
+// bounded and exact.
+inline Tensor random_updates(SOp op, DType dtype, const TensorShape& shape, uint64_t seed) {
+  if (op != SOp::kMul && op != SOp::kDiv) return random_values(dtype, shape, seed);
+  Tensor t = random_tensor(dtype, shape, seed, 0, 2);
+  return dispatch_numeric(dtype, "random_updates", [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> v = t.to_vector<T>();
+    std::mt19937_64 gen(seed);
+    for (auto& x : v) {
+      if (to_double(x) == 0) {
+        if constexpr (std::is_unsigned_v<T>) x = from_int<T>(1);
+        else x = from_int<T>(gen() % 2 ? -1 : 1);
+      }
+    }
+    Tensor out(dtype, shape);
+    std::memcpy(out.raw_data(), v.data(), v.size() * sizeof(T));
+    return out;
+  });
+}
+
+// A variable named `name` holding `value` on `device`, initialized.
+inline Variable initialized_variable(const Tensor& value, const std::string& name,
+                                     Device* device = nullptr) {
+  Variable v(device ? value.to(*device) : value, {.name = name});
+  Session().run(v.initializer());
+  return v;
+}
+
+// Byte-wise equality of two tensors' contents (for "left unchanged").
+inline bool same_bytes(const Tensor& a, const Tensor& b) {
+  Tensor x = a.to_host(), y = b.to_host();
+  return x.nbytes() == y.nbytes() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+inline const DType kScatterDTypes[] = {
+    DType::kFloat,  DType::kDouble, DType::kHalf,   DType::kBFloat16,  DType::kInt8,
+    DType::kInt16,  DType::kInt32,  DType::kInt64,  DType::kUInt8,     DType::kUInt16,
+    DType::kUInt32, DType::kUInt64, DType::kComplex64, DType::kComplex128, DType::kQInt8,
+    DType::kQUInt8, DType::kQInt32};
+
+}  // namespace varstate::testing
