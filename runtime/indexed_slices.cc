@@ -50,6 +50,7 @@ Tensor gather_positions(const Tensor& values, const std::vector<int64_t>& positi
   }
 #ifdef VARSTATE_HAVE_CUDA
   Tensor dev_pos = pos.to(device);
+  DeviceGuard guard(device);
   kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
                                       static_cast<const int64_t*>(dev_pos.raw_data()),
                                       dev_pos.num_elements(), out.raw_data(), device.stream());

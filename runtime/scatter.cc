@@ -244,6 +244,7 @@ void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool determinis
                  IndexCheck* check, const std::string& who) {
   Device& device = table.device();
   cudaStream_t stream = device.stream();
+  DeviceGuard guard(device);
   if (check != nullptr) {
     kernels::cuda::reset_index_check(check, stream);
     if (!p.indices_checked) {
