@@ -188,9 +188,11 @@ Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const
   return p;
 }
 
+#ifdef VARSTATE_HAVE_CUDA
 bool needs_device_check(ScatterOp op, DType dtype, const Prepared& p) {
   return p.n > 0 && (!p.indices_checked || (integer_division(op, dtype) && !p.divisors_checked));
 }
+#endif
 
 // ---------------------------------------------------------------------------
 // Kernel dispatch.
