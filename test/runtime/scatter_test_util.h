@@ -113,7 +113,7 @@ inline Tensor naive_scatter(SOp op, const Tensor& table, const Tensor& indices,
   return dispatch_numeric(table.dtype(), "naive_scatter", [&](auto tag) {
     Tensor t = naive_scatter<decltype(tag)>(op, table, indices, updates);
     Tensor typed(table.dtype(), table.shape());
-    std::memcpy(typed.raw_data(), t.raw_data(), t.nbytes());
+    if (t.nbytes() != 0) std::memcpy(typed.raw_data(), t.raw_data(), t.nbytes());
     return typed;
   });
 }
@@ -124,7 +124,7 @@ inline Tensor retyped(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out(dtype, t.shape());
   Tensor host = t.to_host();
-  std::memcpy(out.raw_data(), host.raw_data(), host.nbytes());
+  if (host.nbytes() != 0) std::memcpy(out.raw_data(), host.raw_data(), host.nbytes());
   return out;
 }
 
@@ -163,7 +163,7 @@ inline Tensor random_updates(SOp op, DType dtype, const TensorShape& shape, uint
       }
     }
     Tensor out(dtype, shape);
-    std::memcpy(out.raw_data(), v.data(), v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(out.raw_data(), v.data(), v.size() * sizeof(T));
     return out;
   });
 }
