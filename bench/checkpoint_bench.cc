@@ -6,18 +6,26 @@
 // shards written by N threads). Files go to VARSTATE_BENCH_DIR (default
 // /tmp/varstate_ckpt_bench).
 //
-// Counters (see bench_util.h): GBps = checkpoint bytes / time; limit_GBps =
-// plain write()+fsync (save) or read() (restore) of the same byte count to
-// a file in the same directory, in this run; ratio = GBps / limit_GBps.
-// Restores and raw reads run after dropping the page cache when the process
-// may (root: /proc/sys/vm/drop_caches); counter cache_dropped says whether it
-// could. Also: crc_share (CRC32C time over the same bytes / save time),
-// async stall vs blocking save, peak RSS, and on a GPU host the save of GPU
-// variables against min(pinned device-to-host, disk write).
+// Counters (see bench_util.h): GBps = checkpoint bytes / mean time;
+// limit_GBps = the same bytes moved by plain read()/write() in the same
+// iterations; ratio = GBps / limit_GBps. The limits compare like with like:
+//   save:    each iteration also write()s the checkpoint's byte count, split
+//            into as many files as the checkpoint has data shards, and
+//            fsync()s each file;
+//   restore: each iteration also read()s the checkpoint's own data files
+//            (same bytes, same layout) into a reused, already-touched buffer.
+// Before every restore and every raw read the page cache is dropped when the
+// process may (root: /proc/sys/vm/drop_caches); counter cache_dropped says
+// whether it could, and the label repeats it. BM_RawWrite / BM_RawRead are
+// the one-file numbers on their own. Also: crc_share (CRC32C time over the
+// same bytes / save time), async stall vs blocking save, peak RSS, and on a
+// GPU host the save of GPU variables against min(pinned device-to-host,
+// disk write).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -116,66 +124,75 @@ struct Model {
   }
 };
 
-// Raw write()+fsync of `bytes` bytes to a file in the bench directory.
-double raw_write_seconds(size_t bytes) {
+// A reused buffer of `bytes` bytes, every page touched once.
+std::vector<char>& raw_buffer(size_t bytes) {
   static std::vector<char> buf;
-  if (buf.size() != bytes) {
+  if (buf.size() < bytes) {
     buf.assign(bytes, 0);
     for (size_t i = 0; i < bytes; i += 4096) buf[i] = static_cast<char>(i >> 12);
   }
-  const std::string path = bench_dir() + "/raw";
+  return buf;
+}
+
+// Raw write()+fsync of `bytes` bytes split evenly over `num_files` files in
+// the bench directory, one after another.
+double raw_write_seconds(size_t bytes, int num_files = 1) {
+  const std::vector<char>& buf = raw_buffer(bytes);
   auto t0 = Clock::now();
-  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-  for (size_t off = 0; off < bytes;) {
-    ssize_t n = ::write(fd, buf.data() + off, std::min<size_t>(bytes - off, size_t{64} << 20));
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
+  size_t written = 0;
+  for (int f = 0; f < num_files; ++f) {
+    const size_t end = bytes * static_cast<size_t>(f + 1) / static_cast<size_t>(num_files);
+    const std::string path = bench_dir() + "/raw-" + std::to_string(f);
+    int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    while (written < end) {
+      ssize_t n = ::write(fd, buf.data() + written, std::min<size_t>(end - written, size_t{64} << 20));
+      if (n <= 0) break;
+      written += static_cast<size_t>(n);
+    }
+    ::fsync(fd);
+    ::close(fd);
   }
-  ::fsync(fd);
-  ::close(fd);
   return since(t0);
 }
 
-// Raw read() of the file raw_write_seconds wrote (page cache dropped first when possible).
-double raw_read_seconds(size_t bytes, bool* dropped) {
-  static std::vector<char> buf;
-  buf.resize(bytes);
+void remove_raw_files() {
+  for (const auto& e : std::filesystem::directory_iterator(bench_dir())) {
+    if (e.path().filename().string().rfind("raw-", 0) == 0) std::filesystem::remove(e.path());
+  }
+}
+
+// Raw read() of `paths`, one after another, into a reused buffer (the page
+// cache dropped first when possible); returns the seconds and adds the bytes
+// read to *bytes.
+double raw_read_seconds(const std::vector<std::string>& paths, size_t* bytes, bool* dropped) {
+  size_t total = 0;
+  for (const std::string& p : paths) total += std::filesystem::file_size(p);
+  std::vector<char>& buf = raw_buffer(total);
   *dropped = drop_page_cache();
-  const std::string path = bench_dir() + "/raw";
   auto t0 = Clock::now();
-  int fd = ::open(path.c_str(), O_RDONLY);
-  for (size_t off = 0; off < bytes;) {
-    ssize_t n = ::read(fd, buf.data() + off, std::min<size_t>(bytes - off, size_t{64} << 20));
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
+  size_t off = 0;
+  for (const std::string& p : paths) {
+    int fd = ::open(p.c_str(), O_RDONLY);
+    for (;;) {
+      ssize_t n = ::read(fd, buf.data() + off, std::min<size_t>(total - off, size_t{64} << 20));
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(fd);
   }
-  ::close(fd);
+  *bytes = off;
   return since(t0);
 }
 
-// Best of three, memoized: the same-run disk limits.
-double write_limit_gbps(size_t bytes) {
-  static double gbps = 0;
-  if (gbps == 0) {
-    double best = 1e30;
-    for (int i = 0; i < 3; ++i) best = std::min(best, raw_write_seconds(bytes));
-    gbps = static_cast<double>(bytes) / best / 1e9;
+// The data files of the checkpoint at `prefix`, in shard order.
+std::vector<std::string> data_files(const std::string& prefix) {
+  std::vector<std::string> out;
+  const std::string stem = std::filesystem::path(prefix).filename().string() + ".data-";
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(prefix).parent_path())) {
+    if (e.path().filename().string().rfind(stem, 0) == 0) out.push_back(e.path().string());
   }
-  return gbps;
-}
-
-double read_limit_gbps(size_t bytes, bool* dropped) {
-  static double gbps = 0;
-  static bool was_dropped = false;
-  if (gbps == 0) {
-    raw_write_seconds(bytes);
-    double best = 1e30;
-    for (int i = 0; i < 3; ++i) best = std::min(best, raw_read_seconds(bytes, &was_dropped));
-    gbps = static_cast<double>(bytes) / best / 1e9;
-    std::filesystem::remove(bench_dir() + "/raw");
-  }
-  *dropped = was_dropped;
-  return gbps;
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 double crc_seconds(size_t bytes) {
@@ -209,21 +226,23 @@ void BM_RawWrite(benchmark::State& state) {
     state.SetIterationTime(s);
     total += s;
   }
-  std::filesystem::remove(bench_dir() + "/raw");
+  remove_raw_files();
   state.counters["GBps"] = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
 }
 
 void BM_RawRead(benchmark::State& state) {
   const size_t bytes = total_bytes();
   raw_write_seconds(bytes);
+  const std::vector<std::string> files = {bench_dir() + "/raw-0"};
   double total = 0;
   bool dropped = false;
   for (auto _ : state) {
-    double s = raw_read_seconds(bytes, &dropped);
+    size_t got = 0;
+    double s = raw_read_seconds(files, &got, &dropped);
     state.SetIterationTime(s);
     total += s;
   }
-  std::filesystem::remove(bench_dir() + "/raw");
+  remove_raw_files();
   state.counters["GBps"] = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
   state.counters["cache_dropped"] = dropped ? 1 : 0;
 }
@@ -231,47 +250,63 @@ void BM_RawRead(benchmark::State& state) {
 void BM_Save(benchmark::State& state) {
   const int devices = static_cast<int>(state.range(0));
   Model model(devices, false);
-  const double limit = write_limit_gbps(model.bytes);
   Saver saver({.sharded = devices > 1, .graph = &model.graph});
   Session sess;
-  double total = 0;
+  const std::string prefix = bench_dir() + "/ckpt";
+  double total = 0, raw_total = 0;
+  int shards = 1;
   for (auto _ : state) {
     remove_checkpoints();
     ::sync();
     auto t0 = Clock::now();
-    saver.save(sess, bench_dir() + "/ckpt", {.write_meta_graph = false});
+    saver.save(sess, prefix, {.write_meta_graph = false});
     double s = since(t0);
     state.SetIterationTime(s);
     total += s;
+    shards = static_cast<int>(data_files(prefix).size());
+    remove_checkpoints();
+    ::sync();
+    raw_total += raw_write_seconds(model.bytes, shards);
   }
-  const double per = total / static_cast<double>(state.iterations());
-  set_counters(state, static_cast<double>(model.bytes), per, limit);
+  const double n = static_cast<double>(state.iterations());
+  const double per = total / n;
+  set_counters(state, static_cast<double>(model.bytes), per, static_cast<double>(model.bytes) / (raw_total / n) / 1e9);
   state.counters["crc_share"] = crc_seconds(model.bytes) / per;
-  state.counters["shards"] = devices;
+  state.counters["shards"] = shards;
+  state.SetLabel("limit: write()+fsync of the same bytes into " + std::to_string(shards) + " file(s)");
   remove_checkpoints();
 }
 
 void BM_Restore(benchmark::State& state) {
   const int devices = static_cast<int>(state.range(0));
   Model model(devices, false);
-  bool dropped = false;
-  const double limit = read_limit_gbps(model.bytes, &dropped);
   Saver saver({.sharded = devices > 1, .restore_sequentially = state.range(1) != 0, .graph = &model.graph});
   Session sess;
+  const std::string prefix = bench_dir() + "/ckpt";
   remove_checkpoints();
-  saver.save(sess, bench_dir() + "/ckpt", {.write_meta_graph = false});
-  double total = 0;
+  saver.save(sess, prefix, {.write_meta_graph = false});
+  const std::vector<std::string> files = data_files(prefix);
+  double total = 0, raw_total = 0;
+  bool dropped = true;
   for (auto _ : state) {
-    dropped = drop_page_cache();
+    size_t raw_bytes = 0;
+    bool raw_dropped = false;
+    raw_total += raw_read_seconds(files, &raw_bytes, &raw_dropped);
+    if (raw_bytes != model.bytes) state.SkipWithError("raw read got a different byte count");
+    const bool restore_dropped = drop_page_cache();
+    dropped = dropped && raw_dropped && restore_dropped;
     auto t0 = Clock::now();
-    saver.restore(sess, bench_dir() + "/ckpt");
+    saver.restore(sess, prefix);
     double s = since(t0);
     state.SetIterationTime(s);
     total += s;
   }
-  set_counters(state, static_cast<double>(model.bytes), total / static_cast<double>(state.iterations()), limit);
+  const double n = static_cast<double>(state.iterations());
+  set_counters(state, static_cast<double>(model.bytes), total / n, static_cast<double>(model.bytes) / (raw_total / n) / 1e9);
   state.counters["cache_dropped"] = dropped ? 1 : 0;
-  state.counters["shards"] = devices;
+  state.counters["shards"] = static_cast<double>(files.size());
+  state.SetLabel(std::string("limit: read() of the same ") + std::to_string(files.size()) + " data file(s); page cache " +
+                 (dropped ? "dropped" : "NOT dropped (not root)") + " before each");
   remove_checkpoints();
 }
 
@@ -313,7 +348,10 @@ void BM_GpuSave(benchmark::State& state) {
   const bool async = state.range(0) != 0;
   Model model(1, true);
   const double d2h = limit_gbps(Limit::kDeviceToHost, size_t{1} << 30, gpu);
-  const double limit = std::min(d2h, write_limit_gbps(model.bytes));
+  double raw_best = 1e30;
+  for (int i = 0; i < 3; ++i) raw_best = std::min(raw_best, raw_write_seconds(model.bytes));
+  remove_raw_files();
+  const double limit = std::min(d2h, static_cast<double>(model.bytes) / raw_best / 1e9);
   Saver saver({.graph = &model.graph});
   Session sess;
   double total = 0, stall = 0;
@@ -344,7 +382,7 @@ BENCHMARK(BM_Restore)
     ->Args({4, 0})
     ->Args({1, 1})
     ->UseManualTime()
-    ->Iterations(3)
+    ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AsyncSaveStall)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuSave)->ArgName("async")->Arg(0)->Arg(1)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);

@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "base/error.h"
 #include "base/logging_internal.h"
@@ -425,6 +426,11 @@ struct RestoreStep {
   const Saver::Item* item;
   std::optional<TensorSlice> region;  // for a partition
   TensorShape shape;                  // the variable's shape
+  // Where the stored tensor lies (TensorInfo's shard and offset; -1 when it
+  // is stored as slices or the format does not say), and its byte count.
+  int shard = -1;
+  int64_t offset = -1;
+  int64_t bytes = 0;
 };
 
 // Checks one variable against the checkpoint without reading data.
@@ -441,7 +447,8 @@ RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader
                                std::string(dtype_name(info->dtype)) + ", the variable has dtype " +
                                std::string(dtype_name(var.dtype())));
   }
-  RestoreStep step{&item, std::nullopt, var.shape()};
+  RestoreStep step{&item, std::nullopt, var.shape(), info->shard, info->offset, 0};
+  step.bytes = step.shape.num_elements() * static_cast<int64_t>(std::max<size_t>(dtype_size(var.dtype()), 1));
   const std::vector<int64_t>& var_dims = step.shape.dims();
   if (item.slice) {
     if (info->shape != item.slice->full_shape) {
@@ -536,29 +543,42 @@ void Saver::Impl::restore(const std::string& save_path) {
   steps.reserve(items.size());
   for (const Item& item : items) steps.push_back(plan_restore(item, *reader, options.reshape));
 
-  // 2. Per device, in parallel: read into fresh tensors on that device.
-  // Host variables are split over a few reader threads (reads and checksums
-  // of different files and tensors overlap), balanced by bytes.
+  // 2. Per device, in parallel: read into fresh tensors on that device, in
+  // the order the tensors lie in the data files, so that each reader moves
+  // forward through a file and the kernel's readahead keeps the disk busy.
+  // Host variables are split over a few reader threads, each taking one
+  // contiguous run of that order with about the same number of bytes: one
+  // thread checksums while the other waits for the disk, and neither seeks
+  // across the other's part of the file.
   std::map<const Device*, std::vector<size_t>> by_device;
   for (size_t i = 0; i < steps.size(); ++i) by_device[&steps[i].item->variable.device()].push_back(i);
   std::vector<std::vector<size_t>> groups;
   const size_t host_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
   for (auto& [device, which] : by_device) {
-    if (!device->is_cpu() || options.restore_sequentially || which.size() < 2) {
-      groups.push_back(std::move(which));
-      continue;
-    }
-    std::sort(which.begin(), which.end(), [&](size_t a, size_t b) {
-      return steps[a].shape.num_elements() > steps[b].shape.num_elements();
+    std::stable_sort(which.begin(), which.end(), [&](size_t a, size_t b) {
+      const RestoreStep& x = steps[a];
+      const RestoreStep& y = steps[b];
+      // Tensors without a file location (slices, V1) go last, as listed.
+      return std::make_tuple(x.shard < 0, x.shard, x.offset) < std::make_tuple(y.shard < 0, y.shard, y.offset);
     });
-    std::vector<std::vector<size_t>> split(std::min(host_threads, which.size()));
-    std::vector<int64_t> load(split.size(), 0);
+    const size_t num_parts = device->is_cpu() && !options.restore_sequentially ? std::min(host_threads, which.size()) : 1;
+    int64_t total = 0;
+    for (size_t i : which) total += steps[i].bytes;
+    std::vector<size_t> part;
+    int64_t done = 0;
+    size_t closed = 0;
     for (size_t i : which) {
-      size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-      split[t].push_back(i);
-      load[t] += steps[i].shape.num_elements() * static_cast<int64_t>(std::max<size_t>(dtype_size(steps[i].item->variable.dtype()), 1));
+      part.push_back(i);
+      done += steps[i].bytes;
+      // Part k ends once the parts so far hold (k + 1) / num_parts of the bytes.
+      if (closed + 1 < num_parts &&
+          done * static_cast<int64_t>(num_parts) >= total * static_cast<int64_t>(closed + 1)) {
+        groups.push_back(std::move(part));
+        part.clear();
+        ++closed;
+      }
     }
-    for (auto& part : split) groups.push_back(std::move(part));
+    if (!part.empty()) groups.push_back(std::move(part));
   }
 
   if (!options.restore_sequentially) {
