@@ -264,7 +264,11 @@ DType truediv_dtype(DType dtype) {
 
 Tensor binary(BinaryOp op, const Tensor& x_in, const Tensor& y_in) {
   const char* name = op_name(op);
-  auto [x, y] = unify_dtypes(name, x_in, y_in);
+  // Named pairs, not structured bindings: lambdas below capture them, which
+  // clang before 16 rejects for bindings.
+  std::pair<Tensor, Tensor> xy = unify_dtypes(name, x_in, y_in);
+  Tensor x = xy.first;
+  Tensor y = xy.second;
   if (op == BinaryOp::kDiv && dtype_is_integer(x.dtype()) && !dtype_is_quantized(x.dtype())) {
     const DType to = truediv_dtype(x.dtype());
     x = x.cast(to);
@@ -384,7 +388,9 @@ Tensor abs(const Tensor& x) { return unary(UnaryOp::kAbs, x); }
 Tensor invert(const Tensor& x) { return unary(UnaryOp::kInvert, x); }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool transpose_b) {
-  auto [a, b] = unify_dtypes("MatMul", a_in, b_in);
+  std::pair<Tensor, Tensor> ab = unify_dtypes("MatMul", a_in, b_in);
+  Tensor a = ab.first;
+  Tensor b = ab.second;
   const std::string shapes = "In[0]: " + a.shape().to_string() +
                              (transpose_a ? " (transposed)" : "") + ", In[1]: " +
                              b.shape().to_string() + (transpose_b ? " (transposed)" : "");
