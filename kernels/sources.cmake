@@ -16,8 +16,10 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc)
 # The random transforms must round every operation as written, so that host
 # and device give the same bits (nvcc already runs with --fmad=false).
+# Without errno and trap semantics, which change no value, GCC can vectorize
+# the transforms (sqrt and a guarded division become plain vector operations).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
-  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+  PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu
