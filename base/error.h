@@ -76,6 +76,9 @@ VARSTATE_DECLARE_ERROR(TypeError, ErrorCode::kType)
 
 #undef VARSTATE_DECLARE_ERROR
 
+// `s` in double quotes, as error messages name files, tensors and variables.
+inline std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
 // Rethrows the exception currently being handled with `context` prepended to
 // its message ("context: original message"), keeping its class. Lets each
 // layer add what it knows as an error travels up. Call only inside a catch.

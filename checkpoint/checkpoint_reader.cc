@@ -8,8 +8,6 @@
 namespace varstate {
 namespace {
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 TensorData allocate(DType dtype, std::vector<int64_t> shape) {
   TensorData t;
   t.dtype = dtype;

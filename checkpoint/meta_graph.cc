@@ -19,8 +19,6 @@
 namespace varstate {
 namespace {
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 // Map fields (node attributes, collections) in a stable order, so equal
 // messages serialize to equal bytes.
 std::string deterministic_bytes(const google::protobuf::MessageLite& message) {

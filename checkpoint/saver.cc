@@ -28,8 +28,6 @@
 namespace varstate {
 namespace {
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 double system_seconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();

@@ -12,8 +12,6 @@
 namespace varstate {
 namespace {
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 template <typename T, typename Field>
 void copy_values(const Field& field, size_t count, TensorData& out, const std::string& where) {
   if (static_cast<size_t>(field.size()) != count) {
