@@ -61,6 +61,12 @@ class CudaEvent final : public Event {
 // previous one.
 constexpr size_t kStagingChunk = size_t{8} << 20;
 constexpr size_t kDirectCopyLimit = size_t{1} << 20;
+// Every allocation is a whole number of 16-byte granules. Kernels that
+// update a 1-byte element with a 16-bit compare-and-swap, or read a row with
+// one 16-byte vector, may then touch the bytes up to the next granule
+// boundary without leaving the allocation (the pool hands out larger blocks
+// anyway; this makes the extra bytes part of what was asked for).
+constexpr size_t kAllocationGranularity = 16;
 
 class CudaDevice final : public Device {
  public:
@@ -88,7 +94,10 @@ class CudaDevice final : public Device {
     if (bytes == 0) return nullptr;
     CudaDeviceGuard guard(index());
     void* p = nullptr;
-    cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
+    const size_t padded = (bytes + kAllocationGranularity - 1) / kAllocationGranularity *
+                          kAllocationGranularity;
+    cudaError_t err = padded < bytes ? cudaErrorMemoryAllocation
+                                     : cudaMallocAsync(&p, padded, stream_);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw ResourceExhaustedError("out of memory on " + name() + " allocating " +

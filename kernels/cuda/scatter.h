@@ -7,8 +7,9 @@
 // vector accesses when the row allows. add/sub use the hardware atomics the
 // type has (float4, double, 32/64-bit integers, half2/bfloat162, complex per
 // component), min/max those of 32/64-bit integers; mul/div, float min/max
-// and the 8/16-bit integers use compare-and-swap loops (8/16-bit types on
-// their 32-bit word, complex128 on 16 bytes). Duplicates all take effect;
+// and the 8/16-bit integers use compare-and-swap loops (16-bit types on the
+// element, 8-bit types on their aligned 16-bit halfword, complex128 on 16
+// bytes). Duplicates all take effect;
 // their order (so float rounding, and which update of a row wins) is
 // unspecified.
 //
@@ -93,10 +94,12 @@ void validate_nonzero(const void* values, int64_t n, int elem_bytes, IndexCheck*
 // where u(i, c) = updates[i * row_width + c], or updates[0] for every i and c
 // when updates_scalar. All pointers are device memory of the stream's device;
 // `table` (rows x row_width, row-major) is aligned to its element size, and
-// updates do not overlap it. 8- and 16-bit types are updated with
-// compare-and-swap on whole 32-bit words, so no other work may write the
-// bytes that share a word with the table while the call runs (true of
-// separate allocations, which are 256-byte aligned).
+// updates do not overlap it. 8-bit types are updated with compare-and-swap
+// on whole 16-bit halfwords (so are 16-byte row vectors of 8/16-bit types, on
+// 32-bit words): the table's allocation must extend to the next even address
+// past its last byte (Device::allocate pads every allocation to 16 bytes),
+// and no other work may write the bytes that share a halfword with the table
+// while the call runs (true of separate allocations).
 //
 // `check` (may be null): when it records a bad index, every kernel of the
 // call returns before writing, so the table is left unchanged. Without a

@@ -143,14 +143,22 @@ struct alignas(16) Bits128 {
   unsigned long long lo, hi;
 };
 
-// *p = f(*p) with a compare-and-swap loop on the element (4, 8 or 16 bytes)
-// or on the 32-bit word that contains it (1 or 2 bytes). Returns without a
-// write when f leaves the element unchanged (min/max that do not improve,
-// multiplication by 1), which keeps contended rows cheap.
+// *p = f(*p) with a compare-and-swap loop on the element (2, 4, 8 or 16
+// bytes) or, for a 1-byte element, on the aligned 16-bit halfword that holds
+// it. Returns without a write when f leaves the element unchanged (min/max
+// that do not improve, multiplication by 1), which keeps contended rows cheap.
+//
+// Sub-word elements never use a 32-bit word: the word around the last
+// element of an odd-sized table would reach past the end of its allocation.
+// A byte's halfword can reach one byte past the end of a table of odd byte
+// size; device allocations are padded to kAllocationGranularity
+// (device/cuda_device.cc), so that byte is always allocated.
 template <typename C, typename F>
 __device__ __forceinline__ void cas_apply(C* p, F f) {
-  if constexpr (sizeof(C) == 4 || sizeof(C) == 8) {
-    using W = std::conditional_t<sizeof(C) == 4, unsigned int, unsigned long long>;
+  if constexpr (sizeof(C) == 2 || sizeof(C) == 4 || sizeof(C) == 8) {
+    using W = std::conditional_t<
+        sizeof(C) == 2, unsigned short,
+        std::conditional_t<sizeof(C) == 4, unsigned int, unsigned long long>>;
     W* w = reinterpret_cast<W*>(p);
     W seen = *w, want;
     do {
@@ -159,19 +167,19 @@ __device__ __forceinline__ void cas_apply(C* p, F f) {
       if (next == want) return;
       seen = atomicCAS(w, want, next);
     } while (seen != want);
-  } else if constexpr (sizeof(C) < 4) {
-    using S = std::conditional_t<sizeof(C) == 1, unsigned char, unsigned short>;
+  } else if constexpr (sizeof(C) == 1) {
     const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-    unsigned int* w = reinterpret_cast<unsigned int*>(addr & ~uintptr_t{3});
-    const unsigned shift = static_cast<unsigned>(addr & 3) * 8;
-    const unsigned mask = ((1u << (8 * sizeof(C))) - 1) << shift;
-    unsigned seen = *w, want;
+    unsigned short* w = reinterpret_cast<unsigned short*>(addr & ~uintptr_t{1});
+    const unsigned shift = static_cast<unsigned>(addr & 1) * 8;
+    const unsigned mask = 0xFFu << shift;
+    unsigned short seen = *w, want;
     do {
       want = seen;
-      const S old = static_cast<S>((want & mask) >> shift);
-      const S now = bits_as<S>(f(bits_as<C>(old)));
+      const unsigned char old = static_cast<unsigned char>((want & mask) >> shift);
+      const unsigned char now = bits_as<unsigned char>(f(bits_as<C>(old)));
       if (now == old) return;
-      const unsigned next = (want & ~mask) | (static_cast<unsigned>(now) << shift);
+      const unsigned short next =
+          static_cast<unsigned short>((want & ~mask) | (static_cast<unsigned>(now) << shift));
       seen = atomicCAS(w, want, next);
     } while (seen != want);
   } else {
