@@ -24,6 +24,7 @@ if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/device_info.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_complex.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_compare.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_float.cu

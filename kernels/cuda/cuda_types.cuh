@@ -12,6 +12,7 @@
 
 #include "base/cuda_check_internal.h"
 #include "base/dtype.h"
+#include "kernels/cuda/device_info.h"
 
 namespace varstate::kernels::cuda {
 
@@ -27,16 +28,12 @@ static_assert(sizeof(__nv_bfloat16) == sizeof(bfloat16));
 static_assert(sizeof(::cuda::std::complex<float>) == sizeof(complex64));
 
 // Blocks for a grid-stride loop over `work` items: enough to fill the GPU
-// (a few waves of the SMs), never more than the work needs.
+// (a few waves of the current device's SMs, cached per device), never more
+// than the work needs.
 inline unsigned grid_for(int64_t work, int threads_per_block) {
-  static const int kMaxBlocks = [] {
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return std::max(1, sms) * 32;
-  }();
-  int64_t blocks = (work + threads_per_block - 1) / threads_per_block;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxBlocks));
+  const int64_t max_blocks = int64_t{current_device_info().multiprocessors} * 32;
+  const int64_t blocks = (work + threads_per_block - 1) / threads_per_block;
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::max<int64_t>(1, max_blocks)));
 }
 
 }  // namespace varstate::kernels::cuda

@@ -3,6 +3,7 @@
 // per dtype group in scatter_{float,half,int,int_wide,complex}.cu.
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/scatter_internal.cuh"
 
 namespace varstate::kernels::cuda {
@@ -182,12 +183,7 @@ SortedRun sort_indices(const Index* indices, int64_t n, int64_t rows, void* scra
 template SortedRun sort_indices<int32_t>(const int32_t*, int64_t, int64_t, void*, cudaStream_t);
 template SortedRun sort_indices<int64_t>(const int64_t*, int64_t, int64_t, void*, cudaStream_t);
 
-bool device_has_cas128() {
-  int device = 0, major = 0;
-  VARSTATE_CUDA_CHECK(cudaGetDevice(&device));
-  VARSTATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
-}
+bool device_has_cas128() { return current_device_info().compute_capability_major >= 9; }
 
 }  // namespace scatter_internal
 }  // namespace varstate::kernels::cuda
