@@ -150,6 +150,8 @@ bool dtype_is_numeric(DType d) {
   return dtype_is_floating(d) || dtype_is_complex(d) || dtype_is_integer(d);
 }
 
+bool dtype_has_gpu_kernels(DType d) { return d != DType::kString; }
+
 void throw_unsupported_dtype(DType dtype, std::string_view what) {
   throw InvalidArgumentError(std::string(what) + ": unsupported dtype " +
                              std::string(dtype_name(dtype)) + " (enum " +

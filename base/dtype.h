@@ -123,6 +123,8 @@ bool dtype_is_complex(DType dtype);
 bool dtype_is_integer(DType dtype);   // signed/unsigned and quantized ints
 bool dtype_is_quantized(DType dtype);
 bool dtype_is_numeric(DType dtype);   // everything but bool and string
+// False for the dtypes whose tensors live on the CPU only (string).
+bool dtype_has_gpu_kernels(DType dtype);
 
 // The DType of a C++ storage type (float -> kFloat, int32_t -> kInt32, ...).
 // For types shared by a quantized dtype, the plain integer dtype.

@@ -69,8 +69,34 @@ Device& resolve_device(const DeviceSpec& spec, std::string_view what) {
   return manager.cpu();
 }
 
+Device& resolve_device(const DeviceSpec& spec, DType dtype, std::string_view what) {
+  if (dtype_has_gpu_kernels(dtype)) return resolve_device(spec, what);
+  auto& manager = DeviceManager::instance();
+  if (!spec.device_type) return manager.cpu();
+  Device& requested = resolve_device(spec, what);
+  if (requested.is_cpu()) return requested;
+  const std::string type(dtype_name(dtype));
+  const std::string subject = what.empty() ? type + " tensor" : quoted(what) + " (" + type + ")";
+  if (!g_soft_placement.load()) {
+    throw InvalidArgumentError("cannot place " + subject + " on " + requested.name() + ": " +
+                               type + " has no GPU kernels (soft placement is off)");
+  }
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mu);
+  if (warned.insert(requested.name() + "/" + type).second) {
+    logger().warn("{} has no GPU kernels: placing {} on {} instead of {} (soft placement)", type,
+                  subject, manager.cpu().name(), requested.name());
+  }
+  return manager.cpu();
+}
+
 Device& place(const PlacementRequest& what) {
   return resolve_device(current_device_spec(what), what.name);
+}
+
+Device& place(const PlacementRequest& what, DType dtype) {
+  return resolve_device(current_device_spec(what), dtype, what.name);
 }
 
 DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device, std::string worker_device) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/dtype.h"
 #include "device/device.h"
 #include "device/device_spec.h"
 
@@ -56,8 +57,18 @@ DeviceSpec current_device_spec(const PlacementRequest& what = {});
 // being placed in warnings and errors.
 Device& resolve_device(const DeviceSpec& spec, std::string_view what = {});
 
-// resolve_device(current_device_spec(what), what.name).
+// Placement by kernel availability, as TensorFlow's placer does: a dtype
+// with no GPU kernels (string) goes to CPU:0 when the spec names no device
+// type, and, when it names a GPU, under soft placement (one logged warning
+// per device and dtype); under strict placement that raises
+// InvalidArgumentError naming `what`, the dtype and the device. Other dtypes
+// resolve as resolve_device(spec, what).
+Device& resolve_device(const DeviceSpec& spec, DType dtype, std::string_view what = {});
+
+// resolve_device(current_device_spec(what), what.name), and the same for
+// something holding `dtype` elements.
 Device& place(const PlacementRequest& what = {});
+Device& place(const PlacementRequest& what, DType dtype);
 
 // Soft placement is process-wide and on by default.
 void set_soft_placement(bool enabled);

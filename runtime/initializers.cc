@@ -115,7 +115,7 @@ Tensor constant_value(const Tensor& value, const TensorShape& shape, DType dtype
     throw ValueError("Too many elements provided. Needed at most " + std::to_string(n) +
                      ", but received " + std::to_string(m));
   }
-  Device& device = place({"Const", "Const"});
+  Device& device = place({"Const", "Const"}, dtype);
   if (n == 0) return Tensor(dtype, shape, device);
   if (m == 0) return Tensor::zeros(dtype, shape, device);
   if (m == 1) return filled_on(device, dtype, shape, v.reshaped(TensorShape{}));
@@ -167,13 +167,13 @@ Initializer constant_initializer(Tensor value, DType dtype) {
 
 Initializer zeros_initializer(DType dtype) {
   return Initializer(dtype, [](const TensorShape& shape, DType dt, const PartitionInfo*) {
-    return Tensor::zeros(dt, shape, place({"zeros", "Fill"}));
+    return Tensor::zeros(dt, shape, place({"zeros", "Fill"}, dt));
   });
 }
 
 Initializer ones_initializer(DType dtype) {
   return Initializer(dtype, [](const TensorShape& shape, DType dt, const PartitionInfo*) {
-    return filled_on(place({"ones", "Fill"}), dt, shape, Tensor(1).cast(dt));
+    return filled_on(place({"ones", "Fill"}, dt), dt, shape, Tensor(1).cast(dt));
   });
 }
 

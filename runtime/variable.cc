@@ -171,10 +171,14 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   s.slice_info = options.save_slice_info;
   // One call of current_device_spec: a device function's counter advances per call.
   const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2"});
-  s.device = &resolve_device(requested, s.op_name);
+  // The element type decides where the variable can live (a string
+  // variable goes to the CPU); a deferred value has options.dtype.
+  const DType dtype = options.dtype ? *options.dtype : value ? value->dtype() : DType::kInvalid;
+  s.device = &resolve_device(requested, dtype, s.op_name);
   s.placement = requested.merged_with(s.device->spec()).to_string();
   if (!options.caching_device.empty()) {
-    s.caching_device = &resolve_device(DeviceSpec::parse(options.caching_device), s.op_name);
+    s.caching_device =
+        &resolve_device(DeviceSpec::parse(options.caching_device), dtype, s.op_name);
   }
 
   if (value) {

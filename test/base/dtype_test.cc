@@ -78,3 +78,12 @@ TEST_CASE("dispatch_numeric maps each dtype to its storage type", "[dtype]") {
   CHECK_THROWS_WITH(dispatch_numeric(DType::kBool, "my_op", [](auto) { return 0; }),
                     Catch::Contains("my_op") && Catch::Contains("bool"));
 }
+
+TEST_CASE("only string tensors lack GPU kernels", "[dtype]") {
+  CHECK_FALSE(dtype_has_gpu_kernels(DType::kString));
+  for (DType d : {DType::kFloat, DType::kHalf, DType::kBFloat16, DType::kInt8, DType::kQInt8,
+                  DType::kComplex128, DType::kBool, DType::kUInt64}) {
+    CAPTURE(dtype_name(d));
+    CHECK(dtype_has_gpu_kernels(d));
+  }
+}
