@@ -4,19 +4,22 @@
 
 #include <string>
 
+#include "device_fixture.h"
 #include "runtime/tensor.h"
 #include "test_util.h"
 
 namespace varstate::testing {
 
-// A CPU tensor of small integer values in [lo, hi] (exact in every dtype).
+// A tensor of small integer values in [lo, hi] (exact in every dtype), on
+// the binary's test device (test/device_fixture.h): the test bodies that
+// build their inputs with it run their ops there.
 inline Tensor random_tensor(DType dtype, const TensorShape& shape, uint64_t seed, int lo = -8,
                             int hi = 8) {
   int64_t n = shape.num_elements();
   return dispatch_numeric(dtype, "random_tensor", [&](auto tag) {
     using T = decltype(tag);
     Tensor t = Tensor::from_vector<T>(random_ints<T>(n, seed, lo, hi), shape);
-    return dtype_is_quantized(dtype) ? t.reshaped(shape) : t;
+    return t.to(test_device());
   });
 }
 

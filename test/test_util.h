@@ -24,6 +24,14 @@ inline std::string testdata_dir() {
   return VARSTATE_TESTDATA_DIR;
 }
 
+// Quick mode (VARSTATE_TEST_QUICK=1, set by tools/gpu_check.sh under
+// compute-sanitizer): sweeps shrink to a representative subset of their
+// configurations, keeping every code path.
+inline bool quick_mode() {
+  const char* env = std::getenv("VARSTATE_TEST_QUICK");
+  return env != nullptr && *env != '\0' && *env != '0';
+}
+
 // The seed every randomized test starts from; printed by INFO/CAPTURE.
 inline constexpr uint64_t kSeed = 20261122;
 
@@ -85,11 +93,18 @@ double tolerance() {
 template <typename T>
 bool close(const T& a, const T& b) {
   if constexpr (is_complex<T>::value) {
+    const bool finite = std::isfinite(a.real()) && std::isfinite(a.imag()) &&
+                        std::isfinite(b.real()) && std::isfinite(b.imag());
+    if (!finite) {  // inf and NaN match only their own kind, part by part
+      auto same = [](auto x, auto y) { return std::isnan(x) ? std::isnan(y) : x == y; };
+      return same(a.real(), b.real()) && same(a.imag(), b.imag());
+    }
     double tol = tolerance<T>();
     return std::abs(a - b) <= tol * std::max(1.0, static_cast<double>(std::abs(b)));
   } else {
     double x = to_double(a), y = to_double(b), tol = tolerance<T>();
     if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+    if (x == y) return true;  // also equal infinities
     return std::abs(x - y) <= tol * std::max(1.0, std::abs(y));
   }
 }

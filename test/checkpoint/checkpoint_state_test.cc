@@ -25,7 +25,7 @@ void save_empty_bundle(const std::string& prefix) {
 }  // namespace
 
 TEST_CASE("parses TensorFlow's state file", "[checkpoint_state][tf]") {
-  const std::string dir = std::string(VARSTATE_TESTDATA_DIR) + "/tensorflow/half_plus_two_v1";
+  const std::string dir = varstate::testing::testdata_dir() + "/tensorflow/half_plus_two_v1";
   auto state = get_checkpoint_state(dir);
   REQUIRE(state);
   CHECK(state->model_checkpoint_path == "/tmp/bad_half_plus_two/00000123/export");

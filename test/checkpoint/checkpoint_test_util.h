@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "checkpoint/crc32c.h"
+#include "device_fixture.h"
+#include "test_util.h"
 
 namespace varstate::testing {
 

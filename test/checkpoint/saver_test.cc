@@ -51,6 +51,7 @@ bool exists(const std::string& p) { return std::filesystem::exists(p); }
 TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   CAPTURE(testing::kSeed);
   std::vector<Variable> vars = {
@@ -108,6 +109,7 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
 TEST_CASE("restores TensorFlow's V2 and V1 checkpoints", "[saver][tf]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   Session sess;
   Variable a(Tensor(0.f), {.name = "a"});
   Variable b(Tensor(0.f), {.name = "b"});
@@ -130,6 +132,7 @@ TEST_CASE("restores TensorFlow's V2 and V1 checkpoints", "[saver][tf]") {
 TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   Variable v(iota(4, 0, {4}), {.name = "v"});
@@ -174,6 +177,7 @@ TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
 TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserves", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   Variable v(Tensor(1.f), {.name = "v"});
@@ -206,6 +210,7 @@ TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserv
 TEST_CASE("last_checkpoints can be set and recovered", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   Variable v(Tensor(1.f), {.name = "v"});
@@ -229,6 +234,7 @@ TEST_CASE("last_checkpoints can be set and recovered", "[saver]") {
 TEST_CASE("SaverDef, build and from_proto", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   Variable v(Tensor(1.f), {.name = "v"});
   Saver saver;
   SaverDef def = saver.as_saver_def();
@@ -266,6 +272,7 @@ TEST_CASE("SaverDef, build and from_proto", "[saver]") {
 TEST_CASE("var_list validation and empty savers", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   Session sess;
   Variable v1(Tensor(1.f), {.name = "v1"});
   Variable v2(Tensor(2.f), {.name = "v2"});
@@ -295,6 +302,7 @@ TEST_CASE("var_list validation and empty savers", "[saver]") {
 TEST_CASE("a map var_list saves under its keys; global_step may be a variable", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   Variable w(iota(6, 1, {2, 3}), {.name = "layer/w"});
@@ -312,6 +320,7 @@ TEST_CASE("a map var_list saves under its keys; global_step may be a variable", 
 TEST_CASE("sharded save: one data shard per device, restored in parallel", "[saver][sharded]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   std::vector<Variable> vars;
@@ -321,8 +330,8 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
       vars.emplace_back(iota(5 + i, static_cast<float>(100 * i), {5 + i}), VariableOptions{.name = "v" + std::to_string(i)});
     }
   }
-  CHECK(vars[0].placement() == "/job:ps/task:0/device:CPU:0");
-  CHECK(vars[1].placement() == "/job:ps/task:1/device:CPU:0");
+  CHECK(vars[0].placement() == "/job:ps/task:0" + std::string(testing::test_device_name()));
+  CHECK(vars[1].placement() == "/job:ps/task:1" + std::string(testing::test_device_name()));
   sess.run(global_variables_initializer());
   Saver saver({.sharded = true});
   auto path = *saver.save(sess, dir / "sharded", {.global_step = 1}).path();
@@ -431,6 +440,7 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
 TEST_CASE("reshape restores into a different shape with as many elements", "[saver]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   Variable v(iota(6, 0, {2, 3}), {.name = "v"});
@@ -453,6 +463,7 @@ TEST_CASE("reshape restores into a different shape with as many elements", "[sav
 TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[saver][async]") {
   Graph g;
   auto guard = g.as_default();
+  DeviceScope on_test_device(testing::test_device_name());
   TempDir dir;
   Session sess;
   const int64_t n = 1 << 20;

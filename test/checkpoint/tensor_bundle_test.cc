@@ -21,7 +21,7 @@ using varstate::testing::to_hex;
 
 namespace {
 
-const std::string kTfV2 = std::string(VARSTATE_TESTDATA_DIR) + "/tensorflow/half_plus_two_v2/variables";
+const std::string kTfV2 = varstate::testing::testdata_dir() + "/tensorflow/half_plus_two_v2/variables";
 
 }  // namespace
 

@@ -12,7 +12,7 @@ using varstate::testing::write_file;
 
 namespace {
 
-const std::string kTfV1 = std::string(VARSTATE_TESTDATA_DIR) + "/tensorflow/half_plus_two_v1/export";
+const std::string kTfV1 = varstate::testing::testdata_dir() + "/tensorflow/half_plus_two_v1/export";
 
 }  // namespace
 

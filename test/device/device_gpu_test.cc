@@ -83,24 +83,3 @@ TEST_CASE("allocation failure raises ResourceExhaustedError naming the device", 
   CHECK(p != nullptr);
   gpu.deallocate(p);
 }
-
-TEST_CASE("GPU to GPU copies between devices", "[gpu][device][multi_gpu]") {
-  auto& dm = DeviceManager::instance();
-  if (dm.num_gpus() < 2) {
-    WARN("one GPU only: cross-device copy not exercised");
-    return;
-  }
-  Device& a = dm.gpu(0);
-  Device& b = dm.gpu(1);
-  const size_t bytes = size_t{9} << 20;
-  auto src = pattern(bytes, 11);
-  std::vector<unsigned char> back(bytes);
-  void* da = a.allocate(bytes);
-  void* db = b.allocate(bytes);
-  copy_bytes(a, da, dm.cpu(), src.data(), bytes);
-  copy_bytes(b, db, a, da, bytes);
-  copy_bytes(dm.cpu(), back.data(), b, db, bytes);
-  CHECK(std::memcmp(src.data(), back.data(), bytes) == 0);
-  a.deallocate(da);
-  b.deallocate(db);
-}

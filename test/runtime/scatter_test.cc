@@ -11,14 +11,12 @@
 #include "runtime/indexed_slices.h"
 #include "runtime/scatter.h"
 #include "scatter_test_util.h"
+#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
 
 namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-};
 
 std::vector<float> floats(const Tensor& t) { return t.to_vector<float>(); }
 }  // namespace

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <complex>
+#include <optional>
 #include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "device/placement.h"
 #include "runtime/scatter.h"
 #include "runtime/variables.h"
 #include "tensor_util.h"
@@ -171,6 +173,9 @@ inline Tensor random_updates(SOp op, DType dtype, const TensorShape& shape, uint
 // A variable named `name` holding `value` on `device`, initialized.
 inline Variable initialized_variable(const Tensor& value, const std::string& name,
                                      Device* device = nullptr) {
+  // A variable goes where the device scopes say, whatever its value's device.
+  std::optional<DeviceScope> scope;
+  if (device != nullptr) scope.emplace(device->name());
   Variable v(device ? value.to(*device) : value, {.name = name});
   Session().run(v.initializer());
   return v;

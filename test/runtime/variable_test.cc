@@ -11,15 +11,10 @@
 #include "runtime/math_ops.h"
 #include "runtime/variables.h"
 #include "tensor_util.h"
+#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
-
-namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-};
-}  // namespace
 
 TEST_CASE_METHOD(FreshGraph, "variables are named Variable, Variable_1, ... with :0", "[variable]") {
   Variable a(1.f), b(2.f), c(3.f, {.name = "w"}), d(4.f, {.name = "w"});
@@ -329,4 +324,37 @@ TEST_CASE_METHOD(FreshGraph, "operators read a variable's value", "[variable][op
   Tensor mask = w > 2.f;
   CHECK(mask.to_vector<bool>() == std::vector<bool>{false, false, true, true});
   CHECK_THROWS_AS(w + Tensor({1, 2}).cast(DType::kInt32), TypeError);
+}
+
+namespace {
+Tensor strings(std::vector<std::string> values) { return Tensor::from_vector(values); }
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "a string variable lives on the CPU under any device scope",
+                 "[variable][placement]") {
+  // TensorFlow places by kernel availability: strings have no GPU kernels.
+  Variable names(strings({"a", "bc"}), {.name = "names"});
+  CHECK(names.device().is_cpu());
+  CHECK(names.placement() == "/device:CPU:0");
+  {
+    DeviceScope gpu("/device:GPU:0");
+    Variable vocab(strings({"x"}), {.name = "vocab"});
+    CHECK(vocab.device().is_cpu());
+    Variable deferred(InitialValueFn([] { return strings({"y", "z"}); }),
+                      {.name = "deferred", .dtype = DType::kString});
+    CHECK(deferred.device().is_cpu());
+    Session().run(global_variables_initializer());
+    CHECK(deferred.eval(Session()).to_vector<std::string>() ==
+          std::vector<std::string>{"y", "z"});
+  }
+  if (testing_on_gpu()) {
+    // Strict placement refuses an explicit GPU for a string variable.
+    set_soft_placement(false);
+    DeviceScope gpu("/device:GPU:0");
+    CHECK_THROWS_WITH(Variable(strings({"x"}), {.name = "strict"}),
+                      Catch::Contains("\"strict\" (string)") && Catch::Contains("no GPU kernels"));
+    set_soft_placement(true);
+    // Numeric variables in the same scope stay on the GPU.
+    CHECK_FALSE(Variable(Tensor({1.f}), {.name = "w"}).device().is_cpu());
+  }
 }

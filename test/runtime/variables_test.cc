@@ -4,13 +4,12 @@
 #include "base/error.h"
 #include "runtime/variables.h"
 #include "tensor_util.h"
+#include "device_fixture.h"
 
 using namespace varstate;
+using namespace varstate::testing;
 
 namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-};
 
 std::vector<std::string> names(const std::vector<Variable>& vars) {
   std::vector<std::string> out;
