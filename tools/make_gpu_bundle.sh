@@ -5,7 +5,9 @@
 # rpath, so they run on a GPU host that has the CUDA driver and runtime but
 # none of the build dependencies:
 #   tools/make_gpu_bundle.sh [BUNDLE_DIR] [BUILD_DIR]
-# On the GPU host:  bundle/run_tests.sh   and   bundle/run_bench.sh
+# On the GPU host:  bundle/gpu_check.sh (tests, the four compute-sanitizer
+# tools, the demo; one summary line each), bundle/run_tests.sh and
+# bundle/run_bench.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${1:-$root/bundle}
@@ -22,6 +24,15 @@ mkdir -p "$bundle/bin" "$bundle/lib"
 find "$build/test" "$build/bench" "$build/tools" -maxdepth 1 -type f -executable \
   \( -name 'test_*' -o -name 'bench_*' -o -name varstate \) -exec cp {} "$bundle/bin/" \;
 cp -r "$root/test/testdata" "$bundle/testdata"
+# The device-parameterized binaries (CTest runs them a second time with
+# VARSTATE_TEST_DEVICE=/device:GPU:0): one name a line.
+ctest --test-dir "$build" --show-only=json-v1 | python3 -c '
+import json, os, sys
+for test in json.load(sys.stdin)["tests"]:
+    for prop in test.get("properties", []):
+        if prop["name"] == "ENVIRONMENT" and any(v.startswith("VARSTATE_TEST_DEVICE=") for v in prop["value"]):
+            print(os.path.basename(test["command"][0]))
+' | sort -u > "$bundle/device_tests.txt"
 
 # Non-system libraries: everything ldd resolves outside libc's own set and
 # outside the CUDA toolkit (the GPU host has CUDA 13).
@@ -42,10 +53,16 @@ cd "$(dirname "$0")"
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export VARSTATE_TESTDATA_DIR="$PWD/testdata"
 pass=0; fail=0; skip=0
+count() {
+  case $1 in 0) pass=$((pass+1));; 77) skip=$((skip+1));; *) fail=$((fail+1)); echo "FAILED: $2 ($1)";; esac
+}
 for t in bin/test_*; do
-  "$t" "$@"; rc=$?
-  case $rc in 0) pass=$((pass+1));; 77) skip=$((skip+1));; *) fail=$((fail+1)); echo "FAILED: $t ($rc)";; esac
+  "$t" "$@"; count $? "$t"
 done
+# Device-parameterized binaries again, with their test bodies on GPU:0.
+while read -r t; do
+  VARSTATE_TEST_DEVICE=/device:GPU:0 "bin/$t" "$@"; count $? "$t on GPU:0"
+done < device_tests.txt
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
 SH
@@ -56,6 +73,6 @@ cd "$(dirname "$0")"
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 ./run_benchmarks.sh bin "${1:-results}" "${2:-.}"
 SH
-cp "$root/bench/run_benchmarks.sh" "$bundle/"
+cp "$root/bench/run_benchmarks.sh" "$root/tools/gpu_check.sh" "$bundle/"
 chmod +x "$bundle"/*.sh
 du -sh "$bundle"
