@@ -53,7 +53,23 @@ Tensor::Tensor(DType dtype, const TensorShape& shape, Device& device)
     throw ValueError("cannot create a tensor of partially known shape " + shape.to_string());
   }
   num_elements_ = shape.num_elements();
-  buffer_ = std::make_shared<Buffer>(device, dtype, num_elements_);
+  // Element count x element size, checked: a product that wraps around
+  // would allocate a small buffer for a huge tensor.
+  const size_t element_bytes = dtype == DType::kString ? sizeof(std::string) : dtype_size(dtype);
+  const std::string what = "OOM when allocating tensor with shape " + shape.to_string() + " and type " +
+                           std::string(dtype_name(dtype)) + " on " + device.name();
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(num_elements_), element_bytes, &bytes)) {
+    throw ResourceExhaustedError(what + ": " + std::to_string(num_elements_) + " elements of " +
+                                 std::to_string(element_bytes) + " bytes need more than 2^64 bytes");
+  }
+  try {
+    buffer_ = std::make_shared<Buffer>(device, dtype, num_elements_);
+  } catch (const ResourceExhaustedError& e) {
+    throw ResourceExhaustedError(what + " (" + std::to_string(bytes) + " bytes): " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw ResourceExhaustedError(what + " (" + std::to_string(bytes) + " bytes)");
+  }
 }
 
 Tensor::Tensor(const char* value) : Tensor(from_vector<std::string>({std::string(value)}, {})) {
