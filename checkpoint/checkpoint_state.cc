@@ -3,7 +3,9 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "base/error.h"
 #include "base/logging_internal.h"
@@ -152,7 +154,20 @@ void update_checkpoint_state(const std::string& save_dir, const std::string& mod
 
 bool checkpoint_exists(const std::string& prefix, FileSystem* fs) {
   FileSystem& files = fs ? *fs : *default_file_system();
-  return files.file_exists(bundle_index_filename(prefix)) || !match_files(files, prefix).empty();
+  if (files.file_exists(bundle_index_filename(prefix))) {
+    // A V2 checkpoint needs its data shards too (an interrupted deletion or
+    // copy can leave an index without them): every shard of some count N.
+    const std::vector<std::string> data = match_files(files, prefix + ".data-?????-of-?????");
+    std::set<int> counts;
+    for (const std::string& f : data) counts.insert(std::atoi(f.c_str() + f.size() - 5));
+    for (int n : counts) {
+      bool all = n > 0;
+      for (int k = 0; all && k < n; ++k) all = files.file_exists(bundle_data_filename(prefix, k, n));
+      if (all) return true;
+    }
+    return false;
+  }
+  return !match_files(files, prefix).empty();
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,

@@ -67,7 +67,8 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,
                                              const std::string& latest_filename = "",
                                              FileSystem* fs = nullptr);
 
-// True when a V2 index or V1 files exist for `prefix`.
+// True when a V2 index with all its data shards, or V1 files, exist for
+// `prefix`.
 bool checkpoint_exists(const std::string& prefix, FileSystem* fs = nullptr);
 
 }  // namespace varstate

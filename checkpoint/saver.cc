@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -93,6 +94,122 @@ void remove_temp_dir(FileSystem& fs, const std::string& temp_prefix) {
   } catch (const Error&) {
   }
 }
+
+std::string basename_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool all_of_chars(std::string_view s, int (*pred)(int)) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
+}
+
+// The saves in flight in this process: their checkpoint prefixes and state
+// files. Cleaning up after a crash leaves their temporary files alone.
+struct LiveSaves {
+  std::mutex mu;
+  std::multiset<std::string> checkpoints;
+  std::multiset<std::string> state_files;
+};
+
+LiveSaves& live_saves() {
+  static LiveSaves* saves = new LiveSaves;  // never destroyed: savers may outlive static destruction
+  return *saves;
+}
+
+// Removes what interrupted (killed) saves of `save_path` left in its
+// directory: "<checkpoint>_temp_<hex>" folders of sharded saves,
+// "<checkpoint>.*.tempstate<n>" files, data shards whose index is gone (a
+// deletion cut short), and "<state file>.tempstate<n>" -- where <checkpoint>
+// is save_path or save_path-<step> and no save in flight in this process
+// owns it. Best effort: failures are logged. Called with live_saves().mu
+// held, so that no save registers and creates files meanwhile.
+void remove_stale_temporaries(FileSystem& fs, const std::string& save_path, const std::string& state_file) {
+  const std::string dir = dirname_of(save_path);
+  const std::string base = basename_of(save_path);
+  const std::string state_temp = basename_of(state_file) + ".tempstate";
+  std::set<std::string> owned;
+  for (const std::string& c : live_saves().checkpoints) {
+    if (dirname_of(c) == dir) owned.insert(basename_of(c));
+  }
+  const bool state_owned = live_saves().state_files.count(state_file) != 0;
+  std::vector<std::string> names;
+  try {
+    names = fs.list_dir(dir);
+  } catch (const Error& e) {
+    logger().warn("could not list {} to remove stale temporary files: {}", dir, e.what());
+    return;
+  }
+  const std::set<std::string> present(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = join_path(dir, name);
+    if (name.starts_with(state_temp)) {
+      if (!state_owned && all_of_chars(std::string_view(name).substr(state_temp.size()), isdigit)) {
+        logger().info("removing {}, left by an interrupted save", path);
+        best_effort_delete(fs, path);
+      }
+      continue;
+    }
+    if (!name.starts_with(base)) continue;
+    // The checkpoint's name: base, or base-<step>.
+    size_t stem = base.size();
+    if (stem < name.size() && name[stem] == '-') {
+      size_t end = stem + 1;
+      while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+      if (end > stem + 1) stem = end;
+    }
+    const std::string checkpoint = name.substr(0, stem);
+    const std::string_view rest = std::string_view(name).substr(stem);
+    if (owned.count(checkpoint) != 0) continue;
+    if (rest.starts_with("_temp_")) {
+      const std::string_view hex = rest.substr(6);
+      if (hex.size() == 32 && all_of_chars(hex, isxdigit)) {
+        logger().info("removing {}, left by an interrupted sharded save", path);
+        remove_temp_dir(fs, path + "/part");
+      }
+      continue;
+    }
+    if (!rest.starts_with(".")) continue;
+    const auto temp = rest.rfind(".tempstate");
+    if (temp != std::string_view::npos && all_of_chars(rest.substr(temp + 10), isdigit)) {
+      logger().info("removing {}, left by an interrupted save", path);
+      best_effort_delete(fs, path);
+      continue;
+    }
+    // ".data-00000-of-00001" without the index: an interrupted deletion.
+    if (rest.size() == 20 && rest.starts_with(".data-") && rest.substr(11, 4) == "-of-" &&
+        all_of_chars(rest.substr(6, 5), isdigit) && all_of_chars(rest.substr(15), isdigit) &&
+        present.count(checkpoint + ".index") == 0) {
+      logger().info("removing {}: its checkpoint's index was deleted", path);
+      best_effort_delete(fs, path);
+    }
+  }
+}
+
+// Registers one save for its lifetime, after removing what crashed saves of
+// its save_path left (so that no other save in this process takes its
+// temporary files for leftovers).
+class LiveSave {
+ public:
+  LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint, std::string state_file)
+      : checkpoint_(std::move(checkpoint)), state_file_(std::move(state_file)) {
+    std::lock_guard lock(live_saves().mu);
+    remove_stale_temporaries(fs, save_path, state_file_);
+    live_saves().checkpoints.insert(checkpoint_);
+    live_saves().state_files.insert(state_file_);
+  }
+  ~LiveSave() {
+    std::lock_guard lock(live_saves().mu);
+    live_saves().checkpoints.erase(live_saves().checkpoints.find(checkpoint_));
+    live_saves().state_files.erase(live_saves().state_files.find(state_file_));
+  }
+  LiveSave(const LiveSave&) = delete;
+  LiveSave& operator=(const LiveSave&) = delete;
+
+ private:
+  std::string checkpoint_;
+  std::string state_file_;
+};
 
 }  // namespace
 
@@ -380,10 +497,14 @@ void Saver::Impl::record_last_checkpoint(const std::string& path) {
 }
 
 void Saver::Impl::delete_checkpoint_files(const std::string& prefix, const std::string& meta_graph_suffix) {
-  std::vector<std::string> files = match_files(*fs, prefix + ".data-?????-of-?????");
-  files.push_back(bundle_index_filename(prefix));
+  // The index first: a deletion cut short then leaves data files that no
+  // longer pass for a checkpoint (and the next save removes them), never an
+  // index without its data.
+  const bool v2 = fs->file_exists(bundle_index_filename(prefix));
+  std::vector<std::string> files{bundle_index_filename(prefix)};
+  for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????")) files.push_back(f);
   files.push_back(meta_graph_filename(prefix, meta_graph_suffix));
-  if (!fs->file_exists(bundle_index_filename(prefix))) {
+  if (!v2) {
     for (const std::string& f : match_files(*fs, prefix)) files.push_back(f);  // a V1 checkpoint
   }
   for (const std::string& f : files) best_effort_delete(*fs, f);
@@ -531,7 +652,9 @@ void for_each_group(size_t num_groups, const Body& body) {
 }  // namespace
 
 void Saver::Impl::restore(const std::string& save_path) {
-  if (!checkpoint_exists(save_path, fs)) {
+  // An index without its data shards goes on to the reader, whose
+  // NotFoundError names the missing shard.
+  if (!fs->file_exists(bundle_index_filename(save_path)) && !checkpoint_exists(save_path, fs)) {
     throw ValueError("The passed save_path is not a valid checkpoint: " + save_path);
   }
   std::unique_ptr<CheckpointReader> reader = open_checkpoint(save_path, fs);
@@ -660,6 +783,9 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
     }
   }
 
+  // Removes what crashed saves left, then registers this one while in flight.
+  auto live = std::make_shared<LiveSave>(*s.fs, save_path, checkpoint, join_path(save_dir, latest));
+
   auto state = std::make_shared<SaveHandle::State>();
   state->path = checkpoint;
   auto finish = [&s, checkpoint, options](const std::vector<Tensor>& snapshot) {
@@ -680,6 +806,7 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
     } catch (...) {
       rethrow_with_context("saving checkpoint " + quoted(checkpoint));
     }
+    state->done = true;  // wait() and done() treat every handle alike
     return SaveHandle(state);
   }
   // Snapshot: a device-side copy of each variable, taken under its lock.
@@ -690,7 +817,7 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
     snapshot.push_back(item.variable.ref().clone());
   }
   state->done = false;
-  s.worker = std::thread([state, finish, snapshot = std::move(snapshot)] {
+  s.worker = std::thread([state, finish, live, snapshot = std::move(snapshot)] {
     try {
       try {
         finish(snapshot);

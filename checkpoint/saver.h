@@ -30,6 +30,13 @@
 // interrupted save leaves latest_checkpoint() naming the previous
 // checkpoint. (Saving twice to the same prefix replaces the data before the
 // index; give each save its own global_step to keep the previous one intact.)
+// Each save first removes what crashed saves of its save_path left in the
+// directory (temporary folders and files, data shards of a checkpoint whose
+// deletion was cut short after its index) unless a save in flight in this
+// process owns them; old checkpoints are deleted index first. Checksums are
+// computed over a copy of each chunk, the bytes written, so a save that
+// succeeds restores even while other threads update a variable without its
+// lock (its values may then be torn).
 //
 // Restore is all-or-nothing: the whole checkpoint is checked against the
 // variables first (keys, dtypes, shapes, slice coverage), then every tensor
@@ -153,7 +160,8 @@ class SaveHandle {
   // Blocks until the save has finished and returns path(); rethrows the
   // save's exception if it failed (every time it is called).
   const std::optional<std::string>& wait() const;
-  // True once the save has finished (successfully or not).
+  // True once the save has finished (successfully or not); always true for
+  // a synchronous save's handle.
   bool done() const;
 
   struct State;  // shared with the background writer

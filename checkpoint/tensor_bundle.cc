@@ -4,6 +4,7 @@
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <set>
 #include <utility>
@@ -228,8 +229,20 @@ void BundleWriter::write_tensor(const std::string& key, const TensorView& tensor
       write_bytes(s.data(), s.size());
     }
   } else {
-    crc = crc32c::value(tensor.bytes.data(), tensor.bytes.size());
-    write_bytes(tensor.bytes.data(), tensor.bytes.size());
+    // Chunk by chunk: copy into the staging buffer, then checksum and write
+    // that copy. The source may be a variable that other threads update
+    // without its lock; its values may then be torn, but the checksum always
+    // describes exactly the bytes in the file.
+    if (!staging_) staging_ = std::make_unique_for_overwrite<std::byte[]>(kStagingBytes);
+    const std::byte* src = tensor.bytes.data();
+    for (size_t left = tensor.bytes.size(); left > 0;) {
+      const size_t n = std::min(left, kStagingBytes);
+      std::memcpy(staging_.get(), src, n);
+      crc = crc32c::extend(crc, staging_.get(), n);
+      write_bytes(staging_.get(), n);
+      src += n;
+      left -= n;
+    }
   }
   proto.set_size(static_cast<int64_t>(data_size_ - start));
   proto.set_crc32c(crc32c::mask(crc));

@@ -19,6 +19,7 @@
 // durable. BundleReader checks every tensor's CRC32C on every read.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -85,7 +86,9 @@ class BundleWriter {
 
   // Streams a fixed-width tensor in pieces (e.g. through a bounded staging
   // buffer): begin_tensor, append_tensor_bytes until num_elements(shape) *
-  // dtype_size(dtype) bytes are given, end_tensor.
+  // dtype_size(dtype) bytes are given, end_tensor. append_tensor_bytes
+  // checksums and writes `bytes` in place: they must not change during the
+  // call (add() instead copies the tensor chunk by chunk before checksumming).
   void begin_tensor(std::string_view name, DType dtype, std::vector<int64_t> shape);
   void append_tensor_bytes(std::span<const std::byte> bytes);
   void end_tensor();
@@ -116,6 +119,10 @@ class BundleWriter {
   uint64_t data_size_ = 0;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
   std::unique_ptr<Streaming> streaming_;
+  // add()/add_slice() copy a tensor through this buffer (allocated on first
+  // use) and checksum the copy, never the caller's live buffer.
+  static constexpr size_t kStagingBytes = size_t{1} << 20;
+  std::unique_ptr<std::byte[]> staging_;
   bool failed_ = false;
   bool finished_ = false;
 };

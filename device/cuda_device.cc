@@ -92,6 +92,12 @@ class CudaDevice final : public Device {
 
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
+    // Refused before asking the driver: more than the device holds can
+    // never be allocated.
+    if (memory_ > 0 && bytes > memory_) {
+      throw ResourceExhaustedError("out of memory on " + name() + " allocating " + std::to_string(bytes) +
+                                   " bytes (more than its " + std::to_string(memory_) + " bytes of memory)");
+    }
     CudaDeviceGuard guard(index());
     void* p = nullptr;
     const size_t padded = (bytes + kAllocationGranularity - 1) / kAllocationGranularity *

@@ -1,6 +1,7 @@
 #include "device/device.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -150,12 +152,23 @@ class CpuDevice final : public Device {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     memory_ = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
     cache_ = std::make_unique<HostBlockCache>(memory_);
+    // The most one allocation can ever get: physical memory plus swap.
+    struct sysinfo info {};
+    const size_t swap = ::sysinfo(&info) == 0 ? static_cast<size_t>(info.totalswap) * info.mem_unit : 0;
+    max_allocation_ = memory_ == 0 ? SIZE_MAX / 2 : memory_ + swap;
   }
   std::string model() const override { return model_; }
   size_t total_memory() const override { return memory_; }
 
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
+    // Refused before asking the allocator: a request beyond memory + swap
+    // can never succeed (and rounding it to a size class could overflow).
+    if (bytes > max_allocation_) {
+      throw ResourceExhaustedError("out of memory on " + name() + " allocating " + std::to_string(bytes) +
+                                   " bytes (more than its " + std::to_string(max_allocation_) +
+                                   " bytes of memory and swap)");
+    }
     void* p = cache_->allocate(bytes);
     if (p == nullptr) {
       throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
@@ -180,6 +193,7 @@ class CpuDevice final : public Device {
  private:
   std::string model_;
   size_t memory_;
+  size_t max_allocation_ = 0;
   std::unique_ptr<HostBlockCache> cache_;
 };
 

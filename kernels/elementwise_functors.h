@@ -137,17 +137,45 @@ VARSTATE_HD void report(int* err, int code) {
   if (err) *err = code;
 }
 
+// Integer arithmetic wraps around (two's complement), as TensorFlow's
+// kernels do in practice, without signed overflow's undefined behaviour:
+// integers compute in an unsigned type at least as wide as int (uint16 *
+// uint16 would otherwise overflow int).
+template <typename C>
+inline constexpr bool kWrapsAround = std::is_integral_v<C> && !std::is_same_v<C, bool>;
+template <typename C>
+using WrapType = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned,
+                                    std::make_unsigned_t<std::conditional_t<kWrapsAround<C>, C, int>>>;
+
 // ---------------------------------------------------------------------------
 // Binary functors: C operator()(C a, C b, int* err) (bool for predicates).
 
 struct AddFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const { return C(a + b); }
+  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+    if constexpr (kWrapsAround<C>) {
+      return C(WrapType<C>(a) + WrapType<C>(b));
+    } else {
+      return C(a + b);
+    }
+  }
 };
 struct SubFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const { return C(a - b); }
+  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+    if constexpr (kWrapsAround<C>) {
+      return C(WrapType<C>(a) - WrapType<C>(b));
+    } else {
+      return C(a - b);
+    }
+  }
 };
 struct MulFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const { return C(a * b); }
+  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+    if constexpr (kWrapsAround<C>) {
+      return C(WrapType<C>(a) * WrapType<C>(b));
+    } else {
+      return C(a * b);
+    }
+  }
 };
 struct DivFn {
   template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const { return C(a / b); }
@@ -305,7 +333,13 @@ decltype(auto) with_binary_functor(BinaryOp op, Fn&& fn) {
 // Unary functors.
 
 struct NegativeFn {
-  template <typename C> VARSTATE_HD C operator()(C a) const { return C(-a); }
+  template <typename C> VARSTATE_HD C operator()(C a) const {
+    if constexpr (kWrapsAround<C>) {
+      return C(WrapType<C>(0) - WrapType<C>(a));  // -MIN wraps to MIN
+    } else {
+      return C(-a);
+    }
+  }
 };
 struct AbsFn {
   template <typename C>
@@ -315,7 +349,7 @@ struct AbsFn {
     } else if constexpr (std::is_floating_point_v<C>) {
       return fabs_of(a);
     } else {
-      return C(a < 0 ? -a : a);
+      return a < 0 ? C(WrapType<C>(0) - WrapType<C>(a)) : a;  // |MIN| wraps to MIN
     }
   }
 };

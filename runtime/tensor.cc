@@ -3,7 +3,9 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "device/device_manager.h"
 #include "runtime/cast.h"
@@ -53,7 +55,23 @@ Tensor::Tensor(DType dtype, const TensorShape& shape, Device& device)
     throw ValueError("cannot create a tensor of partially known shape " + shape.to_string());
   }
   num_elements_ = shape.num_elements();
-  buffer_ = std::make_shared<Buffer>(device, dtype, num_elements_);
+  // Element count x element size, checked: a product that wraps around
+  // would allocate a small buffer for a huge tensor.
+  const size_t element_bytes = dtype == DType::kString ? sizeof(std::string) : dtype_size(dtype);
+  const std::string what = "OOM when allocating tensor with shape " + shape.to_string() + " and type " +
+                           std::string(dtype_name(dtype)) + " on " + device.name();
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(num_elements_), element_bytes, &bytes)) {
+    throw ResourceExhaustedError(what + ": " + std::to_string(num_elements_) + " elements of " +
+                                 std::to_string(element_bytes) + " bytes need more than 2^64 bytes");
+  }
+  try {
+    buffer_ = std::make_shared<Buffer>(device, dtype, num_elements_);
+  } catch (const ResourceExhaustedError& e) {
+    throw ResourceExhaustedError(what + " (" + std::to_string(bytes) + " bytes): " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw ResourceExhaustedError(what + " (" + std::to_string(bytes) + " bytes)");
+  }
 }
 
 Tensor::Tensor(const char* value) : Tensor(from_vector<std::string>({std::string(value)}, {})) {
@@ -141,7 +159,33 @@ Tensor convert_to_dtype(const Tensor& t, DType dtype, std::string_view what) {
                     ", got " + std::string(dtype_name(t.dtype())) +
                     (t.weakly_typed() ? " value that does not convert" : " tensor"));
   }
+  if (dtype_is_integer(t.dtype()) && dtype_is_integer(dtype)) check_integers_fit(t, dtype, what);
   return t.cast(dtype);
+}
+
+void check_integers_fit(const Tensor& t, DType dtype, std::string_view what) {
+  const Tensor host = t.to_host();
+  dispatch_all(dtype, what, [&](auto to_tag) {
+    using To = decltype(to_tag);
+    if constexpr (std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+      dispatch_all(host.dtype(), what, [&](auto from_tag) {
+        using From = decltype(from_tag);
+        if constexpr (std::is_integral_v<From> && !std::is_same_v<From, bool>) {
+          const From* values = static_cast<const From*>(host.raw_data());
+          for (int64_t i = 0; i < host.num_elements(); ++i) {
+            if (!std::in_range<To>(values[i])) {
+              throw ValueError(std::string(what) + ": Can't convert the integer " + std::to_string(values[i]) +
+                               " to a " + std::string(dtype_name(dtype)) + " tensor: out of range [" +
+                               std::to_string(std::numeric_limits<To>::min()) + ", " +
+                               std::to_string(std::numeric_limits<To>::max()) + "]");
+            }
+          }
+        }
+        return 0;
+      });
+    }
+    return 0;
+  });
 }
 
 namespace detail {

@@ -158,7 +158,15 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // weakly typed and its values fit the dtype's kind (integers to any numeric
 // dtype, floats to float or complex dtypes, bool to bool); otherwise
 // TypeError naming `what`, the expected and the actual dtype.
+// Weakly typed integers must fit the dtype (ValueError otherwise, as
+// TensorFlow refuses to convert a Python int out of the dtype's range);
+// weakly typed floats convert as a cast does: a finite double beyond
+// float32's range becomes +-inf, as in TensorFlow.
 Tensor convert_to_dtype(const Tensor& t, DType dtype, std::string_view what);
+
+// Throws ValueError naming `what` when an element of the integer tensor `t`
+// is out of the range of the integer dtype `dtype`.
+void check_integers_fit(const Tensor& t, DType dtype, std::string_view what);
 
 // ---------------------------------------------------------------------------
 // Template definitions.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "checkpoint/checkpoint_state.h"
@@ -222,31 +223,38 @@ TEST_CASE("injected I/O faults mid-save keep the previous checkpoint", "[saver][
 }
 
 TEST_CASE("a save killed at a random point never corrupts the latest checkpoint", "[saver][failure][kill]") {
+  // All runs share one directory, as a job restarted after each preemption
+  // would: what the killed saves leave must not accumulate.
   constexpr int kRuns = 20;
   std::mt19937_64 gen(testing::kSeed);
   CAPTURE(testing::kSeed);
+  TempDir dir;
+  {
+    Session sess;
+    Model model(1 << 18);
+    Saver saver({.graph = &model.graph});
+    model.set_step(1);
+    saver.save(sess, dir / "m", {.global_step = 1});
+  }
+  auto step_of = [](const std::string& p) { return std::stoll(p.substr(p.rfind('-') + 1)); };
   for (int run = 0; run < kRuns; ++run) {
     CAPTURE(run);
-    TempDir dir;
     const bool sharded = run % 2 == 1;
-    {
-      Session sess;
-      Model model(1 << 18);
-      Saver saver({.sharded = sharded, .graph = &model.graph});
-      model.set_step(1);
-      saver.save(sess, dir / "m", {.global_step = 1});
-    }
+    const std::optional<CheckpointState> before = get_checkpoint_state(dir.path());
+    REQUIRE(before.has_value());
+    const int64_t first_step = step_of(before->model_checkpoint_path) + 1;
     std::uniform_int_distribution<int> delay_us(0, 60000);
     const int delay = delay_us(gen);
     pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-      // Keep saving new steps until killed.
+      // A restarted job: recover the listed checkpoints, keep saving new
+      // steps until killed.
       Session sess;
       Model model(1 << 18);
       Saver saver({.sharded = sharded, .max_to_keep = 3, .graph = &model.graph});
-      saver.recover_last_checkpoints({dir / "m-1"});
-      for (int64_t step = 2;; ++step) {
+      saver.recover_last_checkpoints(before->all_model_checkpoint_paths);
+      for (int64_t step = first_step;; ++step) {
         model.set_step(step);
         saver.save(sess, dir / "m", {.global_step = step});
       }
@@ -259,8 +267,7 @@ TEST_CASE("a save killed at a random point never corrupts the latest checkpoint"
 
     const auto latest = latest_checkpoint(dir.path());
     REQUIRE(latest.has_value());
-    const std::string name = latest->substr(latest->rfind('-') + 1);
-    const int64_t step = std::stoll(name);
+    const int64_t step = step_of(*latest);
     CAPTURE(delay, step);
     Session sess;
     Model model(1 << 18);
@@ -272,10 +279,40 @@ TEST_CASE("a save killed at a random point never corrupts the latest checkpoint"
     REQUIRE(state.has_value());
     for (const std::string& p : state->all_model_checkpoint_paths) {
       CAPTURE(p);
-      const int64_t s = std::stoll(p.substr(p.rfind('-') + 1));
       Saver({.graph = &model.graph}).restore(sess, p);
-      CHECK(model.holds_step(s));
+      CHECK(model.holds_step(step_of(p)));
     }
+  }
+
+  // One more save by a restarted job removes what the killed saves left:
+  // temporary folders and files, and data whose index a cut-short deletion
+  // removed. No index remains without its data.
+  Session sess;
+  Model model(1 << 18);
+  const std::optional<CheckpointState> state = get_checkpoint_state(dir.path());
+  REQUIRE(state.has_value());
+  Saver saver({.max_to_keep = 3, .graph = &model.graph});
+  saver.recover_last_checkpoints(state->all_model_checkpoint_paths);
+  const int64_t last = step_of(state->model_checkpoint_path) + 1;
+  model.set_step(last);
+  saver.save(sess, dir / "m", {.global_step = last});
+  std::set<std::string> indexes, data;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    CAPTURE(name);
+    CHECK(name.find("_temp_") == std::string::npos);
+    CHECK(name.find(".tempstate") == std::string::npos);
+    if (name.ends_with(".index")) indexes.insert(name.substr(0, name.size() - 6));
+    const auto d = name.find(".data-");
+    if (d != std::string::npos) data.insert(name.substr(0, d));
+  }
+  CHECK(indexes == data);
+  for (const std::string& c : indexes) {
+    CAPTURE(c);
+    CHECK(checkpoint_exists(dir / c));
+    model.set_step(0);
+    Saver({.graph = &model.graph}).restore(sess, dir / c);
+    CHECK(model.holds_step(step_of(c)));
   }
 }
 

@@ -46,6 +46,21 @@ Tensor iota(int64_t n, float start, std::vector<int64_t> dims) {
 
 bool exists(const std::string& p) { return std::filesystem::exists(p); }
 
+// Every save in these tests is read back before it is used: each tensor of
+// the checkpoint is read with its checksum verified, as restore reads it.
+SaveHandle verified(SaveHandle h) {
+  const std::optional<std::string>& path = h.wait();
+  CHECK(h.done());
+  if (path) {
+    std::unique_ptr<CheckpointReader> reader = open_checkpoint(*path);
+    for (const TensorInfo& info : reader->list()) {
+      CAPTURE(*path, info.name);
+      CHECK_NOTHROW(reader->read(info.name));
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
@@ -78,7 +93,7 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
   for (const auto& v : vars) before.push_back(bytes_of(v.value()));
 
   Saver saver;  // all global variables
-  auto path = saver.save(sess, dir / "model", {.global_step = 7}).path();
+  auto path = verified(saver.save(sess, dir / "model", {.global_step = 7})).path();
   REQUIRE(path == dir / "model-7");
   CHECK(exists(dir / "model-7.index"));
   CHECK(exists(dir / "model-7.data-00000-of-00001"));
@@ -140,7 +155,7 @@ TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
   Saver saver({.max_to_keep = 2});
   for (int64_t step : {0, 1000, 2000, 3000}) {
     v.assign(iota(4, static_cast<float>(step), {4}));
-    auto p = saver.save(sess, dir / "my-model", {.global_step = step}).path();
+    auto p = verified(saver.save(sess, dir / "my-model", {.global_step = step})).path();
     CHECK(p == dir / ("my-model-" + std::to_string(step)));
   }
   // The two oldest are gone, files and meta graphs both.
@@ -166,7 +181,7 @@ TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
   CHECK(v.value().to_vector<float>() == std::vector<float>{2000, 2001, 2002, 2003});
 
   // A separate state file name; path components or a collision are errors.
-  saver.save(sess, dir / "other", {.latest_filename = "other_state", .write_meta_graph = false});
+  verified(saver.save(sess, dir / "other", {.latest_filename = "other_state", .write_meta_graph = false}));
   CHECK(get_checkpoint_state(dir.path(), "other_state")->model_checkpoint_path == dir / "other");
   CHECK_FALSE(exists(dir / "other.meta"));
   CHECK_THROWS_AS(saver.save(sess, dir / "x", {.latest_filename = "a/b"}), ValueError);
@@ -184,7 +199,7 @@ TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserv
   sess.run(global_variables_initializer());
   {
     Saver saver({.max_to_keep = 0});
-    for (int64_t s = 1; s <= 3; ++s) saver.save(sess, dir / "all", {.global_step = s, .latest_filename = "all_state"});
+    for (int64_t s = 1; s <= 3; ++s) verified(saver.save(sess, dir / "all", {.global_step = s, .latest_filename = "all_state"}));
     for (int s = 1; s <= 3; ++s) CHECK(exists(dir / ("all-" + std::to_string(s) + ".index")));
     auto state = get_checkpoint_state(dir.path(), "all_state");
     CHECK(state->all_model_checkpoint_paths == std::vector<std::string>{dir / "all-3"});
@@ -195,7 +210,7 @@ TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserv
   Saver saver({.max_to_keep = 1, .keep_checkpoint_every_n_hours = 2, .clock = [&] { return now; }});
   for (int64_t s = 1; s <= 6; ++s) {
     now += 3600;
-    saver.save(sess, dir / "h", {.global_step = s, .write_meta_graph = false});
+    verified(saver.save(sess, dir / "h", {.global_step = s, .write_meta_graph = false}));
   }
   // Start + 2h: the first checkpoint saved after t0+2h (s=3) is kept, then
   // the next after t0+4h (s=5); s=6 is the most recent.
@@ -216,12 +231,12 @@ TEST_CASE("last_checkpoints can be set and recovered", "[saver]") {
   Variable v(Tensor(1.f), {.name = "v"});
   sess.run(global_variables_initializer());
   Saver first({.max_to_keep = 3});
-  for (int64_t s = 1; s <= 3; ++s) first.save(sess, dir / "m", {.global_step = s});
+  for (int64_t s = 1; s <= 3; ++s) verified(first.save(sess, dir / "m", {.global_step = s}));
 
   Saver second({.max_to_keep = 3});
   second.recover_last_checkpoints({dir / "m-1", dir / "m-2", dir / "missing", dir / "m-3"});
   CHECK(second.last_checkpoints() == std::vector<std::string>{dir / "m-1", dir / "m-2", dir / "m-3"});
-  second.save(sess, dir / "m", {.global_step = 4});  // pushes m-1 out
+  verified(second.save(sess, dir / "m", {.global_step = 4}));  // pushes m-1 out
   CHECK_FALSE(exists(dir / "m-1.index"));
   CHECK(exists(dir / "m-2.index"));
 
@@ -292,7 +307,7 @@ TEST_CASE("var_list validation and empty savers", "[saver]") {
   CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{}}), ValueError);
   Saver noop({.var_list = std::vector<Variable>{}, .allow_empty = true});
   TempDir dir;
-  SaveHandle h = noop.save(sess, dir / "nothing");
+  SaveHandle h = verified(noop.save(sess, dir / "nothing"));
   CHECK_FALSE(h.path().has_value());
   CHECK_FALSE(h.wait().has_value());
   CHECK_FALSE(exists(dir / "nothing.index"));
@@ -309,7 +324,7 @@ TEST_CASE("a map var_list saves under its keys; global_step may be a variable", 
   Variable step(Tensor(int64_t{42}), {.trainable = false, .name = "global_step"});
   sess.run(global_variables_initializer());
   Saver saver({.var_list = std::map<std::string, Variable>{{"weights", w}}});
-  auto path = *saver.save(sess, dir / "m", {.global_step = step}).path();
+  auto path = *verified(saver.save(sess, dir / "m", {.global_step = step})).path();
   CHECK(path == dir / "m-42");
   auto reader = open_checkpoint(path);
   REQUIRE(reader->list().size() == 1);
@@ -334,7 +349,7 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
   CHECK(vars[1].placement() == "/job:ps/task:1" + std::string(testing::test_device_name()));
   sess.run(global_variables_initializer());
   Saver saver({.sharded = true});
-  auto path = *saver.save(sess, dir / "sharded", {.global_step = 1}).path();
+  auto path = *verified(saver.save(sess, dir / "sharded", {.global_step = 1})).path();
   CHECK(path == dir / "sharded-1");
   for (int s = 0; s < 3; ++s) CHECK(exists(dir / ("sharded-1.data-0000" + std::to_string(s) + "-of-00003")));
   // No temporary directory is left behind.
@@ -395,7 +410,7 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
   Graph g3;
   auto three = make_partitions(g3, "emb", {4, 3, 3}, true);
   for (auto& p : three) sess.run(p.initializer());
-  const std::string path = *Saver({.var_list = three, .graph = &g3}).save(sess, dir / "p3").path();
+  const std::string path = *verified(Saver({.var_list = three, .graph = &g3}).save(sess, dir / "p3")).path();
   auto reader = open_checkpoint(path);
   REQUIRE(reader->list().size() == 1);
   CHECK(reader->list()[0].name == "emb");
@@ -414,7 +429,7 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
     CHECK(whole.value().to_vector<float>() == expected);
 
     // And back: the unpartitioned save restores into three partitions.
-    const std::string whole_path = *Saver({.var_list = std::vector<Variable>{whole}, .graph = &g1}).save(sess, dir / "whole").path();
+    const std::string whole_path = *verified(Saver({.var_list = std::vector<Variable>{whole}, .graph = &g1}).save(sess, dir / "whole")).path();
     Graph g4;
     auto parts = make_partitions(g4, "emb", {2, 7, 1}, false);
     Saver({.var_list = parts, .graph = &g4}).restore(sess, whole_path);
@@ -428,7 +443,7 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
       parts = make_partitions(gs, "emb", {4, 3, 3}, true);
     }
     for (auto& p : parts) sess.run(p.initializer());
-    const std::string sp = *Saver({.var_list = parts, .sharded = true, .graph = &gs}).save(sess, dir / "ps").path();
+    const std::string sp = *verified(Saver({.var_list = parts, .sharded = true, .graph = &gs}).save(sess, dir / "ps")).path();
     CHECK(open_checkpoint(sp)->list()[0].slices.size() == 3);
     Graph g1;
     Variable whole(Tensor::zeros(DType::kFloat, TensorShape{10, 3}), {.name = "emb", .graph = &g1});
@@ -445,7 +460,7 @@ TEST_CASE("reshape restores into a different shape with as many elements", "[sav
   Session sess;
   Variable v(iota(6, 0, {2, 3}), {.name = "v"});
   sess.run(global_variables_initializer());
-  const std::string path = *Saver().save(sess, dir / "m").path();
+  const std::string path = *verified(Saver().save(sess, dir / "m")).path();
 
   Graph g2;
   Variable r(Tensor::zeros(DType::kFloat, TensorShape{3, 2}), {.name = "v", .graph = &g2});
@@ -480,6 +495,7 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   }
   CHECK(h.wait() == dir / "async-1");
   CHECK(h.done());
+  verified(h);
   CHECK(latest_checkpoint(dir.path()) == dir / "async-1");
   auto reader = open_checkpoint(dir / "async-1");
   auto av = reader->read("a").values<float>();
@@ -491,6 +507,8 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   SaveHandle h3 = saver.save(sess, dir / "async", {.global_step = 3, .async = true});
   h3.wait();
   CHECK(h2.done());
+  verified(h2);
+  verified(h3);
   CHECK(saver.last_checkpoints() == std::vector<std::string>{dir / "async-1", dir / "async-2", dir / "async-3"});
   Saver restorer;
   restorer.restore(sess, dir / "async-3");
