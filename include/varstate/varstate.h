@@ -13,6 +13,7 @@
 #include "device/device_manager.h"
 #include "device/device_spec.h"
 #include "device/placement.h"
+#include "device/replica_device_setter.h"
 #include "runtime/cast.h"
 #include "runtime/dense_update.h"
 #include "runtime/math_ops.h"
