@@ -25,6 +25,7 @@
 #include "runtime/random_seed.h"
 #include "runtime/indexed_slices.h"
 #include "runtime/scatter.h"
+#include "runtime/state_ops.h"
 #include "runtime/tensor.h"
 #include "runtime/template.h"
 #include "runtime/tensor_shape.h"
