@@ -17,7 +17,7 @@ if [ -n "$cli" ]; then
   [ -n "$gpu" ] || gpu=none
 fi
 machine="$(hostname)-$(nproc)cpu-${gpu// /-}"
-for b in bench_dense_update bench_variables bench_scatter bench_random bench_checkpoint; do
+for b in bench_dense_update bench_variables bench_scatter bench_random bench_checkpoint bench_sharing; do
   exe=$(find_bin "$b") || true
   [ -n "$exe" ] || continue
   file="$out/${b#bench_}-${machine}.json"
