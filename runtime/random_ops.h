@@ -63,9 +63,10 @@ struct RandomNormalOptions {
 Tensor random_uniform(const TensorShape& shape, const RandomUniformOptions& options = {});
 
 // Normal values (Box-Muller) * stddev + mean. A negative stddev is not an
-// error (as in TensorFlow, the values are mirrored). Throws ValueError for a
-// non-floating dtype or a shape not fully defined, InvalidArgumentError for
-// a non-scalar parameter, TypeError for one that does not convert.
+// error (as in TensorFlow, the values are mirrored). Throws TypeError for a
+// non-floating dtype (as TensorFlow) or a parameter that does not convert,
+// ValueError for a shape not fully defined, InvalidArgumentError for a
+// non-scalar parameter.
 Tensor random_normal(const TensorShape& shape, const RandomNormalOptions& options = {});
 
 // Like random_normal, but standard-normal draws with |x| >= 2 are discarded
