@@ -264,3 +264,62 @@ def test_varstate_reads_tf2_object_checkpoint(tmp_path):
     tool("restore", prefix, tmp_path / "vars.txt", tmp_path / "restored.txt")
     restored = read_tensors(tmp_path / "restored.txt")
     assert same_bits(restored["model/kernel/.ATTRIBUTES/VARIABLE_VALUE"], want["model/kernel"])
+
+
+# What TF's V1 CheckpointReader.get_tensor can hand out (its
+# TensorSliceReader, also for files TF writes); the Saver restores every V1 dtype.
+V1_READER_DTYPES = ["float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+                    "string"]
+
+
+def test_tf_restores_varstate_v1_checkpoint(tmp_path):
+    """Item 8: Saver(write_version=V1) files restore in TensorFlow."""
+    tensors = {k: v for k, v in varstate_tensors().items()
+               if v[0] in V1_DTYPES or v[0] in QUANTIZED}
+    full = sample("float32", [5, 2])
+    lines = [encode(k, a, enum_of(d)) for k, (d, a) in tensors.items()]
+    lines += [encode("emb", full[0:2]) + " - 5,2;0,0", encode("emb", full[2:5]) + " - 5,2;2,0"]
+    write_tensors(tmp_path / "vars.txt", lines)
+    prefix = str(tmp_path / "v1model")
+    tool("save", tmp_path / "vars.txt", prefix, "v1")
+    assert os.path.isfile(prefix)
+    reader = tf.train.load_checkpoint(prefix)
+    # (TF's V1 reader hands out no sliced tensor: "Sliced checkpoints are not
+    # supported"; the Saver below restores it.)
+    assert reader.get_variable_to_shape_map()["emb"] == [5, 2]
+    for key, (name, arr) in tensors.items():
+        assert reader.get_variable_to_dtype_map()[key] == tf.as_dtype(name), key
+        if name in V1_READER_DTYPES:
+            assert same_bits(reader.get_tensor(key), arr), key
+    with tf1.Graph().as_default():
+        restorable = {k: v for k, v in tensors.items() if v[0] not in QUANTIZED}
+        tf_vars = {k: tf1.Variable(tf.zeros(a.shape, tf.as_dtype(d)), name=f"v{i}")
+                   for i, (k, (d, a)) in enumerate(restorable.items())}
+        emb = tf1.get_variable("emb", shape=[5, 2], partitioner=tf1.fixed_size_partitioner(2))
+        saver = tf1.train.Saver(var_list={**tf_vars, "emb": emb})
+        with tf1.Session() as sess:
+            saver.restore(sess, prefix)
+            values = sess.run(tf_vars)
+            parts = sess.run(list(emb))
+    for key, (_, arr) in restorable.items():
+        assert same_bits(values[key], arr), key
+    assert same_bits(np.concatenate(parts), full)
+
+
+def test_tf_restores_varstate_sharded_v1_checkpoint(tmp_path):
+    devices = ["/job:ps/task:0", "/job:ps/task:1"]
+    tensors = {f"w{i}": sample("float64", [2, i + 1]) for i in range(4)}
+    lines = [encode(k, a) + f" {devices[i % 2]}" for i, (k, a) in enumerate(tensors.items())]
+    write_tensors(tmp_path / "vars.txt", lines)
+    prefix = str(tmp_path / "sh")
+    tool("save", tmp_path / "vars.txt", prefix, "sharded", "v1")
+    assert sorted(f for f in os.listdir(tmp_path) if f.startswith("sh-")) == [
+        "sh-00000-of-00002", "sh-00001-of-00002"]
+    with tf1.Graph().as_default():
+        tf_vars = {k: tf1.Variable(tf.zeros(a.shape, tf.float64), name=k) for k, a in tensors.items()}
+        saver = tf1.train.Saver(var_list=tf_vars, write_version=tf1.train.SaverDef.V1)
+        with tf1.Session() as sess:
+            saver.restore(sess, prefix + "-?????-of-00002")
+            values = sess.run(tf_vars)
+    for key, arr in tensors.items():
+        assert same_bits(values[key], arr), key
