@@ -28,6 +28,15 @@
 //       lines "ID DIMS SPEC" (SPEC like "::-2,1" with "b:e:s" or an index per
 //       dimension): strided_slice of iota(DIMS) as int64
 //   interop_tool errors OUT     "CASE ErrorClass" for each documented error case
+//   interop_tool export_meta INIT_VARS SAVED_VARS PREFIX [sharded] [v1] [deferred]
+//       variables with the initial values of INIT_VARS (DEVICE/SLICE fields
+//       as for save; with "deferred" also "deferred_w", [4,3] float32 from
+//       glorot_uniform_initializer(seed=3)), assigned SAVED_VARS' values,
+//       saved with their meta graph to PREFIX
+//   interop_tool import_meta META CHECKPOINT OUT
+//       imports a meta graph, restores CHECKPOINT with the returned saver and
+//       writes every global variable's value (key: op name) to OUT and the
+//       trainable variables' op names, one a line, to OUT.trainable
 //   interop_tool math SPEC OUT
 //       pairs of lines X (with extra field OP) and Y; OP div, floordiv,
 //       floormod, add, sub, mul; outputs the result or the error class
@@ -48,6 +57,7 @@
 
 #include "base/error.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/meta_graph.h"
 #include "checkpoint/saver.h"
 #include "device/placement.h"
 #include "runtime/graph.h"
@@ -125,6 +135,7 @@ std::vector<VarLine> read_vars(const std::string& path) {
 // Variables for the lines of VARS, initialized from their data (or zeros).
 std::vector<Variable> make_variables(const std::vector<VarLine>& lines, bool zeros) {
   std::vector<Variable> vars;
+  std::map<std::string, int> parts;  // partitions are named KEY/part_0, KEY/part_1, ...
   for (const VarLine& line : lines) {
     std::optional<DeviceScope> scope;
     if (!line.device.empty()) scope.emplace(line.device);
@@ -135,7 +146,7 @@ std::vector<Variable> make_variables(const std::vector<VarLine>& lines, bool zer
     VariableOptions options;
     options.name = line.value.key;
     if (line.slice) {
-      options.name = line.value.key + "/part_" + dims_key(line.slice->var_offset);
+      options.name = line.value.key + "/part_" + std::to_string(parts[line.value.key]++);
       options.save_slice_info = line.slice;
     }
     vars.emplace_back(init, options);
@@ -414,6 +425,45 @@ int cmd_errors(const std::vector<std::string>& args) {
   return 0;
 }
 
+int cmd_export_meta(const std::vector<std::string>& args) {
+  const std::vector<VarLine> init_lines = read_vars(args.at(0));
+  const std::vector<VarLine> saved_lines = read_vars(args.at(1));
+  bool sharded = false, v1 = false, deferred = false;
+  for (size_t i = 3; i < args.size(); ++i) {
+    sharded |= args[i] == "sharded";
+    v1 |= args[i] == "v1";
+    deferred |= args[i] == "deferred";
+  }
+  std::vector<Variable> vars = make_variables(init_lines, /*zeros=*/false);
+  if (deferred) {
+    Variable w(bind(glorot_uniform_initializer({.seed = 3}), {4, 3}, DType::kFloat),
+               {.name = "deferred_w", .dtype = DType::kFloat, .expected_shape = TensorShape{4, 3}});
+    Session().run(w.initializer());
+  }
+  if (saved_lines.size() != init_lines.size()) {
+    throw InvalidArgumentError("interop_tool export_meta: " + std::to_string(saved_lines.size()) +
+                               " saved values for " + std::to_string(init_lines.size()) + " variables");
+  }
+  for (size_t i = 0; i < vars.size(); ++i) vars[i].assign(to_tensor(saved_lines[i].value));
+  Saver saver({.sharded = sharded,
+               .write_version = v1 ? CheckpointFormatVersion::kV1 : CheckpointFormatVersion::kV2});
+  Session sess;
+  saver.save(sess, args.at(2));
+  return 0;
+}
+
+int cmd_import_meta(const std::vector<std::string>& args) {
+  std::optional<Saver> saver = import_meta_graph(args.at(0));
+  if (!saver) throw NotFoundError("interop_tool import_meta: no variables in " + quoted(args.at(0)));
+  Session sess;
+  saver->restore(sess, args.at(1));
+  Output out(args.at(2));
+  for (const Variable& v : global_variables()) out.write(v.op_name(), v.eval(sess));
+  Output trainable(args.at(2) + ".trainable");
+  for (const Variable& v : trainable_variables()) trainable.write_line(v.op_name());
+  return 0;
+}
+
 Tensor apply_math(const std::string& op, const Tensor& x, const Tensor& y) {
   if (op == "div") return x / y;
   if (op == "floordiv") return floordiv(x, y);
@@ -445,7 +495,7 @@ int cmd_math(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   using namespace varstate::interop;
   if (argc < 2) {
-    std::cerr << "usage: interop_tool save|dump|restore|random|init|math|locking|slice|errors ARGS...\n";
+    std::cerr << "usage: interop_tool save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -460,6 +510,8 @@ int main(int argc, char** argv) {
     if (cmd == "locking") return cmd_locking(args);
     if (cmd == "slice") return cmd_slice(args);
     if (cmd == "errors") return cmd_errors(args);
+    if (cmd == "export_meta") return cmd_export_meta(args);
+    if (cmd == "import_meta") return cmd_import_meta(args);
     std::cerr << "interop_tool: unknown command " << cmd << "\n";
     return 2;
   } catch (const varstate::Error& e) {
