@@ -142,10 +142,11 @@ MetaGraphDef from_proto(const tf::MetaGraphDef& in) {
 // every name the VariableDefs and the SaverDef refer to, the returned saver
 // restores our checkpoints and the variables' initializers run.
 
-// Initial values up to this size are stored in the graph (as TensorFlow
-// stores a constant initial value); a larger one becomes a Placeholder to
-// feed, keeping the meta graph small.
-constexpr size_t kMaxInlineInitialValueBytes = size_t{16} << 20;
+// Initial values are stored in the graph (as TensorFlow stores a constant
+// initial value) while they total at most this many bytes; the others become
+// Placeholders to feed, keeping the meta graph (written with every save)
+// small and far from protobuf's 2 GiB limit.
+constexpr size_t kMaxInlineInitialValueBytes = size_t{64} << 20;
 
 tf::NodeDef* add_node(tf::GraphDef* g, const std::string& name, const std::string& op,
                       std::vector<std::string> inputs = {}, const std::string& device = {}) {
@@ -192,20 +193,27 @@ std::string numbered(const std::string& name, size_t i) {
 
 // The variable's initial value as a node named "<op>/initial_value": a Const
 // holding it, or a Placeholder when it is unknown (a variable recreated from
-// a VariableDef) or too large to store.
-void add_initial_value(tf::GraphDef* g, const Variable& v) {
+// a VariableDef) or larger than what is left of `budget` (bytes).
+void add_initial_value(tf::GraphDef* g, const Variable& v, size_t& budget) {
   const std::string name = v.op_name() + "/initial_value";
   const auto dtype = static_cast<tf::DataType>(v.dtype());
   std::optional<Tensor> value;
   try {
     Tensor t = v.initial_value();
-    if (t.dtype() == DType::kString || t.nbytes() <= kMaxInlineInitialValueBytes) value = t.to_host();
+    if (t.dtype() == DType::kString || t.nbytes() <= budget) value = t.to_host();
   } catch (const FailedPreconditionError&) {
   }
-  if (value && value->dtype() == DType::kString) {
-    size_t bytes = 0;
-    for (const std::string& s : value->to_vector<std::string>()) bytes += s.size();
-    if (bytes > kMaxInlineInitialValueBytes) value.reset();
+  if (value) {
+    size_t bytes = value->nbytes();
+    if (value->dtype() == DType::kString) {
+      bytes = 0;
+      for (const std::string& s : value->to_vector<std::string>()) bytes += s.size();
+    }
+    if (bytes > budget) {
+      value.reset();
+    } else {
+      budget -= bytes;
+    }
   }
   if (!value) {
     tf::NodeDef* node = add_node(g, name, "Placeholder", {}, v.placement());
@@ -227,7 +235,7 @@ void add_initial_value(tf::GraphDef* g, const Variable& v) {
 
 // VariableV2 "<op>", its initial value, "<op>/Assign" (the initializer) and
 // "<op>/read" (the snapshot), as tf.compat.v1.Variable creates them.
-void add_variable_nodes(tf::GraphDef* g, const Variable& v) {
+void add_variable_nodes(tf::GraphDef* g, const Variable& v, size_t& budget) {
   const std::string& op = v.op_name();
   const auto dtype = static_cast<tf::DataType>(v.dtype());
   tf::NodeDef* var = add_node(g, op, "VariableV2", {}, v.placement());
@@ -236,7 +244,7 @@ void add_variable_nodes(tf::GraphDef* g, const Variable& v) {
   attr(var, "container").set_s("");
   attr(var, "shared_name").set_s("");
 
-  add_initial_value(g, v);
+  add_initial_value(g, v, budget);
   tf::NodeDef* assign = add_node(g, op + "/Assign", "Assign", {op, op + "/initial_value"}, v.placement());
   attr(assign, "T").set_type(dtype);
   attr(assign, "use_locking").set_b(true);
@@ -391,7 +399,8 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
 std::string build_graph_def(Graph& graph, const SaverDef* saver_def, const std::vector<Saver::Item>* items) {
   tf::GraphDef g;
   g.mutable_versions()->set_producer(1);
-  for (const Variable& v : graph.variables()) add_variable_nodes(&g, v);
+  size_t budget = kMaxInlineInitialValueBytes;
+  for (const Variable& v : graph.variables()) add_variable_nodes(&g, v, budget);
   if (saver_def && items && !items->empty()) add_saver_nodes(&g, *saver_def, *items);
   return deterministic_bytes(g);
 }

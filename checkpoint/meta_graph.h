@@ -4,8 +4,9 @@
 // A MetaGraphDef (TensorFlow's meta_graph.proto, same field numbers, binary
 // or text format) records each variable with the nodes tf.compat.v1.Variable
 // creates: "w" (VariableV2 with its dtype, shape and device),
-// "w/initial_value" (a Const holding the initial value; a Placeholder to
-// feed when it is unknown or larger than 16 MiB), "w/Assign" (the
+// "w/initial_value" (a Const holding the initial value while the graph's
+// initial values total at most 64 MiB; else, or when it is unknown, a
+// Placeholder to feed), "w/Assign" (the
 // initializer) and "w/read"; the collections (variable collections as
 // serialized VariableDefs in bytes_list, as TensorFlow stores them; names in
 // node_list; integers and floats in int64_list / float_list); the SaverDef

@@ -197,6 +197,13 @@ TEST_CASE("import_meta_graph recreates variables, collections and saver", "[meta
     CHECK(fresh.find_variable("layer/b")->value().to_vector<float>() == std::vector<float>{10, 11, 12});
     CHECK(step->value().scalar<int64_t>() == 7);
     CHECK(part->value().to_vector<float>() == iota(8, 8, {4, 2}).to_vector<float>());
+
+    // Re-exported, the initial values are unknown: Placeholders to feed.
+    std::map<std::string, GraphNode> nodes;
+    for (auto& n : saver->export_meta_graph().nodes()) nodes.emplace(n.name, n);
+    CHECK(nodes.at("layer/w/initial_value").op == "Placeholder");
+    CHECK(nodes.at("layer/w/initial_value").shape == std::vector<int64_t>{2, 3});
+    CHECK(nodes.at("layer/w/Assign").op == "Assign");
   }
 }
 
