@@ -27,7 +27,8 @@
 //   interop_tool slice SPEC OUT
 //       lines "ID DIMS SPEC" (SPEC like "::-2,1" with "b:e:s" or an index per
 //       dimension): strided_slice of iota(DIMS) as int64
-//   interop_tool errors OUT     "CASE ErrorClass" for each documented error case
+//   interop_tool errors OUT DIR
+//       "CASE ErrorClass" for each documented error case (checkpoints in DIR)
 //   interop_tool export_meta INIT_VARS SAVED_VARS PREFIX [sharded] [v1] [deferred]
 //       variables with the initial values of INIT_VARS (DEVICE/SLICE fields
 //       as for save; with "deferred" also "deferred_w", [4,3] float32 from
@@ -378,6 +379,19 @@ int cmd_errors(const std::vector<std::string>& args) {
     Session sess;
     sess.run(global_variables_initializer());
   };
+  const std::string dir = args.at(1);
+  const std::string ckpt = dir + "/ckpt";
+  {
+    Variable v = fresh();
+    init();
+    Saver().save(Session(), ckpt, {.write_meta_graph = false});
+  }
+  auto restore_into = [&](const Tensor& value, const std::string& name, const std::string& path) {
+    reset_default_graph();
+    Variable v(value, {.name = name});
+    init();
+    Saver().restore(Session(), path);
+  };
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
       {"read_uninitialized", [&] { Session sess; fresh().eval(sess); }},
       {"assign_add_uninitialized", [&] { Variable v = fresh(); v.assign_add(Tensor({1.f, 1.f, 1.f})); }},
@@ -412,6 +426,18 @@ int cmd_errors(const std::vector<std::string>& args) {
        [&] { constant_initializer(Tensor({1.f, 2.f, 3.f}))(TensorShape{2}); }},
       {"variance_scaling_bad_scale", [&] { variance_scaling_initializer({.scale = -1.0}); }},
       {"variance_scaling_bad_mode", [&] { variance_scaling_initializer({.mode = "fan_sum"}); }},
+      // Checkpoints: "ckpt" holds v = float32 [3] (saved first).
+      {"restore_missing_key", [&] { restore_into(Tensor({1.f, 2.f, 3.f}), "missing", ckpt); }},
+      {"restore_dtype_mismatch", [&] { restore_into(Tensor({1, 2, 3}), "v", ckpt); }},
+      {"restore_shape_mismatch", [&] { restore_into(Tensor({1.f, 2.f}), "v", ckpt); }},
+      {"restore_no_checkpoint", [&] { restore_into(Tensor({1.f, 2.f, 3.f}), "v", dir + "/none"); }},
+      {"save_missing_directory",
+       [&] {
+         reset_default_graph();
+         Variable v(Tensor({1.f}), {.name = "v"});
+         init();
+         Saver().save(Session(), dir + "/no/such/dir/model");
+       }},
   };
   for (const auto& [name, fn] : cases) {
     std::string result = "none";

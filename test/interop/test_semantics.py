@@ -91,7 +91,7 @@ def test_integer_division_on_negatives(tmp_path):
             assert same_bits(got[key], want), (key, got[key], want)
 
 
-def tf_error_cases():
+def tf_error_cases(tmp):
     """Case name -> a function running it in TF graph mode (same names as
     interop_tool's `errors` command). Not compared: glorot_*_initializer(
     dtype=int32), which TF 2.x accepts by ignoring the deprecated constructor
@@ -106,6 +106,30 @@ def tf_error_cases():
                 if init:
                     sess.run(tf1.global_variables_initializer())
                 sess.run(tensor)
+
+    ckpt = f"{tmp}/ckpt"
+    with tf1.Graph().as_default():
+        var()
+        saver = tf1.train.Saver()
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            saver.save(sess, ckpt, write_meta_graph=False)
+
+    def restore_into(value, name, path):
+        with tf1.Graph().as_default():
+            tf1.Variable(value, name=name)
+            saver = tf1.train.Saver()
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                saver.restore(sess, path)
+
+    def save_missing_directory():
+        with tf1.Graph().as_default():
+            tf1.Variable([1.0], name="v")
+            saver = tf1.train.Saver()
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                saver.save(sess, f"{tmp}/no/such/dir/model")
 
     def dynamic(value):
         return tf1.placeholder_with_default(tf.constant(value), shape=None)
@@ -154,13 +178,20 @@ def tf_error_cases():
             lambda: run(lambda: tf1.constant_initializer([1.0, 2.0, 3.0])([2])),
         "variance_scaling_bad_scale": lambda: tf1.variance_scaling_initializer(scale=-1.0),
         "variance_scaling_bad_mode": lambda: tf1.variance_scaling_initializer(mode="fan_sum"),
+        "restore_missing_key": lambda: restore_into([1.0, 2.0, 3.0], "missing", ckpt),
+        "restore_dtype_mismatch": lambda: restore_into([1, 2, 3], "v", ckpt),
+        "restore_shape_mismatch": lambda: restore_into([1.0, 2.0], "v", ckpt),
+        "restore_no_checkpoint": lambda: restore_into([1.0, 2.0, 3.0], "v", f"{tmp}/none"),
+        "save_missing_directory": save_missing_directory,
     }
 
 
 def test_error_classes_equal_tensorflow(tmp_path):
-    tool("errors", tmp_path / "errors.txt")
+    (tmp_path / "vs").mkdir()
+    (tmp_path / "tf").mkdir()
+    tool("errors", tmp_path / "errors.txt", tmp_path / "vs")
     got = dict(line.split() for line in open(tmp_path / "errors.txt"))
-    cases = tf_error_cases()
+    cases = tf_error_cases(tmp_path / "tf")
     assert set(got) == set(cases)
     for name, fn in cases.items():
         try:
