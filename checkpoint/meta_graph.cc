@@ -5,7 +5,10 @@
 #include <google/protobuf/text_format.h>
 
 #include <any>
+#include <map>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "base/error.h"
 #include "base/logging_internal.h"
@@ -133,66 +136,272 @@ MetaGraphDef from_proto(const tf::MetaGraphDef& in) {
 }
 
 // --- building the graph -------------------------------------------------------
+//
+// The nodes TensorFlow's tf.compat.v1.Variable and Saver put in a graph, with
+// their names and attrs, so that tf.compat.v1.train.import_meta_graph finds
+// every name the VariableDefs and the SaverDef refer to, the returned saver
+// restores our checkpoints and the variables' initializers run.
+
+// Initial values are stored in the graph (as TensorFlow stores a constant
+// initial value) while they total at most this many bytes; the others become
+// Placeholders to feed, keeping the meta graph (written with every save)
+// small and far from protobuf's 2 GiB limit.
+constexpr size_t kMaxInlineInitialValueBytes = size_t{64} << 20;
+
+tf::NodeDef* add_node(tf::GraphDef* g, const std::string& name, const std::string& op,
+                      std::vector<std::string> inputs = {}, const std::string& device = {}) {
+  tf::NodeDef* node = g->add_node();
+  node->set_name(name);
+  node->set_op(op);
+  for (std::string& in : inputs) node->add_input(std::move(in));
+  if (!device.empty()) node->set_device(device);
+  return node;
+}
+
+tf::AttrValue& attr(tf::NodeDef* node, const std::string& key) { return (*node->mutable_attr())[key]; }
+
+void set_colocation(tf::NodeDef* node, const std::string& with) {
+  attr(node, "_class").mutable_list()->add_s("loc:@" + with);
+}
+
+void set_shape(tf::TensorShapeProto* proto, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims) proto->add_dim()->set_size(d);
+}
 
 void add_string_const(tf::GraphDef* graph, const std::string& name, const std::vector<std::string>& values,
-                      bool scalar) {
-  tf::NodeDef* node = graph->add_node();
-  node->set_name(name);
-  node->set_op("Const");
-  (*node->mutable_attr())["dtype"].set_type(tf::DT_STRING);
-  tf::TensorProto* t = (*node->mutable_attr())["value"].mutable_tensor();
+                      bool scalar, const std::string& device = {}) {
+  tf::NodeDef* node = add_node(graph, name, "Const", {}, device);
+  attr(node, "dtype").set_type(tf::DT_STRING);
+  tf::TensorProto* t = attr(node, "value").mutable_tensor();
   t->set_dtype(tf::DT_STRING);
   if (!scalar) t->mutable_tensor_shape()->add_dim()->set_size(static_cast<int64_t>(values.size()));
   for (const auto& v : values) t->add_string_val(v);
 }
 
+void add_int32_const(tf::GraphDef* graph, const std::string& name, int32_t value, const std::string& device = {}) {
+  tf::NodeDef* node = add_node(graph, name, "Const", {}, device);
+  attr(node, "dtype").set_type(tf::DT_INT32);
+  tf::TensorProto* t = attr(node, "value").mutable_tensor();
+  t->set_dtype(tf::DT_INT32);
+  t->add_int_val(value);
+}
+
+// "<name>" for the first, "<name>_<i>" for later ones (TensorFlow's unique names).
+std::string numbered(const std::string& name, size_t i) {
+  return i == 0 ? name : name + "_" + std::to_string(i);
+}
+
+// The variable's initial value as a node named "<op>/initial_value": a Const
+// holding it, or a Placeholder when it is unknown (a variable recreated from
+// a VariableDef) or larger than what is left of `budget` (bytes).
+void add_initial_value(tf::GraphDef* g, const Variable& v, size_t& budget) {
+  const std::string name = v.op_name() + "/initial_value";
+  const auto dtype = static_cast<tf::DataType>(v.dtype());
+  std::optional<Tensor> value;
+  try {
+    Tensor t = v.initial_value();
+    if (t.dtype() == DType::kString || t.nbytes() <= budget) value = t.to_host();
+  } catch (const FailedPreconditionError&) {
+  }
+  if (value) {
+    size_t bytes = value->nbytes();
+    if (value->dtype() == DType::kString) {
+      bytes = 0;
+      for (const std::string& s : value->to_vector<std::string>()) bytes += s.size();
+    }
+    if (bytes > budget) {
+      value.reset();
+    } else {
+      budget -= bytes;
+    }
+  }
+  if (!value) {
+    tf::NodeDef* node = add_node(g, name, "Placeholder", {}, v.placement());
+    attr(node, "dtype").set_type(dtype);
+    set_shape(attr(node, "shape").mutable_shape(), v.shape().dims());
+    return;
+  }
+  tf::NodeDef* node = add_node(g, name, "Const", {}, v.placement());
+  attr(node, "dtype").set_type(dtype);
+  tf::TensorProto* t = attr(node, "value").mutable_tensor();
+  t->set_dtype(dtype);
+  set_shape(t->mutable_tensor_shape(), value->shape().dims());
+  if (value->dtype() == DType::kString) {
+    for (const std::string& s : value->to_vector<std::string>()) t->add_string_val(s);
+  } else {
+    t->set_tensor_content(std::string(static_cast<const char*>(value->raw_data()), value->nbytes()));
+  }
+}
+
+// VariableV2 "<op>", its initial value, "<op>/Assign" (the initializer) and
+// "<op>/read" (the snapshot), as tf.compat.v1.Variable creates them.
+void add_variable_nodes(tf::GraphDef* g, const Variable& v, size_t& budget) {
+  const std::string& op = v.op_name();
+  const auto dtype = static_cast<tf::DataType>(v.dtype());
+  tf::NodeDef* var = add_node(g, op, "VariableV2", {}, v.placement());
+  attr(var, "dtype").set_type(dtype);
+  set_shape(attr(var, "shape").mutable_shape(), v.shape().dims());
+  attr(var, "container").set_s("");
+  attr(var, "shared_name").set_s("");
+
+  add_initial_value(g, v, budget);
+  tf::NodeDef* assign = add_node(g, op + "/Assign", "Assign", {op, op + "/initial_value"}, v.placement());
+  attr(assign, "T").set_type(dtype);
+  attr(assign, "use_locking").set_b(true);
+  attr(assign, "validate_shape").set_b(true);
+  set_colocation(assign, op);
+
+  tf::NodeDef* read = add_node(g, op + "/read", "Identity", {op}, v.placement());
+  attr(read, "T").set_type(dtype);
+  set_colocation(read, op);
+}
+
+std::string shape_and_slice_of(const Saver::Item& item) {
+  if (!item.slice) return {};
+  std::vector<TensorSlice::Extent> extents;
+  for (size_t d = 0; d < item.slice->var_offset.size(); ++d) {
+    extents.push_back({item.slice->var_offset[d], item.slice->var_shape[d]});
+  }
+  return shape_and_slice_string(item.slice->full_shape, TensorSlice(std::move(extents)));
+}
+
+// The save op of one shard: SaveV2 (or SaveSlices for V1) of `items` to the
+// file named by `filename`, and "<scope>/control_dependency[_i]" passing the
+// filename on once it has run. Returns that node's name.
+std::string add_save_shard(tf::GraphDef* g, const std::string& scope, const SaverDef& def,
+                           const std::vector<const Saver::Item*>& items, const std::string& filename,
+                           size_t shard, const std::string& device) {
+  const bool v1 = def.version == CheckpointFormatVersion::kV1;
+  const std::string save = numbered(scope + (v1 ? "/SaveSlices" : "/SaveV2"), shard);
+  std::vector<std::string> names, slices;
+  for (const Saver::Item* item : items) {
+    names.push_back(item->key);
+    slices.push_back(shape_and_slice_of(*item));
+  }
+  add_string_const(g, save + "/tensor_names", names, false, device);
+  add_string_const(g, save + (v1 ? "/shapes_and_slices" : "/shape_and_slices"), slices, false, device);
+  tf::NodeDef* node = add_node(g, save, v1 ? "SaveSlices" : "SaveV2",
+                               {filename, save + "/tensor_names",
+                                save + (v1 ? "/shapes_and_slices" : "/shape_and_slices")},
+                               device);
+  auto* types = attr(node, v1 ? "T" : "dtypes").mutable_list();
+  for (const Saver::Item* item : items) {
+    node->add_input(item->variable.op_name());
+    types->add_type(static_cast<tf::DataType>(item->variable.dtype()));
+  }
+  const std::string dep = numbered(scope + "/control_dependency", shard);
+  tf::NodeDef* id = add_node(g, dep, "Identity", {filename, "^" + save}, device);
+  attr(id, "T").set_type(tf::DT_STRING);
+  set_colocation(id, filename);
+  return dep;
+}
+
+// RestoreV2 of `items` (any format) and one Assign per variable; returns the
+// Assign nodes' names. `next_assign` numbers the Assigns across shards.
+std::vector<std::string> add_restore_shard(tf::GraphDef* g, const std::string& scope,
+                                           const std::vector<const Saver::Item*>& items, size_t shard,
+                                           size_t& next_assign) {
+  const std::string restore = numbered(scope + "/RestoreV2", shard);
+  std::vector<std::string> names, slices;
+  for (const Saver::Item* item : items) {
+    names.push_back(item->key);
+    slices.push_back(shape_and_slice_of(*item));
+  }
+  const std::string cpu = "/device:CPU:0";
+  add_string_const(g, restore + "/tensor_names", names, false, cpu);
+  add_string_const(g, restore + "/shape_and_slices", slices, false, cpu);
+  tf::NodeDef* node = add_node(g, restore, "RestoreV2",
+                               {scope + "/Const", restore + "/tensor_names", restore + "/shape_and_slices"}, cpu);
+  auto* types = attr(node, "dtypes").mutable_list();
+  std::vector<std::string> assigns;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Variable& v = items[i]->variable;
+    types->add_type(static_cast<tf::DataType>(v.dtype()));
+    const std::string name = numbered(scope + "/Assign", next_assign++);
+    tf::NodeDef* assign = add_node(g, name, "Assign",
+                                   {v.op_name(), i == 0 ? restore : restore + ":" + std::to_string(i)},
+                                   v.placement());
+    attr(assign, "T").set_type(static_cast<tf::DataType>(v.dtype()));
+    attr(assign, "use_locking").set_b(true);
+    attr(assign, "validate_shape").set_b(true);
+    set_colocation(assign, v.op_name());
+    assigns.push_back(name);
+  }
+  return assigns;
+}
+
+// The saver's subgraph under `scope` (from def.filename_tensor_name):
+// "<scope>/Const" (the filename to feed), the save ops ending in
+// def.save_tensor_name and the restore ops under def.restore_op_name.
+void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Saver::Item>& items) {
+  const std::string filename = strip_output(def.filename_tensor_name);
+  const std::string scope = filename.substr(0, filename.rfind('/'));
+  add_string_const(g, filename, {"model"}, /*scalar=*/true);
+  if (!def.sharded) {
+    std::vector<const Saver::Item*> all;
+    for (const Saver::Item& item : items) all.push_back(&item);
+    add_save_shard(g, scope, def, all, filename, 0, "");
+    size_t next_assign = 0;
+    std::vector<std::string> assigns = add_restore_shard(g, scope, all, 0, next_assign);
+    tf::NodeDef* restore_all = add_node(g, def.restore_op_name, "NoOp");
+    for (const std::string& a : assigns) restore_all->add_input("^" + a);
+    return;
+  }
+  // Sharded: one save per device (in the Saver's order of device names) to
+  // "<filename>_temp/part-0000i-of-0000n", merged (V2) into the checkpoint.
+  std::map<std::string, std::vector<const Saver::Item*>> by_device;
+  for (const Saver::Item& item : items) by_device[item.variable.placement()].push_back(&item);
+  const bool v1 = def.version == CheckpointFormatVersion::kV1;
+  std::string base = filename;
+  if (!v1) {
+    add_string_const(g, scope + "/StringJoin/inputs_1", {"_temp/part"}, true);
+    tf::NodeDef* join = add_node(g, scope + "/StringJoin", "StringJoin", {filename, scope + "/StringJoin/inputs_1"});
+    attr(join, "N").set_i(2);
+    attr(join, "separator").set_s("");
+    base = scope + "/StringJoin";
+  }
+  add_int32_const(g, scope + "/num_shards", static_cast<int32_t>(by_device.size()));
+  std::vector<std::string> deps, restore_shards;
+  size_t shard = 0, next_assign = 0;
+  for (const auto& [device, shard_items] : by_device) {
+    const std::string sharded = numbered(scope + "/ShardedFilename", shard);
+    add_int32_const(g, sharded + "/shard", static_cast<int32_t>(shard), device);
+    add_node(g, sharded, "ShardedFilename", {base, sharded + "/shard", scope + "/num_shards"}, device);
+    deps.push_back(add_save_shard(g, scope, def, shard_items, sharded, shard, device));
+    std::vector<std::string> assigns = add_restore_shard(g, scope, shard_items, shard, next_assign);
+    const std::string restore_shard = numbered(scope + "/restore_shard", shard);
+    tf::NodeDef* noop = add_node(g, restore_shard, "NoOp", {}, device);
+    for (const std::string& a : assigns) noop->add_input("^" + a);
+    restore_shards.push_back(restore_shard);
+    ++shard;
+  }
+  const std::string save_tensor = strip_output(def.save_tensor_name);
+  if (v1) {
+    tf::NodeDef* spec = add_node(g, scope + "/ShardedFilespec", "ShardedFilespec", {filename, scope + "/num_shards"});
+    for (const std::string& d : deps) spec->add_input("^" + d);
+    tf::NodeDef* id = add_node(g, save_tensor, "Identity", {scope + "/ShardedFilespec"});
+    attr(id, "T").set_type(tf::DT_STRING);
+  } else {
+    const std::string prefixes = scope + "/MergeV2Checkpoints/checkpoint_prefixes";
+    tf::NodeDef* pack = add_node(g, prefixes, "Pack", deps);
+    attr(pack, "N").set_i(static_cast<int64_t>(deps.size()));
+    attr(pack, "T").set_type(tf::DT_STRING);
+    attr(pack, "axis").set_i(0);
+    tf::NodeDef* merge = add_node(g, scope + "/MergeV2Checkpoints", "MergeV2Checkpoints", {prefixes, filename});
+    attr(merge, "delete_old_dirs").set_b(true);
+    tf::NodeDef* id = add_node(g, save_tensor, "Identity", {filename, "^" + scope + "/MergeV2Checkpoints"});
+    attr(id, "T").set_type(tf::DT_STRING);
+  }
+  tf::NodeDef* restore_all = add_node(g, def.restore_op_name, "NoOp");
+  for (const std::string& r : restore_shards) restore_all->add_input("^" + r);
+}
+
 std::string build_graph_def(Graph& graph, const SaverDef* saver_def, const std::vector<Saver::Item>* items) {
   tf::GraphDef g;
   g.mutable_versions()->set_producer(1);
-  for (const Variable& v : graph.variables()) {
-    tf::NodeDef* node = g.add_node();
-    node->set_name(v.op_name());
-    node->set_op("VariableV2");
-    node->set_device(v.placement());
-    auto& attr = *node->mutable_attr();
-    attr["dtype"].set_type(static_cast<tf::DataType>(v.dtype()));
-    tf::TensorShapeProto* shape = attr["shape"].mutable_shape();
-    const TensorShape dims = v.shape();
-    for (int64_t d : dims.dims()) shape->add_dim()->set_size(d);
-    attr["container"].set_s("");
-    attr["shared_name"].set_s("");
-  }
-  if (saver_def && items && !items->empty()) {
-    const std::string scope = strip_output(saver_def->filename_tensor_name).substr(
-        0, strip_output(saver_def->filename_tensor_name).rfind('/'));
-    std::vector<std::string> names, slices;
-    for (const Saver::Item& item : *items) {
-      names.push_back(item.key);
-      if (item.slice) {
-        std::vector<TensorSlice::Extent> extents;
-        for (size_t d = 0; d < item.slice->var_offset.size(); ++d) {
-          extents.push_back({item.slice->var_offset[d], item.slice->var_shape[d]});
-        }
-        slices.push_back(shape_and_slice_string(item.slice->full_shape, TensorSlice(std::move(extents))));
-      } else {
-        slices.emplace_back();
-      }
-    }
-    add_string_const(&g, scope + "/Const", {"model"}, /*scalar=*/true);
-    add_string_const(&g, scope + "/SaveV2/tensor_names", names, false);
-    add_string_const(&g, scope + "/SaveV2/shape_and_slices", slices, false);
-    tf::NodeDef* save = g.add_node();
-    save->set_name(scope + "/SaveV2");
-    save->set_op("SaveV2");
-    save->add_input(scope + "/Const");
-    save->add_input(scope + "/SaveV2/tensor_names");
-    save->add_input(scope + "/SaveV2/shape_and_slices");
-    auto* dtypes = (*save->mutable_attr())["dtypes"].mutable_list();
-    for (const Saver::Item& item : *items) {
-      save->add_input(item.variable.op_name());
-      dtypes->add_type(static_cast<tf::DataType>(item.variable.dtype()));
-    }
-  }
+  size_t budget = kMaxInlineInitialValueBytes;
+  for (const Variable& v : graph.variables()) add_variable_nodes(&g, v, budget);
+  if (saver_def && items && !items->empty()) add_saver_nodes(&g, *saver_def, *items);
   return deterministic_bytes(g);
 }
 
@@ -371,6 +580,8 @@ std::optional<ImportedSaveNode> find_save_nodes(const std::string& graph_def, co
   if (!g.ParseFromString(graph_def)) return std::nullopt;
   ImportedSaveNode out;
   bool found = false;
+  std::map<std::string, const tf::NodeDef*> by_name;
+  for (const tf::NodeDef& n : g.node()) by_name.emplace(n.name(), &n);
   for (const tf::NodeDef& n : g.node()) {
     const bool v2 = n.op() == "SaveV2" || n.op() == "SaveSlices";
     if (!v2 && n.op() != "Save") continue;
@@ -380,6 +591,15 @@ std::optional<ImportedSaveNode> find_save_nodes(const std::string& graph_def, co
     if (static_cast<int>(names.size()) != n.input_size() - first_data) continue;
     for (int i = first_data; i < n.input_size(); ++i) {
       std::string var = input_node(n.input(i));
+      // A resource variable is saved through reads (ReadVariableOp, then
+      // Identity in the saver's scope): follow them back to the variable.
+      for (int hop = 0; hop < 8 && !graph.find_variable(var); ++hop) {
+        auto it = by_name.find(var);
+        if (it == by_name.end() || it->second->input_size() < 1) break;
+        const std::string& op = it->second->op();
+        if (op != "Identity" && op != "ReadVariableOp" && op != "Snapshot") break;
+        var = input_node(it->second->input(0));
+      }
       if (!graph.find_variable(var)) {
         for (const char* suffix : {"/read", "/Read/ReadVariableOp"}) {
           std::string s(suffix);

@@ -2,13 +2,22 @@
 // (tf.train.export_meta_graph / tf.train.import_meta_graph).
 //
 // A MetaGraphDef (TensorFlow's meta_graph.proto, same field numbers, binary
-// or text format) records each variable as a graph node (op "VariableV2"
-// with its dtype, shape and device), the collections (variable collections
-// as serialized VariableDefs in bytes_list, as TensorFlow stores them; names
-// in node_list; integers and floats in int64_list / float_list), the
-// SaverDef, and the saver's SaveV2 node naming the checkpoint key of each
-// variable. A fresh program recreates the variables (uninitialized) and the
-// saver from it, then restores a checkpoint:
+// or text format) records each variable with the nodes tf.compat.v1.Variable
+// creates: "w" (VariableV2 with its dtype, shape and device),
+// "w/initial_value" (a Const holding the initial value while the graph's
+// initial values total at most 64 MiB; else, or when it is unknown, a
+// Placeholder to feed), "w/Assign" (the
+// initializer) and "w/read"; the collections (variable collections as
+// serialized VariableDefs in bytes_list, as TensorFlow stores them; names in
+// node_list; integers and floats in int64_list / float_list); the SaverDef
+// and the saver's nodes as tf.compat.v1.train.Saver builds them ("save/Const"
+// filename, SaveV2 -- SaveSlices for V1 -- per shard, "save/control_
+// dependency" or, sharded, MergeV2Checkpoints + "save/Identity"; RestoreV2 +
+// one Assign per variable under "save/restore_all"). TensorFlow's
+// import_meta_graph loads such a file: its saver restores our checkpoints
+// and the initializers run. A fresh program recreates the variables
+// (uninitialized) and the saver from a meta graph (ours or TensorFlow's,
+// ref or resource variables), then restores a checkpoint:
 //
 //   std::optional<Saver> saver = import_meta_graph("ckpt/my-model-1000.meta");
 //   saver->restore(sess, "ckpt/my-model-1000");

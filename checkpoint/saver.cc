@@ -23,6 +23,7 @@
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/tensor_bundle.h"
+#include "checkpoint/v1_writer.h"
 #include "device/device_manager.h"
 #include "proto/saver.pb.h"
 
@@ -312,6 +313,12 @@ struct Saver::Impl {
   void write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot);
   void write_shard(const std::string& prefix, const std::vector<size_t>& which,
                    const std::vector<Tensor>& snapshot);
+  void write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot);
+  // The path a save to `prefix` records: the prefix, or for a sharded V1
+  // checkpoint the pattern of its files ("model-?????-of-00002"), as
+  // TensorFlow records it.
+  std::string recorded_path(const std::string& prefix) const;
+  std::map<std::string, std::vector<size_t>> items_by_device() const;
   void finish_save(const std::string& checkpoint, const SaveOptions& options);
   void record_last_checkpoint(const std::string& path);
   void maybe_delete_old_checkpoints(const std::string& meta_graph_suffix);
@@ -328,9 +335,8 @@ void Saver::Impl::check_built(const char* what) const {
 
 void Saver::Impl::build() {
   if (built) return;
-  if (options.write_version != CheckpointFormatVersion::kV2) {
-    throw InvalidArgumentError("Saver: write_version must be V2; varstate writes only the V2 format "
-                               "(V1 checkpoints can still be restored)");
+  if (options.write_version == CheckpointFormatVersion::kLegacy) {
+    throw InvalidArgumentError("Saver: write_version must be V1 or V2, got LEGACY");
   }
   std::vector<Item> out;
   std::string who;
@@ -403,19 +409,20 @@ void Saver::Impl::build() {
   SaverDef d;
   if (options.saver_def) {
     d = *options.saver_def;
-    if (d.version != CheckpointFormatVersion::kV2) {
-      logger().warn("saver_def {} asks for checkpoint format version {}; writing V2 (older formats "
-                    "still restore)", d.filename_tensor_name, static_cast<int>(d.version));
+    if (d.version == CheckpointFormatVersion::kLegacy) {
+      logger().warn("saver_def {} asks for checkpoint format version LEGACY; writing V2",
+                    d.filename_tensor_name);
+      d.version = CheckpointFormatVersion::kV2;
     }
   } else {
     d.max_to_keep = options.max_to_keep;
     d.sharded = options.sharded;
     d.keep_checkpoint_every_n_hours = static_cast<float>(options.keep_checkpoint_every_n_hours);
+    d.version = options.write_version;
   }
   d.filename_tensor_name = scope + "/Const:0";
   d.save_tensor_name = scope + (d.sharded ? "/Identity:0" : "/control_dependency:0");
   d.restore_op_name = scope + "/restore_all";
-  d.version = CheckpointFormatVersion::kV2;
 
   items = std::move(out);
   empty = items.empty();
@@ -444,7 +451,58 @@ void Saver::Impl::write_shard(const std::string& prefix, const std::vector<size_
   writer.finish();
 }
 
+std::map<std::string, std::vector<size_t>> Saver::Impl::items_by_device() const {
+  std::map<std::string, std::vector<size_t>> by_device;
+  for (size_t i = 0; i < items.size(); ++i) by_device[items[i].variable.placement()].push_back(i);
+  return by_device;
+}
+
+std::string Saver::Impl::recorded_path(const std::string& prefix) const {
+  if (def.version != CheckpointFormatVersion::kV1 || !def.sharded) return prefix;
+  return sharded_prefix(prefix, 0, static_cast<int>(items_by_device().size())).replace(prefix.size() + 1, 5, "?????");
+}
+
+// TensorFlow's V1 format: one table file, or with `sharded` one per device
+// ("<prefix>-0000i-of-0000n"). Everything is checked before a file is written.
+void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot) {
+  for (const Item& item : items) {
+    if (!v1_supports_dtype(item.variable.dtype())) {
+      throw UnimplementedError("saving " + quoted(item.variable.op_name()) + " in the V1 format: it "
+                               "cannot hold dtype " + std::string(dtype_name(item.variable.dtype())) +
+                               " (TensorFlow's SaveSlices neither); save V2");
+    }
+  }
+  std::map<std::string, std::vector<size_t>> groups;
+  if (def.sharded) {
+    groups = items_by_device();
+  } else {
+    for (size_t i = 0; i < items.size(); ++i) groups[""].push_back(i);
+  }
+  const int n = static_cast<int>(groups.size());
+  int shard = 0;
+  for (const auto& [device, which] : groups) {
+    V1Writer writer(def.sharded ? sharded_prefix(prefix, shard++, n) : prefix, fs);
+    for (size_t i : which) {
+      const Item& item = items[i];
+      Tensor value;
+      if (snapshot.empty()) {
+        std::lock_guard lock(item.variable.update_mutex());
+        value = item.variable.ref().to_host();
+      } else {
+        value = snapshot[i].to_host();
+      }
+      if (item.slice) {
+        writer.add_slice(item.key, item.slice->full_shape, slice_of(*item.slice), host_view(value));
+      } else {
+        writer.add(item.key, host_view(value));
+      }
+    }
+    writer.finish();
+  }
+}
+
 void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot) {
+  if (def.version == CheckpointFormatVersion::kV1) return write_v1(prefix, snapshot);
   if (!def.sharded) {
     std::vector<size_t> all(items.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -452,8 +510,7 @@ void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<
     return;
   }
   // One shard per device, in the order of the devices' canonical names.
-  std::map<std::string, std::vector<size_t>> by_device;
-  for (size_t i = 0; i < items.size(); ++i) by_device[items[i].variable.placement()].push_back(i);
+  const std::map<std::string, std::vector<size_t>> by_device = items_by_device();
   const int n = static_cast<int>(by_device.size());
   const std::string temp = temp_prefix_for(prefix);
   std::vector<std::string> shard_prefixes;
@@ -503,7 +560,8 @@ void Saver::Impl::delete_checkpoint_files(const std::string& prefix, const std::
   const bool v2 = fs->file_exists(bundle_index_filename(prefix));
   std::vector<std::string> files{bundle_index_filename(prefix)};
   for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????")) files.push_back(f);
-  files.push_back(meta_graph_filename(prefix, meta_graph_suffix));
+  static const std::regex v1_shards("-\\?\\?\\?\\?\\?-of-[0-9]{5}$");
+  files.push_back(meta_graph_filename(std::regex_replace(prefix, v1_shards, ""), meta_graph_suffix));
   if (!v2) {
     for (const std::string& f : match_files(*fs, prefix)) files.push_back(f);  // a V1 checkpoint
   }
@@ -787,7 +845,7 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
   auto live = std::make_shared<LiveSave>(*s.fs, save_path, checkpoint, join_path(save_dir, latest));
 
   auto state = std::make_shared<SaveHandle::State>();
-  state->path = checkpoint;
+  state->path = s.recorded_path(checkpoint);
   auto finish = [&s, checkpoint, options](const std::vector<Tensor>& snapshot) {
     s.write_checkpoint(checkpoint, snapshot);
     if (options.write_meta_graph) {
@@ -797,7 +855,7 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
                                   .file_system = s.fs};
       export_meta_graph_for_items(meta, s.items);
     }
-    s.finish_save(checkpoint, options);
+    s.finish_save(s.recorded_path(checkpoint), options);
   };
 
   if (!options.async) {

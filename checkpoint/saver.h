@@ -2,7 +2,8 @@
 //
 // A Saver is built over a list of variables (keyed by their op names) or a
 // map from checkpoint keys to variables. save() writes a TensorFlow V2
-// tensor bundle ("my-model-1000.index" + ".data-*"), optionally a meta graph
+// tensor bundle ("my-model-1000.index" + ".data-*"; or with write_version V1
+// a V1 table file, checkpoint/v1_writer.h), optionally a meta graph
 // ("my-model-1000.meta"), and records the checkpoint in the directory's
 // "checkpoint" state file; restore() reads any V2 or V1 checkpoint back.
 //
@@ -123,7 +124,11 @@ struct SaverOptions {
   bool defer_build = false;
   // Without variables, construct a no-op saver instead of raising.
   bool allow_empty = false;
-  // Only V2 is written; V1 checkpoints still restore.
+  // V2 (tensor bundle) or V1: one SavedTensorSlices table file at the
+  // checkpoint path, or with `sharded` one per device whose pattern
+  // ("model-?????-of-00002") is the recorded path; V1 has no bfloat16, uint32
+  // or uint64 (save() raises UnimplementedError before writing). LEGACY is
+  // rejected. Every format restores.
   CheckpointFormatVersion write_version = CheckpointFormatVersion::kV2;
 
   // --- beyond TensorFlow ------------------------------------------------------
@@ -178,7 +183,7 @@ class Saver {
   // duplicate key or variable (a variable twice, two variables with the same
   // name, the same slice of a partitioned tensor twice, slices mixed with a
   // whole tensor under one key), ValueError for no variables unless
-  // allow_empty, InvalidArgumentError for write_version V1/LEGACY.
+  // allow_empty, InvalidArgumentError for write_version LEGACY.
   explicit Saver(SaverOptions options = {});
   ~Saver();  // waits for a pending asynchronous save
   Saver(Saver&&) noexcept;

@@ -184,10 +184,11 @@ Initializer normal_family(RandomDistribution distribution, const char* what,
   internal::check_float_dtype(o.dtype, what);
   internal::scalar_param(o.mean, o.dtype, what, "mean");
   internal::scalar_param(o.stddev, o.dtype, what, "stddev");
-  const SeedPair seeds = resolve_seed(o.seed);
+  const std::optional<int64_t> op_seed = o.seed;
   Tensor mean = o.mean.to_host(), stddev = o.stddev.to_host();
   return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
     internal::check_float_dtype(dtype, what);
+    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
     Tensor m = internal::scalar_param(mean, dtype, what, "mean");
     Tensor s = internal::scalar_param(stddev, dtype, what, "stddev");
     const bool truncated = distribution == RandomDistribution::kTruncatedNormal;
@@ -216,12 +217,13 @@ Initializer random_uniform_initializer(const RandomUniformInitializerOptions& o)
   const Tensor maxval = has_max ? (o.maxval->valid() ? o.maxval->to_host() : *o.maxval) : Tensor(1);
   internal::check_uniform_range(internal::scalar_param(minval, o.dtype, what, "minval"),
                                 internal::scalar_param(maxval, o.dtype, what, "maxval"), what);
-  const SeedPair seeds = resolve_seed(o.seed);
+  const std::optional<int64_t> op_seed = o.seed;
   return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
     internal::check_uniform_dtype(dtype, has_max, what);
     Tensor lo = internal::scalar_param(minval, dtype, what, "minval");
     Tensor hi = internal::scalar_param(maxval, dtype, what, "maxval");
     internal::check_uniform_range(lo, hi, what);
+    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
     return generate(RandomDistribution::kUniform, "random_uniform",
                     dtype_is_integer(dtype) ? "RandomUniformInt" : "RandomUniform", shape, dtype,
                     seeds, lo, hi, p);
@@ -231,7 +233,7 @@ Initializer random_uniform_initializer(const RandomUniformInitializerOptions& o)
 Initializer uniform_unit_scaling_initializer(const UniformUnitScalingOptions& o) {
   const char* what = "uniform_unit_scaling_initializer";
   internal::check_float_dtype(o.dtype, what);
-  const SeedPair seeds = resolve_seed(o.seed);
+  const std::optional<int64_t> op_seed = o.seed;
   const double factor = o.factor;
   return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
     internal::check_float_dtype(dtype, what);
@@ -239,6 +241,7 @@ Initializer uniform_unit_scaling_initializer(const UniformUnitScalingOptions& o)
     double input_size = 1.0;
     for (size_t k = 0; k + 1 < dims.size(); ++k) input_size *= double(dims[k]);
     input_size = std::max(input_size, 1.0);
+    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
     return uniform(what, shape, dtype, seeds, std::sqrt(3.0 / input_size) * factor, p);
   });
 }
@@ -255,7 +258,7 @@ Initializer variance_scaling_initializer(const VarianceScalingOptions& o) {
     throw ValueError(std::string(what) + ": Invalid `distribution` argument: " + o.distribution);
   }
   internal::check_float_dtype(o.dtype, what);
-  const SeedPair seeds = resolve_seed(o.seed);
+  const std::optional<int64_t> op_seed = o.seed;
   const double scale = o.scale;
   const std::string mode = o.mode;
   return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
@@ -263,6 +266,7 @@ Initializer variance_scaling_initializer(const VarianceScalingOptions& o) {
     const Fans fans = compute_fans(scale_shape(shape, p));
     double n = mode == "fan_in" ? fans.in : mode == "fan_out" ? fans.out : (fans.in + fans.out) / 2.0;
     const double s = scale / std::max(1.0, n);
+    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
     if (distribution == "uniform") return uniform(what, shape, dtype, seeds, std::sqrt(3.0 * s), p);
     if (distribution == "untruncated_normal") {
       return normal(RandomDistribution::kNormal, what, shape, dtype, seeds, std::sqrt(s), p);

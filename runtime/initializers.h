@@ -11,16 +11,16 @@
 //   Variable v(bind(init, {784, 256}, DType::kFloat),
 //              {.name = "w", .dtype = DType::kFloat, .expected_shape = TensorShape{784, 256}});
 //
-// Seeds. A random initializer resolves its seed pair (runtime/random_seed.h:
-// graph seed + op seed) once, when it is created, and every call uses it:
-// calling one initializer twice with the same shape gives the same values,
-// and the partitions of a variable initialized with PartitionInfo hold
+// Seeds. As in TensorFlow, each call of a random initializer is a new
+// random op: it resolves its seed pair (runtime/random_seed.h: graph seed +
+// op seed) when called. With an op seed every call gives the same values
+// (and the partitions of a variable initialized with PartitionInfo hold
 // exactly the slices of the tensor the unpartitioned variable would get,
-// whatever the number of partitions and whichever devices they are on. With
-// an op seed this is TensorFlow's behaviour; with only a graph seed the
-// graph's op counter is read at creation (TensorFlow reads it per call);
-// with no seed the pair is drawn at random at creation, so two initializers
-// (or two runs of the program) differ.
+// whatever the number of partitions and whichever devices they are on).
+// With only a graph seed each call takes the next value of the graph's op
+// counter, and with no seed each call draws a fresh pair, so one initializer
+// used for two variables gives them different values (no symmetric
+// weights); a fresh graph built the same way repeats the graph-seeded ones.
 //
 // A part is generated directly from the element indices it covers in the
 // full tensor (the generator is counter-based: element i depends only on the

@@ -193,7 +193,13 @@ Tensor normal_op(RandomDistribution distribution, const TensorShape& shape,
                  const RandomNormalOptions& options, const char* default_name,
                  const char* op_type) {
   const std::string name = options.name.empty() ? default_name : options.name;
-  internal::check_float_dtype(options.dtype, name);
+  if (!dtype_is_floating(options.dtype)) {
+    // TypeError, as TensorFlow's op type check (the initializers raise
+    // ValueError: check_float_dtype).
+    throw TypeError(std::string(name) + ": Value passed to parameter 'dtype' has DataType " +
+                    std::string(dtype_name(options.dtype)) +
+                    " not in list of allowed values: float16, bfloat16, float32, float64");
+  }
   check_shape(shape, name);
   Tensor mean = internal::scalar_param(options.mean, options.dtype, name, "mean");
   Tensor stddev = internal::scalar_param(options.stddev, options.dtype, name, "stddev");

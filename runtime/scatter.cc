@@ -440,7 +440,9 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
   std::shared_ptr<ScatterState> state = scatter_state(ref);
 
   std::unique_lock<std::mutex> locked;
-  if (options.use_locking) locked = std::unique_lock(ref.update_mutex());
+  if (options.use_locking.value_or(op == ScatterOp::kUpdate)) {
+    locked = std::unique_lock(ref.update_mutex());
+  }
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {

@@ -69,8 +69,11 @@
 namespace varstate {
 
 struct ScatterOptions {
-  // Also hold the variable's update_mutex() (see above).
-  bool use_locking = false;
+  // Also hold the variable's update_mutex() (see above). nullopt: the op's
+  // TensorFlow default, true for scatter_update and false for the others
+  // (tf.scatter_update's use_locking defaults to True, tf.scatter_add's to
+  // False).
+  std::optional<bool> use_locking = std::nullopt;
   // Deterministic GPU path; nullopt: deterministic_ops().
   std::optional<bool> deterministic = std::nullopt;
   // Wait for a GPU's bounds check and raise its error from this call;

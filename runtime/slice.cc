@@ -65,7 +65,9 @@ Selection select(std::string_view who, const TensorShape& shape,
                          std::to_string(end) + " of dimension " + std::to_string(d) +
                          " has negative size");
       }
-      count = (end - begin + step - 1) / step;
+      // 1 + (extent - 1) / step: the textbook (extent + step - 1) / step
+      // overflows for steps near INT64_MAX.
+      count = end > begin ? 1 + (end - begin - 1) / step : 0;
     } else {
       begin = spec.begin ? normalize(*spec.begin, -1, dim - 1) : dim - 1;
       end = spec.end ? normalize(*spec.end, -1, dim - 1) : -1;
@@ -74,7 +76,11 @@ Selection select(std::string_view who, const TensorShape& shape,
                          std::to_string(end) + ":" + std::to_string(step) + " of dimension " +
                          std::to_string(d) + " has negative size");
       }
-      count = (begin - end + (-step) - 1) / (-step);
+      // Unsigned magnitude: -step overflows for INT64_MIN.
+      const uint64_t magnitude = uint64_t{0} - static_cast<uint64_t>(step);
+      count = begin > end
+                  ? 1 + static_cast<int64_t>(static_cast<uint64_t>(begin - end - 1) / magnitude)
+                  : 0;
     }
     s.starts.push_back(begin);
     s.steps.push_back(step);

@@ -252,10 +252,12 @@ class VariableSlice {
   std::vector<SliceSpec> specs_;
 };
 
-// Free-function forms (tf.assign, tf.assign_add, tf.assign_sub, tf.count_up_to).
+// Free-function forms (tf.assign, tf.assign_add, tf.assign_sub, tf.count_up_to),
+// with TensorFlow's defaults: tf.assign locks (use_locking=True), tf.assign_add
+// and tf.assign_sub do not.
 struct VariableAssignOptions {
   bool validate_shape = true;
-  bool use_locking = false;
+  bool use_locking = true;
 };
 Tensor assign(Variable& ref, const Tensor& value, const VariableAssignOptions& options = {});
 Tensor assign_add(Variable& ref, const Tensor& value, bool use_locking = false);

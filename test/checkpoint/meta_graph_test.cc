@@ -94,6 +94,48 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
   CHECK(save.input == std::vector<std::string>{"save/Const", "save/SaveV2/tensor_names",
                                                "save/SaveV2/shape_and_slices", "layer/b", "layer/w"});
 
+  // Every name the VariableDefs and the SaverDef refer to is a node, and every
+  // node input names a node (TensorFlow's import_meta_graph needs both).
+  auto strip = [](const std::string& n) { return n.substr(0, n.rfind(':')); };
+  for (const std::string& bytes : vars.bytes_list) {
+    VariableDef def = VariableDef::parse(bytes);
+    CAPTURE(def.variable_name);
+    CHECK(nodes.at(strip(def.variable_name)).op == "VariableV2");
+    CHECK(nodes.at(def.initializer_name).op == "Assign");
+    CHECK(nodes.at(def.initializer_name).input ==
+          std::vector<std::string>{strip(def.variable_name), strip(def.initial_value_name)});
+    CHECK(nodes.at(strip(def.snapshot_name)).op == "Identity");
+    CHECK(nodes.at(strip(def.initial_value_name)).op == "Const");
+  }
+  CHECK(nodes.at(strip(meta.saver_def->filename_tensor_name)).op == "Const");
+  CHECK(nodes.at(strip(meta.saver_def->save_tensor_name)).op == "Identity");
+  CHECK(nodes.at(meta.saver_def->restore_op_name).op == "NoOp");
+  CHECK(nodes.at("save/RestoreV2").op == "RestoreV2");
+  CHECK(nodes.at("save/Assign_1").input == std::vector<std::string>{"layer/w", "save/RestoreV2:1"});
+  CHECK(nodes.at("save/restore_all").input == std::vector<std::string>{"^save/Assign", "^save/Assign_1"});
+  for (const auto& [name, node] : nodes) {
+    for (const std::string& in : node.input) {
+      CAPTURE(name, in);
+      std::string target = in[0] == '^' ? in.substr(1) : in;
+      target = target.substr(0, target.rfind(':') == std::string::npos ? target.size() : target.rfind(':'));
+      CHECK(nodes.count(target) == 1);
+    }
+  }
+
+  // A sharded saver: one SaveV2 per device, merged; one RestoreV2 per device.
+  Saver sharded({.sharded = true, .graph = &src.graph});
+  MetaGraphDef sm = sharded.export_meta_graph();
+  std::map<std::string, GraphNode> snodes;
+  for (auto& n : sm.nodes()) snodes.emplace(n.name, n);
+  const std::string scope = strip(sm.saver_def->filename_tensor_name).substr(0, 6);  // "save_1"
+  CHECK(snodes.at(strip(sm.saver_def->save_tensor_name)).input ==
+        std::vector<std::string>{scope + "/Const", "^" + scope + "/MergeV2Checkpoints"});
+  CHECK(snodes.at(scope + "/SaveV2_2").op == "SaveV2");  // ps/task:0, ps/task:1, local CPU
+  CHECK(snodes.count(scope + "/SaveV2_3") == 0);
+  CHECK(snodes.at(sm.saver_def->restore_op_name).input ==
+        std::vector<std::string>{"^" + scope + "/restore_shard", "^" + scope + "/restore_shard_1",
+                                 "^" + scope + "/restore_shard_2"});
+
   // Only the requested collections; text format parses back.
   MetaGraphDef some = saver.export_meta_graph(dir / "some.pbtxt", std::vector<std::string>{"sizes"}, true);
   CHECK(some.collection_def.size() == 1);
@@ -155,6 +197,13 @@ TEST_CASE("import_meta_graph recreates variables, collections and saver", "[meta
     CHECK(fresh.find_variable("layer/b")->value().to_vector<float>() == std::vector<float>{10, 11, 12});
     CHECK(step->value().scalar<int64_t>() == 7);
     CHECK(part->value().to_vector<float>() == iota(8, 8, {4, 2}).to_vector<float>());
+
+    // Re-exported, the initial values are unknown: Placeholders to feed.
+    std::map<std::string, GraphNode> nodes;
+    for (auto& n : saver->export_meta_graph().nodes()) nodes.emplace(n.name, n);
+    CHECK(nodes.at("layer/w/initial_value").op == "Placeholder");
+    CHECK(nodes.at("layer/w/initial_value").shape == std::vector<int64_t>{2, 3});
+    CHECK(nodes.at("layer/w/Assign").op == "Assign");
   }
 }
 

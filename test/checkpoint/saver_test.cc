@@ -281,7 +281,7 @@ TEST_CASE("SaverDef, build and from_proto", "[saver]") {
   deferred.build();
   CHECK(deferred.items().size() == 2);  // variables created before build() count
 
-  CHECK_THROWS_AS(Saver({.write_version = CheckpointFormatVersion::kV1}), InvalidArgumentError);
+  CHECK_THROWS_AS(Saver({.write_version = CheckpointFormatVersion::kLegacy}), InvalidArgumentError);
 }
 
 TEST_CASE("var_list validation and empty savers", "[saver]") {

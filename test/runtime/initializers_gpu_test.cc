@@ -43,7 +43,6 @@ std::vector<Named> initializers() {
       {"variance_scaling untruncated", [](DType d) {
          return variance_scaling_initializer({.distribution = "untruncated_normal", .seed = 3, .dtype = d});
        }},
-      {"variance_scaling, no seed", [](DType d) { return variance_scaling_initializer({.dtype = d}); }},
       {"constant", [](DType d) { return constant_initializer({1, 2, 3}, d); }, true},
       {"zeros", [](DType d) { return zeros_initializer(d); }, true},
       {"ones", [](DType d) { return ones_initializer(d); }, true},

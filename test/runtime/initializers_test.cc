@@ -1,5 +1,5 @@
 // Initializers: the reference's constant_initializer examples, zeros/ones,
-// TensorFlow's known values, fans and limits, seeds resolved at creation,
+// TensorFlow's known values, fans and limits, seeds resolved per call (a new random op each time),
 // dtype errors, use through a Variable, and partition-awareness: a [10,7]
 // tensor generated whole equals, bit for bit, its row shards (1, 3, 7) and
 // column shards put back together, for every random initializer and dtype.
@@ -82,7 +82,6 @@ std::vector<Named> random_initializers() {
       {"variance_scaling fan_out untruncated", [](DType d) {
          return variance_scaling_initializer({.scale = 2, .mode = "fan_out", .distribution = "untruncated_normal", .seed = 3, .dtype = d});
        }},
-      {"variance_scaling, no seed", [](DType d) { return variance_scaling_initializer({.dtype = d}); }},
   };
 }
 
@@ -238,29 +237,52 @@ TEST_CASE_METHOD(FreshGraph, "fans, limits and scales", "[initializers][stats]")
   }
 }
 
-TEST_CASE_METHOD(FreshGraph, "seeds are resolved when the initializer is created",
+TEST_CASE_METHOD(FreshGraph, "each call is a new random op, seeded as TensorFlow seeds it",
                  "[initializers][seed]") {
-  for (const Named& n : random_initializers()) {
-    CAPTURE(n.name);
-    Initializer init = n.make(DType::kFloat);
-    CHECK(same_bits(init({6, 5}), init({6, 5})));
-  }
-  SECTION("same op seed, same values; no seed, different initializers differ") {
+  SECTION("an op seed: every call repeats the values") {
+    for (const Named& n : random_initializers()) {
+      CAPTURE(n.name);
+      Initializer init = n.make(DType::kFloat);
+      CHECK(same_bits(init({6, 5}), init({6, 5})));
+    }
     CHECK(same_bits(truncated_normal_initializer({.seed = 8})({50}),
                     truncated_normal_initializer({.seed = 8})({50})));
     CHECK_FALSE(same_bits(truncated_normal_initializer({.seed = 8})({50}),
                           truncated_normal_initializer({.seed = 9})({50})));
+  }
+  SECTION("no seed: one initializer used twice gives different values") {
+    for (const Initializer& init :
+         {variance_scaling_initializer(), glorot_uniform_initializer(), random_normal_initializer(),
+          truncated_normal_initializer(), random_uniform_initializer(),
+          uniform_unit_scaling_initializer()}) {
+      CHECK_FALSE(same_bits(init({50}), init({50})));
+    }
     CHECK_FALSE(same_bits(random_normal_initializer()({50}), random_normal_initializer()({50})));
   }
-  SECTION("only a graph seed: deterministic across fresh graphs") {
+  SECTION("only a graph seed: calls differ, and a fresh graph repeats them") {
     set_random_seed(77);
-    Tensor a = glorot_uniform_initializer()({20, 20});
-    Tensor b = glorot_uniform_initializer()({20, 20});
+    Initializer init = glorot_uniform_initializer();
+    Tensor a = init({20, 20});
+    Tensor b = init({20, 20});
+    Tensor c = glorot_uniform_initializer()({20, 20});
     CHECK_FALSE(same_bits(a, b));
+    CHECK_FALSE(same_bits(b, c));
     reset_default_graph();
     set_random_seed(77);
-    CHECK(same_bits(glorot_uniform_initializer()({20, 20}), a));
-    CHECK(same_bits(glorot_uniform_initializer()({20, 20}), b));
+    Initializer again = glorot_uniform_initializer();
+    CHECK(same_bits(again({20, 20}), a));
+    CHECK(same_bits(again({20, 20}), b));
+    CHECK(same_bits(glorot_uniform_initializer()({20, 20}), c));
+  }
+  SECTION("two variables from one unseeded initializer are not symmetric") {
+    Initializer init = glorot_uniform_initializer();
+    Variable w1(bind(init, {8, 8}, DType::kFloat), {.name = "w1", .dtype = DType::kFloat,
+                                                    .expected_shape = TensorShape{8, 8}});
+    Variable w2(bind(init, {8, 8}, DType::kFloat), {.name = "w2", .dtype = DType::kFloat,
+                                                    .expected_shape = TensorShape{8, 8}});
+    Session sess;
+    sess.run(global_variables_initializer());
+    CHECK_FALSE(same_bits(w1.eval(sess), w2.eval(sess)));
   }
 }
 

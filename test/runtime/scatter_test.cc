@@ -5,6 +5,9 @@
 // fresh default graph.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <functional>
+#include <future>
 #include <thread>
 
 #include "base/error.h"
@@ -290,6 +293,32 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes with other locked updates",
   a.join();
   b.join();
   CHECK(v.value().to_vector<int64_t>() == std::vector<int64_t>{1000, 1000, 1000, 1000});
+}
+
+TEST_CASE_METHOD(FreshGraph, "use_locking defaults: scatter_update locks, the others do not",
+                 "[scatter][threads]") {
+  // TensorFlow's op defaults: ScatterUpdate use_locking=true, ScatterAdd/Sub/
+  // Mul/Div/Min/Max false. Observed: does the call wait for the update lock?
+  Variable v = initialized_variable(Tensor({1.f, 2.f, 3.f}), "v");
+  auto waits = [&](const std::function<void()>& update) {
+    std::unique_lock held(v.update_mutex());
+    auto done = std::async(std::launch::async, update);
+    const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
+    held.unlock();
+    done.get();
+    return waited;
+  };
+  const Tensor idx({0}), upd({2.f});
+  CHECK(waits([&] { scatter_update(v, idx, upd); }));
+  CHECK_FALSE(waits([&] { scatter_update(v, idx, upd, {.use_locking = false}); }));
+  CHECK_FALSE(waits([&] { scatter_add(v, idx, upd); }));
+  CHECK(waits([&] { scatter_add(v, idx, upd, {.use_locking = true}); }));
+  CHECK_FALSE(waits([&] { scatter_sub(v, idx, upd); }));
+  CHECK_FALSE(waits([&] { scatter_mul(v, idx, upd); }));
+  CHECK_FALSE(waits([&] { scatter_div(v, idx, upd); }));
+  CHECK_FALSE(waits([&] { scatter_min(v, idx, upd); }));
+  CHECK_FALSE(waits([&] { scatter_max(v, idx, upd); }));
+  CHECK_FALSE(waits([&] { v.scatter_update(IndexedSlices(upd, idx)); }));  // method: False
 }
 
 // ---------------------------------------------------------------------------

@@ -3,6 +3,11 @@
 // slice-assign example, and every error path (with the target unchanged).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
 #include "base/error.h"
 #include "runtime/slice.h"
 #include "tensor_util.h"
@@ -139,4 +144,23 @@ TEST_CASE("bad slices raise the documented errors and change nothing", "[slice]"
   CHECK(a.to_vector<int32_t>() == before);
   strided_slice_assign(a, row, Tensor({7, 8, 9}));  // a weak literal converts
   CHECK(a.to_vector<int32_t>() == std::vector<int32_t>{7, 8, 9, 4, 5, 6});
+}
+
+TEST_CASE("extreme steps take one element, as TensorFlow (no overflow)", "[slice]") {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const Tensor r = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  // TensorFlow 2.21: r[::INT64_MIN] == [9], r[::INT64_MAX] == [0], r[0:10:INT64_MAX] == [0].
+  CHECK(strided_slice(r, {Slice::range(std::nullopt, std::nullopt, kMin)}).to_vector<int64_t>() ==
+        std::vector<int64_t>{9});
+  CHECK(strided_slice(r, {Slice::range(std::nullopt, std::nullopt, kMax)}).to_vector<int64_t>() ==
+        std::vector<int64_t>{0});
+  CHECK(strided_slice(r, {Slice::range(0, 10, kMax)}).to_vector<int64_t>() == std::vector<int64_t>{0});
+  CHECK(strided_slice(r, {Slice::range(kMin, kMax)}).num_elements() == 10);
+  CHECK(strided_slice(r, {Slice::range(-1, kMin, kMin)}).to_vector<int64_t>() ==
+        std::vector<int64_t>{9});
+  Tensor target = r.clone();
+  strided_slice_assign(target, {Slice::range(std::nullopt, std::nullopt, kMin)},
+                       Tensor::from_vector(std::vector<int64_t>{-1}));
+  CHECK(target.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, -1});
 }

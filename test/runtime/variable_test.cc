@@ -3,6 +3,9 @@
 // in a fresh default graph.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <functional>
+#include <future>
 #include <thread>
 
 #include "base/error.h"
@@ -183,6 +186,34 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[vari
   for (auto& th : pool) th.join();
   CHECK(counter.value().scalar<int64_t>() == threads * per_thread);
   CHECK(counter.version() == 1 + threads * per_thread);
+}
+
+namespace {
+// Whether `update` waits while another thread holds v's update_mutex().
+bool waits_for_update_lock(Variable& v, const std::function<void()>& update) {
+  std::unique_lock held(v.update_mutex());
+  auto done = std::async(std::launch::async, update);
+  const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
+  held.unlock();
+  done.get();
+  return waited;
+}
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "use_locking defaults are TensorFlow's: tf.assign locks",
+                 "[variable][concurrency]") {
+  // tf.assign and tf.scatter_update default to use_locking=True; tf.assign_add,
+  // tf.assign_sub, the other scatters and the Variable methods to False.
+  Variable v(Tensor({1.f, 2.f, 3.f}), {.name = "v"});
+  Session().run(v.initializer());
+  const Tensor ones({1.f, 1.f, 1.f});
+  CHECK(waits_for_update_lock(v, [&] { assign(v, ones); }));
+  CHECK_FALSE(waits_for_update_lock(v, [&] { assign(v, ones, {.use_locking = false}); }));
+  CHECK_FALSE(waits_for_update_lock(v, [&] { assign_add(v, ones); }));
+  CHECK_FALSE(waits_for_update_lock(v, [&] { assign_sub(v, ones); }));
+  CHECK_FALSE(waits_for_update_lock(v, [&] { v.assign(ones); }));
+  CHECK(waits_for_update_lock(v, [&] { v.assign(ones, /*use_locking=*/true); }));
+  CHECK(v.value().to_vector<float>() == std::vector<float>{1.f, 1.f, 1.f});
 }
 
 TEST_CASE_METHOD(FreshGraph, "count_up_to returns distinct values and stops at the limit",

@@ -1,0 +1,551 @@
+// varstate's side of the TensorFlow interop suite (test/interop/): writes
+// and reads checkpoints, generates random values and runs ops described in
+// the text form of tensor_text.h, so that Python tests can compare them with
+// what TensorFlow writes, reads and computes.
+//
+//   interop_tool save VARS PREFIX [sharded] [v1]
+//       one variable per line of VARS (KEY DTYPE DIMS DATA [DEVICE [SLICE]]);
+//       DEVICE "-" or a device string (a separate shard when sharded);
+//       SLICE "-" or "FULL_DIMS;OFFSET": the line is a partition of the
+//       variable KEY of shape FULL_DIMS at OFFSET. Saves with a Saver.
+//   interop_tool dump CHECKPOINT OUT      every tensor of a V1/V2 checkpoint
+//   interop_tool restore CHECKPOINT VARS OUT
+//       creates the variables of VARS (DATA ignored) and restores them with a
+//       Saver; writes each variable's value (partitions keyed KEY@OFFSET)
+//   interop_tool random SPEC OUT
+//       lines "ID OP DTYPE DIMS GRAPH_SEED OP_SEED A B" (OP uniform, normal,
+//       truncated; A/B minval/maxval or mean/stddev; "-" for unset), each in
+//       a fresh graph, except when ID starts with "+" (the previous graph)
+//   interop_tool init SPEC OUT
+//       lines "ID NAME DTYPE DIMS GRAPH_SEED OP_SEED CALLS [ARGS...]": one
+//       initializer object called CALLS times in one fresh graph; outputs
+//       ID#0, ID#1, ...
+//   interop_tool locking OUT
+//       for assign, assign_add, ..., scatter_max called with default
+//       arguments: "OP 1" when the call waits for the variable's
+//       update_mutex (use_locking), "OP 0" when it does not
+//   interop_tool slice SPEC OUT
+//       lines "ID DIMS SPEC" (SPEC like "::-2,1" with "b:e:s" or an index per
+//       dimension): strided_slice of iota(DIMS) as int64
+//   interop_tool errors OUT DIR
+//       "CASE ErrorClass" for each documented error case (checkpoints in DIR)
+//   interop_tool export_meta INIT_VARS SAVED_VARS PREFIX [sharded] [v1] [deferred]
+//       variables with the initial values of INIT_VARS (DEVICE/SLICE fields
+//       as for save; with "deferred" also "deferred_w", [4,3] float32 from
+//       glorot_uniform_initializer(seed=3)), assigned SAVED_VARS' values,
+//       saved with their meta graph to PREFIX
+//   interop_tool import_meta META CHECKPOINT OUT
+//       imports a meta graph, restores CHECKPOINT with the returned saver and
+//       writes every global variable's value (key: op name) to OUT and the
+//       trainable variables' op names, one a line, to OUT.trainable
+//   interop_tool math SPEC OUT
+//       pairs of lines X (with extra field OP) and Y; OP div, floordiv,
+//       floormod, add, sub, mul; outputs the result or the error class
+//
+// Exit status 0 on success; on an exception, its class and message on
+// stderr and status 1.
+#include <cstring>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <thread>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/meta_graph.h"
+#include "checkpoint/saver.h"
+#include "device/placement.h"
+#include "runtime/graph.h"
+#include "runtime/initializers.h"
+#include "runtime/math_ops.h"
+#include "runtime/random_ops.h"
+#include "runtime/scatter.h"
+#include "runtime/slice.h"
+#include "runtime/session.h"
+#include "runtime/variable.h"
+#include "runtime/variables.h"
+#include "tensor_text.h"
+
+namespace varstate::interop {
+namespace {
+
+std::vector<int64_t> parse_dims(const std::string& s) {
+  std::vector<int64_t> dims;
+  if (s == "-" || s.empty()) return dims;
+  for (const std::string& d : split(s, ',')) dims.push_back(std::stoll(d));
+  return dims;
+}
+
+std::string dims_key(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s;
+}
+
+std::optional<int64_t> parse_opt_int(const std::string& s) {
+  if (s == "-") return std::nullopt;
+  return std::stoll(s);
+}
+
+// A literal parameter in `dtype`'s arithmetic (integers exact).
+Tensor parse_param(const std::string& s, DType dtype) {
+  if (dtype_is_integer(dtype)) return Tensor(static_cast<int64_t>(std::stoll(s)));
+  return Tensor(std::stod(s));
+}
+
+class Output {
+ public:
+  explicit Output(const std::string& path) : out_(path) {
+    if (!out_) throw NotFoundError("interop_tool: cannot write " + quoted(path));
+  }
+  void write(const std::string& key, const Tensor& t) { out_ << format_line(key, t) << "\n"; }
+  void write_line(const std::string& line) { out_ << line << "\n"; }
+
+ private:
+  std::ofstream out_;
+};
+
+struct VarLine {
+  TextTensor value;
+  std::string device;
+  std::optional<SaveSliceInfo> slice;
+};
+
+std::vector<VarLine> read_vars(const std::string& path) {
+  std::vector<VarLine> out;
+  for (TextTensor& t : read_text_file(path)) {
+    VarLine v;
+    v.value = std::move(t);
+    if (!v.value.extra.empty() && v.value.extra[0] != "-") v.device = v.value.extra[0];
+    if (v.value.extra.size() > 1 && v.value.extra[1] != "-") {
+      const std::vector<std::string> parts = split(v.value.extra[1], ';');
+      if (parts.size() != 2) throw InvalidArgumentError("interop_tool: bad slice " + quoted(v.value.extra[1]));
+      v.slice = SaveSliceInfo{v.value.key, parse_dims(parts[0]), parse_dims(parts[1]), v.value.dims};
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// Variables for the lines of VARS, initialized from their data (or zeros).
+std::vector<Variable> make_variables(const std::vector<VarLine>& lines, bool zeros) {
+  std::vector<Variable> vars;
+  std::map<std::string, int> parts;  // partitions are named KEY/part_0, KEY/part_1, ...
+  for (const VarLine& line : lines) {
+    std::optional<DeviceScope> scope;
+    if (!line.device.empty()) scope.emplace(line.device);
+    Tensor init = zeros ? Tensor(line.value.dtype, TensorShape(line.value.dims)) : to_tensor(line.value);
+    if (zeros && init.dtype() != DType::kString && init.nbytes() > 0) {
+      std::memset(init.raw_data(), 0, init.nbytes());
+    }
+    VariableOptions options;
+    options.name = line.value.key;
+    if (line.slice) {
+      options.name = line.value.key + "/part_" + std::to_string(parts[line.value.key]++);
+      options.save_slice_info = line.slice;
+    }
+    vars.emplace_back(init, options);
+  }
+  Session sess;
+  sess.run(global_variables_initializer());
+  return vars;
+}
+
+int cmd_save(const std::vector<std::string>& args) {
+  const std::vector<VarLine> lines = read_vars(args.at(0));
+  bool sharded = false, v1 = false;
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (args[i] == "sharded") sharded = true;
+    if (args[i] == "v1") v1 = true;
+  }
+  std::vector<Variable> vars = make_variables(lines, /*zeros=*/false);
+  Saver saver({.var_list = vars,
+               .sharded = sharded,
+               .write_version = v1 ? CheckpointFormatVersion::kV1 : CheckpointFormatVersion::kV2});
+  Session sess;
+  saver.save(sess, args.at(1), {.write_meta_graph = false});
+  return 0;
+}
+
+int cmd_dump(const std::vector<std::string>& args) {
+  std::unique_ptr<CheckpointReader> reader = open_checkpoint(args.at(0));
+  Output out(args.at(1));
+  for (const TensorInfo& info : reader->list()) {
+    const TensorData d = reader->read(info.name);
+    out.write_line(format_line(info.name, d.dtype, d.shape, d.bytes.data(), d.bytes.size(), d.strings));
+  }
+  return 0;
+}
+
+void dump_variables(const std::vector<Variable>& vars, const std::vector<VarLine>& lines,
+                    Output& out) {
+  Session sess;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    std::string key = lines[i].value.key;
+    if (lines[i].slice) key += "@" + dims_key(lines[i].slice->var_offset);
+    out.write(key, vars[i].eval(sess));
+  }
+}
+
+int cmd_restore(const std::vector<std::string>& args) {
+  const std::vector<VarLine> lines = read_vars(args.at(1));
+  std::vector<Variable> vars = make_variables(lines, /*zeros=*/true);
+  Saver saver({.var_list = vars});
+  Session sess;
+  saver.restore(sess, args.at(0));
+  Output out(args.at(2));
+  dump_variables(vars, lines, out);
+  return 0;
+}
+
+int cmd_random(const std::vector<std::string>& args) {
+  std::ifstream in(args.at(0));
+  Output out(args.at(1));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split(line, ' ');
+    if (f.size() != 8) throw InvalidArgumentError("interop_tool random: bad line " + quoted(line));
+    if (f[0].empty() || f[0][0] != '+') {
+      reset_default_graph();
+      get_default_graph().set_random_seed(parse_opt_int(f[4]));
+    }
+    const DType dtype = dtype_from_name(f[2]);
+    const TensorShape shape(parse_dims(f[3]));
+    const std::optional<int64_t> seed = parse_opt_int(f[5]);
+    Tensor t;
+    if (f[1] == "uniform") {
+      RandomUniformOptions o{.dtype = dtype, .seed = seed};
+      if (f[6] != "-") o.minval = parse_param(f[6], dtype);
+      if (f[7] != "-") o.maxval = parse_param(f[7], dtype);
+      t = random_uniform(shape, o);
+    } else {
+      RandomNormalOptions o{.dtype = dtype, .seed = seed};
+      if (f[6] != "-") o.mean = parse_param(f[6], dtype);
+      if (f[7] != "-") o.stddev = parse_param(f[7], dtype);
+      t = f[1] == "normal" ? random_normal(shape, o) : truncated_normal(shape, o);
+    }
+    out.write(f[0], t);
+  }
+  return 0;
+}
+
+Initializer make_initializer(const std::vector<std::string>& f, DType dtype) {
+  const std::string& name = f[1];
+  const std::optional<int64_t> seed = parse_opt_int(f[5]);
+  auto arg = [&](size_t i) -> const std::string& {
+    if (f.size() <= 7 + i) throw InvalidArgumentError("interop_tool init: " + name + " needs more arguments");
+    return f[7 + i];
+  };
+  if (name == "random_uniform") {
+    RandomUniformInitializerOptions o{.seed = seed, .dtype = dtype};
+    if (f.size() > 7) o.minval = parse_param(arg(0), dtype);
+    if (f.size() > 8) o.maxval = parse_param(arg(1), dtype);
+    return random_uniform_initializer(o);
+  }
+  if (name == "random_normal" || name == "truncated_normal") {
+    RandomNormalInitializerOptions o{.seed = seed, .dtype = dtype};
+    if (f.size() > 7) o.mean = parse_param(arg(0), dtype);
+    if (f.size() > 8) o.stddev = parse_param(arg(1), dtype);
+    return name == "random_normal" ? random_normal_initializer(o) : truncated_normal_initializer(o);
+  }
+  if (name == "uniform_unit_scaling") {
+    return uniform_unit_scaling_initializer(
+        {.factor = f.size() > 7 ? std::stod(arg(0)) : 1.0, .seed = seed, .dtype = dtype});
+  }
+  if (name == "variance_scaling") {
+    return variance_scaling_initializer({.scale = std::stod(arg(0)), .mode = arg(1),
+                                         .distribution = arg(2), .seed = seed, .dtype = dtype});
+  }
+  if (name == "glorot_uniform") return glorot_uniform_initializer({.seed = seed, .dtype = dtype});
+  if (name == "glorot_normal") return glorot_normal_initializer({.seed = seed, .dtype = dtype});
+  throw InvalidArgumentError("interop_tool init: unknown initializer " + quoted(name));
+}
+
+int cmd_init(const std::vector<std::string>& args) {
+  std::ifstream in(args.at(0));
+  Output out(args.at(1));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split(line, ' ');
+    if (f.size() < 7) throw InvalidArgumentError("interop_tool init: bad line " + quoted(line));
+    reset_default_graph();
+    get_default_graph().set_random_seed(parse_opt_int(f[4]));
+    const DType dtype = dtype_from_name(f[2]);
+    const TensorShape shape(parse_dims(f[3]));
+    const Initializer init = make_initializer(f, dtype);
+    const int calls = std::stoi(f[6]);
+    for (int k = 0; k < calls; ++k) out.write(f[0] + "#" + std::to_string(k), init(shape, dtype));
+  }
+  return 0;
+}
+
+// Whether `update` (a call with default arguments) waits while another
+// thread holds the variable's update_mutex.
+bool waits_for_lock(const std::function<void(Variable&)>& update) {
+  reset_default_graph();
+  Variable v(Tensor({1.f, 2.f, 3.f, 4.f}), {.name = "v"});
+  Session sess;
+  sess.run(global_variables_initializer());
+  std::unique_lock held(v.update_mutex());
+  auto done = std::async(std::launch::async, [&] { update(v); });
+  const bool waited = done.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout;
+  held.unlock();
+  done.get();
+  return waited;
+}
+
+int cmd_locking(const std::vector<std::string>& args) {
+  Output out(args.at(0));
+  const Tensor one = Tensor({1.f, 1.f, 1.f, 1.f});
+  const Tensor idx = Tensor({int64_t{0}, int64_t{2}});
+  const Tensor upd = Tensor({2.f, 2.f});
+  const std::vector<std::pair<std::string, std::function<void(Variable&)>>> ops = {
+      {"assign", [&](Variable& v) { assign(v, one); }},
+      {"assign_add", [&](Variable& v) { assign_add(v, one); }},
+      {"assign_sub", [&](Variable& v) { assign_sub(v, one); }},
+      {"scatter_update", [&](Variable& v) { scatter_update(v, idx, upd); }},
+      {"scatter_add", [&](Variable& v) { scatter_add(v, idx, upd); }},
+      {"scatter_sub", [&](Variable& v) { scatter_sub(v, idx, upd); }},
+      {"scatter_mul", [&](Variable& v) { scatter_mul(v, idx, upd); }},
+      {"scatter_div", [&](Variable& v) { scatter_div(v, idx, upd); }},
+      {"scatter_min", [&](Variable& v) { scatter_min(v, idx, upd); }},
+      {"scatter_max", [&](Variable& v) { scatter_max(v, idx, upd); }},
+      {"method_assign", [&](Variable& v) { v.assign(one); }},
+      {"method_assign_add", [&](Variable& v) { v.assign_add(one); }},
+      {"method_assign_sub", [&](Variable& v) { v.assign_sub(one); }},
+  };
+  for (const auto& [name, fn] : ops) out.write_line(name + (waits_for_lock(fn) ? " 1" : " 0"));
+  return 0;
+}
+
+std::vector<SliceSpec> parse_slice(const std::string& text) {
+  std::vector<SliceSpec> specs;
+  for (const std::string& dim : split(text, ',')) {
+    const std::vector<std::string> p = split(dim, ':');
+    auto opt = [](const std::string& s) -> std::optional<int64_t> {
+      if (s.empty()) return std::nullopt;
+      return std::stoll(s);
+    };
+    if (p.size() == 1) {
+      specs.push_back(Slice::index(std::stoll(p[0])));
+    } else {
+      specs.push_back(Slice::range(opt(p[0]), opt(p[1]), p.size() > 2 ? opt(p[2]) : std::nullopt));
+    }
+  }
+  return specs;
+}
+
+int cmd_slice(const std::vector<std::string>& args) {
+  std::ifstream in(args.at(0));
+  Output out(args.at(1));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split(line, ' ');
+    const std::vector<int64_t> dims = parse_dims(f.at(1));
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::vector<int64_t> iota(n);
+    for (int64_t i = 0; i < n; ++i) iota[i] = i;
+    const Tensor t = Tensor::from_vector(iota, TensorShape(dims));
+    try {
+      out.write(f[0], strided_slice(t, parse_slice(f.at(2))));
+    } catch (const Error& e) {
+      out.write_line(hex_encode(f[0].data(), f[0].size()) + " error " +
+                     std::string(error_code_name(e.code())));
+    }
+  }
+  return 0;
+}
+
+// The documented error cases of tf-state-ops-api.md that TensorFlow can run
+// too (test_semantics.py holds TensorFlow's side under the same names).
+int cmd_errors(const std::vector<std::string>& args) {
+  Output out(args.at(0));
+  auto fresh = [] {
+    reset_default_graph();
+    Variable v(Tensor({1.f, 2.f, 3.f}), {.name = "v"});
+    return v;
+  };
+  auto init = [] {
+    Session sess;
+    sess.run(global_variables_initializer());
+  };
+  const std::string dir = args.at(1);
+  const std::string ckpt = dir + "/ckpt";
+  {
+    Variable v = fresh();
+    init();
+    Saver().save(Session(), ckpt, {.write_meta_graph = false});
+  }
+  auto restore_into = [&](const Tensor& value, const std::string& name, const std::string& path) {
+    reset_default_graph();
+    Variable v(value, {.name = name});
+    init();
+    Saver().restore(Session(), path);
+  };
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"read_uninitialized", [&] { Session sess; fresh().eval(sess); }},
+      {"assign_add_uninitialized", [&] { Variable v = fresh(); v.assign_add(Tensor({1.f, 1.f, 1.f})); }},
+      {"scatter_update_out_of_range",
+       [&] { Variable v = fresh(); init(); scatter_update(v, Tensor({int64_t{5}}), Tensor({1.f})); }},
+      {"scatter_add_negative_index",
+       [&] { Variable v = fresh(); init(); scatter_add(v, Tensor({int64_t{-1}}), Tensor({1.f})); }},
+      {"count_up_to_limit",
+       [&] {
+         reset_default_graph();
+         Variable v(Tensor(int64_t{3}), {.name = "c"});
+         init();
+         count_up_to(v, 3);
+       }},
+      {"assign_shape_mismatch", [&] { Variable v = fresh(); init(); assign(v, Tensor({1.f, 2.f})); }},
+      {"assign_add_shape_mismatch", [&] { Variable v = fresh(); init(); assign_add(v, Tensor({1.f, 2.f})); }},
+      {"random_uniform_int_without_maxval",
+       [&] { random_uniform(TensorShape{3}, {.dtype = DType::kInt32}); }},
+      {"random_uniform_int_empty_range",
+       [&] { random_uniform(TensorShape{3}, {.minval = 5, .maxval = Tensor(3), .dtype = DType::kInt32}); }},
+      {"random_normal_int_dtype", [&] { random_normal(TensorShape{3}, {.dtype = DType::kInt32}); }},
+      {"truncated_normal_int_dtype", [&] { truncated_normal(TensorShape{3}, {.dtype = DType::kInt64}); }},
+      {"random_uniform_int8_dtype",
+       [&] { random_uniform(TensorShape{3}, {.maxval = Tensor(3), .dtype = DType::kInt8}); }},
+      {"random_normal_initializer_int_dtype", [&] { random_normal_initializer({.dtype = DType::kInt32}); }},
+      {"random_uniform_initializer_int_without_maxval",
+       [&] { random_uniform_initializer({.dtype = DType::kInt32})(TensorShape{3}); }},
+      {"floordiv_int_by_zero", [&] { floordiv(Tensor({7, -7}), Tensor({0, 1})); }},
+      {"floormod_int_by_zero", [&] { (void)(Tensor({7, -7}) % Tensor({2, 0})); }},
+      {"slice_step_zero", [&] { strided_slice(Tensor({1, 2, 3}), {Slice::range(0, 3, 0)}); }},
+      {"constant_initializer_too_many",
+       [&] { constant_initializer(Tensor({1.f, 2.f, 3.f}))(TensorShape{2}); }},
+      {"variance_scaling_bad_scale", [&] { variance_scaling_initializer({.scale = -1.0}); }},
+      {"variance_scaling_bad_mode", [&] { variance_scaling_initializer({.mode = "fan_sum"}); }},
+      // Checkpoints: "ckpt" holds v = float32 [3] (saved first).
+      {"restore_missing_key", [&] { restore_into(Tensor({1.f, 2.f, 3.f}), "missing", ckpt); }},
+      {"restore_dtype_mismatch", [&] { restore_into(Tensor({1, 2, 3}), "v", ckpt); }},
+      {"restore_shape_mismatch", [&] { restore_into(Tensor({1.f, 2.f}), "v", ckpt); }},
+      {"restore_no_checkpoint", [&] { restore_into(Tensor({1.f, 2.f, 3.f}), "v", dir + "/none"); }},
+      {"save_missing_directory",
+       [&] {
+         reset_default_graph();
+         Variable v(Tensor({1.f}), {.name = "v"});
+         init();
+         Saver().save(Session(), dir + "/no/such/dir/model");
+       }},
+  };
+  for (const auto& [name, fn] : cases) {
+    std::string result = "none";
+    try {
+      fn();
+    } catch (const Error& e) {
+      result = std::string(error_code_name(e.code()));
+    }
+    out.write_line(name + " " + result);
+  }
+  return 0;
+}
+
+int cmd_export_meta(const std::vector<std::string>& args) {
+  const std::vector<VarLine> init_lines = read_vars(args.at(0));
+  const std::vector<VarLine> saved_lines = read_vars(args.at(1));
+  bool sharded = false, v1 = false, deferred = false;
+  for (size_t i = 3; i < args.size(); ++i) {
+    sharded |= args[i] == "sharded";
+    v1 |= args[i] == "v1";
+    deferred |= args[i] == "deferred";
+  }
+  std::vector<Variable> vars = make_variables(init_lines, /*zeros=*/false);
+  if (deferred) {
+    Variable w(bind(glorot_uniform_initializer({.seed = 3}), {4, 3}, DType::kFloat),
+               {.name = "deferred_w", .dtype = DType::kFloat, .expected_shape = TensorShape{4, 3}});
+    Session().run(w.initializer());
+  }
+  if (saved_lines.size() != init_lines.size()) {
+    throw InvalidArgumentError("interop_tool export_meta: " + std::to_string(saved_lines.size()) +
+                               " saved values for " + std::to_string(init_lines.size()) + " variables");
+  }
+  for (size_t i = 0; i < vars.size(); ++i) vars[i].assign(to_tensor(saved_lines[i].value));
+  Saver saver({.sharded = sharded,
+               .write_version = v1 ? CheckpointFormatVersion::kV1 : CheckpointFormatVersion::kV2});
+  Session sess;
+  saver.save(sess, args.at(2));
+  return 0;
+}
+
+int cmd_import_meta(const std::vector<std::string>& args) {
+  std::optional<Saver> saver = import_meta_graph(args.at(0));
+  if (!saver) throw NotFoundError("interop_tool import_meta: no variables in " + quoted(args.at(0)));
+  Session sess;
+  saver->restore(sess, args.at(1));
+  Output out(args.at(2));
+  for (const Variable& v : global_variables()) out.write(v.op_name(), v.eval(sess));
+  Output trainable(args.at(2) + ".trainable");
+  for (const Variable& v : trainable_variables()) trainable.write_line(v.op_name());
+  return 0;
+}
+
+Tensor apply_math(const std::string& op, const Tensor& x, const Tensor& y) {
+  if (op == "div") return x / y;
+  if (op == "floordiv") return floordiv(x, y);
+  if (op == "floormod") return x % y;
+  if (op == "add") return x + y;
+  if (op == "sub") return x - y;
+  if (op == "mul") return x * y;
+  throw InvalidArgumentError("interop_tool math: unknown op " + quoted(op));
+}
+
+int cmd_math(const std::vector<std::string>& args) {
+  const std::vector<TextTensor> lines = read_text_file(args.at(0));
+  Output out(args.at(1));
+  for (size_t i = 0; i + 1 < lines.size(); i += 2) {
+    const std::string& op = lines[i].extra.at(0);
+    try {
+      out.write(lines[i].key, apply_math(op, to_tensor(lines[i]), to_tensor(lines[i + 1])));
+    } catch (const Error& e) {
+      out.write_line(hex_encode(lines[i].key.data(), lines[i].key.size()) + " error " +
+                     std::string(error_code_name(e.code())));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace varstate::interop
+
+int main(int argc, char** argv) {
+  using namespace varstate::interop;
+  if (argc < 2) {
+    std::cerr << "usage: interop_tool save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta ARGS...\n";
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (cmd == "save") return cmd_save(args);
+    if (cmd == "dump") return cmd_dump(args);
+    if (cmd == "restore") return cmd_restore(args);
+    if (cmd == "random") return cmd_random(args);
+    if (cmd == "init") return cmd_init(args);
+    if (cmd == "math") return cmd_math(args);
+    if (cmd == "locking") return cmd_locking(args);
+    if (cmd == "slice") return cmd_slice(args);
+    if (cmd == "errors") return cmd_errors(args);
+    if (cmd == "export_meta") return cmd_export_meta(args);
+    if (cmd == "import_meta") return cmd_import_meta(args);
+    std::cerr << "interop_tool: unknown command " << cmd << "\n";
+    return 2;
+  } catch (const varstate::Error& e) {
+    std::cerr << "interop_tool " << cmd << ": " << varstate::error_code_name(e.code()) << ": "
+              << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "interop_tool " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,202 @@
+"""Item 6 of the interop suite: semantics the reference docs state, checked
+against TensorFlow running them: use_locking defaults, strided slices
+(extreme steps included), integer division on negatives, and the error
+class of each documented error case."""
+import numpy as np
+import pytest
+
+from conftest import encode, read_tensors, same_bits, tf, tf1, tool, write_tensors
+
+
+def test_use_locking_defaults(tmp_path):
+    """The op attr TF's functions create equals whether varstate's call with
+    default arguments takes the variable's update lock."""
+    tool("locking", tmp_path / "locking.txt")
+    got = dict(line.split() for line in open(tmp_path / "locking.txt"))
+    with tf1.Graph().as_default():
+        v = tf1.Variable([1.0, 2.0, 3.0, 4.0], name="v")
+        ones = tf.ones([4])
+        ops = {
+            "assign": tf1.assign(v, ones),
+            "assign_add": tf1.assign_add(v, ones),
+            "assign_sub": tf1.assign_sub(v, ones),
+            "method_assign": v.assign(ones),
+            "method_assign_add": v.assign_add(ones),
+            "method_assign_sub": v.assign_sub(ones),
+        }
+        for name in ["update", "add", "sub", "mul", "div", "min", "max"]:
+            ops[f"scatter_{name}"] = getattr(tf1, f"scatter_{name}")(v, [0, 2], [2.0, 2.0])
+        want = {k: str(int(op.op.get_attr("use_locking"))) for k, op in ops.items()}
+    assert got == want
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+SLICE_CASES = [
+    ([10], f"::{INT64_MIN}"), ([10], f"::{INT64_MAX}"), ([10], f"0:10:{INT64_MAX}"),
+    ([10], f"{INT64_MAX}::-1"), ([10], f"{INT64_MIN}:{INT64_MAX}"),
+    ([10], f"-1:{INT64_MIN}:{INT64_MIN}"), ([10], f"9:0:{INT64_MIN}"),
+    ([10], "::-1"), ([10], "::3"), ([10], "-3:"), ([10], "2:-2:2"), ([10], "8:1:-3"),
+    ([10], "-100:100"), ([10], "100:-100:-1"), ([10], "5:5"), ([10], "-1"), ([10], "0"),
+    ([4, 6], "1:3,::-2"), ([4, 6], "-1,1:5:3"), ([4, 6], f"::{INT64_MAX},::{INT64_MIN}"),
+    ([0], "::-1"), ([3, 0, 2], "1,:,::-1"),
+]
+
+
+def tf_slice_spec(text):
+    out = []
+    for dim in text.split(","):
+        p = dim.split(":")
+        if len(p) == 1:
+            out.append(int(p[0]))
+        else:
+            vals = [int(x) if x else None for x in p] + [None] * (3 - len(p))
+            out.append(slice(*vals))
+    return tuple(out)
+
+
+def test_strided_slices_equal_tensorflow(tmp_path):
+    with open(tmp_path / "slices.txt", "w") as f:
+        for i, (dims, spec) in enumerate(SLICE_CASES):
+            f.write(f"s{i} {','.join(map(str, dims))} {spec}\n")
+    tool("slice", tmp_path / "slices.txt", tmp_path / "out.txt")
+    got = read_tensors(tmp_path / "out.txt")
+    with tf1.Graph().as_default(), tf1.Session() as sess:
+        for i, (dims, spec) in enumerate(SLICE_CASES):
+            t = tf.reshape(tf.range(int(np.prod(dims)), dtype=tf.int64), dims)
+            want = sess.run(t[tf_slice_spec(spec)])
+            assert same_bits(got[f"s{i}"], want), (dims, spec, got[f"s{i}"], want)
+
+
+def test_integer_division_on_negatives(tmp_path):
+    x32 = np.array([-7, 7, -7, 7, -1, 0, -2147483647, 2147483647, -6, 5], np.int32)
+    y32 = np.array([2, -2, -2, 2, 3, -5, 2, -3, 3, -7], np.int32)
+    lines, cases = [], []
+    for dt, np_dt in [("int32", np.int32), ("int64", np.int64), ("int8", np.int8),
+                      ("int16", np.int16)]:
+        x, y = x32.astype(np_dt), y32.astype(np_dt)
+        if dt in ("int8", "int16"):
+            x, y = (x32 % 100).astype(np_dt) * np.sign(x32).astype(np_dt), y
+        for op in ["floordiv", "floormod", "div"]:
+            key = f"{op}_{dt}"
+            lines += [encode(key, x) + f" {op}", encode("y", y)]
+            cases.append((key, op, x, y))
+    write_tensors(tmp_path / "math.txt", lines)
+    tool("math", tmp_path / "math.txt", tmp_path / "out.txt")
+    got = read_tensors(tmp_path / "out.txt")
+    with tf1.Graph().as_default(), tf1.Session() as sess:
+        for key, op, x, y in cases:
+            fn = {"floordiv": tf.math.floordiv, "floormod": tf.math.floormod,
+                  "div": tf.math.truediv}[op]
+            want = sess.run(fn(tf.constant(x), tf.constant(y)))
+            assert same_bits(got[key], want), (key, got[key], want)
+
+
+def tf_error_cases(tmp):
+    """Case name -> a function running it in TF graph mode (same names as
+    interop_tool's `errors` command). Not compared: glorot_*_initializer(
+    dtype=int32), which TF 2.x accepts by ignoring the deprecated constructor
+    dtype, while the TF 1.x reference docs (and varstate) raise ValueError."""
+    def var():
+        return tf1.Variable([1.0, 2.0, 3.0], name="v")
+
+    def run(fn, init=True):
+        with tf1.Graph().as_default():
+            tensor = fn()
+            with tf1.Session() as sess:
+                if init:
+                    sess.run(tf1.global_variables_initializer())
+                sess.run(tensor)
+
+    ckpt = f"{tmp}/ckpt"
+    with tf1.Graph().as_default():
+        var()
+        saver = tf1.train.Saver()
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            saver.save(sess, ckpt, write_meta_graph=False)
+
+    def restore_into(value, name, path):
+        with tf1.Graph().as_default():
+            tf1.Variable(value, name=name)
+            saver = tf1.train.Saver()
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                saver.restore(sess, path)
+
+    def save_missing_directory():
+        with tf1.Graph().as_default():
+            tf1.Variable([1.0], name="v")
+            saver = tf1.train.Saver()
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                saver.save(sess, f"{tmp}/no/such/dir/model")
+
+    def dynamic(value):
+        return tf1.placeholder_with_default(tf.constant(value), shape=None)
+
+    def count_up_to():
+        with tf1.Graph().as_default():
+            c = tf1.Variable(np.int64(3), name="c")
+            op = tf1.count_up_to(c, 3)
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                sess.run(op)
+
+    return {
+        "read_uninitialized": lambda: run(lambda: var().value(), init=False),
+        "assign_add_uninitialized": lambda: run(lambda: tf1.assign_add(var(), [1.0, 1.0, 1.0]),
+                                         init=False),
+        "scatter_update_out_of_range":
+            lambda: run(lambda: tf1.scatter_update(var(), [5], [1.0])),
+        "scatter_add_negative_index": lambda: run(lambda: tf1.scatter_add(var(), [-1], [1.0])),
+        "count_up_to_limit": count_up_to,
+        # shapes only known when the op runs: varstate checks at run time, as
+        # TF's kernels do (with static shapes TF's graph builder raises
+        # ValueError first)
+        "assign_shape_mismatch": lambda: run(lambda: tf1.assign(var(), dynamic([1.0, 2.0]))),
+        "assign_add_shape_mismatch":
+            lambda: run(lambda: tf1.assign_add(var(), dynamic([1.0, 2.0]))),
+        "random_uniform_int_without_maxval":
+            lambda: run(lambda: tf1.random_uniform([3], dtype=tf.int32)),
+        "random_uniform_int_empty_range":
+            lambda: run(lambda: tf1.random_uniform([3], minval=5, maxval=3, dtype=tf.int32)),
+        "random_normal_int_dtype": lambda: run(lambda: tf1.random_normal([3], dtype=tf.int32)),
+        "truncated_normal_int_dtype":
+            lambda: run(lambda: tf1.truncated_normal([3], dtype=tf.int64)),
+        "random_uniform_int8_dtype":
+            lambda: run(lambda: tf1.random_uniform([3], maxval=3, dtype=tf.int8)),
+        "random_normal_initializer_int_dtype":
+            lambda: tf1.random_normal_initializer(dtype=tf.int32),
+        "random_uniform_initializer_int_without_maxval":
+            lambda: tf1.random_uniform_initializer(dtype=tf.int32)([3]),
+        "floordiv_int_by_zero":
+            lambda: run(lambda: tf.math.floordiv(tf.constant([7, -7]), tf.constant([0, 1]))),
+        "floormod_int_by_zero":
+            lambda: run(lambda: tf.math.floormod(tf.constant([7, -7]), tf.constant([2, 0]))),
+        "slice_step_zero": lambda: run(lambda: tf.constant([1, 2, 3])[0:3:0]),
+        "constant_initializer_too_many":
+            lambda: run(lambda: tf1.constant_initializer([1.0, 2.0, 3.0])([2])),
+        "variance_scaling_bad_scale": lambda: tf1.variance_scaling_initializer(scale=-1.0),
+        "variance_scaling_bad_mode": lambda: tf1.variance_scaling_initializer(mode="fan_sum"),
+        "restore_missing_key": lambda: restore_into([1.0, 2.0, 3.0], "missing", ckpt),
+        "restore_dtype_mismatch": lambda: restore_into([1, 2, 3], "v", ckpt),
+        "restore_shape_mismatch": lambda: restore_into([1.0, 2.0], "v", ckpt),
+        "restore_no_checkpoint": lambda: restore_into([1.0, 2.0, 3.0], "v", f"{tmp}/none"),
+        "save_missing_directory": save_missing_directory,
+    }
+
+
+def test_error_classes_equal_tensorflow(tmp_path):
+    (tmp_path / "vs").mkdir()
+    (tmp_path / "tf").mkdir()
+    tool("errors", tmp_path / "errors.txt", tmp_path / "vs")
+    got = dict(line.split() for line in open(tmp_path / "errors.txt"))
+    cases = tf_error_cases(tmp_path / "tf")
+    assert set(got) == set(cases)
+    for name, fn in cases.items():
+        try:
+            fn()
+            want = "none"
+        except (tf.errors.OpError, ValueError, TypeError) as e:
+            want = type(e).__name__
+        assert got[name] == want, (name, got[name], want)
