@@ -4,6 +4,8 @@
 // updates and reports what happened on which device.
 #include <stdlib.h>
 
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <filesystem>
 #include <cmath>
@@ -33,15 +35,8 @@ std::string make_temp_dir() {
   return pattern;
 }
 
-}  // namespace
-
-int demo_command(const Args& args) {
-  int steps = 100;
-  std::string ckpt_dir;  // default: a temporary folder, removed afterwards
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--steps") steps = std::stoi(args[i + 1]);
-    if (args[i] == "--checkpoint_dir") ckpt_dir = args[i + 1];
-  }
+int demo(int steps, const std::string& ckpt_dir) {
+  if (!ckpt_dir.empty()) ensure_writable_dir("--checkpoint_dir", ckpt_dir);
   auto& dm = DeviceManager::instance();
   std::printf("varstate demo: %d GPU(s); devices: %s\n", dm.num_gpus(), dm.device_list().c_str());
   reset_default_graph();
@@ -138,6 +133,18 @@ int demo_command(const Args& args) {
             global_step.eval(sess).scalar<int64_t>() == steps;
   std::printf("demo %s\n", ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+Action add_demo_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("demo", "the main job: build, initialize and train variables");
+  auto steps = std::make_shared<int>(100);
+  auto ckpt_dir = std::make_shared<std::string>();
+  cmd->add_option("--steps", *steps, "training steps")->check(count_at_least(0))->capture_default_str();
+  cmd->add_option("--checkpoint_dir", *ckpt_dir,
+                  "where to save the checkpoint (default: a temporary folder, removed afterwards)");
+  return [steps, ckpt_dir] { return demo(*steps, *ckpt_dir); };
 }
 
 }  // namespace varstate::cli
