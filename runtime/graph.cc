@@ -117,6 +117,20 @@ std::vector<std::string> Graph::collection_keys() const {
   return collection_order_;
 }
 
+size_t Graph::collection_size(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = collections_.find(key);
+  return it == collections_.end() ? 0 : it->second.size();
+}
+
+std::shared_ptr<void> Graph::extension(const std::string& key,
+                                       const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard lock(mu_);
+  auto& slot = extensions_[key];
+  if (!slot) slot = make();
+  return slot;
+}
+
 void Graph::register_variable(const Variable& v) {
   std::lock_guard lock(mu_);
   variable_states_.push_back(v.state_handle());

@@ -10,6 +10,7 @@
 
 #include <any>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,8 @@ class Graph {
   // Removes every item of a collection and returns them.
   std::vector<std::any> clear_collection(const std::string& key);
   std::vector<std::string> collection_keys() const;
+  // The number of items in a collection (0 if none), without copying them.
+  size_t collection_size(const std::string& key) const;
 
   // --- variables -----------------------------------------------------------
   // Every variable created in this graph, in creation order.
@@ -77,6 +80,13 @@ class Graph {
   // A counter that grows with every op created, used as the op seed when
   // only the graph seed is set (TensorFlow uses the graph's last op id).
   int64_t next_op_id();
+
+  // --- state of higher layers ----------------------------------------------
+  // The object kept under `key` for this graph's lifetime, created with
+  // make() on first use (get_variable's store and the variable-scope stack,
+  // runtime/variable_scope.h). Every later call returns that object.
+  std::shared_ptr<void> extension(const std::string& key,
+                                  const std::function<std::shared_ptr<void>()>& make);
 
   // --- default graph -------------------------------------------------------
   class DefaultGuard {
@@ -107,6 +117,7 @@ class Graph {
   std::vector<std::shared_ptr<void>> variable_states_;
   std::optional<int64_t> seed_;
   int64_t op_id_ = 0;
+  std::map<std::string, std::shared_ptr<void>> extensions_;
 };
 
 // The thread's default graph (created on first use).

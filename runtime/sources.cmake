@@ -3,6 +3,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable.cc
+  ${CMAKE_CURRENT_LIST_DIR}/partitioners.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_seed.cc
@@ -11,6 +13,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/template.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable.cc
+  ${CMAKE_CURRENT_LIST_DIR}/variable_scope.cc
   ${CMAKE_CURRENT_LIST_DIR}/variables.cc)

@@ -10,6 +10,7 @@ varstate_add_test(test_checkpoint SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_failure_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/partitioned_saver_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph_test.cc)
 varstate_add_test(test_checkpoint_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/saver_gpu_test.cc)

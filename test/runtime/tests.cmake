@@ -8,7 +8,11 @@ varstate_add_test(test_runtime SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/scatter_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/variables_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/variables_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/variable_scope_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/partitioners_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/template_test.cc)
 varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cast_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_gpu_test.cc
