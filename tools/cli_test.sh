@@ -60,6 +60,13 @@ expect 2 '^varstate demo: --steps: .*(required|missing)' demo --steps
 touch "$tmp/a_file"
 expect 1 '^varstate demo: InvalidArgumentError: --checkpoint_dir ".*a_file/ckpt": cannot create the folder' \
   demo --steps 1 --checkpoint_dir "$tmp/a_file/ckpt"
+expect 2 '^varstate demo: --batch_size: must be >= 1, got 0' demo --batch_size 0
+expect 2 '^varstate demo: --device: .*tpu' demo --device tpu
+expect 2 '^varstate demo: --learning_rate: expected a number >= 0, got "fast"' demo --learning_rate fast
+expect 2 '^varstate demo: --noise: must be >= 0, got -0.5' demo --noise=-0.5
+if ! "$cli" devices | grep -q 'GPU:0'; then
+  expect 1 '^varstate demo: InvalidArgumentError: --device gpu: no GPU found' demo --device gpu
+fi
 expect 2 '^varstate inspect: path is required' inspect
 expect 2 '^varstate inspect: The following argument was not expected: extra' inspect a extra
 expect 1 '^varstate inspect: NotFoundError: .*no_such_ckpt' inspect "$tmp/no_such_ckpt"

@@ -25,6 +25,9 @@ Action add_inspect_command(CLI::App& app);
 // whole number >= 0, got \"abc\"").
 CLI::Validator count_at_least(long long min);
 
+// A CLI11 check for a finite real number >= 0.
+CLI::Validator non_negative_real();
+
 // Creates `dir` (and its parents) when missing and checks a file can be
 // created in it; throws InvalidArgumentError naming `flag` and the reason.
 void ensure_writable_dir(const std::string& flag, const std::string& dir);

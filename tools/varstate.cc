@@ -3,6 +3,7 @@
 // bad input ends in one line on stderr and a non-zero exit code.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -33,6 +34,25 @@ CLI::Validator count_at_least(long long min) {
         return {};
       },
       "INT>=" + std::to_string(min));
+}
+
+CLI::Validator non_negative_real() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        double x = 0;
+        size_t used = 0;
+        try {
+          x = std::stod(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != value.size() || !std::isfinite(x)) {
+          return "expected a number >= 0, got \"" + value + "\"";
+        }
+        if (x < 0) return "must be >= 0, got " + value;
+        return {};
+      },
+      "REAL>=0");
 }
 
 void ensure_writable_dir(const std::string& flag, const std::string& dir) {
