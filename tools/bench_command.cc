@@ -252,7 +252,7 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
   std::ofstream out(data);
   std::string s = "set terminal pngcairo noenhanced size 960,600 font 'sans,10'\nset output " +
                   gnuplot_quote(png.string()) + "\nset title " +
-                  gnuplot_quote(stem + " on " + device + " (" + machine + ")") +
+                  gnuplot_quote(stem.substr(0, stem.find("-" + machine)) + " on " + device + ", " + machine) +
                   "\nset ylabel 'GB/s (bytes read + written per second)'\nset grid\n"
                   "set key below\nset yrange [0:*]\n";
   if (sized) {
