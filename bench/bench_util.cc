@@ -1,6 +1,7 @@
 #include "bench_util.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -140,6 +141,15 @@ Device* gpu_or_skip(benchmark::State& state) {
     return nullptr;
   }
   return &dm.gpu(0);
+}
+
+bool quick_run() {
+  const char* v = std::getenv("VARSTATE_BENCH_QUICK");
+  return v != nullptr && std::string(v) == "1";
+}
+
+std::vector<int64_t> sizes_mib(std::vector<int64_t> full, std::vector<int64_t> quick) {
+  return quick_run() ? quick : full;
 }
 
 }  // namespace varstate::bench

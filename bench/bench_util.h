@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "device/device.h"
 
@@ -40,6 +41,14 @@ double limit_gbps(Limit limit, size_t bytes, Device* device = nullptr);
 // between timer reads to amortize launch and sync overhead.
 void run_timed(benchmark::State& state, double bytes_moved, double limit, int reps,
                Device* device, const std::function<void()>& body);
+
+// True when VARSTATE_BENCH_QUICK=1 (`varstate bench` sets it unless --full):
+// each benchmark runs smaller sizes so the whole suite takes a few minutes on
+// a 2-core machine.
+bool quick_run();
+
+// The sizes to register: `quick` on a quick run, `full` otherwise.
+std::vector<int64_t> sizes_mib(std::vector<int64_t> full, std::vector<int64_t> quick);
 
 // The first GPU, or nullptr (the benchmark then skips itself).
 Device* gpu_or_skip(benchmark::State& state);

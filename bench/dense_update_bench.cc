@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kMiB = 1 << 20;
 
 void args(benchmark::internal::Benchmark* b) {
-  for (int64_t mib : {4, 64, 1024}) b->Arg(mib);
+  for (int64_t mib : sizes_mib({4, 64, 1024}, {1, 4, 16, 64})) b->Arg(mib);
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 }
 

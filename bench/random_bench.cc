@@ -25,7 +25,7 @@ constexpr uint64_t kSeed = 87654321, kSeed2 = 1;
 enum class Dist { kUniform, kNormal, kTruncated };
 
 void args(benchmark::internal::Benchmark* b) {
-  for (int64_t mib : {256, 1024}) b->Arg(mib);
+  for (int64_t mib : sizes_mib({256, 1024}, {16, 64})) b->Arg(mib);
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 }
 

@@ -213,7 +213,18 @@ void add(const Config& c) {
       ->Iterations(5);
 }
 
+// Quick run: the main set's three ops on a 64 MiB table, uniform indices,
+// 16Ki to 256Ki updates (throughput vs batch size).
+void register_quick(bool gpu) {
+  for (int64_t m : {int64_t{16'384}, int64_t{65'536}, int64_t{262'144}}) {
+    for (BenchOp op : {BenchOp::kUpdate, BenchOp::kAdd, BenchOp::kMul}) {
+      add({.gpu = gpu, .op = op, .rows = 262'144, .width = 64, .updates = m});
+    }
+  }
+}
+
 void register_for(bool gpu) {
+  if (quick_run()) return register_quick(gpu);
   const bool full = gpu || full_cpu_set();
   const std::vector<bool> paths = gpu ? std::vector<bool>{false, true} : std::vector<bool>{false};
   // main set

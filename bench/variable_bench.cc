@@ -49,7 +49,7 @@ void BM_gpu_cached_read_no_update(benchmark::State& s) { cached_read(s, true, 0)
 void BM_gpu_cached_read_after_update(benchmark::State& s) { cached_read(s, true, 1); }
 
 void args(benchmark::internal::Benchmark* b) {
-  b->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+  b->Arg(sizes_mib({64}, {16})[0])->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 }
 
 BENCHMARK(BM_cpu_cached_read_no_update)->Apply(args);

@@ -1,4 +1,6 @@
 // `varstate devices`: the devices this process finds.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 
 #include "device/device_manager.h"
@@ -6,7 +8,9 @@
 
 namespace varstate::cli {
 
-int devices_command(const Args&) {
+namespace {
+
+int devices() {
   auto& dm = DeviceManager::instance();
   std::printf("%-16s %-44s %12s  %s\n", "device", "model", "memory", "compute capability");
   for (Device* d : dm.devices()) {
@@ -25,6 +29,13 @@ int devices_command(const Args&) {
 #endif
   );
   return 0;
+}
+
+}  // namespace
+
+Action add_devices_command(CLI::App& app) {
+  app.add_subcommand("devices", "list the CPU and GPUs varstate finds");
+  return devices;
 }
 
 }  // namespace varstate::cli

@@ -3,6 +3,8 @@
 // Lists every tensor of a checkpoint (varstate's, TensorFlow V2 or V1):
 // name, dtype, shape, data shard (or saved slices), bytes, and min / max /
 // mean of numeric tensors. With --tensor, prints that tensor's values.
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -76,29 +78,7 @@ Tensor to_tensor(const TensorData& data) {
   return t;
 }
 
-int usage() {
-  std::fprintf(stderr, "usage: varstate inspect PATH [--tensor NAME]\n"
-                       "  PATH: a checkpoint prefix (V2: PATH.index exists) or a V1 file/pattern\n");
-  return 2;
-}
-
-}  // namespace
-
-int inspect_command(const Args& args) {
-  std::string path, tensor;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--tensor" && i + 1 < args.size()) {
-      tensor = args[++i];
-    } else if (args[i] == "-h" || args[i] == "--help") {
-      usage();
-      return 0;
-    } else if (path.empty() && args[i].rfind("--", 0) != 0) {
-      path = args[i];
-    } else {
-      return usage();
-    }
-  }
-  if (path.empty()) return usage();
+int inspect(const std::string& path, const std::string& tensor) {
   std::unique_ptr<CheckpointReader> reader = open_checkpoint(path);
 
   if (!tensor.empty()) {
@@ -144,6 +124,20 @@ int inspect_command(const Args& args) {
   }
   std::printf("total: %llu bytes\n", static_cast<unsigned long long>(total));
   return 0;
+}
+
+}  // namespace
+
+Action add_inspect_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "list a checkpoint's tensors: name, dtype, shape, shard, bytes, min/max/mean");
+  auto path = std::make_shared<std::string>();
+  auto tensor = std::make_shared<std::string>();
+  cmd->add_option("path", *path,
+                  "a checkpoint prefix (TensorFlow V2: PATH.index exists) or a V1 file or pattern")
+      ->required();
+  cmd->add_option("--tensor", *tensor, "print this tensor's values instead of the listing");
+  return [path, tensor] { return inspect(*path, *tensor); };
 }
 
 }  // namespace varstate::cli

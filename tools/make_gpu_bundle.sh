@@ -68,11 +68,13 @@ echo "$pass passed, $fail failed, $skip skipped"
 SH
 cat > "$bundle/run_bench.sh" <<'SH'
 #!/usr/bin/env bash
-# Runs the benchmarks, writing JSON results to ${1:-results}.
+# Runs the whole benchmark suite (`varstate bench --full`): JSON results, a
+# table and, where gnuplot is installed, PNG plots in ${1:-results};
+# ${2} filters the benchmarks by a regex.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-./run_benchmarks.sh bin "${1:-results}" "${2:-.}"
+./bin/varstate bench --full --out "${1:-results}" --filter "${2:-.}"
 SH
-cp "$root/bench/run_benchmarks.sh" "$root/tools/gpu_check.sh" "$bundle/"
+cp "$root/tools/gpu_check.sh" "$bundle/"
 chmod +x "$bundle"/*.sh
 du -sh "$bundle"

@@ -9,6 +9,7 @@ packages=(
   libspdlog-dev libfmt-dev catch2 libleveldb-dev libsnappy-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-venv
+  libcli11-dev nlohmann-json3-dev gnuplot-nox
 )
 
 missing=()

@@ -30,3 +30,4 @@
 #include "runtime/template.h"
 #include "runtime/tensor_shape.h"
 #include "runtime/variable_scope.h"
+#include "runtime/variables.h"

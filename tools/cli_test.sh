@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Bad input to the varstate CLI: every case must exit with the expected
+# non-zero code and print exactly one line on stderr matching a pattern
+# (no uncaught exception, abort or core dump). Good input: --help of each
+# command and --version exit 0 on stdout.
+#   tools/cli_test.sh PATH/TO/varstate TESTDATA_DIR
+set -uo pipefail
+cli=${1:?usage: cli_test.sh VARSTATE_BIN TESTDATA_DIR}
+testdata=${2:?usage: cli_test.sh VARSTATE_BIN TESTDATA_DIR}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0 cases=0
+
+# expect RC REGEX ARGS...: exit code RC, one stderr line matching REGEX.
+expect() {
+  local want_rc=$1 regex=$2
+  shift 2
+  cases=$((cases + 1))
+  "$cli" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" -ne "$want_rc" ] || [ "$lines" -ne 1 ] || ! grep -Eq -- "$regex" "$tmp/err"; then
+    echo "FAIL: varstate $* -> exit $rc (want $want_rc), $lines stderr line(s), want /$regex/:"
+    sed 's/^/  | /' "$tmp/err"
+    failures=$((failures + 1))
+  else
+    echo "ok: varstate $* -> $rc: $(cat "$tmp/err")"
+  fi
+}
+
+# expect_ok REGEX ARGS...: exit 0, stdout matching REGEX, nothing on stderr.
+expect_ok() {
+  local regex=$1
+  shift
+  cases=$((cases + 1))
+  "$cli" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne 0 ] || [ -s "$tmp/err" ] || ! grep -Eq -- "$regex" "$tmp/out"; then
+    echo "FAIL: varstate $* -> exit $rc, want 0 and stdout /$regex/"
+    sed 's/^/  | /' "$tmp/out" "$tmp/err" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: varstate $* -> 0"
+  fi
+}
+
+expect_ok '^varstate [0-9]+\.[0-9]+\.[0-9]+$' --version
+expect_ok 'Subcommands:' --help
+for cmd in demo devices inspect bench; do expect_ok "Usage: varstate $cmd" "$cmd" --help; done
+
+expect 2 '^varstate: A subcommand is required'
+expect 2 '^varstate: unknown command "trian" \(commands: .*demo' trian
+expect 2 '^varstate: unknown flag "--frobnicate"' --frobnicate
+expect 2 '^varstate demo: The following arguments? (was|were) not expected: .*--stpes' demo --stpes 3
+expect 2 '^varstate demo: --steps: expected a whole number >= 0, got "abc"' demo --steps abc
+expect 2 '^varstate demo: --steps: expected a whole number >= 0, got "abc"' demo --steps=abc
+expect 2 '^varstate demo: --steps: expected a whole number >= 0, got "2.5"' demo --steps 2.5
+expect 2 '^varstate demo: --steps: must be >= 0, got -3' demo --steps=-3
+expect 2 '^varstate demo: --steps: .*(required|missing)' demo --steps
+touch "$tmp/a_file"
+expect 1 '^varstate demo: InvalidArgumentError: --checkpoint_dir ".*a_file/ckpt": cannot create the folder' \
+  demo --steps 1 --checkpoint_dir "$tmp/a_file/ckpt"
+expect 2 '^varstate demo: --batch_size: must be >= 1, got 0' demo --batch_size 0
+expect 2 '^varstate demo: --device: .*tpu' demo --device tpu
+expect 2 '^varstate demo: --learning_rate: expected a number >= 0, got "fast"' demo --learning_rate fast
+expect 2 '^varstate demo: --noise: must be >= 0, got -0.5' demo --noise=-0.5
+if ! "$cli" devices | grep -q 'GPU:0'; then
+  expect 1 '^varstate demo: InvalidArgumentError: --device gpu: no GPU found' demo --device gpu
+fi
+expect 2 '^varstate inspect: path is required' inspect
+expect 2 '^varstate inspect: The following argument was not expected: extra' inspect a extra
+expect 1 '^varstate inspect: NotFoundError: .*no_such_ckpt' inspect "$tmp/no_such_ckpt"
+printf 'not a checkpoint index, just text\n' >"$tmp/corrupt.index"
+expect 1 '^varstate inspect: [A-Za-z]+Error: .*corrupt' inspect "$tmp/corrupt"
+head -c 100 "$testdata/tensorflow/half_plus_two_v2/variables.index" >"$tmp/truncated.index"
+expect 1 '^varstate inspect: [A-Za-z]+Error: .*truncated' inspect "$tmp/truncated"
+expect 1 '^varstate inspect: NotFoundError: .*no_such_tensor' \
+  inspect "$testdata/tensorflow/half_plus_two_v2/variables" --tensor no_such_tensor
+expect 2 '^varstate bench: --filter: .*(required|missing)' bench --filter
+expect 1 '^varstate bench: InvalidArgumentError: --filter "\[" is not a regular expression' bench --filter '['
+expect 1 '^varstate bench: InvalidArgumentError: --out ".*a_file/out": cannot create the folder' \
+  bench --out "$tmp/a_file/out"
+
+echo "$((cases - failures)) of $cases cases passed"
+[ "$failures" -eq 0 ]
