@@ -459,7 +459,8 @@ std::map<std::string, std::vector<size_t>> Saver::Impl::items_by_device() const 
 
 std::string Saver::Impl::recorded_path(const std::string& prefix) const {
   if (def.version != CheckpointFormatVersion::kV1 || !def.sharded) return prefix;
-  return sharded_prefix(prefix, 0, static_cast<int>(items_by_device().size())).replace(prefix.size() + 1, 5, "?????");
+  const std::string first = sharded_prefix(prefix, 0, static_cast<int>(items_by_device().size()));
+  return prefix + "-?????" + first.substr(prefix.size() + 6);  // "-00000" -> "-?????"
 }
 
 // TensorFlow's V1 format: one table file, or with `sharded` one per device

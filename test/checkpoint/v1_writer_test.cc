@@ -161,6 +161,14 @@ TEST_CASE("Saver(write_version=V1) saves and restores, sharded too", "[v1][saver
   CHECK_FALSE(std::filesystem::exists(dir / "k-1"));
   CHECK_FALSE(std::filesystem::exists(dir / "k-1.meta"));
   CHECK(std::filesystem::exists(dir / "k-2"));
+  Saver keep1_sharded({.sharded = true, .max_to_keep = 1, .write_version = CheckpointFormatVersion::kV1});
+  CHECK(*keep1_sharded.save(sess, dir / "ks", {.global_step = 1}).path() == dir / "ks-1-?????-of-00002");
+  CHECK(std::filesystem::exists(dir / "ks-1.meta"));
+  keep1_sharded.save(sess, dir / "ks", {.global_step = 2});
+  CHECK_FALSE(std::filesystem::exists(dir / "ks-1-00000-of-00002"));
+  CHECK_FALSE(std::filesystem::exists(dir / "ks-1-00001-of-00002"));
+  CHECK_FALSE(std::filesystem::exists(dir / "ks-1.meta"));
+  CHECK(std::filesystem::exists(dir / "ks-2-00001-of-00002"));
 
   // A dtype V1 cannot hold: nothing is written.
   Variable bf(Tensor(1.f).cast(DType::kBFloat16), {.name = "bf"});

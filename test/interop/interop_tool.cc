@@ -44,6 +44,12 @@
 //
 // Exit status 0 on success; on an exception, its class and message on
 // stderr and status 1.
+//
+// Adding a comparison (e.g. partitioners: shard counts over a grid of
+// shapes, dtypes and arguments): a command here that reads a spec file and
+// writes its results as tensor_text lines, dispatched in main(), and a
+// test_*.py computing the same with TensorFlow through conftest's tool(),
+// encode() and read_tensors().
 #include <cstring>
 #include <chrono>
 #include <fstream>
