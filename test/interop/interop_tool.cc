@@ -38,6 +38,15 @@
 //       imports a meta graph, restores CHECKPOINT with the returned saver and
 //       writes every global variable's value (key: op name) to OUT and the
 //       trainable variables' op names, one a line, to OUT.trainable
+//   interop_tool partition SPEC OUT
+//       lines "ID DTYPE DIMS KIND ARGS..." with KIND and ARGS one of
+//         fixed NUM_SHARDS AXIS
+//         axis_size MAX_SHARD_BYTES AXIS BYTES_PER_STRING MAX_SHARDS|-
+//         min_max MAX_PARTITIONS AXIS MIN_SLICE_SIZE BYTES_PER_STRING
+//       (DTYPE a TF enum number); writes "ID P0,P1,... SHAPES": the
+//       partitioner's result and, for numeric dtypes, the part shapes of
+//       get_variable with that partitioner ("D0xD1;D0xD1;..."), or "ID error
+//       CLASS"
 //   interop_tool math SPEC OUT
 //       pairs of lines X (with extra field OP) and Y; OP div, floordiv,
 //       floormod, add, sub, mul; outputs the result or the error class
@@ -74,7 +83,9 @@
 #include "runtime/scatter.h"
 #include "runtime/slice.h"
 #include "runtime/session.h"
+#include "runtime/partitioners.h"
 #include "runtime/variable.h"
+#include "runtime/variable_scope.h"
 #include "runtime/variables.h"
 #include "tensor_text.h"
 
@@ -521,13 +532,71 @@ int cmd_math(const std::vector<std::string>& args) {
   return 0;
 }
 
+Partitioner make_partitioner(const std::vector<std::string>& f) {
+  const std::string& kind = f.at(3);
+  if (kind == "fixed") return fixed_size_partitioner(std::stoll(f.at(4)), std::stoi(f.at(5)));
+  if (kind == "axis_size") {
+    return variable_axis_size_partitioner(
+        std::stoll(f.at(4)), {.axis = std::stoi(f.at(5)),
+                              .bytes_per_string_element = std::stoll(f.at(6)),
+                              .max_shards = parse_opt_int(f.at(7))});
+  }
+  if (kind == "min_max") {
+    return min_max_variable_partitioner({.max_partitions = std::stoll(f.at(4)),
+                                         .axis = std::stoi(f.at(5)),
+                                         .min_slice_size = std::stoll(f.at(6)),
+                                         .bytes_per_string_element = std::stoll(f.at(7))});
+  }
+  throw InvalidArgumentError("interop_tool partition: unknown partitioner " + quoted(kind));
+}
+
+int cmd_partition(const std::vector<std::string>& args) {
+  std::ifstream in(args.at(0));
+  Output out(args.at(1));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split(line, ' ');
+    const std::string id = hex_encode(f[0].data(), f[0].size());
+    try {
+      const DType dtype = static_cast<DType>(std::stoi(f.at(1)));
+      const TensorShape shape(parse_dims(f.at(2)));
+      const std::vector<int64_t> parts = make_partitioner(f)(shape, dtype);
+      std::string text;
+      for (int64_t p : parts) text += (text.empty() ? "" : ",") + std::to_string(p);
+      std::string shapes = "-";
+      if (dtype_is_numeric(dtype)) {
+        reset_default_graph();
+        const GetVariableResult v = get_variable(
+            "v", {.shape = shape, .dtype = dtype, .initializer = zeros_initializer(dtype),
+                  .partitioner = make_partitioner(f)});
+        shapes.clear();
+        auto add = [&](const TensorShape& s) {
+          std::string dims;
+          for (int i = 0; i < s.rank(); ++i) dims += (i ? "x" : "") + std::to_string(s.dim(i));
+          shapes += (shapes.empty() ? "" : ";") + dims;
+        };
+        if (v.is_partitioned()) {
+          for (const Variable& part : v.partitioned_variable()) add(part.shape());
+        } else {
+          add(v.shape());
+        }
+      }
+      out.write_line(id + " " + text + " " + shapes);
+    } catch (const Error& e) {
+      out.write_line(id + " error " + std::string(error_code_name(e.code())));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace varstate::interop
 
 int main(int argc, char** argv) {
   using namespace varstate::interop;
   if (argc < 2) {
-    std::cerr << "usage: interop_tool save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta ARGS...\n";
+    std::cerr << "usage: interop_tool save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta|partition ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -539,6 +608,7 @@ int main(int argc, char** argv) {
     if (cmd == "random") return cmd_random(args);
     if (cmd == "init") return cmd_init(args);
     if (cmd == "math") return cmd_math(args);
+    if (cmd == "partition") return cmd_partition(args);
     if (cmd == "locking") return cmd_locking(args);
     if (cmd == "slice") return cmd_slice(args);
     if (cmd == "errors") return cmd_errors(args);
