@@ -43,7 +43,8 @@ CustomGetter chain(CustomGetter inner, CustomGetter outer) {
   if (!inner) return outer;
   return [inner = std::move(inner), outer = std::move(outer)](
              const Getter& getter, const std::string& name, const GetVariableOptions& options) {
-    Getter next = [&outer, &getter](const std::string& n, const GetVariableOptions& o) {
+    // By value: a custom getter may keep the getter it was given.
+    Getter next = [outer, getter](const std::string& n, const GetVariableOptions& o) {
       return outer(getter, n, o);
     };
     return inner(next, name, options);

@@ -46,7 +46,8 @@
 // reuse_variables() and the setters change the scope for everything
 // created in it afterwards. Guards must be destroyed in reverse order of
 // creation, on the thread that created them. get_variable itself is
-// thread-safe.
+// thread-safe; a VariableScope's setters must not race with get_variable
+// calls that use that scope.
 #pragma once
 
 #include <functional>
