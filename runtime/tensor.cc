@@ -58,19 +58,21 @@ Tensor::Tensor(DType dtype, const TensorShape& shape, Device& device)
   // Element count x element size, checked: a product that wraps around
   // would allocate a small buffer for a huge tensor.
   const size_t element_bytes = dtype == DType::kString ? sizeof(std::string) : dtype_size(dtype);
-  const std::string what = "OOM when allocating tensor with shape " + shape.to_string() + " and type " +
-                           std::string(dtype_name(dtype)) + " on " + device.name();
+  auto oom = [&](const std::string& detail) {
+    return ResourceExhaustedError("OOM when allocating tensor with shape " + shape.to_string() + " and type " +
+                                  std::string(dtype_name(dtype)) + " on " + device.name() + detail);
+  };
   size_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(num_elements_), element_bytes, &bytes)) {
-    throw ResourceExhaustedError(what + ": " + std::to_string(num_elements_) + " elements of " +
-                                 std::to_string(element_bytes) + " bytes need more than 2^64 bytes");
+    throw oom(": " + std::to_string(num_elements_) + " elements of " + std::to_string(element_bytes) +
+              " bytes need 2^64 bytes or more");
   }
   try {
     buffer_ = std::make_shared<Buffer>(device, dtype, num_elements_);
   } catch (const ResourceExhaustedError& e) {
-    throw ResourceExhaustedError(what + " (" + std::to_string(bytes) + " bytes): " + e.what());
+    throw oom(" (" + std::to_string(bytes) + " bytes): " + e.what());
   } catch (const std::bad_alloc&) {
-    throw ResourceExhaustedError(what + " (" + std::to_string(bytes) + " bytes)");
+    throw oom(" (" + std::to_string(bytes) + " bytes)");
   }
 }
 

@@ -3,7 +3,11 @@
 // device, and moving checkpoints between CPU and GPU variables.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_state.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/saver.h"
 #include "checkpoint/saver_io_internal.h"
@@ -93,6 +97,71 @@ TEST_CASE("checkpoints move between CPU and GPU variables", "[saver][gpu]") {
   gpu_saver.restore(sess, path);
   CHECK(gv.device().is_gpu());
   CHECK(host_values(gv) == iota(1000, 1).to_vector<float>());
+}
+
+TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu][reliability]") {
+  constexpr int64_t kElements = 1 << 20;
+  for (bool async : {false, true}) {
+    for (bool sharded : {false, true}) {
+      CAPTURE(async, sharded);
+      TempDir dir;
+      Graph g;
+      Session sess;
+      std::vector<Variable> vars;
+      {
+        auto guard = g.as_default();
+        DeviceScope on_gpu("/device:GPU:0");
+        vars.emplace_back(Tensor::zeros(DType::kFloat, TensorShape{kElements}), VariableOptions{.name = "big"});
+        // A partition too: it is copied to the host whole, then written.
+        vars.emplace_back(Tensor::zeros(DType::kFloat, TensorShape{kElements}),
+                          VariableOptions{.name = "p/part_0",
+                                          .save_slice_info = SaveSliceInfo{"p", {2 * kElements}, {0}, {kElements}}});
+      }
+      {
+        auto guard = g.as_default();
+        sess.run(global_variables_initializer());
+      }
+      Saver saver({.var_list = vars, .sharded = sharded, .max_to_keep = 3, .graph = &g,
+                   .staging_buffer_bytes = 64 << 10});
+      std::atomic<bool> stop{false};
+      std::thread updater([&] {
+        std::vector<Variable> mine = vars;
+        while (!stop.load()) {
+          for (Variable& v : mine) v.assign_add(Tensor(1.f), /*use_locking=*/false);
+        }
+      });
+      std::vector<std::string> paths;
+      for (int i = 0; i < 6; ++i) paths.push_back(*saver.save(sess, dir / "m", {.global_step = i, .async = async}).wait());
+      stop = true;
+      updater.join();
+      int restored = 0;
+      for (const std::string& p : paths) {
+        if (!checkpoint_exists(p)) continue;
+        CAPTURE(p);
+        auto reader = open_checkpoint(p);
+        REQUIRE_NOTHROW(reader->read("big"));
+        REQUIRE_NOTHROW(reader->read_slice("p", TensorSlice({{0, kElements}})));
+        REQUIRE_NOTHROW(saver.restore(sess, p));
+        ++restored;
+      }
+      CHECK(restored == 3);
+    }
+  }
+}
+
+TEST_CASE("GPU tensors too large for the device raise ResourceExhaustedError", "[gpu][reliability]") {
+  Device& gpu = DeviceManager::instance().gpu(0);
+  for (const TensorShape& shape : {TensorShape{int64_t{1} << 62}, TensorShape{int64_t{1} << 40}}) {
+    CAPTURE(shape.to_string());
+    try {
+      Tensor t(DType::kFloat, shape, gpu);
+      FAIL("no exception");
+    } catch (const ResourceExhaustedError& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("OOM when allocating tensor with shape " + shape.to_string()) &&
+                                            Catch::Contains(gpu.name()));
+    }
+    CHECK_THROWS_AS(Tensor::zeros(DType::kFloat, shape, gpu), ResourceExhaustedError);
+  }
 }
 
 }  // namespace varstate

@@ -41,4 +41,19 @@ if(VARSTATE_BUILD_FUZZERS)
   add_test(NAME bundle_fuzz_smoke
            COMMAND bundle_fuzz -runs=2000 -seed=1 ${CMAKE_CURRENT_LIST_DIR}/fuzz_corpus)
   set_tests_properties(bundle_fuzz_smoke PROPERTIES LABELS "cpu;fuzz")
+
+  # Multi-shard bundles + Saver::restore, the state file and .meta files;
+  # its seeds are written by make_checkpoint_fuzz_corpus (real saves).
+  add_executable(checkpoint_fuzz ${CMAKE_CURRENT_LIST_DIR}/checkpoint_fuzz.cc)
+  target_link_libraries(checkpoint_fuzz PRIVATE varstate::varstate)
+  target_compile_options(checkpoint_fuzz PRIVATE -fsanitize=fuzzer)
+  target_link_options(checkpoint_fuzz PRIVATE -fsanitize=fuzzer)
+  add_executable(make_checkpoint_fuzz_corpus ${CMAKE_CURRENT_LIST_DIR}/checkpoint_fuzz.cc)
+  target_link_libraries(make_checkpoint_fuzz_corpus PRIVATE varstate::varstate)
+  target_compile_definitions(make_checkpoint_fuzz_corpus PRIVATE VARSTATE_FUZZ_CORPUS_MAIN)
+  set(checkpoint_fuzz_corpus ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_fuzz_corpus)
+  add_test(NAME checkpoint_fuzz_corpus COMMAND make_checkpoint_fuzz_corpus ${checkpoint_fuzz_corpus})
+  set_tests_properties(checkpoint_fuzz_corpus PROPERTIES LABELS "cpu;fuzz" FIXTURES_SETUP checkpoint_fuzz_seeds)
+  add_test(NAME checkpoint_fuzz_smoke COMMAND checkpoint_fuzz -runs=2000 -seed=1 ${checkpoint_fuzz_corpus})
+  set_tests_properties(checkpoint_fuzz_smoke PROPERTIES LABELS "cpu;fuzz" FIXTURES_REQUIRED checkpoint_fuzz_seeds)
 endif()
