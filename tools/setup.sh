@@ -8,7 +8,7 @@ packages=(
   libeigen3-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev catch2 libleveldb-dev libsnappy-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  libcli11-dev nlohmann-json3-dev gnuplot-nox
+  libcli11-dev nlohmann-json3-dev gnuplot-nox python3
 )
 
 missing=()
