@@ -39,7 +39,11 @@ DeviceSpec current_device_spec(const PlacementRequest& what) {
       spec = spec.merged_with(*s);
     } else {
       const auto& fn = std::get<DeviceFunction>(entry);
-      if (fn) spec = spec.merged_with(DeviceSpec::parse(fn(what)));
+      if (fn) {
+        PlacementRequest request = what;
+        request.current = spec;
+        spec = spec.merged_with(DeviceSpec::parse(fn(request)));
+      }
     }
   }
   return spec;

@@ -13,6 +13,7 @@
 // InvalidArgumentError naming the device and the devices that exist.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -23,10 +24,14 @@
 namespace varstate {
 
 // What is being placed, for device functions: its name and kind
-// ("VariableV2", "Assign", ...).
+// ("VariableV2", "Assign", ...), the merged spec of the device scopes
+// around the function (TensorFlow's op.device), and for a variable its
+// size in bytes when known (-1 otherwise).
 struct PlacementRequest {
   std::string name;
   std::string type;
+  DeviceSpec current = {};
+  int64_t bytes = -1;
 };
 
 using DeviceFunction = std::function<std::string(const PlacementRequest&)>;

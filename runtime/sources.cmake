@@ -12,6 +12,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/scatter.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice.cc
+  ${CMAKE_CURRENT_LIST_DIR}/state_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cc
   ${CMAKE_CURRENT_LIST_DIR}/template.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc

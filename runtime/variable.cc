@@ -170,7 +170,13 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   s.validate_shape = options.validate_shape;
   s.slice_info = options.save_slice_info;
   // One call of current_device_spec: a device function's counter advances per call.
-  const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2"});
+  int64_t bytes = -1;  // for load-balancing device functions
+  if (value) {
+    bytes = value->num_elements() * static_cast<int64_t>(dtype_size(options.dtype.value_or(value->dtype())));
+  } else if (options.dtype && options.expected_shape && options.expected_shape->is_fully_defined()) {
+    bytes = options.expected_shape->num_elements() * static_cast<int64_t>(dtype_size(*options.dtype));
+  }
+  const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2", {}, bytes});
   s.device = &resolve_device(requested, s.op_name);
   s.placement = requested.merged_with(s.device->spec()).to_string();
   if (!options.caching_device.empty()) {

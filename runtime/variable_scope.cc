@@ -43,7 +43,8 @@ CustomGetter chain(CustomGetter inner, CustomGetter outer) {
   if (!inner) return outer;
   return [inner = std::move(inner), outer = std::move(outer)](
              const Getter& getter, const std::string& name, const GetVariableOptions& options) {
-    Getter next = [&outer, &getter](const std::string& n, const GetVariableOptions& o) {
+    // By value: a custom getter may keep the getter it was given.
+    Getter next = [outer, getter](const std::string& n, const GetVariableOptions& o) {
       return outer(getter, n, o);
     };
     return inner(next, name, options);
@@ -147,12 +148,12 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
                      name + ".  Perhaps a variable of the same name was already created without partitioning?");
   }
   Tensor value;
-  TensorShape shape = o.shape.value_or(TensorShape::unknown());
+  TensorShape shape = o.shape;
   DType dtype = o.dtype.value_or(DType::kFloat);
   if (from_value) {
     value = initial_tensor(name, o.initializer.tensor(), o.dtype);
-    if (o.shape && !o.shape->is_compatible_with(value.shape())) {
-      throw ValueError("Trying to create partitioned variable " + name + " of shape " + o.shape->to_string() +
+    if (!o.shape.is_compatible_with(value.shape())) {
+      throw ValueError("Trying to create partitioned variable " + name + " of shape " + o.shape.to_string() +
                        " from an initializer of shape " + value.shape().to_string() + ".");
     }
     shape = value.shape();
@@ -256,7 +257,9 @@ GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVa
     if (o.partitioner) {
       result.emplace(get_partitioned(graph, st, name, o, reuse, pending));
     } else {
-      SingleRequest req{o.shape, o.initializer, std::nullopt, std::nullopt};
+      std::optional<TensorShape> shape;
+      if (!o.shape.unknown_rank()) shape = o.shape;
+      SingleRequest req{shape, o.initializer, std::nullopt, std::nullopt};
       result.emplace(get_single(graph, st, name, req, o, reuse, pending));
     }
   }

@@ -46,7 +46,8 @@
 // reuse_variables() and the setters change the scope for everything
 // created in it afterwards. Guards must be destroyed in reverse order of
 // creation, on the thread that created them. get_variable itself is
-// thread-safe.
+// thread-safe; a VariableScope's setters must not race with get_variable
+// calls that use that scope.
 #pragma once
 
 #include <functional>
@@ -109,8 +110,8 @@ using CustomGetter = std::function<GetVariableResult(const Getter& getter, const
 // current variable scope's defaults.
 struct GetVariableOptions {
   // Required to create a variable, unless the initializer is a Tensor
-  // (then it must be unset: ValueError).
-  std::optional<TensorShape> shape = std::nullopt;
+  // (then it must be left unknown: ValueError). {784, 256}; {} is a scalar.
+  TensorShape shape = TensorShape::unknown();
   std::optional<DType> dtype = std::nullopt;  // scope's dtype (float32)
   VariableInitializer initializer = {};
   Regularizer regularizer = nullptr;

@@ -42,8 +42,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The suite, in the order it runs.
-const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables",
-                                   "bench_scatter",      "bench_random",   "bench_checkpoint"};
+const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables", "bench_scatter",
+                                   "bench_random",       "bench_checkpoint", "bench_sharing"};
 
 struct BenchOptions {
   std::string filter = ".";

@@ -12,7 +12,8 @@ varstate_add_test(test_runtime SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/variable_scope_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioners_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/template_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/template_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/state_ops_test.cc)
 varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cast_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_gpu_test.cc
@@ -20,4 +21,5 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/slice_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_gpu_test.cc)

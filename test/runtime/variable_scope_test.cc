@@ -295,6 +295,17 @@ TEST_CASE_METHOD(FreshGraph, "default initializer is glorot_uniform; integers ge
                            "Shape of a new variable (u) must be fully defined, but instead was <unknown>."));
 }
 
+TEST_CASE_METHOD(FreshGraph, "shapes read like the docs: {784, 256}, {} is a scalar", "[variable_scope]") {
+  Variable w = get_variable("w", {.shape = {784, 256}, .initializer = glorot_uniform_initializer()});
+  Variable s = get_variable("s", {.shape = {}});
+  Variable v = get_variable("v", {.shape = {3}});
+  CHECK(w.shape() == TensorShape{784, 256});
+  CHECK(s.shape().rank() == 0);
+  CHECK(v.shape() == TensorShape{3});
+  CHECK_THROWS_WITH(get_variable("p", {.shape = {2, TensorShape::kUnknownDim}}),
+                    Contains("Shape of a new variable (p) must be fully defined, but instead was [2,?]."));
+}
+
 TEST_CASE_METHOD(FreshGraph, "a Tensor initializer sets value and shape", "[variable_scope]") {
   Variable v = get_variable("v", {.initializer = Tensor({{1.f, 2.f}, {3.f, 4.f}})});
   CHECK(v.shape() == TensorShape{2, 2});
