@@ -14,7 +14,7 @@ cat >"$tmp/scatter-vs-torch-test.json" <<'JSON'
  {"name": "scatter/cpu/add/N10xD4/M8", "GBps": 1.5, "ours_GBps": 3.0},
  {"name": "scatter/cpu/mul/N10xD4/M8", "GBps": 2.5, "ours_GBps": 2.0}]}
 JSON
-"$cli" bench --filter 'BM_cpu_assign_add/(1|4)/|BM_cpu_cached_read_after_update' --out "$tmp" | tee "$tmp/log"
+"$cli" bench --filter 'BM_cpu_assign_add/(1|4)/|BM_cpu_cached_read' --out "$tmp" | tee "$tmp/log"
 json=$(ls "$tmp"/dense_update-*.json) || fail "no dense_update JSON"
 python3 - "$json" <<'PY' || fail "JSON content"
 import json, sys
@@ -35,6 +35,7 @@ ls "$tmp"/variables-*.json >/dev/null || fail "no variables JSON"
 [ -z "$(ls "$tmp"/scatter-*-nogpu*.json "$tmp"/random-*.json 2>/dev/null)" ] || fail "JSON for binaries the filter left empty"
 summary=$(ls "$tmp"/summary-*.md)
 grep -Eq '^\| BM_cpu_assign_add/4 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$summary" || fail "summary lacks assign_add/4"
+grep -Eq '^- BM_cpu_cached_read_no_update/16: copies_per_read 0.00$' "$summary" || fail "summary lacks the counters-only figure"
 if command -v gnuplot >/dev/null; then
   for png in "$tmp"/dense_update-*-cpu.png "$tmp"/scatter-vs-torch-test.png; do
     [ "$(head -c 4 "$png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "$png is not a PNG"
