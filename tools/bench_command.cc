@@ -289,7 +289,7 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
     s += plot + "\n";
   } else {
     s += "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
-         "set xtics rotate by -30 left\nset bmargin 8\n";
+         "set xtics rotate by -30 left\nset bmargin 9\nset key inside top right\n";
     for (auto& [name, pts] : series) {
       for (const Point* p : pts) out << gnuplot_quote(name) << " " << p->gbps << " " << p->limit << "\n";
     }
