@@ -25,6 +25,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,8 +43,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The suite, in the order it runs.
-const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables",
-                                   "bench_scatter",      "bench_random",   "bench_checkpoint"};
+const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables", "bench_scatter",
+                                   "bench_random",       "bench_checkpoint", "bench_sharing"};
 
 struct BenchOptions {
   std::string filter = ".";
@@ -288,7 +289,7 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
     s += plot + "\n";
   } else {
     s += "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
-         "set xtics rotate by -30 left\nset bmargin 8\n";
+         "set xtics rotate by -30 left\nset bmargin 9\nset key inside top right\n";
     for (auto& [name, pts] : series) {
       for (const Point* p : pts) out << gnuplot_quote(name) << " " << p->gbps << " " << p->limit << "\n";
     }
@@ -336,6 +337,11 @@ std::optional<fs::path> plot_torch(const fs::path& file) {
   if (!run_gnuplot(script, data, s)) return std::nullopt;
   return png;
 }
+
+// Google Benchmark's own numeric fields (not user counters).
+const std::set<std::string> kStandardFields = {"family_index", "per_family_instance_index", "repetitions",
+                                               "repetition_index", "threads", "iterations", "real_time",
+                                               "cpu_time"};
 
 std::string format_number(double v) {
   char buf[32];
@@ -410,6 +416,7 @@ int bench(const BenchOptions& o) {
   const fs::path table = fs::path(o.out) / ("summary-" + machine + ".md");
   std::ofstream md(table);
   md << "| benchmark | GB/s | limit GB/s (same run) | ratio |\n|---|---:|---:|---:|\n";
+  std::ostringstream other;
   std::vector<fs::path> pngs;
   const bool have_gnuplot = o.plots && run_process({"sh", "-c", "command -v gnuplot >/dev/null"}) == 0;
   for (const fs::path& file : written) {
@@ -418,13 +425,24 @@ int bench(const BenchOptions& o) {
     std::vector<Point> points;
     std::string unit;
     for (const json& b : doc["benchmarks"]) {
-      if (!b.contains("GBps") || !b.contains("limit_GBps")) continue;
-      const double gbps = b["GBps"].get<double>(), limit = b["limit_GBps"].get<double>();
+      if (b.value("error_occurred", false) || !b.contains("name") || !b["name"].is_string()) continue;
       std::string name = b["name"].get<std::string>();
       for (const char* drop : {"/manual_time", "/real_time"}) {
         if (size_t pos = name.find(drop); pos != std::string::npos) name.erase(pos);
       }
       if (size_t pos = name.find("/iterations:"); pos != std::string::npos) name.erase(pos);
+      if (!b.contains("GBps") || !b.contains("limit_GBps")) {
+        // Figures with another same-run reference (e.g. partitioned vs one
+        // variable): listed with their counters after the table.
+        std::string counters;
+        for (const auto& [key, value] : b.items()) {
+          if (!value.is_number() || kStandardFields.count(key)) continue;
+          counters += (counters.empty() ? "" : ", ") + key + " " + format_number(value.get<double>());
+        }
+        if (!counters.empty()) other << "- " << name << ": " << counters << "\n";
+        continue;
+      }
+      const double gbps = b["GBps"].get<double>(), limit = b["limit_GBps"].get<double>();
       md << "| " << name << " | " << format_number(gbps) << " | " << format_number(limit) << " | "
          << format_number(limit > 0 ? gbps / limit : 0) << " |\n";
       points.push_back(parse_point(name, gbps, limit, &unit));
@@ -436,6 +454,7 @@ int bench(const BenchOptions& o) {
       }
     }
   }
+  if (other.tellp() > 0) md << "\nOther figures (counters as reported):\n\n" << other.str();
   md.close();
   if (have_gnuplot) {
     for (const auto& entry : fs::directory_iterator(o.out)) {

@@ -62,6 +62,8 @@ expect 1 '^varstate demo: InvalidArgumentError: --checkpoint_dir ".*a_file/ckpt"
   demo --steps 1 --checkpoint_dir "$tmp/a_file/ckpt"
 expect 2 '^varstate demo: --batch_size: must be >= 1, got 0' demo --batch_size 0
 expect 2 '^varstate demo: --device: .*tpu' demo --device tpu
+expect 1 '^varstate demo: InvalidArgumentError: --users x --ratings_per_user \(3000000000 x 50\)' \
+  demo --users 3000000000 --checkpoint_dir "$tmp/ckpt"
 expect 2 '^varstate demo: --learning_rate: expected a number >= 0, got "fast"' demo --learning_rate fast
 expect 2 '^varstate demo: --noise: must be >= 0, got -0.5' demo --noise=-0.5
 if ! "$cli" devices | grep -q 'GPU:0'; then

@@ -237,6 +237,11 @@ void report_progress(bool tty, int64_t step, int64_t first, int64_t last, double
 
 int demo(const DemoOptions& o) {
   if (o.batch_size < 1) throw InvalidArgumentError("--batch_size must be >= 1");
+  if (o.users > (int64_t{1} << 31) / o.ratings_per_user || o.items > (int64_t{1} << 31)) {
+    throw InvalidArgumentError("--users x --ratings_per_user (" + std::to_string(o.users) + " x " +
+                               std::to_string(o.ratings_per_user) + ") and --items (" + std::to_string(o.items) +
+                               ") must stay below 2^31");
+  }
   ensure_writable_dir("--checkpoint_dir", o.checkpoint_dir);
   const std::vector<std::string> devices = chosen_devices(o.device);
   const int64_t shards = o.shards > 0 ? o.shards : 2 * static_cast<int64_t>(devices.size());

@@ -33,7 +33,7 @@ CLI::Validator count_at_least(long long min) {
         if (n < min) return "must be >= " + std::to_string(min) + ", got " + value;
         return {};
       },
-      "INT>=" + std::to_string(min));
+      "");  // the flag's help says what it counts
 }
 
 CLI::Validator non_negative_real() {
@@ -52,7 +52,7 @@ CLI::Validator non_negative_real() {
         if (x < 0) return "must be >= 0, got " + value;
         return {};
       },
-      "REAL>=0");
+      "");
 }
 
 void ensure_writable_dir(const std::string& flag, const std::string& dir) {
