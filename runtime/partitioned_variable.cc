@@ -7,6 +7,7 @@
 #include "device/device_manager.h"
 #include "kernels/cpu/gather.h"
 #include "runtime/math_ops.h"
+#include "runtime/scatter_internal.h"
 #include "runtime/slice.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "kernels/cuda/gather.h"
@@ -223,6 +224,21 @@ void PartitionedVariable::assign(const Tensor& value, bool use_locking) { dense_
 void PartitionedVariable::assign_add(const Tensor& delta, bool use_locking) { dense_update(1, delta, use_locking); }
 void PartitionedVariable::assign_sub(const Tensor& delta, bool use_locking) { dense_update(2, delta, use_locking); }
 
+namespace {
+
+kernels::ScatterOp scatter_kind(PartitionedVariable::PartScatter op) {
+  using P = PartitionedVariable::PartScatter;
+  if (op == static_cast<P>(&varstate::scatter_update)) return kernels::ScatterOp::kUpdate;
+  if (op == static_cast<P>(&varstate::scatter_add)) return kernels::ScatterOp::kAdd;
+  if (op == static_cast<P>(&varstate::scatter_sub)) return kernels::ScatterOp::kSub;
+  if (op == static_cast<P>(&varstate::scatter_mul)) return kernels::ScatterOp::kMul;
+  if (op == static_cast<P>(&varstate::scatter_div)) return kernels::ScatterOp::kDiv;
+  if (op == static_cast<P>(&varstate::scatter_min)) return kernels::ScatterOp::kMin;
+  return kernels::ScatterOp::kMax;
+}
+
+}  // namespace
+
 void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Tensor& indices,
                                   const Tensor& updates, const ScatterOptions& options) {
   const State& s = *state_;
@@ -268,6 +284,14 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
         throw InvalidArgumentError(what + ": updates[" + std::to_string(i) + "] is 0 (integer division by zero)");
       }
     }
+  }
+
+  if (std::all_of(s.parts.begin(), s.parts.end(), [](const Variable& v) { return v.device().is_cpu(); })) {
+    // Every part reads the caller's indices and update rows in place.
+    std::vector<Variable> parts = s.parts;
+    internal::scatter_cpu_parts(scatter_kind(op), parts, s.offsets, idx,
+                                upd.on_cpu() ? upd : upd.to_host(), scalar_update, options);
+    return;
   }
 
   // Route: part k holds rows [offsets[k], offsets[k+1]); TensorFlow's split

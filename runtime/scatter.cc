@@ -1,4 +1,5 @@
 #include "runtime/scatter.h"
+#include "runtime/scatter_internal.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -123,12 +124,8 @@ int64_t first_zero(const void* p, int64_t n, size_t bytes) {
   return -1;
 }
 
-Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
-                 const std::string& who) {
-  if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
-  if (!indices.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
-  if (!updates.valid()) throw InvalidArgumentError(who + ": updates is an empty tensor handle");
-  const DType dtype = table.dtype();
+// Throws unless `op` applies to elements of `dtype`.
+void check_dtype(ScatterOp op, DType dtype, const std::string& who) {
   if (dtype == DType::kString || (op != ScatterOp::kUpdate && !dtype_is_numeric(dtype))) {
     throw TypeError(who + ": dtype " + std::string(dtype_name(dtype)) + " is not supported" +
                     (op == ScatterOp::kUpdate ? "" : " (no arithmetic)"));
@@ -137,6 +134,15 @@ Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const
     throw InvalidArgumentError(who + ": complex values (" + std::string(dtype_name(dtype)) +
                                ") are not ordered");
   }
+}
+
+Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
+                 const std::string& who) {
+  if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
+  if (!indices.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
+  if (!updates.valid()) throw InvalidArgumentError(who + ": updates is an empty tensor handle");
+  const DType dtype = table.dtype();
+  check_dtype(op, dtype, who);
   if (!is_index_dtype(indices.dtype())) {
     throw TypeError(who + ": indices must be int32 or int64, got " +
                     std::string(dtype_name(indices.dtype())));
@@ -477,6 +483,50 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
 #endif
   return table;
 }
+
+}  // namespace
+
+namespace internal {
+
+void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
+                       const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
+                       const Tensor& updates, bool updates_scalar, const ScatterOptions& options) {
+  if (parts.empty()) return;
+  const std::string who = subject(op, options.name, parts[0].op_name());
+  check_dtype(op, parts[0].dtype(), who);
+  // Locks in part order (so two partitioned scatters cannot deadlock), as a
+  // scatter on each part would take them.
+  const bool use_locking = options.use_locking.value_or(op == ScatterOp::kUpdate);
+  std::vector<std::shared_ptr<ScatterState>> states;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<Tensor> tables;
+  std::vector<void*> bases;
+  std::vector<int64_t> begin;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    tables.push_back(parts[k].ref());
+    if (use_locking) locks.emplace_back(parts[k].update_mutex());
+    states.push_back(scatter_state(parts[k]));
+    locks.emplace_back(states.back()->mutex());
+    bases.push_back(tables.back().raw_data());
+    begin.push_back(offsets[k]);
+  }
+  begin.push_back(offsets.back() + tables.back().shape().dim(0));
+  const int64_t row_width = tables[0].shape().tail(1).num_elements();
+  const int64_t n = static_cast<int64_t>(indices.size());
+  if (n == 0 || row_width == 0) return;
+  dispatch_kernel(op, tables[0].dtype(), DType::kInt64, who, [&](auto t, auto) {
+    using T = decltype(t);
+    kernels::cpu::scatter_parts<T, int64_t>(
+        op, reinterpret_cast<T* const*>(bases.data()), begin.data(),
+        static_cast<int>(parts.size()), row_width, indices.data(), n,
+        static_cast<const T*>(updates.raw_data()), updates_scalar);
+  });
+  for (Variable& part : parts) part.mark_updated();
+}
+
+}  // namespace internal
+
+namespace {
 
 void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,
                     const ScatterOptions& options) {

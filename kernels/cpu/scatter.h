@@ -35,6 +35,17 @@ template <typename T, typename Index>
 void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
              int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic);
 
+// scatter on a table split by rows into parts (a partitioned variable):
+// part k, at parts[k], holds rows [part_begin[k], part_begin[k + 1]) of the
+// table (part_begin[0] == 0; part_begin[num_parts] is the table's row
+// count). One call over all parts, as over one table: every index is a row
+// of the whole table and each update row is read once, in place. Otherwise
+// as scatter. Index is int64_t.
+template <typename T, typename Index>
+void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
+                   int64_t row_width, const Index* indices, int64_t num_indices,
+                   const T* updates, bool updates_scalar);
+
 // The position of the first index outside [0, rows), or -1 when all n are
 // in range. Parallel above kParallelBytesThreshold bytes of indices.
 // Defined for Index in {int32_t, int64_t}.

@@ -78,9 +78,38 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
   }
 }
 
+// Where row r of the table starts: one buffer...
+template <typename E>
+struct TableRows {
+  E* base;
+  int64_t row_width;
+  E* row(int64_t r) const { return base + r * row_width; }
+};
+
+// ...or the parts of a table split by rows: part k holds rows
+// [begin[k], begin[k + 1]). Rows are random, so the part is found without
+// data-dependent branches: a count of the boundaries at or below r for a
+// few parts, a binary search for many.
+template <typename E>
+struct PartRows {
+  E* const* bases;
+  const int64_t* begin;
+  int num_parts;
+  int64_t row_width;
+  E* row(int64_t r) const {
+    int k = 0;
+    if (num_parts <= 16) {
+      for (int j = 1; j < num_parts; ++j) k += r >= begin[j];
+    } else {
+      k = static_cast<int>(std::upper_bound(begin + 1, begin + num_parts, r) - (begin + 1));
+    }
+    return bases[k] + (r - begin[k]) * row_width;
+  }
+};
+
 // Applies, in order, the indices in [r0, r1) to columns [c0, c1).
-template <ScatterOp Op, bool Scalar, typename E, typename Index>
-void scatter_shard(E* table, int64_t row_width, const Index* indices, int64_t n,
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
+void scatter_shard(const Rows& table, int64_t row_width, const Index* indices, int64_t n,
                    const E* updates, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
   const uint64_t span = static_cast<uint64_t>(r1 - r0);
@@ -89,19 +118,20 @@ void scatter_shard(E* table, int64_t row_width, const Index* indices, int64_t n,
     if (i + kAhead < n) {
       const int64_t p = indices[i + kAhead];
       if (static_cast<uint64_t>(p - r0) < span) {
-        const char* line = reinterpret_cast<const char*>(table + p * row_width + c0);
+        const char* line = reinterpret_cast<const char*>(table.row(p) + c0);
         for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
       }
     }
     const int64_t r = indices[i];
     if (static_cast<uint64_t>(r - r0) >= span) continue;
     const E* src = Scalar ? updates : updates + i * row_width + c0;
-    apply_row<Op, Scalar>(table + r * row_width + c0, src, c1 - c0);
+    apply_row<Op, Scalar>(table.row(r) + c0, src, c1 - c0);
   }
 }
 
-template <ScatterOp Op, bool Scalar, typename E, typename Index>
-void scatter_op(E* table, int64_t rows, int64_t row_width, const Index* indices,
+// Rows [0, rows) of `table` (TableRows or PartRows).
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
+void scatter_op(const Rows& table, int64_t rows, int64_t row_width, const Index* indices,
                 int64_t num_indices, const E* updates) {
   const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
                                      sizeof(E), eigen_device().numThreads());
@@ -128,14 +158,42 @@ void scatter_op(E* table, int64_t rows, int64_t row_width, const Index* indices,
                              });
 }
 
-template <ScatterOp Op, typename E, typename Index>
-void scatter_op(E* table, int64_t rows, int64_t row_width, const Index* indices,
-                int64_t num_indices, const E* updates, bool updates_scalar) {
-  if (updates_scalar) {
-    scatter_op<Op, true>(table, rows, row_width, indices, num_indices, updates);
-  } else {
-    scatter_op<Op, false>(table, rows, row_width, indices, num_indices, updates);
+// fn(std::integral_constant<ScatterOp, op>) for the runtime op; complex
+// types have no min/max.
+template <typename E, typename Fn>
+void with_op(ScatterOp op, Fn&& fn) {
+  switch (op) {
+    case ScatterOp::kUpdate: return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});
+    case ScatterOp::kAdd: return fn(std::integral_constant<ScatterOp, ScatterOp::kAdd>{});
+    case ScatterOp::kSub: return fn(std::integral_constant<ScatterOp, ScatterOp::kSub>{});
+    case ScatterOp::kMul: return fn(std::integral_constant<ScatterOp, ScatterOp::kMul>{});
+    case ScatterOp::kDiv: return fn(std::integral_constant<ScatterOp, ScatterOp::kDiv>{});
+    case ScatterOp::kMin:
+    case ScatterOp::kMax:
+      if constexpr (is_complex<E>::value) {
+        throw InvalidArgumentError("scatter_min/scatter_max: complex values are not ordered");
+      } else if (op == ScatterOp::kMin) {
+        return fn(std::integral_constant<ScatterOp, ScatterOp::kMin>{});
+      } else {
+        return fn(std::integral_constant<ScatterOp, ScatterOp::kMax>{});
+      }
   }
+}
+
+template <typename E, typename Rows, typename Index>
+void scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
+                  const Index* indices, int64_t num_indices, const E* updates,
+                  bool updates_scalar) {
+  if (num_indices == 0 || row_width == 0) return;
+  with_op<E>(op, [&](auto kind) {
+    if (updates_scalar) {
+      scatter_op<decltype(kind)::value, true>(table, rows, row_width, indices, num_indices,
+                                              updates);
+    } else {
+      scatter_op<decltype(kind)::value, false>(table, rows, row_width, indices, num_indices,
+                                               updates);
+    }
+  });
 }
 
 }  // namespace varstate::kernels::cpu::scatter_internal
@@ -147,45 +205,31 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
              int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
-  if (num_indices == 0 || row_width == 0) return;
-  E* t = reinterpret_cast<E*>(table);
-  const E* u = reinterpret_cast<const E*>(updates);
-  switch (op) {
-    case ScatterOp::kUpdate:
-      return scatter_op<ScatterOp::kUpdate>(t, rows, row_width, indices, num_indices, u,
-                                            updates_scalar);
-    case ScatterOp::kAdd:
-      return scatter_op<ScatterOp::kAdd>(t, rows, row_width, indices, num_indices, u,
-                                         updates_scalar);
-    case ScatterOp::kSub:
-      return scatter_op<ScatterOp::kSub>(t, rows, row_width, indices, num_indices, u,
-                                         updates_scalar);
-    case ScatterOp::kMul:
-      return scatter_op<ScatterOp::kMul>(t, rows, row_width, indices, num_indices, u,
-                                         updates_scalar);
-    case ScatterOp::kDiv:
-      return scatter_op<ScatterOp::kDiv>(t, rows, row_width, indices, num_indices, u,
-                                         updates_scalar);
-    case ScatterOp::kMin:
-    case ScatterOp::kMax:
-      if constexpr (is_complex<T>::value) {
-        throw InvalidArgumentError("scatter_min/scatter_max: complex values are not ordered");
-      } else if (op == ScatterOp::kMin) {
-        return scatter_op<ScatterOp::kMin>(t, rows, row_width, indices, num_indices, u,
-                                           updates_scalar);
-      } else {
-        return scatter_op<ScatterOp::kMax>(t, rows, row_width, indices, num_indices, u,
-                                           updates_scalar);
-      }
-  }
+  scatter_rows(op, TableRows<E>{reinterpret_cast<E*>(table), row_width}, rows, row_width,
+               indices, num_indices, reinterpret_cast<const E*>(updates), updates_scalar);
+}
+
+template <typename T, typename Index>
+void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
+                   int64_t row_width, const Index* indices, int64_t num_indices,
+                   const T* updates, bool updates_scalar) {
+  using namespace scatter_internal;
+  using E = eigen_t<T>;
+  static_assert(sizeof(E) == sizeof(T));
+  scatter_rows(op,
+               PartRows<E>{reinterpret_cast<E* const*>(parts), part_begin, num_parts, row_width},
+               part_begin[num_parts], row_width, indices, num_indices,
+               reinterpret_cast<const E*>(updates), updates_scalar);
 }
 
 }  // namespace varstate::kernels::cpu
 
 // Explicit instantiations for storage type T, inside namespace
 // varstate::kernels::cpu.
-#define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                        \
-  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*,   \
-                                    int64_t, const T*, bool, bool);                    \
-  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*,   \
-                                    int64_t, const T*, bool, bool);
+#define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                             \
+  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*,        \
+                                    int64_t, const T*, bool, bool);                         \
+  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*,        \
+                                    int64_t, const T*, bool, bool);                         \
+  template void scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int,      \
+                                          int64_t, const int64_t*, int64_t, const T*, bool);

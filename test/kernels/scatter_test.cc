@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "base/error.h"
@@ -118,6 +119,51 @@ TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing 
         check_against_reference<TestType, int64_t>(op, rows, width, indices, false, seed);
         ++seed;
       }
+    }
+  }
+}
+
+// A table split by rows into uneven parts (with guard rows around each)
+// and updated by scatter_parts must end up equal to the whole table updated
+// by scatter, with nothing written outside the parts.
+TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole", "[scatter]",
+                   float, half, int8_t, uint64_t, complex64) {
+  using T = TestType;
+  const int64_t rows = 101, width = 5;
+  const std::vector<int64_t> begin = {0, 34, 68, 101};  // TensorFlow's uneven split of 101 by 3
+  uint64_t seed = kSeed + 31;
+  for (ScatterOp op : ops_for<T>()) {
+    for (bool scalar : {false, true}) {
+      CAPTURE(dtype_name(dtype_of<T>), op_name(op), scalar, seed);
+      const auto indices = duplicate_indices<int64_t>(3000, rows, seed);
+      const auto table = random_ints<T>(rows * width, seed, 1, 8);
+      const auto updates =
+          updates_for<T>(op, scalar ? 1 : indices.size() * width, seed + 1, /*general=*/true);
+      std::vector<T> whole = table;
+      cpu::scatter<T, int64_t>(op, whole.data(), rows, width, indices.data(),
+                               static_cast<int64_t>(indices.size()), updates.data(), scalar, false);
+      const T guard = from_int<T>(77);
+      std::vector<std::vector<T>> parts;
+      std::vector<T*> bases;
+      for (size_t k = 0; k + 1 < begin.size(); ++k) {
+        std::vector<T> part(width, guard);
+        part.insert(part.end(), table.begin() + begin[k] * width, table.begin() + begin[k + 1] * width);
+        part.insert(part.end(), width, guard);
+        parts.push_back(std::move(part));
+      }
+      for (auto& part : parts) bases.push_back(part.data() + width);
+      cpu::scatter_parts<T, int64_t>(op, bases.data(), begin.data(), 3, width, indices.data(),
+                                     static_cast<int64_t>(indices.size()), updates.data(), scalar);
+      std::vector<T> joined;
+      for (const auto& part : parts) {
+        for (int64_t c = 0; c < width; ++c) {
+          CHECK(std::memcmp(&part[c], &guard, sizeof(T)) == 0);
+          CHECK(std::memcmp(&part[part.size() - 1 - c], &guard, sizeof(T)) == 0);
+        }
+        joined.insert(joined.end(), part.begin() + width, part.end() - width);
+      }
+      CHECK(first_difference(joined, whole) == -1);
+      ++seed;
     }
   }
 }
