@@ -32,6 +32,14 @@ inline bool quick_mode() {
   return env != nullptr && *env != '\0' && *env != '0';
 }
 
+// n bytes of a pattern that depends on each byte's position (and `seed`),
+// for checking that copies move every byte to its place.
+inline std::vector<unsigned char> byte_pattern(size_t n, unsigned seed) {
+  std::vector<unsigned char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed) ^ (i >> 9));
+  return v;
+}
+
 // The seed every randomized test starts from; printed by INFO/CAPTURE.
 inline constexpr uint64_t kSeed = 20261122;
 

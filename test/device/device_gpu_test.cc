@@ -7,16 +7,10 @@
 
 #include "base/error.h"
 #include "device/device_manager.h"
+#include "test_util.h"
 
 using namespace varstate;
-
-namespace {
-std::vector<unsigned char> pattern(size_t n, unsigned seed) {
-  std::vector<unsigned char> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed) ^ (i >> 9));
-  return v;
-}
-}  // namespace
+using varstate::testing::byte_pattern;
 
 TEST_CASE("GPU devices describe themselves", "[gpu][device]") {
   auto& dm = DeviceManager::instance();
@@ -39,7 +33,7 @@ TEST_CASE("host <-> GPU copies round-trip bytes exactly", "[gpu][device]") {
   for (size_t bytes : {size_t{1}, size_t{4097}, size_t{1} << 20, (size_t{1} << 20) + 3,
                        (size_t{8} << 20) + 5, size_t{40} << 20}) {
     CAPTURE(bytes);
-    auto src = pattern(bytes, 7);
+    auto src = byte_pattern(bytes, 7);
     std::vector<unsigned char> back(bytes, 0);
     void* d = gpu.allocate(bytes);
     void* d2 = gpu.allocate(bytes);
@@ -61,7 +55,7 @@ TEST_CASE("pinned staging and async transfers", "[gpu][device]") {
   const size_t bytes = size_t{3} << 20;
   PinnedBuffer in(bytes), out(bytes);
   CHECK(in.pinned());
-  auto src = pattern(bytes, 3);
+  auto src = byte_pattern(bytes, 3);
   std::memcpy(in.data(), src.data(), bytes);
   void* d = gpu.allocate(bytes);
   gpu.copy_from_host_async(d, in.data(), bytes);

@@ -6,23 +6,17 @@
 #include <vector>
 
 #include "device/device_manager.h"
+#include "test_util.h"
 
 using namespace varstate;
-
-namespace {
-std::vector<unsigned char> pattern(size_t n, unsigned seed) {
-  std::vector<unsigned char> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed) ^ (i >> 9));
-  return v;
-}
-}  // namespace
+using varstate::testing::byte_pattern;
 
 TEST_CASE("GPU to GPU copies between devices", "[gpu][device][multi_gpu]") {
   auto& dm = DeviceManager::instance();
   Device& a = dm.gpu(0);
   Device& b = dm.gpu(1);
   const size_t bytes = size_t{9} << 20;
-  auto src = pattern(bytes, 11);
+  auto src = byte_pattern(bytes, 11);
   std::vector<unsigned char> back(bytes);
   void* da = a.allocate(bytes);
   void* db = b.allocate(bytes);

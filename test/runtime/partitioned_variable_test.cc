@@ -13,17 +13,13 @@
 #include "runtime/variable_scope.h"
 #include "runtime/variables.h"
 #include "test_util.h"
+#include "device_fixture.h"
 
 using namespace varstate;
+using namespace varstate::testing;
 using Catch::Matchers::Contains;
 
 namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-  Session session;
-  Session::DefaultGuard default_session = session.as_default();
-};
-
 std::vector<float> iota(int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(i);
@@ -31,7 +27,7 @@ std::vector<float> iota(int64_t n) {
 }
 }  // namespace
 
-TEST_CASE_METHOD(FreshGraph, "parts: names, TensorFlow's uneven split, slice infos", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "parts: names, TensorFlow's uneven split, slice infos", "[partitioned]") {
   auto scope = variable_scope("scope");
   PartitionedVariable w = get_variable("w", {.shape = TensorShape{10, 3},
                                              .partitioner = fixed_size_partitioner(3)});
@@ -62,7 +58,7 @@ TEST_CASE_METHOD(FreshGraph, "parts: names, TensorFlow's uneven split, slice inf
   CHECK(c[1].save_slice_info()->var_offset == std::vector<int64_t>{0, 3});
 }
 
-TEST_CASE_METHOD(FreshGraph, "partitioned initial values equal the unpartitioned variable's", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "partitioned initial values equal the unpartitioned variable's", "[partitioned]") {
   Initializer init = glorot_uniform_initializer({.seed = 7});
   Variable whole = get_variable("whole", {.shape = TensorShape{10, 3}, .initializer = init});
   PartitionedVariable rows = get_variable("rows", {.shape = TensorShape{10, 3}, .initializer = init,
@@ -85,7 +81,7 @@ TEST_CASE_METHOD(FreshGraph, "partitioned initial values equal the unpartitioned
   CHECK(t.shape() == TensorShape{6, 2});
 }
 
-TEST_CASE_METHOD(FreshGraph, "scatter updates route rows to their parts", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[partitioned]") {
   const int64_t rows = 23, cols = 5;
   std::mt19937 rng(testing::kSeed);
   INFO("seed " << testing::kSeed);
@@ -165,7 +161,7 @@ TEST_CASE_METHOD(FreshGraph, "scatter updates route rows to their parts", "[part
   }
 }
 
-TEST_CASE_METHOD(FreshGraph, "dense updates of a partitioned variable", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "dense updates of a partitioned variable", "[partitioned]") {
   PartitionedVariable p = get_variable("p", {.initializer = Tensor::from_vector<float>(iota(10), {5, 2}),
                                              .partitioner = fixed_size_partitioner(2)});
   p.initializer().run();
@@ -185,7 +181,7 @@ TEST_CASE_METHOD(FreshGraph, "dense updates of a partitioned variable", "[partit
   CHECK(p[1].eval().to_vector<float>() == std::vector<float>{18, 21, 24, 27});
 }
 
-TEST_CASE_METHOD(FreshGraph, "partitioned reuse and its errors", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "partitioned reuse and its errors", "[partitioned]") {
   GetVariableOptions o{.shape = TensorShape{8, 2}, .partitioner = fixed_size_partitioner(2)};
   PartitionedVariable a = [&] { auto s = variable_scope("s"); return PartitionedVariable(get_variable("a", o)); }();
   {
@@ -226,7 +222,7 @@ TEST_CASE_METHOD(FreshGraph, "partitioned reuse and its errors", "[partitioned]"
   CHECK_THROWS_AS(Variable(get_variable("a", o)), ValueError);  // not a plain Variable
 }
 
-TEST_CASE_METHOD(FreshGraph, "parts spread over devices; reads land on the chosen device", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "parts spread over devices; reads land on the chosen device", "[partitioned]") {
   DeviceScope spread(round_robin_gpus());
   PartitionedVariable p = get_variable("p", {.initializer = Tensor::from_vector<float>(iota(12), {6, 2}),
                                              .partitioner = fixed_size_partitioner(3)});

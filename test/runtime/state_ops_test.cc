@@ -6,18 +6,13 @@
 #include "runtime/state_ops.h"
 #include "runtime/variable_scope.h"
 #include "runtime/variables.h"
+#include "device_fixture.h"
 
 using namespace varstate;
+using namespace varstate::testing;
 
-namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-  Session session;
-  Session::DefaultGuard default_session = session.as_default();
-};
-}  // namespace
 
-TEST_CASE_METHOD(FreshGraph, "a train_op built once runs many times", "[state_ops]") {
+TEST_CASE_METHOD(FreshSession, "a train_op built once runs many times", "[state_ops]") {
   Variable v(Tensor(0.f), {.name = "v"});
   Variable emb(Tensor::zeros(DType::kFloat, {4, 2}), {.name = "emb"});
   Variable step(Tensor(int64_t{0}), {.trainable = false, .name = "global_step"});
@@ -32,7 +27,7 @@ TEST_CASE_METHOD(FreshGraph, "a train_op built once runs many times", "[state_op
   CHECK(step.eval().scalar<int64_t>() == 10);
 }
 
-TEST_CASE_METHOD(FreshGraph, "values are read when the op runs", "[state_ops]") {
+TEST_CASE_METHOD(FreshSession, "values are read when the op runs", "[state_ops]") {
   Variable v(Tensor(10.f), {.name = "v"});
   Variable delta(Tensor(1.f), {.name = "delta"});
   float host_delta = 2.f;
@@ -52,7 +47,7 @@ TEST_CASE_METHOD(FreshGraph, "values are read when the op runs", "[state_ops]") 
   CHECK(v.eval().scalar<float>() == 100.f);
 }
 
-TEST_CASE_METHOD(FreshGraph, "every scatter op; errors raise at run and change nothing", "[state_ops]") {
+TEST_CASE_METHOD(FreshSession, "every scatter op; errors raise at run and change nothing", "[state_ops]") {
   Variable t(Tensor({1.f, 2.f, 3.f, 4.f}), {.name = "t"});
   session.run(global_variables_initializer());
   session.run(scatter_update_op(t, Tensor({0}), Tensor({10.f})));
@@ -74,7 +69,7 @@ TEST_CASE_METHOD(FreshGraph, "every scatter op; errors raise at run and change n
   CHECK(counter.eval().scalar<int32_t>() == 2);
 }
 
-TEST_CASE_METHOD(FreshGraph, "ops on a PartitionedVariable", "[state_ops]") {
+TEST_CASE_METHOD(FreshSession, "ops on a PartitionedVariable", "[state_ops]") {
   PartitionedVariable p = get_variable("p", {.shape = TensorShape{5, 2}, .initializer = zeros_initializer(),
                                              .partitioner = fixed_size_partitioner(2)});
   Op step = Op::group({scatter_add_op(p, Tensor({0, 4}), Tensor(1.f)), assign_add_op(p, 0.5f)}, "step");

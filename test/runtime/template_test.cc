@@ -6,17 +6,13 @@
 #include "runtime/math_ops.h"
 #include "runtime/template.h"
 #include "runtime/variables.h"
+#include "device_fixture.h"
 
 using namespace varstate;
+using namespace varstate::testing;
 using Catch::Matchers::Contains;
 
 namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-  Session session;
-  Session::DefaultGuard default_session = session.as_default();
-};
-
 int g_calls = 0;
 
 Tensor my_op(const Tensor& x, const std::string& scalar_name) {
@@ -32,7 +28,7 @@ std::vector<std::string> names(const std::vector<Variable>& vars) {
 }
 }  // namespace
 
-TEST_CASE_METHOD(FreshGraph, "make_template shares the variables of the first call", "[template]") {
+TEST_CASE_METHOD(FreshSession, "make_template shares the variables of the first call", "[template]") {
   auto scale_by_y = make_template("scale_by_y", my_op, {}, std::string("y"));
   CHECK_FALSE(scale_by_y.variable_scope());
   Variable y = get_variable("unrelated", {.shape = TensorShape{}});  // outside the template
@@ -56,7 +52,7 @@ TEST_CASE_METHOD(FreshGraph, "make_template shares the variables of the first ca
   CHECK(other.variable_scope()->name() == "scale_by_y_1");
 }
 
-TEST_CASE_METHOD(FreshGraph, "re-entering the template's scope with reuse shares across templates", "[template]") {
+TEST_CASE_METHOD(FreshSession, "re-entering the template's scope with reuse shares across templates", "[template]") {
   VariableScope vs;
   {
     auto scope = variable_scope("scope");
@@ -75,7 +71,7 @@ TEST_CASE_METHOD(FreshGraph, "re-entering the template's scope with reuse shares
   CHECK(names(global_variables()) == std::vector<std::string>{"scope/scale_by_y/y:0"});
 }
 
-TEST_CASE_METHOD(FreshGraph, "a different variable name on a later call fails to reuse", "[template]") {
+TEST_CASE_METHOD(FreshSession, "a different variable name on a later call fails to reuse", "[template]") {
   std::string name = "a";
   auto t = make_template("t", [&](const Tensor& x) { return my_op(x, name); });
   t(Tensor(1.f));
@@ -83,7 +79,7 @@ TEST_CASE_METHOD(FreshGraph, "a different variable name on a later call fails to
   CHECK_THROWS_WITH(t(Tensor(1.f)), Contains("Variable t/b does not exist"));
 }
 
-TEST_CASE_METHOD(FreshGraph, "trainable plain Variables on later calls raise ValueError", "[template]") {
+TEST_CASE_METHOD(FreshSession, "trainable plain Variables on later calls raise ValueError", "[template]") {
   auto bad = make_template("bad", [](const Tensor& x) {
     Variable v(Tensor(1.f), {.name = "v"});
     return x + v.initial_value();
@@ -101,7 +97,7 @@ TEST_CASE_METHOD(FreshGraph, "trainable plain Variables on later calls raise Val
   CHECK_NOTHROW(locals(Tensor(1.f)));
 }
 
-TEST_CASE_METHOD(FreshGraph, "create_scope_now and unique_name", "[template]") {
+TEST_CASE_METHOD(FreshSession, "create_scope_now and unique_name", "[template]") {
   auto now = make_template("now", my_op, {.create_scope_now = true}, std::string("y"));
   REQUIRE(now.variable_scope());
   CHECK(now.variable_scope()->name() == "now");

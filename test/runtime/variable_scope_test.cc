@@ -9,16 +9,14 @@
 #include "runtime/math_ops.h"
 #include "runtime/variable_scope.h"
 #include "runtime/variables.h"
+#include "device_fixture.h"
 
 using namespace varstate;
+using namespace varstate::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 
 namespace {
-struct FreshGraph {
-  FreshGraph() { reset_default_graph(); }
-};
-
 std::vector<std::string> names(const std::vector<Variable>& vars) {
   std::vector<std::string> out;
   for (const auto& v : vars) out.push_back(v.name());
