@@ -169,16 +169,23 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   s.trainable = options.trainable;
   s.validate_shape = options.validate_shape;
   s.slice_info = options.save_slice_info;
-  // One call of current_device_spec: a device function's counter advances per call.
   // The element type decides where the variable can live (a string
   // variable goes to the CPU); a deferred value has options.dtype.
   const DType dtype = options.dtype ? *options.dtype : value ? value->dtype() : DType::kInvalid;
-  int64_t bytes = -1;  // for load-balancing device functions
+  // The size for load-balancing device functions; -1 when unknown (or past
+  // int64: the allocation would fail later with ResourceExhaustedError).
+  int64_t elements = -1;
   if (value) {
-    bytes = value->num_elements() * static_cast<int64_t>(dtype_size(dtype));
+    elements = value->num_elements();
   } else if (options.dtype && options.expected_shape && options.expected_shape->is_fully_defined()) {
-    bytes = options.expected_shape->num_elements() * static_cast<int64_t>(dtype_size(dtype));
+    elements = options.expected_shape->num_elements();
   }
+  int64_t bytes = -1;
+  if (elements < 0 ||
+      __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
+    bytes = -1;
+  }
+  // One call of current_device_spec: a device function's counter advances per call.
   const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2", {}, bytes});
   s.device = &resolve_device(requested, dtype, s.op_name);
   s.placement = requested.merged_with(s.device->spec()).to_string();
