@@ -4,59 +4,15 @@
 #include <unordered_set>
 #include <vector>
 
-#include "kernels/cpu/gather.h"
 #include "runtime/dense_update.h"
+#include "runtime/gather_internal.h"
 #include "runtime/scatter.h"
-#ifdef VARSTATE_HAVE_CUDA
-#include "kernels/cuda/gather.h"
-#endif
 
 namespace varstate {
 namespace {
 
 bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
 
-// The elements of a 1-D int32/int64 tensor, on the host, as int64.
-std::vector<int64_t> host_indices(const Tensor& t) {
-  if (t.dtype() == DType::kInt32) {
-    std::vector<int32_t> v = t.to_vector<int32_t>();
-    return std::vector<int64_t>(v.begin(), v.end());
-  }
-  return t.to_vector<int64_t>();
-}
-
-// Rows `positions` (on the host) of `values`, gathered on values' device.
-Tensor gather_positions(const Tensor& values, const std::vector<int64_t>& positions) {
-  TensorShape shape = TensorShape({static_cast<int64_t>(positions.size())})
-                          .concatenate(values.shape().tail(1));
-  Device& device = values.device();
-  Tensor out(values.dtype(), shape, device);
-  const int64_t rows = values.shape().dim(0);
-  const int64_t row_elems = rows == 0 ? 0 : values.num_elements() / rows;
-  if (values.dtype() == DType::kString) {
-    const auto* src = static_cast<const std::string*>(values.raw_data());
-    auto* dst = static_cast<std::string*>(out.raw_data());
-    for (size_t i = 0; i < positions.size(); ++i) {
-      for (int64_t c = 0; c < row_elems; ++c) dst[i * row_elems + c] = src[positions[i] * row_elems + c];
-    }
-    return out;
-  }
-  const int64_t row_bytes = row_elems * static_cast<int64_t>(dtype_size(values.dtype()));
-  Tensor pos = Tensor::from_vector<int64_t>(positions);
-  if (device.is_cpu()) {
-    kernels::cpu::gather_rows<int64_t>(values.raw_data(), row_bytes, pos.data<int64_t>(),
-                                       pos.num_elements(), out.raw_data());
-    return out;
-  }
-#ifdef VARSTATE_HAVE_CUDA
-  Tensor dev_pos = pos.to(device);
-  DeviceGuard guard(device);
-  kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
-                                      static_cast<const int64_t*>(dev_pos.raw_data()),
-                                      dev_pos.num_elements(), out.raw_data(), device.stream());
-#endif
-  return out;
-}
 
 }  // namespace
 
@@ -102,7 +58,7 @@ TensorShape IndexedSlices::dense_tensor_shape() const {
     throw ValueError("IndexedSlices" + (name_.empty() ? "" : " \"" + name_ + "\"") +
                      " has no dense_shape");
   }
-  return TensorShape(host_indices(*dense_shape_));
+  return TensorShape(internal::host_indices(*dense_shape_));
 }
 
 Tensor IndexedSlices::to_dense() const {
@@ -147,8 +103,8 @@ IndexedSlices sparse_mask(const IndexedSlices& a, const Tensor& mask_indices,
     throw InvalidArgumentError("sparse_mask: mask_indices must be a scalar or vector, got shape " +
                                mask_indices.shape().to_string());
   }
-  const std::vector<int64_t> indices = host_indices(a.indices());
-  const std::vector<int64_t> mask = host_indices(mask_indices.reshaped({mask_indices.num_elements()}));
+  const std::vector<int64_t> indices = internal::host_indices(a.indices());
+  const std::vector<int64_t> mask = internal::host_indices(mask_indices.reshaped({mask_indices.num_elements()}));
   const std::unordered_set<int64_t> masked(mask.begin(), mask.end());
   std::vector<int64_t> kept_positions;
   std::vector<int64_t> kept_indices;
@@ -159,7 +115,7 @@ IndexedSlices sparse_mask(const IndexedSlices& a, const Tensor& mask_indices,
   }
   Tensor out_indices = Tensor::from_vector<int64_t>(kept_indices);
   if (a.indices().dtype() == DType::kInt32) out_indices = out_indices.cast(DType::kInt32);
-  return IndexedSlices(gather_positions(a.values(), kept_positions), out_indices.to(a.device()),
+  return IndexedSlices(internal::gather_rows(a.values(), kept_positions), out_indices.to(a.device()),
                        a.dense_shape(), std::string(name));
 }
 

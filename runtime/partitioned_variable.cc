@@ -5,13 +5,10 @@
 
 #include "base/error.h"
 #include "device/device_manager.h"
-#include "kernels/cpu/gather.h"
+#include "runtime/gather_internal.h"
 #include "runtime/math_ops.h"
 #include "runtime/scatter_internal.h"
 #include "runtime/slice.h"
-#ifdef VARSTATE_HAVE_CUDA
-#include "kernels/cuda/gather.h"
-#endif
 
 namespace varstate {
 
@@ -38,45 +35,6 @@ std::vector<SliceSpec> axis_range(int axis, int64_t begin, int64_t end) {
   return specs;
 }
 
-std::vector<int64_t> host_indices(const Tensor& t) {
-  if (t.dtype() == DType::kInt32) {
-    std::vector<int32_t> v = t.to_vector<int32_t>();
-    return std::vector<int64_t>(v.begin(), v.end());
-  }
-  return t.to_vector<int64_t>();
-}
-
-// Rows `positions` of `values` (rank >= 1), gathered on values' device.
-Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) {
-  TensorShape shape = TensorShape({static_cast<int64_t>(positions.size())})
-                          .concatenate(values.shape().tail(1));
-  Device& device = values.device();
-  Tensor out(values.dtype(), shape, device);
-  const int64_t rows = values.shape().dim(0);
-  const int64_t row_elems = rows == 0 ? 0 : values.num_elements() / rows;
-  if (values.dtype() == DType::kString) {
-    const auto* src = static_cast<const std::string*>(values.raw_data());
-    auto* dst = static_cast<std::string*>(out.raw_data());
-    for (size_t i = 0; i < positions.size(); ++i) {
-      std::copy_n(src + positions[i] * row_elems, row_elems, dst + static_cast<int64_t>(i) * row_elems);
-    }
-    return out;
-  }
-  const int64_t row_bytes = row_elems * static_cast<int64_t>(dtype_size(values.dtype()));
-  if (device.is_cpu()) {
-    kernels::cpu::gather_rows<int64_t>(values.raw_data(), row_bytes, positions.data(),
-                                       static_cast<int64_t>(positions.size()), out.raw_data());
-    return out;
-  }
-#ifdef VARSTATE_HAVE_CUDA
-  Tensor dev_pos = Tensor::from_vector<int64_t>(positions).to(device);
-  DeviceGuard guard(device);
-  kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
-                                      static_cast<const int64_t*>(dev_pos.raw_data()),
-                                      dev_pos.num_elements(), out.raw_data(), device.stream());
-#endif
-  return out;
-}
 
 void check_initialized(const std::vector<Variable>& parts) {
   for (const Variable& part : parts) {
@@ -266,7 +224,7 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
                                indices.shape().concatenate(row_shape).to_string() + " or a scalar");
   }
   check_initialized(s.parts);
-  const std::vector<int64_t> idx = host_indices(indices);
+  const std::vector<int64_t> idx = internal::host_indices(indices);
   const int64_t rows = s.shape.dim(0);
   for (size_t p = 0; p < idx.size(); ++p) {
     if (idx[p] < 0 || idx[p] >= rows) {
@@ -324,7 +282,7 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
     } else if (static_cast<int64_t>(positions[k].size()) == n) {
       part_updates = flat_updates;  // every index is in this part: no copy
     } else {
-      part_updates = gather_rows(flat_updates, positions[k]);
+      part_updates = internal::gather_rows(flat_updates, positions[k]);
     }
     Variable part = s.parts[k];
     op(part, part_indices, part_updates, options);
