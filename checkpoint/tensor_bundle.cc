@@ -268,18 +268,7 @@ void BundleWriter::add_slice(std::string_view full_name, const std::vector<int64
   std::string full_key(full_name);
   if (full_key.empty()) throw InvalidArgumentError(what + ": empty tensor name");
   validate_tensor_view(tensor, what);
-  std::vector<int64_t> sliced_shape;
-  try {
-    num_elements(full_shape);
-    sliced_shape = slice.slice_shape(full_shape);
-  } catch (...) {
-    rethrow_with_context(what);
-  }
-  if (sliced_shape != tensor.shape) {
-    throw InvalidArgumentError(what + ": Slice in shape_and_slice specification does not match the "
-                               "shape of the tensor to save: slice shape " + shape_string(sliced_shape) +
-                               ", tensor shape " + shape_string(tensor.shape));
-  }
+  check_slice_to_write(slice, full_shape, tensor.shape, what);
   if (slice.is_full() || slice.covers(full_shape)) {
     check_new_key(full_key);
     write_tensor(full_key, tensor);

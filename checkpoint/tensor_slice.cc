@@ -150,6 +150,23 @@ ShapeAndSlice parse_shape_and_slice(std::string_view spec) {
   return out;
 }
 
+void check_slice_to_write(const TensorSlice& slice, std::span<const int64_t> full_shape,
+                          std::span<const int64_t> values_shape, const std::string& what) {
+  std::vector<int64_t> sliced_shape;
+  try {
+    num_elements(full_shape);
+    sliced_shape = slice.slice_shape(full_shape);
+  } catch (...) {
+    rethrow_with_context(what);
+  }
+  if (!std::equal(sliced_shape.begin(), sliced_shape.end(), values_shape.begin(),
+                  values_shape.end())) {
+    throw InvalidArgumentError(what + ": Slice in shape_and_slice specification does not match the "
+                               "shape of the tensor to save: slice shape " + shape_string(sliced_shape) +
+                               ", tensor shape " + shape_string(values_shape));
+  }
+}
+
 std::string shape_and_slice_string(std::span<const int64_t> full_shape, const TensorSlice& slice) {
   std::string s;
   for (int64_t d : full_shape) s += std::to_string(d) + ' ';

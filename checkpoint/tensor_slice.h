@@ -81,6 +81,12 @@ ShapeAndSlice parse_shape_and_slice(std::string_view spec);
 // "10 20 0,5:-".
 std::string shape_and_slice_string(std::span<const int64_t> full_shape, const TensorSlice& slice);
 
+// Checks, for writing, that `slice` lies in `full_shape` and has the shape
+// of the values to write, `values_shape`. Throws InvalidArgumentError
+// naming `what` (TensorFlow's wording for a shape mismatch).
+void check_slice_to_write(const TensorSlice& slice, std::span<const int64_t> full_shape,
+                          std::span<const int64_t> values_shape, const std::string& what);
+
 // Copies the elements of `region` (a slice of a tensor of shape
 // `full_shape`) from `src`, which holds slice `src_slice`, into `dst`, which
 // holds slice `dst_slice`. `region` must lie inside both; dtypes must match.

@@ -111,17 +111,7 @@ void V1Writer::add_slice(std::string_view name, const std::vector<int64_t>& full
                              std::string(dtype_name(tensor.dtype)) + " (write V2)");
   }
   validate_tensor_view(tensor, what);
-  std::vector<int64_t> sliced_shape;
-  try {
-    num_elements(full_shape);
-    sliced_shape = slice.slice_shape(full_shape);
-  } catch (...) {
-    rethrow_with_context(what);
-  }
-  if (sliced_shape != tensor.shape) {
-    throw InvalidArgumentError(what + ": the slice has shape " + shape_string(sliced_shape) +
-                               ", the values " + shape_string(tensor.shape));
-  }
+  check_slice_to_write(slice, full_shape, tensor.shape, what);
   const uint64_t bound = 64 + name.size() + static_cast<uint64_t>(num_elements(tensor.shape)) *
                                                  max_bytes_per_element(tensor.dtype);
   uint64_t string_bytes = 0;
