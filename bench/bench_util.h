@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "device/device.h"
+#include "varstate/device/device.h"
 
 namespace varstate::bench {
 

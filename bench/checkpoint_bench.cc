@@ -36,11 +36,11 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "checkpoint/crc32c.h"
-#include "checkpoint/saver.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/crc32c.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate::bench {
 namespace {

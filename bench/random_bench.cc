@@ -8,12 +8,12 @@
 // Both count the bytes written once. bench/compare_torch_random.py measures
 // PyTorch (and cuRAND through CuPy) on the same sizes.
 #include "bench_util.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "kernels/cpu/random.h"
-#include "runtime/random_ops.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/kernels/cpu/random.h"
+#include "varstate/runtime/random_ops.h"
 #ifdef VARSTATE_HAVE_CUDA
-#include "kernels/cuda/random.h"
+#include "varstate/kernels/cuda/random.h"
 #endif
 
 namespace varstate::bench {

@@ -28,15 +28,15 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "kernels/cpu/scatter.h"
-#include "runtime/graph.h"
-#include "runtime/scatter.h"
-#include "runtime/session.h"
-#include "runtime/variable.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/kernels/cpu/scatter.h"
+#include "varstate/runtime/graph.h"
+#include "varstate/runtime/scatter.h"
+#include "varstate/runtime/session.h"
+#include "varstate/runtime/variable.h"
 #ifdef VARSTATE_HAVE_CUDA
-#include "kernels/cuda/scatter.h"
+#include "varstate/kernels/cuda/scatter.h"
 #endif
 
 namespace varstate::bench {

@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/partitioned_variable.h"
-#include "runtime/scatter.h"
-#include "runtime/variable_scope.h"
-#include "runtime/variables.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/partitioned_variable.h"
+#include "varstate/runtime/scatter.h"
+#include "varstate/runtime/variable_scope.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate::bench {
 namespace {

@@ -3,9 +3,9 @@
 // the variable). Reported: time per read, and for the refreshing read the
 // copy bandwidth as a ratio of the same-run copy limit.
 #include "bench_util.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate::bench {
 namespace {

@@ -3,13 +3,14 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Public headers: every header of the API modules. Kernel headers and
-# internal headers (named *_internal.h) stay private.
+# Public headers: every header of the API modules, under the one prefix the
+# project itself uses (<varstate/runtime/variable.h>). Kernel headers,
+# and internal headers (named *_internal.h) stay private.
 foreach(_dir base device runtime checkpoint)
-  install(DIRECTORY ${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/${_dir}
+  install(DIRECTORY varstate/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/${_dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*_internal.h" EXCLUDE)
 endforeach()
-install(FILES include/varstate/varstate.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate)
+install(FILES varstate/varstate.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate)
 
 install(TARGETS varstate EXPORT varstateTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

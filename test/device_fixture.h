@@ -13,10 +13,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "device/device.h"
-#include "device/placement.h"
-#include "runtime/graph.h"
-#include "runtime/session.h"
+#include "varstate/device/device.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/graph.h"
+#include "varstate/runtime/session.h"
 
 namespace varstate::testing {
 

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "device/device_manager.h"
+#include "varstate/device/device_manager.h"
 #include "device_fixture.h"
 
 int main(int argc, char* argv[]) {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "device_fixture.h"
-#include "runtime/tensor.h"
+#include "varstate/runtime/tensor.h"
 #include "test_util.h"
 
 namespace varstate::testing {

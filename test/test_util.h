@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "base/dtype.h"
+#include "varstate/base/dtype.h"
 
 namespace varstate::testing {
 

@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/error.h"
-#include "device/device_manager.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
 #include "tools/commands.h"
 
 extern char** environ;

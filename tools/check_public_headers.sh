@@ -9,9 +9,9 @@ build=${1:-$root/build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
-for h in $(cd "$root" && ls base/*.h device/*.h runtime/*.h checkpoint/*.h include/varstate/*.h 2>/dev/null | grep -v '_internal\.h$'); do
+for h in $(cd "$root" && ls varstate/*.h varstate/base/*.h varstate/device/*.h varstate/runtime/*.h varstate/checkpoint/*.h 2>/dev/null | grep -v -e '_internal\.h$'); do
   echo "#include \"$h\"" > "$tmp/check.cc"
-  c++ -std=c++20 -fsyntax-only -I"$root" -I"$root/include" "$tmp/check.cc" || { echo "public header $h does not compile on its own"; exit 1; }
+  c++ -std=c++20 -fsyntax-only -I"$root" "$tmp/check.cc" || { echo "public header $h does not compile on its own"; exit 1; }
   n=$((n + 1))
 done
 echo "public headers: $n compile on their own"

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "device/device_manager.h"
+#include "varstate/device/device_manager.h"
 #include "tools/commands.h"
 
 namespace varstate::cli {

@@ -13,9 +13,9 @@
 #include <string>
 #include <type_traits>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "runtime/tensor.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/runtime/tensor.h"
 #include "tools/commands.h"
 
 namespace varstate::cli {

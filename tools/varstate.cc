@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/error.h"
+#include "varstate/base/error.h"
 #include "tools/commands.h"
 
 namespace varstate::cli {

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "base/dtype.h"
-#include "base/error.h"
+#include "varstate/base/dtype.h"
+#include "varstate/base/error.h"
 #include "test_util.h"
 
 using namespace varstate;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
+#include "varstate/base/error.h"
 
 using namespace varstate;
 

@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
-#include "base/error.h"
+#include "varstate/base/error.h"
 #include "checkpoint/fault_injection_file_system.h"
-#include "checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 
 using namespace varstate;

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <string>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_reader.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
 
 namespace {
 

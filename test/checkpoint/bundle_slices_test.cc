@@ -2,9 +2,9 @@
 
 #include <random>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/tensor_bundle.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "test_util.h"
 

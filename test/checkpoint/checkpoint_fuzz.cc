@@ -33,14 +33,14 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "base/logging.h"
-#include "checkpoint/checkpoint_state.h"
-#include "checkpoint/meta_graph.h"
-#include "checkpoint/saver.h"
-#include "checkpoint/tensor_bundle.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/base/logging.h"
+#include "varstate/checkpoint/checkpoint_state.h"
+#include "varstate/checkpoint/meta_graph.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/checkpoint/tensor_bundle.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate::fuzz {
 

@@ -2,11 +2,11 @@
 
 #include <filesystem>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_state.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_state.h"
 #include "checkpoint/fault_injection_file_system.h"
-#include "checkpoint/file_system.h"
-#include "checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint/file_system.h"
+#include "varstate/checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 
 using namespace varstate;

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/crc32c.h"
+#include "varstate/checkpoint/crc32c.h"
 #include "device_fixture.h"
 #include "test_util.h"
 

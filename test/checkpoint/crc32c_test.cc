@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/crc32c.h"
+#include "varstate/checkpoint/crc32c.h"
 #include "test_util.h"
 
 using namespace varstate;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
+#include "varstate/base/error.h"
 #include "checkpoint/fault_injection_file_system.h"
-#include "checkpoint/file_system.h"
+#include "varstate/checkpoint/file_system.h"
 #include "checkpoint_test_util.h"
 
 using namespace varstate;

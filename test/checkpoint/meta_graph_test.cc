@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "checkpoint/meta_graph.h"
-#include "checkpoint/saver.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/meta_graph.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate {
 namespace {

@@ -3,11 +3,11 @@
 // partitioning or into an unpartitioned variable.
 #include <catch2/catch.hpp>
 
-#include "checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
-#include "checkpoint/saver.h"
-#include "runtime/variable_scope.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/runtime/variable_scope.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate {
 namespace {

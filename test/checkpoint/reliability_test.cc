@@ -13,17 +13,17 @@
 #include <limits>
 #include <thread>
 
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/checkpoint_state.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/checkpoint_state.h"
 #include "checkpoint/checkpoint_test_util.h"
-#include "checkpoint/saver.h"
-#include "checkpoint/tensor_bundle.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/initializers.h"
-#include "runtime/math_ops.h"
-#include "runtime/random_ops.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/checkpoint/tensor_bundle.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/initializers.h"
+#include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/random_ops.h"
+#include "varstate/runtime/variables.h"
 #include "test_util.h"
 
 namespace varstate {

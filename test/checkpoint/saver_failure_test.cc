@@ -13,13 +13,13 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/checkpoint_state.h"
+#include "varstate/checkpoint/checkpoint_state.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/fault_injection_file_system.h"
-#include "checkpoint/file_system.h"
-#include "checkpoint/saver.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/file_system.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 #include "test_util.h"
 
 namespace varstate {

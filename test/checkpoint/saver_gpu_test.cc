@@ -6,14 +6,14 @@
 #include <atomic>
 #include <thread>
 
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/checkpoint_state.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/checkpoint_state.h"
 #include "checkpoint/checkpoint_test_util.h"
-#include "checkpoint/saver.h"
-#include "checkpoint/saver_io_internal.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/checkpoint/saver_io_internal.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 
 namespace varstate {
 namespace {

@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/checkpoint_state.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/checkpoint_state.h"
 #include "checkpoint/checkpoint_test_util.h"
-#include "checkpoint/saver.h"
-#include "checkpoint/tensor_bundle.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/checkpoint/tensor_bundle.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 #include "test_util.h"
 
 namespace varstate {

@@ -4,11 +4,11 @@
 #include <cstring>
 #include <limits>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/file_system.h"
-#include "checkpoint/table_internal.h"
-#include "checkpoint/tensor_bundle.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/file_system.h"
+#include "varstate/checkpoint/table_internal.h"
+#include "varstate/checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "test_util.h"
 

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "checkpoint/ordered_code_internal.h"
-#include "checkpoint/tensor_slice.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/ordered_code_internal.h"
+#include "varstate/checkpoint/tensor_slice.h"
 #include "checkpoint_test_util.h"
 
 using namespace varstate;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/v1_reader.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/v1_reader.h"
 #include "checkpoint_test_util.h"
 
 using namespace varstate;

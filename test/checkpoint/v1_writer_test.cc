@@ -7,15 +7,15 @@
 #include <complex>
 #include <filesystem>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/checkpoint_state.h"
-#include "checkpoint/saver.h"
-#include "checkpoint/v1_reader.h"
-#include "checkpoint/v1_writer.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint/checkpoint_state.h"
+#include "varstate/checkpoint/saver.h"
+#include "varstate/checkpoint/v1_reader.h"
+#include "varstate/checkpoint/v1_writer.h"
 #include "checkpoint_test_util.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 
 using namespace varstate;
 using varstate::testing::read_file;

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "base/error.h"
-#include "device/device_manager.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
 #include "test_util.h"
 
 using namespace varstate;

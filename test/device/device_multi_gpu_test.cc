@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "device/device_manager.h"
+#include "varstate/device/device_manager.h"
 #include "test_util.h"
 
 using namespace varstate;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "device/device_spec.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_spec.h"
 
 using namespace varstate;
 

@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
 
 using namespace varstate;
 

@@ -2,11 +2,11 @@
 // the placement decision is kept on the variable whatever device holds it.
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "device/replica_device_setter.h"
-#include "runtime/variable_scope.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/replica_device_setter.h"
+#include "varstate/runtime/variable_scope.h"
+#include "varstate/runtime/variables.h"
 
 using namespace varstate;
 

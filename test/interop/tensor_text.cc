@@ -3,7 +3,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "base/error.h"
+#include "varstate/base/error.h"
 
 namespace varstate::interop {
 

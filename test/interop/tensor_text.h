@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "varstate/runtime/tensor.h"
 
 namespace varstate::interop {
 

@@ -7,11 +7,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "base/dtype.h"
-#include "device/device.h"
-#include "device/device_manager.h"
-#include "kernels/cpu/random.h"
-#include "kernels/cuda/random.h"
+#include "varstate/base/dtype.h"
+#include "varstate/device/device.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/kernels/cpu/random.h"
+#include "varstate/kernels/cuda/random.h"
 #include "test_util.h"
 
 using namespace varstate;

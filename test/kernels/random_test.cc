@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "base/dtype.h"
-#include "kernels/cpu/random.h"
-#include "kernels/philox.h"
+#include "varstate/base/dtype.h"
+#include "varstate/kernels/cpu/random.h"
+#include "varstate/kernels/philox.h"
 #include "test_util.h"
 
 using namespace varstate;

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <limits>
 
-#include "base/error.h"
-#include "kernels/cpu/scatter.h"
+#include "varstate/base/error.h"
+#include "varstate/kernels/cpu/scatter.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
 

@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "base/dtype.h"
-#include "kernels/common.h"
+#include "varstate/base/dtype.h"
+#include "varstate/kernels/common.h"
 #include "test_util.h"
 
 namespace varstate::testing {

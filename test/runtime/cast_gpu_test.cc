@@ -2,8 +2,8 @@
 // storage dtypes and bool, on values every dtype holds exactly.
 #include <catch2/catch.hpp>
 
-#include "device/device_manager.h"
-#include "runtime/cast.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/cast.h"
 #include "tensor_util.h"
 
 using namespace varstate;

@@ -3,9 +3,9 @@
 // views, and values that live on another device.
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "runtime/dense_update.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/dense_update.h"
 #include "tensor_util.h"
 
 using namespace varstate;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "runtime/dense_update.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/dense_update.h"
 #include "tensor_util.h"
 
 using namespace varstate;

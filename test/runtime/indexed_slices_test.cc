@@ -4,8 +4,8 @@
 
 #include <sstream>
 
-#include "base/error.h"
-#include "runtime/indexed_slices.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/indexed_slices.h"
 #include "tensor_util.h"
 
 using namespace varstate;

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/initializers.h"
-#include "runtime/random_ops.h"
-#include "runtime/variables.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/initializers.h"
+#include "varstate/runtime/random_ops.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 
 using namespace varstate;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "runtime/initializers.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/initializers.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"
 

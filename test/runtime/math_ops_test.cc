@@ -8,9 +8,9 @@
 #include <limits>
 #include <tuple>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "runtime/math_ops.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/math_ops.h"
 #include "tensor_util.h"
 
 using namespace varstate;

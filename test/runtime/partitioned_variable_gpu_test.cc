@@ -5,10 +5,10 @@
 
 #include <random>
 
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/variable_scope.h"
-#include "runtime/variables.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variable_scope.h"
+#include "varstate/runtime/variables.h"
 #include "test_util.h"
 
 using namespace varstate;

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <vector>
 
-#include "base/error.h"
-#include "runtime/random_ops.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/random_ops.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"
 

@@ -9,10 +9,10 @@
 #include <random>
 #include <thread>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "runtime/indexed_slices.h"
-#include "runtime/scatter.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/indexed_slices.h"
+#include "varstate/runtime/scatter.h"
 #include "scatter_test_util.h"
 #include "device_fixture.h"
 

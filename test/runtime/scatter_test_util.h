@@ -11,9 +11,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "device/placement.h"
-#include "runtime/scatter.h"
-#include "runtime/variables.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/scatter.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 
 namespace varstate::testing {

@@ -3,9 +3,9 @@
 // that leave the GPU tensor unchanged.
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "runtime/slice.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/slice.h"
 #include "tensor_util.h"
 
 using namespace varstate;

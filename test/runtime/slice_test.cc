@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "base/error.h"
-#include "runtime/slice.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/slice.h"
 #include "tensor_util.h"
 
 using namespace varstate;

@@ -1,11 +1,11 @@
 // Update Ops: built once, they update every time a Session runs them.
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "runtime/math_ops.h"
-#include "runtime/state_ops.h"
-#include "runtime/variable_scope.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/state_ops.h"
+#include "varstate/runtime/variable_scope.h"
+#include "varstate/runtime/variables.h"
 #include "device_fixture.h"
 
 using namespace varstate;

@@ -2,10 +2,10 @@
 // unique_name, and the error for trainable Variables created on later calls.
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "runtime/math_ops.h"
-#include "runtime/template.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/template.h"
+#include "varstate/runtime/variables.h"
 #include "device_fixture.h"
 
 using namespace varstate;

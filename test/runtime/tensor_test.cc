@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "runtime/tensor.h"
-#include "runtime/tensor_shape.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/tensor.h"
+#include "varstate/runtime/tensor_shape.h"
 
 using namespace varstate;
 

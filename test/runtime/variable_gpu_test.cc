@@ -4,9 +4,9 @@
 
 #include <thread>
 
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/variables.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 
 using namespace varstate;

@@ -8,11 +8,11 @@
 #include <future>
 #include <thread>
 
-#include "base/error.h"
-#include "device/device_manager.h"
-#include "device/placement.h"
-#include "runtime/math_ops.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/device/placement.h"
+#include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"
 

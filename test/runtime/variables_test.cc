@@ -1,8 +1,8 @@
 // Graph collections and the initialization helpers.
 #include <catch2/catch.hpp>
 
-#include "base/error.h"
-#include "runtime/variables.h"
+#include "varstate/base/error.h"
+#include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"
 

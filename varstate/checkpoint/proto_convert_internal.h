@@ -1,0 +1,35 @@
+// Conversions between the generated TensorFlow protos and the checkpoint
+// module's plain types. Internal: includes generated .pb.h headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "varstate/checkpoint/tensor_slice.h"
+#include "varstate/proto/tensor_shape.pb.h"
+#include "varstate/proto/tensor_slice.pb.h"
+#include "varstate/proto/versions.pb.h"
+
+namespace varstate {
+
+// Throws DataLossError("<what>: Invalid tensor shape ...") for an unknown
+// rank or a negative dimension.
+std::vector<int64_t> shape_from_proto(const tf::TensorShapeProto& proto, const std::string& what);
+void shape_to_proto(const std::vector<int64_t>& shape, tf::TensorShapeProto* proto);
+
+// Throws DataLossError for a negative start or length.
+TensorSlice slice_from_proto(const tf::TensorSliceProto& proto, const std::string& what);
+// TensorFlow's form: an empty extent for a full dimension, else start (0
+// omitted on the wire) and an explicit length.
+void slice_to_proto(const TensorSlice& slice, tf::TensorSliceProto* proto);
+
+// The checkpoint version rule shared by V2 headers and V1 metadata: we
+// produce version 1 and accept producer >= 0, min_consumer <= 1, 1 not in
+// bad_consumers. Throws InvalidArgumentError naming `what`.
+void check_checkpoint_version(const tf::VersionDef& version, const std::string& what);
+
+inline constexpr int kCheckpointVersion = 1;
+inline constexpr int kCheckpointMinProducer = 0;
+
+}  // namespace varstate

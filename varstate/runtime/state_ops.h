@@ -1,0 +1,78 @@
+// Build once, run many: the variable updates as Ops.
+//
+// Variable::assign_add(delta) and the scatter functions update at once, when
+// called. A TensorFlow 1 program builds its training step once and runs it
+// many times; these functions build that step as an Op that performs the
+// update each time a Session runs it:
+//
+//   Variable v(Tensor(0.f), {.name = "v"});
+//   Op train_op = Op::group({assign_add_op(v, 1.f), scatter_add_op(emb, ids, grads)}, "train");
+//   for (int step = 0; step < 1000; ++step) sess.run(train_op);  // v ends at 1000
+//
+// An UpdateValue is read when the Op runs: a Tensor (its current contents),
+// a Variable (its value at that moment) or a callable returning a Tensor.
+// Running an Op validates and updates exactly as the eager function of the
+// same name does (same errors, raised by Session::run; a failing run
+// changes nothing). Ops hold handles to the variables, so the variables
+// live as long as the Ops. Each Op is named "<variable>/<TypeName>".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <utility>
+
+#include "varstate/runtime/partitioned_variable.h"
+#include "varstate/runtime/scatter.h"
+#include "varstate/runtime/session.h"
+#include "varstate/runtime/tensor.h"
+#include "varstate/runtime/variable.h"
+
+namespace varstate {
+
+// A value read each time an update Op runs.
+class UpdateValue {
+ public:
+  UpdateValue(Tensor t);  // NOLINT: implicit
+  UpdateValue(Variable v);  // NOLINT: implicit
+  UpdateValue(std::function<Tensor()> fn);  // NOLINT: implicit
+  template <typename Fn>
+    requires(std::is_invocable_r_v<Tensor, Fn&> && !std::is_same_v<std::decay_t<Fn>, std::function<Tensor()>>)
+  UpdateValue(Fn fn) : UpdateValue(std::function<Tensor()>(std::move(fn))) {}  // NOLINT: implicit
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  UpdateValue(T value) : UpdateValue(Tensor(value)) {}  // NOLINT: implicit
+  // The value now.
+  Tensor get() const { return fn_(); }
+
+ private:
+  std::function<Tensor()> fn_;
+};
+
+Op assign_op(Variable ref, UpdateValue value, const VariableAssignOptions& options = {});
+Op assign_add_op(Variable ref, UpdateValue delta, bool use_locking = false);
+Op assign_sub_op(Variable ref, UpdateValue delta, bool use_locking = false);
+// Increments an int32/int64 scalar each run; the run that would pass
+// `limit` raises OutOfRangeError (read the count with ref.eval()).
+Op count_up_to_op(Variable ref, int64_t limit);
+
+Op scatter_update_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_add_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_sub_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_mul_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_div_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_min_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_max_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+
+// The same on a PartitionedVariable (each run routes to the parts).
+Op assign_op(PartitionedVariable ref, UpdateValue value, bool use_locking = false);
+Op assign_add_op(PartitionedVariable ref, UpdateValue delta, bool use_locking = false);
+Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, bool use_locking = false);
+Op scatter_update_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                     const ScatterOptions& options = {});
+Op scatter_add_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                  const ScatterOptions& options = {});
+Op scatter_sub_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                  const ScatterOptions& options = {});
+
+}  // namespace varstate
