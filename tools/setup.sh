@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-venv
   libcli11-dev nlohmann-json3-dev gnuplot-nox
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
