@@ -129,13 +129,22 @@ TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing 
 TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole", "[scatter]",
                    float, half, int8_t, uint64_t, complex64) {
   using T = TestType;
-  const int64_t rows = 101, width = 5;
-  const std::vector<int64_t> begin = {0, 34, 68, 101};  // TensorFlow's uneven split of 101 by 3
+  // (rows, width, parts, indices): serial (one shard per part), and
+  // multithreaded with few and with many parts (indices bucketed by part).
+  const auto [rows, width, num_parts, num_indices] = GENERATE(
+      std::tuple<int64_t, int64_t, int, int64_t>{101, 5, 3, 3000},
+      std::tuple<int64_t, int64_t, int, int64_t>{1000, 64, 4, 20000},
+      std::tuple<int64_t, int64_t, int, int64_t>{1001, 16, 20, 20000});
+  // TensorFlow's uneven split: the first rows % parts parts get one more row.
+  std::vector<int64_t> begin = {0};
+  for (int k = 0; k < num_parts; ++k) {
+    begin.push_back(begin.back() + rows / num_parts + (k < rows % num_parts ? 1 : 0));
+  }
   uint64_t seed = kSeed + 31;
   for (ScatterOp op : ops_for<T>()) {
     for (bool scalar : {false, true}) {
-      CAPTURE(dtype_name(dtype_of<T>), op_name(op), scalar, seed);
-      const auto indices = duplicate_indices<int64_t>(3000, rows, seed);
+      CAPTURE(dtype_name(dtype_of<T>), op_name(op), scalar, seed, rows, width, num_parts);
+      const auto indices = duplicate_indices<int64_t>(num_indices, rows, seed);
       const auto table = random_ints<T>(rows * width, seed, 1, 8);
       const auto updates =
           updates_for<T>(op, scalar ? 1 : indices.size() * width, seed + 1, /*general=*/true);
@@ -152,7 +161,7 @@ TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole",
         parts.push_back(std::move(part));
       }
       for (auto& part : parts) bases.push_back(part.data() + width);
-      cpu::scatter_parts<T, int64_t>(op, bases.data(), begin.data(), 3, width, indices.data(),
+      cpu::scatter_parts<T, int64_t>(op, bases.data(), begin.data(), num_parts, width, indices.data(),
                                      static_cast<int64_t>(indices.size()), updates.data(), scalar);
       std::vector<T> joined;
       for (const auto& part : parts) {

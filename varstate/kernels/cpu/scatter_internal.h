@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "varstate/base/error.h"
 #include "varstate/kernels/cpu/eigen_internal.h"
@@ -78,80 +79,132 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
   }
 }
 
-// Where row r of the table starts: one buffer...
+// Where row r of the table starts: a buffer holding rows from `first` on
+// (a whole table, or one part of a partitioned table).
 template <typename E>
 struct TableRows {
   E* base;
+  int64_t first;
   int64_t row_width;
-  E* row(int64_t r) const { return base + r * row_width; }
+  E* row(int64_t r) const { return base + (r - first) * row_width; }
 };
 
-// ...or the parts of a table split by rows: part k holds rows
-// [begin[k], begin[k + 1]). Rows are random, so the part is found without
-// data-dependent branches: a count of the boundaries at or below r for a
-// few parts, a binary search for many.
-template <typename E>
-struct PartRows {
-  E* const* bases;
-  const int64_t* begin;
-  int num_parts;
-  int64_t row_width;
-  E* row(int64_t r) const {
-    int k = 0;
-    if (num_parts <= 16) {
-      for (int j = 1; j < num_parts; ++j) k += r >= begin[j];
-    } else {
-      k = static_cast<int>(std::upper_bound(begin + 1, begin + num_parts, r) - (begin + 1));
-    }
-    return bases[k] + (r - begin[k]) * row_width;
-  }
+// Rows [r0, r1) of the table, reached through `rows`: the unit of work of
+// one thread (times a column range).
+template <typename Rows>
+struct RowRange {
+  Rows rows;
+  int64_t r0, r1;
 };
 
-// Applies, in order, the indices in [r0, r1) to columns [c0, c1).
-template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_shard(const Rows& table, int64_t row_width, const Index* indices, int64_t n,
-                   const E* updates, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
-  const uint64_t span = static_cast<uint64_t>(r1 - r0);
-  const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const int64_t p = indices[i + kAhead];
-      if (static_cast<uint64_t>(p - r0) < span) {
-        const char* line = reinterpret_cast<const char*>(table.row(p) + c0);
-        for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
-      }
-    }
-    const int64_t r = indices[i];
-    if (static_cast<uint64_t>(r - r0) >= span) continue;
-    const E* src = Scalar ? updates : updates + i * row_width + c0;
-    apply_row<Op, Scalar>(table.row(r) + c0, src, c1 - c0);
+// Appends `pieces` equal ranges covering rows [r0, r1).
+template <typename Rows>
+void split_rows(const Rows& rows, int64_t r0, int64_t r1, int64_t pieces,
+                std::vector<RowRange<Rows>>& out) {
+  const int64_t n = r1 - r0;
+  for (int64_t p = 0; p < pieces; ++p) {
+    out.push_back({rows, r0 + n * p / pieces, r0 + n * (p + 1) / pieces});
   }
 }
 
-// Rows [0, rows) of `table` (TableRows or PartRows).
+// Applies, in order, the indices at positions order[0, n) (all in the
+// range whose rows `table` reaches) to columns [c0, c1).
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_op(const Rows& table, int64_t rows, int64_t row_width, const Index* indices,
-                int64_t num_indices, const E* updates) {
-  const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
-                                     sizeof(E), eigen_device().numThreads());
+void scatter_shard(const Rows& table, int64_t row_width, const Index* indices,
+                   const int64_t* order, int64_t n, const E* updates, int64_t c0, int64_t c1) {
+  constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
+  const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
+  for (int64_t j = 0; j < n; ++j) {
+    if (j + kAhead < n) {
+      const char* line = reinterpret_cast<const char*>(table.row(indices[order[j + kAhead]]) + c0);
+      for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+    }
+    const int64_t i = order[j];
+    const E* src = Scalar ? updates : updates + i * row_width + c0;
+    apply_row<Op, Scalar>(table.row(indices[i]) + c0, src, c1 - c0);
+  }
+}
+
+// The same over every index, all in the one range (no order list).
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
+void scatter_shard(const Rows& table, int64_t row_width, const Index* indices, int64_t n,
+                   const E* updates, int64_t c0, int64_t c1) {
+  constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
+  const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const char* line = reinterpret_cast<const char*>(table.row(indices[i + kAhead]) + c0);
+      for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+    }
+    const E* src = Scalar ? updates : updates + i * row_width + c0;
+    apply_row<Op, Scalar>(table.row(indices[i]) + c0, src, c1 - c0);
+  }
+}
+
+// The positions of the indices of each row range, in order (a stable
+// counting sort): range k's are order[start[k], start[k + 1]).
+struct RangeBuckets {
+  std::vector<int64_t> start;
+  std::vector<int64_t> order;
+};
+
+template <typename Rows, typename Index>
+RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const Index* indices,
+                             int64_t n) {
+  const int64_t num_ranges = static_cast<int64_t>(ranges.size());
+  std::vector<int64_t> bounds;  // first row of ranges 1..
+  for (int64_t k = 1; k < num_ranges; ++k) bounds.push_back(ranges[k].r0);
+  auto range_of = [&](int64_t r) -> int64_t {
+    if (bounds.size() <= 16) {
+      int64_t k = 0;
+      for (int64_t b : bounds) k += r >= b;
+      return k;
+    }
+    return std::upper_bound(bounds.begin(), bounds.end(), r) - bounds.begin();
+  };
+  RangeBuckets buckets;
+  std::vector<int32_t> which(static_cast<size_t>(n));
+  std::vector<int64_t> next(static_cast<size_t>(num_ranges) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    which[i] = static_cast<int32_t>(range_of(indices[i]));
+    ++next[which[i] + 1];
+  }
+  for (int64_t k = 0; k < num_ranges; ++k) next[k + 1] += next[k];
+  buckets.start = next;
+  buckets.order.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) buckets.order[next[which[i]]++] = i;
+  return buckets;
+}
+
+// Each row range times each column range of `plan` is one shard, updated
+// by one thread. With several row ranges, the indices are first bucketed
+// by range, so that a thread reads only its own (in order: duplicates
+// apply as in a serial loop).
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
+void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan,
+                int64_t row_width, const Index* indices, int64_t num_indices, const E* updates) {
+  RangeBuckets buckets;
+  if (ranges.size() > 1) buckets = bucket_by_range(ranges, indices, num_indices);
   auto run = [&](int64_t shard) {
-    const int64_t rp = shard / plan.col_parts, cp = shard % plan.col_parts;
-    const int64_t r0 = rows * rp / plan.row_parts, r1 = rows * (rp + 1) / plan.row_parts;
-    const int64_t c0 = std::min(row_width, cp * plan.col_chunk);
+    const int64_t k = shard / plan.col_parts;
+    const int64_t c0 = std::min(row_width, shard % plan.col_parts * plan.col_chunk);
     const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
-    if (r0 < r1 && c0 < c1) {
-      scatter_shard<Op, Scalar>(table, row_width, indices, num_indices, updates, r0, r1, c0, c1);
+    if (c0 >= c1) return;
+    if (ranges.size() == 1) {
+      scatter_shard<Op, Scalar>(ranges[0].rows, row_width, indices, num_indices, updates, c0, c1);
+    } else {
+      const int64_t first = buckets.start[k];
+      scatter_shard<Op, Scalar>(ranges[k].rows, row_width, indices, buckets.order.data() + first,
+                                buckets.start[k + 1] - first, updates, c0, c1);
     }
   };
-  const int64_t shards = plan.row_parts * plan.col_parts;
+  const int64_t shards = static_cast<int64_t>(ranges.size()) * plan.col_parts;
   if (shards == 1) {
     run(0);
     return;
   }
-  // Every shard scans all indices and updates its share of their rows.
   const double bytes_per_shard =
-      num_indices * (sizeof(Index) + 3.0 * row_width * sizeof(E) / shards);
+      num_indices * (3.0 * row_width * sizeof(E) + sizeof(Index)) / shards;
   eigen_device().parallelFor(shards, Eigen::TensorOpCost(bytes_per_shard, 0, 0),
                              [&](Eigen::Index first, Eigen::Index last) {
                                for (Eigen::Index s = first; s < last; ++s) run(s);
@@ -181,16 +234,15 @@ void with_op(ScatterOp op, Fn&& fn) {
 }
 
 template <typename E, typename Rows, typename Index>
-void scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
-                  const Index* indices, int64_t num_indices, const E* updates,
+void scatter_rows(ScatterOp op, const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan,
+                  int64_t row_width, const Index* indices, int64_t num_indices, const E* updates,
                   bool updates_scalar) {
-  if (num_indices == 0 || row_width == 0) return;
   with_op<E>(op, [&](auto kind) {
     if (updates_scalar) {
-      scatter_op<decltype(kind)::value, true>(table, rows, row_width, indices, num_indices,
+      scatter_op<decltype(kind)::value, true>(ranges, plan, row_width, indices, num_indices,
                                               updates);
     } else {
-      scatter_op<decltype(kind)::value, false>(table, rows, row_width, indices, num_indices,
+      scatter_op<decltype(kind)::value, false>(ranges, plan, row_width, indices, num_indices,
                                                updates);
     }
   });
@@ -205,8 +257,14 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
              int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
-  scatter_rows(op, TableRows<E>{reinterpret_cast<E*>(table), row_width}, rows, row_width,
-               indices, num_indices, reinterpret_cast<const E*>(updates), updates_scalar);
+  if (num_indices == 0 || row_width == 0) return;
+  const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
+                                     sizeof(E), eigen_device().numThreads());
+  std::vector<RowRange<TableRows<E>>> ranges;
+  split_rows(TableRows<E>{reinterpret_cast<E*>(table), 0, row_width}, 0, rows, plan.row_parts,
+             ranges);
+  scatter_rows(op, ranges, plan, row_width, indices, num_indices,
+               reinterpret_cast<const E*>(updates), updates_scalar);
 }
 
 template <typename T, typename Index>
@@ -216,10 +274,22 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
   using namespace scatter_internal;
   using E = eigen_t<T>;
   static_assert(sizeof(E) == sizeof(T));
-  scatter_rows(op,
-               PartRows<E>{reinterpret_cast<E* const*>(parts), part_begin, num_parts, row_width},
-               part_begin[num_parts], row_width, indices, num_indices,
-               reinterpret_cast<const E*>(updates), updates_scalar);
+  if (num_indices == 0 || row_width == 0) return;
+  const int64_t rows = part_begin[num_parts];
+  const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
+                                     sizeof(E), eigen_device().numThreads());
+  const E* src = reinterpret_cast<const E*>(updates);
+  // Each part is a table of its own: the plan's row ranges are shared out
+  // among the parts by their row counts, at least one each.
+  std::vector<RowRange<TableRows<E>>> ranges;
+  for (int k = 0; k < num_parts; ++k) {
+    const int64_t r0 = part_begin[k], r1 = part_begin[k + 1];
+    const int64_t pieces =
+        rows == 0 ? 1 : std::max<int64_t>(1, (plan.row_parts * (r1 - r0) + rows - 1) / rows);
+    split_rows(TableRows<E>{reinterpret_cast<E*>(parts[k]), r0, row_width}, r0, r1, pieces,
+               ranges);
+  }
+  scatter_rows(op, ranges, plan, row_width, indices, num_indices, src, updates_scalar);
 }
 
 }  // namespace varstate::kernels::cpu
