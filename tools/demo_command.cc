@@ -351,18 +351,24 @@ int demo(const DemoOptions& o) {
   while (step < o.steps) {
     auto [positions, count] = batches.batch(step);
     t0 = Clock::now();
-    const TableView u(users, o.rank), v(items, o.rank);
-    auto t1 = Clock::now();
-    time.read += std::chrono::duration<double>(t1 - t0).count();
     user_ids.resize(count);
     item_ids.resize(count);
+    for (size_t k = 0; k < count; ++k) {
+      user_ids[k] = data.train.user[positions[k]];
+      item_ids[k] = data.train.item[positions[k]];
+    }
+    Tensor uid = Tensor::from_vector(user_ids), iid = Tensor::from_vector(item_ids);
+    // Only the batch's rows travel: each part gathers its own on its device.
+    const Tensor user_rows = gather(users, uid, {.device = "/cpu:0"});
+    const Tensor item_rows = gather(items, iid, {.device = "/cpu:0"});
+    auto t1 = Clock::now();
+    time.read += std::chrono::duration<double>(t1 - t0).count();
     user_grads.resize(count * static_cast<size_t>(o.rank));
     item_grads.resize(count * static_cast<size_t>(o.rank));
     for (size_t k = 0; k < count; ++k) {
       const uint32_t p = positions[k];
-      const int64_t a = data.train.user[p], b = data.train.item[p];
-      const float* ua = u.row(a);
-      const float* vb = v.row(b);
+      const float* ua = user_rows.data<float>() + k * static_cast<size_t>(o.rank);
+      const float* vb = item_rows.data<float>() + k * static_cast<size_t>(o.rank);
       float dot = 0;
       for (int64_t j = 0; j < o.rank; ++j) dot += ua[j] * vb[j];
       const float err = dot - data.train.value[p];
@@ -373,11 +379,8 @@ int demo(const DemoOptions& o) {
         gu[j] = lr * (err * vb[j] + l2 * ua[j]);
         gv[j] = lr * (err * ua[j] + l2 * vb[j]);
       }
-      user_ids[k] = a;
-      item_ids[k] = b;
     }
     const TensorShape update_shape{static_cast<int64_t>(count), o.rank};
-    Tensor uid = Tensor::from_vector(user_ids), iid = Tensor::from_vector(item_ids);
     Tensor ug = Tensor::from_vector(user_grads, update_shape), ig = Tensor::from_vector(item_grads, update_shape);
     auto t2 = Clock::now();
     time.grads += std::chrono::duration<double>(t2 - t1).count();
@@ -428,7 +431,7 @@ int demo(const DemoOptions& o) {
               static_cast<long long>(global_step.value().to_host().scalar<int64_t>()),
               last_saved.empty() ? "none (no steps run)" : last_saved.c_str());
   const double total = seconds_since(t_start);
-  std::printf("time: %.2f s total = data %.2f + init %.2f + restore %.2f + row reads %.2f + gradients %.2f + "
+  std::printf("time: %.2f s total = data %.2f + init %.2f + restore %.2f + row gathers %.2f + gradients %.2f + "
               "scatter_sub %.2f + global_step %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
               total, time.data, time.init, time.restore, time.read, time.grads, time.scatter, time.step, time.save,
               time.eval,

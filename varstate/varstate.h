@@ -16,6 +16,7 @@
 #include "varstate/device/replica_device_setter.h"
 #include "varstate/runtime/cast.h"
 #include "varstate/runtime/dense_update.h"
+#include "varstate/runtime/gather.h"
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/partitioned_variable.h"
 #include "varstate/runtime/partitioners.h"

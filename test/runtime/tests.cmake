@@ -12,6 +12,7 @@ varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/variable_scope_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioners_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/gather_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/template_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/state_ops_test.cc)
 varstate_add_test(test_runtime_gpu GPU SOURCES
