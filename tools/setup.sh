@@ -10,7 +10,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-venv
   libcli11-dev nlohmann-json3-dev gnuplot-nox
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin clang-format
 )
 
 missing=()
