@@ -80,13 +80,26 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
 }
 
 // Where row r of the table starts: a buffer holding rows from `first` on
-// (a whole table, or one part of a partitioned table).
+// (a whole table, or one part of a partitioned table)...
 template <typename E>
 struct TableRows {
   E* base;
   int64_t first;
   int64_t row_width;
   E* row(int64_t r) const { return base + (r - first) * row_width; }
+};
+
+// ...or, for the updates of one call, the address of each update's row
+// (computed once for all threads): row(i) is update i's row.
+template <typename E>
+struct PointerRows {
+  E* const* rows;
+  E* row(int64_t i) const { return rows[i]; }
+};
+
+// The indices 0, 1, 2, ... (positions into PointerRows).
+struct Positions {
+  int64_t operator[](int64_t i) const { return i; }
 };
 
 // Rows [r0, r1) of the table, reached through `rows`: the unit of work of
@@ -116,8 +129,15 @@ void scatter_shard(const Rows& table, int64_t row_width, const Index* indices,
   const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
   for (int64_t j = 0; j < n; ++j) {
     if (j + kAhead < n) {
-      const char* line = reinterpret_cast<const char*>(table.row(indices[order[j + kAhead]]) + c0);
+      // The table row, and the update row: rows of a range are not
+      // consecutive updates, so the hardware prefetcher misses them.
+      const int64_t ahead = order[j + kAhead];
+      const char* line = reinterpret_cast<const char*>(table.row(indices[ahead]) + c0);
       for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+      if constexpr (!Scalar) {
+        const char* src = reinterpret_cast<const char*>(updates + ahead * row_width + c0);
+        for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
+      }
     }
     const int64_t i = order[j];
     const E* src = Scalar ? updates : updates + i * row_width + c0;
@@ -126,9 +146,10 @@ void scatter_shard(const Rows& table, int64_t row_width, const Index* indices,
 }
 
 // The same over every index, all in the one range (no order list).
-template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_shard(const Rows& table, int64_t row_width, const Index* indices, int64_t n,
-                   const E* updates, int64_t c0, int64_t c1) {
+// `indices[i]` may be a pointer's element or a computed value.
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Indices>
+void scatter_all(const Rows& table, int64_t row_width, const Indices& indices, int64_t n,
+                 const E* updates, int64_t c0, int64_t c1) {
   constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
   const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
   for (int64_t i = 0; i < n; ++i) {
@@ -191,7 +212,7 @@ void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan
     const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
     if (c0 >= c1) return;
     if (ranges.size() == 1) {
-      scatter_shard<Op, Scalar>(ranges[0].rows, row_width, indices, num_indices, updates, c0, c1);
+      scatter_all<Op, Scalar>(ranges[0].rows, row_width, indices, num_indices, updates, c0, c1);
     } else {
       const int64_t first = buckets.start[k];
       scatter_shard<Op, Scalar>(ranges[k].rows, row_width, indices, buckets.order.data() + first,
@@ -279,6 +300,46 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
   const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
                                      sizeof(E), eigen_device().numThreads());
   const E* src = reinterpret_cast<const E*>(updates);
+  if (plan.row_parts == 1) {
+    // Threads split the columns only: the address of each update's row is
+    // found once, then every thread walks the updates in order as on one
+    // table.
+    std::vector<E*> rows_of(static_cast<size_t>(num_indices));
+    const int64_t* bounds = part_begin + 1;
+    for (int64_t i = 0; i < num_indices; ++i) {
+      const int64_t r = static_cast<int64_t>(indices[i]);
+      int64_t k = 0;  // branch-free for a few parts: rows are random
+      if (num_parts <= 32) {
+        for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
+      } else {
+        k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
+      }
+      rows_of[static_cast<size_t>(i)] =
+          reinterpret_cast<E*>(parts[k]) + (r - part_begin[k]) * row_width;
+    }
+    with_op<E>(op, [&](auto kind) {
+      auto run = [&](int64_t cp) {
+        const int64_t c0 = std::min(row_width, cp * plan.col_chunk);
+        const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
+        if (c0 >= c1) return;
+        if (updates_scalar) {
+          scatter_all<decltype(kind)::value, true>(PointerRows<E>{rows_of.data()}, row_width,
+                                                   Positions{}, num_indices, src, c0, c1);
+        } else {
+          scatter_all<decltype(kind)::value, false>(PointerRows<E>{rows_of.data()}, row_width,
+                                                    Positions{}, num_indices, src, c0, c1);
+        }
+      };
+      if (plan.col_parts == 1) return run(0);
+      eigen_device().parallelFor(
+          plan.col_parts,
+          Eigen::TensorOpCost(num_indices * 3.0 * row_width * sizeof(E) / plan.col_parts, 0, 0),
+          [&](Eigen::Index first, Eigen::Index last) {
+            for (Eigen::Index cp = first; cp < last; ++cp) run(cp);
+          });
+    });
+    return;
+  }
   // Each part is a table of its own: the plan's row ranges are shared out
   // among the parts by their row counts, at least one each.
   std::vector<RowRange<TableRows<E>>> ranges;
