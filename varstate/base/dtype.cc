@@ -111,7 +111,7 @@ DType dtype_from_name(std::string_view name) {
   if (name == dtype_name(DType::E)) return DType::E;
   VARSTATE_FOR_EACH_DTYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
-  throw InvalidArgumentError("unknown dtype name \"" + std::string(name) + "\"");
+  throw InvalidArgumentError("unknown dtype name " + quoted(name));
 }
 
 size_t dtype_size(DType dtype) {

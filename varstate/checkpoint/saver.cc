@@ -656,7 +656,7 @@ RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader
   if (!slices_cover(*info, wanted)) {
     throw NotFoundError("Does not have sufficient slices for partitioned tensor " + quoted(item.key) +
                         " in checkpoint " + quoted(reader.path()) + " to restore " + quoted(var.op_name()) +
-                        " (slice \"" + shape_and_slice_string(info->shape, wanted) + "\")");
+                        " (slice " + quoted(shape_and_slice_string(info->shape, wanted)) + ")");
   }
   return step;
 }

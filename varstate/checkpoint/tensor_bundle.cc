@@ -263,7 +263,7 @@ void BundleWriter::add_slice(std::string_view full_name, const std::vector<int64
                              const TensorSlice& slice, const TensorView& tensor) {
   check_usable("add_slice");
   if (streaming_) throw FailedPreconditionError("add_slice " + quoted(full_name) + ": a streamed tensor is open");
-  const std::string what = "writing slice \"" + shape_and_slice_string(full_shape, slice) + "\" of " +
+  const std::string what = "writing slice " + quoted(shape_and_slice_string(full_shape, slice)) + " of " +
                            quoted(full_name) + " to checkpoint " + quoted(prefix_);
   std::string full_key(full_name);
   if (full_key.empty()) throw InvalidArgumentError(what + ": empty tensor name");
@@ -608,13 +608,13 @@ const BundleReader::StoredEntry& BundleReader::slice_entry(const TensorInfo& inf
   auto it = entries_.find(*key);
   if (it == entries_.end()) {
     throw DataLossError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
-                        ": the entry of its slice \"" + slice.to_string() + "\" is missing");
+                        ": the entry of its slice " + quoted(slice.to_string()) + " is missing");
   }
   const StoredEntry& e = it->second;
   std::vector<int64_t> expected = slice.slice_shape(info.shape);
   if (e.dtype != static_cast<int>(info.dtype) || e.shape != expected) {
     throw DataLossError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
-                        ": slice \"" + slice.to_string() + "\" is stored as dtype " +
+                        ": slice " + quoted(slice.to_string()) + " is stored as dtype " +
                         std::to_string(e.dtype) + " shape " + shape_string(e.shape) +
                         ", expected dtype " + std::to_string(static_cast<int>(info.dtype)) +
                         " shape " + shape_string(expected));

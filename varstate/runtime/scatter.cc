@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "varstate/base/error.h"
 #include "varstate/kernels/common.h"
 #include "varstate/kernels/cpu/scatter.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -60,8 +61,8 @@ const char* op_name(ScatterOp op) {
 // scatter_add "name" on "emb"
 std::string subject(ScatterOp op, std::string_view name, std::string_view target) {
   std::string s = op_name(op);
-  if (!name.empty()) s += " \"" + std::string(name) + "\"";
-  if (!target.empty()) s += " on \"" + std::string(target) + "\"";
+  if (!name.empty()) s += " " + quoted(name);
+  if (!target.empty()) s += " on " + quoted(target);
   return s;
 }
 
