@@ -247,14 +247,26 @@ std::string temp_file_name(const std::string& path) {
   return path + ".tempstate" + std::to_string(gen());
 }
 
+void commit_temp_file(FileSystem& fs, std::unique_ptr<WritableFile> file,
+                      const std::string& temp_path, const std::string& path) {
+  file->sync();
+  file->close();
+  file.reset();
+  fs.rename_file(temp_path, path);
+}
+
 void write_file_atomically(FileSystem& fs, const std::string& path, std::string_view contents) {
+  write_atomically(fs, path, [&](WritableFile& file, const std::string&) { file.append(contents); });
+}
+
+void write_atomically(
+    FileSystem& fs, const std::string& path,
+    const std::function<void(WritableFile& file, const std::string& temp_path)>& fill) {
   std::string tmp = temp_file_name(path);
   try {
     auto file = fs.new_writable_file(tmp);
-    file->append(contents);
-    file->sync();
-    file->close();
-    fs.rename_file(tmp, path);
+    fill(*file, tmp);
+    commit_temp_file(fs, std::move(file), tmp, path);
   } catch (...) {
     try {
       if (fs.file_exists(tmp)) fs.delete_file(tmp);

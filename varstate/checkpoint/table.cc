@@ -70,10 +70,8 @@ bool decode_varint64(std::string_view* in, uint64_t* v) {
 
 void write_table_atomically(FileSystem& fs, const std::string& path,
                             const std::vector<std::pair<std::string, std::string>>& entries) {
-  std::string tmp = temp_file_name(path);
-  try {
-    auto file = fs.new_writable_file(tmp);
-    TableSink sink(file.get());
+  write_atomically(fs, path, [&](WritableFile& file, const std::string& tmp) {
+    TableSink sink(&file);
     leveldb::Options options;
     options.block_size = kTableBlockSize;
     options.block_restart_interval = kTableRestartInterval;
@@ -83,17 +81,7 @@ void write_table_atomically(FileSystem& fs, const std::string& path,
     leveldb::Status status = builder.Finish();
     sink.rethrow_if_failed();
     if (!status.ok()) throw InternalError("writing table " + quoted(tmp) + ": " + status.ToString());
-    file->sync();
-    file->close();
-    fs.rename_file(tmp, path);
-  } catch (...) {
-    try {
-      if (fs.file_exists(tmp)) fs.delete_file(tmp);
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  fs.sync_dir(dirname_of(path));
+  });
 }
 
 // Serves LevelDB's block reads. Refuses reads past the end of the file, so a

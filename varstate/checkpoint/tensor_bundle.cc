@@ -360,10 +360,7 @@ void BundleWriter::finish() {
   }
   const std::string index_path = bundle_index_filename(prefix_);
   try {
-    data_file_->sync();
-    data_file_->close();
-    data_file_.reset();
-    fs_->rename_file(data_tmp_path_, data_path_);
+    commit_temp_file(*fs_, std::move(data_file_), data_tmp_path_, data_path_);
     fs_->sync_dir(dirname_of(data_path_));
 
     tf::BundleHeaderProto header;
