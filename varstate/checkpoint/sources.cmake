@@ -9,6 +9,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/table.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.cc
