@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "varstate/base/dtype.h"
+#include "varstate/kernels/dtype_traits.h"
 
 namespace varstate::testing {
 
@@ -43,8 +44,8 @@ inline std::vector<unsigned char> byte_pattern(size_t n, unsigned seed) {
 // The seed every randomized test starts from; printed by INFO/CAPTURE.
 inline constexpr uint64_t kSeed = 20261122;
 
-template <typename T> struct is_complex : std::false_type {};
-template <typename T> struct is_complex<std::complex<T>> : std::true_type {};
+// The library's complex-type trait (kernels/dtype_traits.h), as a type.
+template <typename T> using is_complex = std::bool_constant<kernels::kIsComplex<T>>;
 
 // Element as double (real part for complex types).
 template <typename T>

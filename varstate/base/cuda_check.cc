@@ -17,4 +17,11 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
   throw InternalError(msg);
 }
 
+int cuda_exchange_device(int index) {
+  int previous = 0;
+  VARSTATE_CUDA_CHECK(cudaGetDevice(&previous));
+  if (previous != index) VARSTATE_CUDA_CHECK(cudaSetDevice(index));
+  return previous;
+}
+
 }  // namespace varstate::detail

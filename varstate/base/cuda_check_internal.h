@@ -14,6 +14,24 @@ namespace varstate::detail {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                    int line);
 
+// Makes `index` the calling thread's current CUDA device; returns the
+// previous one. Throws InternalError if the driver refuses.
+int cuda_exchange_device(int index);
+
+// The CUDA device guard: makes `index` the calling thread's current device
+// for the guard's lifetime and restores the previous one afterwards. Kernel
+// launches, allocations and library handles bind to the current device.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int index) : previous_(cuda_exchange_device(index)) {}
+  ~CudaDeviceGuard() { cudaSetDevice(previous_); }
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace varstate::detail
 
 #define VARSTATE_CUDA_CHECK(call)                                              \

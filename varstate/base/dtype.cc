@@ -67,28 +67,15 @@ bfloat16::bfloat16(float f) {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kInvalid: return "invalid";
-    case DType::kFloat: return "float32";
-    case DType::kDouble: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt16: return "int16";
-    case DType::kInt8: return "int8";
-    case DType::kString: return "string";
-    case DType::kComplex64: return "complex64";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kQInt8: return "qint8";
-    case DType::kQUInt8: return "quint8";
-    case DType::kQInt32: return "qint32";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kQInt16: return "qint16";
-    case DType::kQUInt16: return "quint16";
-    case DType::kUInt16: return "uint16";
-    case DType::kComplex128: return "complex128";
-    case DType::kHalf: return "float16";
-    case DType::kUInt32: return "uint32";
-    case DType::kUInt64: return "uint64";
+#define VARSTATE_CASE(E, T, N) \
+  case DType::E: return N;
+    VARSTATE_DTYPES_FLOATING(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
+    VARSTATE_DTYPES_INTEGER(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
+    VARSTATE_DTYPES_COMPLEX(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
+    VARSTATE_DTYPES_QUANTIZED(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
+    VARSTATE_DTYPES_OTHER(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
+#undef VARSTATE_CASE
+    case DType::kInvalid: break;
   }
   return "invalid";
 }
@@ -111,7 +98,7 @@ DType dtype_from_name(std::string_view name) {
   if (name == dtype_name(DType::E)) return DType::E;
   VARSTATE_FOR_EACH_DTYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
-  throw InvalidArgumentError("unknown dtype name \"" + std::string(name) + "\"");
+  throw InvalidArgumentError("unknown dtype name " + quoted(name));
 }
 
 size_t dtype_size(DType dtype) {
@@ -125,27 +112,24 @@ size_t dtype_size(DType dtype) {
   }
 }
 
-bool dtype_is_floating(DType d) {
-  return d == DType::kFloat || d == DType::kDouble || d == DType::kHalf ||
-         d == DType::kBFloat16;
-}
-bool dtype_is_complex(DType d) {
-  return d == DType::kComplex64 || d == DType::kComplex128;
-}
-bool dtype_is_quantized(DType d) {
-  return d == DType::kQInt8 || d == DType::kQUInt8 || d == DType::kQInt16 ||
-         d == DType::kQUInt16 || d == DType::kQInt32;
-}
-bool dtype_is_integer(DType d) {
-  switch (d) {
-    case DType::kInt8: case DType::kInt16: case DType::kInt32:
-    case DType::kInt64: case DType::kUInt8: case DType::kUInt16:
-    case DType::kUInt32: case DType::kUInt64:
-      return true;
-    default:
-      return dtype_is_quantized(d);
+// True if d is in the category list LIST of dtype.h.
+#define VARSTATE_CATEGORY_CASE(E, T) case DType::E:
+#define VARSTATE_IN_CATEGORY(LIST, d)                  \
+  switch (d) {                                         \
+    LIST(VARSTATE_DTYPE_ENTRY, VARSTATE_CATEGORY_CASE) \
+    return true;                                       \
+    default: return false;                             \
   }
+
+bool dtype_is_floating(DType d) { VARSTATE_IN_CATEGORY(VARSTATE_DTYPES_FLOATING, d) }
+bool dtype_is_complex(DType d) { VARSTATE_IN_CATEGORY(VARSTATE_DTYPES_COMPLEX, d) }
+bool dtype_is_quantized(DType d) { VARSTATE_IN_CATEGORY(VARSTATE_DTYPES_QUANTIZED, d) }
+bool dtype_is_integer(DType d) {
+  if (dtype_is_quantized(d)) return true;
+  VARSTATE_IN_CATEGORY(VARSTATE_DTYPES_INTEGER, d)
 }
+#undef VARSTATE_IN_CATEGORY
+#undef VARSTATE_CATEGORY_CASE
 bool dtype_is_numeric(DType d) {
   return dtype_is_floating(d) || dtype_is_complex(d) || dtype_is_integer(d);
 }

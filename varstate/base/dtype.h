@@ -2,9 +2,10 @@
 //
 // DType carries TensorFlow's DataType enum numbers (types.proto), so a value
 // can be written to and read from TensorFlow protos and checkpoints as is.
-// One X-macro list, VARSTATE_FOR_EACH_DTYPE, names every type varstate stores
-// together with its C++ storage type; all dtype dispatch is generated from it,
-// so adding a dtype touches one place.
+// One X-macro list (VARSTATE_DTYPES_* below) names every type varstate stores
+// with its C++ storage type, its name and its category; names, sizes,
+// categories and all dtype dispatch are generated from it, so adding a dtype
+// touches one place (and the DType enum for its number).
 //
 // half and bfloat16 are 16-bit storage types with float conversions; kernels
 // reinterpret them as their native types (__half / Eigen::half, ...). The
@@ -74,39 +75,60 @@ inline bool operator==(bfloat16 a, bfloat16 b) { return float(a) == float(b); }
 using complex64 = std::complex<float>;
 using complex128 = std::complex<double>;
 
+// The dtype list: F(X, DType enumerator, C++ storage type, Python name) for
+// every type varstate stores, one list per category. Names, sizes, the
+// dtype_is_*() categories, DTypeOf and all dispatch are generated from it,
+// so adding a dtype means adding one line here. F is an adapter macro that
+// receives the user's X (see VARSTATE_DTYPE_ENTRY below).
+#define VARSTATE_DTYPES_FLOATING(F, X)        \
+  F(X, kFloat, float, "float32")              \
+  F(X, kDouble, double, "float64")            \
+  F(X, kHalf, ::varstate::half, "float16")    \
+  F(X, kBFloat16, ::varstate::bfloat16, "bfloat16")
+#define VARSTATE_DTYPES_INTEGER(F, X) \
+  F(X, kInt8, int8_t, "int8")         \
+  F(X, kInt16, int16_t, "int16")      \
+  F(X, kInt32, int32_t, "int32")      \
+  F(X, kInt64, int64_t, "int64")      \
+  F(X, kUInt8, uint8_t, "uint8")      \
+  F(X, kUInt16, uint16_t, "uint16")   \
+  F(X, kUInt32, uint32_t, "uint32")   \
+  F(X, kUInt64, uint64_t, "uint64")
+#define VARSTATE_DTYPES_COMPLEX(F, X)                     \
+  F(X, kComplex64, ::varstate::complex64, "complex64")    \
+  F(X, kComplex128, ::varstate::complex128, "complex128")
+// Quantized types are stored and computed on as their underlying integers.
+#define VARSTATE_DTYPES_QUANTIZED(F, X) \
+  F(X, kQInt8, int8_t, "qint8")         \
+  F(X, kQUInt8, uint8_t, "quint8")      \
+  F(X, kQInt16, int16_t, "qint16")      \
+  F(X, kQUInt16, uint16_t, "quint16")   \
+  F(X, kQInt32, int32_t, "qint32")
+#define VARSTATE_DTYPES_OTHER(F, X) \
+  F(X, kBool, bool, "bool")         \
+  F(X, kString, std::string, "string")
+
+// Adapters: X(enumerator, storage type), or X(enumerator, storage type, name).
+#define VARSTATE_DTYPE_ENTRY(X, E, T, N) X(E, T)
+#define VARSTATE_DTYPE_ENTRY_NAMED(X, E, T, N) X(E, T, N)
+
 // X(DType enumerator, C++ storage type) for each distinct numeric storage
 // type: what kernels are instantiated for.
-#define VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(X) \
-  X(kFloat, float)                         \
-  X(kDouble, double)                       \
-  X(kHalf, ::varstate::half)               \
-  X(kBFloat16, ::varstate::bfloat16)       \
-  X(kInt8, int8_t)                         \
-  X(kInt16, int16_t)                       \
-  X(kInt32, int32_t)                       \
-  X(kInt64, int64_t)                       \
-  X(kUInt8, uint8_t)                       \
-  X(kUInt16, uint16_t)                     \
-  X(kUInt32, uint32_t)                     \
-  X(kUInt64, uint64_t)                     \
-  X(kComplex64, ::varstate::complex64)     \
-  X(kComplex128, ::varstate::complex128)
+#define VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(X)  \
+  VARSTATE_DTYPES_FLOATING(VARSTATE_DTYPE_ENTRY, X) \
+  VARSTATE_DTYPES_INTEGER(VARSTATE_DTYPE_ENTRY, X)  \
+  VARSTATE_DTYPES_COMPLEX(VARSTATE_DTYPE_ENTRY, X)
 
 // Every numeric dtype (no bool, no string): the storage types above plus the
 // quantized types, which are stored as their underlying integers.
-#define VARSTATE_FOR_EACH_NUMERIC_DTYPE(X)   \
-  VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(X)  \
-  X(kQInt8, int8_t)                        \
-  X(kQUInt8, uint8_t)                      \
-  X(kQInt16, int16_t)                      \
-  X(kQUInt16, uint16_t)                    \
-  X(kQInt32, int32_t)
+#define VARSTATE_FOR_EACH_NUMERIC_DTYPE(X)  \
+  VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(X) \
+  VARSTATE_DTYPES_QUANTIZED(VARSTATE_DTYPE_ENTRY, X)
 
 // Every storable type: the numeric ones plus bool and string.
-#define VARSTATE_FOR_EACH_DTYPE(X)     \
-  VARSTATE_FOR_EACH_NUMERIC_DTYPE(X)   \
-  X(kBool, bool)                       \
-  X(kString, std::string)
+#define VARSTATE_FOR_EACH_DTYPE(X)   \
+  VARSTATE_FOR_EACH_NUMERIC_DTYPE(X) \
+  VARSTATE_DTYPES_OTHER(VARSTATE_DTYPE_ENTRY, X)
 
 // "float32", "int64", "bfloat16", ... (TensorFlow's Python names).
 std::string_view dtype_name(DType dtype);
@@ -131,22 +153,8 @@ bool dtype_has_gpu_kernels(DType dtype);
 template <typename T> struct DTypeOf;
 #define VARSTATE_DTYPE_OF(E, T) \
   template <> struct DTypeOf<T> { static constexpr DType value = DType::E; };
-VARSTATE_DTYPE_OF(kFloat, float)
-VARSTATE_DTYPE_OF(kDouble, double)
-VARSTATE_DTYPE_OF(kHalf, half)
-VARSTATE_DTYPE_OF(kBFloat16, bfloat16)
-VARSTATE_DTYPE_OF(kInt8, int8_t)
-VARSTATE_DTYPE_OF(kInt16, int16_t)
-VARSTATE_DTYPE_OF(kInt32, int32_t)
-VARSTATE_DTYPE_OF(kInt64, int64_t)
-VARSTATE_DTYPE_OF(kUInt8, uint8_t)
-VARSTATE_DTYPE_OF(kUInt16, uint16_t)
-VARSTATE_DTYPE_OF(kUInt32, uint32_t)
-VARSTATE_DTYPE_OF(kUInt64, uint64_t)
-VARSTATE_DTYPE_OF(kComplex64, complex64)
-VARSTATE_DTYPE_OF(kComplex128, complex128)
-VARSTATE_DTYPE_OF(kBool, bool)
-VARSTATE_DTYPE_OF(kString, std::string)
+VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(VARSTATE_DTYPE_OF)
+VARSTATE_DTYPES_OTHER(VARSTATE_DTYPE_ENTRY, VARSTATE_DTYPE_OF)
 #undef VARSTATE_DTYPE_OF
 template <typename T> inline constexpr DType dtype_of = DTypeOf<T>::value;
 

@@ -15,8 +15,8 @@ spdlog::level::level_enum parse_level(std::string_view name) {
   auto level = spdlog::level::from_str(std::string(name));
   // from_str maps unknown names to "off"; only accept "off" when asked for.
   if (level == spdlog::level::off && name != "off") {
-    throw InvalidArgumentError("unknown log level \"" + std::string(name) +
-                               "\" (expected trace, debug, info, warn, error, critical or off)");
+    throw InvalidArgumentError("unknown log level " + quoted(name) +
+                               " (expected trace, debug, info, warn, error, critical or off)");
   }
   return level;
 }

@@ -68,14 +68,14 @@ TensorData CheckpointReader::read_slice(std::string_view name, const TensorSlice
     try {
       ti.slices[i].slice_shape(ti.shape);
     } catch (const Error& e) {
-      throw DataLossError(where + ": saved slice \"" + ti.slices[i].to_string() +
-                          "\" does not fit the tensor's shape " + shape_string(ti.shape));
+      throw DataLossError(where + ": saved slice " + quoted(ti.slices[i].to_string()) +
+                          " does not fit the tensor's shape " + shape_string(ti.shape));
     }
     for (size_t j = 0; j < i; ++j) {
       auto overlap = ti.slices[i].intersect(ti.slices[j], ti.shape);
       if (overlap && volume(*overlap, ti.shape) > 0) {
-        throw DataLossError(where + ": saved slices \"" + ti.slices[j].to_string() + "\" and \"" +
-                            ti.slices[i].to_string() + "\" overlap");
+        throw DataLossError(where + ": saved slices " + quoted(ti.slices[j].to_string()) + " and " +
+                            quoted(ti.slices[i].to_string()) + " overlap");
       }
     }
   }
@@ -92,8 +92,8 @@ TensorData CheckpointReader::read_slice(std::string_view name, const TensorSlice
   }
   if (covered != want) {
     throw NotFoundError("Does not have sufficient slices for partitioned tensor " + quoted(name) +
-                        " in checkpoint " + quoted(path_) + " to read slice \"" +
-                        shape_and_slice_string(ti.shape, slice) + "\" (" + std::to_string(covered) +
+                        " in checkpoint " + quoted(path_) + " to read slice " +
+                        quoted(shape_and_slice_string(ti.shape, slice)) + " (" + std::to_string(covered) +
                         " of " + std::to_string(want) + " elements saved)");
   }
   for (const auto& piece : pieces) check_stored(ti, static_cast<int>(piece.first));

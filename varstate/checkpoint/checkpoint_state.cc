@@ -90,7 +90,7 @@ std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoin
   try {
     state = parse_checkpoint_state(read_file_to_string(files, path));
   } catch (const Error& e) {
-    logger().warn("reading checkpoint state \"{}\": {}: Checkpoint ignored", path, e.what());
+    logger().warn("reading checkpoint state {}: {}: Checkpoint ignored", varstate::quoted(path), e.what());
     return std::nullopt;
   }
   if (state.model_checkpoint_path.empty()) {
@@ -148,7 +148,7 @@ void update_checkpoint_state(const std::string& save_dir, const std::string& mod
   try {
     write_file_atomically(files, path, checkpoint_state_to_text(state));
   } catch (...) {
-    rethrow_with_context("updating checkpoint state \"" + path + "\"");
+    rethrow_with_context("updating checkpoint state " + varstate::quoted(path));
   }
 }
 

@@ -17,7 +17,7 @@ namespace varstate {
 namespace {
 
 [[noreturn]] void throw_errno(const std::string& what, const std::string& path, int err) {
-  std::string msg = what + " \"" + path + "\": " + std::strerror(err);
+  std::string msg = what + " " + quoted(path) + ": " + std::strerror(err);
   switch (err) {
     case ENOENT:
     case ENOTDIR: throw NotFoundError(msg);
@@ -89,7 +89,7 @@ class PosixWritableFile : public WritableFile {
   static constexpr size_t kBufferSize = 1 << 20;
 
   void check_open(const char* what) const {
-    if (fd_ < 0) throw FailedPreconditionError(std::string(what) + " \"" + path_ + "\": file is closed");
+    if (fd_ < 0) throw FailedPreconditionError(std::string(what) + " " + quoted(path_) + ": file is closed");
   }
 
   void flush() {
@@ -164,7 +164,7 @@ class PosixFileSystem : public FileSystem {
     }
     if (S_ISDIR(st.st_mode)) {
       ::close(fd);
-      throw InvalidArgumentError("opening \"" + path + "\": is a directory");
+      throw InvalidArgumentError("opening " + quoted(path) + ": is a directory");
     }
     return std::make_unique<PosixRandomAccessFile>(path, fd, static_cast<uint64_t>(st.st_size));
   }
@@ -183,7 +183,7 @@ class PosixFileSystem : public FileSystem {
 
   void rename_file(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) {
-      throw_errno("renaming to \"" + to + "\" from", from, errno);
+      throw_errno("renaming to " + quoted(to) + " from", from, errno);
     }
   }
 
@@ -205,7 +205,7 @@ class PosixFileSystem : public FileSystem {
     struct stat st;
     if (::stat(dir.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) return;
-      throw AlreadyExistsError("creating directory \"" + dir + "\": a file has that name");
+      throw AlreadyExistsError("creating directory " + quoted(dir) + ": a file has that name");
     }
     std::string parent = dirname_of(dir);
     if (parent != dir) create_dir(parent);
@@ -247,14 +247,26 @@ std::string temp_file_name(const std::string& path) {
   return path + ".tempstate" + std::to_string(gen());
 }
 
+void commit_temp_file(FileSystem& fs, std::unique_ptr<WritableFile> file,
+                      const std::string& temp_path, const std::string& path) {
+  file->sync();
+  file->close();
+  file.reset();
+  fs.rename_file(temp_path, path);
+}
+
 void write_file_atomically(FileSystem& fs, const std::string& path, std::string_view contents) {
+  write_atomically(fs, path, [&](WritableFile& file, const std::string&) { file.append(contents); });
+}
+
+void write_atomically(
+    FileSystem& fs, const std::string& path,
+    const std::function<void(WritableFile& file, const std::string& temp_path)>& fill) {
   std::string tmp = temp_file_name(path);
   try {
     auto file = fs.new_writable_file(tmp);
-    file->append(contents);
-    file->sync();
-    file->close();
-    fs.rename_file(tmp, path);
+    fill(*file, tmp);
+    commit_temp_file(fs, std::move(file), tmp, path);
   } catch (...) {
     try {
       if (fs.file_exists(tmp)) fs.delete_file(tmp);

@@ -7,8 +7,9 @@
 //
 // Durable replacement of a file is: write a temporary file next to it
 // (temp_file_name), sync() it, close() it, rename_file() it over the final
-// name, then sync_dir() the directory. write_file_atomically() does that for
-// a whole string.
+// name, then sync_dir() the directory. write_atomically() does that for
+// contents written by a callback, write_file_atomically() for a whole
+// string, and commit_temp_file() ends it for a file written step by step.
 //
 // Errors are thrown as varstate exceptions naming the path and the system
 // error: NotFoundError (no such file), PermissionDeniedError,
@@ -19,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -88,6 +90,18 @@ std::string temp_file_name(const std::string& path);
 // the directory. On failure the old file is untouched and the temp file is
 // removed (best effort).
 void write_file_atomically(FileSystem& fs, const std::string& path, std::string_view contents);
+
+// Replaces `path` durably with what fill(file, temp_path) writes to the
+// temporary file: sync, rename, sync of the directory. On failure the old
+// file is untouched and the temp file is removed (best effort).
+void write_atomically(
+    FileSystem& fs, const std::string& path,
+    const std::function<void(WritableFile& file, const std::string& temp_path)>& fill);
+
+// Syncs and closes `file` (written at `temp_path`), then renames it over
+// `path`. The caller syncs the directory and removes the temp file on failure.
+void commit_temp_file(FileSystem& fs, std::unique_ptr<WritableFile> file,
+                      const std::string& temp_path, const std::string& path);
 
 // The whole content of `path`.
 std::string read_file_to_string(FileSystem& fs, const std::string& path);

@@ -618,25 +618,23 @@ std::optional<ImportedSaveNode> find_save_nodes(const std::string& graph_def, co
   return out;
 }
 
-}  // namespace
+// A variable of a variable collection of the MetaGraphDef, with its node.
+struct PendingVariable {
+  std::string collection;
+  VariableDef def;
+  const GraphNode* node;
+};
 
-std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const ImportMetaGraphOptions& options) {
-  Graph& graph = options.graph ? *options.graph : get_default_graph();
-  const std::vector<GraphNode> node_list = meta_graph.graph_def.empty() ? std::vector<GraphNode>{} : meta_graph.nodes();
-  std::map<std::string, const GraphNode*> nodes;
-  for (const GraphNode& n : node_list) nodes[n.name] = &n;
-
-  // Validate: every variable of every variable collection has a usable node.
+// Validates that every variable of every variable collection has a usable
+// node (or already exists in `graph`).
+std::vector<PendingVariable> collect_variables(const MetaGraphDef& meta_graph,
+                                               const std::map<std::string, const GraphNode*>& nodes,
+                                               const Graph& graph) {
   std::set<std::string> trainable;
   if (auto it = meta_graph.collection_def.find(GraphKeys::TRAINABLE_VARIABLES); it != meta_graph.collection_def.end()) {
     for (const std::string& bytes : it->second.bytes_list) trainable.insert(VariableDef::parse(bytes).variable_name);
   }
-  struct Pending {
-    std::string collection;
-    VariableDef def;
-    const GraphNode* node;
-  };
-  std::vector<Pending> pending;
+  std::vector<PendingVariable> pending;
   for (const auto& [key, c] : meta_graph.collection_def) {
     if (!variable_collections().count(key) || c.kind != CollectionDef::Kind::kBytesList) continue;
     for (const std::string& bytes : c.bytes_list) {
@@ -652,10 +650,14 @@ std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const Imp
       pending.push_back({key, std::move(def), node});
     }
   }
+  return pending;
+}
 
-  // Recreate the variables, then the collections.
+// Recreates the variables (or takes the graph's existing ones), by op name.
+std::map<std::string, Variable> recreate_variables(const std::vector<PendingVariable>& pending,
+                                                   Graph& graph, bool clear_devices) {
   std::map<std::string, Variable> created;
-  for (const Pending& p : pending) {
+  for (const PendingVariable& p : pending) {
     const std::string op = strip_output(p.def.variable_name);
     if (created.count(op)) continue;
     if (auto existing = graph.find_variable(op)) {
@@ -668,13 +670,20 @@ std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const Imp
     vo.expected_shape = TensorShape(*p.node->shape);
     vo.variable_def = p.def;
     vo.graph = &graph;
-    if (!options.clear_devices && !p.node->device.empty()) {
+    if (!clear_devices && !p.node->device.empty()) {
       DeviceScope scope(p.node->device);
       created.emplace(op, Variable(vo));
     } else {
       created.emplace(op, Variable(vo));
     }
   }
+  return created;
+}
+
+// Adds the MetaGraphDef's collections to `graph`; variable collections name
+// the `created` variables.
+void restore_collections(const MetaGraphDef& meta_graph, const std::map<std::string, Variable>& created,
+                         Graph& graph) {
   for (const auto& [key, c] : meta_graph.collection_def) {
     std::vector<std::any> existing = graph.get_collection(key);
     auto contains_variable = [&](const Variable& v) {
@@ -707,12 +716,15 @@ std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const Imp
         break;
     }
   }
+}
 
-  // The saver: over the variables its save node names, else the global ones.
-  if (created.empty()) return std::nullopt;
+// The saver: over the variables its save node names, else the global ones.
+std::optional<Saver> make_imported_saver(const MetaGraphDef& meta_graph,
+                                         const std::map<std::string, Variable>& created, Graph& graph,
+                                         FileSystem* file_system) {
   SaverOptions so;
   so.graph = &graph;
-  so.file_system = options.file_system;
+  so.file_system = file_system;
   if (meta_graph.saver_def) so.saver_def = meta_graph.saver_def;
   std::string scope = "save";
   if (meta_graph.saver_def && !meta_graph.saver_def->filename_tensor_name.empty()) {
@@ -749,6 +761,23 @@ std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const Imp
     so.var_list = std::move(by_key);
   }
   return Saver(std::move(so));
+}
+
+}  // namespace
+
+std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const ImportMetaGraphOptions& options) {
+  Graph& graph = options.graph ? *options.graph : get_default_graph();
+  const std::vector<GraphNode> node_list = meta_graph.graph_def.empty() ? std::vector<GraphNode>{} : meta_graph.nodes();
+  std::map<std::string, const GraphNode*> nodes;
+  for (const GraphNode& n : node_list) nodes[n.name] = &n;
+
+  // Validate everything, then recreate the variables, then the collections.
+  const std::vector<PendingVariable> pending = collect_variables(meta_graph, nodes, graph);
+  const std::map<std::string, Variable> created = recreate_variables(pending, graph, options.clear_devices);
+  restore_collections(meta_graph, created, graph);
+
+  if (created.empty()) return std::nullopt;
+  return make_imported_saver(meta_graph, created, graph, options.file_system);
 }
 
 std::optional<Saver> import_meta_graph(const std::string& filename, const ImportMetaGraphOptions& options) {

@@ -22,6 +22,7 @@
 #include "varstate/checkpoint/meta_graph.h"
 #include "varstate/checkpoint/meta_graph_internal.h"
 #include "varstate/checkpoint/saver_io_internal.h"
+#include "varstate/checkpoint/saver_restore_internal.h"
 #include "varstate/checkpoint/tensor_bundle.h"
 #include "varstate/checkpoint/v1_writer.h"
 #include "varstate/device/device_manager.h"
@@ -38,12 +39,6 @@ double system_seconds() {
 std::string join_path(const std::string& dir, const std::string& name) {
   if (dir.empty() || dir == ".") return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
-TensorSlice slice_of(const SaveSliceInfo& info) {
-  std::vector<TensorSlice::Extent> extents;
-  for (size_t d = 0; d < info.var_offset.size(); ++d) extents.push_back({info.var_offset[d], info.var_shape[d]});
-  return TensorSlice(std::move(extents));
 }
 
 // "<checkpoint>.meta", without a V1 sharded suffix "-?????-of-00002".
@@ -64,18 +59,6 @@ int64_t step_value(const GlobalStep& step) {
   if (host.dtype() == DType::kInt64) return host.scalar<int64_t>();
   throw TypeError("global_step variable " + quoted(v.op_name()) + " must be int32 or int64, is " +
                   std::string(dtype_name(host.dtype())));
-}
-
-// Whether the saved slices of `info` cover `region` (they never overlap in
-// a valid checkpoint; the reader checks that when reading).
-bool slices_cover(const TensorInfo& info, const TensorSlice& region) {
-  if (info.slices.empty()) return true;
-  auto volume = [&](const TensorSlice& s) { return num_elements(s.slice_shape(info.shape)); };
-  int64_t covered = 0;
-  for (const TensorSlice& saved : info.slices) {
-    if (auto overlap = saved.intersect(region, info.shape)) covered += volume(*overlap);
-  }
-  return covered == volume(region);
 }
 
 void best_effort_delete(FileSystem& fs, const std::string& path) {
@@ -333,13 +316,13 @@ void Saver::Impl::check_built(const char* what) const {
   }
 }
 
-void Saver::Impl::build() {
-  if (built) return;
-  if (options.write_version == CheckpointFormatVersion::kLegacy) {
-    throw InvalidArgumentError("Saver: write_version must be V1 or V2, got LEGACY");
-  }
+namespace {
+
+// The saver's items from options.var_list, or the graph's global variables,
+// in list order; a variable may appear once.
+std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph& graph) {
+  using Item = Saver::Item;
   std::vector<Item> out;
-  std::string who;
   if (options.var_list && std::holds_alternative<std::map<std::string, Variable>>(*options.var_list)) {
     const auto& m = std::get<std::map<std::string, Variable>>(*options.var_list);
     for (const auto& [key, var] : m) {
@@ -354,7 +337,7 @@ void Saver::Impl::build() {
     }
   } else {
     std::vector<Variable> list = options.var_list ? std::get<std::vector<Variable>>(*options.var_list)
-                                                  : graph->get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
+                                                  : graph.get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
     for (const Variable& var : list) {
       for (const Item& other : out) {
         if (other.variable.same_as(var)) {
@@ -365,8 +348,14 @@ void Saver::Impl::build() {
       out.push_back({slice ? slice->full_name : var.op_name(), var, slice});
     }
   }
-  // Keys: unique for whole tensors; slices of one tensor share a key but
-  // must not repeat a slice or mix with a whole tensor.
+  return out;
+}
+
+// Sorts the items by key and checks the keys: unique for whole tensors;
+// slices of one tensor share a key but must not repeat a slice or mix with
+// a whole tensor, and their save_slice_info must be consistent.
+void sort_and_check_keys(std::vector<Saver::Item>& out) {
+  using Item = Saver::Item;
   std::sort(out.begin(), out.end(), [](const Item& a, const Item& b) {
     if (a.key != b.key) return a.key < b.key;
     return (a.slice ? a.slice->var_offset : std::vector<int64_t>{}) <
@@ -396,16 +385,25 @@ void Saver::Impl::build() {
                        shape_string(item.slice->var_offset) + ", shape " + shape_string(item.slice->var_shape));
     }
   }
-  if (out.empty() && !options.allow_empty) throw ValueError("No variables to save");
+}
 
+// The name scope of the saver's ops: the one of saver_def's filename
+// tensor, else a fresh one named after options.name.
+std::string saver_scope(const SaverOptions& options, Graph& graph) {
   std::string scope;
   if (options.saver_def && !options.saver_def->filename_tensor_name.empty()) {
     scope = options.saver_def->filename_tensor_name;
     auto slash = scope.rfind('/');
     scope = slash == std::string::npos ? std::string("save") : scope.substr(0, slash);
   } else {
-    scope = graph->unique_name(options.name.empty() ? "save" : options.name);
+    scope = graph.unique_name(options.name.empty() ? "save" : options.name);
   }
+  return scope;
+}
+
+// The SaverDef: options.saver_def (LEGACY read as V2), else one from the
+// options; its tensor and op names in `scope`.
+SaverDef make_saver_def(const SaverOptions& options, const std::string& scope) {
   SaverDef d;
   if (options.saver_def) {
     d = *options.saver_def;
@@ -423,6 +421,20 @@ void Saver::Impl::build() {
   d.filename_tensor_name = scope + "/Const:0";
   d.save_tensor_name = scope + (d.sharded ? "/Identity:0" : "/control_dependency:0");
   d.restore_op_name = scope + "/restore_all";
+  return d;
+}
+
+}  // namespace
+
+void Saver::Impl::build() {
+  if (built) return;
+  if (options.write_version == CheckpointFormatVersion::kLegacy) {
+    throw InvalidArgumentError("Saver: write_version must be V1 or V2, got LEGACY");
+  }
+  std::vector<Item> out = items_from_var_list(options, *graph);
+  sort_and_check_keys(out);
+  if (out.empty() && !options.allow_empty) throw ValueError("No variables to save");
+  const SaverDef d = make_saver_def(options, saver_scope(options, *graph));
 
   items = std::move(out);
   empty = items.empty();
@@ -493,7 +505,7 @@ void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>&
         value = snapshot[i].to_host();
       }
       if (item.slice) {
-        writer.add_slice(item.key, item.slice->full_shape, slice_of(*item.slice), host_view(value));
+        writer.add_slice(item.key, item.slice->full_shape, internal::slice_of(*item.slice), host_view(value));
       } else {
         writer.add(item.key, host_view(value));
       }
@@ -600,66 +612,9 @@ void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& 
 
 namespace {
 
-struct RestoreStep {
-  const Saver::Item* item;
-  std::optional<TensorSlice> region;  // for a partition
-  TensorShape shape;                  // the variable's shape
-  // Where the stored tensor lies (TensorInfo's shard and offset; -1 when it
-  // is stored as slices or the format does not say), and its byte count.
-  int shard = -1;
-  int64_t offset = -1;
-  int64_t bytes = 0;
-};
-
-// Checks one variable against the checkpoint without reading data.
-RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader, bool reshape) {
-  const Variable& var = item.variable;
-  const std::string where = "restoring " + quoted(var.op_name()) + " from checkpoint " + quoted(reader.path());
-  std::optional<TensorInfo> info = reader.find(item.key);
-  if (!info) {
-    throw NotFoundError("Key " + quoted(item.key) + " not found in checkpoint " + quoted(reader.path()) +
-                        " (restoring variable " + quoted(var.op_name()) + ")");
-  }
-  if (info->dtype != var.dtype()) {
-    throw InvalidArgumentError(where + ": key " + quoted(item.key) + " holds dtype " +
-                               std::string(dtype_name(info->dtype)) + ", the variable has dtype " +
-                               std::string(dtype_name(var.dtype())));
-  }
-  RestoreStep step{&item, std::nullopt, var.shape(), info->shard, info->offset, 0};
-  step.bytes = step.shape.num_elements() * static_cast<int64_t>(std::max<size_t>(dtype_size(var.dtype()), 1));
-  const std::vector<int64_t>& var_dims = step.shape.dims();
-  if (item.slice) {
-    if (info->shape != item.slice->full_shape) {
-      throw InvalidArgumentError(where + ": the partitioned tensor " + quoted(item.key) + " has full shape " +
-                                 shape_string(info->shape) + " in the checkpoint, the variable's partitioning "
-                                 "expects " + shape_string(item.slice->full_shape));
-    }
-    step.region = slice_of(*item.slice);
-    std::vector<int64_t> region_shape;
-    try {
-      region_shape = step.region->slice_shape(info->shape);
-    } catch (...) {
-      rethrow_with_context(where);
-    }
-    if (region_shape != var_dims) {
-      throw InvalidArgumentError(where + ": its slice " + shape_string(region_shape) +
-                                 " does not match the variable's shape " + shape_string(var_dims));
-    }
-  } else if (info->shape != var_dims) {
-    if (!reshape || num_elements(info->shape) != num_elements(var_dims)) {
-      throw InvalidArgumentError(where + ": Assign requires shapes of both tensors to match. variable shape " +
-                                 shape_string(var_dims) + ", checkpoint shape " + shape_string(info->shape) +
-                                 (reshape ? " (reshape needs the same number of elements)" : ""));
-    }
-  }
-  const TensorSlice wanted = step.region ? *step.region : TensorSlice::full(static_cast<int>(info->shape.size()));
-  if (!slices_cover(*info, wanted)) {
-    throw NotFoundError("Does not have sufficient slices for partitioned tensor " + quoted(item.key) +
-                        " in checkpoint " + quoted(reader.path()) + " to restore " + quoted(var.op_name()) +
-                        " (slice \"" + shape_and_slice_string(info->shape, wanted) + "\")");
-  }
-  return step;
-}
+using internal::plan_read_groups;
+using internal::plan_restore;
+using internal::RestoreStep;
 
 Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
   const Saver::Item& item = *step.item;
@@ -724,42 +679,8 @@ void Saver::Impl::restore(const std::string& save_path) {
   for (const Item& item : items) steps.push_back(plan_restore(item, *reader, options.reshape));
 
   // 2. Per device, in parallel: read into fresh tensors on that device, in
-  // the order the tensors lie in the data files, so that each reader moves
-  // forward through a file and the kernel's readahead keeps the disk busy.
-  // Host variables are split over a few reader threads, each taking one
-  // contiguous run of that order with about the same number of bytes: one
-  // thread checksums while the other waits for the disk, and neither seeks
-  // across the other's part of the file.
-  std::map<const Device*, std::vector<size_t>> by_device;
-  for (size_t i = 0; i < steps.size(); ++i) by_device[&steps[i].item->variable.device()].push_back(i);
-  std::vector<std::vector<size_t>> groups;
-  const size_t host_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
-  for (auto& [device, which] : by_device) {
-    std::stable_sort(which.begin(), which.end(), [&](size_t a, size_t b) {
-      const RestoreStep& x = steps[a];
-      const RestoreStep& y = steps[b];
-      // Tensors without a file location (slices, V1) go last, as listed.
-      return std::make_tuple(x.shard < 0, x.shard, x.offset) < std::make_tuple(y.shard < 0, y.shard, y.offset);
-    });
-    const size_t num_parts = device->is_cpu() && !options.restore_sequentially ? std::min(host_threads, which.size()) : 1;
-    int64_t total = 0;
-    for (size_t i : which) total += steps[i].bytes;
-    std::vector<size_t> part;
-    int64_t done = 0;
-    size_t closed = 0;
-    for (size_t i : which) {
-      part.push_back(i);
-      done += steps[i].bytes;
-      // Part k ends once the parts so far hold (k + 1) / num_parts of the bytes.
-      if (closed + 1 < num_parts &&
-          done * static_cast<int64_t>(num_parts) >= total * static_cast<int64_t>(closed + 1)) {
-        groups.push_back(std::move(part));
-        part.clear();
-        ++closed;
-      }
-    }
-    if (!part.empty()) groups.push_back(std::move(part));
-  }
+  // the groups plan_read_groups() makes.
+  const std::vector<std::vector<size_t>> groups = plan_read_groups(steps, options.restore_sequentially);
 
   if (!options.restore_sequentially) {
     std::vector<Tensor> restored(steps.size());

@@ -9,9 +9,12 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/table.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_io.cc
+  ${CMAKE_CURRENT_LIST_DIR}/saver_restore.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc)

@@ -70,10 +70,8 @@ bool decode_varint64(std::string_view* in, uint64_t* v) {
 
 void write_table_atomically(FileSystem& fs, const std::string& path,
                             const std::vector<std::pair<std::string, std::string>>& entries) {
-  std::string tmp = temp_file_name(path);
-  try {
-    auto file = fs.new_writable_file(tmp);
-    TableSink sink(file.get());
+  write_atomically(fs, path, [&](WritableFile& file, const std::string& tmp) {
+    TableSink sink(&file);
     leveldb::Options options;
     options.block_size = kTableBlockSize;
     options.block_restart_interval = kTableRestartInterval;
@@ -82,18 +80,8 @@ void write_table_atomically(FileSystem& fs, const std::string& path,
     for (const auto& [key, value] : entries) builder.Add(key, value);
     leveldb::Status status = builder.Finish();
     sink.rethrow_if_failed();
-    if (!status.ok()) throw InternalError("writing table \"" + tmp + "\": " + status.ToString());
-    file->sync();
-    file->close();
-    fs.rename_file(tmp, path);
-  } catch (...) {
-    try {
-      if (fs.file_exists(tmp)) fs.delete_file(tmp);
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  fs.sync_dir(dirname_of(path));
+    if (!status.ok()) throw InternalError("writing table " + quoted(tmp) + ": " + status.ToString());
+  });
 }
 
 // Serves LevelDB's block reads. Refuses reads past the end of the file, so a
@@ -128,7 +116,7 @@ TableReader::TableReader(FileSystem& fs, const std::string& path)
     : path_(path), file_(std::make_unique<File>(fs.new_random_access_file(path))) {
   const uint64_t size = file_->size();
   auto corrupt = [&](const std::string& why) {
-    return DataLossError("reading table \"" + path_ + "\" (" + std::to_string(size) +
+    return DataLossError("reading table " + quoted(path_) + " (" + std::to_string(size) +
                          " bytes): " + why);
   };
   // Check the footer's handles before LevelDB allocates buffers from them.
@@ -181,7 +169,7 @@ void TableReader::for_each(const std::function<void(std::string_view, std::strin
        std::string_view(it->value().data(), it->value().size()));
   }
   if (!it->status().ok()) {
-    throw DataLossError("reading table \"" + path_ + "\": " + it->status().ToString());
+    throw DataLossError("reading table " + quoted(path_) + ": " + it->status().ToString());
   }
 }
 
@@ -191,7 +179,7 @@ std::optional<std::string> TableReader::get(std::string_view key) const {
   std::unique_ptr<leveldb::Iterator> it(table_->NewIterator(options));
   it->Seek(leveldb::Slice(key.data(), key.size()));
   if (!it->status().ok()) {
-    throw DataLossError("reading table \"" + path_ + "\": " + it->status().ToString());
+    throw DataLossError("reading table " + quoted(path_) + ": " + it->status().ToString());
   }
   if (!it->Valid() || std::string_view(it->key().data(), it->key().size()) != key) {
     return std::nullopt;

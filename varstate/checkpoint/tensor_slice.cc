@@ -68,7 +68,7 @@ int64_t TensorSlice::length_at(int d, std::span<const int64_t> full_shape) const
 
 std::vector<int64_t> TensorSlice::slice_shape(std::span<const int64_t> full_shape) const {
   if (static_cast<size_t>(rank()) != full_shape.size()) {
-    throw InvalidArgumentError("slice \"" + to_string() + "\" has rank " + std::to_string(rank()) +
+    throw InvalidArgumentError("slice " + quoted(to_string()) + " has rank " + std::to_string(rank()) +
                                " but the tensor has shape " + shape_string(full_shape));
   }
   std::vector<int64_t> shape(full_shape.size());
@@ -142,7 +142,7 @@ ShapeAndSlice parse_shape_and_slice(std::string_view spec) {
   }
   out.slice = TensorSlice::parse(items.back());
   if (static_cast<size_t>(out.slice.rank()) != out.full_shape.size()) {
-    throw InvalidArgumentError("shape_and_slice \"" + std::string(spec) + "\": slice has rank " +
+    throw InvalidArgumentError("shape_and_slice " + quoted(spec) + ": slice has rank " +
                                std::to_string(out.slice.rank()) + " but the shape has rank " +
                                std::to_string(out.full_shape.size()));
   }

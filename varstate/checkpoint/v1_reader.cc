@@ -118,7 +118,7 @@ V1Reader::V1Reader(std::string pattern, FileSystem* fs) : CheckpointReader(std::
       for (const auto& s : meta.slice()) {
         TensorSlice slice = slice_from_proto(s, what);
         if (slice.rank() != static_cast<int>(shape.size())) {
-          throw DataLossError(what + ": slice \"" + slice.to_string() + "\" does not match shape " +
+          throw DataLossError(what + ": slice " + quoted(slice.to_string()) + " does not match shape " +
                               shape_string(shape));
         }
         t.info.slices.push_back(std::move(slice));
@@ -167,7 +167,7 @@ std::string V1Reader::record(const std::string& name, const TensorSlice& slice, 
   const TableReader& table = *tables_[static_cast<size_t>(file)];
   std::optional<std::string> value = table.get(encode_tensor_name_slice(name, slice));
   if (!value) {
-    throw DataLossError("reading " + quoted(name) + " (slice \"" + slice.to_string() + "\") from " +
+    throw DataLossError("reading " + quoted(name) + " (slice " + quoted(slice.to_string()) + ") from " +
                         quoted(table.path()) + ": the slice's record is missing");
   }
   return std::move(*value);
@@ -182,7 +182,7 @@ void V1Reader::check_stored(const TensorInfo& info, int slice_index) const {
   const int64_t n = num_elements(slice.slice_shape(info.shape));
   const size_t size = record(info.name, slice, file).size();
   if (static_cast<uint64_t>(n) > size) {
-    throw DataLossError("reading " + quoted(info.name) + " (slice \"" + slice.to_string() + "\") from " +
+    throw DataLossError("reading " + quoted(info.name) + " (slice " + quoted(slice.to_string()) + ") from " +
                         quoted(tables_[static_cast<size_t>(file)]->path()) + ": a " +
                         std::to_string(size) + "-byte record cannot hold " + std::to_string(n) +
                         " elements");
@@ -192,7 +192,7 @@ void V1Reader::check_stored(const TensorInfo& info, int slice_index) const {
 TensorData V1Reader::read_record(const std::string& name, const TensorSlice& slice, int file, DType dtype,
                                  const std::vector<int64_t>& shape) const {
   const TableReader& table = *tables_[static_cast<size_t>(file)];
-  const std::string where = "reading " + quoted(name) + " (slice \"" + slice.to_string() + "\") from " +
+  const std::string where = "reading " + quoted(name) + " (slice " + quoted(slice.to_string()) + ") from " +
                             quoted(table.path());
   std::string value = record(name, slice, file);
   tf::SavedTensorSlices saved;

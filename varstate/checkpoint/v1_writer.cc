@@ -102,8 +102,8 @@ void V1Writer::add(std::string_view name, const TensorView& tensor) {
 
 void V1Writer::add_slice(std::string_view name, const std::vector<int64_t>& full_shape,
                          const TensorSlice& slice, const TensorView& tensor) {
-  const std::string what = "writing " + quoted(name) + " (slice \"" + slice.to_string() +
-                           "\") to V1 checkpoint " + quoted(path_);
+  const std::string what = "writing " + quoted(name) + " (slice " + quoted(slice.to_string()) +
+                           ") to V1 checkpoint " + quoted(path_);
   if (finished_) throw FailedPreconditionError(what + ": the writer has finished");
   if (name.empty()) throw InvalidArgumentError(what + ": empty tensor name");
   if (!v1_supports_dtype(tensor.dtype)) {
@@ -131,8 +131,8 @@ void V1Writer::add_slice(std::string_view name, const std::vector<int64_t>& full
   }
   for (const TensorSlice& other : it == meta_.end() ? std::vector<TensorSlice>{} : it->second.slices) {
     if (other.intersect(slice, full_shape)) {
-      throw InvalidArgumentError(what + ": overlaps the slice \"" + other.to_string() +
-                                 "\" added before");
+      throw InvalidArgumentError(what + ": overlaps the slice " + quoted(other.to_string()) +
+                                 " added before");
     }
   }
 

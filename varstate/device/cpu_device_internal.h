@@ -22,7 +22,8 @@ std::unique_ptr<Device> make_cuda_device(int index);
 std::vector<std::vector<bool>> cuda_enable_peer_access(int count);
 // copy_bytes() when at least one side is a GPU.
 void cuda_copy(Device& dst_device, void* dst, Device& src_device, const void* src, size_t bytes);
-// Sets the calling thread's current CUDA device; returns the previous one.
+// Sets the calling thread's current CUDA device; returns the previous one
+// (defined with CudaDeviceGuard in base/cuda_check.cc).
 int cuda_exchange_device(int index);
 // Page-locked host memory, or nullptr if it cannot be had.
 void* cuda_host_alloc(size_t bytes) noexcept;

@@ -18,22 +18,6 @@
 namespace varstate::detail {
 namespace {
 
-// Makes `index` the calling thread's current CUDA device for the guard's
-// lifetime and restores the previous one afterwards.
-class CudaDeviceGuard {
- public:
-  explicit CudaDeviceGuard(int index) {
-    VARSTATE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != index) VARSTATE_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~CudaDeviceGuard() { cudaSetDevice(previous_); }
-  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
-  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 class CudaEvent final : public Event {
  public:
   CudaEvent(int device, cudaStream_t stream) : device_(device) {
@@ -270,13 +254,6 @@ void cuda_copy(Device& dst_device, void* dst, Device& src_device, const void* sr
     rethrow_with_context("copying " + std::to_string(bytes) + " bytes from " + src_device.name() +
                          " to " + dst_device.name());
   }
-}
-
-int cuda_exchange_device(int index) {
-  int previous = 0;
-  VARSTATE_CUDA_CHECK(cudaGetDevice(&previous));
-  if (previous != index) VARSTATE_CUDA_CHECK(cudaSetDevice(index));
-  return previous;
 }
 
 void* cuda_host_alloc(size_t bytes) noexcept {

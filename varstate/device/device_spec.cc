@@ -10,8 +10,8 @@ namespace varstate {
 namespace {
 
 [[noreturn]] void malformed(std::string_view text, const std::string& why) {
-  throw InvalidArgumentError("malformed device specification \"" + std::string(text) +
-                             "\": " + why);
+  throw InvalidArgumentError("malformed device specification " + quoted(text) +
+                             ": " + why);
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -30,8 +30,8 @@ int parse_int(std::string_view text, std::string_view field, std::string_view va
   int out = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
   if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || out < 0) {
-    malformed(text, std::string(field) + " must be a non-negative integer, got \"" +
-                        std::string(value) + "\"");
+    malformed(text, std::string(field) + " must be a non-negative integer, got " +
+                        quoted(value));
   }
   return out;
 }
@@ -53,7 +53,7 @@ bool valid_type(std::string_view t) {
 // Parses "TYPE", "TYPE:N" or "TYPE:*" into the spec's device fields.
 void parse_device(std::string_view text, std::string_view type, std::string_view* index,
                   DeviceSpec& spec) {
-  if (!valid_type(type)) malformed(text, "bad device type \"" + std::string(type) + "\"");
+  if (!valid_type(type)) malformed(text, "bad device type " + quoted(type));
   spec.device_type = upper(type);
   spec.device_index.reset();
   if (index && *index != "*") spec.device_index = parse_int(text, "device index", *index);
@@ -109,7 +109,7 @@ DeviceSpec DeviceSpec::parse(std::string_view text) {
       once(seen_device, "device");
       parse_device(text, parts[0], parts.size() == 2 ? &parts[1] : nullptr, spec);
     } else {
-      malformed(text, "unknown field \"" + std::string(field) + "\"");
+      malformed(text, "unknown field " + quoted(field));
     }
   }
   return spec;

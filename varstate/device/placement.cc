@@ -57,18 +57,18 @@ Device& resolve_device(const DeviceSpec& spec, std::string_view what) {
   if (Device* device = manager.find(spec)) return *device;
   DeviceSpec wanted = spec;
   if (!wanted.device_index) wanted.device_index = 0;
-  std::string subject = what.empty() ? std::string() : " for \"" + std::string(what) + "\"";
+  std::string subject = what.empty() ? std::string() : " for " + quoted(what);
   if (!g_soft_placement.load()) {
-    throw InvalidArgumentError("cannot place" + subject + " on device \"" + wanted.to_string() +
-                               "\": no such device (soft placement is off); available devices: " +
+    throw InvalidArgumentError("cannot place" + subject + " on device " + quoted(wanted.to_string()) +
+                               ": no such device (soft placement is off); available devices: " +
                                manager.device_list());
   }
   static std::mutex mu;
   static std::set<std::string> warned;
   std::lock_guard lock(mu);
   if (warned.insert(wanted.to_string()).second) {
-    logger().warn("device \"{}\" does not exist{}; placing on {} instead (soft placement)",
-                  wanted.to_string(), subject, manager.cpu().name());
+    logger().warn("device {} does not exist{}; placing on {} instead (soft placement)",
+                  quoted(wanted.to_string()), subject, manager.cpu().name());
   }
   return manager.cpu();
 }

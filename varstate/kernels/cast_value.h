@@ -1,51 +1,65 @@
-// One scalar conversion between storage types with tf.cast's rules, shared
-// by the CPU and CUDA cast kernels' reference tests.
+// One scalar conversion between element types with tf.cast's rules, shared
+// by the CPU cast kernel (on storage types) and the CUDA cast kernel (on its
+// arithmetic types: __half, __nv_bfloat16, cuda::std::complex). To bool is
+// "!= 0"; complex to real keeps the real part; 16-bit floats convert through
+// float and round to nearest.
 #pragma once
 
-#include <complex>
 #include <type_traits>
 
 #include "varstate/base/dtype.h"
+#include "varstate/kernels/dtype_traits.h"
+#include "varstate/kernels/elementwise_functors.h"
 
 namespace varstate::kernels {
 
-template <typename T> struct IsComplex : std::false_type {};
-template <typename T> struct IsComplex<std::complex<T>> : std::true_type {};
-
-// Widens a storage value to the arithmetic type used for conversion:
-// half/bfloat16 -> float, others unchanged.
+// Widens a stored value to the arithmetic type used for conversion:
+// 16-bit floats -> float, others unchanged.
 template <typename T>
-auto widen(const T& v) {
-  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+VARSTATE_HD auto widen(const T& v) {
+  if constexpr (kIsHalfLike<T>) {
     return static_cast<float>(v);
+  } else if constexpr (kIsDeviceHalf<T>) {
+    return device_half_to_float(v);
   } else {
     return v;
   }
 }
 
-template <typename To, typename From>
-To cast_value(const From& from) {
-  auto v = widen(from);
-  using W = decltype(v);
+// The real part of a widened value (the value itself if it is real).
+template <typename W>
+VARSTATE_HD auto real_part(const W& v) {
+  if constexpr (kIsComplex<W>) {
+    return v.real();
+  } else {
+    return v;
+  }
+}
+
+// Converts a widened value (widen()'s result) to To.
+template <typename To, typename W>
+VARSTATE_HD To convert_widened(const W& v) {
   if constexpr (std::is_same_v<To, bool>) {
     return v != W{};
-  } else if constexpr (IsComplex<To>::value) {
+  } else if constexpr (kIsComplex<To>) {
     using R = typename To::value_type;
-    if constexpr (IsComplex<W>::value) {
+    if constexpr (kIsComplex<W>) {
       return To(static_cast<R>(v.real()), static_cast<R>(v.imag()));
     } else {
       return To(static_cast<R>(v), R{});
     }
+  } else if constexpr (kIsHalfLike<To>) {
+    return To(static_cast<float>(real_part(v)));
+  } else if constexpr (kIsDeviceHalf<To>) {
+    return device_half_from_float<To>(static_cast<float>(real_part(v)));
   } else {
-    auto real = [&] {
-      if constexpr (IsComplex<W>::value) return v.real(); else return v;
-    }();
-    if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) {
-      return To(static_cast<float>(real));
-    } else {
-      return static_cast<To>(real);
-    }
+    return static_cast<To>(real_part(v));
   }
+}
+
+template <typename To, typename From>
+VARSTATE_HD To cast_value(const From& from) {
+  return convert_widened<To>(widen(from));
 }
 
 }  // namespace varstate::kernels

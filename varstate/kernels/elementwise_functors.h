@@ -1,4 +1,4 @@
-// The scalar semantics of every element-wise op, shared by the CPU and CUDA
+// The scalar semantics of every element-wise and scatter op, shared by the CPU and CUDA
 // kernels so that both compute the same thing by construction.
 //
 // Functors work on a "compute type" C: the storage type itself, except that
@@ -19,8 +19,12 @@
 
 #include "varstate/base/dtype.h"
 #include "varstate/kernels/common.h"
+#include "varstate/kernels/dtype_traits.h"
 
 #if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cuda/std/complex>
 #define VARSTATE_HD __host__ __device__ __forceinline__
 #else
@@ -33,19 +37,6 @@ namespace varstate::kernels {
 // Which storage types each op is defined for (TensorFlow's type lists). The
 // runtime checks these before dispatch (TypeError); kernels instantiate
 // only the supported pairs.
-
-template <typename T>
-inline constexpr bool kIsHalfLike = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-template <typename T>
-inline constexpr bool kIsFloating = std::is_floating_point_v<T> || kIsHalfLike<T>;
-template <typename T>
-inline constexpr bool kIsComplex = std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
-template <typename T>
-inline constexpr bool kIsInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-template <typename T>
-inline constexpr bool kIsReal = kIsFloating<T> || kIsInteger<T>;
-template <typename T>
-inline constexpr bool kIsNumeric = kIsReal<T> || kIsComplex<T>;
 
 template <typename T>
 constexpr bool binary_op_supports(BinaryOp op) {
@@ -97,11 +88,6 @@ constexpr bool unary_op_supports(UnaryOp op) {
 
 // ---------------------------------------------------------------------------
 // Scalar helpers with one spelling on host and device.
-
-template <typename C, typename = void>
-struct IsComplexLike : std::false_type {};
-template <typename C>
-struct IsComplexLike<C, std::void_t<decltype(std::declval<C>().imag())>> : std::true_type {};
 
 // The C library's functions, qualified so that no overload in an enclosing
 // namespace (varstate::pow and varstate::abs take Tensors) is picked up.
@@ -244,7 +230,7 @@ struct PowFn {
         base *= base;
       }
       return static_cast<C>(result);
-    } else if constexpr (IsComplexLike<C>::value) {
+    } else if constexpr (kIsComplex<C>) {
       return complex_pow(a, b);
     } else {
       return pow_of(a, b);
@@ -344,7 +330,7 @@ struct NegativeFn {
 struct AbsFn {
   template <typename C>
   VARSTATE_HD auto operator()(C a) const {
-    if constexpr (IsComplexLike<C>::value) {
+    if constexpr (kIsComplex<C>) {
       return complex_abs_of(a);  // the real magnitude
     } else if constexpr (std::is_floating_point_v<C>) {
       return fabs_of(a);
@@ -363,5 +349,76 @@ struct InvertFn {
     }
   }
 };
+
+// ---------------------------------------------------------------------------
+// Scatter: table element t combined with update u by a ScatterOp, shared by
+// the CPU and CUDA scatter kernels. Integers wrap around (INT_MIN / -1 too).
+// The device's 16-bit floats (__half, __nv_bfloat16) compute in float and
+// round once, as the CPU's Eigen::half/bfloat16 arithmetic does, so that the
+// deterministic paths of both backends agree bit for bit.
+
+#if defined(__CUDACC__)
+template <typename C>
+inline constexpr bool kIsDeviceHalf =
+    std::is_same_v<C, __half> || std::is_same_v<C, __nv_bfloat16>;
+#else
+template <typename C>
+inline constexpr bool kIsDeviceHalf = false;
+#endif
+
+// Conversions of a kIsDeviceHalf value to and from float (round to nearest).
+template <typename C>
+VARSTATE_HD float device_half_to_float(C x) {
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<C, __half>) return __half2float(x);
+  else return __bfloat162float(x);
+#else
+  return static_cast<float>(x);
+#endif
+}
+template <typename C>
+VARSTATE_HD C device_half_from_float(float x) {
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<C, __half>) return __float2half_rn(x);
+  else return __float2bfloat16_rn(x);
+#else
+  return C(x);
+#endif
+}
+
+template <ScatterOp Op, typename C>
+VARSTATE_HD C scatter_combine(C t, C u) {
+  if constexpr (Op == ScatterOp::kUpdate) {
+    return u;
+  } else if constexpr (kIsDeviceHalf<C>) {
+    const float a = device_half_to_float(t), b = device_half_to_float(u);
+    if constexpr (Op == ScatterOp::kAdd) return device_half_from_float<C>(a + b);
+    if constexpr (Op == ScatterOp::kSub) return device_half_from_float<C>(a - b);
+    if constexpr (Op == ScatterOp::kMul) return device_half_from_float<C>(a * b);
+    if constexpr (Op == ScatterOp::kDiv) return device_half_from_float<C>(a / b);
+    if constexpr (Op == ScatterOp::kMin) return b < a ? u : t;
+    if constexpr (Op == ScatterOp::kMax) return a < b ? u : t;
+  } else if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<std::common_type_t<C, unsigned>>;
+    if constexpr (Op == ScatterOp::kAdd) return static_cast<C>(U(t) + U(u));
+    if constexpr (Op == ScatterOp::kSub) return static_cast<C>(U(t) - U(u));
+    if constexpr (Op == ScatterOp::kMul) return static_cast<C>(U(t) * U(u));
+    if constexpr (Op == ScatterOp::kDiv) {
+      if constexpr (std::is_signed_v<C>) {
+        if (u == C(-1)) return static_cast<C>(U(0) - U(t));  // INT_MIN / -1 is UB
+      }
+      return static_cast<C>(t / u);
+    }
+    if constexpr (Op == ScatterOp::kMin) return u < t ? u : t;
+    if constexpr (Op == ScatterOp::kMax) return t < u ? u : t;
+  } else {
+    if constexpr (Op == ScatterOp::kAdd) return t + u;
+    if constexpr (Op == ScatterOp::kSub) return t - u;
+    if constexpr (Op == ScatterOp::kMul) return t * u;
+    if constexpr (Op == ScatterOp::kDiv) return t / u;
+    if constexpr (Op == ScatterOp::kMin) return u < t ? u : t;
+    if constexpr (Op == ScatterOp::kMax) return t < u ? u : t;
+  }
+}
 
 }  // namespace varstate::kernels

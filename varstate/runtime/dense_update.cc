@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "varstate/base/error.h"
 #include "varstate/kernels/common.h"
 #include "varstate/kernels/cpu/dense_update.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -24,7 +25,7 @@ const char* op_name(DenseUpdateOp op) {
 
 std::string subject(DenseUpdateOp op, std::string_view name) {
   std::string s = op_name(op);
-  if (!name.empty()) s += " to \"" + std::string(name) + "\"";
+  if (!name.empty()) s += " to " + quoted(name);
   return s;
 }
 

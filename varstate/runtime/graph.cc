@@ -91,8 +91,8 @@ std::vector<Variable> Graph::get_collection_variables(const std::string& key,
     try {
       filter.emplace(std::string(scope));
     } catch (const std::regex_error& e) {
-      throw InvalidArgumentError("get_collection: scope \"" + std::string(scope) +
-                                 "\" is not a valid regular expression: " + e.what());
+      throw InvalidArgumentError("get_collection: scope " + quoted(scope) +
+                                 " is not a valid regular expression: " + e.what());
     }
   }
   std::vector<Variable> out;

@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "varstate/base/error.h"
 #include "varstate/runtime/dense_update.h"
 #include "varstate/runtime/gather_internal.h"
 #include "varstate/runtime/scatter.h"
@@ -20,7 +21,7 @@ IndexedSlices::IndexedSlices(const Tensor& values, const Tensor& indices,
                              std::optional<Tensor> dense_shape, std::string name)
     : values_(values), indices_(indices), dense_shape_(std::move(dense_shape)),
       name_(std::move(name)) {
-  const std::string who = "IndexedSlices" + (name_.empty() ? "" : " \"" + name_ + "\"");
+  const std::string who = "IndexedSlices" + (name_.empty() ? "" : " " + quoted(name_));
   if (!values_.valid()) throw InvalidArgumentError(who + ": values is an empty tensor handle");
   if (!indices_.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
   if (!is_index_dtype(indices_.dtype())) {
@@ -55,7 +56,7 @@ IndexedSlices::IndexedSlices(const Tensor& values, const Tensor& indices,
 
 TensorShape IndexedSlices::dense_tensor_shape() const {
   if (!dense_shape_) {
-    throw ValueError("IndexedSlices" + (name_.empty() ? "" : " \"" + name_ + "\"") +
+    throw ValueError("IndexedSlices" + (name_.empty() ? "" : " " + quoted(name_)) +
                      " has no dense_shape");
   }
   return TensorShape(internal::host_indices(*dense_shape_));

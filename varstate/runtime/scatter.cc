@@ -1,14 +1,15 @@
 #include "varstate/runtime/scatter.h"
 #include "varstate/runtime/scatter_internal.h"
+#include "varstate/runtime/scatter_check_internal.h"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "varstate/base/error.h"
 #include "varstate/kernels/common.h"
 #include "varstate/kernels/cpu/scatter.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -19,6 +20,11 @@ namespace varstate {
 namespace {
 
 using kernels::ScatterOp;
+using internal::bad_index_message;
+using internal::check_error;
+using internal::scatter_state;
+using internal::ScatterState;
+using internal::zero_divisor_message;
 
 // ---------------------------------------------------------------------------
 // Global defaults.
@@ -60,35 +66,9 @@ const char* op_name(ScatterOp op) {
 // scatter_add "name" on "emb"
 std::string subject(ScatterOp op, std::string_view name, std::string_view target) {
   std::string s = op_name(op);
-  if (!name.empty()) s += " \"" + std::string(name) + "\"";
-  if (!target.empty()) s += " on \"" + std::string(target) + "\"";
+  if (!name.empty()) s += " " + quoted(name);
+  if (!target.empty()) s += " on " + quoted(target);
   return s;
-}
-
-// "indices", "indices[3]" or "indices[1,0]" for flat position `flat`.
-std::string position_string(const char* what, int64_t flat, const TensorShape& shape) {
-  if (shape.rank() == 0) return what;
-  std::vector<int64_t> coords(shape.rank());
-  for (int d = shape.rank() - 1; d >= 0; --d) {
-    const int64_t extent = shape.dim(d);
-    coords[d] = extent == 0 ? 0 : flat % extent;
-    flat = extent == 0 ? 0 : flat / extent;
-  }
-  std::string s = std::string(what) + "[";
-  for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
-  return s + "]";
-}
-
-std::string bad_index_message(const std::string& who, int64_t position,
-                              const TensorShape& indices_shape, int64_t value, int64_t rows) {
-  return who + ": " + position_string("indices", position, indices_shape) + " = " +
-         std::to_string(value) + " is not in [0, " + std::to_string(rows) + ")";
-}
-
-std::string zero_divisor_message(const std::string& who, int64_t position,
-                                 const TensorShape& updates_shape) {
-  return who + ": " + position_string("updates", position, updates_shape) +
-         " is 0 (integer division by zero)";
 }
 
 // ---------------------------------------------------------------------------
@@ -283,150 +263,6 @@ void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool determinis
 }
 #endif
 
-// The error a finished device check recorded, or "" if none. `record` is
-// the IndexCheck copied to the host.
-std::string check_error(const void* record, const std::string& who,
-                        const TensorShape& indices_shape, const TensorShape& updates_shape,
-                        int64_t rows) {
-#ifdef VARSTATE_HAVE_CUDA
-  IndexCheck c;
-  std::memcpy(&c, record, sizeof c);
-  if (c.first_bad_position == IndexCheck::kNone) return {};
-  if (c.first_bad_position == IndexCheck::kZeroDivisor) {
-    return zero_divisor_message(who, c.bad_index, updates_shape);
-  }
-  return bad_index_message(who, static_cast<int64_t>(c.first_bad_position), indices_shape,
-                           c.bad_index, rows);
-#else
-  (void)record, (void)who, (void)indices_shape, (void)updates_shape, (void)rows;
-  return {};
-#endif
-}
-
-#ifdef VARSTATE_HAVE_CUDA
-constexpr size_t kRecordBytes = sizeof(IndexCheck);
-#else
-constexpr size_t kRecordBytes = 32;
-#endif
-
-// ---------------------------------------------------------------------------
-// Per-variable state: the scatter lock and the GPU checks in flight.
-
-class ScatterState final : public VariableUpdateState {
- public:
-  ~ScatterState() override {
-    try {
-      std::lock_guard lock(pending_mu_);
-      if (!pending_.empty()) pending_.back().event->wait_host();
-    } catch (...) {
-      // Tearing down: the copies target our pinned slots; nothing to report to.
-    }
-    if (check_ != nullptr) device_->deallocate(check_);
-  }
-
-  // Serializes scatters on the variable.
-  std::mutex& mutex() { return mu_; }
-
-  void raise_pending_errors(bool wait) override {
-    std::unique_lock lock(pending_mu_);
-    collect(wait, lock);
-    raise_collected();
-  }
-
-#ifdef VARSTATE_HAVE_CUDA
-  // A free host slot for the next check (waiting for the oldest check when
-  // all are in flight) and the device record; raises errors found meanwhile
-  // before anything of the new call is enqueued. Call with mutex() held.
-  struct Slot {
-    int index;
-    void* host;
-    IndexCheck* check;
-  };
-  Slot acquire(Device& device) {
-    std::unique_lock lock(pending_mu_);
-    if (check_ == nullptr) {
-      host_ = PinnedBuffer(kRecordBytes * kMaxPendingChecks);
-      check_ = static_cast<IndexCheck*>(device.allocate(sizeof(IndexCheck)));
-      device_ = &device;
-      for (int s = kMaxPendingChecks - 1; s >= 0; --s) free_.push_back(s);
-    }
-    collect(/*wait=*/false, lock);
-    if (free_.empty()) collect_oldest(lock);
-    raise_collected();
-    const int s = free_.back();
-    free_.pop_back();
-    return {s, static_cast<char*>(host_.data()) + s * kRecordBytes,
-            static_cast<IndexCheck*>(check_)};
-  }
-
-  void release(int slot) {
-    std::lock_guard lock(pending_mu_);
-    free_.push_back(slot);
-  }
-
-  void push(int slot, std::shared_ptr<Event> event, std::string who, TensorShape indices_shape,
-            TensorShape updates_shape, int64_t rows) {
-    std::lock_guard lock(pending_mu_);
-    pending_.push_back({slot, std::move(event), std::move(who), std::move(indices_shape),
-                        std::move(updates_shape), rows});
-  }
-#endif
-
- private:
-  struct Pending {
-    int slot;
-    std::shared_ptr<Event> event;
-    std::string who;
-    TensorShape indices_shape;
-    TensorShape updates_shape;
-    int64_t rows;
-  };
-
-  // Moves the finished checks (all, with `wait`) from pending_ to errors_.
-  void collect(bool wait, std::unique_lock<std::mutex>& lock) {
-    while (!pending_.empty()) {
-      if (!wait && !pending_.front().event->done()) return;
-      collect_oldest(lock);
-    }
-  }
-
-  void collect_oldest(std::unique_lock<std::mutex>&) {
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
-    p.event->wait_host();
-    const char* record = static_cast<const char*>(host_.data()) + p.slot * kRecordBytes;
-    std::string error = check_error(record, p.who, p.indices_shape, p.updates_shape, p.rows);
-    free_.push_back(p.slot);
-    if (!error.empty()) errors_.push_back(std::move(error));
-  }
-
-  void raise_collected() {
-    if (errors_.empty()) return;
-    std::string message = errors_.front();
-    if (errors_.size() > 1) {
-      message += " (and " + std::to_string(errors_.size() - 1) +
-                 " later scatter(s) on this variable failed their device-side check too)";
-    }
-    message += "; found by the device-side check after the call returned, nothing was written";
-    errors_.clear();
-    throw InvalidArgumentError(message);
-  }
-
-  std::mutex mu_;
-  std::mutex pending_mu_;
-  std::deque<Pending> pending_;
-  std::vector<int> free_;
-  std::vector<std::string> errors_;
-  PinnedBuffer host_;
-  Device* device_ = nullptr;
-  void* check_ = nullptr;
-};
-
-std::shared_ptr<ScatterState> scatter_state(const Variable& ref) {
-  return std::static_pointer_cast<ScatterState>(
-      ref.update_state([] { return std::make_shared<ScatterState>(); }));
-}
-
 // ---------------------------------------------------------------------------
 // Entry points.
 
@@ -544,18 +380,19 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
     return;
   }
   Device& device = target.device();
-  auto* check = static_cast<IndexCheck*>(device.allocate(sizeof(IndexCheck)));
-  PinnedBuffer host(sizeof(IndexCheck));
+  internal::CheckRecordPool& pool = internal::CheckRecordPool::instance();
+  std::unique_ptr<internal::CheckRecord> record = pool.take(device);
   try {
-    enqueue_gpu(op, target, p, deterministic, check, who);
-    device.copy_to_host_async(host.data(), check, sizeof(IndexCheck));
+    enqueue_gpu(op, target, p, deterministic, record->check, who);
+    device.copy_to_host_async(record->host.data(), record->check, sizeof(IndexCheck));
     device.record_event()->wait_host();
   } catch (...) {
-    device.deallocate(check);
+    internal::CheckRecordPool::discard(std::move(record));
     throw;
   }
-  device.deallocate(check);
-  std::string error = check_error(host.data(), who, p.indices.shape(), p.updates.shape(), p.rows);
+  std::string error =
+      check_error(record->host.data(), who, p.indices.shape(), p.updates.shape(), p.rows);
+  pool.give_back(std::move(record));
   if (!error.empty()) throw InvalidArgumentError(error);
 #endif
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "varstate/base/error.h"
 #include "varstate/kernels/common.h"
 #include "varstate/kernels/cpu/slice.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -187,7 +188,7 @@ Tensor strided_slice(const Tensor& t, const std::vector<SliceSpec>& specs) {
 void strided_slice_assign(Tensor& target, const std::vector<SliceSpec>& specs,
                           const Tensor& value, std::string_view name) {
   const std::string who =
-      name.empty() ? std::string("StridedSliceAssign") : "StridedSliceAssign to \"" + std::string(name) + "\"";
+      name.empty() ? std::string("StridedSliceAssign") : "StridedSliceAssign to " + quoted(name);
   if (!target.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
   if (!value.valid()) throw InvalidArgumentError(who + ": the value is an empty tensor handle");
   const Selection s = select(who, target.shape(), specs);

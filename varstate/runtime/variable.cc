@@ -140,8 +140,8 @@ Variable::Variable(VariableOptions options) {
     return;
   }
   if (!options.dtype || !options.expected_shape || !options.expected_shape->is_fully_defined()) {
-    throw ValueError("recreating variable \"" + op +
-                     "\" from a VariableDef: it is not in the graph, so dtype and a fully "
+    throw ValueError("recreating variable " + quoted(op) +
+                     " from a VariableDef: it is not in the graph, so dtype and a fully "
                      "defined expected_shape are required");
   }
   state_ = std::make_shared<State>();
@@ -196,7 +196,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
 
   if (value) {
     Tensor v = *value;
-    if (options.dtype) v = convert_to_dtype(v, *options.dtype, "initial value of \"" + s.op_name + "\"");
+    if (options.dtype) v = convert_to_dtype(v, *options.dtype, "initial value of " + quoted(s.op_name));
     s.dtype = v.dtype();
     s.shape = v.shape();
     if (&v.device() != s.device) v = v.to(*s.device);
@@ -216,11 +216,11 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
     s.shape = *options.expected_shape;
   }
   if (options.expected_shape && options.validate_shape && s.shape != *options.expected_shape) {
-    throw ValueError("initial value of \"" + s.op_name + "\" has shape " + s.shape.to_string() +
+    throw ValueError("initial value of " + quoted(s.op_name) + " has shape " + s.shape.to_string() +
                      ", expected shape " + options.expected_shape->to_string());
   }
   if (options.validate_shape && !s.shape.is_fully_defined()) {
-    throw ValueError("initial value of \"" + s.op_name + "\" must have a known shape, got " +
+    throw ValueError("initial value of " + quoted(s.op_name) + " must have a known shape, got " +
                      s.shape.to_string() + " (or set validate_shape=false)");
   }
 
@@ -336,8 +336,8 @@ Tensor Variable::eval(const Session& session) const {
 Tensor Variable::eval() const {
   const Session* s = Session::default_session();
   if (s == nullptr) {
-    throw ValueError("Cannot evaluate \"" + state_->name +
-                     "\": no session given and no default session is set (Session::as_default())");
+    throw ValueError("Cannot evaluate " + quoted(state_->name) +
+                     ": no session given and no default session is set (Session::as_default())");
   }
   return eval(*s);
 }
@@ -347,18 +347,18 @@ Tensor Variable::initial_value() const {
   std::lock_guard lock(s.init_mu);
   if (s.initial) return *s.initial;
   if (!s.initial_fn) {
-    throw FailedPreconditionError("variable \"" + s.op_name +
-                                  "\" has no initial value (it was recreated from a VariableDef)");
+    throw FailedPreconditionError("variable " + quoted(s.op_name) +
+                                  " has no initial value (it was recreated from a VariableDef)");
   }
   Tensor v;
   {
     DeviceScope scope(s.device->name());
     v = s.initial_fn();
   }
-  if (!v.valid()) throw ValueError("the initial value callable of \"" + s.op_name + "\" returned no tensor");
-  v = convert_to_dtype(v, s.dtype, "initial value of \"" + s.op_name + "\"");
+  if (!v.valid()) throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned no tensor");
+  v = convert_to_dtype(v, s.dtype, "initial value of " + quoted(s.op_name));
   if (s.validate_shape && s.shape.is_fully_defined() && v.shape() != s.shape) {
-    throw ValueError("the initial value callable of \"" + s.op_name + "\" returned shape " +
+    throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned shape " +
                      v.shape().to_string() + ", expected " + s.shape.to_string());
   }
   if (&v.device() != s.device) v = v.to(*s.device);
@@ -405,9 +405,9 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
   bool keep_shape = validate_shape && s.validate_shape;
   if (!initialized || (!keep_shape && value.shape() != shape)) {
     // A fresh buffer: first assignment, or a new shape.
-    Tensor v = convert_to_dtype(value, s.dtype, "Assign to \"" + who + "\"");
+    Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who));
     if (keep_shape && v.shape() != shape && !v.shape().is_scalar()) {
-      throw InvalidArgumentError("Assign to \"" + who + "\": shapes must match: variable shape " +
+      throw InvalidArgumentError("Assign to " + quoted(who) + ": shapes must match: variable shape " +
                                  shape.to_string() + ", value shape " + v.shape().to_string());
     }
     Tensor fresh(s.dtype, keep_shape ? shape : v.shape(), *s.device);
@@ -453,19 +453,19 @@ Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, bool use_lock
 Tensor Variable::count_up_to(int64_t limit) {
   State& s = *state_;
   if (s.dtype != DType::kInt32 && s.dtype != DType::kInt64) {
-    throw TypeError("CountUpTo on \"" + s.op_name + "\": dtype must be int32 or int64, got " +
+    throw TypeError("CountUpTo on " + quoted(s.op_name) + ": dtype must be int32 or int64, got " +
                     std::string(dtype_name(s.dtype)));
   }
   std::lock_guard update(s.update_mu);
   Tensor target = live_value();
   if (!target.shape().is_scalar()) {
-    throw InvalidArgumentError("CountUpTo on \"" + s.op_name + "\": the variable must be a scalar, has shape " +
+    throw InvalidArgumentError("CountUpTo on " + quoted(s.op_name) + ": the variable must be a scalar, has shape " +
                                target.shape().to_string());
   }
   Tensor host = target.to_host().clone();
   int64_t before = s.dtype == DType::kInt32 ? host.data<int32_t>()[0] : host.data<int64_t>()[0];
   if (before >= limit) {
-    throw OutOfRangeError("CountUpTo on \"" + s.op_name + "\": Reached limit of " + std::to_string(limit));
+    throw OutOfRangeError("CountUpTo on " + quoted(s.op_name) + ": Reached limit of " + std::to_string(limit));
   }
   Tensor old = host.clone();
   if (s.dtype == DType::kInt32) {
@@ -516,7 +516,7 @@ Variable Variable::from_proto(const VariableDef& def, Graph* graph) {
   Graph& g = graph ? *graph : get_default_graph();
   std::string op = strip_output(def.variable_name);
   if (auto v = g.find_variable(op)) return *v;
-  throw NotFoundError("from_proto: the graph has no variable \"" + op + "\"");
+  throw NotFoundError("from_proto: the graph has no variable " + quoted(op));
 }
 
 // ---------------------------------------------------------------------------

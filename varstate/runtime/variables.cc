@@ -50,8 +50,8 @@ Op initialize_variables(const std::vector<Variable>& var_list, const std::string
   std::vector<Op> ops;
   for (const Variable& v : var_list) {
     if (!v.initializer().valid()) {
-      throw ValueError("initialize_variables: variable \"" + v.op_name() +
-                       "\" has no initializer (recreated from a VariableDef; restore it instead)");
+      throw ValueError("initialize_variables: variable " + quoted(v.op_name()) +
+                       " has no initializer (recreated from a VariableDef; restore it instead)");
     }
     ops.push_back(v.initializer());
   }

@@ -12,6 +12,7 @@
 #include "varstate/base/error.h"
 #include "varstate/kernels/cpu/eigen_internal.h"
 #include "varstate/kernels/cpu/scatter.h"
+#include "varstate/kernels/elementwise_functors.h"
 
 namespace varstate::kernels::cpu::scatter_internal {
 
@@ -38,44 +39,13 @@ struct ScatterTuning {
 // `elem_bytes`) on `threads` threads; a single shard below the threshold.
 ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads);
 
-template <typename T> struct is_complex : std::false_type {};
-template <typename T> struct is_complex<std::complex<T>> : std::true_type {};
-
-// op(t, u) on Eigen arithmetic types; integers wrap around.
-template <ScatterOp Op, typename E>
-inline E combine(E t, E u) {
-  if constexpr (Op == ScatterOp::kUpdate) {
-    return u;
-  } else if constexpr (std::is_integral_v<E>) {
-    using U = std::make_unsigned_t<std::common_type_t<E, unsigned>>;
-    if constexpr (Op == ScatterOp::kAdd) return static_cast<E>(U(t) + U(u));
-    if constexpr (Op == ScatterOp::kSub) return static_cast<E>(U(t) - U(u));
-    if constexpr (Op == ScatterOp::kMul) return static_cast<E>(U(t) * U(u));
-    if constexpr (Op == ScatterOp::kDiv) {
-      if constexpr (std::is_signed_v<E>) {
-        if (u == E(-1)) return static_cast<E>(U(0) - U(t));  // INT_MIN / -1 is UB
-      }
-      return static_cast<E>(t / u);
-    }
-    if constexpr (Op == ScatterOp::kMin) return u < t ? u : t;
-    if constexpr (Op == ScatterOp::kMax) return t < u ? u : t;
-  } else {
-    if constexpr (Op == ScatterOp::kAdd) return t + u;
-    if constexpr (Op == ScatterOp::kSub) return t - u;
-    if constexpr (Op == ScatterOp::kMul) return t * u;
-    if constexpr (Op == ScatterOp::kDiv) return t / u;
-    if constexpr (Op == ScatterOp::kMin) return u < t ? u : t;
-    if constexpr (Op == ScatterOp::kMax) return t < u ? u : t;
-  }
-}
-
 template <ScatterOp Op, bool Scalar, typename E>
 inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
   if constexpr (Op == ScatterOp::kUpdate && !Scalar) {
     std::memcpy(dst, src, n * sizeof(E));
   } else {
     const E s = src[0];
-    for (int64_t c = 0; c < n; ++c) dst[c] = combine<Op>(dst[c], Scalar ? s : src[c]);
+    for (int64_t c = 0; c < n; ++c) dst[c] = scatter_combine<Op>(dst[c], Scalar ? s : src[c]);
   }
 }
 
@@ -244,7 +214,7 @@ void with_op(ScatterOp op, Fn&& fn) {
     case ScatterOp::kDiv: return fn(std::integral_constant<ScatterOp, ScatterOp::kDiv>{});
     case ScatterOp::kMin:
     case ScatterOp::kMax:
-      if constexpr (is_complex<E>::value) {
+      if constexpr (kIsComplex<E>) {
         throw InvalidArgumentError("scatter_min/scatter_max: complex values are not ordered");
       } else if (op == ScatterOp::kMin) {
         return fn(std::integral_constant<ScatterOp, ScatterOp::kMin>{});

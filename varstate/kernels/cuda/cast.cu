@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "varstate/base/error.h"
+#include "varstate/kernels/cast_value.h"
 #include "varstate/kernels/cuda/cuda_types.cuh"
 
 namespace varstate::kernels::cuda {
@@ -13,51 +14,9 @@ struct CastConfig {
   static constexpr int kThreads = 256;
 };
 
-template <typename C> struct IsCudaComplex : std::false_type {};
-template <typename R> struct IsCudaComplex<::cuda::std::complex<R>> : std::true_type {};
-
-// The arithmetic value of a stored element: 16-bit floats widen to float.
-template <typename C>
-__device__ __forceinline__ auto widen(const C& v) {
-  if constexpr (std::is_same_v<C, __half>) {
-    return __half2float(v);
-  } else if constexpr (std::is_same_v<C, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return v;
-  }
-}
-
-// cast_value's rules with CUDA's types: to bool is "!= 0"; complex to real
-// keeps the real part; 16-bit floats round from float.
-template <typename To, typename W>
-__device__ __forceinline__ To convert(const W& v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != W{};
-  } else if constexpr (IsCudaComplex<To>::value) {
-    using R = typename To::value_type;
-    if constexpr (IsCudaComplex<W>::value) {
-      return To(static_cast<R>(v.real()), static_cast<R>(v.imag()));
-    } else {
-      return To(static_cast<R>(v), R{});
-    }
-  } else {
-    auto real = [&] {
-      if constexpr (IsCudaComplex<W>::value) return v.real(); else return v;
-    }();
-    if constexpr (std::is_same_v<To, __half>) {
-      return __float2half_rn(static_cast<float>(real));
-    } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-      return __float2bfloat16_rn(static_cast<float>(real));
-    } else {
-      return static_cast<To>(real);
-    }
-  }
-}
-
 template <typename T, typename W>
 __device__ __forceinline__ void put(void* out, int64_t i, const W& v) {
-  static_cast<cuda_t<T>*>(out)[i] = convert<cuda_t<T>>(v);
+  static_cast<cuda_t<T>*>(out)[i] = convert_widened<cuda_t<T>>(v);
 }
 
 template <typename C>

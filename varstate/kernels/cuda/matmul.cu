@@ -29,22 +29,6 @@ struct MatmulConfig {
       throw_cublas_error(varstate_cublas_status_, #call, device);              \
   } while (0)
 
-// Makes `device` current for the guard's lifetime (cuBLAS calls must run
-// with their handle's device current).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    VARSTATE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) VARSTATE_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 // One cuBLAS handle per device, bound to that device's stream. Handles live
 // until exit (destroying them at static destruction races the driver).
 cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
@@ -107,7 +91,7 @@ void gemm(const T* a, const T* b, T* c, int m, int n, int k, bool transpose_a, b
   using S = typename Types::Scale;
   const S one = scale_one<S>();
   const S zero{};
-  DeviceGuard guard(device);
+  ::varstate::detail::CudaDeviceGuard guard(device);  // cuBLAS needs its handle's device
   cublasHandle_t handle = cublas_handle(device, stream);
   VARSTATE_CUBLAS_CHECK(
       cublasGemmEx(handle, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -154,7 +138,7 @@ void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool 
     if ((m + kTile - 1) / kTile > 65535) {
       throw UnimplementedError("int32 matmul on GPU: " + std::to_string(m) + " rows is too many");
     }
-    DeviceGuard guard(device);
+    ::varstate::detail::CudaDeviceGuard guard(device);  // cuBLAS needs its handle's device
     dim3 block(kTile, kTile);
     dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
               static_cast<unsigned>((m + kTile - 1) / kTile));

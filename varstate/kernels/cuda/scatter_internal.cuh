@@ -10,6 +10,7 @@
 #include "varstate/base/error.h"
 #include "varstate/kernels/cuda/cuda_types.cuh"
 #include "varstate/kernels/cuda/scatter.h"
+#include "varstate/kernels/elementwise_functors.h"
 
 namespace varstate::kernels::cuda::scatter_internal {
 
@@ -74,62 +75,6 @@ class ScratchBuffer {
 
 // ---------------------------------------------------------------------------
 // Element arithmetic.
-
-template <typename C> struct is_complex : std::false_type {};
-template <typename R> struct is_complex<::cuda::std::complex<R>> : std::true_type {};
-
-template <typename C>
-inline constexpr bool is_half_like =
-    std::is_same_v<C, __half> || std::is_same_v<C, __nv_bfloat16>;
-
-template <typename C>
-__device__ __forceinline__ float to_float(C x) {
-  if constexpr (std::is_same_v<C, __half>) return __half2float(x);
-  else return __bfloat162float(x);
-}
-
-template <typename C>
-__device__ __forceinline__ C from_float(float x) {
-  if constexpr (std::is_same_v<C, __half>) return __float2half_rn(x);
-  else return __float2bfloat16_rn(x);
-}
-
-// op(t, u). 16-bit floats compute in float and round once, as the CPU kernel
-// does, so that the deterministic path matches it bit for bit.
-template <ScatterOp Op, typename C>
-__device__ __forceinline__ C combine(C t, C u) {
-  if constexpr (Op == ScatterOp::kUpdate) {
-    return u;
-  } else if constexpr (is_half_like<C>) {
-    const float a = to_float(t), b = to_float(u);
-    if constexpr (Op == ScatterOp::kAdd) return from_float<C>(a + b);
-    if constexpr (Op == ScatterOp::kSub) return from_float<C>(a - b);
-    if constexpr (Op == ScatterOp::kMul) return from_float<C>(a * b);
-    if constexpr (Op == ScatterOp::kDiv) return from_float<C>(a / b);
-    if constexpr (Op == ScatterOp::kMin) return b < a ? u : t;
-    if constexpr (Op == ScatterOp::kMax) return a < b ? u : t;
-  } else if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<std::common_type_t<C, unsigned>>;
-    if constexpr (Op == ScatterOp::kAdd) return static_cast<C>(U(t) + U(u));
-    if constexpr (Op == ScatterOp::kSub) return static_cast<C>(U(t) - U(u));
-    if constexpr (Op == ScatterOp::kMul) return static_cast<C>(U(t) * U(u));
-    if constexpr (Op == ScatterOp::kDiv) {
-      if constexpr (std::is_signed_v<C>) {
-        if (u == C(-1)) return static_cast<C>(U(0) - U(t));
-      }
-      return static_cast<C>(t / u);
-    }
-    if constexpr (Op == ScatterOp::kMin) return u < t ? u : t;
-    if constexpr (Op == ScatterOp::kMax) return t < u ? u : t;
-  } else {
-    if constexpr (Op == ScatterOp::kAdd) return t + u;
-    if constexpr (Op == ScatterOp::kSub) return t - u;
-    if constexpr (Op == ScatterOp::kMul) return t * u;
-    if constexpr (Op == ScatterOp::kDiv) return t / u;
-    if constexpr (Op == ScatterOp::kMin) return u < t ? u : t;
-    if constexpr (Op == ScatterOp::kMax) return t < u ? u : t;
-  }
-}
 
 template <typename To, typename From>
 __device__ __forceinline__ To bits_as(const From& x) {
@@ -203,8 +148,8 @@ __device__ __forceinline__ void cas_apply(C* p, F f) {
 template <ScatterOp Op, typename C>
 inline constexpr bool has_native_atomic =
     ((Op == ScatterOp::kAdd || Op == ScatterOp::kSub) &&
-     (std::is_same_v<C, float> || std::is_same_v<C, double> || is_half_like<C> ||
-      (std::is_integral_v<C> && sizeof(C) >= 4) || is_complex<C>::value)) ||
+     (std::is_same_v<C, float> || std::is_same_v<C, double> || kIsDeviceHalf<C> ||
+      (std::is_integral_v<C> && sizeof(C) >= 4) || kIsComplex<C>)) ||
     ((Op == ScatterOp::kMin || Op == ScatterOp::kMax) && std::is_integral_v<C> &&
      sizeof(C) >= 4);
 
@@ -213,8 +158,8 @@ __device__ __forceinline__ C negate(C u) {
   if constexpr (std::is_integral_v<C>) {
     using U = std::make_unsigned_t<C>;
     return static_cast<C>(U(0) - U(u));
-  } else if constexpr (is_half_like<C>) {
-    return from_float<C>(-to_float(u));
+  } else if constexpr (kIsDeviceHalf<C>) {
+    return device_half_from_float<C>(-device_half_to_float(u));
   } else {
     return -u;
   }
@@ -222,7 +167,7 @@ __device__ __forceinline__ C negate(C u) {
 
 template <typename C>
 __device__ __forceinline__ void atomic_add(C* p, C u) {
-  if constexpr (is_complex<C>::value) {
+  if constexpr (kIsComplex<C>) {
     using R = typename C::value_type;
     R* r = reinterpret_cast<R*>(p);
     atomicAdd(r, u.real());
@@ -260,7 +205,7 @@ __device__ __forceinline__ void apply_element(C* p, C u) {
     else if constexpr (Op == ScatterOp::kSub) atomic_add(p, negate(u));
     else atomic_min_max<Op>(p, u);
   } else {
-    cas_apply(p, [u](C t) { return combine<Op>(t, u); });
+    cas_apply(p, [u](C t) { return scatter_combine<Op>(t, u); });
   }
 }
 
@@ -300,7 +245,7 @@ __device__ __forceinline__ void apply_vec(C* dst, const Vec<C, V>& u) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) atomicAdd(dst + k, s * u.v[k]);
 #endif
-  } else if constexpr (kAddSub && is_half_like<C> && V % 2 == 0) {
+  } else if constexpr (kAddSub && kIsDeviceHalf<C> && V % 2 == 0) {
     using C2 = std::conditional_t<std::is_same_v<C, __half>, __half2, __nv_bfloat162>;
 #pragma unroll
     for (int k = 0; k < V; k += 2) {
@@ -320,7 +265,7 @@ __device__ __forceinline__ void apply_vec(C* dst, const Vec<C, V>& u) {
       const C* uw = u.v + w * kPerWord;
       cas_apply(reinterpret_cast<Word*>(dst + w * kPerWord), [uw](Word t) {
 #pragma unroll
-        for (int k = 0; k < kPerWord; ++k) t.v[k] = combine<Op>(t.v[k], uw[k]);
+        for (int k = 0; k < kPerWord; ++k) t.v[k] = scatter_combine<Op>(t.v[k], uw[k]);
         return t;
       });
     }
@@ -389,7 +334,7 @@ __device__ __forceinline__ void fold_run(C* dst, int64_t row_width,
       for (int b = 0; b < kBatch; ++b) {
         if (b < m) {
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc.v[e] = combine<Op>(acc.v[e], u[b].v[e]);
+          for (int e = 0; e < V; ++e) acc.v[e] = scatter_combine<Op>(acc.v[e], u[b].v[e]);
         }
       }
     }
@@ -526,7 +471,7 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
     VARSTATE_SCATTER_CASE(kDiv)
     case ScatterOp::kMin:
     case ScatterOp::kMax:
-      if constexpr (is_complex<C>::value) {
+      if constexpr (kIsComplex<C>) {
         throw InvalidArgumentError("scatter_min/scatter_max: complex values are not ordered");
       } else {
         switch (op) {
