@@ -33,4 +33,5 @@
 #include "varstate/runtime/variables.h"
 #ifdef VARSTATE_HAVE_MPI
 #include "varstate/distributed/cluster.h"  // multi-process layer (VARSTATE_MPI)
+#include "varstate/distributed/distributed_saver.h"
 #endif

@@ -1,4 +1,5 @@
 #include "varstate/distributed/cluster.h"
+#include "varstate/distributed/cluster_internal.h"
 
 #include <mpi.h>
 
@@ -108,6 +109,7 @@ class MpiStorage final : public internal::RemoteStorage {
   }
 
   const std::string& task() const override { return task_; }
+  int owner() const { return owner_; }
 
   bool is_initialized() override {
     if (initialized_.load()) return true;
@@ -501,6 +503,10 @@ struct Cluster::Impl {
       std::lock_guard lock(shared->mu);
       check(MPI_Ibarrier(shared->comm, &request), what);
     }
+    wait(request, what);
+  }
+  // Completes a nonblocking collective, polling with short sleeps.
+  void wait(MPI_Request& request, const char* what) {
     for (;;) {
       int done = 0;
       {
@@ -727,3 +733,44 @@ void Cluster::shutdown() {
 }
 
 }  // namespace varstate
+
+namespace varstate::internal {
+
+std::string ClusterAccess::broadcast(Cluster& cluster, const std::string& value, int root) {
+  Cluster::Impl& m = *cluster.impl_;
+  int64_t size = static_cast<int64_t>(value.size());
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(m.shared->mu);
+    m.check(MPI_Ibcast(&size, 1, MPI_INT64_T, root, m.shared->comm, &request), "MPI_Ibcast");
+  }
+  m.wait(request, "MPI_Ibcast");
+  std::string out = m.rank == root ? value : std::string(static_cast<size_t>(size), '\0');
+  {
+    std::lock_guard lock(m.shared->mu);
+    m.check(MPI_Ibcast(out.data(), static_cast<int>(size), MPI_CHAR, root, m.shared->comm, &request),
+            "MPI_Ibcast");
+  }
+  m.wait(request, "MPI_Ibcast");
+  return out;
+}
+
+std::vector<int> ClusterAccess::allgather(Cluster& cluster, int value) {
+  Cluster::Impl& m = *cluster.impl_;
+  std::vector<int> out(static_cast<size_t>(m.size));
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(m.shared->mu);
+    m.check(MPI_Iallgather(&value, 1, MPI_INT, out.data(), 1, MPI_INT, m.shared->comm, &request),
+            "MPI_Iallgather");
+  }
+  m.wait(request, "MPI_Iallgather");
+  return out;
+}
+
+int ClusterAccess::owner_rank(const Variable& v) {
+  const auto* storage = dynamic_cast<const MpiStorage*>(VariableAccess::remote(v));
+  return storage ? storage->owner() : -1;
+}
+
+}  // namespace varstate::internal

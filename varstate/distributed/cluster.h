@@ -61,6 +61,10 @@
 
 namespace varstate {
 
+namespace internal {
+struct ClusterAccess;  // distributed/cluster_internal.h
+}
+
 struct ClusterOptions {
   // Jobs and tasks (the task count of the spec must equal the MPI world
   // size: InvalidArgumentError otherwise). Addresses are informational.
@@ -111,6 +115,7 @@ class Cluster {
   void shutdown();
 
  private:
+  friend struct internal::ClusterAccess;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
