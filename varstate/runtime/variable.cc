@@ -354,8 +354,10 @@ Tensor Variable::value() const {
   if (state_->remote) {
     // Remote reads are cached (refreshed when the owner's version moved)
     // when the variable has a caching device.
-    Tensor v = state_->remote->read(/*cached=*/state_->caching_device != nullptr);
-    return state_->caching_device ? v.to(*state_->caching_device) : v;
+    // (The cache is on the host; a GPU caching device gets a copy of it.)
+    Device* cache = state_->caching_device;
+    Tensor v = state_->remote->read(/*cached=*/cache != nullptr);
+    return cache == nullptr || cache->is_cpu() ? v : v.to(*cache);
   }
   Tensor live = live_value();
   if (state_->caching_device == nullptr) return live;
