@@ -34,3 +34,10 @@ set_tests_properties(mpi_kill_during_save PROPERTIES WILL_FAIL TRUE
                      FIXTURES_SETUP mpi_killed FIXTURES_REQUIRED mpi_clean)
 varstate_mpi_test(mpi_after_kill $<TARGET_FILE:mpi_test> check_killed ${_killed})
 set_tests_properties(mpi_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed)
+
+# The README's example job, 1 ps + 2 workers.
+add_executable(ps_worker_example ${PROJECT_SOURCE_DIR}/examples/ps_worker/main.cc)
+target_link_libraries(ps_worker_example PRIVATE varstate::varstate)
+varstate_mpi_test(mpi_ps_worker_example ${_mpirun} -np 3 $<TARGET_FILE:ps_worker_example>
+                  ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
+set_tests_properties(mpi_ps_worker_example PROPERTIES PASS_REGULAR_EXPRESSION "emb\\[999\\]\\[0\\] = 200 \\(expect 200\\)")
