@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ using namespace varstate;
 namespace {
 
 int g_rank = -1;
+using Jobs = std::map<std::string, std::vector<std::string>>;
 int g_failures = 0;
 
 #define EXPECT(cond)                                                                       \
@@ -92,7 +94,7 @@ int finish(Cluster* cluster) {
 // ---------------------------------------------------------------------------
 // ops: 2 ps + 2 workers
 
-void test_ops(Cluster& cluster) {
+void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   const bool chief = cluster.is_chief();
   EXPECT(cluster.size() == 4);
   EXPECT(cluster.job_name() == (cluster.rank() < 2 ? "ps" : "worker"));
@@ -118,6 +120,7 @@ void test_ops(Cluster& cluster) {
   Variable sum(Tensor(int64_t{0}), {.name = "sum"});     // ps 0
   Variable cached(Tensor({1.f, 2.f, 3.f}), {.caching_device = "/device:CPU:0", .name = "cached"});  // ps 1
   Variable never(Tensor({1.f, 2.f}), {.name = "never"});  // ps 0, never initialized
+  keep.push_back(a);
   EXPECT(a.placement().find("/job:ps/task:0") == 0);
   EXPECT(b.placement().find("/job:ps/task:1") == 0);
   EXPECT(internal::VariableAccess::remote(a) != nullptr);
@@ -437,9 +440,23 @@ int main(int argc, char** argv) {
   int code = 1;
   try {
     if (mode == "ops") {
-      Cluster cluster({.ps_tasks = 2});
-      test_ops(cluster);
-      code = finish(&cluster);
+      // Jobs map to ranks ps first, whatever the spec's order.
+      const ClusterSpec spec(Jobs{{"worker", {"w0:1", "w1:1"}}, {"ps", {"p0:1", "p1:1"}}});
+      EXPECT_THROWS(InvalidArgumentError, Cluster({.cluster_spec = ClusterSpec(Jobs{{"ps", {"p0:1"}}})}),
+                    "the ClusterSpec has 1 tasks (ps with 1 task(s)) but the MPI job has 4 ranks");
+      std::vector<Variable> keep;
+      {
+        Cluster cluster({.cluster_spec = spec});
+        EXPECT(Cluster::current() == &cluster);
+        EXPECT_THROWS(AlreadyExistsError, Cluster({.ps_tasks = 1}), "another Cluster is active");
+        test_ops(cluster, keep);
+        code = finish(&cluster);
+      }
+      // After shutdown, remote variables raise instead of touching MPI.
+      const int before = g_failures;
+      EXPECT(Cluster::current() == nullptr);
+      EXPECT_THROWS(UnavailableError, keep[0].value(), "the Cluster has shut down");
+      if (g_failures != before) code = 1;
     } else if (mode == "save" || mode == "restore" || mode == "kill") {
       const int ps_tasks = mode == "restore" ? 1 : 2;
       Cluster cluster({.ps_tasks = ps_tasks});
