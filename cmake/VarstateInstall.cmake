@@ -10,6 +10,10 @@ foreach(_dir base device runtime checkpoint)
   install(DIRECTORY varstate/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/${_dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*_internal.h" EXCLUDE)
 endforeach()
+if(VARSTATE_HAVE_MPI)
+  install(DIRECTORY varstate/distributed/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/distributed
+          FILES_MATCHING PATTERN "*.h" PATTERN "*_internal.h" EXCLUDE)
+endif()
 install(FILES varstate/varstate.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate)
 
 install(TARGETS varstate EXPORT varstateTargets

@@ -9,7 +9,7 @@ build=${1:-$root/build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
-for h in $(cd "$root" && ls varstate/*.h varstate/base/*.h varstate/device/*.h varstate/runtime/*.h varstate/checkpoint/*.h 2>/dev/null | grep -v -e '_internal\.h$'); do
+for h in $(cd "$root" && ls varstate/*.h varstate/base/*.h varstate/device/*.h varstate/runtime/*.h varstate/checkpoint/*.h varstate/distributed/*.h 2>/dev/null | grep -v -e '_internal\.h$'); do
   echo "#include \"$h\"" > "$tmp/check.cc"
   c++ -std=c++20 -fsyntax-only -I"$root" "$tmp/check.cc" || { echo "public header $h does not compile on its own"; exit 1; }
   n=$((n + 1))

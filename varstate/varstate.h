@@ -32,3 +32,7 @@
 #include "varstate/runtime/tensor_shape.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
+#ifdef VARSTATE_HAVE_MPI
+#include "varstate/distributed/cluster.h"  // multi-process layer (VARSTATE_MPI)
+#include "varstate/distributed/distributed_saver.h"
+#endif

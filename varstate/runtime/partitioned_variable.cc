@@ -7,6 +7,7 @@
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/gather_internal.h"
 #include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/remote_storage_internal.h"
 #include "varstate/runtime/scatter_internal.h"
 #include "varstate/runtime/slice.h"
 
@@ -202,7 +203,9 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
   const State& s = *state_;
   if (s.parts.size() == 1) {
     Variable part = s.parts[0];
-    op(part, indices, updates, options);
+    if (!internal::scatter_if_remote(scatter_kind(op), part, indices, updates, options)) {
+      op(part, indices, updates, options);
+    }
     return;
   }
   const std::string what = std::string(op_name) + " on " + quoted(s.name);
@@ -244,7 +247,9 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
     }
   }
 
-  if (std::all_of(s.parts.begin(), s.parts.end(), [](const Variable& v) { return v.device().is_cpu(); })) {
+  if (std::all_of(s.parts.begin(), s.parts.end(), [](const Variable& v) {
+        return v.device().is_cpu() && internal::VariableAccess::remote(v) == nullptr;
+      })) {
     // Every part reads the caller's indices and update rows in place.
     std::vector<Variable> parts = s.parts;
     internal::scatter_cpu_parts(scatter_kind(op), parts, s.offsets, idx,
@@ -285,7 +290,10 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
       part_updates = internal::gather_rows(flat_updates, positions[k]);
     }
     Variable part = s.parts[k];
-    op(part, part_indices, part_updates, options);
+    // A part on another task: one batched exchange with its owner.
+    if (!internal::scatter_if_remote(scatter_kind(op), part, part_indices, part_updates, options)) {
+      op(part, part_indices, part_updates, options);
+    }
   }
 }
 

@@ -12,6 +12,9 @@
 #include "varstate/base/error.h"
 #include "varstate/kernels/common.h"
 #include "varstate/kernels/cpu/scatter.h"
+#include "varstate/device/device_manager.h"
+#include "varstate/runtime/gather_internal.h"
+#include "varstate/runtime/remote_storage_internal.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "varstate/kernels/cuda/scatter.h"
 #endif
@@ -116,39 +119,38 @@ void check_dtype(ScatterOp op, DType dtype, const std::string& who) {
   }
 }
 
-Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
-                 const std::string& who) {
-  if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
+// Validates a scatter into a table of `dtype` and `shape` on `device`
+// (a variable's, or a remote variable's with the CPU as device).
+Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
+                 const Tensor& indices, const Tensor& updates, const std::string& who) {
   if (!indices.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
   if (!updates.valid()) throw InvalidArgumentError(who + ": updates is an empty tensor handle");
-  const DType dtype = table.dtype();
   check_dtype(op, dtype, who);
   if (!is_index_dtype(indices.dtype())) {
     throw TypeError(who + ": indices must be int32 or int64, got " +
                     std::string(dtype_name(indices.dtype())));
   }
-  if (table.rank() < 1) {
+  if (shape.rank() < 1) {
     throw InvalidArgumentError(who + ": cannot scatter into a scalar (shape " +
-                               table.shape().to_string() + ")");
+                               shape.to_string() + ")");
   }
   Prepared p;
   p.updates = convert_to_dtype(updates, dtype, who);
-  const TensorShape row_shape = table.shape().tail(1);
+  const TensorShape row_shape = shape.tail(1);
   const TensorShape expected = indices.shape().concatenate(row_shape);
   if (p.updates.shape() != expected && !p.updates.shape().is_scalar()) {
     throw InvalidArgumentError(who + ": updates shape " + p.updates.shape().to_string() +
                                " must equal indices.shape + ref.shape[1:] = " +
                                expected.to_string() + " (indices shape " +
                                indices.shape().to_string() + ", ref shape " +
-                               table.shape().to_string() + ") or be a scalar");
+                               shape.to_string() + ") or be a scalar");
   }
-  p.rows = table.shape().dim(0);
+  p.rows = shape.dim(0);
   p.row_width = row_shape.num_elements();
   p.n = indices.num_elements();
   p.updates_scalar = p.updates.num_elements() == 1 && expected.num_elements() != 1;
   p.indices = indices;
 
-  Device& device = table.device();
   if (indices.on_cpu() && p.n > 0) {
     const int64_t bad =
         indices.dtype() == DType::kInt32
@@ -172,6 +174,12 @@ Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const
   if (&p.indices.device() != &device) p.indices = p.indices.to(device);
   if (&p.updates.device() != &device) p.updates = p.updates.to(device);
   return p;
+}
+
+Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
+                 const std::string& who) {
+  if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
+  return prepare(op, table.dtype(), table.shape(), table.device(), indices, updates, who);
 }
 
 #ifdef VARSTATE_HAVE_CUDA
@@ -270,8 +278,28 @@ bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback
   return value.has_value() ? *value : fallback.load();
 }
 
+// A scatter into a variable held by another task: validated here exactly
+// as a local one (indices and divisors checked on the host, so nothing is
+// sent for a bad call), then one batched exchange with the owner.
+void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote,
+                    const Tensor& indices, const Tensor& updates, const ScatterOptions& options) {
+  const std::string who = subject(op, options.name, ref.op_name());
+  if (!remote.is_initialized()) {
+    throw FailedPreconditionError("Attempting to use uninitialized value " + ref.op_name());
+  }
+  Device& cpu = DeviceManager::instance().cpu();
+  Prepared p = prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
+                       updates.valid() ? updates.to_host() : updates, who);
+  if (p.n == 0 || p.row_width == 0) return;
+  remote.scatter(op, internal::host_indices(p.indices), p.updates, p.updates_scalar);
+}
+
 Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
                         const ScatterOptions& options) {
+  if (internal::RemoteStorage* remote = internal::VariableAccess::remote(ref)) {
+    scatter_remote(op, ref, *remote, indices, updates, options);
+    return remote->read(/*cached=*/false);
+  }
   const std::string who = subject(op, options.name, ref.op_name());
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
@@ -323,6 +351,14 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
 }  // namespace
 
 namespace internal {
+
+bool scatter_if_remote(ScatterOp op, Variable& part, const Tensor& indices, const Tensor& updates,
+                       const ScatterOptions& options) {
+  RemoteStorage* remote = VariableAccess::remote(part);
+  if (remote == nullptr) return false;
+  scatter_remote(op, part, *remote, indices, updates, options);
+  return true;
+}
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,

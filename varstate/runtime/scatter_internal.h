@@ -13,6 +13,13 @@
 
 namespace varstate::internal {
 
+// When `part` lives on another task (runtime/remote_storage_internal.h):
+// validates and applies the scatter there, without reading the new value
+// back, and returns true. Returns false (and does nothing) for a local
+// variable.
+bool scatter_if_remote(kernels::ScatterOp op, Variable& part, const Tensor& indices,
+                       const Tensor& updates, const ScatterOptions& options);
+
 // Applies `op` to the parts, all on the CPU, in one kernel call: part k
 // holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole
 // variable (offsets ascending from 0, the parts covering every row).

@@ -5,10 +5,12 @@
 #include <ostream>
 
 #include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/proto/variable.pb.h"
 #include "varstate/runtime/dense_update.h"
 #include "varstate/runtime/indexed_slices.h"
+#include "varstate/runtime/remote_storage_internal.h"
 #include "varstate/runtime/scatter.h"
 
 namespace varstate {
@@ -48,7 +50,44 @@ struct Variable::State {
   Tensor cached;
   uint64_t cached_version = ~uint64_t{0};
   std::atomic<uint64_t> cache_copies{0};
+
+  // Set when the placement names a task of an active Cluster: the value
+  // lives there and every read and update goes through it.
+  std::shared_ptr<internal::RemoteStorage> remote;
 };
+
+namespace internal {
+
+namespace {
+std::mutex& factory_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+RemoteStorageFactory& factory() {
+  static RemoteStorageFactory f;
+  return f;
+}
+}  // namespace
+
+void set_remote_storage_factory(RemoteStorageFactory f) {
+  std::lock_guard lock(factory_mutex());
+  factory() = std::move(f);
+}
+
+std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
+                                                   const std::string& placement, DType dtype,
+                                                   const TensorShape& shape) {
+  RemoteStorageFactory f;
+  {
+    std::lock_guard lock(factory_mutex());
+    f = factory();
+  }
+  return f ? f(op_name, placement, dtype, shape) : nullptr;
+}
+
+RemoteStorage* VariableAccess::remote(const Variable& v) { return v.state_->remote.get(); }
+
+}  // namespace internal
 
 namespace {
 
@@ -234,6 +273,8 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
     });
   }
 
+  s.remote = internal::make_remote_storage(s.op_name, s.placement, s.dtype, s.shape);
+
   std::vector<std::string> keys =
       options.collections.value_or(std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES});
   if (s.trainable) keys.push_back(GraphKeys::TRAINABLE_VARIABLES);
@@ -258,11 +299,16 @@ bool Variable::trainable() const { return state_->trainable; }
 const Op& Variable::initializer() const { return state_->initializer; }
 const std::optional<SaveSliceInfo>& Variable::save_slice_info() const { return state_->slice_info; }
 bool Variable::is_initialized() const {
+  if (state_->remote) return state_->remote->is_initialized();
   std::lock_guard lock(state_->mu);
   return state_->initialized;
 }
-uint64_t Variable::version() const { return state_->version.load(); }
-uint64_t Variable::cache_copies() const { return state_->cache_copies.load(); }
+uint64_t Variable::version() const {
+  return state_->remote ? state_->remote->version() : state_->version.load();
+}
+uint64_t Variable::cache_copies() const {
+  return state_->remote ? state_->remote->cache_copies() : state_->cache_copies.load();
+}
 std::mutex& Variable::update_mutex() const { return state_->update_mu; }
 std::shared_ptr<void> Variable::state_handle() const { return state_; }
 
@@ -291,6 +337,8 @@ Variable Variable::from_state_handle(const std::shared_ptr<void>& state) {
 // Reads
 
 Tensor Variable::live_value() const {
+  // A remote variable has no live buffer here: a snapshot of the owner's.
+  if (state_->remote) return state_->remote->read(/*cached=*/false);
   std::lock_guard lock(state_->mu);
   if (!state_->initialized) uninitialized(state_->op_name);
   return state_->value;
@@ -303,6 +351,14 @@ Tensor Variable::ref() const {
 
 Tensor Variable::value() const {
   raise_pending_errors(/*wait=*/false);
+  if (state_->remote) {
+    // Remote reads are cached (refreshed when the owner's version moved)
+    // when the variable has a caching device.
+    // (The cache is on the host; a GPU caching device gets a copy of it.)
+    Device* cache = state_->caching_device;
+    Tensor v = state_->remote->read(/*cached=*/cache != nullptr);
+    return cache == nullptr || cache->is_cpu() ? v : v.to(*cache);
+  }
   Tensor live = live_value();
   if (state_->caching_device == nullptr) return live;
   State& s = *state_;
@@ -325,6 +381,7 @@ Tensor Variable::value() const {
 
 Tensor Variable::read_value() const {
   raise_pending_errors(/*wait=*/false);
+  if (state_->remote) return live_value();  // already a fresh copy
   return live_value().clone();
 }
 
@@ -367,6 +424,7 @@ Tensor Variable::initial_value() const {
 }
 
 Tensor Variable::initialized_value() const {
+  if (state_->remote) return is_initialized() ? live_value() : initial_value();
   {
     std::lock_guard lock(state_->mu);
     if (state_->initialized) return state_->value;
@@ -379,6 +437,16 @@ Tensor Variable::initialized_value() const {
 
 void Variable::set_value(const Tensor& value) {
   State& s = *state_;
+  if (s.remote) {
+    if (value.shape() != s.shape || value.dtype() != s.dtype) {
+      throw InvalidArgumentError("Assign to " + quoted(s.op_name) + " on " + s.remote->task() +
+                                 ": a remote variable keeps its dtype and shape " +
+                                 std::string(dtype_name(s.dtype)) + s.shape.to_string() + ", got " +
+                                 std::string(dtype_name(value.dtype())) + value.shape().to_string());
+    }
+    s.remote->write(value.to_host());
+    return;
+  }
   std::lock_guard lock(s.mu);
   s.value = value;
   s.shape = value.shape();
@@ -393,6 +461,21 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
   std::unique_lock<std::mutex> update;
   if (use_locking) update = std::unique_lock(s.update_mu);
   const std::string who = s.op_name;
+  if (s.remote) {
+    Tensor v = convert_to_dtype(value, s.dtype, "Assign to \"" + who + "\"").to_host();
+    if (v.shape() != s.shape && !v.shape().is_scalar()) {
+      throw InvalidArgumentError("Assign to \"" + who + "\": shapes must match: variable shape " +
+                                 s.shape.to_string() + ", value shape " + v.shape().to_string() +
+                                 (validate_shape ? "" : " (a remote variable cannot change shape)"));
+    }
+    if (v.shape() != s.shape) {
+      Tensor full(s.dtype, s.shape, DeviceManager::instance().cpu());
+      varstate::assign(full, v, {.name = who});
+      v = full;
+    }
+    s.remote->write(v);
+    return v;
+  }
   bool initialized;
   Tensor target;
   TensorShape shape;
@@ -420,9 +503,28 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
   return target;
 }
 
+namespace {
+
+// assign_add / assign_sub of a remote variable: validated here against a
+// host tensor of the variable's shape (the same checks and messages as the
+// local update), then one atomic accumulate at the owner.
+Tensor remote_add(internal::RemoteStorage& remote, DType dtype, const TensorShape& shape,
+                  const std::string& op_name, const Tensor& delta, bool negate) {
+  if (!remote.is_initialized()) uninitialized(op_name);
+  Tensor full = Tensor::zeros(dtype, shape, DeviceManager::instance().cpu());
+  // Validates dtype, arithmetic and shape; broadcasts a scalar.
+  varstate::assign_add(full, delta.to_host(), op_name);
+  return remote.add(full, negate);
+}
+
+}  // namespace
+
 Tensor Variable::assign_add(const Tensor& delta, bool use_locking) {
   std::unique_lock<std::mutex> update;
   if (use_locking) update = std::unique_lock(state_->update_mu);
+  if (state_->remote) {
+    return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, false);
+  }
   Tensor target = live_value();
   varstate::assign_add(target, delta, state_->op_name);
   mark_updated();
@@ -432,6 +534,9 @@ Tensor Variable::assign_add(const Tensor& delta, bool use_locking) {
 Tensor Variable::assign_sub(const Tensor& delta, bool use_locking) {
   std::unique_lock<std::mutex> update;
   if (use_locking) update = std::unique_lock(state_->update_mu);
+  if (state_->remote) {
+    return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, true);
+  }
   Tensor target = live_value();
   varstate::assign_sub(target, delta, state_->op_name);
   mark_updated();
@@ -457,6 +562,18 @@ Tensor Variable::count_up_to(int64_t limit) {
                     std::string(dtype_name(s.dtype)));
   }
   std::lock_guard update(s.update_mu);
+  if (s.remote) {
+    if (!s.shape.is_scalar()) {
+      throw InvalidArgumentError("CountUpTo on \"" + s.op_name +
+                                 "\": the variable must be a scalar, has shape " + s.shape.to_string());
+    }
+    if (!s.remote->is_initialized()) uninitialized(s.op_name);
+    const int64_t before = s.remote->count_up_to(limit, s.op_name);
+    const TensorShape scalar(std::vector<int64_t>{});
+    return s.dtype == DType::kInt32
+               ? Tensor::from_vector<int32_t>({static_cast<int32_t>(before)}, scalar)
+               : Tensor::from_vector<int64_t>({before}, scalar);
+  }
   Tensor target = live_value();
   if (!target.shape().is_scalar()) {
     throw InvalidArgumentError("CountUpTo on " + quoted(s.op_name) + ": the variable must be a scalar, has shape " +
@@ -492,6 +609,16 @@ TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(),
 Tensor VariableSlice::assign(const Tensor& value, bool use_locking) {
   std::unique_lock<std::mutex> update;
   if (use_locking) update = std::unique_lock(variable_.update_mutex());
+  if (internal::RemoteStorage* remote = internal::VariableAccess::remote(variable_)) {
+    if (!remote->is_initialized()) uninitialized(variable_.op_name());
+    // Validate on a local copy first (throws before anything is sent),
+    // then write the region under the owner's exclusive lock.
+    Tensor probe = Tensor::zeros(variable_.dtype(), variable_.shape(), DeviceManager::instance().cpu());
+    strided_slice_assign(probe, specs_, value, variable_.op_name());
+    return remote->modify([&](Tensor& whole) {
+      strided_slice_assign(whole, specs_, value, variable_.op_name());
+    });
+  }
   Tensor target = variable_.ref();
   strided_slice_assign(target, specs_, value, variable_.op_name());
   variable_.mark_updated();

@@ -68,6 +68,9 @@ struct VariableDef {
 };
 
 class IndexedSlices;  // runtime/indexed_slices.h
+namespace internal {
+struct VariableAccess;  // runtime/remote_storage_internal.h
+}
 
 // State that an update op keeps with one variable across calls: the scatter
 // ops keep their per-variable lock and the bounds checks still running on a
@@ -224,6 +227,7 @@ class Variable {
   static Variable from_state_handle(const std::shared_ptr<void>& state);
 
  private:
+  friend struct internal::VariableAccess;
   struct State;
   explicit Variable(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void init(std::optional<Tensor> value, InitialValueFn fn, VariableOptions options,

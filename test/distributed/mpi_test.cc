@@ -1,0 +1,510 @@
+// Tests of the multi-process layer (varstate/distributed), run by CTest
+// under mpirun (test/distributed/tests.cmake). One binary, one mode per
+// run:
+//   ops                every remote op against a local reference, errors,
+//                      concurrent updates, count_up_to, partitioned
+//                      variables, caching (np 4: 2 ps + 2 workers)
+//   save DIR           a DistributedSaver checkpoint of a known model (np 4)
+//   restore DIR        restores it into 1 ps + 2 workers, another partitioning (np 3)
+//   check DIR          restores it into one process with a plain Saver (no mpirun)
+//   kill DIR           saves step 1, then ps task 1 dies mid-save of step 2 (np 4)
+//   check_killed DIR   the latest checkpoint is still step 1 and restores (no mpirun)
+// Failures are printed with the rank; the exit code is non-zero when any
+// rank failed.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "varstate/checkpoint/file_system.h"
+#include "varstate/runtime/remote_storage_internal.h"
+#include "varstate/varstate.h"
+
+using namespace varstate;
+
+namespace {
+
+int g_rank = -1;
+using Jobs = std::map<std::string, std::vector<std::string>>;
+int g_failures = 0;
+
+#define EXPECT(cond)                                                                       \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      ++g_failures;                                                                        \
+      std::fprintf(stderr, "[rank %d] %s:%d: EXPECT failed: %s\n", g_rank, __FILE__, __LINE__, \
+                   #cond);                                                                 \
+    }                                                                                      \
+  } while (0)
+
+// Expects `f` to throw E whose message contains `text`.
+template <class E>
+void expect_throws(const std::function<void()>& f, const std::string& text, int line) {
+  try {
+    f();
+  } catch (const E& e) {
+    if (std::string(e.what()).find(text) == std::string::npos) {
+      ++g_failures;
+      std::fprintf(stderr, "[rank %d] line %d: message \"%s\" lacks \"%s\"\n", g_rank, line, e.what(),
+                   text.c_str());
+    }
+    return;
+  } catch (const std::exception& e) {
+    ++g_failures;
+    std::fprintf(stderr, "[rank %d] line %d: wrong exception: %s\n", g_rank, line, e.what());
+    return;
+  }
+  ++g_failures;
+  std::fprintf(stderr, "[rank %d] line %d: no exception (expected \"%s\")\n", g_rank, line, text.c_str());
+}
+#define EXPECT_THROWS(E, stmt, text) expect_throws<E>([&] { stmt; }, text, __LINE__)
+
+bool same(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to_host(), y = b.to_host();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+template <class T>
+Tensor make(std::vector<int64_t> dims, const std::function<T(int64_t)>& f) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<T> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = f(i);
+  return Tensor::from_vector<T>(v, TensorShape(std::move(dims)));
+}
+
+Tensor i64(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v); }
+
+int finish(Cluster* cluster) {
+  int failures = g_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (cluster) cluster->shutdown();
+  if (g_rank == 0) std::printf("%s: %d failure(s) over all ranks\n", total ? "FAILED" : "passed", total);
+  return total == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------
+// ops: 2 ps + 2 workers
+
+void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
+  const bool chief = cluster.is_chief();
+  EXPECT(cluster.size() == 4);
+  EXPECT(cluster.job_name() == (cluster.rank() < 2 ? "ps" : "worker"));
+  EXPECT(cluster.task_index() == cluster.rank() % 2);
+  EXPECT(chief == (cluster.rank() == 2));
+  EXPECT(cluster.rank_of("ps", 1) == 1 && cluster.rank_of("worker", 1) == 3);
+  EXPECT(cluster.task_name_of_rank(3) == "/job:worker/task:1");
+  EXPECT_THROWS(NotFoundError, cluster.rank_of("ps", 2), "/job:ps/task:2");
+
+  const Tensor a0 = make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
+  const Tensor b0 = make<int32_t>({5, 3}, [](int64_t i) { return static_cast<int32_t>(i * 7 - 40); });
+  // Local references: no device scope, so they stay in this process.
+  Variable a_ref(a0, {.name = "a_ref"});
+  Variable b_ref(b0, {.name = "b_ref"});
+  Session().run(std::vector<Op>{a_ref.initializer(), b_ref.initializer()});
+  EXPECT(internal::VariableAccess::remote(a_ref) == nullptr);
+
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable a(a0, {.name = "a"});                         // ps 0
+  Variable b(b0, {.name = "b"});                         // ps 1
+  Variable counter(Tensor(int64_t{0}), {.name = "counter"});  // ps 0
+  Variable total(Tensor::zeros(DType::kFloat, {8, 4}), {.name = "total"});  // ps 1
+  Variable sum(Tensor(int64_t{0}), {.name = "sum"});     // ps 0
+  Variable cached(Tensor({1.f, 2.f, 3.f}), {.caching_device = "/device:CPU:0", .name = "cached"});  // ps 1
+  Variable never(Tensor({1.f, 2.f}), {.name = "never"});  // ps 0, never initialized
+  keep.push_back(a);
+  EXPECT(a.placement().find("/job:ps/task:0") == 0);
+  EXPECT(b.placement().find("/job:ps/task:1") == 0);
+  EXPECT(internal::VariableAccess::remote(a) != nullptr);
+  EXPECT(!a.is_initialized());
+  EXPECT_THROWS(FailedPreconditionError, a.value(), "uninitialized value a");
+  cluster.barrier();
+  if (chief) {
+    Session().run(std::vector<Op>{a.initializer(), b.initializer(), counter.initializer(), total.initializer(),
+                                  sum.initializer(), cached.initializer()});
+  }
+  cluster.barrier();
+  EXPECT(a.is_initialized() && b.is_initialized() && !never.is_initialized());
+  EXPECT(same(a.value(), a0) && same(b.value(), b0));
+
+  EXPECT(same(a.eval(Session()), a0));
+  cluster.barrier();
+
+  // Every op, applied by the chief to the remote variables and by every
+  // task to its local references; then every task compares.
+  int step = 0;
+  auto run = [&](const std::function<Tensor(Variable&, Variable&)>& op) {
+    ++step;
+    if (chief) {
+      const Tensor got = op(a, b);
+      const Tensor want = op(a_ref, b_ref);
+      if (!same(got, want)) {
+        ++g_failures;
+        std::fprintf(stderr, "[rank %d] step %d: returned value differs from the reference\n", g_rank, step);
+      }
+    } else {
+      op(a_ref, b_ref);
+    }
+    cluster.barrier();
+    if (!same(a.value(), a_ref.value()) || !same(b.value(), b_ref.value())) {
+      ++g_failures;
+      std::fprintf(stderr, "[rank %d] step %d: remote value differs from the reference\n", g_rank, step);
+    }
+    cluster.barrier();
+  };
+  const Tensor rows4 = make<float>({3, 4}, [](int64_t i) { return static_cast<float>(i) - 5.f; });
+  run([&](Variable& x, Variable&) { return x.assign(make<float>({6, 4}, [](int64_t i) { return 1.f + i; })); });
+  run([&](Variable& x, Variable&) { return x.assign(Tensor(2.5f)); });  // scalar broadcast
+  run([&](Variable& x, Variable&) { return x.assign_add(make<float>({6, 4}, [](int64_t i) { return i * 0.25f; })); });
+  run([&](Variable& x, Variable&) { return x.assign_sub(Tensor(0.75f)); });
+  run([&](Variable&, Variable& y) { return y.assign_add(Tensor(3)); });
+  run([&](Variable& x, Variable&) { return scatter_update(x, i64({1, 3, 1}), rows4); });  // duplicate: last wins
+  run([&](Variable& x, Variable&) { return scatter_add(x, i64({0, 5, 0}), rows4); });
+  run([&](Variable& x, Variable&) { return scatter_sub(x, i64({4, 4, 2}), rows4); });
+  run([&](Variable& x, Variable&) { return scatter_mul(x, i64({2, 3, 2}), Tensor(2.f)); });
+  run([&](Variable& x, Variable&) { return scatter_div(x, i64({5}), Tensor(4.f)); });
+  run([&](Variable& x, Variable&) { return scatter_min(x, i64({0, 1, 0}), rows4); });
+  run([&](Variable& x, Variable&) { return scatter_max(x, i64({3, 3, 5}), rows4); });
+  run([&](Variable& x, Variable&) {
+    return x.scatter_add(IndexedSlices(make<float>({2, 4}, [](int64_t i) { return 1.f * i; }), i64({2, 2})));
+  });
+  const Tensor div3 = Tensor::from_vector<int32_t>({3, -2, 5, 7, 7, 7, -1, 2, 3}, TensorShape({3, 3}));
+  run([&](Variable&, Variable& y) { return scatter_div(y, Tensor({0, 2, 0}), div3); });  // int32: exact
+  run([&](Variable&, Variable& y) { return scatter_min(y, Tensor({1, 4, 1}), div3); });
+  run([&](Variable&, Variable& y) { return scatter_max(y, Tensor({3, 3, 0}), div3); });
+  run([&](Variable&, Variable& y) { return scatter_add(y, Tensor({0, 1}), Tensor(5)); });  // scalar update
+  run([&](Variable&, Variable& y) { return y.scatter_sub(IndexedSlices(div3, Tensor({4, 4, 4}))); });
+  run([&](Variable& x, Variable&) {
+    return x.slice({Slice::range(1, 3)}).assign(make<float>({2, 4}, [](int64_t i) { return -1.f * i; }));
+  });
+
+  // Errors: raised before anything is sent, the variable unchanged.
+  if (chief) {
+    const Tensor before = a.value();
+    const uint64_t version = a.version();
+    EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 6}), Tensor(1.f)), "indices[1] = 6 is not in [0, 6)");
+    EXPECT_THROWS(InvalidArgumentError, scatter_update(a, i64({-1}), Tensor::zeros(DType::kFloat, {1, 4})),
+                  "indices[0] = -1 is not in [0, 6)");
+    EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 1}), rows4), "updates shape");
+    EXPECT_THROWS(InvalidArgumentError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
+    EXPECT_THROWS(InvalidArgumentError, a.assign_add(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
+    EXPECT_THROWS(TypeError, a.count_up_to(5), "dtype must be int32 or int64");
+    EXPECT_THROWS(TypeError, scatter_add(a, Tensor({0.5f}), Tensor(1.f)), "indices must be int32 or int64");
+    EXPECT(a.version() == version);
+    EXPECT(same(a.value(), before));
+    const Tensor b_before = b.value();
+    EXPECT_THROWS(InvalidArgumentError, scatter_div(b, Tensor({0, 1}), Tensor::zeros(DType::kInt32, {2, 3})),
+                  "updates[0,0] is 0");
+    EXPECT(same(b.value(), b_before));
+    EXPECT_THROWS(FailedPreconditionError, never.value(), "uninitialized value never");
+    EXPECT_THROWS(FailedPreconditionError, scatter_add(never, i64({0}), Tensor(1.f)), "uninitialized value never");
+    EXPECT_THROWS(FailedPreconditionError, never.assign_add(Tensor(1.f)), "uninitialized value never");
+    // count_up_to: the value before, then OutOfRangeError at the limit.
+    EXPECT(counter.count_up_to(2).scalar<int64_t>() == 0);
+    EXPECT(counter.count_up_to(2).scalar<int64_t>() == 1);
+    EXPECT_THROWS(OutOfRangeError, counter.count_up_to(2), "Reached limit of 2");
+    EXPECT(counter.value().scalar<int64_t>() == 2);
+  }
+  // A placement naming a task the cluster lacks (every task: no window is
+  // created, so the collective order stays intact).
+  {
+    DeviceScope nowhere("/job:ps/task:7");
+    EXPECT_THROWS(NotFoundError, Variable(Tensor(1.f), {.name = "lost"}), "/job:ps/task:7");
+  }
+  {
+    DeviceScope nowhere("/job:chief/task:0");
+    EXPECT_THROWS(NotFoundError, Variable(Tensor(1.f), {.name = "lost"}), "not a task of the cluster");
+  }
+  cluster.barrier();
+
+  // Caching device: one copy per change of the owner's value.
+  if (chief) {
+    EXPECT(same(cached.value(), Tensor({1.f, 2.f, 3.f})));
+    EXPECT(same(cached.value(), Tensor({1.f, 2.f, 3.f})));
+    EXPECT(cached.cache_copies() == 1);
+  }
+  cluster.barrier();
+  if (cluster.rank() == 3) cached.assign_add(Tensor(1.f));
+  cluster.barrier();
+  if (chief) {
+    EXPECT(same(cached.value(), Tensor({2.f, 3.f, 4.f})));
+    EXPECT(cached.value().valid());
+    EXPECT(cached.cache_copies() == 2);
+  }
+
+  // Concurrency: every task scatter_adds and assign_adds at once.
+  constexpr int kIters = 60;
+  const int r = cluster.rank();
+  for (int i = 0; i < kIters; ++i) {
+    scatter_add(total, i64({r % 8, (r + i) % 8, 0}), Tensor(static_cast<float>(r + 1)));
+    sum.assign_add(Tensor(int64_t{1}));
+  }
+  cluster.barrier();
+  std::vector<float> want(32, 0.f);
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int i = 0; i < kIters; ++i) {
+      for (int row : {rank % 8, (rank + i) % 8, 0}) {
+        for (int c = 0; c < 4; ++c) want[static_cast<size_t>(row * 4 + c)] += static_cast<float>(rank + 1);
+      }
+    }
+  }
+  EXPECT(same(total.value(), Tensor::from_vector<float>(want, TensorShape({8, 4}))));
+  EXPECT(sum.value().scalar<int64_t>() == 4 * kIters);
+
+  // count_up_to under contention: every value handed out exactly once.
+  Variable ticket(Tensor(int64_t{0}), {.name = "ticket"});
+  if (chief) Session().run(ticket.initializer());
+  cluster.barrier();
+  constexpr int64_t kLimit = 120;
+  std::vector<int64_t> mine;
+  for (;;) {
+    try {
+      mine.push_back(ticket.count_up_to(kLimit).scalar<int64_t>());
+    } catch (const OutOfRangeError&) {
+      break;
+    }
+  }
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(4), displs(4);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::partial_sum(counts.begin(), counts.end() - 1, displs.begin() + 1);
+  std::vector<int64_t> all(static_cast<size_t>(displs[3] + counts[3]));
+  MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T,
+                 MPI_COMM_WORLD);
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(kLimit);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT(all == expected);
+
+  // A partitioned variable over both ps tasks: each scatter is one
+  // exchange per part (each part's version moves by one).
+  PartitionedVariable emb = get_variable("emb", {.shape = {10, 3}, .initializer = zeros_initializer(),
+                                                 .partitioner = fixed_size_partitioner(2)});
+  EXPECT(emb.size() == 2);
+  EXPECT(emb[0].placement().substr(0, 14) != emb[1].placement().substr(0, 14));
+  if (chief) Session().run(emb.initializer());
+  cluster.barrier();
+  if (chief) {
+    const uint64_t v0 = emb[0].version(), v1 = emb[1].version();
+    emb.scatter_add(i64({1, 8, 1, 9, 4}), Tensor(1.f));
+    EXPECT(emb[0].version() == v0 + 1 && emb[1].version() == v1 + 1);
+    emb.scatter_sub(i64({1, 8, 1, 9, 4}), Tensor(1.f));
+    EXPECT_THROWS(InvalidArgumentError, emb.scatter_add(i64({2, 10}), Tensor(1.f)), "indices[1] = 10 is not in [0, 10)");
+    EXPECT(emb[0].version() == v0 + 2 && emb[1].version() == v1 + 2);
+  }
+  cluster.barrier();
+  for (int i = 0; i < 20; ++i) {
+    const Tensor rows = make<float>({4, 3}, [&](int64_t k) { return static_cast<float>(r + k % 3); });
+    emb.scatter_add(i64({r, 9 - r, 4, 4}), rows);
+  }
+  cluster.barrier();
+  std::vector<float> emb_want(30, 0.f);
+  for (int rank = 0; rank < 4; ++rank) {
+    const int64_t rows_of[4] = {rank, 9 - rank, 4, 4};
+    for (int i = 0; i < 20; ++i) {
+      for (int p = 0; p < 4; ++p) {
+        for (int c = 0; c < 3; ++c) emb_want[static_cast<size_t>(rows_of[p] * 3 + c)] += static_cast<float>(rank + c);
+      }
+    }
+  }
+  EXPECT(same(emb.as_tensor(), Tensor::from_vector<float>(emb_want, TensorShape({10, 3}))));
+  cluster.barrier();
+}
+
+// ---------------------------------------------------------------------------
+// The checkpointed model: its variables and their known values.
+
+Tensor w_value() { return make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) + 0.5f; }); }
+Tensor emb_value() {
+  return make<float>({10, 3}, [](int64_t i) { return static_cast<float>(100 * (i / 3) + i % 3); });
+}
+
+struct Model {
+  Variable w;
+  PartitionedVariable emb;
+  Variable step;
+};
+
+Model build_model(int emb_parts) {
+  Variable w(Tensor::zeros(DType::kFloat, {6, 4}), {.name = "w"});
+  PartitionedVariable emb = get_variable("emb", {.shape = {10, 3}, .initializer = zeros_initializer(),
+                                                 .partitioner = fixed_size_partitioner(emb_parts)});
+  Variable step(Tensor(int64_t{0}), {.name = "global_step"});
+  return {w, emb, step};
+}
+
+void set_model(Model& m, int64_t step) {
+  m.w.assign(w_value());
+  m.emb.assign(emb_value());
+  m.step.assign(Tensor(step));
+}
+
+void check_model(const Model& m, int64_t step) {
+  EXPECT(same(m.w.value(), w_value()));
+  EXPECT(same(m.emb.as_tensor(), emb_value()));
+  EXPECT(m.step.value().scalar<int64_t>() == step);
+}
+
+// A FileSystem that ends the process after `limit` data bytes of a shard:
+// a task dying in the middle of writing its part of a checkpoint.
+class DyingFileSystem : public FileSystem {
+ public:
+  explicit DyingFileSystem(size_t limit) : limit_(limit) {}
+  bool armed = false;
+  std::unique_ptr<WritableFile> new_writable_file(const std::string& path) override {
+    auto inner = base().new_writable_file(path);
+    if (!armed || path.find(".data-") == std::string::npos) return inner;
+    return std::make_unique<Dying>(std::move(inner), limit_);
+  }
+  std::unique_ptr<RandomAccessFile> new_random_access_file(const std::string& p) override {
+    return base().new_random_access_file(p);
+  }
+  bool file_exists(const std::string& p) override { return base().file_exists(p); }
+  uint64_t file_size(const std::string& p) override { return base().file_size(p); }
+  void delete_file(const std::string& p) override { base().delete_file(p); }
+  void rename_file(const std::string& a, const std::string& b) override { base().rename_file(a, b); }
+  std::vector<std::string> list_dir(const std::string& d) override { return base().list_dir(d); }
+  void create_dir(const std::string& d) override { base().create_dir(d); }
+  void delete_dir(const std::string& d) override { base().delete_dir(d); }
+  void sync_dir(const std::string& d) override { base().sync_dir(d); }
+
+ private:
+  static FileSystem& base() { return *default_file_system(); }
+  class Dying : public WritableFile {
+   public:
+    Dying(std::unique_ptr<WritableFile> inner, size_t limit) : inner_(std::move(inner)), left_(limit) {}
+    void append(const void* data, size_t n) override {
+      if (n >= left_) {
+        inner_->append(data, left_);
+        inner_->sync();
+        std::fprintf(stderr, "[rank %d] dying mid-save, as the test asks\n", g_rank);
+        _exit(3);
+      }
+      left_ -= n;
+      inner_->append(data, n);
+    }
+    void sync() override { inner_->sync(); }
+    void close() override { inner_->close(); }
+    const std::string& path() const override { return inner_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> inner_;
+    size_t left_;
+  };
+  size_t limit_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "ops";
+  const std::string dir = argc > 2 ? argv[2] : "";
+  setvbuf(stdout, nullptr, _IONBF, 0);
+
+  // Single-process modes: no Cluster, plain Saver.
+  if (mode == "check" || mode == "check_killed") {
+    g_rank = 0;
+    // Unpartitioned here: emb restores from the saved slices.
+    Variable w(Tensor::zeros(DType::kFloat, {6, 4}), {.name = "w"});
+    Variable emb = get_variable("emb", {.shape = {10, 3}, .initializer = zeros_initializer()});
+    Variable step(Tensor(int64_t{0}), {.name = "global_step"});
+    EXPECT(internal::VariableAccess::remote(w) == nullptr);
+    Saver saver;
+    const auto latest = latest_checkpoint(dir);
+    EXPECT(latest.has_value());
+    if (mode == "check_killed") {
+      EXPECT(latest && *latest == dir + "/model-1");
+      EXPECT(!default_file_system()->file_exists(dir + "/model-2.index"));
+    }
+    if (latest) {
+      saver.restore(Session(), *latest);
+      EXPECT(same(w.value(), w_value()));
+      EXPECT(same(emb.value(), emb_value()));
+      EXPECT(step.value().scalar<int64_t>() == (mode == "check" ? 7 : 1));
+    }
+    std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
+    return g_failures ? 1 : 0;
+  }
+
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  int code = 1;
+  try {
+    if (mode == "ops") {
+      // Jobs map to ranks ps first, whatever the spec's order.
+      const ClusterSpec spec(Jobs{{"worker", {"w0:1", "w1:1"}}, {"ps", {"p0:1", "p1:1"}}});
+      EXPECT_THROWS(InvalidArgumentError, Cluster({.cluster_spec = ClusterSpec(Jobs{{"ps", {"p0:1"}}})}),
+                    "the ClusterSpec has 1 tasks (ps with 1 task(s)) but the MPI job has 4 ranks");
+      std::vector<Variable> keep;
+      {
+        Cluster cluster({.cluster_spec = spec});
+        EXPECT(Cluster::current() == &cluster);
+        EXPECT_THROWS(AlreadyExistsError, Cluster({.ps_tasks = 1}), "another Cluster is active");
+        test_ops(cluster, keep);
+        code = finish(&cluster);
+      }
+      // After shutdown, remote variables raise instead of touching MPI.
+      const int before = g_failures;
+      EXPECT(Cluster::current() == nullptr);
+      EXPECT_THROWS(UnavailableError, keep[0].value(), "the Cluster has shut down");
+      if (g_failures != before) code = 1;
+    } else if (mode == "save" || mode == "restore" || mode == "kill") {
+      const int ps_tasks = mode == "restore" ? 1 : 2;
+      Cluster cluster({.ps_tasks = ps_tasks});
+      DeviceScope ps(replica_device_setter({.ps_tasks = ps_tasks}));
+      Model m = build_model(mode == "restore" ? 3 : 2);
+      if (mode == "restore") {
+        DistributedSaver saver(cluster);
+        saver.restore(dir + "/model-7");
+        check_model(m, 7);
+        // Every task reads what the others restored.
+        EXPECT(m.emb[2].is_initialized());
+      } else {
+        DyingFileSystem dying(/*limit=*/24);
+        const bool dies = mode == "kill" && cluster.rank() == 1;
+        DistributedSaver saver(cluster, {.file_system = dies ? &dying : nullptr});
+        if (cluster.is_chief()) set_model(m, mode == "save" ? 7 : 1);
+        cluster.barrier();
+        if (mode == "save") {
+          const std::string path = saver.save(dir + "/model", 7);
+          EXPECT(path == dir + "/model-7");
+          EXPECT(latest_checkpoint(dir) == path);
+          // The two ps tasks hold every variable: two shards, one each.
+          EXPECT(default_file_system()->file_exists(dir + "/model-7.data-00000-of-00002"));
+          EXPECT(default_file_system()->file_exists(dir + "/model-7.data-00001-of-00002"));
+          // Restore brings back the saved values after they changed.
+          cluster.barrier();
+          if (cluster.is_chief()) m.emb.assign(Tensor::zeros(DType::kFloat, {10, 3}));
+          cluster.barrier();
+          saver.restore(path);
+          check_model(m, 7);
+        } else {
+          saver.save(dir + "/model", 1);  // completes
+          if (cluster.is_chief()) m.step.assign(Tensor(int64_t{2}));
+          dying.armed = true;
+          cluster.barrier();
+          saver.save(dir + "/model", 2);  // rank 1 dies in it; mpirun ends the job
+          std::fprintf(stderr, "[rank %d] the second save returned\n", g_rank);
+        }
+      }
+      cluster.barrier();
+      code = finish(&cluster);
+    } else {
+      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] uncaught: %s\n", g_rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,50 @@
+# The multi-process tests: one binary run by mpirun in several modes
+# (mpi_test.cc), with 4 ranks oversubscribed on small machines. Ranks sleep
+# while they wait (mpi_yield_when_idle, and the library's polled waits).
+add_executable(mpi_test ${CMAKE_CURRENT_LIST_DIR}/mpi_test.cc)
+target_link_libraries(mpi_test PRIVATE varstate::varstate MPI::MPI_C)
+# The C API only (no deprecated C++ bindings from mpi.h).
+target_compile_definitions(mpi_test PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+set(_mpirun ${MPIEXEC_EXECUTABLE} --oversubscribe)
+set(_mpi_env
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1)
+if(VARSTATE_SANITIZE)
+  # Under ASan + UBSan the MPI tests check memory errors but not leaks:
+  # OpenMPI's dlopen'ed components leave ~120 KB per rank allocated at
+  # MPI_Finalize, which LeakSanitizer reports from unnamed modules (no
+  # suppression can name them).
+  list(APPEND _mpi_env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1)
+endif()
+set(_ckpt ${CMAKE_CURRENT_BINARY_DIR}/mpi_ckpt)
+set(_killed ${CMAKE_CURRENT_BINARY_DIR}/mpi_killed_ckpt)
+
+function(varstate_mpi_test name)
+  add_test(NAME ${name} COMMAND ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS "mpi;cpu" TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
+endfunction()
+
+varstate_mpi_test(mpi_ops ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> ops)
+# Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
+# into 3 tasks and into one process.
+add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed})
+set_tests_properties(mpi_ckpt_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_clean)
+varstate_mpi_test(mpi_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save ${_ckpt})
+set_tests_properties(mpi_save PROPERTIES FIXTURES_SETUP mpi_ckpt FIXTURES_REQUIRED mpi_clean)
+varstate_mpi_test(mpi_restore_3_tasks ${_mpirun} -np 3 $<TARGET_FILE:mpi_test> restore ${_ckpt})
+varstate_mpi_test(mpi_restore_1_process $<TARGET_FILE:mpi_test> check ${_ckpt})
+set_tests_properties(mpi_restore_3_tasks mpi_restore_1_process PROPERTIES FIXTURES_REQUIRED mpi_ckpt)
+# A task dies in the middle of a save: the job fails (WILL_FAIL), and a
+# fresh process finds the previous checkpoint intact.
+varstate_mpi_test(mpi_kill_during_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> kill ${_killed})
+set_tests_properties(mpi_kill_during_save PROPERTIES WILL_FAIL TRUE
+                     FIXTURES_SETUP mpi_killed FIXTURES_REQUIRED mpi_clean)
+varstate_mpi_test(mpi_after_kill $<TARGET_FILE:mpi_test> check_killed ${_killed})
+set_tests_properties(mpi_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed)
+
+# The README's example job, 1 ps + 2 workers.
+add_executable(ps_worker_example ${PROJECT_SOURCE_DIR}/examples/ps_worker/main.cc)
+target_link_libraries(ps_worker_example PRIVATE varstate::varstate)
+varstate_mpi_test(mpi_ps_worker_example ${_mpirun} -np 3 $<TARGET_FILE:ps_worker_example>
+                  ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
+set_tests_properties(mpi_ps_worker_example PROPERTIES PASS_REGULAR_EXPRESSION "emb\\[999\\]\\[0\\] = 200 \\(expect 200\\)")
