@@ -2,13 +2,17 @@
 # Compiles each public header on its own with a plain host compiler and no
 # include path but the project's: public headers may include only the
 # standard library and other varstate headers (no Eigen, CUDA, protobuf or
-# spdlog).
+# spdlog), and the umbrella header varstate/varstate.h includes them all.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
+# The umbrella header gives the whole public API: it includes every public header.
+for h in $(cd "$root" && ls varstate/base/*.h varstate/device/*.h varstate/runtime/*.h varstate/checkpoint/*.h | grep -v -e '_internal\.h$'); do
+  grep -qxF "#include \"$h\"" "$root/varstate/varstate.h" || { echo "varstate/varstate.h does not include public header $h"; exit 1; }
+done
 for h in $(cd "$root" && ls varstate/*.h varstate/base/*.h varstate/device/*.h varstate/runtime/*.h varstate/checkpoint/*.h 2>/dev/null | grep -v -e '_internal\.h$'); do
   echo "#include \"$h\"" > "$tmp/check.cc"
   c++ -std=c++20 -fsyntax-only -I"$root" "$tmp/check.cc" || { echo "public header $h does not compile on its own"; exit 1; }
