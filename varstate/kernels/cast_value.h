@@ -1,5 +1,6 @@
-// One scalar conversion between storage types with tf.cast's rules, shared
-// by the CPU and CUDA cast kernels' reference tests.
+// One scalar conversion between storage types with tf.cast's rules: the CPU
+// cast kernel (kernels/cpu/cast.cc) applies it. The CUDA kernel
+// (kernels/cuda/cast.cu) implements the same rules with CUDA's types.
 #pragma once
 
 #include <complex>

@@ -123,7 +123,9 @@ class Variable {
   // differs from expected_shape; TypeError when dtype cannot convert it.
   explicit Variable(const Tensor& initial_value, VariableOptions options = {});
   // From a callable producing the initial value; options.dtype is required
-  // (ValueError otherwise) and, with validate_shape, options.expected_shape.
+  // (ValueError otherwise). With a fully defined options.expected_shape the
+  // callable runs when the value is first needed; without one it runs now to
+  // learn the shape (as TensorFlow 1 does).
   Variable(InitialValueFn initial_value, VariableOptions options);
   // Recreates from options.variable_def (see VariableOptions).
   explicit Variable(VariableOptions options);
