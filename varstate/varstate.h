@@ -38,6 +38,7 @@
 #include "varstate/runtime/template.h"
 #include "varstate/runtime/tensor.h"
 #include "varstate/runtime/tensor_shape.h"
+#include "varstate/runtime/update_options.h"
 #include "varstate/runtime/variable.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"

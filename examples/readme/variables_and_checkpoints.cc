@@ -18,7 +18,7 @@ Variable step(Tensor(int64_t{0}), {.trainable = false, .name = "global_step"});
 Variable v2(w.initialized_value(), {.caching_device = "/cpu:0"});      // depends on w's initial value
 Session sess;
 sess.run(global_variables_initializer());
-w.assign_add(1.f);                 // returns the new value; use_locking=true serializes updaters
+w.assign_add(1.f);                 // returns the new value; {.use_locking = true} serializes updaters
 step.count_up_to(1000);            // returns the old value; OutOfRangeError at the limit
 Tensor host = w.eval(sess);        // copy on the host
 auto names = report_uninitialized_variables();   // 1-D string tensor

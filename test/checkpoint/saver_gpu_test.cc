@@ -75,7 +75,7 @@ TEST_CASE("asynchronous save snapshots GPU variables on the device", "[saver][gp
   sess.run(global_variables_initializer());
   Saver saver({.staging_buffer_bytes = size_t{1} << 20});
   SaveHandle h = saver.save(sess, dir / "a", {.async = true});
-  for (int i = 0; i < 10; ++i) v.assign_add(Tensor(1.f), /*use_locking=*/true);
+  for (int i = 0; i < 10; ++i) v.assign_add(Tensor(1.f), {.use_locking = true});
   h.wait();
   auto values = open_checkpoint(dir / "a")->read("v").values<float>();
   CHECK(std::all_of(values.begin(), values.end(), [](float x) { return x == 0.f; }));
@@ -127,7 +127,7 @@ TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu
       std::thread updater([&] {
         std::vector<Variable> mine = vars;
         while (!stop.load()) {
-          for (Variable& v : mine) v.assign_add(Tensor(1.f), /*use_locking=*/false);
+          for (Variable& v : mine) v.assign_add(Tensor(1.f), {.use_locking = false});
         }
       });
       std::vector<std::string> paths;

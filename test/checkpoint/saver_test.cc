@@ -490,8 +490,8 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   CHECK(h.path() == dir / "async-1");
   // Updates after save() returned must not reach the checkpoint.
   for (int i = 0; i < 5; ++i) {
-    a.assign_add(Tensor(1.f), /*use_locking=*/true);
-    b.assign_add(Tensor(100.f), /*use_locking=*/true);
+    a.assign_add(Tensor(1.f), {.use_locking = true});
+    b.assign_add(Tensor(100.f), {.use_locking = true});
   }
   CHECK(h.wait() == dir / "async-1");
   CHECK(h.done());

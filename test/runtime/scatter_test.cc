@@ -288,7 +288,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes with other locked updates",
     for (int i = 0; i < 500; ++i) scatter_add(v, Tensor({0, 1, 2, 3}), Tensor(int64_t{1}), {.use_locking = true});
   });
   std::thread b([&] {
-    for (int i = 0; i < 500; ++i) v.assign_add(int64_t{1}, /*use_locking=*/true);
+    for (int i = 0; i < 500; ++i) v.assign_add(int64_t{1}, {.use_locking = true});
   });
   a.join();
   b.join();
@@ -329,7 +329,7 @@ TEST_CASE_METHOD(FreshGraph, "Variable::scatter_sub/add/update take IndexedSlice
   IndexedSlices delta(Tensor({{1.f, 1.f}, {2.f, 2.f}}), Tensor({2, 0}), Tensor({3, 2}));
   Tensor out = v.scatter_sub(delta);
   CHECK(floats(out) == std::vector<float>{-1, -1, 2, 2, 2, 2});
-  v.scatter_add(delta, /*use_locking=*/true);
+  v.scatter_add(delta, {.use_locking = true});
   CHECK(floats(v.value()) == std::vector<float>{1, 1, 2, 2, 3, 3});
   v.scatter_update(-delta);
   CHECK(floats(v.value()) == std::vector<float>{-2, -2, 2, 2, -1, -1});

@@ -180,7 +180,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[vari
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      for (int i = 0; i < per_thread; ++i) counter.assign_add(int64_t{1}, /*use_locking=*/true);
+      for (int i = 0; i < per_thread; ++i) counter.assign_add(int64_t{1}, {.use_locking = true});
     });
   }
   for (auto& th : pool) th.join();
@@ -212,7 +212,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking defaults are TensorFlow's: tf.assign l
   CHECK_FALSE(waits_for_update_lock(v, [&] { assign_add(v, ones); }));
   CHECK_FALSE(waits_for_update_lock(v, [&] { assign_sub(v, ones); }));
   CHECK_FALSE(waits_for_update_lock(v, [&] { v.assign(ones); }));
-  CHECK(waits_for_update_lock(v, [&] { v.assign(ones, /*use_locking=*/true); }));
+  CHECK(waits_for_update_lock(v, [&] { v.assign(ones, {.use_locking = true}); }));
   CHECK(v.value().to_vector<float>() == std::vector<float>{1.f, 1.f, 1.f});
 }
 

@@ -435,7 +435,7 @@ bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback
 }
 
 Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
-                        const ScatterOptions& options) {
+                        const UpdateOptions& options) {
   const std::string who = subject(op, options.name, ref.op_name());
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
@@ -490,7 +490,7 @@ namespace internal {
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
-                       const Tensor& updates, bool updates_scalar, const ScatterOptions& options) {
+                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options) {
   if (parts.empty()) return;
   const std::string who = subject(op, options.name, parts[0].op_name());
   check_dtype(op, parts[0].dtype(), who);
@@ -529,7 +529,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
 namespace {
 
 void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,
-                    const ScatterOptions& options) {
+                    const UpdateOptions& options) {
   const std::string who = subject(op, options.name, {});
   Prepared p = prepare(op, target, indices, updates, who);
   if (p.n == 0 || p.row_width == 0) return;
@@ -561,7 +561,7 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
 }
 
 Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
-                      const ScatterOptions& options) {
+                      const UpdateOptions& options) {
   if (delta.dense_shape()) {
     const TensorShape dense = delta.dense_tensor_shape();
     const TensorShape shape = ref.shape();
@@ -578,11 +578,11 @@ Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
 
 #define VARSTATE_DEFINE_SCATTER(fn, Op)                                                     \
   Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,                    \
-            const ScatterOptions& options) {                                                \
+            const UpdateOptions& options) {                                                \
     return scatter_variable(ScatterOp::Op, ref, indices, updates, options);                 \
   }                                                                                         \
   void fn(Tensor& target, const Tensor& indices, const Tensor& updates,                     \
-          const ScatterOptions& options) {                                                  \
+          const UpdateOptions& options) {                                                  \
     scatter_tensor(ScatterOp::Op, target, indices, updates, options);                       \
   }
 
@@ -596,17 +596,17 @@ VARSTATE_DEFINE_SCATTER(scatter_max, kMax)
 #undef VARSTATE_DEFINE_SCATTER
 
 Tensor scatter_update(Variable& ref, const IndexedSlices& sparse_delta,
-                      const ScatterOptions& options) {
+                      const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kUpdate, ref, sparse_delta, options);
 }
 
 Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta,
-                   const ScatterOptions& options) {
+                   const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kAdd, ref, sparse_delta, options);
 }
 
 Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta,
-                   const ScatterOptions& options) {
+                   const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kSub, ref, sparse_delta, options);
 }
 

@@ -25,6 +25,6 @@ namespace varstate::internal {
 // part is marked updated.
 void scatter_cpu_parts(kernels::ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
-                       const Tensor& updates, bool updates_scalar, const ScatterOptions& options);
+                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options);
 
 }  // namespace varstate::internal

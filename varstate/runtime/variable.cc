@@ -388,10 +388,10 @@ void Variable::set_value(const Tensor& value) {
 
 void Variable::mark_updated() { state_->version.fetch_add(1); }
 
-Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_shape) {
+Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   State& s = *state_;
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(s.update_mu);
+  if (options.use_locking.value_or(false)) update = std::unique_lock(s.update_mu);
   const std::string who = s.op_name;
   bool initialized;
   Tensor target;
@@ -402,7 +402,7 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
     target = s.value;
     shape = s.shape;
   }
-  bool keep_shape = validate_shape && s.validate_shape;
+  bool keep_shape = options.validate_shape && s.validate_shape;
   if (!initialized || (!keep_shape && value.shape() != shape)) {
     // A fresh buffer: first assignment, or a new shape.
     Tensor v = convert_to_dtype(value, s.dtype, "Assign to \"" + who + "\"");
@@ -420,34 +420,43 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
   return target;
 }
 
-Tensor Variable::assign_add(const Tensor& delta, bool use_locking) {
+Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(state_->update_mu);
+  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
   Tensor target = live_value();
-  varstate::assign_add(target, delta, state_->op_name);
+  varstate::assign_add(target, delta, {.name = state_->op_name});
   mark_updated();
   return target;
 }
 
-Tensor Variable::assign_sub(const Tensor& delta, bool use_locking) {
+Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(state_->update_mu);
+  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
   Tensor target = live_value();
-  varstate::assign_sub(target, delta, state_->op_name);
+  varstate::assign_sub(target, delta, {.name = state_->op_name});
   mark_updated();
   return target;
 }
 
-Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, bool use_locking) {
-  return varstate::scatter_sub(*this, sparse_delta, {.use_locking = use_locking});
+namespace {
+// tf.Variable's methods default to use_locking=False.
+UpdateOptions method_options(const UpdateOptions& options) {
+  UpdateOptions o = options;
+  o.use_locking = options.use_locking.value_or(false);
+  return o;
+}
+}  // namespace
+
+Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_sub(*this, sparse_delta, method_options(options));
 }
 
-Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, bool use_locking) {
-  return varstate::scatter_add(*this, sparse_delta, {.use_locking = use_locking});
+Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_add(*this, sparse_delta, method_options(options));
 }
 
-Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, bool use_locking) {
-  return varstate::scatter_update(*this, sparse_delta, {.use_locking = use_locking});
+Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_update(*this, sparse_delta, method_options(options));
 }
 
 Tensor Variable::count_up_to(int64_t limit) {
@@ -489,9 +498,9 @@ Tensor VariableSlice::value() const { return strided_slice(variable_.value(), sp
 
 TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(), specs_); }
 
-Tensor VariableSlice::assign(const Tensor& value, bool use_locking) {
+Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(variable_.update_mutex());
+  if (options.use_locking.value_or(false)) update = std::unique_lock(variable_.update_mutex());
   Tensor target = variable_.ref();
   strided_slice_assign(target, specs_, value, variable_.op_name());
   variable_.mark_updated();
@@ -522,14 +531,16 @@ Variable Variable::from_proto(const VariableDef& def, Graph* graph) {
 // ---------------------------------------------------------------------------
 // Free functions
 
-Tensor assign(Variable& ref, const Tensor& value, const VariableAssignOptions& options) {
-  return ref.assign(value, options.use_locking, options.validate_shape);
+Tensor assign(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  UpdateOptions o = options;
+  o.use_locking = options.use_locking.value_or(true);  // tf.assign locks
+  return ref.assign(value, o);
 }
-Tensor assign_add(Variable& ref, const Tensor& value, bool use_locking) {
-  return ref.assign_add(value, use_locking);
+Tensor assign_add(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  return ref.assign_add(value, options);
 }
-Tensor assign_sub(Variable& ref, const Tensor& value, bool use_locking) {
-  return ref.assign_sub(value, use_locking);
+Tensor assign_sub(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  return ref.assign_sub(value, options);
 }
 Tensor count_up_to(Variable& ref, int64_t limit) { return ref.count_up_to(limit); }
 

@@ -37,6 +37,7 @@
 #include "varstate/runtime/session.h"
 #include "varstate/runtime/slice.h"
 #include "varstate/runtime/tensor.h"
+#include "varstate/runtime/update_options.h"
 
 namespace varstate {
 
@@ -181,16 +182,18 @@ class Variable {
   VariableSlice slice(std::vector<SliceSpec> specs) const;
 
   // --- updates (return the new value) ---------------------------------------
-  Tensor assign(const Tensor& value, bool use_locking = false, bool validate_shape = true);
-  Tensor assign_add(const Tensor& delta, bool use_locking = false);
-  Tensor assign_sub(const Tensor& delta, bool use_locking = false);
+  // Options: runtime/update_options.h (use_locking unset = false, as
+  // tf.Variable's methods; assign reads validate_shape).
+  Tensor assign(const Tensor& value, const UpdateOptions& options = {});
+  Tensor assign_add(const Tensor& delta, const UpdateOptions& options = {});
+  Tensor assign_sub(const Tensor& delta, const UpdateOptions& options = {});
   // tf.Variable.scatter_sub / scatter_add / scatter_update: the sparse
   // update of the rows sparse_delta.indices() by sparse_delta.values(),
   // returning the new value. Same as the free functions of runtime/scatter.h
-  // (errors, devices, determinism) with ScatterOptions{.use_locking}.
-  Tensor scatter_sub(const IndexedSlices& sparse_delta, bool use_locking = false);
-  Tensor scatter_add(const IndexedSlices& sparse_delta, bool use_locking = false);
-  Tensor scatter_update(const IndexedSlices& sparse_delta, bool use_locking = false);
+  // (errors, devices, determinism, options) but use_locking unset = false.
+  Tensor scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   // Increments an int32/int64 scalar variable by one and returns the value
   // before the increment; OutOfRangeError when the result would pass `limit`.
   Tensor count_up_to(int64_t limit);
@@ -245,8 +248,9 @@ class VariableSlice {
   operator Tensor() const { return value(); }  // NOLINT: implicit as in TF
   // Writes `value` into the region only. No broadcasting: the value's shape
   // must equal the region's (InvalidArgumentError otherwise; negative-size
-  // regions raise ValueError). Returns the variable's new value.
-  Tensor assign(const Tensor& value, bool use_locking = false);
+  // regions raise ValueError). Returns the variable's new value. Reads
+  // options.use_locking (unset = false).
+  Tensor assign(const Tensor& value, const UpdateOptions& options = {});
   TensorShape shape() const;
 
  private:
@@ -255,15 +259,11 @@ class VariableSlice {
 };
 
 // Free-function forms (tf.assign, tf.assign_add, tf.assign_sub, tf.count_up_to),
-// with TensorFlow's defaults: tf.assign locks (use_locking=True), tf.assign_add
-// and tf.assign_sub do not.
-struct VariableAssignOptions {
-  bool validate_shape = true;
-  bool use_locking = true;
-};
-Tensor assign(Variable& ref, const Tensor& value, const VariableAssignOptions& options = {});
-Tensor assign_add(Variable& ref, const Tensor& value, bool use_locking = false);
-Tensor assign_sub(Variable& ref, const Tensor& value, bool use_locking = false);
+// with TensorFlow's defaults for an unset options.use_locking: tf.assign
+// locks (use_locking=True), tf.assign_add and tf.assign_sub do not.
+Tensor assign(Variable& ref, const Tensor& value, const UpdateOptions& options = {});
+Tensor assign_add(Variable& ref, const Tensor& value, const UpdateOptions& options = {});
+Tensor assign_sub(Variable& ref, const Tensor& value, const UpdateOptions& options = {});
 Tensor count_up_to(Variable& ref, int64_t limit);
 
 std::ostream& operator<<(std::ostream& os, const Variable& v);
