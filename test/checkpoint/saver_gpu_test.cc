@@ -13,6 +13,7 @@
 #include "varstate/checkpoint/saver_io_internal.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 
 namespace varstate {
@@ -56,7 +57,7 @@ TEST_CASE("GPU variables save through small staging buffers and restore", "[save
     const std::string path = *saver.save(sess, dir / (sharded ? "s" : "n")).path();
     auto reader = open_checkpoint(path);
     for (size_t i = 0; i < vars.size(); ++i) CHECK(reader->read(vars[i].op_name()).values<float>() == before[i]);
-    for (auto& v : vars) v.set_value(Tensor::zeros(DType::kFloat, v.shape(), gpu));
+    for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape(), gpu));
     saver.restore(sess, path);
     for (size_t i = 0; i < vars.size(); ++i) {
       CHECK(&vars[i].device() == &gpu);

@@ -13,6 +13,7 @@
 #include "varstate/base/error.h"
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/scatter.h"
+#include "varstate/runtime/variable_internal.h"
 #include "scatter_test_util.h"
 #include "device_fixture.h"
 
@@ -301,7 +302,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking defaults: scatter_update locks, the ot
   // Mul/Div/Min/Max false. Observed: does the call wait for the update lock?
   Variable v = initialized_variable(Tensor({1.f, 2.f, 3.f}), "v");
   auto waits = [&](const std::function<void()>& update) {
-    std::unique_lock held(v.update_mutex());
+    std::unique_lock held(internal::update_mutex(v));
     auto done = std::async(std::launch::async, update);
     const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
     held.unlock();

@@ -12,6 +12,7 @@
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"
@@ -191,7 +192,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[vari
 namespace {
 // Whether `update` waits while another thread holds v's update_mutex().
 bool waits_for_update_lock(Variable& v, const std::function<void()>& update) {
-  std::unique_lock held(v.update_mutex());
+  std::unique_lock held(internal::update_mutex(v));
   auto done = std::async(std::launch::async, update);
   const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
   held.unlock();

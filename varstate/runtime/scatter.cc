@@ -14,6 +14,7 @@
 #ifdef VARSTATE_HAVE_CUDA
 #include "varstate/kernels/cuda/scatter.h"
 #endif
+#include "varstate/runtime/variable_internal.h"
 
 namespace varstate {
 namespace {
@@ -312,7 +313,7 @@ constexpr size_t kRecordBytes = 32;
 // ---------------------------------------------------------------------------
 // Per-variable state: the scatter lock and the GPU checks in flight.
 
-class ScatterState final : public VariableUpdateState {
+class ScatterState final : public internal::VariableUpdateState {
  public:
   ~ScatterState() override {
     try {
@@ -424,7 +425,7 @@ class ScatterState final : public VariableUpdateState {
 
 std::shared_ptr<ScatterState> scatter_state(const Variable& ref) {
   return std::static_pointer_cast<ScatterState>(
-      ref.update_state([] { return std::make_shared<ScatterState>(); }));
+      internal::update_state(ref, [] { return std::make_shared<ScatterState>(); }));
 }
 
 // ---------------------------------------------------------------------------
@@ -447,19 +448,19 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
 
   std::unique_lock<std::mutex> locked;
   if (options.use_locking.value_or(op == ScatterOp::kUpdate)) {
-    locked = std::unique_lock(ref.update_mutex());
+    locked = std::unique_lock(internal::update_mutex(ref));
   }
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
     run_cpu(op, table, p, who);
-    ref.mark_updated();
+    internal::mark_updated(ref);
     return table;
   }
 #ifdef VARSTATE_HAVE_CUDA
   if (!needs_device_check(op, table.dtype(), p)) {
     enqueue_gpu(op, table, p, deterministic, nullptr, who);
-    ref.mark_updated();
+    internal::mark_updated(ref);
     return table;
   }
   Device& device = table.device();
@@ -474,7 +475,7 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
     throw;
   }
   state->push(slot.index, std::move(event), who, p.indices.shape(), p.updates.shape(), p.rows);
-  ref.mark_updated();
+  internal::mark_updated(ref);
   serial.unlock();
   if (locked.owns_lock()) locked.unlock();
   if (synchronous) state->raise_pending_errors(/*wait=*/true);
@@ -504,7 +505,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   std::vector<int64_t> begin;
   for (size_t k = 0; k < parts.size(); ++k) {
     tables.push_back(parts[k].ref());
-    if (use_locking) locks.emplace_back(parts[k].update_mutex());
+    if (use_locking) locks.emplace_back(internal::update_mutex(parts[k]));
     states.push_back(scatter_state(parts[k]));
     locks.emplace_back(states.back()->mutex());
     bases.push_back(tables.back().raw_data());
@@ -521,7 +522,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
         static_cast<int>(parts.size()), row_width, indices.data(), n,
         static_cast<const T*>(updates.raw_data()), updates_scalar);
   });
-  for (Variable& part : parts) part.mark_updated();
+  for (Variable& part : parts) internal::mark_updated(part);
 }
 
 }  // namespace internal

@@ -10,6 +10,7 @@
 #include "varstate/runtime/dense_update.h"
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/scatter.h"
+#include "varstate/runtime/variable_internal.h"
 
 namespace varstate {
 
@@ -41,7 +42,7 @@ struct Variable::State {
 
   // Kept by update ops (scatter) across calls; set once, then read-only.
   mutable std::mutex update_state_mu;
-  std::shared_ptr<VariableUpdateState> update_state;
+  std::shared_ptr<internal::VariableUpdateState> update_state;
 
   // Caching-device copy.
   std::mutex cache_mu;
@@ -230,7 +231,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
       auto st = weak.lock();
       if (!st) return;
       Variable v(st);
-      v.set_value(v.initial_value().clone());
+      internal::set_value(v, v.initial_value().clone());
     });
   }
 
@@ -263,18 +264,9 @@ bool Variable::is_initialized() const {
 }
 uint64_t Variable::version() const { return state_->version.load(); }
 uint64_t Variable::cache_copies() const { return state_->cache_copies.load(); }
-std::mutex& Variable::update_mutex() const { return state_->update_mu; }
-std::shared_ptr<void> Variable::state_handle() const { return state_; }
-
-std::shared_ptr<VariableUpdateState> Variable::update_state(
-    const std::function<std::shared_ptr<VariableUpdateState>()>& make) const {
-  std::lock_guard lock(state_->update_state_mu);
-  if (!state_->update_state) state_->update_state = make();
-  return state_->update_state;
-}
 
 void Variable::raise_pending_errors(bool wait) const {
-  std::shared_ptr<VariableUpdateState> updates;
+  std::shared_ptr<internal::VariableUpdateState> updates;
   {
     std::lock_guard lock(state_->update_state_mu);
     updates = state_->update_state;
@@ -283,9 +275,50 @@ void Variable::raise_pending_errors(bool wait) const {
 }
 
 void Variable::sync() const { raise_pending_errors(/*wait=*/true); }
-Variable Variable::from_state_handle(const std::shared_ptr<void>& state) {
-  return Variable(std::static_pointer_cast<State>(state));
+
+// ---------------------------------------------------------------------------
+// Internals (variable_internal.h)
+
+namespace internal {
+
+struct VariableAccess {
+  static Variable::State& state(const Variable& v) { return *v.state_; }
+  static const std::shared_ptr<Variable::State>& handle(const Variable& v) { return v.state_; }
+  static Variable from_handle(const std::shared_ptr<void>& state) {
+    return Variable(std::static_pointer_cast<Variable::State>(state));
+  }
+};
+
+std::mutex& update_mutex(const Variable& variable) {
+  return VariableAccess::state(variable).update_mu;
 }
+
+void set_value(Variable& variable, const Tensor& value) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.mu);
+  s.value = value;
+  s.shape = value.shape();
+  s.initialized = true;
+  s.version.fetch_add(1);
+}
+
+void mark_updated(Variable& variable) { VariableAccess::state(variable).version.fetch_add(1); }
+
+std::shared_ptr<VariableUpdateState> update_state(
+    const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.update_state_mu);
+  if (!s.update_state) s.update_state = make();
+  return s.update_state;
+}
+
+std::shared_ptr<void> state_handle(const Variable& variable) { return VariableAccess::handle(variable); }
+
+Variable from_state_handle(const std::shared_ptr<void>& state) {
+  return VariableAccess::from_handle(state);
+}
+
+}  // namespace internal
 
 // ---------------------------------------------------------------------------
 // Reads
@@ -377,17 +410,6 @@ Tensor Variable::initialized_value() const {
 // ---------------------------------------------------------------------------
 // Updates
 
-void Variable::set_value(const Tensor& value) {
-  State& s = *state_;
-  std::lock_guard lock(s.mu);
-  s.value = value;
-  s.shape = value.shape();
-  s.initialized = true;
-  s.version.fetch_add(1);
-}
-
-void Variable::mark_updated() { state_->version.fetch_add(1); }
-
 Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   State& s = *state_;
   std::unique_lock<std::mutex> update;
@@ -412,11 +434,11 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
     }
     Tensor fresh(s.dtype, keep_shape ? shape : v.shape(), *s.device);
     varstate::assign(fresh, v, {.name = who});
-    set_value(fresh);
+    internal::set_value(*this, fresh);
     return fresh;
   }
   varstate::assign(target, value, {.validate_shape = true, .name = who});
-  mark_updated();
+  internal::mark_updated(*this);
   return target;
 }
 
@@ -425,7 +447,7 @@ Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
   if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
   Tensor target = live_value();
   varstate::assign_add(target, delta, {.name = state_->op_name});
-  mark_updated();
+  internal::mark_updated(*this);
   return target;
 }
 
@@ -434,7 +456,7 @@ Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
   if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
   Tensor target = live_value();
   varstate::assign_sub(target, delta, {.name = state_->op_name});
-  mark_updated();
+  internal::mark_updated(*this);
   return target;
 }
 
@@ -483,7 +505,7 @@ Tensor Variable::count_up_to(int64_t limit) {
     host.data<int64_t>()[0] = before + 1;
   }
   copy_bytes(target.device(), target.raw_data(), host.device(), host.raw_data(), host.nbytes());
-  mark_updated();
+  internal::mark_updated(*this);
   return old;
 }
 
@@ -500,10 +522,10 @@ TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(),
 
 Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (options.use_locking.value_or(false)) update = std::unique_lock(variable_.update_mutex());
+  if (options.use_locking.value_or(false)) update = std::unique_lock(internal::update_mutex(variable_));
   Tensor target = variable_.ref();
   strided_slice_assign(target, specs_, value, variable_.op_name());
-  variable_.mark_updated();
+  internal::mark_updated(variable_);
   return target;
 }
 

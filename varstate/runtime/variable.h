@@ -69,20 +69,9 @@ struct VariableDef {
 };
 
 class IndexedSlices;  // runtime/indexed_slices.h
-
-// State that an update op keeps with one variable across calls: the scatter
-// ops keep their per-variable lock and the bounds checks still running on a
-// GPU here (runtime/scatter.h). Reads of the variable ask it for errors that
-// were found after the update call had returned.
-class VariableUpdateState {
- public:
-  virtual ~VariableUpdateState() = default;
-  // Throws (once) the error of an earlier update whose validation finished
-  // after that call returned; that update wrote nothing. With `wait`, first
-  // waits for every such validation still running; without, looks only at
-  // those that have finished. Thread-safe.
-  virtual void raise_pending_errors(bool wait) = 0;
-};
+namespace internal {
+struct VariableAccess;
+}  // namespace internal
 
 // A deferred initial value: called (on the variable's device) when the
 // initial value is first needed.
@@ -211,25 +200,10 @@ class Variable {
   // Handle identity: true if both refer to the same variable.
   bool same_as(const Variable& other) const { return state_ == other.state_; }
 
-  // The mutex serializing use_locking updates; held by callers (scatter
-  // updates, savers) that update the variable's buffer in place.
-  std::mutex& update_mutex() const;
-  // Replaces the buffer (restore, validate_shape=false) and bumps the version.
-  void set_value(const Tensor& value);
-  // Marks an in-place update of the buffer (bumps the version).
-  void mark_updated();
-  // The update state of this variable (see VariableUpdateState), created
-  // with make() on first use; every later call returns that object.
-  // Thread-safe. One slot per variable, used by the scatter ops.
-  std::shared_ptr<VariableUpdateState> update_state(
-      const std::function<std::shared_ptr<VariableUpdateState>()>& make) const;
-
-  // For Graph: type-erased state handles.
-  std::shared_ptr<void> state_handle() const;
-  static Variable from_state_handle(const std::shared_ptr<void>& state);
 
  private:
   struct State;
+  friend struct internal::VariableAccess;  // variable_internal.h's functions
   explicit Variable(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void init(std::optional<Tensor> value, InitialValueFn fn, VariableOptions options,
             bool absolute_name = false);
