@@ -40,6 +40,7 @@
 #include "varstate/checkpoint/saver.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 
 namespace varstate::bench {
@@ -117,7 +118,7 @@ struct Model {
         p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
       }
       Variable v(Tensor::zeros(DType::kFloat, TensorShape{n}), {.name = "v" + std::to_string(vars.size())});
-      v.set_value(on_gpu ? host.to(v.device()) : host);
+      internal::set_value(v, on_gpu ? host.to(v.device()) : host);
       vars.push_back(v);
       bytes += static_cast<size_t>(n) * 4;
     }

@@ -123,7 +123,7 @@ Tensor make_updates(const Config& c, uint64_t seed) {
   return c.dtype == DType::kFloat ? t : t.cast(c.dtype);
 }
 
-Tensor apply(BenchOp op, Variable& v, const Tensor& i, const Tensor& u, const ScatterOptions& o) {
+Tensor apply(BenchOp op, Variable& v, const Tensor& i, const Tensor& u, const UpdateOptions& o) {
   switch (op) {
     case BenchOp::kUpdate: return scatter_update(v, i, u, o);
     case BenchOp::kAdd: return scatter_add(v, i, u, o);
@@ -188,7 +188,7 @@ void run(benchmark::State& state, const Config& c) {
                              : limit_gbps(Limit::kHostMemcpy, copy_bytes);
   const int reps = moved >= 256e6 ? 2 : moved >= 32e6 ? 5 : c.gpu ? 50 : 10;
   int call = 0;
-  const ScatterOptions options{.deterministic = c.deterministic};
+  const UpdateOptions options{.deterministic = c.deterministic};
   run_timed(state, moved, limit, reps, c.gpu ? device : nullptr, [&] {
     const int k = call++ % kIndexSets;
     if (c.nocheck) {

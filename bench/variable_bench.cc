@@ -5,6 +5,7 @@
 #include "bench_util.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 
 namespace varstate::bench {
@@ -30,7 +31,7 @@ void cached_read(benchmark::State& state, bool gpu_variable, int updates_per_rea
   // A refresh moves the whole variable once (host copy: read + write).
   double moved = updates_per_read > 0 ? (gpu_variable ? 1.0 : 2.0) * static_cast<double>(bytes) : 0.0;
   run_timed(state, moved > 0 ? moved : 1.0, limit, 10, gpu_variable ? device : nullptr, [&] {
-    if (updates_per_read > 0) v.mark_updated();  // an update without touching the bytes
+    if (updates_per_read > 0) internal::mark_updated(v);  // an update without touching the bytes
     benchmark::DoNotOptimize(v.value().raw_data());
     ++reads;
   });

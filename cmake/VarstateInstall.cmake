@@ -22,6 +22,18 @@ install(TARGETS varstate EXPORT varstateTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT varstateTargets NAMESPACE varstate::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varstate)
+# The shared library keeps its dependencies private: its package asks only
+# for Threads (in the link interface). A static library's consumer links its
+# dependencies too, so that package finds them.
+set(VARSTATE_CONFIG_PRIVATE_DEPENDENCIES "")
+if(NOT VARSTATE_SHARED)
+  string(JOIN "\n" VARSTATE_CONFIG_PRIVATE_DEPENDENCIES
+    "find_dependency(Eigen3 3.4 NO_MODULE)" "find_dependency(fmt)" "find_dependency(spdlog)"
+    "find_dependency(leveldb)" "find_dependency(Protobuf)")
+  if(VARSTATE_HAVE_CUDA)
+    string(APPEND VARSTATE_CONFIG_PRIVATE_DEPENDENCIES "\nfind_dependency(CUDAToolkit)")
+  endif()
+endif()
 configure_package_config_file(cmake/varstateConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/varstateConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varstate)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the CUDA configuration (sm_90, static libstdc++/libgcc) and packs the
+# Builds the CUDA configuration (sm_90, static libvarstate and libstdc++/libgcc:
+# one copy of each in every binary) and packs the
 # test and benchmark binaries, the CLI and the non-system shared libraries
 # they need into a relocatable folder (default: bundle/), with an $ORIGIN
 # rpath, so they run on a GPU host that has the CUDA driver and runtime but
@@ -14,7 +15,7 @@ bundle=${1:-$root/bundle}
 build=${2:-$root/build-bundle}
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVARSTATE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DVARSTATE_BUILD_TESTS=ON -DVARSTATE_BUILD_BENCH=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DVARSTATE_BUILD_TESTS=ON -DVARSTATE_BUILD_BENCH=ON -DVARSTATE_SHARED=OFF \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" \
   -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' -DCMAKE_SKIP_BUILD_RPATH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"

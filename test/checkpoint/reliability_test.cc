@@ -74,8 +74,8 @@ TEST_CASE("saves during unlocked assign_add always restore", "[saver][reliabilit
           Variable v = big;
           Variable s = small;
           while (!stop.load()) {
-            v.assign_add(Tensor(1.f), /*use_locking=*/false);
-            s.assign_add(Tensor(int64_t{1}), /*use_locking=*/false);
+            v.assign_add(Tensor(1.f), {.use_locking = false});
+            s.assign_add(Tensor(int64_t{1}), {.use_locking = false});
             adds.fetch_add(1);
           }
         });

@@ -19,6 +19,7 @@
 #include "varstate/checkpoint/file_system.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/device/placement.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 #include "test_util.h"
 
@@ -51,7 +52,7 @@ struct Model {
   }
   void set_step(int64_t step) {
     for (size_t i = 0; i < vars.size(); ++i) {
-      vars[i].set_value(pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)));
+      internal::set_value(vars[i], pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)));
     }
   }
   bool holds_step(int64_t step) const {

@@ -13,6 +13,7 @@
 #include "varstate/checkpoint/saver_io_internal.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 
 namespace varstate {
@@ -56,7 +57,7 @@ TEST_CASE("GPU variables save through small staging buffers and restore", "[save
     const std::string path = *saver.save(sess, dir / (sharded ? "s" : "n")).path();
     auto reader = open_checkpoint(path);
     for (size_t i = 0; i < vars.size(); ++i) CHECK(reader->read(vars[i].op_name()).values<float>() == before[i]);
-    for (auto& v : vars) v.set_value(Tensor::zeros(DType::kFloat, v.shape(), gpu));
+    for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape(), gpu));
     saver.restore(sess, path);
     for (size_t i = 0; i < vars.size(); ++i) {
       CHECK(&vars[i].device() == &gpu);
@@ -75,7 +76,7 @@ TEST_CASE("asynchronous save snapshots GPU variables on the device", "[saver][gp
   sess.run(global_variables_initializer());
   Saver saver({.staging_buffer_bytes = size_t{1} << 20});
   SaveHandle h = saver.save(sess, dir / "a", {.async = true});
-  for (int i = 0; i < 10; ++i) v.assign_add(Tensor(1.f), /*use_locking=*/true);
+  for (int i = 0; i < 10; ++i) v.assign_add(Tensor(1.f), {.use_locking = true});
   h.wait();
   auto values = open_checkpoint(dir / "a")->read("v").values<float>();
   CHECK(std::all_of(values.begin(), values.end(), [](float x) { return x == 0.f; }));
@@ -127,7 +128,7 @@ TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu
       std::thread updater([&] {
         std::vector<Variable> mine = vars;
         while (!stop.load()) {
-          for (Variable& v : mine) v.assign_add(Tensor(1.f), /*use_locking=*/false);
+          for (Variable& v : mine) v.assign_add(Tensor(1.f), {.use_locking = false});
         }
       });
       std::vector<std::string> paths;

@@ -14,6 +14,7 @@
 #include "varstate/checkpoint/saver.h"
 #include "varstate/checkpoint/tensor_bundle.h"
 #include "varstate/device/placement.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 #include "test_util.h"
 
@@ -100,7 +101,7 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
   CHECK(exists(dir / "model-7.meta"));
 
   // Overwrite every variable, then restore.
-  for (auto& v : vars) v.set_value(Tensor::zeros(v.dtype(), v.shape()));
+  for (auto& v : vars) internal::set_value(v, Tensor::zeros(v.dtype(), v.shape()));
   saver.restore(sess, *path);
   for (size_t i = 0; i < vars.size(); ++i) {
     CAPTURE(vars[i].op_name());
@@ -362,11 +363,11 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
     int i = std::stoi(info.name.substr(1));
     CHECK(info.shard == i % 3);
   }
-  for (auto& v : vars) v.set_value(Tensor::zeros(DType::kFloat, v.shape()));
+  for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape()));
   saver.restore(sess, path);
   for (int i = 0; i < 7; ++i) CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) == bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
   // Sequential restore gives the same.
-  for (auto& v : vars) v.set_value(Tensor::zeros(DType::kFloat, v.shape()));
+  for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape()));
   Saver sequential({.restore_sequentially = true});
   sequential.restore(sess, path);
   for (int i = 0; i < 7; ++i) CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) == bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
@@ -490,8 +491,8 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   CHECK(h.path() == dir / "async-1");
   // Updates after save() returned must not reach the checkpoint.
   for (int i = 0; i < 5; ++i) {
-    a.assign_add(Tensor(1.f), /*use_locking=*/true);
-    b.assign_add(Tensor(100.f), /*use_locking=*/true);
+    a.assign_add(Tensor(1.f), {.use_locking = true});
+    b.assign_add(Tensor(100.f), {.use_locking = true});
   }
   CHECK(h.wait() == dir / "async-1");
   CHECK(h.done());

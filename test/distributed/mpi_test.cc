@@ -110,7 +110,7 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   Variable a_ref(a0, {.name = "a_ref"});
   Variable b_ref(b0, {.name = "b_ref"});
   Session().run(std::vector<Op>{a_ref.initializer(), b_ref.initializer()});
-  EXPECT(internal::VariableAccess::remote(a_ref) == nullptr);
+  EXPECT(internal::remote_storage(a_ref) == nullptr);
 
   DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
   Variable a(a0, {.name = "a"});                         // ps 0
@@ -123,7 +123,7 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   keep.push_back(a);
   EXPECT(a.placement().find("/job:ps/task:0") == 0);
   EXPECT(b.placement().find("/job:ps/task:1") == 0);
-  EXPECT(internal::VariableAccess::remote(a) != nullptr);
+  EXPECT(internal::remote_storage(a) != nullptr);
   EXPECT(!a.is_initialized());
   EXPECT_THROWS(FailedPreconditionError, a.value(), "uninitialized value a");
   cluster.barrier();
@@ -416,7 +416,7 @@ int main(int argc, char** argv) {
     Variable w(Tensor::zeros(DType::kFloat, {6, 4}), {.name = "w"});
     Variable emb = get_variable("emb", {.shape = {10, 3}, .initializer = zeros_initializer()});
     Variable step(Tensor(int64_t{0}), {.name = "global_step"});
-    EXPECT(internal::VariableAccess::remote(w) == nullptr);
+    EXPECT(internal::remote_storage(w) == nullptr);
     Saver saver;
     const auto latest = latest_checkpoint(dir);
     EXPECT(latest.has_value());

@@ -85,6 +85,7 @@
 #include "varstate/runtime/session.h"
 #include "varstate/runtime/partitioners.h"
 #include "varstate/runtime/variable.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
 #include "tensor_text.h"
@@ -311,7 +312,7 @@ bool waits_for_lock(const std::function<void(Variable&)>& update) {
   Variable v(Tensor({1.f, 2.f, 3.f, 4.f}), {.name = "v"});
   Session sess;
   sess.run(global_variables_initializer());
-  std::unique_lock held(v.update_mutex());
+  std::unique_lock held(internal::update_mutex(v));
   auto done = std::async(std::launch::async, [&] { update(v); });
   const bool waited = done.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout;
   held.unlock();

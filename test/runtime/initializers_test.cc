@@ -14,6 +14,7 @@
 
 #include "varstate/base/error.h"
 #include "varstate/runtime/initializers.h"
+#include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"

@@ -13,6 +13,7 @@
 #include "varstate/base/error.h"
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/scatter.h"
+#include "varstate/runtime/variable_internal.h"
 #include "scatter_test_util.h"
 #include "device_fixture.h"
 
@@ -288,7 +289,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes with other locked updates",
     for (int i = 0; i < 500; ++i) scatter_add(v, Tensor({0, 1, 2, 3}), Tensor(int64_t{1}), {.use_locking = true});
   });
   std::thread b([&] {
-    for (int i = 0; i < 500; ++i) v.assign_add(int64_t{1}, /*use_locking=*/true);
+    for (int i = 0; i < 500; ++i) v.assign_add(int64_t{1}, {.use_locking = true});
   });
   a.join();
   b.join();
@@ -301,7 +302,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking defaults: scatter_update locks, the ot
   // Mul/Div/Min/Max false. Observed: does the call wait for the update lock?
   Variable v = initialized_variable(Tensor({1.f, 2.f, 3.f}), "v");
   auto waits = [&](const std::function<void()>& update) {
-    std::unique_lock held(v.update_mutex());
+    std::unique_lock held(internal::update_mutex(v));
     auto done = std::async(std::launch::async, update);
     const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
     held.unlock();
@@ -329,7 +330,7 @@ TEST_CASE_METHOD(FreshGraph, "Variable::scatter_sub/add/update take IndexedSlice
   IndexedSlices delta(Tensor({{1.f, 1.f}, {2.f, 2.f}}), Tensor({2, 0}), Tensor({3, 2}));
   Tensor out = v.scatter_sub(delta);
   CHECK(floats(out) == std::vector<float>{-1, -1, 2, 2, 2, 2});
-  v.scatter_add(delta, /*use_locking=*/true);
+  v.scatter_add(delta, {.use_locking = true});
   CHECK(floats(v.value()) == std::vector<float>{1, 1, 2, 2, 3, 3});
   v.scatter_update(-delta);
   CHECK(floats(v.value()) == std::vector<float>{-2, -2, 2, 2, -1, -1});

@@ -28,7 +28,7 @@ inline const char* op_label(SOp op) {
 }
 
 inline Tensor apply_scatter(SOp op, Variable& v, const Tensor& indices, const Tensor& updates,
-                            const ScatterOptions& options = {}) {
+                            const UpdateOptions& options = {}) {
   switch (op) {
     case SOp::kUpdate: return scatter_update(v, indices, updates, options);
     case SOp::kAdd: return scatter_add(v, indices, updates, options);

@@ -46,7 +46,7 @@ TEST_CASE("locked concurrent assign_add on a GPU variable loses nothing", "[gpu]
   std::vector<std::thread> pool;
   for (int t = 0; t < 8; ++t) {
     pool.emplace_back([&] {
-      for (int i = 0; i < 200; ++i) c.assign_add(int64_t{1}, true);
+      for (int i = 0; i < 200; ++i) c.assign_add(int64_t{1}, {.use_locking = true});
     });
   }
   for (auto& th : pool) th.join();

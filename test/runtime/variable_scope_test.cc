@@ -8,6 +8,7 @@
 #include "varstate/device/placement.h"
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/variable_scope.h"
+#include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/variables.h"
 #include "device_fixture.h"
 

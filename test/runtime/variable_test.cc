@@ -12,6 +12,7 @@
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"
@@ -180,7 +181,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[vari
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      for (int i = 0; i < per_thread; ++i) counter.assign_add(int64_t{1}, /*use_locking=*/true);
+      for (int i = 0; i < per_thread; ++i) counter.assign_add(int64_t{1}, {.use_locking = true});
     });
   }
   for (auto& th : pool) th.join();
@@ -191,7 +192,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[vari
 namespace {
 // Whether `update` waits while another thread holds v's update_mutex().
 bool waits_for_update_lock(Variable& v, const std::function<void()>& update) {
-  std::unique_lock held(v.update_mutex());
+  std::unique_lock held(internal::update_mutex(v));
   auto done = std::async(std::launch::async, update);
   const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
   held.unlock();
@@ -212,7 +213,7 @@ TEST_CASE_METHOD(FreshGraph, "use_locking defaults are TensorFlow's: tf.assign l
   CHECK_FALSE(waits_for_update_lock(v, [&] { assign_add(v, ones); }));
   CHECK_FALSE(waits_for_update_lock(v, [&] { assign_sub(v, ones); }));
   CHECK_FALSE(waits_for_update_lock(v, [&] { v.assign(ones); }));
-  CHECK(waits_for_update_lock(v, [&] { v.assign(ones, /*use_locking=*/true); }));
+  CHECK(waits_for_update_lock(v, [&] { v.assign(ones, {.use_locking = true}); }));
   CHECK(v.value().to_vector<float>() == std::vector<float>{1.f, 1.f, 1.f});
 }
 

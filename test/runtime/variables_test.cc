@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "varstate/base/error.h"
+#include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/variables.h"
 #include "tensor_util.h"
 #include "device_fixture.h"

@@ -27,6 +27,7 @@
 #include "varstate/checkpoint/v1_writer.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/proto/saver.pb.h"
+#include "varstate/runtime/variable_internal.h"
 
 namespace varstate {
 namespace {
@@ -454,7 +455,7 @@ void Saver::Impl::write_shard(const std::string& prefix, const std::vector<size_
     const Item& item = items[i];
     if (snapshot.empty()) {
       // A blocking save reads the live buffer under the variable's lock.
-      std::lock_guard lock(item.variable.update_mutex());
+      std::lock_guard lock(internal::update_mutex(item.variable));
       write_variable_tensor(writer, item.key, item.slice, item.variable.ref(), staging);
     } else {
       write_variable_tensor(writer, item.key, item.slice, snapshot[i], staging);
@@ -499,7 +500,7 @@ void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>&
       const Item& item = items[i];
       Tensor value;
       if (snapshot.empty()) {
-        std::lock_guard lock(item.variable.update_mutex());
+        std::lock_guard lock(internal::update_mutex(item.variable));
         value = item.variable.ref().to_host();
       } else {
         value = snapshot[i].to_host();
@@ -633,9 +634,9 @@ Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
 }
 
 void assign_restored(const Saver::Item& item, const Tensor& value) {
-  std::lock_guard lock(item.variable.update_mutex());
+  std::lock_guard lock(internal::update_mutex(item.variable));
   Variable var = item.variable;
-  var.set_value(value);
+  internal::set_value(var, value);
 }
 
 // Runs body(group) for each group on its own thread (inline for one group)
@@ -793,7 +794,7 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
   std::vector<Tensor> snapshot;
   snapshot.reserve(s.items.size());
   for (const Item& item : s.items) {
-    std::lock_guard lock(item.variable.update_mutex());
+    std::lock_guard lock(internal::update_mutex(item.variable));
     snapshot.push_back(item.variable.ref().clone());
   }
   state->done = false;

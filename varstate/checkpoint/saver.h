@@ -46,7 +46,7 @@
 // changed no variable.
 //
 // Asynchronous save ({.async = true}) returns once each variable has been
-// copied on its own device (under its update_mutex), and writes in a
+// copied on its own device (under its update lock), and writes in a
 // background thread; the returned SaveHandle waits for it. A later save or
 // restore through the same Saver first waits for the pending one.
 //

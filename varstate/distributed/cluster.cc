@@ -186,16 +186,16 @@ class MpiStorage final : public internal::RemoteStorage {
     if (type_ == MPI_DATATYPE_NULL) {
       return modify([&](Tensor& whole) {
         if (negate) {
-          varstate::assign_sub(whole, delta, op_name_);
+          varstate::assign_sub(whole, delta, {.name = op_name_});
         } else {
-          varstate::assign_add(whole, delta, op_name_);
+          varstate::assign_add(whole, delta, {.name = op_name_});
         }
       });
     }
     Tensor d = delta;
     if (negate) {
       d = Tensor::zeros(dtype_, shape_, DeviceManager::instance().cpu());
-      varstate::assign_sub(d, delta, op_name_);
+      varstate::assign_sub(d, delta, {.name = op_name_});
     }
     Tensor old(dtype_, shape_, DeviceManager::instance().cpu());
     {
@@ -213,7 +213,7 @@ class MpiStorage final : public internal::RemoteStorage {
       e.close();
     }
     // The value this update produced: the fetched old value plus delta.
-    varstate::assign_add(old, d, op_name_);
+    varstate::assign_add(old, d, {.name = op_name_});
     return old;
   }
 
@@ -437,7 +437,7 @@ class MpiStorage final : public internal::RemoteStorage {
 
   // The single-process scatter of `op` on the compact rows.
   void apply_local(ScatterOp op, Tensor& compact, const Tensor& indices, const Tensor& updates) {
-    const ScatterOptions o{.name = op_name_};
+    const UpdateOptions o{.name = op_name_};
     switch (op) {
       case ScatterOp::kUpdate: varstate::scatter_update(compact, indices, updates, o); break;
       case ScatterOp::kAdd: varstate::scatter_add(compact, indices, updates, o); break;
@@ -769,7 +769,7 @@ std::vector<int> ClusterAccess::allgather(Cluster& cluster, int value) {
 }
 
 int ClusterAccess::owner_rank(const Variable& v) {
-  const auto* storage = dynamic_cast<const MpiStorage*>(VariableAccess::remote(v));
+  const auto* storage = dynamic_cast<const MpiStorage*>(remote_storage(v));
   return storage ? storage->owner() : -1;
 }
 

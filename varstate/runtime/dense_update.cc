@@ -93,7 +93,7 @@ void dense_update(DenseUpdateOp op, Tensor& target, const Tensor& value, std::st
 
 }  // namespace
 
-void assign(Tensor& target, const Tensor& value, const AssignOptions& options) {
+void assign(Tensor& target, const Tensor& value, const UpdateOptions& options) {
   if (!options.validate_shape && target.valid() && value.valid() &&
       value.shape() != target.shape()) {
     // Take the value's shape: a fresh buffer on the target's device.
@@ -106,12 +106,12 @@ void assign(Tensor& target, const Tensor& value, const AssignOptions& options) {
   dense_update(DenseUpdateOp::kAssign, target, value, options.name);
 }
 
-void assign_add(Tensor& target, const Tensor& delta, std::string_view name) {
-  dense_update(DenseUpdateOp::kAdd, target, delta, name);
+void assign_add(Tensor& target, const Tensor& delta, const UpdateOptions& options) {
+  dense_update(DenseUpdateOp::kAdd, target, delta, options.name);
 }
 
-void assign_sub(Tensor& target, const Tensor& delta, std::string_view name) {
-  dense_update(DenseUpdateOp::kSub, target, delta, name);
+void assign_sub(Tensor& target, const Tensor& delta, const UpdateOptions& options) {
+  dense_update(DenseUpdateOp::kSub, target, delta, options.name);
 }
 
 }  // namespace varstate

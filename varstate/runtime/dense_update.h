@@ -10,25 +10,18 @@
 // On a GPU the update is enqueued on the target device's stream.
 #pragma once
 
-#include <string_view>
-
 #include "varstate/runtime/tensor.h"
+#include "varstate/runtime/update_options.h"
 
 namespace varstate {
 
-struct AssignOptions {
-  // False: the target takes the value's shape (a new buffer; other handles
-  // to the old buffer keep the old contents).
-  bool validate_shape = true;
-  // Names the target in error messages ("w:0").
-  std::string_view name = {};
-};
-
-// target = value. Throws TypeError (dtype), InvalidArgumentError (shape,
-// empty target).
-void assign(Tensor& target, const Tensor& value, const AssignOptions& options = {});
+// target = value; with options.validate_shape=false the target takes the
+// value's shape (a new buffer; other handles to the old buffer keep the old
+// contents). options.name names the target in error messages ("w:0").
+// Throws TypeError (dtype), InvalidArgumentError (shape, empty target).
+void assign(Tensor& target, const Tensor& value, const UpdateOptions& options = {});
 // target += delta / target -= delta. Numeric dtypes only.
-void assign_add(Tensor& target, const Tensor& delta, std::string_view name = {});
-void assign_sub(Tensor& target, const Tensor& delta, std::string_view name = {});
+void assign_add(Tensor& target, const Tensor& delta, const UpdateOptions& options = {});
+void assign_sub(Tensor& target, const Tensor& delta, const UpdateOptions& options = {});
 
 }  // namespace varstate

@@ -7,6 +7,7 @@
 
 #include "varstate/base/error.h"
 #include "varstate/runtime/variable.h"
+#include "varstate/runtime/variable_internal.h"
 
 namespace varstate {
 namespace {
@@ -133,13 +134,13 @@ std::shared_ptr<void> Graph::extension(const std::string& key,
 
 void Graph::register_variable(const Variable& v) {
   std::lock_guard lock(mu_);
-  variable_states_.push_back(v.state_handle());
+  variable_states_.push_back(internal::state_handle(v));
 }
 
 std::vector<Variable> Graph::variables() const {
   std::lock_guard lock(mu_);
   std::vector<Variable> out;
-  for (const auto& s : variable_states_) out.push_back(Variable::from_state_handle(s));
+  for (const auto& s : variable_states_) out.push_back(internal::from_state_handle(s));
   return out;
 }
 

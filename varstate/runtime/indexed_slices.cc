@@ -87,7 +87,7 @@ IndexedSlices operator-(const IndexedSlices& slices) {
                     std::string(dtype_name(v.dtype())) + " cannot be negated");
   }
   Tensor negated = Tensor::zeros(v.dtype(), v.shape(), v.device());
-  assign_sub(negated, v, "IndexedSlices negation");
+  assign_sub(negated, v, {.name = "IndexedSlices negation"});
   return IndexedSlices(negated, slices.indices(), slices.dense_shape(), slices.name());
 }
 

@@ -153,7 +153,7 @@ Tensor PartitionedVariable::eval() const {
 }
 
 // kind: 0 assign, 1 assign_add, 2 assign_sub.
-void PartitionedVariable::dense_update(int kind, const Tensor& value, bool use_locking) {
+void PartitionedVariable::dense_update(int kind, const Tensor& value, const UpdateOptions& options) {
   const State& s = *state_;
   static const char* const kNames[] = {"assign", "assign_add", "assign_sub"};
   const std::string what = std::string(kNames[kind]) + " on " + quoted(s.name);
@@ -171,17 +171,19 @@ void PartitionedVariable::dense_update(int kind, const Tensor& value, bool use_l
                          ? v
                          : strided_slice(v, axis_range(s.axis, s.offsets[i], s.offsets[i + 1])));
   }
+  // Each part keeps its shape (the whole shape was checked above).
+  const UpdateOptions part_options{.use_locking = options.use_locking.value_or(false)};
   for (size_t i = 0; i < s.parts.size(); ++i) {
     Variable part = s.parts[i];
-    if (kind == 0) part.assign(pieces[i], use_locking);
-    if (kind == 1) part.assign_add(pieces[i], use_locking);
-    if (kind == 2) part.assign_sub(pieces[i], use_locking);
+    if (kind == 0) part.assign(pieces[i], part_options);
+    if (kind == 1) part.assign_add(pieces[i], part_options);
+    if (kind == 2) part.assign_sub(pieces[i], part_options);
   }
 }
 
-void PartitionedVariable::assign(const Tensor& value, bool use_locking) { dense_update(0, value, use_locking); }
-void PartitionedVariable::assign_add(const Tensor& delta, bool use_locking) { dense_update(1, delta, use_locking); }
-void PartitionedVariable::assign_sub(const Tensor& delta, bool use_locking) { dense_update(2, delta, use_locking); }
+void PartitionedVariable::assign(const Tensor& value, const UpdateOptions& options) { dense_update(0, value, options); }
+void PartitionedVariable::assign_add(const Tensor& delta, const UpdateOptions& options) { dense_update(1, delta, options); }
+void PartitionedVariable::assign_sub(const Tensor& delta, const UpdateOptions& options) { dense_update(2, delta, options); }
 
 namespace {
 
@@ -199,7 +201,7 @@ kernels::ScatterOp scatter_kind(PartitionedVariable::PartScatter op) {
 }  // namespace
 
 void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Tensor& indices,
-                                  const Tensor& updates, const ScatterOptions& options) {
+                                  const Tensor& updates, const UpdateOptions& options) {
   const State& s = *state_;
   if (s.parts.size() == 1) {
     Variable part = s.parts[0];
@@ -248,7 +250,7 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
   }
 
   if (std::all_of(s.parts.begin(), s.parts.end(), [](const Variable& v) {
-        return v.device().is_cpu() && internal::VariableAccess::remote(v) == nullptr;
+        return v.device().is_cpu() && internal::remote_storage(v) == nullptr;
       })) {
     // Every part reads the caller's indices and update rows in place.
     std::vector<Variable> parts = s.parts;
@@ -299,7 +301,7 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
 
 #define VARSTATE_PARTITIONED_SCATTER(OP)                                                        \
   void PartitionedVariable::OP(const Tensor& indices, const Tensor& updates,                    \
-                               const ScatterOptions& options) {                                 \
+                               const UpdateOptions& options) {                                 \
     scatter(static_cast<PartScatter>(&varstate::OP), #OP, indices, updates, options);           \
   }
 VARSTATE_PARTITIONED_SCATTER(scatter_update)
@@ -311,13 +313,13 @@ VARSTATE_PARTITIONED_SCATTER(scatter_min)
 VARSTATE_PARTITIONED_SCATTER(scatter_max)
 #undef VARSTATE_PARTITIONED_SCATTER
 
-void PartitionedVariable::scatter_update(const IndexedSlices& d, const ScatterOptions& o) {
+void PartitionedVariable::scatter_update(const IndexedSlices& d, const UpdateOptions& o) {
   scatter_update(d.indices(), d.values(), o);
 }
-void PartitionedVariable::scatter_add(const IndexedSlices& d, const ScatterOptions& o) {
+void PartitionedVariable::scatter_add(const IndexedSlices& d, const UpdateOptions& o) {
   scatter_add(d.indices(), d.values(), o);
 }
-void PartitionedVariable::scatter_sub(const IndexedSlices& d, const ScatterOptions& o) {
+void PartitionedVariable::scatter_sub(const IndexedSlices& d, const UpdateOptions& o) {
   scatter_sub(d.indices(), d.values(), o);
 }
 

@@ -37,6 +37,7 @@
 #include "varstate/runtime/session.h"
 #include "varstate/runtime/tensor.h"
 #include "varstate/runtime/tensor_shape.h"
+#include "varstate/runtime/update_options.h"
 #include "varstate/runtime/variable.h"
 
 namespace varstate {
@@ -86,10 +87,12 @@ class PartitionedVariable {
   // `value` has the full shape (or, for assign_add/assign_sub, is a
   // scalar applied to every element); each part receives its slice.
   // InvalidArgumentError for another shape, TypeError for a dtype that
-  // does not convert.
-  void assign(const Tensor& value, bool use_locking = false);
-  void assign_add(const Tensor& delta, bool use_locking = false);
-  void assign_sub(const Tensor& delta, bool use_locking = false);
+  // does not convert. Options (runtime/update_options.h): use_locking
+  // (unset = false) applies to each part; the shape cannot change, whatever
+  // validate_shape says.
+  void assign(const Tensor& value, const UpdateOptions& options = {});
+  void assign_add(const Tensor& delta, const UpdateOptions& options = {});
+  void assign_sub(const Tensor& delta, const UpdateOptions& options = {});
 
   // --- sparse updates ---------------------------------------------------------
   // As the scatter ops of runtime/scatter.h on the full variable: row
@@ -100,29 +103,29 @@ class PartitionedVariable {
   // otherwise). Every index is checked against the full variable's rows
   // before any part is written: InvalidArgumentError("scatter_add on
   // \"emb\": indices[3] = 1000 is not in [0, 500)").
-  void scatter_update(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_add(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_sub(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_mul(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_div(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_min(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_max(const Tensor& indices, const Tensor& updates, const ScatterOptions& options = {});
-  void scatter_update(const IndexedSlices& sparse_delta, const ScatterOptions& options = {});
-  void scatter_add(const IndexedSlices& sparse_delta, const ScatterOptions& options = {});
-  void scatter_sub(const IndexedSlices& sparse_delta, const ScatterOptions& options = {});
+  void scatter_update(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_add(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_sub(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_mul(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_div(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_min(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_max(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  void scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  void scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
 
   // Handle identity: true if both refer to the same partitioned variable.
   bool same_as(const PartitionedVariable& other) const { return state_ == other.state_; }
 
   // The operation a scatter applies to one part (one of the free functions
   // of runtime/scatter.h).
-  using PartScatter = Tensor (*)(Variable&, const Tensor&, const Tensor&, const ScatterOptions&);
+  using PartScatter = Tensor (*)(Variable&, const Tensor&, const Tensor&, const UpdateOptions&);
 
  private:
   struct State;
   void scatter(PartScatter op, const char* op_name, const Tensor& indices, const Tensor& updates,
-               const ScatterOptions& options);
-  void dense_update(int kind, const Tensor& value, bool use_locking);
+               const UpdateOptions& options);
+  void dense_update(int kind, const Tensor& value, const UpdateOptions& options);
   std::shared_ptr<const State> state_;
 };
 

@@ -45,6 +45,8 @@ std::optional<SeedPair> get_seed(Graph& graph, std::optional<int64_t> op_seed) {
   return pair;
 }
 
+void set_random_seed(std::optional<int64_t> seed) { get_default_graph().set_random_seed(seed); }
+
 SeedPair resolve_seed(std::optional<int64_t> op_seed) {
   return resolve_seed(get_default_graph(), op_seed);
 }

@@ -28,6 +28,10 @@ namespace varstate {
 // The graph seed used when only an op seed is given.
 inline constexpr int64_t DEFAULT_GRAPH_SEED = 87654321;
 
+// tf.set_random_seed: sets the graph-level seed of the thread's default
+// graph (Graph::set_random_seed for another graph); nullopt unsets it.
+void set_random_seed(std::optional<int64_t> seed);
+
 struct SeedPair {
   int64_t seed = 0;
   int64_t seed2 = 0;

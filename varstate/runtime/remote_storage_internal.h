@@ -72,8 +72,6 @@ std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
                                                    const TensorShape& shape);
 
 // The variable's remote storage, or nullptr when its bytes are local.
-struct VariableAccess {
-  static RemoteStorage* remote(const Variable& v);
-};
+RemoteStorage* remote_storage(const Variable& v);
 
 }  // namespace varstate::internal

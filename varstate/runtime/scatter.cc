@@ -18,6 +18,7 @@
 #ifdef VARSTATE_HAVE_CUDA
 #include "varstate/kernels/cuda/scatter.h"
 #endif
+#include "varstate/runtime/variable_internal.h"
 
 namespace varstate {
 namespace {
@@ -282,7 +283,7 @@ bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback
 // as a local one (indices and divisors checked on the host, so nothing is
 // sent for a bad call), then one batched exchange with the owner.
 void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote,
-                    const Tensor& indices, const Tensor& updates, const ScatterOptions& options) {
+                    const Tensor& indices, const Tensor& updates, const UpdateOptions& options) {
   const std::string who = subject(op, options.name, ref.op_name());
   if (!remote.is_initialized()) {
     throw FailedPreconditionError("Attempting to use uninitialized value " + ref.op_name());
@@ -295,8 +296,8 @@ void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote
 }
 
 Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
-                        const ScatterOptions& options) {
-  if (internal::RemoteStorage* remote = internal::VariableAccess::remote(ref)) {
+                        const UpdateOptions& options) {
+  if (internal::RemoteStorage* remote = internal::remote_storage(ref)) {
     scatter_remote(op, ref, *remote, indices, updates, options);
     return remote->read(/*cached=*/false);
   }
@@ -311,19 +312,19 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
 
   std::unique_lock<std::mutex> locked;
   if (options.use_locking.value_or(op == ScatterOp::kUpdate)) {
-    locked = std::unique_lock(ref.update_mutex());
+    locked = std::unique_lock(internal::update_mutex(ref));
   }
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
     run_cpu(op, table, p, who);
-    ref.mark_updated();
+    internal::mark_updated(ref);
     return table;
   }
 #ifdef VARSTATE_HAVE_CUDA
   if (!needs_device_check(op, table.dtype(), p)) {
     enqueue_gpu(op, table, p, deterministic, nullptr, who);
-    ref.mark_updated();
+    internal::mark_updated(ref);
     return table;
   }
   Device& device = table.device();
@@ -338,7 +339,7 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
     throw;
   }
   state->push(slot.index, std::move(event), who, p.indices.shape(), p.updates.shape(), p.rows);
-  ref.mark_updated();
+  internal::mark_updated(ref);
   serial.unlock();
   if (locked.owns_lock()) locked.unlock();
   if (synchronous) state->raise_pending_errors(/*wait=*/true);
@@ -353,8 +354,8 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
 namespace internal {
 
 bool scatter_if_remote(ScatterOp op, Variable& part, const Tensor& indices, const Tensor& updates,
-                       const ScatterOptions& options) {
-  RemoteStorage* remote = VariableAccess::remote(part);
+                       const UpdateOptions& options) {
+  RemoteStorage* remote = remote_storage(part);
   if (remote == nullptr) return false;
   scatter_remote(op, part, *remote, indices, updates, options);
   return true;
@@ -362,7 +363,7 @@ bool scatter_if_remote(ScatterOp op, Variable& part, const Tensor& indices, cons
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
-                       const Tensor& updates, bool updates_scalar, const ScatterOptions& options) {
+                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options) {
   if (parts.empty()) return;
   const std::string who = subject(op, options.name, parts[0].op_name());
   check_dtype(op, parts[0].dtype(), who);
@@ -376,7 +377,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   std::vector<int64_t> begin;
   for (size_t k = 0; k < parts.size(); ++k) {
     tables.push_back(parts[k].ref());
-    if (use_locking) locks.emplace_back(parts[k].update_mutex());
+    if (use_locking) locks.emplace_back(internal::update_mutex(parts[k]));
     states.push_back(scatter_state(parts[k]));
     locks.emplace_back(states.back()->mutex());
     bases.push_back(tables.back().raw_data());
@@ -393,7 +394,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
         static_cast<int>(parts.size()), row_width, indices.data(), n,
         static_cast<const T*>(updates.raw_data()), updates_scalar);
   });
-  for (Variable& part : parts) part.mark_updated();
+  for (Variable& part : parts) internal::mark_updated(part);
 }
 
 }  // namespace internal
@@ -401,7 +402,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
 namespace {
 
 void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,
-                    const ScatterOptions& options) {
+                    const UpdateOptions& options) {
   const std::string who = subject(op, options.name, {});
   Prepared p = prepare(op, target, indices, updates, who);
   if (p.n == 0 || p.row_width == 0) return;
@@ -434,7 +435,7 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
 }
 
 Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
-                      const ScatterOptions& options) {
+                      const UpdateOptions& options) {
   if (delta.dense_shape()) {
     const TensorShape dense = delta.dense_tensor_shape();
     const TensorShape shape = ref.shape();
@@ -451,11 +452,11 @@ Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
 
 #define VARSTATE_DEFINE_SCATTER(fn, Op)                                                     \
   Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,                    \
-            const ScatterOptions& options) {                                                \
+            const UpdateOptions& options) {                                                \
     return scatter_variable(ScatterOp::Op, ref, indices, updates, options);                 \
   }                                                                                         \
   void fn(Tensor& target, const Tensor& indices, const Tensor& updates,                     \
-          const ScatterOptions& options) {                                                  \
+          const UpdateOptions& options) {                                                  \
     scatter_tensor(ScatterOp::Op, target, indices, updates, options);                       \
   }
 
@@ -469,17 +470,17 @@ VARSTATE_DEFINE_SCATTER(scatter_max, kMax)
 #undef VARSTATE_DEFINE_SCATTER
 
 Tensor scatter_update(Variable& ref, const IndexedSlices& sparse_delta,
-                      const ScatterOptions& options) {
+                      const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kUpdate, ref, sparse_delta, options);
 }
 
 Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta,
-                   const ScatterOptions& options) {
+                   const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kAdd, ref, sparse_delta, options);
 }
 
 Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta,
-                   const ScatterOptions& options) {
+                   const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kSub, ref, sparse_delta, options);
 }
 

@@ -36,7 +36,7 @@
 // bounds-checked on the CPU, and the error is raised at once. Indices that
 // already live on a GPU are checked on that GPU by a kernel that gates the
 // update kernel (an out-of-range index leaves the table untouched) without
-// stopping the host: with ScatterOptions::synchronous the call waits for the
+// stopping the host: with UpdateOptions::synchronous the call waits for the
 // check and raises; otherwise the call returns at once and the error is
 // raised by the next scatter on that variable or the next read of it whose
 // check has finished — and always by Variable::eval() / Variable::sync(),
@@ -46,7 +46,7 @@
 //
 // Determinism: results on the CPU never depend on thread scheduling. On a
 // GPU the default (atomic) path combines duplicates in an unspecified order;
-// deterministic mode (ScatterOptions::deterministic, or the global default
+// deterministic mode (UpdateOptions::deterministic, or the global default
 // set_deterministic_ops / TF_DETERMINISTIC_OPS) sorts the indices and gives
 // bitwise-identical results run to run, equal to the CPU's for integers and
 // for float add/sub.
@@ -55,8 +55,8 @@
 // lock (the CPU kernel writes rows without atomics; on a GPU the lock covers
 // only enqueueing the check and the kernels), so concurrent scatter_adds
 // lose nothing whatever use_locking says. use_locking=true also takes the
-// variable's update_mutex(), serializing the scatter with assign(...,
-// use_locking=true) and other locked updates.
+// variable's update lock, serializing the scatter with assign(...,
+// {.use_locking = true}) and other locked updates.
 #pragma once
 
 #include <optional>
@@ -64,79 +64,70 @@
 
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/tensor.h"
+#include "varstate/runtime/update_options.h"
 #include "varstate/runtime/variable.h"
 
 namespace varstate {
 
-struct ScatterOptions {
-  // Also hold the variable's update_mutex() (see above). nullopt: the op's
-  // TensorFlow default, true for scatter_update and false for the others
-  // (tf.scatter_update's use_locking defaults to True, tf.scatter_add's to
-  // False).
-  std::optional<bool> use_locking = std::nullopt;
-  // Deterministic GPU path; nullopt: deterministic_ops().
-  std::optional<bool> deterministic = std::nullopt;
-  // Wait for a GPU's bounds check and raise its error from this call;
-  // nullopt: synchronous_scatter_checks().
-  std::optional<bool> synchronous = std::nullopt;
-  // Names the operation in error messages (the variable is always named).
-  std::string_view name = {};
-};
+// Options (runtime/update_options.h): use_locking (unset: true for
+// scatter_update, false for the others, as tf.scatter_update and
+// tf.scatter_add), deterministic, synchronous and name (names the operation
+// in error messages; the variable is always named); validate_shape is unused.
 
 // Checks in flight per variable before a scatter waits for the oldest.
 inline constexpr int kMaxPendingChecks = 64;
 
 Tensor scatter_update(Variable& ref, const Tensor& indices, const Tensor& updates,
-                      const ScatterOptions& options = {});
+                      const UpdateOptions& options = {});
 Tensor scatter_add(Variable& ref, const Tensor& indices, const Tensor& updates,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 Tensor scatter_sub(Variable& ref, const Tensor& indices, const Tensor& updates,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 Tensor scatter_mul(Variable& ref, const Tensor& indices, const Tensor& updates,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 Tensor scatter_div(Variable& ref, const Tensor& indices, const Tensor& updates,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 Tensor scatter_min(Variable& ref, const Tensor& indices, const Tensor& updates,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 Tensor scatter_max(Variable& ref, const Tensor& indices, const Tensor& updates,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 
 // The same with the rows and values of an IndexedSlices (its dense_shape,
 // when given, must equal the variable's shape: InvalidArgumentError).
 Tensor scatter_update(Variable& ref, const IndexedSlices& sparse_delta,
-                      const ScatterOptions& options = {});
+                      const UpdateOptions& options = {});
 Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta,
-                   const ScatterOptions& options = {});
+                   const UpdateOptions& options = {});
 
 // In-place forms on a plain tensor (as assign_add is for dense updates):
 // the same validation; a GPU bounds check is always waited for, since no
 // variable carries a deferred error. Not serialized: the caller owns
 // `target`.
 void scatter_update(Tensor& target, const Tensor& indices, const Tensor& updates,
-                    const ScatterOptions& options = {});
+                    const UpdateOptions& options = {});
 void scatter_add(Tensor& target, const Tensor& indices, const Tensor& updates,
-                 const ScatterOptions& options = {});
+                 const UpdateOptions& options = {});
 void scatter_sub(Tensor& target, const Tensor& indices, const Tensor& updates,
-                 const ScatterOptions& options = {});
+                 const UpdateOptions& options = {});
 void scatter_mul(Tensor& target, const Tensor& indices, const Tensor& updates,
-                 const ScatterOptions& options = {});
+                 const UpdateOptions& options = {});
 void scatter_div(Tensor& target, const Tensor& indices, const Tensor& updates,
-                 const ScatterOptions& options = {});
+                 const UpdateOptions& options = {});
 void scatter_min(Tensor& target, const Tensor& indices, const Tensor& updates,
-                 const ScatterOptions& options = {});
+                 const UpdateOptions& options = {});
 void scatter_max(Tensor& target, const Tensor& indices, const Tensor& updates,
-                 const ScatterOptions& options = {});
+                 const UpdateOptions& options = {});
 
-// Process-wide default of ScatterOptions::deterministic (like
+// Process-wide default of UpdateOptions::deterministic (like
 // tf.config.experimental.enable_op_determinism). Initially true when the
 // environment variable VARSTATE_DETERMINISTIC_OPS or TF_DETERMINISTIC_OPS is
 // "1" or "true" (read once). Thread-safe.
 void set_deterministic_ops(bool enabled);
 bool deterministic_ops();
 
-// Process-wide default of ScatterOptions::synchronous. Initially true when
+// Process-wide default of UpdateOptions::synchronous. Initially true when
 // VARSTATE_SYNCHRONOUS_SCATTER_CHECKS is "1" or "true" (read once).
 // Thread-safe.
 void set_synchronous_scatter_checks(bool enabled);

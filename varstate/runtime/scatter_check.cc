@@ -144,7 +144,7 @@ void ScatterState::raise_collected() {
 
 std::shared_ptr<ScatterState> scatter_state(const Variable& ref) {
   return std::static_pointer_cast<ScatterState>(
-      ref.update_state([] { return std::make_shared<ScatterState>(); }));
+      internal::update_state(ref, [] { return std::make_shared<ScatterState>(); }));
 }
 
 // ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include "varstate/device/device.h"
 #include "varstate/runtime/tensor_shape.h"
 #include "varstate/runtime/variable.h"
+#include "varstate/runtime/variable_internal.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "varstate/kernels/cuda/scatter.h"
 #endif
@@ -40,7 +41,7 @@ std::string check_error(const void* record, const std::string& who,
                         int64_t rows);
 
 // Per-variable state: the scatter lock and the GPU checks in flight.
-class ScatterState final : public VariableUpdateState {
+class ScatterState final : public internal::VariableUpdateState {
  public:
   ~ScatterState() override;
 

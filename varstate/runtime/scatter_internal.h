@@ -18,7 +18,7 @@ namespace varstate::internal {
 // back, and returns true. Returns false (and does nothing) for a local
 // variable.
 bool scatter_if_remote(kernels::ScatterOp op, Variable& part, const Tensor& indices,
-                       const Tensor& updates, const ScatterOptions& options);
+                       const Tensor& updates, const UpdateOptions& options);
 
 // Applies `op` to the parts, all on the CPU, in one kernel call: part k
 // holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole
@@ -32,6 +32,6 @@ bool scatter_if_remote(kernels::ScatterOp op, Variable& part, const Tensor& indi
 // part is marked updated.
 void scatter_cpu_parts(kernels::ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
-                       const Tensor& updates, bool updates_scalar, const ScatterOptions& options);
+                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options);
 
 }  // namespace varstate::internal

@@ -8,25 +8,44 @@ UpdateValue::UpdateValue(Tensor t) : fn_([t = std::move(t)] { return t; }) {}
 UpdateValue::UpdateValue(Variable v) : fn_([v = std::move(v)] { return v.value(); }) {}
 UpdateValue::UpdateValue(std::function<Tensor()> fn) : fn_(std::move(fn)) {}
 
-Op assign_op(Variable ref, UpdateValue value, const VariableAssignOptions& options) {
+namespace {
+
+// The Op keeps the options past the call: it owns the name's characters.
+struct StoredOptions {
+  explicit StoredOptions(const UpdateOptions& options) : options(options), name(options.name) {}
+  UpdateOptions get() const {
+    UpdateOptions o = options;
+    o.name = name;
+    return o;
+  }
+  UpdateOptions options;
+  std::string name;
+};
+
+}  // namespace
+
+Op assign_op(Variable ref, UpdateValue value, const UpdateOptions& options) {
   std::string name = ref.op_name() + "/Assign";
-  return Op(std::move(name), "Assign", [ref, value = std::move(value), options]() mutable {
-    assign(ref, value.get(), options);
-  });
+  return Op(std::move(name), "Assign",
+            [ref, value = std::move(value), stored = StoredOptions(options)]() mutable {
+              assign(ref, value.get(), stored.get());
+            });
 }
 
-Op assign_add_op(Variable ref, UpdateValue delta, bool use_locking) {
+Op assign_add_op(Variable ref, UpdateValue delta, const UpdateOptions& options) {
   std::string name = ref.op_name() + "/AssignAdd";
-  return Op(std::move(name), "AssignAdd", [ref, delta = std::move(delta), use_locking]() mutable {
-    assign_add(ref, delta.get(), use_locking);
-  });
+  return Op(std::move(name), "AssignAdd",
+            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
+              assign_add(ref, delta.get(), stored.get());
+            });
 }
 
-Op assign_sub_op(Variable ref, UpdateValue delta, bool use_locking) {
+Op assign_sub_op(Variable ref, UpdateValue delta, const UpdateOptions& options) {
   std::string name = ref.op_name() + "/AssignSub";
-  return Op(std::move(name), "AssignSub", [ref, delta = std::move(delta), use_locking]() mutable {
-    assign_sub(ref, delta.get(), use_locking);
-  });
+  return Op(std::move(name), "AssignSub",
+            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
+              assign_sub(ref, delta.get(), stored.get());
+            });
 }
 
 Op count_up_to_op(Variable ref, int64_t limit) {
@@ -35,12 +54,12 @@ Op count_up_to_op(Variable ref, int64_t limit) {
 }
 
 #define VARSTATE_SCATTER_OP(FN, TYPE)                                                              \
-  Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options) { \
+  Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options) { \
     std::string name = ref.op_name() + "/" TYPE;                                                   \
     return Op(std::move(name), TYPE,                                                               \
               [ref, indices = std::move(indices), updates = std::move(updates), options,            \
                label = std::string(options.name)]() mutable {                                      \
-                ScatterOptions o = options;                                                        \
+                UpdateOptions o = options;                                                        \
                 o.name = label;                                                                    \
                 FN(ref, indices.get(), updates.get(), o);                                          \
               });                                                                                  \
@@ -54,35 +73,38 @@ VARSTATE_SCATTER_OP(scatter_min, "ScatterMin")
 VARSTATE_SCATTER_OP(scatter_max, "ScatterMax")
 #undef VARSTATE_SCATTER_OP
 
-Op assign_op(PartitionedVariable ref, UpdateValue value, bool use_locking) {
+Op assign_op(PartitionedVariable ref, UpdateValue value, const UpdateOptions& options) {
   std::string name = ref.name() + "/Assign";
-  return Op(std::move(name), "Assign", [ref, value = std::move(value), use_locking]() mutable {
-    ref.assign(value.get(), use_locking);
-  });
+  return Op(std::move(name), "Assign",
+            [ref, value = std::move(value), stored = StoredOptions(options)]() mutable {
+              ref.assign(value.get(), stored.get());
+            });
 }
 
-Op assign_add_op(PartitionedVariable ref, UpdateValue delta, bool use_locking) {
+Op assign_add_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
   std::string name = ref.name() + "/AssignAdd";
-  return Op(std::move(name), "AssignAdd", [ref, delta = std::move(delta), use_locking]() mutable {
-    ref.assign_add(delta.get(), use_locking);
-  });
+  return Op(std::move(name), "AssignAdd",
+            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
+              ref.assign_add(delta.get(), stored.get());
+            });
 }
 
-Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, bool use_locking) {
+Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
   std::string name = ref.name() + "/AssignSub";
-  return Op(std::move(name), "AssignSub", [ref, delta = std::move(delta), use_locking]() mutable {
-    ref.assign_sub(delta.get(), use_locking);
-  });
+  return Op(std::move(name), "AssignSub",
+            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
+              ref.assign_sub(delta.get(), stored.get());
+            });
 }
 
 #define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE)                                                  \
   Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,                    \
-             const ScatterOptions& options) {                                                      \
+             const UpdateOptions& options) {                                                      \
     std::string name = ref.name() + "/" TYPE;                                                      \
     return Op(std::move(name), TYPE,                                                               \
               [ref, indices = std::move(indices), updates = std::move(updates), options,            \
                label = std::string(options.name)]() mutable {                                      \
-                ScatterOptions o = options;                                                        \
+                UpdateOptions o = options;                                                        \
                 o.name = label;                                                                    \
                 ref.FN(indices.get(), updates.get(), o);                                           \
               });                                                                                  \

@@ -49,30 +49,34 @@ class UpdateValue {
   std::function<Tensor()> fn_;
 };
 
-Op assign_op(Variable ref, UpdateValue value, const VariableAssignOptions& options = {});
-Op assign_add_op(Variable ref, UpdateValue delta, bool use_locking = false);
-Op assign_sub_op(Variable ref, UpdateValue delta, bool use_locking = false);
+// Options (runtime/update_options.h) as the eager function's, with its
+// default for an unset use_locking (assign_op: true; assign_add_op,
+// assign_sub_op: false; scatter_update_op: true, the other scatters: false).
+Op assign_op(Variable ref, UpdateValue value, const UpdateOptions& options = {});
+Op assign_add_op(Variable ref, UpdateValue delta, const UpdateOptions& options = {});
+Op assign_sub_op(Variable ref, UpdateValue delta, const UpdateOptions& options = {});
 // Increments an int32/int64 scalar each run; the run that would pass
 // `limit` raises OutOfRangeError (read the count with ref.eval()).
 Op count_up_to_op(Variable ref, int64_t limit);
 
-Op scatter_update_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
-Op scatter_add_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
-Op scatter_sub_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
-Op scatter_mul_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
-Op scatter_div_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
-Op scatter_min_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
-Op scatter_max_op(Variable ref, UpdateValue indices, UpdateValue updates, const ScatterOptions& options = {});
+Op scatter_update_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_add_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_sub_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_mul_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_div_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_min_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_max_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
 
-// The same on a PartitionedVariable (each run routes to the parts).
-Op assign_op(PartitionedVariable ref, UpdateValue value, bool use_locking = false);
-Op assign_add_op(PartitionedVariable ref, UpdateValue delta, bool use_locking = false);
-Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, bool use_locking = false);
+// The same on a PartitionedVariable (each run routes to the parts; an unset
+// use_locking is false for the dense updates, as PartitionedVariable::assign).
+Op assign_op(PartitionedVariable ref, UpdateValue value, const UpdateOptions& options = {});
+Op assign_add_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options = {});
+Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options = {});
 Op scatter_update_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
-                     const ScatterOptions& options = {});
+                     const UpdateOptions& options = {});
 Op scatter_add_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
-                  const ScatterOptions& options = {});
+                  const UpdateOptions& options = {});
 Op scatter_sub_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
-                  const ScatterOptions& options = {});
+                  const UpdateOptions& options = {});
 
 }  // namespace varstate

@@ -9,11 +9,14 @@
 
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/cast.h"
+#include "varstate/runtime/tensor_internal.h"
 
 namespace varstate {
 
 // ---------------------------------------------------------------------------
 // Buffer
+
+namespace internal {
 
 Buffer::Buffer(Device& device, DType dtype, int64_t num_elements)
     : device_(&device), dtype_(dtype), num_elements_(num_elements), bytes_(0), data_(nullptr) {
@@ -38,6 +41,8 @@ Buffer::~Buffer() {
   }
   device_->deallocate(data_);
 }
+
+}  // namespace internal
 
 // ---------------------------------------------------------------------------
 // Construction
@@ -68,7 +73,7 @@ Tensor::Tensor(DType dtype, const TensorShape& shape, Device& device)
               " bytes need 2^64 bytes or more");
   }
   try {
-    buffer_ = std::make_shared<Buffer>(device, dtype, num_elements_);
+    buffer_ = std::make_shared<internal::Buffer>(device, dtype, num_elements_);
   } catch (const ResourceExhaustedError& e) {
     throw oom(" (" + std::to_string(bytes) + " bytes): " + e.what());
   } catch (const std::bad_alloc&) {
@@ -93,6 +98,8 @@ Tensor Tensor::zeros(DType dtype, const TensorShape& shape) {
 Device& Tensor::device() const {
   return buffer_ ? buffer_->device() : DeviceManager::instance().cpu();
 }
+
+void* Tensor::raw_data() const { return buffer_ ? buffer_->data() : nullptr; }
 
 // ---------------------------------------------------------------------------
 // Copies and views

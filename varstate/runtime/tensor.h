@@ -29,25 +29,9 @@
 
 namespace varstate {
 
-// Memory of one tensor on one device; freed (stream-ordered) when the last
-// Tensor sharing it goes away.
-class Buffer {
- public:
-  Buffer(Device& device, DType dtype, int64_t num_elements);
-  ~Buffer();
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  Device& device() const { return *device_; }
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  Device* device_;
-  DType dtype_;
-  int64_t num_elements_;
-  size_t bytes_;
-  void* data_;
-};
+namespace internal {
+class Buffer;  // runtime/tensor_internal.h
+}  // namespace internal
 
 namespace detail {
 // Host-side element types a Tensor can be built from (C++ types with a DType).
@@ -102,7 +86,7 @@ class Tensor {
   bool on_cpu() const { return device().is_cpu(); }
 
   // The buffer, in the memory of device(). Null for zero elements.
-  void* raw_data() const { return buffer_ ? buffer_->data() : nullptr; }
+  void* raw_data() const;
   // Typed pointer; throws TypeError when T is not the storage type of dtype().
   template <typename T> T* data() const;
   // True if this handle is the only one referring to its buffer (so the
@@ -144,7 +128,7 @@ class Tensor {
   DType dtype_ = DType::kInvalid;
   TensorShape shape_;
   int64_t num_elements_ = 0;
-  std::shared_ptr<Buffer> buffer_;
+  std::shared_ptr<internal::Buffer> buffer_;
   bool weak_ = false;
 
   template <typename T>

@@ -12,6 +12,7 @@
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/remote_storage_internal.h"
 #include "varstate/runtime/scatter.h"
+#include "varstate/runtime/variable_internal.h"
 
 namespace varstate {
 
@@ -43,7 +44,7 @@ struct Variable::State {
 
   // Kept by update ops (scatter) across calls; set once, then read-only.
   mutable std::mutex update_state_mu;
-  std::shared_ptr<VariableUpdateState> update_state;
+  std::shared_ptr<internal::VariableUpdateState> update_state;
 
   // Caching-device copy.
   std::mutex cache_mu;
@@ -84,8 +85,6 @@ std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
   }
   return f ? f(op_name, placement, dtype, shape) : nullptr;
 }
-
-RemoteStorage* VariableAccess::remote(const Variable& v) { return v.state_->remote.get(); }
 
 }  // namespace internal
 
@@ -269,7 +268,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
       auto st = weak.lock();
       if (!st) return;
       Variable v(st);
-      v.set_value(v.initial_value().clone());
+      internal::set_value(v, v.initial_value().clone());
     });
   }
 
@@ -309,18 +308,9 @@ uint64_t Variable::version() const {
 uint64_t Variable::cache_copies() const {
   return state_->remote ? state_->remote->cache_copies() : state_->cache_copies.load();
 }
-std::mutex& Variable::update_mutex() const { return state_->update_mu; }
-std::shared_ptr<void> Variable::state_handle() const { return state_; }
-
-std::shared_ptr<VariableUpdateState> Variable::update_state(
-    const std::function<std::shared_ptr<VariableUpdateState>()>& make) const {
-  std::lock_guard lock(state_->update_state_mu);
-  if (!state_->update_state) state_->update_state = make();
-  return state_->update_state;
-}
 
 void Variable::raise_pending_errors(bool wait) const {
-  std::shared_ptr<VariableUpdateState> updates;
+  std::shared_ptr<internal::VariableUpdateState> updates;
   {
     std::lock_guard lock(state_->update_state_mu);
     updates = state_->update_state;
@@ -329,9 +319,62 @@ void Variable::raise_pending_errors(bool wait) const {
 }
 
 void Variable::sync() const { raise_pending_errors(/*wait=*/true); }
-Variable Variable::from_state_handle(const std::shared_ptr<void>& state) {
-  return Variable(std::static_pointer_cast<State>(state));
+
+// ---------------------------------------------------------------------------
+// Internals (variable_internal.h)
+
+namespace internal {
+
+struct VariableAccess {
+  static Variable::State& state(const Variable& v) { return *v.state_; }
+  static const std::shared_ptr<Variable::State>& handle(const Variable& v) { return v.state_; }
+  static Variable from_handle(const std::shared_ptr<void>& state) {
+    return Variable(std::static_pointer_cast<Variable::State>(state));
+  }
+};
+
+std::mutex& update_mutex(const Variable& variable) {
+  return VariableAccess::state(variable).update_mu;
 }
+
+RemoteStorage* remote_storage(const Variable& v) { return VariableAccess::state(v).remote.get(); }
+
+void set_value(Variable& variable, const Tensor& value) {
+  auto& s = VariableAccess::state(variable);
+  if (s.remote) {
+    if (value.shape() != s.shape || value.dtype() != s.dtype) {
+      throw InvalidArgumentError("Assign to " + quoted(s.op_name) + " on " + s.remote->task() +
+                                 ": a remote variable keeps its dtype and shape " +
+                                 std::string(dtype_name(s.dtype)) + s.shape.to_string() + ", got " +
+                                 std::string(dtype_name(value.dtype())) + value.shape().to_string());
+    }
+    s.remote->write(value.to_host());
+    return;
+  }
+  std::lock_guard lock(s.mu);
+  s.value = value;
+  s.shape = value.shape();
+  s.initialized = true;
+  s.version.fetch_add(1);
+}
+
+void mark_updated(Variable& variable) { VariableAccess::state(variable).version.fetch_add(1); }
+
+std::shared_ptr<VariableUpdateState> update_state(
+    const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.update_state_mu);
+  if (!s.update_state) s.update_state = make();
+  return s.update_state;
+}
+
+std::shared_ptr<void> state_handle(const Variable& variable) { return VariableAccess::handle(variable); }
+
+Variable from_state_handle(const std::shared_ptr<void>& state) {
+  return VariableAccess::from_handle(state);
+}
+
+}  // namespace internal
 
 // ---------------------------------------------------------------------------
 // Reads
@@ -435,38 +478,17 @@ Tensor Variable::initialized_value() const {
 // ---------------------------------------------------------------------------
 // Updates
 
-void Variable::set_value(const Tensor& value) {
-  State& s = *state_;
-  if (s.remote) {
-    if (value.shape() != s.shape || value.dtype() != s.dtype) {
-      throw InvalidArgumentError("Assign to " + quoted(s.op_name) + " on " + s.remote->task() +
-                                 ": a remote variable keeps its dtype and shape " +
-                                 std::string(dtype_name(s.dtype)) + s.shape.to_string() + ", got " +
-                                 std::string(dtype_name(value.dtype())) + value.shape().to_string());
-    }
-    s.remote->write(value.to_host());
-    return;
-  }
-  std::lock_guard lock(s.mu);
-  s.value = value;
-  s.shape = value.shape();
-  s.initialized = true;
-  s.version.fetch_add(1);
-}
-
-void Variable::mark_updated() { state_->version.fetch_add(1); }
-
-Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_shape) {
+Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   State& s = *state_;
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(s.update_mu);
+  if (options.use_locking.value_or(false)) update = std::unique_lock(s.update_mu);
   const std::string who = s.op_name;
   if (s.remote) {
-    Tensor v = convert_to_dtype(value, s.dtype, "Assign to \"" + who + "\"").to_host();
+    Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who)).to_host();
     if (v.shape() != s.shape && !v.shape().is_scalar()) {
-      throw InvalidArgumentError("Assign to \"" + who + "\": shapes must match: variable shape " +
+      throw InvalidArgumentError("Assign to " + quoted(who) + ": shapes must match: variable shape " +
                                  s.shape.to_string() + ", value shape " + v.shape().to_string() +
-                                 (validate_shape ? "" : " (a remote variable cannot change shape)"));
+                                 (options.validate_shape ? "" : " (a remote variable cannot change shape)"));
     }
     if (v.shape() != s.shape) {
       Tensor full(s.dtype, s.shape, DeviceManager::instance().cpu());
@@ -485,7 +507,7 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
     target = s.value;
     shape = s.shape;
   }
-  bool keep_shape = validate_shape && s.validate_shape;
+  bool keep_shape = options.validate_shape && s.validate_shape;
   if (!initialized || (!keep_shape && value.shape() != shape)) {
     // A fresh buffer: first assignment, or a new shape.
     Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who));
@@ -495,11 +517,11 @@ Tensor Variable::assign(const Tensor& value, bool use_locking, bool validate_sha
     }
     Tensor fresh(s.dtype, keep_shape ? shape : v.shape(), *s.device);
     varstate::assign(fresh, v, {.name = who});
-    set_value(fresh);
+    internal::set_value(*this, fresh);
     return fresh;
   }
   varstate::assign(target, value, {.validate_shape = true, .name = who});
-  mark_updated();
+  internal::mark_updated(*this);
   return target;
 }
 
@@ -513,46 +535,55 @@ Tensor remote_add(internal::RemoteStorage& remote, DType dtype, const TensorShap
   if (!remote.is_initialized()) uninitialized(op_name);
   Tensor full = Tensor::zeros(dtype, shape, DeviceManager::instance().cpu());
   // Validates dtype, arithmetic and shape; broadcasts a scalar.
-  varstate::assign_add(full, delta.to_host(), op_name);
+  varstate::assign_add(full, delta.to_host(), {.name = op_name});
   return remote.add(full, negate);
 }
 
 }  // namespace
 
-Tensor Variable::assign_add(const Tensor& delta, bool use_locking) {
+Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(state_->update_mu);
+  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
   if (state_->remote) {
     return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, false);
   }
   Tensor target = live_value();
-  varstate::assign_add(target, delta, state_->op_name);
-  mark_updated();
+  varstate::assign_add(target, delta, {.name = state_->op_name});
+  internal::mark_updated(*this);
   return target;
 }
 
-Tensor Variable::assign_sub(const Tensor& delta, bool use_locking) {
+Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(state_->update_mu);
+  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
   if (state_->remote) {
     return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, true);
   }
   Tensor target = live_value();
-  varstate::assign_sub(target, delta, state_->op_name);
-  mark_updated();
+  varstate::assign_sub(target, delta, {.name = state_->op_name});
+  internal::mark_updated(*this);
   return target;
 }
 
-Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, bool use_locking) {
-  return varstate::scatter_sub(*this, sparse_delta, {.use_locking = use_locking});
+namespace {
+// tf.Variable's methods default to use_locking=False.
+UpdateOptions method_options(const UpdateOptions& options) {
+  UpdateOptions o = options;
+  o.use_locking = options.use_locking.value_or(false);
+  return o;
+}
+}  // namespace
+
+Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_sub(*this, sparse_delta, method_options(options));
 }
 
-Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, bool use_locking) {
-  return varstate::scatter_add(*this, sparse_delta, {.use_locking = use_locking});
+Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_add(*this, sparse_delta, method_options(options));
 }
 
-Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, bool use_locking) {
-  return varstate::scatter_update(*this, sparse_delta, {.use_locking = use_locking});
+Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_update(*this, sparse_delta, method_options(options));
 }
 
 Tensor Variable::count_up_to(int64_t limit) {
@@ -591,7 +622,7 @@ Tensor Variable::count_up_to(int64_t limit) {
     host.data<int64_t>()[0] = before + 1;
   }
   copy_bytes(target.device(), target.raw_data(), host.device(), host.raw_data(), host.nbytes());
-  mark_updated();
+  internal::mark_updated(*this);
   return old;
 }
 
@@ -606,10 +637,10 @@ Tensor VariableSlice::value() const { return strided_slice(variable_.value(), sp
 
 TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(), specs_); }
 
-Tensor VariableSlice::assign(const Tensor& value, bool use_locking) {
+Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (use_locking) update = std::unique_lock(variable_.update_mutex());
-  if (internal::RemoteStorage* remote = internal::VariableAccess::remote(variable_)) {
+  if (options.use_locking.value_or(false)) update = std::unique_lock(internal::update_mutex(variable_));
+  if (internal::RemoteStorage* remote = internal::remote_storage(variable_)) {
     if (!remote->is_initialized()) uninitialized(variable_.op_name());
     // Validate on a local copy first (throws before anything is sent),
     // then write the region under the owner's exclusive lock.
@@ -621,7 +652,7 @@ Tensor VariableSlice::assign(const Tensor& value, bool use_locking) {
   }
   Tensor target = variable_.ref();
   strided_slice_assign(target, specs_, value, variable_.op_name());
-  variable_.mark_updated();
+  internal::mark_updated(variable_);
   return target;
 }
 
@@ -649,14 +680,16 @@ Variable Variable::from_proto(const VariableDef& def, Graph* graph) {
 // ---------------------------------------------------------------------------
 // Free functions
 
-Tensor assign(Variable& ref, const Tensor& value, const VariableAssignOptions& options) {
-  return ref.assign(value, options.use_locking, options.validate_shape);
+Tensor assign(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  UpdateOptions o = options;
+  o.use_locking = options.use_locking.value_or(true);  // tf.assign locks
+  return ref.assign(value, o);
 }
-Tensor assign_add(Variable& ref, const Tensor& value, bool use_locking) {
-  return ref.assign_add(value, use_locking);
+Tensor assign_add(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  return ref.assign_add(value, options);
 }
-Tensor assign_sub(Variable& ref, const Tensor& value, bool use_locking) {
-  return ref.assign_sub(value, use_locking);
+Tensor assign_sub(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  return ref.assign_sub(value, options);
 }
 Tensor count_up_to(Variable& ref, int64_t limit) { return ref.count_up_to(limit); }
 

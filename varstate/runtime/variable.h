@@ -37,6 +37,7 @@
 #include "varstate/runtime/session.h"
 #include "varstate/runtime/slice.h"
 #include "varstate/runtime/tensor.h"
+#include "varstate/runtime/update_options.h"
 
 namespace varstate {
 
@@ -69,22 +70,8 @@ struct VariableDef {
 
 class IndexedSlices;  // runtime/indexed_slices.h
 namespace internal {
-struct VariableAccess;  // runtime/remote_storage_internal.h
-}
-
-// State that an update op keeps with one variable across calls: the scatter
-// ops keep their per-variable lock and the bounds checks still running on a
-// GPU here (runtime/scatter.h). Reads of the variable ask it for errors that
-// were found after the update call had returned.
-class VariableUpdateState {
- public:
-  virtual ~VariableUpdateState() = default;
-  // Throws (once) the error of an earlier update whose validation finished
-  // after that call returned; that update wrote nothing. With `wait`, first
-  // waits for every such validation still running; without, looks only at
-  // those that have finished. Thread-safe.
-  virtual void raise_pending_errors(bool wait) = 0;
-};
+struct VariableAccess;
+}  // namespace internal
 
 // A deferred initial value: called (on the variable's device) when the
 // initial value is first needed.
@@ -126,7 +113,9 @@ class Variable {
   // differs from expected_shape; TypeError when dtype cannot convert it.
   explicit Variable(const Tensor& initial_value, VariableOptions options = {});
   // From a callable producing the initial value; options.dtype is required
-  // (ValueError otherwise) and, with validate_shape, options.expected_shape.
+  // (ValueError otherwise). With a fully defined options.expected_shape the
+  // callable runs when the value is first needed; without one it runs now to
+  // learn the shape (as TensorFlow 1 does).
   Variable(InitialValueFn initial_value, VariableOptions options);
   // Recreates from options.variable_def (see VariableOptions).
   explicit Variable(VariableOptions options);
@@ -182,16 +171,18 @@ class Variable {
   VariableSlice slice(std::vector<SliceSpec> specs) const;
 
   // --- updates (return the new value) ---------------------------------------
-  Tensor assign(const Tensor& value, bool use_locking = false, bool validate_shape = true);
-  Tensor assign_add(const Tensor& delta, bool use_locking = false);
-  Tensor assign_sub(const Tensor& delta, bool use_locking = false);
+  // Options: runtime/update_options.h (use_locking unset = false, as
+  // tf.Variable's methods; assign reads validate_shape).
+  Tensor assign(const Tensor& value, const UpdateOptions& options = {});
+  Tensor assign_add(const Tensor& delta, const UpdateOptions& options = {});
+  Tensor assign_sub(const Tensor& delta, const UpdateOptions& options = {});
   // tf.Variable.scatter_sub / scatter_add / scatter_update: the sparse
   // update of the rows sparse_delta.indices() by sparse_delta.values(),
   // returning the new value. Same as the free functions of runtime/scatter.h
-  // (errors, devices, determinism) with ScatterOptions{.use_locking}.
-  Tensor scatter_sub(const IndexedSlices& sparse_delta, bool use_locking = false);
-  Tensor scatter_add(const IndexedSlices& sparse_delta, bool use_locking = false);
-  Tensor scatter_update(const IndexedSlices& sparse_delta, bool use_locking = false);
+  // (errors, devices, determinism, options) but use_locking unset = false.
+  Tensor scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   // Increments an int32/int64 scalar variable by one and returns the value
   // before the increment; OutOfRangeError when the result would pass `limit`.
   Tensor count_up_to(int64_t limit);
@@ -209,26 +200,10 @@ class Variable {
   // Handle identity: true if both refer to the same variable.
   bool same_as(const Variable& other) const { return state_ == other.state_; }
 
-  // The mutex serializing use_locking updates; held by callers (scatter
-  // updates, savers) that update the variable's buffer in place.
-  std::mutex& update_mutex() const;
-  // Replaces the buffer (restore, validate_shape=false) and bumps the version.
-  void set_value(const Tensor& value);
-  // Marks an in-place update of the buffer (bumps the version).
-  void mark_updated();
-  // The update state of this variable (see VariableUpdateState), created
-  // with make() on first use; every later call returns that object.
-  // Thread-safe. One slot per variable, used by the scatter ops.
-  std::shared_ptr<VariableUpdateState> update_state(
-      const std::function<std::shared_ptr<VariableUpdateState>()>& make) const;
-
-  // For Graph: type-erased state handles.
-  std::shared_ptr<void> state_handle() const;
-  static Variable from_state_handle(const std::shared_ptr<void>& state);
 
  private:
-  friend struct internal::VariableAccess;
   struct State;
+  friend struct internal::VariableAccess;  // variable_internal.h's functions
   explicit Variable(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void init(std::optional<Tensor> value, InitialValueFn fn, VariableOptions options,
             bool absolute_name = false);
@@ -247,8 +222,9 @@ class VariableSlice {
   operator Tensor() const { return value(); }  // NOLINT: implicit as in TF
   // Writes `value` into the region only. No broadcasting: the value's shape
   // must equal the region's (InvalidArgumentError otherwise; negative-size
-  // regions raise ValueError). Returns the variable's new value.
-  Tensor assign(const Tensor& value, bool use_locking = false);
+  // regions raise ValueError). Returns the variable's new value. Reads
+  // options.use_locking (unset = false).
+  Tensor assign(const Tensor& value, const UpdateOptions& options = {});
   TensorShape shape() const;
 
  private:
@@ -257,15 +233,11 @@ class VariableSlice {
 };
 
 // Free-function forms (tf.assign, tf.assign_add, tf.assign_sub, tf.count_up_to),
-// with TensorFlow's defaults: tf.assign locks (use_locking=True), tf.assign_add
-// and tf.assign_sub do not.
-struct VariableAssignOptions {
-  bool validate_shape = true;
-  bool use_locking = true;
-};
-Tensor assign(Variable& ref, const Tensor& value, const VariableAssignOptions& options = {});
-Tensor assign_add(Variable& ref, const Tensor& value, bool use_locking = false);
-Tensor assign_sub(Variable& ref, const Tensor& value, bool use_locking = false);
+// with TensorFlow's defaults for an unset options.use_locking: tf.assign
+// locks (use_locking=True), tf.assign_add and tf.assign_sub do not.
+Tensor assign(Variable& ref, const Tensor& value, const UpdateOptions& options = {});
+Tensor assign_add(Variable& ref, const Tensor& value, const UpdateOptions& options = {});
+Tensor assign_sub(Variable& ref, const Tensor& value, const UpdateOptions& options = {});
 Tensor count_up_to(Variable& ref, int64_t limit);
 
 std::ostream& operator<<(std::ostream& os, const Variable& v);

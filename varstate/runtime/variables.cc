@@ -85,6 +85,4 @@ Op assert_variables_initialized(const std::vector<Variable>& var_list) {
 }
 Op assert_variables_initialized() { return assert_variables_initialized(global_and_local()); }
 
-void set_random_seed(std::optional<int64_t> seed) { get_default_graph().set_random_seed(seed); }
-
 }  // namespace varstate

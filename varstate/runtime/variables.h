@@ -47,7 +47,4 @@ Tensor report_uninitialized_variables();
 Op assert_variables_initialized(const std::vector<Variable>& var_list);
 Op assert_variables_initialized();
 
-// tf.set_random_seed on the default graph.
-void set_random_seed(std::optional<int64_t> seed);
-
 }  // namespace varstate

@@ -1,5 +1,6 @@
 // The CPU scatter template, shared by the files that instantiate it for
-// groups of dtypes (scatter_float.cc, scatter_int.cc, scatter_complex.cc).
+// groups of dtypes (floating point in scatter.cc, scatter_int.cc,
+// scatter_complex.cc).
 #pragma once
 
 #include <algorithm>
