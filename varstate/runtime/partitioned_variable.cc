@@ -5,6 +5,7 @@
 
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
+#include "varstate/kernels/cpu/scatter.h"
 #include "varstate/runtime/gather_internal.h"
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/remote_storage_internal.h"
@@ -231,11 +232,12 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
   check_initialized(s.parts);
   const std::vector<int64_t> idx = internal::host_indices(indices);
   const int64_t rows = s.shape.dim(0);
-  for (size_t p = 0; p < idx.size(); ++p) {
-    if (idx[p] < 0 || idx[p] >= rows) {
-      throw InvalidArgumentError(what + ": indices[" + std::to_string(p) + "] = " +
-                                 std::to_string(idx[p]) + " is not in [0, " + std::to_string(rows) + ")");
-    }
+  const int64_t bad =
+      kernels::cpu::validate_indices<int64_t>(idx.data(), static_cast<int64_t>(idx.size()), rows);
+  if (bad >= 0) {
+    throw InvalidArgumentError(what + ": indices[" + std::to_string(bad) + "] = " +
+                               std::to_string(idx[static_cast<size_t>(bad)]) + " is not in [0, " +
+                               std::to_string(rows) + ")");
   }
   if (op == static_cast<PartScatter>(&varstate::scatter_div) && dtype_is_integer(s.dtype)) {
     // Checked here so that a zero divisor for a later part cannot leave the

@@ -277,17 +277,20 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
     // table.
     std::vector<E*> rows_of(static_cast<size_t>(num_indices));
     const int64_t* bounds = part_begin + 1;
-    for (int64_t i = 0; i < num_indices; ++i) {
-      const int64_t r = static_cast<int64_t>(indices[i]);
-      int64_t k = 0;  // branch-free for a few parts: rows are random
-      if (num_parts <= 32) {
-        for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
-      } else {
-        k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
+    auto locate = [&](Eigen::Index first, Eigen::Index last) {
+      for (int64_t i = first; i < last; ++i) {
+        const int64_t r = static_cast<int64_t>(indices[i]);
+        int64_t k = 0;  // branch-free for a few parts: rows are random
+        if (num_parts <= 32) {
+          for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
+        } else {
+          k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
+        }
+        rows_of[static_cast<size_t>(i)] =
+            reinterpret_cast<E*>(parts[k]) + (r - part_begin[k]) * row_width;
       }
-      rows_of[static_cast<size_t>(i)] =
-          reinterpret_cast<E*>(parts[k]) + (r - part_begin[k]) * row_width;
-    }
+    };
+    locate(0, num_indices);
     with_op<E>(op, [&](auto kind) {
       auto run = [&](int64_t cp) {
         const int64_t c0 = std::min(row_width, cp * plan.col_chunk);
