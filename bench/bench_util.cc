@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <thread>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -45,7 +45,9 @@ void parallel_memset(char* p, int value, size_t bytes) {
   for (auto& th : pool) th.join();
 }
 
-int reps_for(size_t bytes) { return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 5 : 50; }
+int reps_for(size_t bytes) {
+  return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 5 : 50;
+}
 
 }  // namespace
 
@@ -64,7 +66,8 @@ double limit_gbps(Limit limit, size_t bytes, Device* device) {
       // The same thread count the CPU kernels use (copy_bytes splits large
       // host copies across threads), so the ratio compares like with like.
       std::vector<char> a(bytes, 1), b(bytes, 2);
-      double s = best_of([&] { copy_bytes(cpu, b.data(), cpu, a.data(), bytes); }, nullptr, reps, 5);
+      double s =
+          best_of([&] { copy_bytes(cpu, b.data(), cpu, a.data(), bytes); }, nullptr, reps, 5);
       gbps = 2.0 * bytes / s / 1e9;
       break;
     }
@@ -81,7 +84,8 @@ double limit_gbps(Limit limit, size_t bytes, Device* device) {
     case Limit::kHostMemset: {
       std::vector<char> a(bytes, 1);
       int value = 0;
-      double s = best_of([&] { parallel_memset(a.data(), ++value & 0xff, bytes); }, nullptr, reps, 5);
+      double s =
+          best_of([&] { parallel_memset(a.data(), ++value & 0xff, bytes); }, nullptr, reps, 5);
       gbps = static_cast<double>(bytes) / s / 1e9;
       break;
     }

@@ -39,8 +39,8 @@ double limit_gbps(Limit limit, size_t bytes, Device* device = nullptr);
 // Times `body` (which must leave the device idle when `device` is given:
 // the helper synchronizes) and sets the counters above. `reps` calls run
 // between timer reads to amortize launch and sync overhead.
-void run_timed(benchmark::State& state, double bytes_moved, double limit, int reps,
-               Device* device, const std::function<void()>& body);
+void run_timed(benchmark::State& state, double bytes_moved, double limit, int reps, Device* device,
+               const std::function<void()>& body);
 
 // True when VARSTATE_BENCH_QUICK=1 (`varstate bench` sets it unless --full):
 // each benchmark runs smaller sizes so the whole suite takes a few minutes on

@@ -48,7 +48,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 size_t total_bytes() {
   const char* env = std::getenv("VARSTATE_CKPT_BENCH_GIB");
@@ -67,7 +69,8 @@ const std::string& bench_dir() {
 }
 
 void remove_checkpoints() {
-  for (const auto& e : std::filesystem::directory_iterator(bench_dir())) std::filesystem::remove_all(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(bench_dir()))
+    std::filesystem::remove_all(e.path());
 }
 
 // Drops the page cache (needs root); true on success.
@@ -88,7 +91,8 @@ double peak_rss_gib() {
 
 // Element counts of the variables: the mixed sizes, repeated, then the rest.
 std::vector<int64_t> mixed_sizes(size_t bytes) {
-  static const int64_t kSizes[] = {4 << 20, 1 << 20, 256 << 10, 64 << 10, 16 << 10, 4 << 10, 1 << 10};
+  static const int64_t kSizes[] = {4 << 20,  1 << 20, 256 << 10, 64 << 10,
+                                   16 << 10, 4 << 10, 1 << 10};
   std::vector<int64_t> out;
   int64_t left = static_cast<int64_t>(bytes / 4);
   for (size_t i = 0; left > 0; ++i) {
@@ -108,7 +112,8 @@ struct Model {
     auto guard = graph.as_default();
     std::unique_ptr<DeviceScope> scope =
         on_gpu ? std::make_unique<DeviceScope>("/device:GPU:0")
-               : std::make_unique<DeviceScope>(replica_device_setter(num_devices > 1 ? num_devices : 0, "/job:ps", ""));
+               : std::make_unique<DeviceScope>(
+                     replica_device_setter(num_devices > 1 ? num_devices : 0, "/job:ps", ""));
     uint32_t x = 12345;
     for (int64_t n : mixed_sizes(total_bytes())) {
       Tensor host(DType::kFloat, TensorShape{n});
@@ -117,7 +122,8 @@ struct Model {
         x = x * 1664525u + 1013904223u;
         p[i] = static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
       }
-      Variable v(Tensor::zeros(DType::kFloat, TensorShape{n}), {.name = "v" + std::to_string(vars.size())});
+      Variable v(Tensor::zeros(DType::kFloat, TensorShape{n}),
+                 {.name = "v" + std::to_string(vars.size())});
       internal::set_value(v, on_gpu ? host.to(v.device()) : host);
       vars.push_back(v);
       bytes += static_cast<size_t>(n) * 4;
@@ -146,7 +152,8 @@ double raw_write_seconds(size_t bytes, int num_files = 1) {
     const std::string path = bench_dir() + "/raw-" + std::to_string(f);
     int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
     while (written < end) {
-      ssize_t n = ::write(fd, buf.data() + written, std::min<size_t>(end - written, size_t{64} << 20));
+      ssize_t n =
+          ::write(fd, buf.data() + written, std::min<size_t>(end - written, size_t{64} << 20));
       if (n <= 0) break;
       written += static_cast<size_t>(n);
     }
@@ -189,7 +196,8 @@ double raw_read_seconds(const std::vector<std::string>& paths, size_t* bytes, bo
 std::vector<std::string> data_files(const std::string& prefix) {
   std::vector<std::string> out;
   const std::string stem = std::filesystem::path(prefix).filename().string() + ".data-";
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(prefix).parent_path())) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(prefix).parent_path())) {
     if (e.path().filename().string().rfind(stem, 0) == 0) out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
@@ -228,7 +236,8 @@ void BM_RawWrite(benchmark::State& state) {
     total += s;
   }
   remove_raw_files();
-  state.counters["GBps"] = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
+  state.counters["GBps"] =
+      static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
 }
 
 void BM_RawRead(benchmark::State& state) {
@@ -244,7 +253,8 @@ void BM_RawRead(benchmark::State& state) {
     total += s;
   }
   remove_raw_files();
-  state.counters["GBps"] = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
+  state.counters["GBps"] =
+      static_cast<double>(bytes) * static_cast<double>(state.iterations()) / total / 1e9;
   state.counters["cache_dropped"] = dropped ? 1 : 0;
 }
 
@@ -271,17 +281,20 @@ void BM_Save(benchmark::State& state) {
   }
   const double n = static_cast<double>(state.iterations());
   const double per = total / n;
-  set_counters(state, static_cast<double>(model.bytes), per, static_cast<double>(model.bytes) / (raw_total / n) / 1e9);
+  set_counters(state, static_cast<double>(model.bytes), per,
+               static_cast<double>(model.bytes) / (raw_total / n) / 1e9);
   state.counters["crc_share"] = crc_seconds(model.bytes) / per;
   state.counters["shards"] = shards;
-  state.SetLabel("limit: write()+fsync of the same bytes into " + std::to_string(shards) + " file(s)");
+  state.SetLabel("limit: write()+fsync of the same bytes into " + std::to_string(shards) +
+                 " file(s)");
   remove_checkpoints();
 }
 
 void BM_Restore(benchmark::State& state) {
   const int devices = static_cast<int>(state.range(0));
   Model model(devices, false);
-  Saver saver({.sharded = devices > 1, .restore_sequentially = state.range(1) != 0, .graph = &model.graph});
+  Saver saver(
+      {.sharded = devices > 1, .restore_sequentially = state.range(1) != 0, .graph = &model.graph});
   Session sess;
   const std::string prefix = bench_dir() + "/ckpt";
   remove_checkpoints();
@@ -303,11 +316,13 @@ void BM_Restore(benchmark::State& state) {
     total += s;
   }
   const double n = static_cast<double>(state.iterations());
-  set_counters(state, static_cast<double>(model.bytes), total / n, static_cast<double>(model.bytes) / (raw_total / n) / 1e9);
+  set_counters(state, static_cast<double>(model.bytes), total / n,
+               static_cast<double>(model.bytes) / (raw_total / n) / 1e9);
   state.counters["cache_dropped"] = dropped ? 1 : 0;
   state.counters["shards"] = static_cast<double>(files.size());
-  state.SetLabel(std::string("limit: read() of the same ") + std::to_string(files.size()) + " data file(s); page cache " +
-                 (dropped ? "dropped" : "NOT dropped (not root)") + " before each");
+  state.SetLabel(std::string("limit: read() of the same ") + std::to_string(files.size()) +
+                 " data file(s); page cache " + (dropped ? "dropped" : "NOT dropped (not root)") +
+                 " before each");
   remove_checkpoints();
 }
 
@@ -326,7 +341,8 @@ void BM_AsyncSaveStall(benchmark::State& state) {
     remove_checkpoints();
     ::sync();
     t0 = Clock::now();
-    SaveHandle h = saver.save(sess, bench_dir() + "/async", {.write_meta_graph = false, .async = true});
+    SaveHandle h =
+        saver.save(sess, bench_dir() + "/async", {.write_meta_graph = false, .async = true});
     const double s = since(t0);
     stall += s;
     h.wait();
@@ -360,7 +376,8 @@ void BM_GpuSave(benchmark::State& state) {
     remove_checkpoints();
     ::sync();
     auto t0 = Clock::now();
-    SaveHandle h = saver.save(sess, bench_dir() + "/gpu", {.write_meta_graph = false, .async = async});
+    SaveHandle h =
+        saver.save(sess, bench_dir() + "/gpu", {.write_meta_graph = false, .async = async});
     stall += since(t0);
     h.wait();
     double s = since(t0);
@@ -376,7 +393,8 @@ void BM_GpuSave(benchmark::State& state) {
 
 BENCHMARK(BM_RawWrite)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RawRead)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Save)->ArgName("devices")->Arg(1)->Arg(4)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Save)->ArgName("devices")->Arg(1)->Arg(4)->UseManualTime()->Iterations(3)->Unit(
+    benchmark::kMillisecond);
 BENCHMARK(BM_Restore)
     ->ArgNames({"devices", "sequential"})
     ->Args({1, 0})
@@ -386,7 +404,13 @@ BENCHMARK(BM_Restore)
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AsyncSaveStall)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GpuSave)->ArgName("async")->Arg(0)->Arg(1)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GpuSave)
+    ->ArgName("async")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace varstate::bench

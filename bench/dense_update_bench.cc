@@ -16,7 +16,9 @@ void args(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 }
 
-int reps(size_t bytes) { return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 10 : 100; }
+int reps(size_t bytes) {
+  return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 10 : 100;
+}
 
 void update_bench(benchmark::State& state, Device* device, bool add) {
   const size_t bytes = static_cast<size_t>(state.range(0) * kMiB);
@@ -36,8 +38,12 @@ void update_bench(benchmark::State& state, Device* device, bool add) {
   });
 }
 
-void BM_cpu_assign(benchmark::State& s) { update_bench(s, &DeviceManager::instance().cpu(), false); }
-void BM_cpu_assign_add(benchmark::State& s) { update_bench(s, &DeviceManager::instance().cpu(), true); }
+void BM_cpu_assign(benchmark::State& s) {
+  update_bench(s, &DeviceManager::instance().cpu(), false);
+}
+void BM_cpu_assign_add(benchmark::State& s) {
+  update_bench(s, &DeviceManager::instance().cpu(), true);
+}
 void BM_gpu_assign(benchmark::State& s) {
   if (Device* g = gpu_or_skip(s)) update_bench(s, g, false);
 }

@@ -16,7 +16,9 @@ void args(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 }
 
-int reps(size_t bytes) { return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 10 : 100; }
+int reps(size_t bytes) {
+  return bytes >= (size_t{256} << 20) ? 2 : bytes >= (size_t{32} << 20) ? 10 : 100;
+}
 
 void add_bench(benchmark::State& state, Device* device) {
   const size_t bytes = static_cast<size_t>(state.range(0) * kMiB);

@@ -26,11 +26,13 @@ namespace {
 constexpr int64_t kRows = 100'000;
 constexpr int64_t kWidth = 64;
 constexpr int64_t kBatch = 256;
-constexpr int kBatches = 100;           // per worker
+constexpr int kBatches = 100;             // per worker
 constexpr int64_t kReadFloats = 1 << 21;  // 8 MiB
 constexpr int kReads = 40;
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::vector<Tensor> batches(int seed, int count) {
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -49,7 +51,9 @@ std::vector<Tensor> batches(int seed, int count) {
 int main(int argc, char** argv) {
   const std::string out = argc > 1 ? argv[1] : "bench/results/mpi-vm-2cpu-nogpu.json";
   const std::string machine =
-      argc > 2 ? argv[2] : "2-core CPU VM, no GPU, OpenMPI 4.1.4, shared-memory transport, ranks oversubscribed";
+      argc > 2
+          ? argv[2]
+          : "2-core CPU VM, no GPU, OpenMPI 4.1.4, shared-memory transport, ranks oversubscribed";
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   {
@@ -57,13 +61,16 @@ int main(int argc, char** argv) {
     const int workers = cluster.num_tasks("worker");
     const bool worker = cluster.job_name() == "worker";
     const bool reporter = cluster.rank() == 2;
-    const Tensor updates = Tensor::filled(DType::kFloat, {kBatch, kWidth}, Tensor(1.f), DeviceManager::instance().cpu());
+    const Tensor updates = Tensor::filled(DType::kFloat, {kBatch, kWidth}, Tensor(1.f),
+                                          DeviceManager::instance().cpu());
 
-    PartitionedVariable emb_local = get_variable("emb_local", {.shape = {kRows, kWidth},
-                                                               .initializer = zeros_initializer(),
-                                                               .partitioner = fixed_size_partitioner(2)});
+    PartitionedVariable emb_local =
+        get_variable("emb_local", {.shape = {kRows, kWidth},
+                                   .initializer = zeros_initializer(),
+                                   .partitioner = fixed_size_partitioner(2)});
     DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
-    PartitionedVariable emb = get_variable("emb", {.shape = {kRows, kWidth}, .initializer = zeros_initializer(),
+    PartitionedVariable emb = get_variable("emb", {.shape = {kRows, kWidth},
+                                                   .initializer = zeros_initializer(),
                                                    .partitioner = fixed_size_partitioner(2)});
     Variable big(Tensor::zeros(DType::kFloat, {kReadFloats}), {.name = "big"});  // ps task 0
     Variable big_cached(Tensor::zeros(DType::kFloat, {kReadFloats}),
@@ -131,16 +138,18 @@ int main(int argc, char** argv) {
       char json[4096];
       std::snprintf(
           json, sizeof json,
-          "{\n  \"benchmark\": \"mpi\",\n  \"machine\": \"%s\",\n  \"ranks\": %d,\n  \"ps_tasks\": 2,\n"
+          "{\n  \"benchmark\": \"mpi\",\n  \"machine\": \"%s\",\n  \"ranks\": %d,\n  \"ps_tasks\": "
+          "2,\n"
           "  \"workers\": %d,\n  \"embedding\": [%lld, %lld],\n  \"batch_rows\": %lld,\n"
           "  \"batches_per_worker\": %d,\n"
           "  \"remote_scatter_add_rows_per_s\": %.0f,\n  \"local_scatter_add_rows_per_s\": %.0f,\n"
           "  \"remote_over_local\": %.3f,\n"
           "  \"read_bytes\": %lld,\n  \"remote_read_GBps\": %.3f,\n  \"raw_mpi_get_GBps\": %.3f,\n"
           "  \"remote_read_over_raw_get\": %.3f,\n  \"cached_unchanged_reads_per_s\": %.0f\n}\n",
-          machine.c_str(), cluster.size(), workers, static_cast<long long>(kRows), static_cast<long long>(kWidth),
-          static_cast<long long>(kBatch), kBatches, remote_rows / remote_s, remote_rows / local_s,
-          local_s / remote_s, static_cast<long long>(kReadFloats * 4), bytes / read_s / 1e9, bytes / raw_s / 1e9,
+          machine.c_str(), cluster.size(), workers, static_cast<long long>(kRows),
+          static_cast<long long>(kWidth), static_cast<long long>(kBatch), kBatches,
+          remote_rows / remote_s, remote_rows / local_s, local_s / remote_s,
+          static_cast<long long>(kReadFloats * 4), bytes / read_s / 1e9, bytes / raw_s / 1e9,
           raw_s / read_s, kReads / cached_s);
       std::fputs(json, stdout);
       std::ofstream(out) << json;

@@ -42,8 +42,16 @@
 namespace varstate::bench {
 namespace {
 
-enum class Dist { kUniform, kZipf, kOneRow };
-enum class BenchOp { kUpdate, kAdd, kMul };
+enum class Dist {
+  kUniform,
+  kZipf,
+  kOneRow
+};
+enum class BenchOp {
+  kUpdate,
+  kAdd,
+  kMul
+};
 
 struct Config {
   bool gpu = false;
@@ -69,8 +77,8 @@ const char* dist_label(Dist d) {
 
 std::string name_of(const Config& c) {
   std::string s = std::string("scatter/") + (c.gpu ? "gpu/" : "cpu/") + op_label(c.op) + "/" +
-                  (c.gpu ? (c.deterministic ? "deterministic" : "atomic") : "serial-order") +
-                  "/N" + std::to_string(c.rows) + "xD" + std::to_string(c.width) + "/M" +
+                  (c.gpu ? (c.deterministic ? "deterministic" : "atomic") : "serial-order") + "/N" +
+                  std::to_string(c.rows) + "xD" + std::to_string(c.width) + "/M" +
                   std::to_string(c.updates) + "/" + dist_label(c.dist) + "/" +
                   (c.index_dtype == DType::kInt32 ? "i32" : "i64") + "/" +
                   (c.dtype == DType::kFloat ? "f32" : "bf16");
@@ -125,9 +133,12 @@ Tensor make_updates(const Config& c, uint64_t seed) {
 
 Tensor apply(BenchOp op, Variable& v, const Tensor& i, const Tensor& u, const UpdateOptions& o) {
   switch (op) {
-    case BenchOp::kUpdate: return scatter_update(v, i, u, o);
-    case BenchOp::kAdd: return scatter_add(v, i, u, o);
-    case BenchOp::kMul: return scatter_mul(v, i, u, o);
+    case BenchOp::kUpdate:
+      return scatter_update(v, i, u, o);
+    case BenchOp::kAdd:
+      return scatter_add(v, i, u, o);
+    case BenchOp::kMul:
+      return scatter_mul(v, i, u, o);
   }
   return {};
 }
@@ -154,8 +165,7 @@ void kernel_only(const Config& c, Tensor& table, const Tensor& indices, const Te
       [&device](size_t bytes) { return device.allocate(bytes); },
       [&device](void* ptr) { device.deallocate(ptr); }};
   kernels::cuda::scatter<float, int64_t>(kernel_op(c.op), t, c.rows, c.width, idx, c.updates, u,
-                                         false, c.deterministic, nullptr, scratch,
-                                         device.stream());
+                                         false, c.deterministic, nullptr, scratch, device.stream());
 #endif
 }
 
@@ -174,15 +184,19 @@ void run(benchmark::State& state, const Config& c) {
   DeviceScope scope(device->name());
   const float initial = c.op == BenchOp::kMul ? 1.f : 0.f;
   Variable table(
-      [&] { return Tensor::filled(c.dtype, {c.rows, c.width}, Tensor(initial), *device); },
-      {.name = "emb", .dtype = c.dtype, .expected_shape = TensorShape{c.rows, c.width},
+      [&] {
+        return Tensor::filled(c.dtype, {c.rows, c.width}, Tensor(initial), *device);
+      },
+      {.name = "emb",
+       .dtype = c.dtype,
+       .expected_shape = TensorShape{c.rows, c.width},
        .graph = &graph});
   Session().run(table.initializer());
   Tensor buffer = table.ref();
 
   const double elem = static_cast<double>(dtype_size(c.dtype));
-  const double moved = 3.0 * c.updates * c.width * elem +
-                       double(c.updates) * dtype_size(c.index_dtype);
+  const double moved =
+      3.0 * c.updates * c.width * elem + double(c.updates) * dtype_size(c.index_dtype);
   const size_t copy_bytes = static_cast<size_t>(c.updates * c.width * elem);
   const double limit = c.gpu ? limit_gbps(Limit::kDeviceCopy, copy_bytes, device)
                              : limit_gbps(Limit::kHostMemcpy, copy_bytes);
@@ -234,7 +248,11 @@ void register_for(bool gpu) {
       for (Dist dist : {Dist::kUniform, Dist::kZipf}) {
         for (BenchOp op : {BenchOp::kUpdate, BenchOp::kAdd, BenchOp::kMul}) {
           for (bool det : paths) {
-            add({.gpu = gpu, .op = op, .deterministic = det, .width = width, .updates = m,
+            add({.gpu = gpu,
+                 .op = op,
+                 .deterministic = det,
+                 .width = width,
+                 .updates = m,
                  .dist = dist});
           }
         }
@@ -243,11 +261,17 @@ void register_for(bool gpu) {
   }
   // row-width sweep, both index dtypes; tables of <= 256 MiB on the CPU default set
   for (int64_t width : {int64_t{1}, int64_t{4}, int64_t{32}, int64_t{128}, int64_t{512}}) {
-    const int64_t rows = full ? 1'000'000 : std::min<int64_t>(1'000'000, (int64_t{64} << 20) / width);
+    const int64_t rows =
+        full ? 1'000'000 : std::min<int64_t>(1'000'000, (int64_t{64} << 20) / width);
     for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
       for (bool det : paths) {
-        add({.gpu = gpu, .op = BenchOp::kAdd, .deterministic = det, .rows = rows, .width = width,
-             .updates = 65'536, .index_dtype = index_dtype});
+        add({.gpu = gpu,
+             .op = BenchOp::kAdd,
+             .deterministic = det,
+             .rows = rows,
+             .width = width,
+             .updates = 65'536,
+             .index_dtype = index_dtype});
       }
     }
   }
@@ -259,8 +283,12 @@ void register_for(bool gpu) {
     }
     for (int64_t m : {int64_t{65'536}, int64_t{1'048'576}}) {
       for (bool nocheck : {false, true}) {
-        add({.gpu = gpu, .op = BenchOp::kAdd, .deterministic = det, .updates = m,
-             .nocheck = nocheck, .checked = !nocheck});
+        add({.gpu = gpu,
+             .op = BenchOp::kAdd,
+             .deterministic = det,
+             .updates = m,
+             .nocheck = nocheck,
+             .checked = !nocheck});
       }
     }
   }

@@ -36,7 +36,8 @@ void BM_get_variable_reuse(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::vector<std::string> names;
   names.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) names.push_back("layer" + std::to_string(i % 100) + "_v" + std::to_string(i));
+  for (int64_t i = 0; i < n; ++i)
+    names.push_back("layer" + std::to_string(i % 100) + "_v" + std::to_string(i));
   {
     auto model = variable_scope("model");
     for (const auto& name : names) {
@@ -59,8 +60,8 @@ void BM_get_variable_reuse(benchmark::State& state) {
     GetVariableResult v = get_variable(names[order[k++ & 4095]]);
     benchmark::DoNotOptimize(&v);
   }
-  state.counters["lookups_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()),
-                                                       benchmark::Counter::kIsRate);
+  state.counters["lookups_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void partitioned_scatter_add(benchmark::State& state, bool gpu) {
@@ -68,16 +69,19 @@ void partitioned_scatter_add(benchmark::State& state, bool gpu) {
   Device* device = gpu ? gpu_or_skip(state) : &dm.cpu();
   if (!device) return;
   reset_default_graph();
-  const int64_t rows = quick_run() ? 1'000'000 : 4'000'000, width = 64, m = 65'536;  // quick: varstate bench
+  const int64_t rows = quick_run() ? 1'000'000 : 4'000'000, width = 64,
+                m = 65'536;  // quick: varstate bench
   std::optional<Variable> whole;
   {
     DeviceScope on(device->name());
-    whole.emplace(get_variable("whole", {.shape = TensorShape{rows, width}, .initializer = zeros_initializer()}));
+    whole.emplace(get_variable(
+        "whole", {.shape = TensorShape{rows, width}, .initializer = zeros_initializer()}));
   }
   std::optional<PartitionedVariable> parts;
   {
     DeviceScope spread(round_robin_gpus());
-    parts.emplace(get_variable("emb", {.shape = TensorShape{rows, width}, .initializer = zeros_initializer(),
+    parts.emplace(get_variable("emb", {.shape = TensorShape{rows, width},
+                                       .initializer = zeros_initializer(),
                                        .partitioner = fixed_size_partitioner(4)}));
   }
   Session sess;
@@ -106,7 +110,8 @@ void partitioned_scatter_add(benchmark::State& state, bool gpu) {
     t_parts += s;
     state.SetIterationTime(s);
   }
-  const double updates_done = static_cast<double>(state.iterations()) * reps * static_cast<double>(m);
+  const double updates_done =
+      static_cast<double>(state.iterations()) * reps * static_cast<double>(m);
   state.counters["Mrows_per_s_partitioned"] = updates_done / t_parts / 1e6;
   state.counters["Mrows_per_s_unpartitioned"] = updates_done / t_whole / 1e6;
   state.counters["ratio_vs_unpartitioned"] = t_whole / t_parts;
@@ -117,8 +122,14 @@ void BM_partitioned_scatter_add_cpu(benchmark::State& s) { partitioned_scatter_a
 void BM_partitioned_scatter_add_gpu(benchmark::State& s) { partitioned_scatter_add(s, true); }
 
 BENCHMARK(BM_get_variable_reuse)->ArgsProduct({{1'000, 10'000, 100'000}, {1, 0}});
-BENCHMARK(BM_partitioned_scatter_add_cpu)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
-BENCHMARK(BM_partitioned_scatter_add_gpu)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+BENCHMARK(BM_partitioned_scatter_add_cpu)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10);
+BENCHMARK(BM_partitioned_scatter_add_gpu)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(20);
 
 }  // namespace
 }  // namespace varstate::bench

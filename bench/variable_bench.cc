@@ -29,14 +29,15 @@ void cached_read(benchmark::State& state, bool gpu_variable, int updates_per_rea
   uint64_t copies_before = v.cache_copies();
   int64_t reads = 0;
   // A refresh moves the whole variable once (host copy: read + write).
-  double moved = updates_per_read > 0 ? (gpu_variable ? 1.0 : 2.0) * static_cast<double>(bytes) : 0.0;
+  double moved =
+      updates_per_read > 0 ? (gpu_variable ? 1.0 : 2.0) * static_cast<double>(bytes) : 0.0;
   run_timed(state, moved > 0 ? moved : 1.0, limit, 10, gpu_variable ? device : nullptr, [&] {
     if (updates_per_read > 0) internal::mark_updated(v);  // an update without touching the bytes
     benchmark::DoNotOptimize(v.value().raw_data());
     ++reads;
   });
-  state.counters["copies_per_read"] =
-      static_cast<double>(v.cache_copies() - copies_before) / static_cast<double>(std::max<int64_t>(reads, 1));
+  state.counters["copies_per_read"] = static_cast<double>(v.cache_copies() - copies_before) /
+                                      static_cast<double>(std::max<int64_t>(reads, 1));
   if (updates_per_read == 0) {
     state.counters.erase("GBps");
     state.counters.erase("ratio");

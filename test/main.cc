@@ -7,8 +7,8 @@
 
 #include <cstdio>
 
-#include "varstate/device/device_manager.h"
 #include "device_fixture.h"
+#include "varstate/device/device_manager.h"
 
 int main(int argc, char* argv[]) {
   const std::string device = varstate::testing::test_device_name();

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "device_fixture.h"
-#include "varstate/runtime/tensor.h"
 #include "test_util.h"
+#include "varstate/runtime/tensor.h"
 
 namespace varstate::testing {
 

@@ -8,8 +8,8 @@
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
-#include <string>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -45,7 +45,8 @@ inline std::vector<unsigned char> byte_pattern(size_t n, unsigned seed) {
 inline constexpr uint64_t kSeed = 20261122;
 
 // The library's complex-type trait (kernels/dtype_traits.h), as a type.
-template <typename T> using is_complex = std::bool_constant<kernels::kIsComplex<T>>;
+template <typename T>
+using is_complex = std::bool_constant<kernels::kIsComplex<T>>;
 
 // Element as double (real part for complex types).
 template <typename T>
@@ -91,11 +92,16 @@ std::vector<T> random_ints(size_t n, uint64_t seed, int lo = -8, int hi = 8) {
 // implementations (CPU vs GPU, kernel vs reference); 0 for exact types.
 template <typename T>
 double tolerance() {
-  if constexpr (std::is_same_v<T, half>) return 1e-2;
-  else if constexpr (std::is_same_v<T, bfloat16>) return 1e-2;
-  else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, std::complex<float>>) return 1e-5;
-  else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::complex<double>>) return 1e-12;
-  else return 0.0;
+  if constexpr (std::is_same_v<T, half>)
+    return 1e-2;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return 1e-2;
+  else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, std::complex<float>>)
+    return 1e-5;
+  else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::complex<double>>)
+    return 1e-12;
+  else
+    return 0.0;
 }
 
 // True if a and b agree within tolerance<T>() (exactly for integers).

@@ -30,9 +30,9 @@
 #include <thread>
 #include <vector>
 
+#include "tools/commands.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
-#include "tools/commands.h"
 
 extern char** environ;
 
@@ -43,8 +43,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The suite, in the order it runs.
-const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables", "bench_scatter",
-                                   "bench_random",       "bench_checkpoint", "bench_sharing"};
+const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables",
+                                   "bench_scatter",      "bench_random",   "bench_checkpoint",
+                                   "bench_sharing"};
 
 struct BenchOptions {
   std::string filter = ".";
@@ -160,7 +161,9 @@ struct Point {
 };
 
 bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
 }
 
 // BM_<dev>_<op>/<MiB>/...: size = MiB; scatter/<dev>/<op>/.../M<updates>/...:
@@ -177,14 +180,15 @@ Point parse_point(const std::string& name, double gbps, double limit, std::strin
   }
   std::string lower = name;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const bool gpu = lower.find("gpu") != std::string::npos || lower.find("host_to_device") != std::string::npos ||
+  const bool gpu = lower.find("gpu") != std::string::npos ||
+                   lower.find("host_to_device") != std::string::npos ||
                    lower.find("device_to_host") != std::string::npos;
   p.device = gpu ? "gpu" : "cpu";
   std::string series;
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string t = tokens[i];
-    if (t.rfind("iterations:", 0) == 0 || t == "manual_time" || t == "real_time" || t == "scatter" ||
-        t == "cpu" || t == "gpu") {
+    if (t.rfind("iterations:", 0) == 0 || t == "manual_time" || t == "real_time" ||
+        t == "scatter" || t == "cpu" || t == "gpu") {
       continue;
     }
     if (!p.size && all_digits(t)) {
@@ -216,7 +220,8 @@ std::string gnuplot_quote(const std::string& s) {
 
 // Runs gnuplot on `script` (written to script_path), then removes the
 // script and its data file: only the PNG stays.
-bool run_gnuplot(const fs::path& script_path, const fs::path& data_path, const std::string& script) {
+bool run_gnuplot(const fs::path& script_path, const fs::path& data_path,
+                 const std::string& script) {
   {
     std::ofstream out(script_path);
     out << script;
@@ -249,13 +254,15 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
   sized = sized && sizes.size() > 1;  // one size: a bar chart reads better
   if (series.empty()) return std::nullopt;
   const std::string base = stem + "-" + device;
-  const fs::path data = dir / (base + ".dat"), script = dir / (base + ".gp"), png = dir / (base + ".png");
+  const fs::path data = dir / (base + ".dat"), script = dir / (base + ".gp"),
+                 png = dir / (base + ".png");
   std::ofstream out(data);
-  std::string s = "set terminal pngcairo noenhanced size 960,600 font 'sans,10'\nset output " +
-                  gnuplot_quote(png.string()) + "\nset title " +
-                  gnuplot_quote(stem.substr(0, stem.find("-" + machine)) + " on " + device + ", " + machine) +
-                  "\nset ylabel 'GB/s (bytes read + written per second)'\nset grid\n"
-                  "set key below\nset yrange [0:*]\n";
+  std::string s =
+      "set terminal pngcairo noenhanced size 960,600 font 'sans,10'\nset output " +
+      gnuplot_quote(png.string()) + "\nset title " +
+      gnuplot_quote(stem.substr(0, stem.find("-" + machine)) + " on " + device + ", " + machine) +
+      "\nset ylabel 'GB/s (bytes read + written per second)'\nset grid\n"
+      "set key below\nset yrange [0:*]\n";
   if (sized) {
     s += "set xlabel " + gnuplot_quote(size_unit + " (log scale)") + "\nset logscale x 2\n";
     // One grey limit line when every series has the same limits (the
@@ -263,7 +270,8 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
     std::vector<std::pair<double, double>> first_limits;
     bool shared_limit = true;
     for (auto& [name, pts] : series) {
-      std::sort(pts.begin(), pts.end(), [](const Point* a, const Point* b) { return *a->size < *b->size; });
+      std::sort(pts.begin(), pts.end(),
+                [](const Point* a, const Point* b) { return *a->size < *b->size; });
       std::vector<std::pair<double, double>> limits;
       for (const Point* p : pts) limits.emplace_back(*p->size, p->limit);
       if (first_limits.empty()) first_limits = limits;
@@ -278,7 +286,8 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
       const std::string color = kPalette[index % std::size(kPalette)];
       const std::string source = gnuplot_quote(data.string()) + " index " + std::to_string(index);
       plot += std::string(index ? ", \\\n     " : "") + source +
-              " using 1:2 with linespoints lw 2 pt 7 lc rgb '" + color + "' title " + gnuplot_quote(name);
+              " using 1:2 with linespoints lw 2 pt 7 lc rgb '" + color + "' title " +
+              gnuplot_quote(name);
       if (!shared_limit || index == 0) {
         plot += ", \\\n     " + source + " using 1:3 with lines dt 2 lw 2 lc rgb '" +
                 (shared_limit ? std::string("#555555") : color) + "' title " +
@@ -288,10 +297,12 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
     }
     s += plot + "\n";
   } else {
-    s += "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+    s += "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 "
+         "border -1\n"
          "set xtics rotate by -30 left\nset bmargin 9\nset key inside top right\n";
     for (auto& [name, pts] : series) {
-      for (const Point* p : pts) out << gnuplot_quote(name) << " " << p->gbps << " " << p->limit << "\n";
+      for (const Point* p : pts)
+        out << gnuplot_quote(name) << " " << p->gbps << " " << p->limit << "\n";
     }
     s += "plot " + gnuplot_quote(data.string()) + " using 2:xtic(1) title 'varstate' lc rgb '" +
          kPalette[0] + "', '' using 3 title 'limit (same run)' lc rgb '#bbbbbb'\n";
@@ -305,9 +316,11 @@ std::optional<fs::path> plot_throughput(const fs::path& dir, const std::string& 
 std::optional<fs::path> plot_torch(const fs::path& file) {
   std::ifstream in(file);
   json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.contains("results") || !doc["results"].is_array()) return std::nullopt;
+  if (doc.is_discarded() || !doc.contains("results") || !doc["results"].is_array())
+    return std::nullopt;
   const std::string stem = file.stem().string();
-  const fs::path data = file.parent_path() / (stem + ".dat"), script = file.parent_path() / (stem + ".gp"),
+  const fs::path data = file.parent_path() / (stem + ".dat"),
+                 script = file.parent_path() / (stem + ".gp"),
                  png = file.parent_path() / (stem + ".png");
   std::ofstream out(data);
   int rows = 0;
@@ -316,9 +329,11 @@ std::optional<fs::path> plot_torch(const fs::path& file) {
     if (!r["GBps"].is_number() || !r["ours_GBps"].is_number()) continue;
     std::string name = r["name"].get<std::string>();
     for (const char* drop : {"scatter/", "cpu/", "gpu/", "serial-order/", "/i64/f32"}) {
-      if (size_t pos = name.find(drop); pos != std::string::npos) name.erase(pos, std::strlen(drop));
+      if (size_t pos = name.find(drop); pos != std::string::npos)
+        name.erase(pos, std::strlen(drop));
     }
-    out << gnuplot_quote(name) << " " << r["ours_GBps"].get<double>() << " " << r["GBps"].get<double>() << "\n";
+    out << gnuplot_quote(name) << " " << r["ours_GBps"].get<double>() << " "
+        << r["GBps"].get<double>() << "\n";
     ++rows;
   }
   out.close();
@@ -327,21 +342,25 @@ std::optional<fs::path> plot_torch(const fs::path& file) {
                           ? "PyTorch " + doc["context"]["torch"].get<std::string>()
                           : "PyTorch";
   const std::string s =
-      "set terminal pngcairo noenhanced size 1200,700 font 'sans,10'\nset output " + gnuplot_quote(png.string()) +
-      "\nset title " + gnuplot_quote("varstate vs " + torch + " (" + stem + ")") +
+      "set terminal pngcairo noenhanced size 1200,700 font 'sans,10'\nset output " +
+      gnuplot_quote(png.string()) + "\nset title " +
+      gnuplot_quote("varstate vs " + torch + " (" + stem + ")") +
       "\nset ylabel 'GB/s'\nset grid ytics\nset yrange [0:*]\nset key top right\n"
-      "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+      "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 "
+      "border -1\n"
       "set xtics rotate by -40 left font ',8'\nset bmargin 12\nset rmargin 16\n"
-      "plot " + gnuplot_quote(data.string()) + " using 2:xtic(1) title 'varstate' lc rgb '" + kPalette[0] +
+      "plot " +
+      gnuplot_quote(data.string()) + " using 2:xtic(1) title 'varstate' lc rgb '" + kPalette[0] +
       "', '' using 3 title " + gnuplot_quote(torch) + " lc rgb '" + kPalette[1] + "'\n";
   if (!run_gnuplot(script, data, s)) return std::nullopt;
   return png;
 }
 
 // Google Benchmark's own numeric fields (not user counters).
-const std::set<std::string> kStandardFields = {"family_index", "per_family_instance_index", "repetitions",
-                                               "repetition_index", "threads", "iterations", "real_time",
-                                               "cpu_time"};
+const std::set<std::string> kStandardFields = {"family_index", "per_family_instance_index",
+                                               "repetitions",  "repetition_index",
+                                               "threads",      "iterations",
+                                               "real_time",    "cpu_time"};
 
 std::string format_number(double v) {
   char buf[32];
@@ -353,8 +372,8 @@ int bench(const BenchOptions& o) {
   try {
     std::regex check(o.filter, std::regex::extended);
   } catch (const std::regex_error& e) {
-    throw InvalidArgumentError("--filter " + varstate::quoted(o.filter) + " is not a regular expression (" +
-                               e.what() + ")");
+    throw InvalidArgumentError("--filter " + varstate::quoted(o.filter) +
+                               " is not a regular expression (" + e.what() + ")");
   }
   ensure_writable_dir("--out", o.out);
   std::vector<std::pair<std::string, fs::path>> binaries;
@@ -380,12 +399,12 @@ int bench(const BenchOptions& o) {
     const fs::path file = fs::path(o.out) / (name.substr(6) + "-" + machine + ".json");
     const fs::path partial = fs::path(file).concat(".partial");
     std::printf("== %s -> %s\n", name.c_str(), file.c_str());
-    const int rc = run_process({exe.string(), "--benchmark_filter=" + o.filter,
-                                "--benchmark_out=" + partial.string(), "--benchmark_out_format=json",
-                                "--benchmark_context=varstate_machine=" + machine +
-                                    ",varstate_devices=" + devices +
-                                    ",varstate_version=" VARSTATE_VERSION_STRING ",varstate_build=" +
-                                    build_description() + ",varstate_run=" + (o.full ? "full" : "quick")});
+    const int rc = run_process(
+        {exe.string(), "--benchmark_filter=" + o.filter, "--benchmark_out=" + partial.string(),
+         "--benchmark_out_format=json",
+         "--benchmark_context=varstate_machine=" + machine + ",varstate_devices=" + devices +
+             ",varstate_version=" VARSTATE_VERSION_STRING ",varstate_build=" + build_description() +
+             ",varstate_run=" + (o.full ? "full" : "quick")});
     if (rc != 0) {
       fs::remove(partial);
       throw UnknownError(name + " exited with status " + std::to_string(rc));
@@ -401,7 +420,8 @@ int bench(const BenchOptions& o) {
     fs::rename(partial, file);
     written.push_back(file);
   }
-  if (written.empty()) throw NotFoundError("--filter " + varstate::quoted(o.filter) + " matched no benchmark");
+  if (written.empty())
+    throw NotFoundError("--filter " + varstate::quoted(o.filter) + " matched no benchmark");
   // The table and plots cover this machine's latest result of every binary,
   // including those an earlier run with another --filter wrote.
   const size_t ran = written.size();
@@ -418,14 +438,16 @@ int bench(const BenchOptions& o) {
   md << "| benchmark | GB/s | limit GB/s (same run) | ratio |\n|---|---:|---:|---:|\n";
   std::ostringstream other;
   std::vector<fs::path> pngs;
-  const bool have_gnuplot = o.plots && run_process({"sh", "-c", "command -v gnuplot >/dev/null"}) == 0;
+  const bool have_gnuplot =
+      o.plots && run_process({"sh", "-c", "command -v gnuplot >/dev/null"}) == 0;
   for (const fs::path& file : written) {
     std::ifstream in(file);
     json doc = json::parse(in);
     std::vector<Point> points;
     std::string unit;
     for (const json& b : doc["benchmarks"]) {
-      if (b.value("error_occurred", false) || !b.contains("name") || !b["name"].is_string()) continue;
+      if (b.value("error_occurred", false) || !b.contains("name") || !b["name"].is_string())
+        continue;
       std::string name = b["name"].get<std::string>();
       for (const char* drop : {"/manual_time", "/real_time"}) {
         if (size_t pos = name.find(drop); pos != std::string::npos) name.erase(pos);
@@ -437,7 +459,8 @@ int bench(const BenchOptions& o) {
         std::string counters;
         for (const auto& [key, value] : b.items()) {
           if (!value.is_number() || kStandardFields.count(key)) continue;
-          counters += (counters.empty() ? "" : ", ") + key + " " + format_number(value.get<double>());
+          counters +=
+              (counters.empty() ? "" : ", ") + key + " " + format_number(value.get<double>());
         }
         if (!counters.empty()) other << "- " << name << ": " << counters << "\n";
         continue;
@@ -449,7 +472,8 @@ int bench(const BenchOptions& o) {
     }
     if (!have_gnuplot) continue;
     for (const char* device : {"cpu", "gpu"}) {
-      if (auto png = plot_throughput(file.parent_path(), file.stem().string(), device, points, unit, machine)) {
+      if (auto png = plot_throughput(file.parent_path(), file.stem().string(), device, points, unit,
+                                     machine)) {
         pngs.push_back(*png);
       }
     }
@@ -467,7 +491,8 @@ int bench(const BenchOptions& o) {
   std::printf("wrote %zu JSON file(s), %s", ran, table.c_str());
   for (const fs::path& p : pngs) std::printf(", %s", p.filename().c_str());
   std::printf("\n");
-  if (o.plots && !have_gnuplot) std::fprintf(stderr, "varstate bench: gnuplot not found: no plots drawn\n");
+  if (o.plots && !have_gnuplot)
+    std::fprintf(stderr, "varstate bench: gnuplot not found: no plots drawn\n");
   return 0;
 }
 
@@ -479,7 +504,8 @@ Action add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--filter", o->filter, "run the benchmarks whose name matches this regex")
       ->capture_default_str();
-  cmd->add_option("--out", o->out, "folder for the JSON results, table and plots")->capture_default_str();
+  cmd->add_option("--out", o->out, "folder for the JSON results, table and plots")
+      ->capture_default_str();
   cmd->add_flag("--full", o->full, "every size (minutes to an hour on a small CPU machine)");
   cmd->add_flag("!--no_plots", o->plots, "skip the gnuplot plots");
   return [o] { return bench(*o); };

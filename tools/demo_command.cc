@@ -20,8 +20,8 @@
 // bit-identical final checkpoint, resumed or not.
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <varstate/varstate.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -101,7 +101,8 @@ Dataset make_dataset(const DemoOptions& o) {
   Rng rng(static_cast<uint64_t>(o.seed) * 0x2545F4914F6CDD1Dull + 1);
   // Factors with entries of stddev rank^-1/4: noiseless ratings of variance 1.
   const double scale = std::pow(static_cast<double>(o.rank), -0.25);
-  std::vector<float> u(static_cast<size_t>(o.users * o.rank)), v(static_cast<size_t>(o.items * o.rank));
+  std::vector<float> u(static_cast<size_t>(o.users * o.rank)),
+      v(static_cast<size_t>(o.items * o.rank));
   for (float& x : u) x = static_cast<float>(scale * rng.normal());
   for (float& x : v) x = static_cast<float>(scale * rng.normal());
   Dataset d;
@@ -166,7 +167,8 @@ double rmse(const Ratings& r, const TableView& users, const TableView& items, in
 // s / steps_per_epoch.
 class Batches {
  public:
-  Batches(size_t n, int64_t batch_size, int64_t seed) : n_(n), batch_(static_cast<size_t>(batch_size)), seed_(seed) {}
+  Batches(size_t n, int64_t batch_size, int64_t seed)
+      : n_(n), batch_(static_cast<size_t>(batch_size)), seed_(seed) {}
   int64_t steps_per_epoch() const { return static_cast<int64_t>((n_ + batch_ - 1) / batch_); }
   // Positions in the training set of step `step`'s ratings.
   std::pair<const uint32_t*, size_t> batch(int64_t step) {
@@ -180,8 +182,10 @@ class Batches {
   void shuffle(int64_t epoch) {
     order_.resize(n_);
     std::iota(order_.begin(), order_.end(), 0u);
-    Rng rng(static_cast<uint64_t>(seed_) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 7);
-    for (size_t i = n_; i > 1; --i) std::swap(order_[i - 1], order_[static_cast<size_t>(rng.below(static_cast<int64_t>(i)))]);
+    Rng rng(static_cast<uint64_t>(seed_) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) +
+            7);
+    for (size_t i = n_; i > 1; --i)
+      std::swap(order_[i - 1], order_[static_cast<size_t>(rng.below(static_cast<int64_t>(i)))]);
     epoch_ = epoch;
   }
   size_t n_, batch_;
@@ -211,26 +215,32 @@ std::vector<std::string> chosen_devices(const std::string& which) {
 
 std::string human_bytes(double bytes) {
   char buf[32];
-  if (bytes >= 1 << 30) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1 << 30));
-  else if (bytes >= 1 << 20) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024);
+  if (bytes >= 1 << 30)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1 << 30));
+  else if (bytes >= 1 << 20)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024);
   return buf;
 }
 
 // One progress report: a redrawn bar on a terminal, a plain line otherwise.
 void report_progress(bool tty, int64_t step, int64_t first, int64_t last, double steps_per_s,
                      double updates_per_s, double loss) {
-  const double frac = last > first ? static_cast<double>(step - first) / static_cast<double>(last - first) : 1.0;
+  const double frac =
+      last > first ? static_cast<double>(step - first) / static_cast<double>(last - first) : 1.0;
   if (tty) {
     const int width = 30, filled = static_cast<int>(frac * width + 0.5);
     std::printf("\r[%s%s] %3.0f%% step %lld/%lld  %.0f steps/s  %.2fM updates/s  loss %.4f ",
                 std::string(static_cast<size_t>(filled), '#').c_str(),
                 std::string(static_cast<size_t>(width - filled), '.').c_str(), 100 * frac,
-                static_cast<long long>(step), static_cast<long long>(last), steps_per_s, updates_per_s / 1e6, loss);
+                static_cast<long long>(step), static_cast<long long>(last), steps_per_s,
+                updates_per_s / 1e6, loss);
     if (step == last) std::printf("\n");
   } else {
-    std::printf("step %lld/%lld  %.0f steps/s  %.2fM updates/s  loss %.4f\n", static_cast<long long>(step),
-                static_cast<long long>(last), steps_per_s, updates_per_s / 1e6, loss);
+    std::printf("step %lld/%lld  %.0f steps/s  %.2fM updates/s  loss %.4f\n",
+                static_cast<long long>(step), static_cast<long long>(last), steps_per_s,
+                updates_per_s / 1e6, loss);
   }
   std::fflush(stdout);
 }
@@ -239,29 +249,32 @@ int demo(const DemoOptions& o) {
   if (o.batch_size < 1) throw InvalidArgumentError("--batch_size must be >= 1");
   if (o.users > (int64_t{1} << 31) / o.ratings_per_user || o.items > (int64_t{1} << 31)) {
     throw InvalidArgumentError("--users x --ratings_per_user (" + std::to_string(o.users) + " x " +
-                               std::to_string(o.ratings_per_user) + ") and --items (" + std::to_string(o.items) +
-                               ") must stay below 2^31");
+                               std::to_string(o.ratings_per_user) + ") and --items (" +
+                               std::to_string(o.items) + ") must stay below 2^31");
   }
   ensure_writable_dir("--checkpoint_dir", o.checkpoint_dir);
   const std::vector<std::string> devices = chosen_devices(o.device);
   const int64_t shards = o.shards > 0 ? o.shards : 2 * static_cast<int64_t>(devices.size());
   if (shards > std::min(o.users, o.items)) {
-    throw InvalidArgumentError("--shards " + std::to_string(shards) + " is more than the rows of a table (" +
+    throw InvalidArgumentError("--shards " + std::to_string(shards) +
+                               " is more than the rows of a table (" +
                                std::to_string(std::min(o.users, o.items)) + ")");
   }
   const auto t_start = Clock::now();
   struct {
-    double data = 0, init = 0, restore = 0, read = 0, grads = 0, scatter = 0, step = 0, save = 0, eval = 0;
+    double data = 0, init = 0, restore = 0, read = 0, grads = 0, scatter = 0, step = 0, save = 0,
+           eval = 0;
   } time;
 
-  std::printf("varstate demo: matrix factorization of %lld users x %lld items, rank %lld, noise %.3g\n",
-              static_cast<long long>(o.users), static_cast<long long>(o.items), static_cast<long long>(o.rank),
-              o.noise);
+  std::printf(
+      "varstate demo: matrix factorization of %lld users x %lld items, rank %lld, noise %.3g\n",
+      static_cast<long long>(o.users), static_cast<long long>(o.items),
+      static_cast<long long>(o.rank), o.noise);
   auto t0 = Clock::now();
   const Dataset data = make_dataset(o);
   time.data = seconds_since(t0);
-  std::printf("ratings: %zu train, %zu test (%.1f s to generate; ratings' stddev %.3f)\n", data.train.size(),
-              data.test.size(), time.data, data.signal_stddev);
+  std::printf("ratings: %zu train, %zu test (%.1f s to generate; ratings' stddev %.3f)\n",
+              data.train.size(), data.test.size(), time.data, data.signal_stddev);
 
   // The model: two partitioned embedding tables and a global step.
   t0 = Clock::now();
@@ -278,22 +291,28 @@ int demo(const DemoOptions& o) {
     auto model = variable_scope("recommender", {.partitioner = fixed_size_partitioner(shards)});
     {
       auto scope = variable_scope("users");
-      users_var = get_variable("embedding", {.shape = TensorShape{o.users, o.rank},
-                                         .initializer = random_normal_initializer({.stddev = init_stddev, .seed = 1})});
+      users_var = get_variable(
+          "embedding",
+          {.shape = TensorShape{o.users, o.rank},
+           .initializer = random_normal_initializer({.stddev = init_stddev, .seed = 1})});
     }
     {
       auto scope = variable_scope("items");
-      items_var = get_variable("embedding", {.shape = TensorShape{o.items, o.rank},
-                                         .initializer = random_normal_initializer({.stddev = init_stddev, .seed = 2})});
+      items_var = get_variable(
+          "embedding",
+          {.shape = TensorShape{o.items, o.rank},
+           .initializer = random_normal_initializer({.stddev = init_stddev, .seed = 2})});
     }
   }
   {
     DeviceScope cpu("/device:CPU:0");
-    step_var = get_variable("global_step",
-                               {.shape = TensorShape{}, .dtype = DType::kInt64,
-                                .initializer = zeros_initializer(DType::kInt64), .trainable = false,
-                                .collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES,
-                                                                        GraphKeys::GLOBAL_STEP}});
+    step_var =
+        get_variable("global_step", {.shape = TensorShape{},
+                                     .dtype = DType::kInt64,
+                                     .initializer = zeros_initializer(DType::kInt64),
+                                     .trainable = false,
+                                     .collections = std::vector<std::string>{
+                                         GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
   }
   PartitionedVariable& users = *users_var;
   PartitionedVariable& items = *items_var;
@@ -305,7 +324,8 @@ int demo(const DemoOptions& o) {
   std::printf("\n%-36s %-16s %-14s %12s\n", "variable", "device", "shape", "bytes");
   for (const Variable& v : global_variables()) {
     std::printf("%-36s %-16s %-14s %12s\n", v.name().c_str(), v.device().name().c_str(),
-                v.shape().to_string().c_str(), human_bytes(static_cast<double>(v.value().nbytes())).c_str());
+                v.shape().to_string().c_str(),
+                human_bytes(static_cast<double>(v.value().nbytes())).c_str());
   }
   std::printf("\n");
 
@@ -320,21 +340,25 @@ int demo(const DemoOptions& o) {
       time.restore = seconds_since(t0);
       std::printf("resumed from %s at step %lld\n", latest->c_str(), static_cast<long long>(step));
     } else {
-      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", o.checkpoint_dir.c_str());
+      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n",
+                  o.checkpoint_dir.c_str());
     }
   }
 
   t0 = Clock::now();
-  const double rmse_before = rmse(data.test, TableView(users, o.rank), TableView(items, o.rank), o.rank);
+  const double rmse_before =
+      rmse(data.test, TableView(users, o.rank), TableView(items, o.rank), o.rank);
   time.eval += seconds_since(t0);
-  std::printf("test RMSE at step %lld: %.4f (noise level %.4f)\n", static_cast<long long>(step), rmse_before, o.noise);
+  std::printf("test RMSE at step %lld: %.4f (noise level %.4f)\n", static_cast<long long>(step),
+              rmse_before, o.noise);
 
   Batches batches(data.train.size(), o.batch_size, o.seed);
-  std::printf("training steps %lld..%lld, batch %lld (%lld steps per epoch), SGD learning rate %g, L2 %g; "
-              "checkpoints every %lld steps in %s\n",
-              static_cast<long long>(step), static_cast<long long>(o.steps), static_cast<long long>(o.batch_size),
-              static_cast<long long>(batches.steps_per_epoch()), o.learning_rate, o.l2,
-              static_cast<long long>(o.save_every), o.checkpoint_dir.c_str());
+  std::printf(
+      "training steps %lld..%lld, batch %lld (%lld steps per epoch), SGD learning rate %g, L2 %g; "
+      "checkpoints every %lld steps in %s\n",
+      static_cast<long long>(step), static_cast<long long>(o.steps),
+      static_cast<long long>(o.batch_size), static_cast<long long>(batches.steps_per_epoch()),
+      o.learning_rate, o.l2, static_cast<long long>(o.save_every), o.checkpoint_dir.c_str());
 
   const bool tty = isatty(fileno(stdout)) != 0;
   const int64_t first = step;
@@ -381,7 +405,8 @@ int demo(const DemoOptions& o) {
       }
     }
     const TensorShape update_shape{static_cast<int64_t>(count), o.rank};
-    Tensor ug = Tensor::from_vector(user_grads, update_shape), ig = Tensor::from_vector(item_grads, update_shape);
+    Tensor ug = Tensor::from_vector(user_grads, update_shape),
+           ig = Tensor::from_vector(item_grads, update_shape);
     auto t2 = Clock::now();
     time.grads += std::chrono::duration<double>(t2 - t1).count();
     // Duplicate rows in a batch add up; the deterministic path keeps the
@@ -402,7 +427,8 @@ int demo(const DemoOptions& o) {
       last_saved = *saver.save(sess, prefix, {.global_step = global_step}).path();
       const double saving = seconds_since(t0);
       time.save += saving;
-      window_start += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(saving));
+      window_start +=
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(saving));
     }
     const double dt = seconds_since(window_start);
     // Plain lines every tenth of the run; a terminal's bar at most 5 times a second.
@@ -422,21 +448,24 @@ int demo(const DemoOptions& o) {
   const double rmse_after = rmse(data.test, u, v, o.rank);
   time.eval += seconds_since(t0);
   const int64_t trained = step - first;
-  std::printf("\n%lld steps in %.2f s: %.0f steps/s, %.2fM row updates/s\n", static_cast<long long>(trained),
-              train_seconds, trained / std::max(train_seconds, 1e-9),
+  std::printf("\n%lld steps in %.2f s: %.0f steps/s, %.2fM row updates/s\n",
+              static_cast<long long>(trained), train_seconds,
+              trained / std::max(train_seconds, 1e-9),
               static_cast<double>(total_updates) / std::max(train_seconds, 1e-9) / 1e6);
-  std::printf("test RMSE: %.4f before, %.4f after (train %.4f; noise level %.4f)\n", rmse_before, rmse_after,
-              rmse_train, o.noise);
+  std::printf("test RMSE: %.4f before, %.4f after (train %.4f; noise level %.4f)\n", rmse_before,
+              rmse_after, rmse_train, o.noise);
   std::printf("global_step = %lld; latest checkpoint: %s\n",
               static_cast<long long>(global_step.value().to_host().scalar<int64_t>()),
               last_saved.empty() ? "none (no steps run)" : last_saved.c_str());
   const double total = seconds_since(t_start);
-  std::printf("time: %.2f s total = data %.2f + init %.2f + restore %.2f + row gathers %.2f + gradients %.2f + "
-              "scatter_sub %.2f + global_step %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
-              total, time.data, time.init, time.restore, time.read, time.grads, time.scatter, time.step, time.save,
-              time.eval,
-              total - (time.data + time.init + time.restore + time.read + time.grads + time.scatter + time.step +
-                       time.save + time.eval));
+  std::printf(
+      "time: %.2f s total = data %.2f + init %.2f + restore %.2f + row gathers %.2f + gradients "
+      "%.2f + "
+      "scatter_sub %.2f + global_step %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
+      total, time.data, time.init, time.restore, time.read, time.grads, time.scatter, time.step,
+      time.save, time.eval,
+      total - (time.data + time.init + time.restore + time.read + time.grads + time.scatter +
+               time.step + time.save + time.eval));
   return 0;
 }
 
@@ -446,12 +475,17 @@ Action add_demo_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "demo", "the main job: train a matrix-factorization recommender with partitioned embeddings");
   auto o = std::make_shared<DemoOptions>();
-  cmd->add_option("--users", o->users, "rows of the user table")->check(count_at_least(1))->capture_default_str();
-  cmd->add_option("--items", o->items, "rows of the item table")->check(count_at_least(1))->capture_default_str();
+  cmd->add_option("--users", o->users, "rows of the user table")
+      ->check(count_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--items", o->items, "rows of the item table")
+      ->check(count_at_least(1))
+      ->capture_default_str();
   cmd->add_option("--rank", o->rank, "embedding width (and the true rank)")
       ->check(count_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--ratings_per_user", o->ratings_per_user, "ratings per user (10% held out for the test RMSE)")
+  cmd->add_option("--ratings_per_user", o->ratings_per_user,
+                  "ratings per user (10% held out for the test RMSE)")
       ->check(count_at_least(1))
       ->capture_default_str();
   cmd->add_option("--noise", o->noise, "stddev of the ratings' Gaussian noise")
@@ -469,21 +503,26 @@ Action add_demo_command(CLI::App& app) {
   cmd->add_option("--l2", o->l2, "L2 regularization of the rows a rating touches")
       ->check(non_negative_real())
       ->capture_default_str();
-  cmd->add_option("--checkpoint_dir", o->checkpoint_dir, "where the sharded checkpoints go")->capture_default_str();
-  cmd->add_option("--save_every", o->save_every, "save a checkpoint every this many steps (and at the end)")
+  cmd->add_option("--checkpoint_dir", o->checkpoint_dir, "where the sharded checkpoints go")
+      ->capture_default_str();
+  cmd->add_option("--save_every", o->save_every,
+                  "save a checkpoint every this many steps (and at the end)")
       ->check(count_at_least(1))
       ->capture_default_str();
   cmd->add_option("--max_to_keep", o->max_to_keep, "checkpoints kept (0: all)")
       ->check(count_at_least(0))
       ->capture_default_str();
-  cmd->add_flag("--resume", o->resume, "restore the latest checkpoint in --checkpoint_dir and continue from its step");
+  cmd->add_flag("--resume", o->resume,
+                "restore the latest checkpoint in --checkpoint_dir and continue from its step");
   cmd->add_option("--seed", o->seed, "seed of the data, the initializers and the batch order")
       ->check(count_at_least(0))
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, gpu (every GPU) or all (every GPU and the CPU); default: gpu when "
-                                         "there are GPUs, else cpu")
+  cmd->add_option("--device", o->device,
+                  "cpu, gpu (every GPU) or all (every GPU and the CPU); default: gpu when "
+                  "there are GPUs, else cpu")
       ->check(CLI::IsMember({"cpu", "gpu", "all"}));
-  cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")->check(count_at_least(1));
+  cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")
+      ->check(count_at_least(1));
   return [o] { return demo(*o); };
 }
 

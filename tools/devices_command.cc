@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
-#include "varstate/device/device_manager.h"
 #include "tools/commands.h"
+#include "varstate/device/device_manager.h"
 
 namespace varstate::cli {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <type_traits>
 
+#include "tools/commands.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/runtime/tensor.h"
-#include "tools/commands.h"
 
 namespace varstate::cli {
 namespace {
@@ -52,13 +52,13 @@ void accumulate(const TensorData& data, Stats& s) {
 std::optional<Stats> stats_of(const TensorData& data) {
   Stats s;
   switch (data.dtype) {
-#define VARSTATE_STATS_CASE(E, T)                                           \
-  case DType::E:                                                            \
+#define VARSTATE_STATS_CASE(E, T)                                                  \
+  case DType::E:                                                                   \
     if constexpr (std::is_same_v<T, complex64> || std::is_same_v<T, complex128>) { \
-      return std::nullopt;                                                  \
-    } else {                                                                \
-      accumulate<T>(data, s);                                               \
-    }                                                                       \
+      return std::nullopt;                                                         \
+    } else {                                                                       \
+      accumulate<T>(data, s);                                                      \
+    }                                                                              \
     break;
     VARSTATE_FOR_EACH_NUMERIC_DTYPE(VARSTATE_STATS_CASE)
 #undef VARSTATE_STATS_CASE
@@ -90,8 +90,8 @@ int inspect(const std::string& path, const std::string& tensor) {
 
   const std::vector<TensorInfo> infos = reader->list();
   std::printf("checkpoint %s: %zu tensor(s)\n", reader->path().c_str(), infos.size());
-  std::printf("%-40s %-10s %-16s %-10s %14s %14s %14s %14s\n", "name", "dtype", "shape", "shard", "bytes",
-              "min", "max", "mean");
+  std::printf("%-40s %-10s %-16s %-10s %14s %14s %14s %14s\n", "name", "dtype", "shape", "shard",
+              "bytes", "min", "max", "mean");
   uint64_t total = 0;
   for (const TensorInfo& info : infos) {
     const bool readable = dtype_is_valid(static_cast<int>(info.dtype));
@@ -118,9 +118,10 @@ int inspect(const std::string& path, const std::string& tensor) {
       }
     }
     std::printf("%-40s %-10s %-16s %-10s %14llu %14s %14s %14s\n", info.name.c_str(),
-                readable ? std::string(dtype_name(info.dtype)).c_str() : ("enum " + std::to_string(static_cast<int>(info.dtype))).c_str(),
-                shape_string(info.shape).c_str(), shard.c_str(), static_cast<unsigned long long>(bytes),
-                min.c_str(), max.c_str(), mean.c_str());
+                readable ? std::string(dtype_name(info.dtype)).c_str()
+                         : ("enum " + std::to_string(static_cast<int>(info.dtype))).c_str(),
+                shape_string(info.shape).c_str(), shard.c_str(),
+                static_cast<unsigned long long>(bytes), min.c_str(), max.c_str(), mean.c_str());
   }
   std::printf("total: %llu bytes\n", static_cast<unsigned long long>(total));
   return 0;

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "varstate/base/error.h"
 #include "tools/commands.h"
+#include "varstate/base/error.h"
 
 namespace varstate::cli {
 
@@ -60,7 +60,8 @@ void ensure_writable_dir(const std::string& flag, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
-    throw InvalidArgumentError(flag + " " + varstate::quoted(dir) + ": cannot create the folder (" + ec.message() + ")");
+    throw InvalidArgumentError(flag + " " + varstate::quoted(dir) + ": cannot create the folder (" +
+                               ec.message() + ")");
   }
   if (!fs::is_directory(dir, ec)) {
     throw InvalidArgumentError(flag + " " + varstate::quoted(dir) + ": not a folder");
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
   for (auto add : {cli::add_demo_command, cli::add_devices_command, cli::add_inspect_command,
                    cli::add_bench_command}) {
     cli::Action action = add(app);
-    commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(action));
+    commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(),
+                          std::move(action));
   }
 
   std::string names;
@@ -113,7 +115,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && argv[1][0] == '-' && std::string(argv[1]) != "-h" &&
       std::string(argv[1]) != "--help" && std::string(argv[1]) != "--version") {
-    std::fprintf(stderr, "varstate: unknown flag \"%s\" (usage: varstate [--help | --version] COMMAND [FLAGS]; commands: %s)\n",
+    std::fprintf(stderr,
+                 "varstate: unknown flag \"%s\" (usage: varstate [--help | --version] COMMAND "
+                 "[FLAGS]; commands: %s)\n",
                  argv[1], names.c_str());
     return 2;
   }
@@ -137,7 +141,8 @@ int main(int argc, char** argv) {
       return action();
     } catch (const varstate::Error& e) {
       std::fprintf(stderr, "%s: %s: %s\n", who.c_str(),
-                   std::string(varstate::error_code_name(e.code())).c_str(), one_line(e.what()).c_str());
+                   std::string(varstate::error_code_name(e.code())).c_str(),
+                   one_line(e.what()).c_str());
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: %s\n", who.c_str(), one_line(e.what()).c_str());

@@ -16,10 +16,12 @@ int main(int argc, char** argv) {
   const std::string ckpt_dir = argc > 1 ? argv[1] : "/tmp/ps_worker_ckpt";
   Cluster cluster({.ps_tasks = 1});  // rank 0: /job:ps/task:0, the others /job:worker/task:K
   DeviceScope on_ps(replica_device_setter({.ps_tasks = 1}));
-  PartitionedVariable emb = get_variable("emb", {.shape = {1000, 16}, .initializer = zeros_initializer(),
+  PartitionedVariable emb = get_variable("emb", {.shape = {1000, 16},
+                                                 .initializer = zeros_initializer(),
                                                  .partitioner = fixed_size_partitioner(2)});
-  Variable step = get_variable("global_step", {.shape = {}, .dtype = DType::kInt64,
-                                               .initializer = zeros_initializer(DType::kInt64)});
+  Variable step = get_variable(
+      "global_step",
+      {.shape = {}, .dtype = DType::kInt64, .initializer = zeros_initializer(DType::kInt64)});
   DistributedSaver saver(cluster);
   if (cluster.is_chief()) Session().run(global_variables_initializer());
   cluster.barrier();  // initialized before anyone trains

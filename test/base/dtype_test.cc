@@ -3,9 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "test_util.h"
 #include "varstate/base/dtype.h"
 #include "varstate/base/error.h"
-#include "test_util.h"
 
 using namespace varstate;
 
@@ -44,11 +44,11 @@ TEST_CASE("DType names and sizes", "[dtype]") {
 TEST_CASE("half conversion rounds to nearest even", "[dtype]") {
   CHECK(half(1.0f).bits == 0x3c00);
   CHECK(half(-2.0f).bits == 0xc000);
-  CHECK(half(65504.0f).bits == 0x7bff);                  // max finite
-  CHECK(half(65520.0f).bits == 0x7c00);                  // overflows to inf
-  CHECK(half(5.960464477539063e-08f).bits == 0x0001);    // smallest subnormal
-  CHECK(half(1.0f + 1.0f / 2048).bits == 0x3c00);        // tie -> even
-  CHECK(half(1.0f + 3.0f / 2048).bits == 0x3c02);        // tie -> even (up)
+  CHECK(half(65504.0f).bits == 0x7bff);                // max finite
+  CHECK(half(65520.0f).bits == 0x7c00);                // overflows to inf
+  CHECK(half(5.960464477539063e-08f).bits == 0x0001);  // smallest subnormal
+  CHECK(half(1.0f + 1.0f / 2048).bits == 0x3c00);      // tie -> even
+  CHECK(half(1.0f + 3.0f / 2048).bits == 0x3c02);      // tie -> even (up)
   CHECK(std::isnan(static_cast<float>(half(std::nanf("")))));
   // Every finite half survives a round trip through float.
   for (uint32_t b = 0; b < 0x10000; ++b) {

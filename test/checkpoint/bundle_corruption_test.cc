@@ -2,10 +2,10 @@
 
 #include <filesystem>
 
-#include "varstate/base/error.h"
 #include "checkpoint/fault_injection_file_system.h"
-#include "varstate/checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/tensor_bundle.h"
 
 using namespace varstate;
 using varstate::testing::read_file;
@@ -106,7 +106,8 @@ TEST_CASE("corrupt or truncated index", "[bundle][corruption]") {
   write_file(index_path, original.substr(0, original.size() - 1));
   CHECK_THROWS_AS(BundleReader(prefix), DataLossError);
   write_file(index_path, "short");
-  CHECK_THROWS_WITH(BundleReader(prefix), Catch::Contains("too short") && Catch::Contains("ckpt.index"));
+  CHECK_THROWS_WITH(BundleReader(prefix),
+                    Catch::Contains("too short") && Catch::Contains("ckpt.index"));
 }
 
 TEST_CASE("failed writes leave the previous checkpoint intact", "[bundle][fault]") {
@@ -118,8 +119,8 @@ TEST_CASE("failed writes leave the previous checkpoint intact", "[bundle][fault]
   const std::string index_before = read_file(previous + ".index");
   const std::string data_before = read_file(previous + ".data-00000-of-00001");
   // Fail each step of the next save, then crash (drop what was not synced).
-  for (FileOp op : {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose, FileOp::kRename,
-                    FileOp::kSyncDir}) {
+  for (FileOp op : {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose,
+                    FileOp::kRename, FileOp::kSyncDir}) {
     for (int nth = 1; nth <= 3; ++nth) {
       CAPTURE(static_cast<int>(op), nth);
       fs.fail_nth(op, nth);

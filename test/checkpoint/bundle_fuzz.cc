@@ -21,7 +21,8 @@ namespace {
 
 const std::string& scratch_dir() {
   static const std::string dir = [] {
-    std::string templ = (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/bundle_fuzz_XXXXXX");
+    std::string templ =
+        (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/bundle_fuzz_XXXXXX");
     if (mkdtemp(templ.data()) == nullptr) std::abort();
     return templ;
   }();

@@ -2,11 +2,11 @@
 
 #include <random>
 
+#include "checkpoint_test_util.h"
+#include "test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/tensor_bundle.h"
-#include "checkpoint_test_util.h"
-#include "test_util.h"
 
 using namespace varstate;
 using varstate::testing::TempDir;
@@ -27,7 +27,8 @@ std::vector<int32_t> naive_slice(const TensorSlice& slice) {
   for (int64_t i = 0; i < shape[0]; ++i)
     for (int64_t j = 0; j < shape[1]; ++j)
       for (int64_t k = 0; k < shape[2]; ++k)
-        out.push_back(full_value({slice.start_at(0) + i, slice.start_at(1) + j, slice.start_at(2) + k}));
+        out.push_back(
+            full_value({slice.start_at(0) + i, slice.start_at(1) + j, slice.start_at(2) + k}));
   return out;
 }
 
@@ -46,12 +47,14 @@ std::vector<TensorSlice::Extent> split(int64_t dim, int64_t parts) {
 // Saves the tensor as the grid of slices given by per-axis part counts.
 void save_partitioned(const std::string& prefix, const std::vector<int64_t>& parts) {
   BundleWriter w(prefix);
-  auto e0 = split(kShape[0], parts[0]), e1 = split(kShape[1], parts[1]), e2 = split(kShape[2], parts[2]);
+  auto e0 = split(kShape[0], parts[0]), e1 = split(kShape[1], parts[1]),
+       e2 = split(kShape[2], parts[2]);
   for (auto a : e0)
     for (auto b : e1)
       for (auto c : e2) {
         TensorSlice s({a, b, c});
-        w.add_slice("t", kShape, s, TensorData::from_values<int32_t>(s.slice_shape(kShape), naive_slice(s)).view());
+        w.add_slice("t", kShape, s,
+                    TensorData::from_values<int32_t>(s.slice_shape(kShape), naive_slice(s)).view());
       }
   w.finish();
 }
@@ -74,18 +77,22 @@ TensorSlice random_box(std::mt19937_64& gen) {
 
 TEST_CASE("any region assembles from any partitioning", "[bundle][slices]") {
   TempDir dir;
-  const std::vector<std::vector<int64_t>> partitionings{
-      {1, 1, 1}, {7, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 5, 1}, {1, 2, 1}, {2, 2, 1}, {3, 2, 3}, {7, 5, 3}};
+  const std::vector<std::vector<int64_t>> partitionings{{1, 1, 1}, {7, 1, 1}, {3, 1, 1},
+                                                        {2, 1, 1}, {1, 5, 1}, {1, 2, 1},
+                                                        {2, 2, 1}, {3, 2, 3}, {7, 5, 3}};
   std::mt19937_64 gen(varstate::testing::kSeed);
   INFO("seed " << varstate::testing::kSeed);
   for (const auto& parts : partitionings) {
     CAPTURE(parts);
-    const std::string prefix = dir / ("p" + std::to_string(parts[0]) + std::to_string(parts[1]) + std::to_string(parts[2]));
+    const std::string prefix = dir / ("p" + std::to_string(parts[0]) + std::to_string(parts[1]) +
+                                      std::to_string(parts[2]));
     save_partitioned(prefix, parts);
     auto reader = open_checkpoint(prefix);
     TensorInfo info = reader->info("t");
     CHECK(info.shape == kShape);
-    CHECK(info.slices.size() == (parts == std::vector<int64_t>{1, 1, 1} ? 0u : static_cast<size_t>(parts[0] * parts[1] * parts[2])));
+    CHECK(info.slices.size() == (parts == std::vector<int64_t>{1, 1, 1}
+                                     ? 0u
+                                     : static_cast<size_t>(parts[0] * parts[1] * parts[2])));
     CHECK(reader->read("t").values<int32_t>() == naive_slice(TensorSlice::full(3)));
     for (int trial = 0; trial < 30; ++trial) {
       TensorSlice box = random_box(gen);
@@ -114,14 +121,17 @@ TEST_CASE("missing slices are reported", "[bundle][slices]") {
   {
     BundleWriter w(dir / "holes");
     TensorSlice s({{0, 3}, {}, {}});
-    w.add_slice("t", kShape, s, TensorData::from_values<int32_t>(s.slice_shape(kShape), naive_slice(s)).view());
+    w.add_slice("t", kShape, s,
+                TensorData::from_values<int32_t>(s.slice_shape(kShape), naive_slice(s)).view());
     w.finish();
   }
   BundleReader reader(dir / "holes");
   TensorSlice inside({{1, 2}, {}, {}});
   CHECK(reader.read_slice("t", inside).values<int32_t>() == naive_slice(inside));
-  CHECK_THROWS_WITH(reader.read("t"), Catch::Contains("Does not have sufficient slices for partitioned tensor \"t\"") &&
-                                          Catch::Contains("45 of 105"));
+  CHECK_THROWS_WITH(
+      reader.read("t"),
+      Catch::Contains("Does not have sufficient slices for partitioned tensor \"t\"") &&
+          Catch::Contains("45 of 105"));
   CHECK_THROWS_AS(reader.read_slice("t", TensorSlice({{2, 2}, {}, {}})), NotFoundError);
   CHECK_THROWS_AS(reader.read_slice("t", TensorSlice({{6, 2}, {}, {}})), InvalidArgumentError);
   CHECK_THROWS_AS(reader.read_slice("t", TensorSlice::full(2)), InvalidArgumentError);
@@ -132,8 +142,10 @@ TEST_CASE("string and bool tensors slice too", "[bundle][slices]") {
   std::vector<std::string> words{"a", "bb", "", "dddd", "e", "ffffff"};
   {
     BundleWriter w(dir / "words");
-    w.add_slice("w", {3, 2}, TensorSlice::parse("0,2:-"),
-                TensorData::from_values<std::string>({2, 2}, {words[0], words[1], words[2], words[3]}).view());
+    w.add_slice(
+        "w", {3, 2}, TensorSlice::parse("0,2:-"),
+        TensorData::from_values<std::string>({2, 2}, {words[0], words[1], words[2], words[3]})
+            .view());
     w.add_slice("w", {3, 2}, TensorSlice::parse("2,1:-"),
                 TensorData::from_values<std::string>({1, 2}, {words[4], words[5]}).view());
     w.add("flags", TensorData::from_values<bool>({4}, {true, false, false, true}).view());
@@ -141,6 +153,8 @@ TEST_CASE("string and bool tensors slice too", "[bundle][slices]") {
   }
   BundleReader reader(dir / "words");
   CHECK(reader.read("w").strings == words);
-  CHECK(reader.read_slice("w", TensorSlice::parse("1,2:1,1")).strings == std::vector<std::string>{"dddd", "ffffff"});
-  CHECK(reader.read_slice("flags", TensorSlice::parse("1,3")).values<bool>() == std::vector<bool>{false, false, true});
+  CHECK(reader.read_slice("w", TensorSlice::parse("1,2:1,1")).strings ==
+        std::vector<std::string>{"dddd", "ffffff"});
+  CHECK(reader.read_slice("flags", TensorSlice::parse("1,3")).values<bool>() ==
+        std::vector<bool>{false, false, true});
 }

@@ -46,8 +46,8 @@ namespace varstate::fuzz {
 
 inline const std::string& scratch_dir() {
   static const std::string dir = [] {
-    std::string templ =
-        (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/checkpoint_fuzz_XXXXXX");
+    std::string templ = (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
+                        std::string("/checkpoint_fuzz_XXXXXX");
     if (mkdtemp(templ.data()) == nullptr) std::abort();
     return templ;
   }();
@@ -73,18 +73,23 @@ struct Model {
     auto guard = graph.as_default();
     {
       DeviceScope d("/job:ps/task:0");
-      vars.emplace_back(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, TensorShape{2, 3}), VariableOptions{.name = "a"});
-      vars.emplace_back(Tensor::from_vector<std::string>({"x", "yz"}, TensorShape{2}), VariableOptions{.name = "s"});
-      vars.emplace_back(Tensor::from_vector<int64_t>({7, 8, 9, 10}, TensorShape{2, 2}),
-                        VariableOptions{.name = "p/part_0",
-                                        .save_slice_info = SaveSliceInfo{"p", {4, 2}, {0, 0}, {2, 2}}});
+      vars.emplace_back(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, TensorShape{2, 3}),
+                        VariableOptions{.name = "a"});
+      vars.emplace_back(Tensor::from_vector<std::string>({"x", "yz"}, TensorShape{2}),
+                        VariableOptions{.name = "s"});
+      vars.emplace_back(
+          Tensor::from_vector<int64_t>({7, 8, 9, 10}, TensorShape{2, 2}),
+          VariableOptions{.name = "p/part_0",
+                          .save_slice_info = SaveSliceInfo{"p", {4, 2}, {0, 0}, {2, 2}}});
     }
     {
       DeviceScope d("/job:ps/task:1");
-      vars.emplace_back(Tensor::from_vector<int64_t>({11, 12, 13, 14}, TensorShape{2, 2}),
-                        VariableOptions{.name = "p/part_1",
-                                        .save_slice_info = SaveSliceInfo{"p", {4, 2}, {2, 0}, {2, 2}}});
-      vars.emplace_back(Tensor::from_vector<double>({0.5, -1.5, 2.25}, TensorShape{3}), VariableOptions{.name = "b"});
+      vars.emplace_back(
+          Tensor::from_vector<int64_t>({11, 12, 13, 14}, TensorShape{2, 2}),
+          VariableOptions{.name = "p/part_1",
+                          .save_slice_info = SaveSliceInfo{"p", {4, 2}, {2, 0}, {2, 2}}});
+      vars.emplace_back(Tensor::from_vector<double>({0.5, -1.5, 2.25}, TensorShape{3}),
+                        VariableOptions{.name = "b"});
     }
     Session sess;
     sess.run(global_variables_initializer());
@@ -191,7 +196,8 @@ inline void fuzz_meta_graph(const uint8_t* data, size_t size, unsigned flags) {
   write(path, data, size);
   try {
     Graph graph;
-    std::optional<Saver> saver = import_meta_graph(path, {.clear_devices = (flags & 1) != 0, .graph = &graph});
+    std::optional<Saver> saver =
+        import_meta_graph(path, {.clear_devices = (flags & 1) != 0, .graph = &graph});
     if (saver) saver->as_saver_def();
   } catch (const Error&) {
   }
@@ -231,8 +237,10 @@ int main(int argc, char** argv) {
   saver.export_meta_graph(dir + "/text.meta", std::nullopt, /*as_text=*/true);
   std::string meta_text{'\2', '\1'};
   meta_text += read(dir + "/text.meta");
-  const std::pair<const char*, const std::string*> seeds[] = {
-      {"bundle_sharded", &bundle}, {"state_file", &state}, {"meta_graph", &meta}, {"meta_graph_text", &meta_text}};
+  const std::pair<const char*, const std::string*> seeds[] = {{"bundle_sharded", &bundle},
+                                                              {"state_file", &state},
+                                                              {"meta_graph", &meta},
+                                                              {"meta_graph_text", &meta_text}};
   for (const auto& [name, bytes] : seeds) {
     write(out + "/" + name, reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
   }
@@ -251,9 +259,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   data += 2;
   size -= 2;
   switch (mode) {
-    case 0: varstate::fuzz::fuzz_bundle(data, size, flags); break;
-    case 1: varstate::fuzz::fuzz_state_file(data, size); break;
-    default: varstate::fuzz::fuzz_meta_graph(data, size, flags); break;
+    case 0:
+      varstate::fuzz::fuzz_bundle(data, size, flags);
+      break;
+    case 1:
+      varstate::fuzz::fuzz_state_file(data, size);
+      break;
+    default:
+      varstate::fuzz::fuzz_meta_graph(data, size, flags);
+      break;
   }
   return 0;
 }

@@ -2,12 +2,12 @@
 
 #include <filesystem>
 
+#include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint_test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_state.h"
-#include "checkpoint/fault_injection_file_system.h"
 #include "varstate/checkpoint/file_system.h"
 #include "varstate/checkpoint/tensor_bundle.h"
-#include "checkpoint_test_util.h"
 
 using namespace varstate;
 using varstate::testing::read_file;
@@ -29,7 +29,8 @@ TEST_CASE("parses TensorFlow's state file", "[checkpoint_state][tf]") {
   auto state = get_checkpoint_state(dir);
   REQUIRE(state);
   CHECK(state->model_checkpoint_path == "/tmp/bad_half_plus_two/00000123/export");
-  CHECK(state->all_model_checkpoint_paths == std::vector<std::string>{"/tmp/bad_half_plus_two/00000123/export"});
+  CHECK(state->all_model_checkpoint_paths ==
+        std::vector<std::string>{"/tmp/bad_half_plus_two/00000123/export"});
   // The absolute path it names does not exist here.
   CHECK_FALSE(latest_checkpoint(dir));
 }
@@ -74,8 +75,9 @@ TEST_CASE("update, get and latest_checkpoint", "[checkpoint_state]") {
   CHECK(latest_checkpoint(dir.path()) == dir / "model-2");
 
   // save_relative_paths stores paths relative to the directory.
-  update_checkpoint_state(dir.path(), dir / "model-2", {dir / "model-1", dir / "model-2"}, "rel",
-                          {.all_model_checkpoint_timestamps = {1.0, 2.0}, .save_relative_paths = true});
+  update_checkpoint_state(
+      dir.path(), dir / "model-2", {dir / "model-1", dir / "model-2"}, "rel",
+      {.all_model_checkpoint_timestamps = {1.0, 2.0}, .save_relative_paths = true});
   CHECK(read_file(dir / "rel").find("model_checkpoint_path: \"model-2\"") != std::string::npos);
   CHECK(get_checkpoint_state(dir.path(), "rel")->model_checkpoint_path == dir / "model-2");
   CHECK(latest_checkpoint(dir.path(), "rel") == dir / "model-2");
@@ -102,8 +104,9 @@ TEST_CASE("relative save_dir stores relative paths; V1 files count", "[checkpoin
     std::filesystem::create_directory("train");
     write_file("train/model.ckpt-5", "v1 placeholder");
     update_checkpoint_state("train", "train/model.ckpt-5");
-    CHECK(read_file("train/checkpoint") ==
-          "model_checkpoint_path: \"model.ckpt-5\"\nall_model_checkpoint_paths: \"model.ckpt-5\"\n");
+    CHECK(
+        read_file("train/checkpoint") ==
+        "model_checkpoint_path: \"model.ckpt-5\"\nall_model_checkpoint_paths: \"model.ckpt-5\"\n");
     CHECK(get_checkpoint_state("train")->model_checkpoint_path == "train/model.ckpt-5");
     CHECK(latest_checkpoint("train") == "train/model.ckpt-5");
   } catch (...) {
@@ -119,8 +122,9 @@ TEST_CASE("a failed state update keeps the old state", "[checkpoint_state][fault
   update_checkpoint_state(dir.path(), dir / "model-1", {}, "", {.file_system = &fs});
   for (FileOp op : {FileOp::kAppend, FileOp::kSync, FileOp::kRename}) {
     fs.fail_nth(op, 1);
-    CHECK_THROWS_AS(update_checkpoint_state(dir.path(), dir / "model-2", {}, "", {.file_system = &fs}),
-                    UnavailableError);
+    CHECK_THROWS_AS(
+        update_checkpoint_state(dir.path(), dir / "model-2", {}, "", {.file_system = &fs}),
+        UnavailableError);
     fs.drop_unsynced_data();
     CHECK(get_checkpoint_state(dir.path(), "", &fs)->model_checkpoint_path == dir / "model-1");
   }

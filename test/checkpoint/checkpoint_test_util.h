@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "varstate/checkpoint/crc32c.h"
 #include "device_fixture.h"
 #include "test_util.h"
+#include "varstate/checkpoint/crc32c.h"
 
 namespace varstate::testing {
 
@@ -118,7 +118,8 @@ inline DecodedBlock decode_block(const std::string& file, BlockHandle h) {
   REQUIRE(block.size() >= 4);
   uint32_t num_restarts = decode_fixed32(block, block.size() - 4);
   size_t restarts_at = block.size() - 4 - 4 * size_t{num_restarts};
-  for (uint32_t i = 0; i < num_restarts; ++i) out.restarts.push_back(decode_fixed32(block, restarts_at + 4 * i));
+  for (uint32_t i = 0; i < num_restarts; ++i)
+    out.restarts.push_back(decode_fixed32(block, restarts_at + 4 * i));
   size_t pos = 0;
   std::string key;
   while (pos < restarts_at) {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "varstate/checkpoint/crc32c.h"
 #include "test_util.h"
+#include "varstate/checkpoint/crc32c.h"
 
 using namespace varstate;
 
@@ -45,7 +45,8 @@ TEST_CASE("crc32c extend composes", "[crc32c]") {
   for (size_t split = 0; split <= s.size(); ++split) {
     CAPTURE(split);
     uint32_t a = crc32c::value(s.data(), split);
-    CHECK(crc32c::extend(a, s.data() + split, s.size() - split) == crc32c::value(s.data(), s.size()));
+    CHECK(crc32c::extend(a, s.data() + split, s.size() - split) ==
+          crc32c::value(s.data(), s.size()));
   }
 }
 
@@ -55,8 +56,23 @@ TEST_CASE("crc32c hardware path equals the portable one", "[crc32c]") {
   std::vector<uint8_t> data(3 * 8192 * 2 + 3 * 256 * 3 + 77);
   for (auto& b : data) b = static_cast<uint8_t>(gen());
   // Sizes straddling the 3-way block thresholds, at every alignment.
-  const size_t sizes[] = {0, 1, 7, 8, 9, 63, 255, 256, 767, 768, 769, 1000, 3 * 8192 - 1,
-                          3 * 8192, 3 * 8192 + 1, 3 * 8192 + 3 * 256 + 5, data.size() - 8};
+  const size_t sizes[] = {0,
+                          1,
+                          7,
+                          8,
+                          9,
+                          63,
+                          255,
+                          256,
+                          767,
+                          768,
+                          769,
+                          1000,
+                          3 * 8192 - 1,
+                          3 * 8192,
+                          3 * 8192 + 1,
+                          3 * 8192 + 3 * 256 + 5,
+                          data.size() - 8};
   for (size_t size : sizes) {
     for (size_t offset = 0; offset < 8; ++offset) {
       CAPTURE(size, offset);

@@ -7,14 +7,22 @@ namespace {
 
 const char* op_name(FileOp op) {
   switch (op) {
-    case FileOp::kCreate: return "create";
-    case FileOp::kAppend: return "append";
-    case FileOp::kSync: return "fsync";
-    case FileOp::kClose: return "close";
-    case FileOp::kRename: return "rename";
-    case FileOp::kDelete: return "delete";
-    case FileOp::kSyncDir: return "fsync of directory";
-    case FileOp::kRead: return "read";
+    case FileOp::kCreate:
+      return "create";
+    case FileOp::kAppend:
+      return "append";
+    case FileOp::kSync:
+      return "fsync";
+    case FileOp::kClose:
+      return "close";
+    case FileOp::kRename:
+      return "rename";
+    case FileOp::kDelete:
+      return "delete";
+    case FileOp::kSyncDir:
+      return "fsync of directory";
+    case FileOp::kRead:
+      return "read";
   }
   return "?";
 }
@@ -137,9 +145,13 @@ std::unique_ptr<RandomAccessFile> FaultInjectionFileSystem::new_random_access_fi
   return std::make_unique<ReadFile>(this, base_->new_random_access_file(path));
 }
 
-bool FaultInjectionFileSystem::file_exists(const std::string& path) { return base_->file_exists(path); }
+bool FaultInjectionFileSystem::file_exists(const std::string& path) {
+  return base_->file_exists(path);
+}
 
-uint64_t FaultInjectionFileSystem::file_size(const std::string& path) { return base_->file_size(path); }
+uint64_t FaultInjectionFileSystem::file_size(const std::string& path) {
+  return base_->file_size(path);
+}
 
 void FaultInjectionFileSystem::delete_file(const std::string& path) {
   maybe_fail(FileOp::kDelete, path);

@@ -63,8 +63,8 @@ class FaultInjectionFileSystem : public FileSystem {
   class File;
   class ReadFile;
   struct FileState {
-    uint64_t size = 0;         // bytes appended
-    uint64_t synced_size = 0;  // bytes made durable by sync()
+    uint64_t size = 0;           // bytes appended
+    uint64_t synced_size = 0;    // bytes made durable by sync()
     bool entry_durable = false;  // directory entry synced
   };
   struct Fault {

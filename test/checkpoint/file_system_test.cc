@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "varstate/base/error.h"
 #include "checkpoint/fault_injection_file_system.h"
-#include "varstate/checkpoint/file_system.h"
 #include "checkpoint_test_util.h"
+#include "varstate/base/error.h"
+#include "varstate/checkpoint/file_system.h"
 
 using namespace varstate;
 using varstate::testing::TempDir;
@@ -54,7 +54,8 @@ TEST_CASE("fault injection fails the chosen call and keeps the old file", "[file
   TempDir dir;
   FaultInjectionFileSystem fs(default_file_system());
   write_file_atomically(fs, dir / "f", "old");
-  for (FileOp op : {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose, FileOp::kRename}) {
+  for (FileOp op :
+       {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose, FileOp::kRename}) {
     CAPTURE(static_cast<int>(op));
     fs.fail_nth(op, 1);
     CHECK_THROWS_AS(write_file_atomically(fs, dir / "f", "new"), UnavailableError);

@@ -30,11 +30,14 @@ struct Source {
   Source()
       : w(make(iota(6, 1, {2, 3}), "layer/w", "/job:ps/task:0")),
         b(make(iota(3, 10, {3}), "layer/b", "/job:ps/task:1")),
-        step(Variable(Tensor(int64_t{7}), {.trainable = false, .name = "global_step", .graph = &graph})) {
+        step(Variable(Tensor(int64_t{7}),
+                      {.trainable = false, .name = "global_step", .graph = &graph})) {
     for (int i = 0; i < 2; ++i) {
-      emb.emplace_back(iota(4 * 2, static_cast<float>(8 * i), {4, 2}),
-                       VariableOptions{.name = "emb/part_" + std::to_string(i), .graph = &graph,
-                                       .save_slice_info = SaveSliceInfo{"emb", {8, 2}, {4 * i, 0}, {4, 2}}});
+      emb.emplace_back(
+          iota(4 * 2, static_cast<float>(8 * i), {4, 2}),
+          VariableOptions{.name = "emb/part_" + std::to_string(i),
+                          .graph = &graph,
+                          .save_slice_info = SaveSliceInfo{"emb", {8, 2}, {4 * i, 0}, {4, 2}}});
     }
     graph.add_to_collection("train_op", std::string("train/step"));
     graph.add_to_collection("sizes", int64_t{3});
@@ -60,7 +63,8 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
   TempDir dir;
   MetaGraphDef meta = saver.export_meta_graph(dir / "model.meta");
   REQUIRE(std::filesystem::exists(dir / "model.meta"));
-  CHECK(MetaGraphDef::parse(testing::read_file(dir / "model.meta")).serialize() == meta.serialize());
+  CHECK(MetaGraphDef::parse(testing::read_file(dir / "model.meta")).serialize() ==
+        meta.serialize());
 
   REQUIRE(meta.saver_def.has_value());
   CHECK(meta.saver_def->filename_tensor_name == "save/Const:0");
@@ -92,7 +96,8 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
   const GraphNode& save = nodes.at("save/SaveV2");
   CHECK(save.op == "SaveV2");
   CHECK(save.input == std::vector<std::string>{"save/Const", "save/SaveV2/tensor_names",
-                                               "save/SaveV2/shape_and_slices", "layer/b", "layer/w"});
+                                               "save/SaveV2/shape_and_slices", "layer/b",
+                                               "layer/w"});
 
   // Every name the VariableDefs and the SaverDef refer to is a node, and every
   // node input names a node (TensorFlow's import_meta_graph needs both).
@@ -112,12 +117,14 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
   CHECK(nodes.at(meta.saver_def->restore_op_name).op == "NoOp");
   CHECK(nodes.at("save/RestoreV2").op == "RestoreV2");
   CHECK(nodes.at("save/Assign_1").input == std::vector<std::string>{"layer/w", "save/RestoreV2:1"});
-  CHECK(nodes.at("save/restore_all").input == std::vector<std::string>{"^save/Assign", "^save/Assign_1"});
+  CHECK(nodes.at("save/restore_all").input ==
+        std::vector<std::string>{"^save/Assign", "^save/Assign_1"});
   for (const auto& [name, node] : nodes) {
     for (const std::string& in : node.input) {
       CAPTURE(name, in);
       std::string target = in[0] == '^' ? in.substr(1) : in;
-      target = target.substr(0, target.rfind(':') == std::string::npos ? target.size() : target.rfind(':'));
+      target = target.substr(
+          0, target.rfind(':') == std::string::npos ? target.size() : target.rfind(':'));
       CHECK(nodes.count(target) == 1);
     }
   }
@@ -137,7 +144,8 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
                                  "^" + scope + "/restore_shard_2"});
 
   // Only the requested collections; text format parses back.
-  MetaGraphDef some = saver.export_meta_graph(dir / "some.pbtxt", std::vector<std::string>{"sizes"}, true);
+  MetaGraphDef some =
+      saver.export_meta_graph(dir / "some.pbtxt", std::vector<std::string>{"sizes"}, true);
   CHECK(some.collection_def.size() == 1);
   const std::string text = testing::read_file(dir / "some.pbtxt");
   CHECK(text.find("collection_def") != std::string::npos);
@@ -163,7 +171,8 @@ TEST_CASE("import_meta_graph recreates variables, collections and saver", "[meta
     std::string meta_file = dir / "my-model-7.meta";
     if (as_text) {
       meta_file = dir / "copy.meta.txt";
-      testing::write_file(meta_file, MetaGraphDef::parse(testing::read_file(dir / "my-model-7.meta")).to_text());
+      testing::write_file(
+          meta_file, MetaGraphDef::parse(testing::read_file(dir / "my-model-7.meta")).to_text());
     }
     Graph fresh;
     std::optional<Saver> saver = import_meta_graph(meta_file, {.graph = &fresh});
@@ -194,7 +203,8 @@ TEST_CASE("import_meta_graph recreates variables, collections and saver", "[meta
 
     saver->restore(sess, ckpt);
     CHECK(w->value().to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
-    CHECK(fresh.find_variable("layer/b")->value().to_vector<float>() == std::vector<float>{10, 11, 12});
+    CHECK(fresh.find_variable("layer/b")->value().to_vector<float>() ==
+          std::vector<float>{10, 11, 12});
     CHECK(step->value().scalar<int64_t>() == 7);
     CHECK(part->value().to_vector<float>() == iota(8, 8, {4, 2}).to_vector<float>());
 
@@ -213,17 +223,20 @@ TEST_CASE("import_meta_graph: custom keys, clear_devices, no variables", "[meta_
   std::string ckpt;
   {
     Source src;
-    Saver saver({.var_list = std::map<std::string, Variable>{{"weights", src.w}}, .graph = &src.graph});
+    Saver saver(
+        {.var_list = std::map<std::string, Variable>{{"weights", src.w}}, .graph = &src.graph});
     ckpt = *saver.save(sess, dir / "m").path();
   }
   Graph fresh;
-  std::optional<Saver> saver = import_meta_graph(dir / "m.meta", {.clear_devices = true, .graph = &fresh});
+  std::optional<Saver> saver =
+      import_meta_graph(dir / "m.meta", {.clear_devices = true, .graph = &fresh});
   REQUIRE(saver.has_value());
   REQUIRE(saver->items().size() == 1);
   CHECK(saver->items()[0].key == "weights");
   CHECK(fresh.find_variable("layer/w")->placement() == "/device:CPU:0");
   saver->restore(sess, ckpt);
-  CHECK(fresh.find_variable("layer/w")->value().to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(fresh.find_variable("layer/w")->value().to_vector<float>() ==
+        std::vector<float>{1, 2, 3, 4, 5, 6});
 
   // Without a save node the saver covers the global variables.
   MetaGraphDef bare = export_meta_graph({.graph = &fresh});
@@ -233,7 +246,8 @@ TEST_CASE("import_meta_graph: custom keys, clear_devices, no variables", "[meta_
   CHECK(from_bare->items().size() == 5);
 
   Graph empty;
-  CHECK_FALSE(import_meta_graph(export_meta_graph({.graph = &empty}), {.graph = &other}).has_value());
+  CHECK_FALSE(
+      import_meta_graph(export_meta_graph({.graph = &empty}), {.graph = &other}).has_value());
   testing::write_file(dir / "junk.meta", std::string("\xff\xff\xff not a meta graph {{{"));
   CHECK_THROWS_AS(import_meta_graph(dir / "junk.meta", {.graph = &other}), DataLossError);
   CHECK_THROWS_AS(import_meta_graph(dir / "missing.meta", {.graph = &other}), NotFoundError);

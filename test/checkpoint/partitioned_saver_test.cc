@@ -3,8 +3,8 @@
 // partitioning or into an unpartitioned variable.
 #include <catch2/catch.hpp>
 
-#include "varstate/checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_test_util.h"
+#include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
@@ -29,8 +29,9 @@ TEST_CASE("PartitionedVariable saves as one sliced tensor and restores into othe
   std::string path;
   {
     auto scope = variable_scope("model");
-    PartitionedVariable emb = get_variable("emb", {.initializer = Tensor::from_vector<float>(values, {10, 3}),
-                                                   .partitioner = fixed_size_partitioner(3)});
+    PartitionedVariable emb =
+        get_variable("emb", {.initializer = Tensor::from_vector<float>(values, {10, 3}),
+                             .partitioner = fixed_size_partitioner(3)});
     sess.run(global_variables_initializer());
     Saver saver;
     path = *saver.save(sess, dir / "ckpt").path();
@@ -66,8 +67,8 @@ TEST_CASE("PartitionedVariable saves as one sliced tensor and restores into othe
   SECTION("into columns") {
     reset_default_graph();
     auto scope = variable_scope("model");
-    PartitionedVariable emb = get_variable("emb", {.shape = TensorShape{10, 3},
-                                                   .partitioner = fixed_size_partitioner(2, 1)});
+    PartitionedVariable emb = get_variable(
+        "emb", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(2, 1)});
     Saver saver;
     saver.restore(sess, path);
     CHECK(emb.eval(sess).to_vector<float>() == values);

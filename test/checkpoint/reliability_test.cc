@@ -13,9 +13,10 @@
 #include <limits>
 #include <thread>
 
+#include "checkpoint/checkpoint_test_util.h"
+#include "test_util.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/checkpoint_state.h"
-#include "checkpoint/checkpoint_test_util.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/checkpoint/tensor_bundle.h"
 #include "varstate/device/device_manager.h"
@@ -24,7 +25,6 @@
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/random_ops.h"
 #include "varstate/runtime/variables.h"
-#include "test_util.h"
 
 namespace varstate {
 namespace {
@@ -33,7 +33,8 @@ using testing::TempDir;
 
 std::vector<std::string> dir_entries(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -64,7 +65,9 @@ TEST_CASE("saves during unlocked assign_add always restore", "[saver][reliabilit
         auto guard = g.as_default();
         sess.run(global_variables_initializer());
       }
-      Saver saver({.var_list = std::vector<Variable>{big, small}, .sharded = sharded, .max_to_keep = 3,
+      Saver saver({.var_list = std::vector<Variable>{big, small},
+                   .sharded = sharded,
+                   .max_to_keep = 3,
                    .graph = &g});
       std::atomic<bool> stop{false};
       std::atomic<int64_t> adds{0};
@@ -108,7 +111,8 @@ TEST_CASE("saves during unlocked assign_add always restore", "[saver][reliabilit
         REQUIRE_NOTHROW(restorer.restore(sess, p));
         ++restored;
         const std::vector<float> v = big2.value().to_vector<float>();
-        CHECK(std::all_of(v.begin(), v.end(), [&](float x) { return x >= 0 && x <= max_value && x == std::floor(x); }));
+        CHECK(std::all_of(v.begin(), v.end(),
+                          [&](float x) { return x >= 0 && x <= max_value && x == std::floor(x); }));
       }
       CHECK(restored == 3);
       CHECK(adds.load() > 0);
@@ -136,10 +140,10 @@ TEST_CASE("shapes whose size overflows raise ResourceExhaustedError", "[reliabil
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   const std::vector<std::pair<TensorShape, DType>> cases = {
       {TensorShape{kMax}, DType::kFloat},
-      {TensorShape{int64_t{1} << 62}, DType::kFloat},        // 2^64 bytes: wraps to 0
-      {TensorShape{int64_t{1} << 61}, DType::kDouble},       // 2^64 bytes
+      {TensorShape{int64_t{1} << 62}, DType::kFloat},   // 2^64 bytes: wraps to 0
+      {TensorShape{int64_t{1} << 61}, DType::kDouble},  // 2^64 bytes
       {TensorShape{int64_t{1} << 31, int64_t{1} << 31}, DType::kFloat},
-      {TensorShape{int64_t{1} << 40}, DType::kFloat},        // 4 TiB: fits size_t, not memory
+      {TensorShape{int64_t{1} << 40}, DType::kFloat},  // 4 TiB: fits size_t, not memory
       {TensorShape{int64_t{1} << 60}, DType::kString},
   };
   for (const auto& [shape, dtype] : cases) {
@@ -150,7 +154,8 @@ TEST_CASE("shapes whose size overflows raise ResourceExhaustedError", "[reliabil
         FAIL("no exception");
       } catch (const ResourceExhaustedError& e) {
         const std::string msg = e.what();
-        CHECK_THAT(msg, Catch::Contains("OOM when allocating tensor with shape " + shape.to_string()));
+        CHECK_THAT(msg,
+                   Catch::Contains("OOM when allocating tensor with shape " + shape.to_string()));
         CHECK_THAT(msg, Catch::Contains(std::string(dtype_name(dtype))));
       }
     };
@@ -172,14 +177,15 @@ TEST_CASE("shapes whose size overflows raise ResourceExhaustedError", "[reliabil
   CHECK_THROWS_AS(Variable(bind(zeros_initializer(), TensorShape{kMax}, DType::kFloat),
                            {.name = "huge", .dtype = DType::kFloat}),
                   ResourceExhaustedError);
-  CHECK_THROWS_AS(Variable(bind(random_uniform_initializer(), TensorShape{int64_t{1} << 31, int64_t{1} << 31},
-                                DType::kFloat),
+  CHECK_THROWS_AS(Variable(bind(random_uniform_initializer(),
+                                TensorShape{int64_t{1} << 31, int64_t{1} << 31}, DType::kFloat),
                            {.name = "huge2", .dtype = DType::kFloat}),
                   ResourceExhaustedError);
   // With expected_shape the initial value is computed when initialized: that
   // fails, the variable stays uninitialized, and updating it fails cleanly.
-  Variable lazy(bind(zeros_initializer(), TensorShape{int64_t{1} << 61}, DType::kDouble),
-                {.name = "lazy", .dtype = DType::kDouble, .expected_shape = TensorShape{int64_t{1} << 61}});
+  Variable lazy(
+      bind(zeros_initializer(), TensorShape{int64_t{1} << 61}, DType::kDouble),
+      {.name = "lazy", .dtype = DType::kDouble, .expected_shape = TensorShape{int64_t{1} << 61}});
   CHECK_THROWS_AS(sess.run(lazy.initializer()), ResourceExhaustedError);
   CHECK_FALSE(lazy.is_initialized());
   CHECK_THROWS_AS(lazy.assign_add(Tensor(1.0)), FailedPreconditionError);
@@ -188,7 +194,8 @@ TEST_CASE("shapes whose size overflows raise ResourceExhaustedError", "[reliabil
 }
 
 // 5. Literals out of the dtype's range.
-TEST_CASE("integer literals out of range do not convert; float overflow gives inf", "[reliability][literal]") {
+TEST_CASE("integer literals out of range do not convert; float overflow gives inf",
+          "[reliability][literal]") {
   Graph g;
   auto guard = g.as_default();
   Session sess;
@@ -210,7 +217,8 @@ TEST_CASE("integer literals out of range do not convert; float overflow gives in
   CHECK(u8.value().to_vector<uint8_t>() == std::vector<uint8_t>{5});
   // The extremes still fit.
   i32.assign(Tensor(int64_t{-2147483648}));
-  CHECK(i32.value().to_vector<int32_t>() == std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
+  CHECK(i32.value().to_vector<int32_t>() ==
+        std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
   u8.assign(Tensor(255));
   CHECK(u8.value().to_vector<uint8_t>() == std::vector<uint8_t>{255});
   // A finite double beyond float32's range rounds to inf, as in TensorFlow.
@@ -220,7 +228,8 @@ TEST_CASE("integer literals out of range do not convert; float overflow gives in
 }
 
 // 5. Integer edge cases: defined results, no UB (checked under UBSan).
-TEST_CASE("integer MIN floordiv -1, MIN floormod -1, -MIN and overflow wrap", "[reliability][integer]") {
+TEST_CASE("integer MIN floordiv -1, MIN floormod -1, -MIN and overflow wrap",
+          "[reliability][integer]") {
   const int32_t i32min = std::numeric_limits<int32_t>::min();
   const int64_t i64min = std::numeric_limits<int64_t>::min();
   const int32_t i32max = std::numeric_limits<int32_t>::max();
@@ -234,14 +243,15 @@ TEST_CASE("integer MIN floordiv -1, MIN floormod -1, -MIN and overflow wrap", "[
   CHECK(mod(a64, m64).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
   CHECK(negative(a32).to_vector<int32_t>()[0] == i32min);
   CHECK(abs(a64).to_vector<int64_t>()[0] == i64min);
-  CHECK(add(Tensor::from_vector<int32_t>({i32max}), Tensor::from_vector<int32_t>({1})).to_vector<int32_t>() ==
-        std::vector<int32_t>{i32min});
-  CHECK(multiply(Tensor::from_vector<uint16_t>({65535}), Tensor::from_vector<uint16_t>({65535})).to_vector<uint16_t>() ==
-        std::vector<uint16_t>{1});
+  CHECK(add(Tensor::from_vector<int32_t>({i32max}), Tensor::from_vector<int32_t>({1}))
+            .to_vector<int32_t>() == std::vector<int32_t>{i32min});
+  CHECK(multiply(Tensor::from_vector<uint16_t>({65535}), Tensor::from_vector<uint16_t>({65535}))
+            .to_vector<uint16_t>() == std::vector<uint16_t>{1});
 }
 
 // 4. Leftovers: deletion order, the existence check, stale temporaries.
-TEST_CASE("checkpoint_exists needs the data shards; stale temporaries are removed", "[saver][reliability][cleanup]") {
+TEST_CASE("checkpoint_exists needs the data shards; stale temporaries are removed",
+          "[saver][reliability][cleanup]") {
   TempDir dir;
   Graph g;
   auto guard = g.as_default();
@@ -263,18 +273,19 @@ TEST_CASE("checkpoint_exists needs the data shards; stale temporaries are remove
   // checkpoint, of the state file, and data whose index was deleted. Files
   // of other prefixes and user files stay.
   std::filesystem::create_directories(dir / "m-7_temp_0123456789abcdef0123456789abcdef");
-  testing::write_file(dir / "m-7_temp_0123456789abcdef0123456789abcdef/part-00000-of-00002.index", "x");
+  testing::write_file(dir / "m-7_temp_0123456789abcdef0123456789abcdef/part-00000-of-00002.index",
+                      "x");
   testing::write_file(dir / "m-8.index.tempstate123456", "x");
   testing::write_file(dir / "m-8.data-00000-of-00001.tempstate99", "x");
   testing::write_file(dir / "checkpoint.tempstate42", "x");
   testing::write_file(dir / "m-5.data-00000-of-00001", "x");
-  testing::write_file(dir / "model-3.index.tempstate5", "x");   // another prefix
-  testing::write_file(dir / "m-9.notes", "x");                  // not ours
-  testing::write_file(dir / "m-6_temp_notes", "x");             // not a temp name
+  testing::write_file(dir / "model-3.index.tempstate5", "x");  // another prefix
+  testing::write_file(dir / "m-9.notes", "x");                 // not ours
+  testing::write_file(dir / "m-6_temp_notes", "x");            // not a temp name
   saver.save(sess, dir / "m", {.global_step = 2});
-  CHECK(dir_entries(dir.path()) == std::vector<std::string>{"checkpoint", "m-2.data-00000-of-00001", "m-2.index",
-                                                           "m-2.meta", "m-6_temp_notes", "m-9.notes",
-                                                           "model-3.index.tempstate5"});
+  CHECK(dir_entries(dir.path()) ==
+        std::vector<std::string>{"checkpoint", "m-2.data-00000-of-00001", "m-2.index", "m-2.meta",
+                                 "m-6_temp_notes", "m-9.notes", "model-3.index.tempstate5"});
   // A sharded save's checkpoint restores after the cleanup too.
   saver.restore(sess, dir / "m-2");
 }

@@ -13,15 +13,15 @@
 #include <set>
 #include <thread>
 
-#include "varstate/checkpoint/checkpoint_state.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/fault_injection_file_system.h"
+#include "test_util.h"
+#include "varstate/checkpoint/checkpoint_state.h"
 #include "varstate/checkpoint/file_system.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
-#include "test_util.h"
 
 namespace varstate {
 namespace {
@@ -30,7 +30,8 @@ using testing::TempDir;
 
 Tensor pattern(int64_t n, int64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>((i * 7 + seed * 13) % 1000) + 0.25f;
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>((i * 7 + seed * 13) % 1000) + 0.25f;
   return Tensor::from_vector<float>(v, TensorShape{n});
 }
 
@@ -46,18 +47,21 @@ struct Model {
   explicit Model(int64_t n = 1000) {
     auto guard = graph.as_default();
     DeviceScope ps(replica_device_setter(2));
-    for (int i = 0; i < 3; ++i) vars.emplace_back(pattern(n + i, 0), VariableOptions{.name = "v" + std::to_string(i)});
+    for (int i = 0; i < 3; ++i)
+      vars.emplace_back(pattern(n + i, 0), VariableOptions{.name = "v" + std::to_string(i)});
     Session sess;
     sess.run(global_variables_initializer());
   }
   void set_step(int64_t step) {
     for (size_t i = 0; i < vars.size(); ++i) {
-      internal::set_value(vars[i], pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)));
+      internal::set_value(
+          vars[i], pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)));
     }
   }
   bool holds_step(int64_t step) const {
     for (size_t i = 0; i < vars.size(); ++i) {
-      if (bytes_of(vars[i].value()) != bytes_of(pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)))) {
+      if (bytes_of(vars[i].value()) !=
+          bytes_of(pattern(vars[i].shape().num_elements(), step * 10 + static_cast<int64_t>(i)))) {
         return false;
       }
     }
@@ -92,23 +96,28 @@ TEST_CASE("a failed restore leaves every variable untouched", "[saver][failure]"
     list.push_back(extra);
     Saver s({.var_list = list, .graph = &target.graph});
     CHECK_THROWS_AS(s.restore(sess, path), NotFoundError);
-    CHECK_THROWS_WITH(s.restore(sess, path),
-                      Catch::Contains("Key \"zz_extra\" not found in checkpoint") && Catch::Contains(path));
+    CHECK_THROWS_WITH(
+        s.restore(sess, path),
+        Catch::Contains("Key \"zz_extra\" not found in checkpoint") && Catch::Contains(path));
     check_untouched();
     CHECK(extra.value().scalar<float>() == 1.f);
   }
   SECTION("dtype mismatch") {
-    Variable wrong(Tensor::zeros(DType::kInt32, TensorShape{1002}), {.name = "v2", .graph = &target.graph});
-    Saver s({.var_list = std::map<std::string, Variable>{{"v0", target.vars[0]}, {"v2", wrong}}, .graph = &target.graph});
+    Variable wrong(Tensor::zeros(DType::kInt32, TensorShape{1002}),
+                   {.name = "v2", .graph = &target.graph});
+    Saver s({.var_list = std::map<std::string, Variable>{{"v0", target.vars[0]}, {"v2", wrong}},
+             .graph = &target.graph});
     CHECK_THROWS_AS(s.restore(sess, path), InvalidArgumentError);
     CHECK_THROWS_WITH(s.restore(sess, path), Catch::Contains("int32") && Catch::Contains("float"));
     check_untouched();
   }
   SECTION("shape mismatch names the variable and both shapes") {
-    Variable wrong(Tensor::zeros(DType::kFloat, TensorShape{3}), {.name = "zz", .graph = &target.graph});
-    Saver s({.var_list = std::map<std::string, Variable>{{"v0", target.vars[0]}, {"v2", wrong}}, .graph = &target.graph});
-    CHECK_THROWS_WITH(s.restore(sess, path),
-                      Catch::Contains("\"zz\"") && Catch::Contains("[3]") && Catch::Contains("[1002]"));
+    Variable wrong(Tensor::zeros(DType::kFloat, TensorShape{3}),
+                   {.name = "zz", .graph = &target.graph});
+    Saver s({.var_list = std::map<std::string, Variable>{{"v0", target.vars[0]}, {"v2", wrong}},
+             .graph = &target.graph});
+    CHECK_THROWS_WITH(s.restore(sess, path), Catch::Contains("\"zz\"") && Catch::Contains("[3]") &&
+                                                 Catch::Contains("[1002]"));
     check_untouched();
   }
   SECTION("flipped byte: DataLossError naming file and tensor") {
@@ -159,10 +168,12 @@ TEST_CASE("a failed restore leaves every variable untouched", "[saver][failure]"
   }
   SECTION("partitioned tensor without sufficient slices") {
     Graph g;
-    Variable part(Tensor::zeros(DType::kFloat, TensorShape{2}),
-                  {.name = "p", .graph = &g, .save_slice_info = SaveSliceInfo{"v0", {2000}, {0}, {2}}});
-    CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{part}, .graph = &g}).restore(sess, path),
-                    InvalidArgumentError);  // full shape differs
+    Variable part(
+        Tensor::zeros(DType::kFloat, TensorShape{2}),
+        {.name = "p", .graph = &g, .save_slice_info = SaveSliceInfo{"v0", {2000}, {0}, {2}}});
+    CHECK_THROWS_AS(
+        Saver({.var_list = std::vector<Variable>{part}, .graph = &g}).restore(sess, path),
+        InvalidArgumentError);  // full shape differs
   }
 }
 
@@ -170,16 +181,18 @@ TEST_CASE("saving an uninitialized variable fails before writing", "[saver][fail
   Graph g;
   TempDir dir;
   Session sess;
-  Variable v(VariableOptions{.dtype = DType::kFloat, .expected_shape = TensorShape{2},
-                             .variable_def = VariableDef{.variable_name = "u:0"}, .graph = &g});
+  Variable v(VariableOptions{.dtype = DType::kFloat,
+                             .expected_shape = TensorShape{2},
+                             .variable_def = VariableDef{.variable_name = "u:0"},
+                             .graph = &g});
   Saver saver({.graph = &g});
   CHECK_THROWS_WITH(saver.save(sess, dir / "m"), Catch::Contains("uninitialized value u"));
   CHECK_FALSE(std::filesystem::exists(dir / "m.index"));
 }
 
 TEST_CASE("injected I/O faults mid-save keep the previous checkpoint", "[saver][failure][fault]") {
-  const FileOp ops[] = {FileOp::kCreate, FileOp::kAppend, FileOp::kSync, FileOp::kClose, FileOp::kRename,
-                        FileOp::kSyncDir};
+  const FileOp ops[] = {FileOp::kCreate, FileOp::kAppend, FileOp::kSync,
+                        FileOp::kClose,  FileOp::kRename, FileOp::kSyncDir};
   for (bool sharded : {false, true}) {
     for (FileOp op : ops) {
       for (int nth : {1, 2, 3, 5}) {
@@ -223,7 +236,8 @@ TEST_CASE("injected I/O faults mid-save keep the previous checkpoint", "[saver][
   }
 }
 
-TEST_CASE("a save killed at a random point never corrupts the latest checkpoint", "[saver][failure][kill]") {
+TEST_CASE("a save killed at a random point never corrupts the latest checkpoint",
+          "[saver][failure][kill]") {
   // All runs share one directory, as a job restarted after each preemption
   // would: what the killed saves leave must not accumulate.
   constexpr int kRuns = 20;

@@ -6,9 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include "checkpoint/checkpoint_test_util.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/checkpoint_state.h"
-#include "checkpoint/checkpoint_test_util.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/checkpoint/saver_io_internal.h"
 #include "varstate/device/device_manager.h"
@@ -23,7 +23,8 @@ using testing::TempDir;
 
 Tensor iota(int64_t n, float start) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + static_cast<float>(i % 100003);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = start + static_cast<float>(i % 100003);
   return Tensor::from_vector<float>(v, TensorShape{n});
 }
 
@@ -42,7 +43,8 @@ TEST_CASE("GPU variables save through small staging buffers and restore", "[save
     DeviceScope on_gpu("/device:GPU:0");
     // Sizes straddling the 4 KiB chunk: below, equal, above, many chunks.
     for (int64_t n : {int64_t{1}, int64_t{1024}, int64_t{1025}, int64_t{1} << 20}) {
-      vars.emplace_back(iota(n, static_cast<float>(n)), VariableOptions{.name = "g" + std::to_string(n)});
+      vars.emplace_back(iota(n, static_cast<float>(n)),
+                        VariableOptions{.name = "g" + std::to_string(n)});
     }
   }
   REQUIRE(&vars[0].device() == &gpu);
@@ -56,7 +58,8 @@ TEST_CASE("GPU variables save through small staging buffers and restore", "[save
     Saver saver({.sharded = sharded, .staging_buffer_bytes = 4096});
     const std::string path = *saver.save(sess, dir / (sharded ? "s" : "n")).path();
     auto reader = open_checkpoint(path);
-    for (size_t i = 0; i < vars.size(); ++i) CHECK(reader->read(vars[i].op_name()).values<float>() == before[i]);
+    for (size_t i = 0; i < vars.size(); ++i)
+      CHECK(reader->read(vars[i].op_name()).values<float>() == before[i]);
     for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape(), gpu));
     saver.restore(sess, path);
     for (size_t i = 0; i < vars.size(); ++i) {
@@ -112,17 +115,22 @@ TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu
       {
         auto guard = g.as_default();
         DeviceScope on_gpu("/device:GPU:0");
-        vars.emplace_back(Tensor::zeros(DType::kFloat, TensorShape{kElements}), VariableOptions{.name = "big"});
+        vars.emplace_back(Tensor::zeros(DType::kFloat, TensorShape{kElements}),
+                          VariableOptions{.name = "big"});
         // A partition too: it is copied to the host whole, then written.
         vars.emplace_back(Tensor::zeros(DType::kFloat, TensorShape{kElements}),
                           VariableOptions{.name = "p/part_0",
-                                          .save_slice_info = SaveSliceInfo{"p", {2 * kElements}, {0}, {kElements}}});
+                                          .save_slice_info = SaveSliceInfo{
+                                              "p", {2 * kElements}, {0}, {kElements}}});
       }
       {
         auto guard = g.as_default();
         sess.run(global_variables_initializer());
       }
-      Saver saver({.var_list = vars, .sharded = sharded, .max_to_keep = 3, .graph = &g,
+      Saver saver({.var_list = vars,
+                   .sharded = sharded,
+                   .max_to_keep = 3,
+                   .graph = &g,
                    .staging_buffer_bytes = 64 << 10});
       std::atomic<bool> stop{false};
       std::thread updater([&] {
@@ -132,7 +140,8 @@ TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu
         }
       });
       std::vector<std::string> paths;
-      for (int i = 0; i < 6; ++i) paths.push_back(*saver.save(sess, dir / "m", {.global_step = i, .async = async}).wait());
+      for (int i = 0; i < 6; ++i)
+        paths.push_back(*saver.save(sess, dir / "m", {.global_step = i, .async = async}).wait());
       stop = true;
       updater.join();
       int restored = 0;
@@ -150,7 +159,8 @@ TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu
   }
 }
 
-TEST_CASE("GPU tensors too large for the device raise ResourceExhaustedError", "[gpu][reliability]") {
+TEST_CASE("GPU tensors too large for the device raise ResourceExhaustedError",
+          "[gpu][reliability]") {
   Device& gpu = DeviceManager::instance().gpu(0);
   for (const TensorShape& shape : {TensorShape{int64_t{1} << 62}, TensorShape{int64_t{1} << 40}}) {
     CAPTURE(shape.to_string());
@@ -158,8 +168,9 @@ TEST_CASE("GPU tensors too large for the device raise ResourceExhaustedError", "
       Tensor t(DType::kFloat, shape, gpu);
       FAIL("no exception");
     } catch (const ResourceExhaustedError& e) {
-      CHECK_THAT(std::string(e.what()), Catch::Contains("OOM when allocating tensor with shape " + shape.to_string()) &&
-                                            Catch::Contains(gpu.name()));
+      CHECK_THAT(std::string(e.what()),
+                 Catch::Contains("OOM when allocating tensor with shape " + shape.to_string()) &&
+                     Catch::Contains(gpu.name()));
     }
     CHECK_THROWS_AS(Tensor::zeros(DType::kFloat, shape, gpu), ResourceExhaustedError);
   }

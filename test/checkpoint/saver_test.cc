@@ -8,15 +8,15 @@
 #include <filesystem>
 #include <thread>
 
+#include "checkpoint/checkpoint_test_util.h"
+#include "test_util.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/checkpoint_state.h"
-#include "checkpoint/checkpoint_test_util.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/checkpoint/tensor_bundle.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
-#include "test_util.h"
 
 namespace varstate {
 namespace {
@@ -36,7 +36,8 @@ std::string bytes_of(const Tensor& t) {
 template <typename T>
 Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed) {
   TensorShape shape(dims);
-  return Tensor::from_vector<T>(testing::random_ints<T>(static_cast<size_t>(shape.num_elements()), seed), shape);
+  return Tensor::from_vector<T>(
+      testing::random_ints<T>(static_cast<size_t>(shape.num_elements()), seed), shape);
 }
 
 Tensor iota(int64_t n, float start, std::vector<int64_t> dims) {
@@ -84,7 +85,8 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
       Variable(random_tensor<std::complex<float>>({2}, testing::kSeed + 10), {.name = "c64"}),
       Variable(random_tensor<std::complex<double>>({2}, testing::kSeed + 11), {.name = "c128"}),
       Variable(Tensor::from_vector<bool>({true, false, true}, TensorShape{3}), {.name = "flag"}),
-      Variable(Tensor::from_vector<std::string>({"ab", "", "xyz"}, TensorShape{3}), {.name = "words"}),
+      Variable(Tensor::from_vector<std::string>({"ab", "", "xyz"}, TensorShape{3}),
+               {.name = "words"}),
       Variable(Tensor(3.5f), {.name = "scalar"}),
       Variable(Tensor::zeros(DType::kFloat, TensorShape{0, 4}), {.name = "empty"}),
   };
@@ -170,7 +172,8 @@ TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
     CHECK(exists(dir / (std::string(kept) + ".index")));
     CHECK(exists(dir / (std::string(kept) + ".meta")));
   }
-  CHECK(saver.last_checkpoints() == std::vector<std::string>{dir / "my-model-2000", dir / "my-model-3000"});
+  CHECK(saver.last_checkpoints() ==
+        std::vector<std::string>{dir / "my-model-2000", dir / "my-model-3000"});
   const std::string text = testing::read_file(dir / "checkpoint");
   CHECK(text == "model_checkpoint_path: \"" + dir / "my-model-3000" + "\"\n" +
                     "all_model_checkpoint_paths: \"" + dir / "my-model-2000" + "\"\n" +
@@ -182,7 +185,8 @@ TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
   CHECK(v.value().to_vector<float>() == std::vector<float>{2000, 2001, 2002, 2003});
 
   // A separate state file name; path components or a collision are errors.
-  verified(saver.save(sess, dir / "other", {.latest_filename = "other_state", .write_meta_graph = false}));
+  verified(saver.save(sess, dir / "other",
+                      {.latest_filename = "other_state", .write_meta_graph = false}));
   CHECK(get_checkpoint_state(dir.path(), "other_state")->model_checkpoint_path == dir / "other");
   CHECK_FALSE(exists(dir / "other.meta"));
   CHECK_THROWS_AS(saver.save(sess, dir / "x", {.latest_filename = "a/b"}), ValueError);
@@ -200,7 +204,8 @@ TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserv
   sess.run(global_variables_initializer());
   {
     Saver saver({.max_to_keep = 0});
-    for (int64_t s = 1; s <= 3; ++s) verified(saver.save(sess, dir / "all", {.global_step = s, .latest_filename = "all_state"}));
+    for (int64_t s = 1; s <= 3; ++s)
+      verified(saver.save(sess, dir / "all", {.global_step = s, .latest_filename = "all_state"}));
     for (int s = 1; s <= 3; ++s) CHECK(exists(dir / ("all-" + std::to_string(s) + ".index")));
     auto state = get_checkpoint_state(dir.path(), "all_state");
     CHECK(state->all_model_checkpoint_paths == std::vector<std::string>{dir / "all-3"});
@@ -236,7 +241,8 @@ TEST_CASE("last_checkpoints can be set and recovered", "[saver]") {
 
   Saver second({.max_to_keep = 3});
   second.recover_last_checkpoints({dir / "m-1", dir / "m-2", dir / "missing", dir / "m-3"});
-  CHECK(second.last_checkpoints() == std::vector<std::string>{dir / "m-1", dir / "m-2", dir / "m-3"});
+  CHECK(second.last_checkpoints() ==
+        std::vector<std::string>{dir / "m-1", dir / "m-2", dir / "m-3"});
   verified(second.save(sess, dir / "m", {.global_step = 4}));  // pushes m-1 out
   CHECK_FALSE(exists(dir / "m-1.index"));
   CHECK(exists(dir / "m-2.index"));
@@ -293,7 +299,8 @@ TEST_CASE("var_list validation and empty savers", "[saver]") {
   Variable v1(Tensor(1.f), {.name = "v1"});
   Variable v2(Tensor(2.f), {.name = "v2"});
   CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{v1, v1}}), ValueError);
-  CHECK_THROWS_AS(Saver({.var_list = std::map<std::string, Variable>{{"a", v1}, {"b", v1}}}), ValueError);
+  CHECK_THROWS_AS(Saver({.var_list = std::map<std::string, Variable>{{"a", v1}, {"b", v1}}}),
+                  ValueError);
   Graph other;
   Variable same_name(Tensor(1.f), {.name = "v1", .graph = &other});
   CHECK_THROWS_WITH(Saver({.var_list = std::vector<Variable>{v1, same_name}}),
@@ -343,7 +350,8 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
   {
     DeviceScope ps(replica_device_setter(3));
     for (int i = 0; i < 7; ++i) {
-      vars.emplace_back(iota(5 + i, static_cast<float>(100 * i), {5 + i}), VariableOptions{.name = "v" + std::to_string(i)});
+      vars.emplace_back(iota(5 + i, static_cast<float>(100 * i), {5 + i}),
+                        VariableOptions{.name = "v" + std::to_string(i)});
     }
   }
   CHECK(vars[0].placement() == "/job:ps/task:0" + std::string(testing::test_device_name()));
@@ -352,10 +360,12 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
   Saver saver({.sharded = true});
   auto path = *verified(saver.save(sess, dir / "sharded", {.global_step = 1})).path();
   CHECK(path == dir / "sharded-1");
-  for (int s = 0; s < 3; ++s) CHECK(exists(dir / ("sharded-1.data-0000" + std::to_string(s) + "-of-00003")));
+  for (int s = 0; s < 3; ++s)
+    CHECK(exists(dir / ("sharded-1.data-0000" + std::to_string(s) + "-of-00003")));
   // No temporary directory is left behind.
   int entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.is_directory() ? 100 : 1;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    entries += e.is_directory() ? 100 : 1;
   CHECK(entries == 6);  // index, 3 shards, meta, checkpoint
   // Shard i holds task i's variables.
   auto reader = open_checkpoint(path);
@@ -365,19 +375,23 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
   }
   for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape()));
   saver.restore(sess, path);
-  for (int i = 0; i < 7; ++i) CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) == bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
+  for (int i = 0; i < 7; ++i)
+    CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) ==
+          bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
   // Sequential restore gives the same.
   for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape()));
   Saver sequential({.restore_sequentially = true});
   sequential.restore(sess, path);
-  for (int i = 0; i < 7; ++i) CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) == bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
+  for (int i = 0; i < 7; ++i)
+    CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) ==
+          bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
 }
 
 namespace {
 
 // Partitions of a [10, 3] float tensor holding 0..29 along dimension 0.
-std::vector<Variable> make_partitions(Graph& g, const std::string& name, const std::vector<int64_t>& rows,
-                                      bool initialize) {
+std::vector<Variable> make_partitions(Graph& g, const std::string& name,
+                                      const std::vector<int64_t>& rows, bool initialize) {
   std::vector<Variable> parts;
   int64_t offset = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -385,7 +399,8 @@ std::vector<Variable> make_partitions(Graph& g, const std::string& name, const s
                               : Tensor::zeros(DType::kFloat, TensorShape{rows[i], 3});
     parts.emplace_back(value, VariableOptions{.name = name + "/part_" + std::to_string(i),
                                               .graph = &g,
-                                              .save_slice_info = SaveSliceInfo{name, {10, 3}, {offset, 0}, {rows[i], 3}}});
+                                              .save_slice_info = SaveSliceInfo{
+                                                  name, {10, 3}, {offset, 0}, {rows[i], 3}}});
     offset += rows[i];
   }
   return parts;
@@ -411,7 +426,8 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
   Graph g3;
   auto three = make_partitions(g3, "emb", {4, 3, 3}, true);
   for (auto& p : three) sess.run(p.initializer());
-  const std::string path = *verified(Saver({.var_list = three, .graph = &g3}).save(sess, dir / "p3")).path();
+  const std::string path =
+      *verified(Saver({.var_list = three, .graph = &g3}).save(sess, dir / "p3")).path();
   auto reader = open_checkpoint(path);
   REQUIRE(reader->list().size() == 1);
   CHECK(reader->list()[0].name == "emb");
@@ -430,7 +446,10 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
     CHECK(whole.value().to_vector<float>() == expected);
 
     // And back: the unpartitioned save restores into three partitions.
-    const std::string whole_path = *verified(Saver({.var_list = std::vector<Variable>{whole}, .graph = &g1}).save(sess, dir / "whole")).path();
+    const std::string whole_path =
+        *verified(Saver({.var_list = std::vector<Variable>{whole}, .graph = &g1})
+                      .save(sess, dir / "whole"))
+             .path();
     Graph g4;
     auto parts = make_partitions(g4, "emb", {2, 7, 1}, false);
     Saver({.var_list = parts, .graph = &g4}).restore(sess, whole_path);
@@ -444,7 +463,9 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
       parts = make_partitions(gs, "emb", {4, 3, 3}, true);
     }
     for (auto& p : parts) sess.run(p.initializer());
-    const std::string sp = *verified(Saver({.var_list = parts, .sharded = true, .graph = &gs}).save(sess, dir / "ps")).path();
+    const std::string sp =
+        *verified(Saver({.var_list = parts, .sharded = true, .graph = &gs}).save(sess, dir / "ps"))
+             .path();
     CHECK(open_checkpoint(sp)->list()[0].slices.size() == 3);
     Graph g1;
     Variable whole(Tensor::zeros(DType::kFloat, TensorShape{10, 3}), {.name = "emb", .graph = &g1});
@@ -466,14 +487,17 @@ TEST_CASE("reshape restores into a different shape with as many elements", "[sav
   Graph g2;
   Variable r(Tensor::zeros(DType::kFloat, TensorShape{3, 2}), {.name = "v", .graph = &g2});
   Variable bad(Tensor::zeros(DType::kFloat, TensorShape{4, 2}), {.name = "v", .graph = &g2});
-  CHECK_THROWS_WITH(Saver({.var_list = std::vector<Variable>{r}, .graph = &g2}).restore(sess, path),
-                    Catch::Contains("\"v\"") && Catch::Contains("[3,2]") && Catch::Contains("[2,3]"));
+  CHECK_THROWS_WITH(
+      Saver({.var_list = std::vector<Variable>{r}, .graph = &g2}).restore(sess, path),
+      Catch::Contains("\"v\"") && Catch::Contains("[3,2]") && Catch::Contains("[2,3]"));
   Saver({.var_list = std::vector<Variable>{r}, .reshape = true, .graph = &g2}).restore(sess, path);
   CHECK(r.shape() == TensorShape{3, 2});
   CHECK(r.value().to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});
-  CHECK_THROWS_AS(Saver({.var_list = std::map<std::string, Variable>{{"v", bad}}, .reshape = true, .graph = &g2})
-                      .restore(sess, path),
-                  InvalidArgumentError);
+  CHECK_THROWS_AS(
+      Saver(
+          {.var_list = std::map<std::string, Variable>{{"v", bad}}, .reshape = true, .graph = &g2})
+          .restore(sess, path),
+      InvalidArgumentError);
 }
 
 TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[saver][async]") {
@@ -510,7 +534,8 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   CHECK(h2.done());
   verified(h2);
   verified(h3);
-  CHECK(saver.last_checkpoints() == std::vector<std::string>{dir / "async-1", dir / "async-2", dir / "async-3"});
+  CHECK(saver.last_checkpoints() ==
+        std::vector<std::string>{dir / "async-1", dir / "async-2", dir / "async-3"});
   Saver restorer;
   restorer.restore(sess, dir / "async-3");
   CHECK(b.value().to_vector<float>()[0] == 500.f);

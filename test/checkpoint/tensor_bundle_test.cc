@@ -4,13 +4,13 @@
 #include <cstring>
 #include <limits>
 
+#include "checkpoint_test_util.h"
+#include "test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/file_system.h"
 #include "varstate/checkpoint/table_internal.h"
 #include "varstate/checkpoint/tensor_bundle.h"
-#include "checkpoint_test_util.h"
-#include "test_util.h"
 
 using namespace varstate;
 using varstate::testing::decode_table;
@@ -21,7 +21,8 @@ using varstate::testing::to_hex;
 
 namespace {
 
-const std::string kTfV2 = varstate::testing::testdata_dir() + "/tensorflow/half_plus_two_v2/variables";
+const std::string kTfV2 =
+    varstate::testing::testdata_dir() + "/tensorflow/half_plus_two_v2/variables";
 
 }  // namespace
 
@@ -98,8 +99,13 @@ TEST_CASE("index structure decoded independently", "[bundle][format]") {
   for (size_t i = 1; i < t.entries.size(); ++i) CHECK(t.entries[i - 1].first < t.entries[i].first);
   // scalar_a was added last: offset 160, size 4, crc of 0.5f.
   CHECK(t.entries.back().first == "scalar_a");
-  CHECK(to_hex(t.entries.back().second) == "0801120020a001280435" "0638271f");
-  CHECK(to_hex(t.entries[1].second).substr(0, 16) == "0801120028043" "5" "a6");  // offset 0 omitted
+  CHECK(to_hex(t.entries.back().second) ==
+        "0801120020a001280435"
+        "0638271f");
+  CHECK(to_hex(t.entries[1].second).substr(0, 16) ==
+        "0801120028043"
+        "5"
+        "a6");  // offset 0 omitted
   REQUIRE(t.index_block.entries.size() == 1);
   CHECK(t.index_block.entries[0].first == "t");  // short successor of "scalar_a"
 }
@@ -115,19 +121,25 @@ TEST_CASE("entry bytes for slices match formats.md", "[bundle][format]") {
     auto s0 = parse_shape_and_slice("5 2 0,3:0,2");
     auto s1 = parse_shape_and_slice("5 2 3,2:0,2");
     w.add_slice("w", s0.full_shape, s0.slice, TensorData::from_values<float>({3, 2}, top).view());
-    w.add_slice("w", s1.full_shape, s1.slice, TensorData::from_values<float>({2, 2}, bottom).view());
+    w.add_slice("w", s1.full_shape, s1.slice,
+                TensorData::from_values<float>({2, 2}, bottom).view());
     w.finish();
   }
   auto t = decode_table(read_file(prefix + ".index"));
   REQUIRE(t.entries.size() == 4);
   // Slice keys sort before names.
   CHECK(to_hex(t.entries[1].first) == "00770001010280838082");
-  CHECK(to_hex(t.entries[1].second).substr(0, 28) == "08011208120208031202080228" "18");
+  CHECK(to_hex(t.entries[1].second).substr(0, 28) ==
+        "08011208120208031202080228"
+        "18");
   CHECK(to_hex(t.entries[2].first) == "00770001010283828082");
-  CHECK(to_hex(t.entries[2].second).substr(0, 32) == "0801120812020802120208022018" "2810");
+  CHECK(to_hex(t.entries[2].second).substr(0, 32) ==
+        "0801120812020802120208022018"
+        "2810");
   CHECK(t.entries[3].first == "w");
   CHECK(to_hex(t.entries[3].second) ==
-        "08011208120208051202080" "23a080a0210030a0210023a0a0a04080310020a021002");
+        "08011208120208051202080"
+        "23a080a0210030a0210023a0a0a04080310020a021002");
   BundleReader reader(prefix);
   CHECK(reader.read("w").values<float>() == rows);
 }
@@ -145,7 +157,8 @@ void round_trip_dtype(DType dtype, const std::string& prefix) {
       auto n = static_cast<size_t>(num_elements(shapes[i]));
       std::vector<T> values;
       if constexpr (std::is_same_v<T, std::string>) {
-        for (size_t k = 0; k < n; ++k) values.push_back(std::string(k % 5, static_cast<char>('a' + k % 26)));
+        for (size_t k = 0; k < n; ++k)
+          values.push_back(std::string(k % 5, static_cast<char>('a' + k % 26)));
       } else if constexpr (std::is_same_v<T, bool>) {
         for (size_t k = 0; k < n; ++k) values.push_back(k % 3 == 0);
       } else {
@@ -192,11 +205,15 @@ TEST_CASE("string tensors use TensorFlow's layout", "[bundle][format]") {
     w.finish();
   }
   const std::string data = read_file(prefix + ".data-00000-of-00001");
-  CHECK(to_hex(data.substr(0, 8)) == "0200782" "70b346162");
+  CHECK(to_hex(data.substr(0, 8)) ==
+        "0200782"
+        "70b346162");
   CHECK(to_hex(data.substr(8, 4)) == "d8ea82a2");  // 0-element: just Mask(0)
   auto t = decode_table(read_file(prefix + ".index"));
   // entry crc of ["ab",""] is 0x4db08891; of the empty string tensor 0x640cc1f6.
-  CHECK(to_hex(t.entries[2].second).find("3591" "88b04d") != std::string::npos);
+  CHECK(to_hex(t.entries[2].second)
+            .find("3591"
+                  "88b04d") != std::string::npos);
   CHECK(to_hex(t.entries[1].second).find("35f6c10c64") != std::string::npos);
   BundleReader reader(prefix);
   CHECK(reader.read("s").strings == std::vector<std::string>{"ab", ""});
@@ -220,7 +237,8 @@ TEST_CASE("streamed tensors and data alignment", "[bundle]") {
     for (size_t off = 0; off < bytes.size(); off += 1000) {
       w.append_tensor_bytes(bytes.subspan(off, std::min<size_t>(1000, bytes.size() - off)));
     }
-    CHECK_THROWS_AS(w.add("c", TensorData::from_values<int8_t>({1}, {1}).view()), FailedPreconditionError);
+    CHECK_THROWS_AS(w.add("c", TensorData::from_values<int8_t>({1}, {1}).view()),
+                    FailedPreconditionError);
     w.end_tensor();
     w.add("c", TensorData::from_values<int8_t>({1}, {9}).view());
     w.finish();
@@ -265,7 +283,8 @@ TEST_CASE("sharded save merges per-device bundles like MergeV2Checkpoints", "[bu
   TempDir dir;
   const std::string prefix = dir / "model.ckpt-7";
   const std::string tmp = temp_prefix_for(prefix);
-  CHECK(tmp.size() == prefix.size() + std::string("_temp_").size() + 32 + std::string("/part").size());
+  CHECK(tmp.size() ==
+        prefix.size() + std::string("_temp_").size() + 32 + std::string("/part").size());
   std::vector<std::string> parts;
   const int n = 3;
   for (int shard = 0; shard < n; ++shard) {
@@ -283,9 +302,9 @@ TEST_CASE("sharded save merges per-device bundles like MergeV2Checkpoints", "[bu
   merge_bundles(parts, prefix);
 
   auto files = default_file_system()->list_dir(dir.path());
-  CHECK(files == std::vector<std::string>{"model.ckpt-7.data-00000-of-00003",
-                                          "model.ckpt-7.data-00001-of-00003",
-                                          "model.ckpt-7.data-00002-of-00003", "model.ckpt-7.index"});
+  CHECK(files == std::vector<std::string>{
+                     "model.ckpt-7.data-00000-of-00003", "model.ckpt-7.data-00001-of-00003",
+                     "model.ckpt-7.data-00002-of-00003", "model.ckpt-7.index"});
   BundleReader reader(prefix);
   CHECK(reader.num_shards() == 3);
   for (int shard = 0; shard < n; ++shard) {
@@ -304,8 +323,9 @@ TEST_CASE("sharded save merges per-device bundles like MergeV2Checkpoints", "[bu
     w.add("same", TensorData::from_values<int32_t>({}, {shard}).view());
     w.finish();
   }
-  CHECK_THROWS_WITH(merge_bundles({sharded_prefix(tmp2, 0, 2), sharded_prefix(tmp2, 1, 2)}, dir / "dup"),
-                    Catch::Contains("Duplicate tensor keyed by \"same\""));
+  CHECK_THROWS_WITH(
+      merge_bundles({sharded_prefix(tmp2, 0, 2), sharded_prefix(tmp2, 1, 2)}, dir / "dup"),
+      Catch::Contains("Duplicate tensor keyed by \"same\""));
   CHECK_THROWS_AS(merge_bundles({dir / "nothing"}, dir / "none"), NotFoundError);
 }
 
@@ -321,7 +341,9 @@ TEST_CASE("big-endian bundles are byte-swapped after the CRC check", "[bundle][f
   // Rewrite the header as if a big-endian host wrote these bytes.
   auto t = decode_table(read_file(prefix + ".index"));
   REQUIRE(to_hex(t.entries[0].second) == "08011a020801");
-  t.entries[0].second = from_hex("08011001" "1a020801");
+  t.entries[0].second = from_hex(
+      "08011001"
+      "1a020801");
   write_table_atomically(*default_file_system(), prefix + ".index", t.entries);
   BundleReader reader(prefix);
   CHECK(reader.read("i").values<int32_t>() == std::vector<int32_t>{0x04030201, 0x0d0c0b0a});

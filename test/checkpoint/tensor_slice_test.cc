@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include "checkpoint_test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/ordered_code_internal.h"
 #include "varstate/checkpoint/tensor_slice.h"
-#include "checkpoint_test_util.h"
 
 using namespace varstate;
 using varstate::testing::from_hex;
@@ -27,8 +27,10 @@ TEST_CASE("slice specs parse and print", "[slice]") {
   CHECK_THROWS_WITH(parse_shape_and_slice("10"), Catch::Contains("Need least two elements"));
   CHECK_THROWS_WITH(parse_shape_and_slice("10 x -"), Catch::Contains("Non numerical dimension"));
   CHECK_THROWS_WITH(TensorSlice::parse("1"), Catch::Contains("Expected a pair of numbers or '-'"));
-  CHECK_THROWS_WITH(TensorSlice::parse("1,0"), Catch::Contains("non-negative start and positive length"));
-  CHECK_THROWS_WITH(parse_shape_and_slice("10 5,6"), Catch::Contains("Extent in dimension 0 out of bounds"));
+  CHECK_THROWS_WITH(TensorSlice::parse("1,0"),
+                    Catch::Contains("non-negative start and positive length"));
+  CHECK_THROWS_WITH(parse_shape_and_slice("10 5,6"),
+                    Catch::Contains("Extent in dimension 0 out of bounds"));
   CHECK_THROWS_AS(parse_shape_and_slice("10 20 -"), InvalidArgumentError);
 }
 
@@ -46,10 +48,20 @@ TEST_CASE("slices intersect", "[slice]") {
 }
 
 TEST_CASE("signed ordered code matches formats.md examples", "[slice][ordered_code]") {
-  const std::pair<int64_t, const char*> cases[] = {
-      {0, "80"},      {1, "81"},       {3, "83"},         {63, "bf"},          {-1, "7f"},
-      {-64, "40"},    {64, "c040"},    {100, "c064"},     {8191, "dfff"},      {8192, "e02000"},
-      {-65, "3fbf"},  {-2048, "3800"}, {0x424242, "f0424242"}, {int64_t{1} << 40, "fd0000000000"}};
+  const std::pair<int64_t, const char*> cases[] = {{0, "80"},
+                                                   {1, "81"},
+                                                   {3, "83"},
+                                                   {63, "bf"},
+                                                   {-1, "7f"},
+                                                   {-64, "40"},
+                                                   {64, "c040"},
+                                                   {100, "c064"},
+                                                   {8191, "dfff"},
+                                                   {8192, "e02000"},
+                                                   {-65, "3fbf"},
+                                                   {-2048, "3800"},
+                                                   {0x424242, "f0424242"},
+                                                   {int64_t{1} << 40, "fd0000000000"}};
   for (const auto& [v, hex] : cases) {
     CAPTURE(v);
     std::string enc;
@@ -62,9 +74,22 @@ TEST_CASE("signed ordered code matches formats.md examples", "[slice][ordered_co
     CHECK(in.empty());
   }
   // Round trip and ordering over a wide range.
-  std::vector<int64_t> values{INT64_MIN, INT64_MIN + 1, -(int64_t{1} << 62), -1000000, -65, -64, -1, 0,
-                              1, 63, 64, 1 << 20, (int64_t{1} << 55) - 1, int64_t{1} << 55,
-                              int64_t{1} << 62, INT64_MAX};
+  std::vector<int64_t> values{INT64_MIN,
+                              INT64_MIN + 1,
+                              -(int64_t{1} << 62),
+                              -1000000,
+                              -65,
+                              -64,
+                              -1,
+                              0,
+                              1,
+                              63,
+                              64,
+                              1 << 20,
+                              (int64_t{1} << 55) - 1,
+                              int64_t{1} << 55,
+                              int64_t{1} << 62,
+                              INT64_MAX};
   std::string prev;
   for (int64_t v : values) {
     CAPTURE(v);
@@ -80,10 +105,15 @@ TEST_CASE("signed ordered code matches formats.md examples", "[slice][ordered_co
 }
 
 TEST_CASE("tensor name slice keys match formats.md", "[slice][ordered_code]") {
-  CHECK(to_hex(encode_tensor_name_slice("Variable", TensorSlice::full(0))) == "005661726961626c65000100");
-  CHECK(to_hex(encode_tensor_name_slice("w", TensorSlice::full(2))) == "0077000101028" "07f807f");
-  CHECK(to_hex(encode_tensor_name_slice("w", TensorSlice::parse("0,3:0,2"))) == "00770001010280838082");
-  CHECK(to_hex(encode_tensor_name_slice("w", TensorSlice::parse("3,2:0,2"))) == "00770001010283828082");
+  CHECK(to_hex(encode_tensor_name_slice("Variable", TensorSlice::full(0))) ==
+        "005661726961626c65000100");
+  CHECK(to_hex(encode_tensor_name_slice("w", TensorSlice::full(2))) ==
+        "0077000101028"
+        "07f807f");
+  CHECK(to_hex(encode_tensor_name_slice("w", TensorSlice::parse("0,3:0,2"))) ==
+        "00770001010280838082");
+  CHECK(to_hex(encode_tensor_name_slice("w", TensorSlice::parse("3,2:0,2"))) ==
+        "00770001010283828082");
 
   std::string odd("a\0b\xff", 4);
   auto key = encode_tensor_name_slice(odd, TensorSlice::parse("100,8192:-"));

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include "checkpoint_test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/v1_reader.h"
-#include "checkpoint_test_util.h"
 
 using namespace varstate;
 using varstate::testing::read_file;
@@ -40,7 +40,8 @@ TEST_CASE("V1 file patterns and corruption", "[v1]") {
   write_file(dir / "export-00000-of-00001", bytes);
   V1Reader sharded(dir / "export-?????-of-00001");
   CHECK(sharded.read("Variable_1").values<float>() == std::vector<float>{2.0f});
-  CHECK_THROWS_WITH(V1Reader(dir / "none-?????-of-00001"), Catch::Contains("Failed to find any matching files"));
+  CHECK_THROWS_WITH(V1Reader(dir / "none-?????-of-00001"),
+                    Catch::Contains("Failed to find any matching files"));
   CHECK_THROWS_AS(open_checkpoint(dir / "none"), NotFoundError);
 
   // The 0.5f of "Variable" sits in the first data block; flip it.
@@ -50,5 +51,6 @@ TEST_CASE("V1 file patterns and corruption", "[v1]") {
   corrupt[at + 3] = '\x40';
   write_file(dir / "bad", corrupt);
   CHECK_THROWS_AS(V1Reader(dir / "bad"), DataLossError);
-  CHECK_THROWS_WITH(V1Reader(dir / "bad"), Catch::Contains("checksum mismatch") && Catch::Contains("bad"));
+  CHECK_THROWS_WITH(V1Reader(dir / "bad"),
+                    Catch::Contains("checksum mismatch") && Catch::Contains("bad"));
 }

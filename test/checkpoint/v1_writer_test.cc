@@ -7,13 +7,13 @@
 #include <complex>
 #include <filesystem>
 
+#include "checkpoint_test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/checkpoint_state.h"
 #include "varstate/checkpoint/saver.h"
 #include "varstate/checkpoint/v1_reader.h"
 #include "varstate/checkpoint/v1_writer.h"
-#include "checkpoint_test_util.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/variables.h"
 
@@ -23,7 +23,8 @@ using varstate::testing::TempDir;
 
 namespace {
 
-const std::string kTfV1 = std::string(VARSTATE_TESTDATA_DIR) + "/tensorflow/half_plus_two_v1/export";
+const std::string kTfV1 =
+    std::string(VARSTATE_TESTDATA_DIR) + "/tensorflow/half_plus_two_v1/export";
 
 template <typename T>
 TensorData data(std::vector<int64_t> shape, std::vector<T> values, DType dtype = dtype_of<T>) {
@@ -65,7 +66,8 @@ TEST_CASE("V1Writer: every V1 dtype and slices read back", "[v1]") {
   V1Writer writer(dir / "all");
   for (size_t i = 0; i < whole.size(); ++i) writer.add("t" + std::to_string(i), whole[i].view());
   // A [4, 3] tensor as two row slices.
-  writer.add_slice("part", {4, 3}, TensorSlice({{0, 1}, {0, -1}}), data<int64_t>({1, 3}, {1, 2, 3}).view());
+  writer.add_slice("part", {4, 3}, TensorSlice({{0, 1}, {0, -1}}),
+                   data<int64_t>({1, 3}, {1, 2, 3}).view());
   writer.add_slice("part", {4, 3}, TensorSlice({{1, 3}, {0, -1}}),
                    data<int64_t>({3, 3}, {4, 5, 6, 7, 8, 9, 10, 11, 12}).view());
   writer.finish();
@@ -92,14 +94,18 @@ TEST_CASE("V1Writer errors name the tensor and write nothing", "[v1][errors]") {
                     Catch::Contains("\"u\"") && Catch::Contains("cannot hold dtype uint32"));
   CHECK_THROWS_AS(writer.add("", data<float>({1}, {1.f}).view()), InvalidArgumentError);
   writer.add("x", data<float>({1}, {1.f}).view());
-  CHECK_THROWS_WITH(writer.add("x", data<float>({1}, {1.f}).view()), Catch::Contains("already added"));
+  CHECK_THROWS_WITH(writer.add("x", data<float>({1}, {1.f}).view()),
+                    Catch::Contains("already added"));
   writer.add_slice("p", {4}, TensorSlice({{0, 2}}), data<float>({2}, {1.f, 2.f}).view());
-  CHECK_THROWS_WITH(writer.add_slice("p", {4}, TensorSlice({{1, 2}}), data<float>({2}, {1.f, 2.f}).view()),
-                    Catch::Contains("overlaps"));
-  CHECK_THROWS_AS(writer.add_slice("p", {5}, TensorSlice({{2, 2}}), data<float>({2}, {1.f, 2.f}).view()),
-                  InvalidArgumentError);
-  CHECK_THROWS_AS(writer.add_slice("p", {4}, TensorSlice({{2, 2}}), data<float>({3}, {1.f, 2.f, 3.f}).view()),
-                  InvalidArgumentError);
+  CHECK_THROWS_WITH(
+      writer.add_slice("p", {4}, TensorSlice({{1, 2}}), data<float>({2}, {1.f, 2.f}).view()),
+      Catch::Contains("overlaps"));
+  CHECK_THROWS_AS(
+      writer.add_slice("p", {5}, TensorSlice({{2, 2}}), data<float>({2}, {1.f, 2.f}).view()),
+      InvalidArgumentError);
+  CHECK_THROWS_AS(
+      writer.add_slice("p", {4}, TensorSlice({{2, 2}}), data<float>({3}, {1.f, 2.f, 3.f}).view()),
+      InvalidArgumentError);
   CHECK_FALSE(std::filesystem::exists(dir / "bad"));
   writer.finish();
   CHECK_THROWS_AS(writer.finish(), FailedPreconditionError);
@@ -161,8 +167,10 @@ TEST_CASE("Saver(write_version=V1) saves and restores, sharded too", "[v1][saver
   CHECK_FALSE(std::filesystem::exists(dir / "k-1"));
   CHECK_FALSE(std::filesystem::exists(dir / "k-1.meta"));
   CHECK(std::filesystem::exists(dir / "k-2"));
-  Saver keep1_sharded({.sharded = true, .max_to_keep = 1, .write_version = CheckpointFormatVersion::kV1});
-  CHECK(*keep1_sharded.save(sess, dir / "ks", {.global_step = 1}).path() == dir / "ks-1-?????-of-00002");
+  Saver keep1_sharded(
+      {.sharded = true, .max_to_keep = 1, .write_version = CheckpointFormatVersion::kV1});
+  CHECK(*keep1_sharded.save(sess, dir / "ks", {.global_step = 1}).path() ==
+        dir / "ks-1-?????-of-00002");
   CHECK(std::filesystem::exists(dir / "ks-1.meta"));
   keep1_sharded.save(sess, dir / "ks", {.global_step = 2});
   CHECK_FALSE(std::filesystem::exists(dir / "ks-1-00000-of-00002"));
@@ -174,7 +182,8 @@ TEST_CASE("Saver(write_version=V1) saves and restores, sharded too", "[v1][saver
   Variable bf(Tensor(1.f).cast(DType::kBFloat16), {.name = "bf"});
   sess.run(bf.initializer());
   Saver with_bf({.write_version = CheckpointFormatVersion::kV1});
-  CHECK_THROWS_WITH(with_bf.save(sess, dir / "nope"), Catch::Contains("\"bf\"") && Catch::Contains("bfloat16"));
+  CHECK_THROWS_WITH(with_bf.save(sess, dir / "nope"),
+                    Catch::Contains("\"bf\"") && Catch::Contains("bfloat16"));
   CHECK_FALSE(std::filesystem::exists(dir / "nope"));
   CHECK_THROWS_AS(Saver({.write_version = CheckpointFormatVersion::kLegacy}), InvalidArgumentError);
 }

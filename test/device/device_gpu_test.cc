@@ -5,9 +5,9 @@
 #include <cstring>
 #include <vector>
 
+#include "test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
-#include "test_util.h"
 
 using namespace varstate;
 using varstate::testing::byte_pattern;

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "varstate/device/device_manager.h"
 #include "test_util.h"
+#include "varstate/device/device_manager.h"
 
 using namespace varstate;
 using varstate::testing::byte_pattern;

@@ -48,7 +48,8 @@ TEST_CASE("merging: inner fields override, unset fields inherit", "[device_spec]
   auto outer = DeviceSpec::parse("/job:ps/task:0/device:CPU:0");
   auto merged = outer.merged_with(DeviceSpec::parse("/device:GPU:1"));
   CHECK(merged.to_string() == "/job:ps/task:0/device:GPU:1");
-  CHECK(outer.merged_with(DeviceSpec::parse("/task:2")).to_string() == "/job:ps/task:2/device:CPU:0");
+  CHECK(outer.merged_with(DeviceSpec::parse("/task:2")).to_string() ==
+        "/job:ps/task:2/device:CPU:0");
   // A new device type without an index does not keep the old type's index.
   CHECK(outer.merged_with(DeviceSpec::parse("/device:GPU")).to_string() ==
         "/job:ps/task:0/device:GPU:*");

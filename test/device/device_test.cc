@@ -21,7 +21,8 @@ TEST_CASE("DeviceManager always has CPU:0 first", "[device]") {
   CHECK(dm.find(DeviceSpec::parse("/device:CPU:1")) == nullptr);
   CHECK(dm.find(DeviceSpec::of("GPU", dm.num_gpus())) == nullptr);
   CHECK_THROWS_AS(dm.gpu(dm.num_gpus()), InvalidArgumentError);
-  CHECK_THROWS_WITH(dm.gpu(7), Catch::Contains("/device:GPU:7") && Catch::Contains("/device:CPU:0"));
+  CHECK_THROWS_WITH(dm.gpu(7),
+                    Catch::Contains("/device:GPU:7") && Catch::Contains("/device:CPU:0"));
 }
 
 TEST_CASE("CPU allocation is aligned and copies move bytes", "[device]") {

@@ -34,7 +34,8 @@ TEST_CASE("ClusterSpec", "[replica_device_setter]") {
   CHECK(c.num_tasks("worker") == 3);
   CHECK(c.task_address("worker", 2) == "worker2:2222");
   CHECK(c.job_tasks("ps") == std::vector<std::string>{"ps0:2222", "ps1:2222"});
-  CHECK_THROWS_MATCHES(c.num_tasks("chief"), ValueError, Catch::Matchers::Message("No such job in cluster: chief"));
+  CHECK_THROWS_MATCHES(c.num_tasks("chief"), ValueError,
+                       Catch::Matchers::Message("No such job in cluster: chief"));
   CHECK_THROWS_MATCHES(c.task_address("ps", 5), ValueError,
                        Catch::Matchers::Message("No task with index 5 in job ps"));
   ClusterSpec sparse = ClusterSpec::sparse({{"ps", {{3, "ps3:1"}, {7, "ps7:1"}}}});
@@ -60,7 +61,8 @@ TEST_CASE("ps strategies", "[replica_device_setter]") {
   CHECK_THROWS_AS(greedy_load_balancing_strategy(0), ValueError);
 }
 
-TEST_CASE_METHOD(FreshGraph, "the guide's cluster example places variables on the ps", "[replica_device_setter]") {
+TEST_CASE_METHOD(FreshGraph, "the guide's cluster example places variables on the ps",
+                 "[replica_device_setter]") {
   DeviceScope scope(replica_device_setter({.cluster = guide_cluster()}));
   Variable v = get_variable("v", {.shape = TensorShape{20, 20}});
   Variable w = get_variable("w", {.shape = TensorShape{20, 20}});
@@ -69,20 +71,21 @@ TEST_CASE_METHOD(FreshGraph, "the guide's cluster example places variables on th
   CHECK(job_task(w) == "ps:1");
   CHECK(job_task(x) == "ps:0");
   // The bytes live on a local device of this process all the same.
-  CHECK(v.placement().find(v.device().spec().to_string().substr(v.device().spec().to_string().rfind('/'))) !=
-        std::string::npos);
+  CHECK(v.placement().find(v.device().spec().to_string().substr(
+            v.device().spec().to_string().rfind('/'))) != std::string::npos);
   // Non-variable ops go to the worker job.
   CHECK(current_device_spec({"add", "Add"}).job == std::optional<std::string>("worker"));
   CHECK_FALSE(current_device_spec({"add", "Add"}).task);
 }
 
 TEST_CASE_METHOD(FreshGraph, "greedy load balancing by byte size", "[replica_device_setter]") {
-  DeviceScope scope(replica_device_setter({.ps_tasks = 2, .ps_strategy = greedy_load_balancing_strategy(2)}));
-  Variable big = get_variable("big", {.shape = TensorShape{1000}});     // 4000 bytes -> ps 0
-  Variable a = get_variable("a", {.shape = TensorShape{100}});          // 400 -> ps 1
-  Variable b = get_variable("b", {.shape = TensorShape{100}});          // 400 -> ps 1 (800 < 4000)
-  Variable c(Tensor::zeros(DType::kDouble, {1000}), {.name = "c"});     // 8000 -> ps 1 (800 < 4000)
-  Variable d = get_variable("d", {.shape = TensorShape{10}});           // ps 0 (4000 < 8800)
+  DeviceScope scope(
+      replica_device_setter({.ps_tasks = 2, .ps_strategy = greedy_load_balancing_strategy(2)}));
+  Variable big = get_variable("big", {.shape = TensorShape{1000}});  // 4000 bytes -> ps 0
+  Variable a = get_variable("a", {.shape = TensorShape{100}});       // 400 -> ps 1
+  Variable b = get_variable("b", {.shape = TensorShape{100}});       // 400 -> ps 1 (800 < 4000)
+  Variable c(Tensor::zeros(DType::kDouble, {1000}), {.name = "c"});  // 8000 -> ps 1 (800 < 4000)
+  Variable d = get_variable("d", {.shape = TensorShape{10}});        // ps 0 (4000 < 8800)
   CHECK(job_task(big) == "ps:0");
   CHECK(job_task(a) == "ps:1");
   CHECK(job_task(b) == "ps:1");
@@ -115,14 +118,17 @@ TEST_CASE_METHOD(FreshGraph, "merge_devices, ps_ops, and no ps tasks", "[replica
     CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker/device:CPU:0");
   }
   SECTION("custom ps_ops") {
-    DeviceScope setter(replica_device_setter({.ps_tasks = 3, .ps_ops = std::vector<std::string>{"MyTable"}}));
+    DeviceScope setter(
+        replica_device_setter({.ps_tasks = 3, .ps_ops = std::vector<std::string>{"MyTable"}}));
     CHECK(current_device_spec({"t", "MyTable"}).to_string() == "/job:ps/task:0");
     CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:worker");
   }
   SECTION("no ps tasks, or no ps job in the cluster: placement unchanged") {
     CHECK_FALSE(replica_device_setter(ReplicaDeviceSetterOptions{}));
-    CHECK_FALSE(replica_device_setter({.cluster = ClusterSpec({{"worker", std::vector<std::string>{"w0:1"}}})}));
+    CHECK_FALSE(replica_device_setter(
+        {.cluster = ClusterSpec({{"worker", std::vector<std::string>{"w0:1"}}})}));
     CHECK_THROWS_AS(replica_device_setter({.ps_tasks = -1}), InvalidArgumentError);
-    CHECK_THROWS_AS(replica_device_setter({.ps_tasks = 1, .ps_device = "/bogus:x"}), InvalidArgumentError);
+    CHECK_THROWS_AS(replica_device_setter({.ps_tasks = 1, .ps_device = "/bogus:x"}),
+                    InvalidArgumentError);
   }
 }

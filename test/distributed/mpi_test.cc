@@ -35,13 +35,13 @@ int g_rank = -1;
 using Jobs = std::map<std::string, std::vector<std::string>>;
 int g_failures = 0;
 
-#define EXPECT(cond)                                                                       \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      ++g_failures;                                                                        \
+#define EXPECT(cond)                                                                           \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      ++g_failures;                                                                            \
       std::fprintf(stderr, "[rank %d] %s:%d: EXPECT failed: %s\n", g_rank, __FILE__, __LINE__, \
-                   #cond);                                                                 \
-    }                                                                                      \
+                   #cond);                                                                     \
+    }                                                                                          \
   } while (0)
 
 // Expects `f` to throw E whose message contains `text`.
@@ -52,8 +52,8 @@ void expect_throws(const std::function<void()>& f, const std::string& text, int 
   } catch (const E& e) {
     if (std::string(e.what()).find(text) == std::string::npos) {
       ++g_failures;
-      std::fprintf(stderr, "[rank %d] line %d: message \"%s\" lacks \"%s\"\n", g_rank, line, e.what(),
-                   text.c_str());
+      std::fprintf(stderr, "[rank %d] line %d: message \"%s\" lacks \"%s\"\n", g_rank, line,
+                   e.what(), text.c_str());
     }
     return;
   } catch (const std::exception& e) {
@@ -62,7 +62,8 @@ void expect_throws(const std::function<void()>& f, const std::string& text, int 
     return;
   }
   ++g_failures;
-  std::fprintf(stderr, "[rank %d] line %d: no exception (expected \"%s\")\n", g_rank, line, text.c_str());
+  std::fprintf(stderr, "[rank %d] line %d: no exception (expected \"%s\")\n", g_rank, line,
+               text.c_str());
 }
 #define EXPECT_THROWS(E, stmt, text) expect_throws<E>([&] { stmt; }, text, __LINE__)
 
@@ -87,7 +88,8 @@ int finish(Cluster* cluster) {
   int failures = g_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (cluster) cluster->shutdown();
-  if (g_rank == 0) std::printf("%s: %d failure(s) over all ranks\n", total ? "FAILED" : "passed", total);
+  if (g_rank == 0)
+    std::printf("%s: %d failure(s) over all ranks\n", total ? "FAILED" : "passed", total);
   return total == 0 ? 0 : 1;
 }
 
@@ -104,8 +106,10 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   EXPECT(cluster.task_name_of_rank(3) == "/job:worker/task:1");
   EXPECT_THROWS(NotFoundError, cluster.rank_of("ps", 2), "/job:ps/task:2");
 
-  const Tensor a0 = make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
-  const Tensor b0 = make<int32_t>({5, 3}, [](int64_t i) { return static_cast<int32_t>(i * 7 - 40); });
+  const Tensor a0 =
+      make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
+  const Tensor b0 =
+      make<int32_t>({5, 3}, [](int64_t i) { return static_cast<int32_t>(i * 7 - 40); });
   // Local references: no device scope, so they stay in this process.
   Variable a_ref(a0, {.name = "a_ref"});
   Variable b_ref(b0, {.name = "b_ref"});
@@ -113,12 +117,13 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   EXPECT(internal::remote_storage(a_ref) == nullptr);
 
   DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
-  Variable a(a0, {.name = "a"});                         // ps 0
-  Variable b(b0, {.name = "b"});                         // ps 1
-  Variable counter(Tensor(int64_t{0}), {.name = "counter"});  // ps 0
+  Variable a(a0, {.name = "a"});                                            // ps 0
+  Variable b(b0, {.name = "b"});                                            // ps 1
+  Variable counter(Tensor(int64_t{0}), {.name = "counter"});                // ps 0
   Variable total(Tensor::zeros(DType::kFloat, {8, 4}), {.name = "total"});  // ps 1
-  Variable sum(Tensor(int64_t{0}), {.name = "sum"});     // ps 0
-  Variable cached(Tensor({1.f, 2.f, 3.f}), {.caching_device = "/device:CPU:0", .name = "cached"});  // ps 1
+  Variable sum(Tensor(int64_t{0}), {.name = "sum"});                        // ps 0
+  Variable cached(Tensor({1.f, 2.f, 3.f}),
+                  {.caching_device = "/device:CPU:0", .name = "cached"});  // ps 1
   Variable never(Tensor({1.f, 2.f}), {.name = "never"});  // ps 0, never initialized
   keep.push_back(a);
   EXPECT(a.placement().find("/job:ps/task:0") == 0);
@@ -128,8 +133,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   EXPECT_THROWS(FailedPreconditionError, a.value(), "uninitialized value a");
   cluster.barrier();
   if (chief) {
-    Session().run(std::vector<Op>{a.initializer(), b.initializer(), counter.initializer(), total.initializer(),
-                                  sum.initializer(), cached.initializer()});
+    Session().run(std::vector<Op>{a.initializer(), b.initializer(), counter.initializer(),
+                                  total.initializer(), sum.initializer(), cached.initializer()});
   }
   cluster.barrier();
   EXPECT(a.is_initialized() && b.is_initialized() && !never.is_initialized());
@@ -148,7 +153,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
       const Tensor want = op(a_ref, b_ref);
       if (!same(got, want)) {
         ++g_failures;
-        std::fprintf(stderr, "[rank %d] step %d: returned value differs from the reference\n", g_rank, step);
+        std::fprintf(stderr, "[rank %d] step %d: returned value differs from the reference\n",
+                     g_rank, step);
       }
     } else {
       op(a_ref, b_ref);
@@ -156,17 +162,24 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     cluster.barrier();
     if (!same(a.value(), a_ref.value()) || !same(b.value(), b_ref.value())) {
       ++g_failures;
-      std::fprintf(stderr, "[rank %d] step %d: remote value differs from the reference\n", g_rank, step);
+      std::fprintf(stderr, "[rank %d] step %d: remote value differs from the reference\n", g_rank,
+                   step);
     }
     cluster.barrier();
   };
   const Tensor rows4 = make<float>({3, 4}, [](int64_t i) { return static_cast<float>(i) - 5.f; });
-  run([&](Variable& x, Variable&) { return x.assign(make<float>({6, 4}, [](int64_t i) { return 1.f + i; })); });
+  run([&](Variable& x, Variable&) {
+    return x.assign(make<float>({6, 4}, [](int64_t i) { return 1.f + i; }));
+  });
   run([&](Variable& x, Variable&) { return x.assign(Tensor(2.5f)); });  // scalar broadcast
-  run([&](Variable& x, Variable&) { return x.assign_add(make<float>({6, 4}, [](int64_t i) { return i * 0.25f; })); });
+  run([&](Variable& x, Variable&) {
+    return x.assign_add(make<float>({6, 4}, [](int64_t i) { return i * 0.25f; }));
+  });
   run([&](Variable& x, Variable&) { return x.assign_sub(Tensor(0.75f)); });
   run([&](Variable&, Variable& y) { return y.assign_add(Tensor(3)); });
-  run([&](Variable& x, Variable&) { return scatter_update(x, i64({1, 3, 1}), rows4); });  // duplicate: last wins
+  run([&](Variable& x, Variable&) {
+    return scatter_update(x, i64({1, 3, 1}), rows4);
+  });  // duplicate: last wins
   run([&](Variable& x, Variable&) { return scatter_add(x, i64({0, 5, 0}), rows4); });
   run([&](Variable& x, Variable&) { return scatter_sub(x, i64({4, 4, 2}), rows4); });
   run([&](Variable& x, Variable&) { return scatter_mul(x, i64({2, 3, 2}), Tensor(2.f)); });
@@ -174,39 +187,57 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   run([&](Variable& x, Variable&) { return scatter_min(x, i64({0, 1, 0}), rows4); });
   run([&](Variable& x, Variable&) { return scatter_max(x, i64({3, 3, 5}), rows4); });
   run([&](Variable& x, Variable&) {
-    return x.scatter_add(IndexedSlices(make<float>({2, 4}, [](int64_t i) { return 1.f * i; }), i64({2, 2})));
+    return x.scatter_add(
+        IndexedSlices(make<float>({2, 4}, [](int64_t i) { return 1.f * i; }), i64({2, 2})));
   });
-  const Tensor div3 = Tensor::from_vector<int32_t>({3, -2, 5, 7, 7, 7, -1, 2, 3}, TensorShape({3, 3}));
-  run([&](Variable&, Variable& y) { return scatter_div(y, Tensor({0, 2, 0}), div3); });  // int32: exact
+  const Tensor div3 =
+      Tensor::from_vector<int32_t>({3, -2, 5, 7, 7, 7, -1, 2, 3}, TensorShape({3, 3}));
+  run([&](Variable&, Variable& y) {
+    return scatter_div(y, Tensor({0, 2, 0}), div3);
+  });  // int32: exact
   run([&](Variable&, Variable& y) { return scatter_min(y, Tensor({1, 4, 1}), div3); });
   run([&](Variable&, Variable& y) { return scatter_max(y, Tensor({3, 3, 0}), div3); });
-  run([&](Variable&, Variable& y) { return scatter_add(y, Tensor({0, 1}), Tensor(5)); });  // scalar update
-  run([&](Variable&, Variable& y) { return y.scatter_sub(IndexedSlices(div3, Tensor({4, 4, 4}))); });
+  run([&](Variable&, Variable& y) {
+    return scatter_add(y, Tensor({0, 1}), Tensor(5));
+  });  // scalar update
+  run([&](Variable&, Variable& y) {
+    return y.scatter_sub(IndexedSlices(div3, Tensor({4, 4, 4})));
+  });
   run([&](Variable& x, Variable&) {
-    return x.slice({Slice::range(1, 3)}).assign(make<float>({2, 4}, [](int64_t i) { return -1.f * i; }));
+    return x.slice({Slice::range(1, 3)}).assign(make<float>({2, 4}, [](int64_t i) {
+      return -1.f * i;
+    }));
   });
 
   // Errors: raised before anything is sent, the variable unchanged.
   if (chief) {
     const Tensor before = a.value();
     const uint64_t version = a.version();
-    EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 6}), Tensor(1.f)), "indices[1] = 6 is not in [0, 6)");
-    EXPECT_THROWS(InvalidArgumentError, scatter_update(a, i64({-1}), Tensor::zeros(DType::kFloat, {1, 4})),
+    EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 6}), Tensor(1.f)),
+                  "indices[1] = 6 is not in [0, 6)");
+    EXPECT_THROWS(InvalidArgumentError,
+                  scatter_update(a, i64({-1}), Tensor::zeros(DType::kFloat, {1, 4})),
                   "indices[0] = -1 is not in [0, 6)");
     EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 1}), rows4), "updates shape");
-    EXPECT_THROWS(InvalidArgumentError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
-    EXPECT_THROWS(InvalidArgumentError, a.assign_add(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
+    EXPECT_THROWS(InvalidArgumentError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})),
+                  "shapes must match");
+    EXPECT_THROWS(InvalidArgumentError, a.assign_add(Tensor::zeros(DType::kFloat, {2, 2})),
+                  "shapes must match");
     EXPECT_THROWS(TypeError, a.count_up_to(5), "dtype must be int32 or int64");
-    EXPECT_THROWS(TypeError, scatter_add(a, Tensor({0.5f}), Tensor(1.f)), "indices must be int32 or int64");
+    EXPECT_THROWS(TypeError, scatter_add(a, Tensor({0.5f}), Tensor(1.f)),
+                  "indices must be int32 or int64");
     EXPECT(a.version() == version);
     EXPECT(same(a.value(), before));
     const Tensor b_before = b.value();
-    EXPECT_THROWS(InvalidArgumentError, scatter_div(b, Tensor({0, 1}), Tensor::zeros(DType::kInt32, {2, 3})),
+    EXPECT_THROWS(InvalidArgumentError,
+                  scatter_div(b, Tensor({0, 1}), Tensor::zeros(DType::kInt32, {2, 3})),
                   "updates[0,0] is 0");
     EXPECT(same(b.value(), b_before));
     EXPECT_THROWS(FailedPreconditionError, never.value(), "uninitialized value never");
-    EXPECT_THROWS(FailedPreconditionError, scatter_add(never, i64({0}), Tensor(1.f)), "uninitialized value never");
-    EXPECT_THROWS(FailedPreconditionError, never.assign_add(Tensor(1.f)), "uninitialized value never");
+    EXPECT_THROWS(FailedPreconditionError, scatter_add(never, i64({0}), Tensor(1.f)),
+                  "uninitialized value never");
+    EXPECT_THROWS(FailedPreconditionError, never.assign_add(Tensor(1.f)),
+                  "uninitialized value never");
     // count_up_to: the value before, then OutOfRangeError at the limit.
     EXPECT(counter.count_up_to(2).scalar<int64_t>() == 0);
     EXPECT(counter.count_up_to(2).scalar<int64_t>() == 1);
@@ -221,7 +252,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   }
   {
     DeviceScope nowhere("/job:chief/task:0");
-    EXPECT_THROWS(NotFoundError, Variable(Tensor(1.f), {.name = "lost"}), "not a task of the cluster");
+    EXPECT_THROWS(NotFoundError, Variable(Tensor(1.f), {.name = "lost"}),
+                  "not a task of the cluster");
   }
   cluster.barrier();
 
@@ -252,7 +284,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   for (int rank = 0; rank < 4; ++rank) {
     for (int i = 0; i < kIters; ++i) {
       for (int row : {rank % 8, (rank + i) % 8, 0}) {
-        for (int c = 0; c < 4; ++c) want[static_cast<size_t>(row * 4 + c)] += static_cast<float>(rank + 1);
+        for (int c = 0; c < 4; ++c)
+          want[static_cast<size_t>(row * 4 + c)] += static_cast<float>(rank + 1);
       }
     }
   }
@@ -277,8 +310,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
   std::partial_sum(counts.begin(), counts.end() - 1, displs.begin() + 1);
   std::vector<int64_t> all(static_cast<size_t>(displs[3] + counts[3]));
-  MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T,
-                 MPI_COMM_WORLD);
+  MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(),
+                 MPI_INT64_T, MPI_COMM_WORLD);
   std::sort(all.begin(), all.end());
   std::vector<int64_t> expected(kLimit);
   std::iota(expected.begin(), expected.end(), 0);
@@ -286,7 +319,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
 
   // A partitioned variable over both ps tasks: each scatter is one
   // exchange per part (each part's version moves by one).
-  PartitionedVariable emb = get_variable("emb", {.shape = {10, 3}, .initializer = zeros_initializer(),
+  PartitionedVariable emb = get_variable("emb", {.shape = {10, 3},
+                                                 .initializer = zeros_initializer(),
                                                  .partitioner = fixed_size_partitioner(2)});
   EXPECT(emb.size() == 2);
   EXPECT(emb[0].placement().substr(0, 14) != emb[1].placement().substr(0, 14));
@@ -297,12 +331,14 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     emb.scatter_add(i64({1, 8, 1, 9, 4}), Tensor(1.f));
     EXPECT(emb[0].version() == v0 + 1 && emb[1].version() == v1 + 1);
     emb.scatter_sub(i64({1, 8, 1, 9, 4}), Tensor(1.f));
-    EXPECT_THROWS(InvalidArgumentError, emb.scatter_add(i64({2, 10}), Tensor(1.f)), "indices[1] = 10 is not in [0, 10)");
+    EXPECT_THROWS(InvalidArgumentError, emb.scatter_add(i64({2, 10}), Tensor(1.f)),
+                  "indices[1] = 10 is not in [0, 10)");
     EXPECT(emb[0].version() == v0 + 2 && emb[1].version() == v1 + 2);
   }
   cluster.barrier();
   for (int i = 0; i < 20; ++i) {
-    const Tensor rows = make<float>({4, 3}, [&](int64_t k) { return static_cast<float>(r + k % 3); });
+    const Tensor rows =
+        make<float>({4, 3}, [&](int64_t k) { return static_cast<float>(r + k % 3); });
     emb.scatter_add(i64({r, 9 - r, 4, 4}), rows);
   }
   cluster.barrier();
@@ -311,7 +347,8 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     const int64_t rows_of[4] = {rank, 9 - rank, 4, 4};
     for (int i = 0; i < 20; ++i) {
       for (int p = 0; p < 4; ++p) {
-        for (int c = 0; c < 3; ++c) emb_want[static_cast<size_t>(rows_of[p] * 3 + c)] += static_cast<float>(rank + c);
+        for (int c = 0; c < 3; ++c)
+          emb_want[static_cast<size_t>(rows_of[p] * 3 + c)] += static_cast<float>(rank + c);
       }
     }
   }
@@ -322,7 +359,9 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
 // ---------------------------------------------------------------------------
 // The checkpointed model: its variables and their known values.
 
-Tensor w_value() { return make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) + 0.5f; }); }
+Tensor w_value() {
+  return make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) + 0.5f; });
+}
 Tensor emb_value() {
   return make<float>({10, 3}, [](int64_t i) { return static_cast<float>(100 * (i / 3) + i % 3); });
 }
@@ -335,7 +374,8 @@ struct Model {
 
 Model build_model(int emb_parts) {
   Variable w(Tensor::zeros(DType::kFloat, {6, 4}), {.name = "w"});
-  PartitionedVariable emb = get_variable("emb", {.shape = {10, 3}, .initializer = zeros_initializer(),
+  PartitionedVariable emb = get_variable("emb", {.shape = {10, 3},
+                                                 .initializer = zeros_initializer(),
                                                  .partitioner = fixed_size_partitioner(emb_parts)});
   Variable step(Tensor(int64_t{0}), {.name = "global_step"});
   return {w, emb, step};
@@ -370,7 +410,9 @@ class DyingFileSystem : public FileSystem {
   bool file_exists(const std::string& p) override { return base().file_exists(p); }
   uint64_t file_size(const std::string& p) override { return base().file_size(p); }
   void delete_file(const std::string& p) override { base().delete_file(p); }
-  void rename_file(const std::string& a, const std::string& b) override { base().rename_file(a, b); }
+  void rename_file(const std::string& a, const std::string& b) override {
+    base().rename_file(a, b);
+  }
   std::vector<std::string> list_dir(const std::string& d) override { return base().list_dir(d); }
   void create_dir(const std::string& d) override { base().create_dir(d); }
   void delete_dir(const std::string& d) override { base().delete_dir(d); }
@@ -380,7 +422,8 @@ class DyingFileSystem : public FileSystem {
   static FileSystem& base() { return *default_file_system(); }
   class Dying : public WritableFile {
    public:
-    Dying(std::unique_ptr<WritableFile> inner, size_t limit) : inner_(std::move(inner)), left_(limit) {}
+    Dying(std::unique_ptr<WritableFile> inner, size_t limit)
+        : inner_(std::move(inner)), left_(limit) {}
     void append(const void* data, size_t n) override {
       if (n >= left_) {
         inner_->append(data, left_);
@@ -442,7 +485,8 @@ int main(int argc, char** argv) {
     if (mode == "ops") {
       // Jobs map to ranks ps first, whatever the spec's order.
       const ClusterSpec spec(Jobs{{"worker", {"w0:1", "w1:1"}}, {"ps", {"p0:1", "p1:1"}}});
-      EXPECT_THROWS(InvalidArgumentError, Cluster({.cluster_spec = ClusterSpec(Jobs{{"ps", {"p0:1"}}})}),
+      EXPECT_THROWS(InvalidArgumentError,
+                    Cluster({.cluster_spec = ClusterSpec(Jobs{{"ps", {"p0:1"}}})}),
                     "the ClusterSpec has 1 tasks (ps with 1 task(s)) but the MPI job has 4 ranks");
       std::vector<Variable> keep;
       {

@@ -59,18 +59,19 @@
 // writes its results as tensor_text lines, dispatched in main(), and a
 // test_*.py computing the same with TensorFlow through conftest's tool(),
 // encode() and read_tensors().
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <future>
-#include <thread>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "tensor_text.h"
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/meta_graph.h"
@@ -79,16 +80,15 @@
 #include "varstate/runtime/graph.h"
 #include "varstate/runtime/initializers.h"
 #include "varstate/runtime/math_ops.h"
+#include "varstate/runtime/partitioners.h"
 #include "varstate/runtime/random_ops.h"
 #include "varstate/runtime/scatter.h"
-#include "varstate/runtime/slice.h"
 #include "varstate/runtime/session.h"
-#include "varstate/runtime/partitioners.h"
+#include "varstate/runtime/slice.h"
 #include "varstate/runtime/variable.h"
 #include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_text.h"
 
 namespace varstate::interop {
 namespace {
@@ -143,8 +143,10 @@ std::vector<VarLine> read_vars(const std::string& path) {
     if (!v.value.extra.empty() && v.value.extra[0] != "-") v.device = v.value.extra[0];
     if (v.value.extra.size() > 1 && v.value.extra[1] != "-") {
       const std::vector<std::string> parts = split(v.value.extra[1], ';');
-      if (parts.size() != 2) throw InvalidArgumentError("interop_tool: bad slice " + quoted(v.value.extra[1]));
-      v.slice = SaveSliceInfo{v.value.key, parse_dims(parts[0]), parse_dims(parts[1]), v.value.dims};
+      if (parts.size() != 2)
+        throw InvalidArgumentError("interop_tool: bad slice " + quoted(v.value.extra[1]));
+      v.slice =
+          SaveSliceInfo{v.value.key, parse_dims(parts[0]), parse_dims(parts[1]), v.value.dims};
     }
     out.push_back(std::move(v));
   }
@@ -158,7 +160,8 @@ std::vector<Variable> make_variables(const std::vector<VarLine>& lines, bool zer
   for (const VarLine& line : lines) {
     std::optional<DeviceScope> scope;
     if (!line.device.empty()) scope.emplace(line.device);
-    Tensor init = zeros ? Tensor(line.value.dtype, TensorShape(line.value.dims)) : to_tensor(line.value);
+    Tensor init =
+        zeros ? Tensor(line.value.dtype, TensorShape(line.value.dims)) : to_tensor(line.value);
     if (zeros && init.dtype() != DType::kString && init.nbytes() > 0) {
       std::memset(init.raw_data(), 0, init.nbytes());
     }
@@ -196,7 +199,8 @@ int cmd_dump(const std::vector<std::string>& args) {
   Output out(args.at(1));
   for (const TensorInfo& info : reader->list()) {
     const TensorData d = reader->read(info.name);
-    out.write_line(format_line(info.name, d.dtype, d.shape, d.bytes.data(), d.bytes.size(), d.strings));
+    out.write_line(
+        format_line(info.name, d.dtype, d.shape, d.bytes.data(), d.bytes.size(), d.strings));
   }
   return 0;
 }
@@ -258,7 +262,8 @@ Initializer make_initializer(const std::vector<std::string>& f, DType dtype) {
   const std::string& name = f[1];
   const std::optional<int64_t> seed = parse_opt_int(f[5]);
   auto arg = [&](size_t i) -> const std::string& {
-    if (f.size() <= 7 + i) throw InvalidArgumentError("interop_tool init: " + name + " needs more arguments");
+    if (f.size() <= 7 + i)
+      throw InvalidArgumentError("interop_tool init: " + name + " needs more arguments");
     return f[7 + i];
   };
   if (name == "random_uniform") {
@@ -278,8 +283,11 @@ Initializer make_initializer(const std::vector<std::string>& f, DType dtype) {
         {.factor = f.size() > 7 ? std::stod(arg(0)) : 1.0, .seed = seed, .dtype = dtype});
   }
   if (name == "variance_scaling") {
-    return variance_scaling_initializer({.scale = std::stod(arg(0)), .mode = arg(1),
-                                         .distribution = arg(2), .seed = seed, .dtype = dtype});
+    return variance_scaling_initializer({.scale = std::stod(arg(0)),
+                                         .mode = arg(1),
+                                         .distribution = arg(2),
+                                         .seed = seed,
+                                         .dtype = dtype});
   }
   if (name == "glorot_uniform") return glorot_uniform_initializer({.seed = seed, .dtype = dtype});
   if (name == "glorot_normal") return glorot_normal_initializer({.seed = seed, .dtype = dtype});
@@ -411,12 +419,28 @@ int cmd_errors(const std::vector<std::string>& args) {
     Saver().restore(Session(), path);
   };
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
-      {"read_uninitialized", [&] { Session sess; fresh().eval(sess); }},
-      {"assign_add_uninitialized", [&] { Variable v = fresh(); v.assign_add(Tensor({1.f, 1.f, 1.f})); }},
+      {"read_uninitialized",
+       [&] {
+         Session sess;
+         fresh().eval(sess);
+       }},
+      {"assign_add_uninitialized",
+       [&] {
+         Variable v = fresh();
+         v.assign_add(Tensor({1.f, 1.f, 1.f}));
+       }},
       {"scatter_update_out_of_range",
-       [&] { Variable v = fresh(); init(); scatter_update(v, Tensor({int64_t{5}}), Tensor({1.f})); }},
+       [&] {
+         Variable v = fresh();
+         init();
+         scatter_update(v, Tensor({int64_t{5}}), Tensor({1.f}));
+       }},
       {"scatter_add_negative_index",
-       [&] { Variable v = fresh(); init(); scatter_add(v, Tensor({int64_t{-1}}), Tensor({1.f})); }},
+       [&] {
+         Variable v = fresh();
+         init();
+         scatter_add(v, Tensor({int64_t{-1}}), Tensor({1.f}));
+       }},
       {"count_up_to_limit",
        [&] {
          reset_default_graph();
@@ -424,31 +448,68 @@ int cmd_errors(const std::vector<std::string>& args) {
          init();
          count_up_to(v, 3);
        }},
-      {"assign_shape_mismatch", [&] { Variable v = fresh(); init(); assign(v, Tensor({1.f, 2.f})); }},
-      {"assign_add_shape_mismatch", [&] { Variable v = fresh(); init(); assign_add(v, Tensor({1.f, 2.f})); }},
+      {"assign_shape_mismatch",
+       [&] {
+         Variable v = fresh();
+         init();
+         assign(v, Tensor({1.f, 2.f}));
+       }},
+      {"assign_add_shape_mismatch",
+       [&] {
+         Variable v = fresh();
+         init();
+         assign_add(v, Tensor({1.f, 2.f}));
+       }},
       {"random_uniform_int_without_maxval",
        [&] { random_uniform(TensorShape{3}, {.dtype = DType::kInt32}); }},
       {"random_uniform_int_empty_range",
-       [&] { random_uniform(TensorShape{3}, {.minval = 5, .maxval = Tensor(3), .dtype = DType::kInt32}); }},
+       [&] {
+         random_uniform(TensorShape{3}, {.minval = 5, .maxval = Tensor(3), .dtype = DType::kInt32});
+       }},
       {"random_normal_int_dtype", [&] { random_normal(TensorShape{3}, {.dtype = DType::kInt32}); }},
-      {"truncated_normal_int_dtype", [&] { truncated_normal(TensorShape{3}, {.dtype = DType::kInt64}); }},
+      {"truncated_normal_int_dtype",
+       [&] { truncated_normal(TensorShape{3}, {.dtype = DType::kInt64}); }},
       {"random_uniform_int8_dtype",
        [&] { random_uniform(TensorShape{3}, {.maxval = Tensor(3), .dtype = DType::kInt8}); }},
-      {"random_normal_initializer_int_dtype", [&] { random_normal_initializer({.dtype = DType::kInt32}); }},
+      {"random_normal_initializer_int_dtype",
+       [&] { random_normal_initializer({.dtype = DType::kInt32}); }},
       {"random_uniform_initializer_int_without_maxval",
        [&] { random_uniform_initializer({.dtype = DType::kInt32})(TensorShape{3}); }},
-      {"floordiv_int_by_zero", [&] { floordiv(Tensor({7, -7}), Tensor({0, 1})); }},
-      {"floormod_int_by_zero", [&] { (void)(Tensor({7, -7}) % Tensor({2, 0})); }},
-      {"slice_step_zero", [&] { strided_slice(Tensor({1, 2, 3}), {Slice::range(0, 3, 0)}); }},
+      {"floordiv_int_by_zero",
+       [&] {
+         floordiv(Tensor({7, -7}), Tensor({0, 1}));
+       }},
+      {"floormod_int_by_zero",
+       [&] {
+         (void)(Tensor({7, -7}) % Tensor({2, 0}));
+       }},
+      {"slice_step_zero",
+       [&] {
+         strided_slice(Tensor({1, 2, 3}), {Slice::range(0, 3, 0)});
+       }},
       {"constant_initializer_too_many",
-       [&] { constant_initializer(Tensor({1.f, 2.f, 3.f}))(TensorShape{2}); }},
+       [&] {
+         constant_initializer(Tensor({1.f, 2.f, 3.f}))(TensorShape{2});
+       }},
       {"variance_scaling_bad_scale", [&] { variance_scaling_initializer({.scale = -1.0}); }},
       {"variance_scaling_bad_mode", [&] { variance_scaling_initializer({.mode = "fan_sum"}); }},
       // Checkpoints: "ckpt" holds v = float32 [3] (saved first).
-      {"restore_missing_key", [&] { restore_into(Tensor({1.f, 2.f, 3.f}), "missing", ckpt); }},
-      {"restore_dtype_mismatch", [&] { restore_into(Tensor({1, 2, 3}), "v", ckpt); }},
-      {"restore_shape_mismatch", [&] { restore_into(Tensor({1.f, 2.f}), "v", ckpt); }},
-      {"restore_no_checkpoint", [&] { restore_into(Tensor({1.f, 2.f, 3.f}), "v", dir + "/none"); }},
+      {"restore_missing_key",
+       [&] {
+         restore_into(Tensor({1.f, 2.f, 3.f}), "missing", ckpt);
+       }},
+      {"restore_dtype_mismatch",
+       [&] {
+         restore_into(Tensor({1, 2, 3}), "v", ckpt);
+       }},
+      {"restore_shape_mismatch",
+       [&] {
+         restore_into(Tensor({1.f, 2.f}), "v", ckpt);
+       }},
+      {"restore_no_checkpoint",
+       [&] {
+         restore_into(Tensor({1.f, 2.f, 3.f}), "v", dir + "/none");
+       }},
       {"save_missing_directory",
        [&] {
          reset_default_graph();
@@ -486,7 +547,8 @@ int cmd_export_meta(const std::vector<std::string>& args) {
   }
   if (saved_lines.size() != init_lines.size()) {
     throw InvalidArgumentError("interop_tool export_meta: " + std::to_string(saved_lines.size()) +
-                               " saved values for " + std::to_string(init_lines.size()) + " variables");
+                               " saved values for " + std::to_string(init_lines.size()) +
+                               " variables");
   }
   for (size_t i = 0; i < vars.size(); ++i) vars[i].assign(to_tensor(saved_lines[i].value));
   Saver saver({.sharded = sharded,
@@ -498,7 +560,8 @@ int cmd_export_meta(const std::vector<std::string>& args) {
 
 int cmd_import_meta(const std::vector<std::string>& args) {
   std::optional<Saver> saver = import_meta_graph(args.at(0));
-  if (!saver) throw NotFoundError("interop_tool import_meta: no variables in " + quoted(args.at(0)));
+  if (!saver)
+    throw NotFoundError("interop_tool import_meta: no variables in " + quoted(args.at(0)));
   Session sess;
   saver->restore(sess, args.at(1));
   Output out(args.at(2));
@@ -537,10 +600,10 @@ Partitioner make_partitioner(const std::vector<std::string>& f) {
   const std::string& kind = f.at(3);
   if (kind == "fixed") return fixed_size_partitioner(std::stoll(f.at(4)), std::stoi(f.at(5)));
   if (kind == "axis_size") {
-    return variable_axis_size_partitioner(
-        std::stoll(f.at(4)), {.axis = std::stoi(f.at(5)),
-                              .bytes_per_string_element = std::stoll(f.at(6)),
-                              .max_shards = parse_opt_int(f.at(7))});
+    return variable_axis_size_partitioner(std::stoll(f.at(4)),
+                                          {.axis = std::stoi(f.at(5)),
+                                           .bytes_per_string_element = std::stoll(f.at(6)),
+                                           .max_shards = parse_opt_int(f.at(7))});
   }
   if (kind == "min_max") {
     return min_max_variable_partitioner({.max_partitions = std::stoll(f.at(4)),
@@ -568,9 +631,10 @@ int cmd_partition(const std::vector<std::string>& args) {
       std::string shapes = "-";
       if (dtype_is_numeric(dtype)) {
         reset_default_graph();
-        const GetVariableResult v = get_variable(
-            "v", {.shape = shape, .dtype = dtype, .initializer = zeros_initializer(dtype),
-                  .partitioner = make_partitioner(f)});
+        const GetVariableResult v = get_variable("v", {.shape = shape,
+                                                       .dtype = dtype,
+                                                       .initializer = zeros_initializer(dtype),
+                                                       .partitioner = make_partitioner(f)});
         shapes.clear();
         auto add = [&](const TensorShape& s) {
           std::string dims;
@@ -597,7 +661,9 @@ int cmd_partition(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   using namespace varstate::interop;
   if (argc < 2) {
-    std::cerr << "usage: interop_tool save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta|partition ARGS...\n";
+    std::cerr << "usage: interop_tool "
+                 "save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta|"
+                 "partition ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];

@@ -25,7 +25,8 @@ std::string hex_decode(std::string_view hex) {
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     throw InvalidArgumentError("interop text: bad hex digit in " + quoted(hex));
   };
-  if (hex.size() % 2 != 0) throw InvalidArgumentError("interop text: odd-length hex " + quoted(hex));
+  if (hex.size() % 2 != 0)
+    throw InvalidArgumentError("interop text: odd-length hex " + quoted(hex));
   std::string out(hex.size() / 2, '\0');
   for (size_t i = 0; i < out.size(); ++i) {
     out[i] = static_cast<char>(digit(hex[2 * i]) * 16 + digit(hex[2 * i + 1]));
@@ -46,11 +47,13 @@ std::vector<std::string> split(std::string_view s, char sep) {
 
 TextTensor parse_line(const std::string& line) {
   std::vector<std::string> f = split(line, ' ');
-  if (f.size() < 4) throw InvalidArgumentError("interop text: need KEY DTYPE DIMS DATA in " + quoted(line));
+  if (f.size() < 4)
+    throw InvalidArgumentError("interop text: need KEY DTYPE DIMS DATA in " + quoted(line));
   TextTensor t;
   t.key = hex_decode(f[0] == "-" ? "" : f[0]);
   const int dtype = std::stoi(f[1]);
-  if (!dtype_is_valid(dtype)) throw InvalidArgumentError("interop text: bad dtype in " + quoted(line));
+  if (!dtype_is_valid(dtype))
+    throw InvalidArgumentError("interop text: bad dtype in " + quoted(line));
   t.dtype = static_cast<DType>(dtype);
   if (f[2] != "-") {
     for (const std::string& d : split(f[2], ',')) t.dims.push_back(std::stoll(d));
@@ -64,7 +67,8 @@ TextTensor parse_line(const std::string& line) {
     }
     if (static_cast<int64_t>(t.strings.size()) != n) {
       throw InvalidArgumentError("interop text: " + std::to_string(t.strings.size()) +
-                                 " strings for " + std::to_string(n) + " elements in " + quoted(line));
+                                 " strings for " + std::to_string(n) + " elements in " +
+                                 quoted(line));
     }
   } else {
     const std::string bytes = hex_decode(data);

@@ -22,9 +22,9 @@ struct TextTensor {
   std::string key;
   DType dtype = DType::kInvalid;
   std::vector<int64_t> dims;
-  std::vector<std::byte> bytes;       // numeric dtypes
-  std::vector<std::string> strings;   // DType::kString
-  std::vector<std::string> extra;     // fields after DATA
+  std::vector<std::byte> bytes;      // numeric dtypes
+  std::vector<std::string> strings;  // DType::kString
+  std::vector<std::string> extra;    // fields after DATA
 };
 
 std::string hex_encode(const void* data, size_t size);

@@ -7,12 +7,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "test_util.h"
 #include "varstate/base/dtype.h"
 #include "varstate/device/device.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/kernels/cpu/random.h"
 #include "varstate/kernels/cuda/random.h"
-#include "test_util.h"
 
 using namespace varstate;
 namespace cpu = varstate::kernels::cpu;
@@ -20,7 +20,11 @@ namespace cuda = varstate::kernels::cuda;
 
 namespace {
 
-enum class Dist { kUniform, kNormal, kTruncated };
+enum class Dist {
+  kUniform,
+  kNormal,
+  kTruncated
+};
 
 constexpr unsigned char kGuard = 0x5a;
 constexpr int64_t kGuardElements = 16;

@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "test_util.h"
 #include "varstate/base/dtype.h"
 #include "varstate/kernels/cpu/random.h"
 #include "varstate/kernels/philox.h"
-#include "test_util.h"
 
 using namespace varstate;
 namespace rng = varstate::kernels::rng;
@@ -98,7 +98,11 @@ class SingleWords {
   int used_ = 4;
 };
 
-enum class Dist { kUniform, kNormal, kTruncated };
+enum class Dist {
+  kUniform,
+  kNormal,
+  kTruncated
+};
 
 constexpr int group_size(size_t type_size) { return type_size == 8 ? 2 : 4; }
 
@@ -143,9 +147,9 @@ std::vector<T> reference_group(Dist dist, const std::array<uint32_t, 4>& w, T a,
     } else {
       const T range = from_float<T>(static_cast<float>(b) - static_cast<float>(a));
       for (int j = 0; j < 4; ++j) {
-        float u = std::is_same_v<T, half> ? rng::uniform_half(w[j])
+        float u = std::is_same_v<T, half>       ? rng::uniform_half(w[j])
                   : std::is_same_v<T, bfloat16> ? rng::uniform_bfloat16(w[j])
-                                                 : rng::uniform_float(w[j]);
+                                                : rng::uniform_float(w[j]);
         v.push_back(scale_shift(from_float<T>(u), range, a));
       }
     }
@@ -199,17 +203,16 @@ std::vector<T> reference_truncated_group(uint64_t seed, uint64_t seed2, uint64_t
 // Elements [first, first + n) by the reference: one generator stepping
 // through the groups in order.
 template <typename T>
-std::vector<T> reference(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2,
-                         T a, T b) {
+std::vector<T> reference(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2, T a,
+                         T b) {
   constexpr int kGroup = group_size(sizeof(T));
   std::vector<T> all;
   const int64_t g0 = first / kGroup;
   SequentialPhilox gen(seed, seed2);
   gen.skip(g0);
   for (int64_t g = g0; g * kGroup < first + n; ++g) {
-    std::vector<T> v = dist == Dist::kTruncated
-                           ? reference_truncated_group<T>(seed, seed2, g, a, b)
-                           : reference_group<T>(dist, gen.next(), a, b);
+    std::vector<T> v = dist == Dist::kTruncated ? reference_truncated_group<T>(seed, seed2, g, a, b)
+                                                : reference_group<T>(dist, gen.next(), a, b);
     all.insert(all.end(), v.begin(), v.end());
   }
   return std::vector<T>(all.begin() + (first - g0 * kGroup),
@@ -302,7 +305,7 @@ TEST_CASE("Kernels reproduce TensorFlow's values", "[random]") {
   SECTION("float32 uniform, seeds (87654321, 1): exact") {
     std::vector<float> out(8);
     cpu::random_uniform<float>(out.data(), 8, 0, 87654321, 1, 0.0f, 1.0f);
-    const float expected[] = {0.239037395f, 0.920399547f, 0.0505124331f, 0.495744467f,
+    const float expected[] = {0.239037395f, 0.920399547f,  0.0505124331f, 0.495744467f,
                               0.835522294f, 0.0264704227f, 0.0881130695f, 0.45666039f};
     for (int i = 0; i < 8; ++i) CHECK(out[i] == expected[i]);
   }
@@ -327,8 +330,8 @@ TEST_CASE("Kernels reproduce TensorFlow's values", "[random]") {
   SECTION("float32 normal and truncated normal, seeds (87654321, 1)") {
     std::vector<float> out(8);
     cpu::random_normal<float>(out.data(), 8, 0, 87654321, 1, 0.0f, 1.0f);
-    const float normal[] = {-0.8113182f, 1.484599f, 0.06532937f, -2.442704f,
-                            0.0992484f,  0.5912243f, 0.592823f,  -2.12293f};
+    const float normal[] = {-0.8113182f, 1.484599f,  0.06532937f, -2.442704f,
+                            0.0992484f,  0.5912243f, 0.592823f,   -2.12293f};
     for (int i = 0; i < 8; ++i) CHECK(out[i] == Approx(normal[i]).epsilon(1e-6));
     cpu::truncated_normal<float>(out.data(), 8, 0, 87654321, 1, 0.0f, 1.0f);
     const float truncated[] = {-0.8113182f, 1.484599f, 0.06532937f, 0.0992484f,
@@ -392,9 +395,10 @@ TEST_CASE("Portable log and sincos are accurate on the Box-Muller inputs", "[ran
 
 TEST_CASE("16-bit rounding matches base/dtype.h", "[random]") {
   std::mt19937 gen(testing::kSeed);
-  std::vector<float> inputs = {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e9f, 5.9604645e-08f,
-                               2.9802322e-08f, 2.9802326e-08f, 6.1035156e-05f, 6.1e-05f,
-                               std::numeric_limits<float>::infinity()};
+  std::vector<float> inputs = {
+      0.0f,           -0.0f,          65504.0f,       65519.0f,
+      65520.0f,       1e9f,           5.9604645e-08f, 2.9802322e-08f,
+      2.9802326e-08f, 6.1035156e-05f, 6.1e-05f,       std::numeric_limits<float>::infinity()};
   for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite half and its midpoints
     const float v = static_cast<float>(half::from_bits(static_cast<uint16_t>(h)));
     inputs.push_back(v);
@@ -417,8 +421,8 @@ TEST_CASE("16-bit rounding matches base/dtype.h", "[random]") {
   }
 }
 
-TEMPLATE_TEST_CASE("CPU kernels match the sequential reference bit for bit",
-                   "[random][threads]", half, bfloat16, float, double, int32_t, int64_t) {
+TEMPLATE_TEST_CASE("CPU kernels match the sequential reference bit for bit", "[random][threads]",
+                   half, bfloat16, float, double, int32_t, int64_t) {
   using T = TestType;
   const uint64_t seed = testing::kSeed, seed2 = 77;
   for (Dist dist : dists_for(std::is_integral_v<T>)) {
@@ -510,8 +514,7 @@ TEMPLATE_TEST_CASE("Distribution statistics", "[random]", half, bfloat16, float,
   }
 }
 
-TEMPLATE_TEST_CASE("Uniform integers cover [minval, maxval) evenly", "[random]", int32_t,
-                   int64_t) {
+TEMPLATE_TEST_CASE("Uniform integers cover [minval, maxval) evenly", "[random]", int32_t, int64_t) {
   using T = TestType;
   const int64_t n = 1 << 20;
   std::vector<T> v(n);

@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "varstate/kernels/cpu/scatter.h"
-#include "varstate/kernels/cuda/scatter.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
+#include "varstate/kernels/cpu/scatter.h"
+#include "varstate/kernels/cuda/scatter.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -207,8 +207,8 @@ void check_atomic_path(uint64_t seed) {
         for (bool scalar : {false, true}) {
           // Width 32 also runs on a table misaligned by one element.
           for (int64_t misalign : {0, width == 32 ? 1 : 0}) {
-            CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, duplicates,
-                    scalar, misalign, seed);
+            CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, duplicates, scalar,
+                    misalign, seed);
             const auto indices = duplicates ? duplicate_indices<Index>(2000, kRows, seed)
                                             : unique_indices<Index>(40, kRows, seed);
             const int64_t base = misalign + kGuardRows * width;
@@ -216,8 +216,8 @@ void check_atomic_path(uint64_t seed) {
             // With duplicates, values whose effect does not depend on order.
             const auto updates =
                 updates_for<T>(op, scalar ? 1 : indices.size() * width, seed + 1, !duplicates);
-            const auto got = run_gpu<T, Index>(op, table, base, kRows, width, indices, updates,
-                                               scalar, false);
+            const auto got =
+                run_gpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar, false);
             if (op == ScatterOp::kUpdate && duplicates && !scalar) {
               CHECK(update_is_some_occurrence(got, table, base, width, indices, updates));
             } else {
@@ -274,9 +274,9 @@ void check_deterministic_path(uint64_t seed) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("gpu atomic scatter matches the cpu kernel", "[scatter][gpu]", float,
-                   double, half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                   uint16_t, uint32_t, uint64_t, complex64, complex128) {
+TEMPLATE_TEST_CASE("gpu atomic scatter matches the cpu kernel", "[scatter][gpu]", float, double,
+                   half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                   uint64_t, complex64, complex128) {
   check_atomic_path<TestType, int32_t>(kSeed);
   check_atomic_path<TestType, int64_t>(kSeed + 5000);
 }
@@ -294,8 +294,7 @@ TEMPLATE_TEST_CASE("gpu deterministic scatter is reproducible and equals the cpu
 // scatter contract asks 1-byte tables for a 2-byte granule, 2-byte tables
 // for none). Run under compute-sanitizer memcheck to see a stray access.
 TEMPLATE_TEST_CASE("gpu scatter on a table ending at an odd element boundary",
-                   "[scatter][gpu][quick]", half, bfloat16, int8_t, int16_t, uint8_t,
-                   uint16_t) {
+                   "[scatter][gpu][quick]", half, bfloat16, int8_t, int16_t, uint8_t, uint16_t) {
   using T = TestType;
   const size_t granule = sizeof(T) == 1 ? 2 : 1;
   for (int64_t width : {1, 3}) {
@@ -335,8 +334,8 @@ TEMPLATE_TEST_CASE("gpu scatter with a bad index leaves the table unchanged", "[
           const auto table = random_ints<T>(rows * width, kSeed);
           const auto updates = updates_for<T>(op, n * width, kSeed + 1, true);
           gpu::IndexCheck check{};
-          const auto got = run_gpu<T, int64_t>(op, table, 0, rows, width, indices, updates,
-                                               false, deterministic, &check);
+          const auto got = run_gpu<T, int64_t>(op, table, 0, rows, width, indices, updates, false,
+                                               deterministic, &check);
           CHECK(first_difference(got, table) == -1);
           CHECK(check.first_bad_position == static_cast<uint64_t>(pos));
           CHECK(check.bad_index == bad);

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <limits>
 
-#include "varstate/base/error.h"
-#include "varstate/kernels/cpu/scatter.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
+#include "varstate/base/error.h"
+#include "varstate/kernels/cpu/scatter.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -34,7 +34,8 @@ struct GuardedTable {
   int64_t rows, width;
   std::vector<T> data;
   GuardedTable(int64_t rows, int64_t width, uint64_t seed, bool general_values)
-      : rows(rows), width(width),
+      : rows(rows),
+        width(width),
         data(random_ints<T>((rows + 2 * kGuardRows) * width, seed, general_values ? -100 : -8,
                             general_values ? 100 : 8)) {
     for (int64_t i = 0; i < kGuardRows * width; ++i) {
@@ -80,11 +81,10 @@ void check_all_ops(uint64_t seed) {
     for (int64_t width : {1, 3, 4, 32, 129}) {
       for (bool duplicates : {false, true}) {
         for (bool scalar : {false, true}) {
-          CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, duplicates,
-                  scalar, seed);
-          const std::vector<Index> indices =
-              duplicates ? duplicate_indices<Index>(300, kRows, seed)
-                         : unique_indices<Index>(29, kRows, seed);
+          CAPTURE(dtype_name(dtype_of<T>), sizeof(Index), op_name(op), width, duplicates, scalar,
+                  seed);
+          const std::vector<Index> indices = duplicates ? duplicate_indices<Index>(300, kRows, seed)
+                                                        : unique_indices<Index>(29, kRows, seed);
           check_against_reference<T, Index>(op, kRows, width, indices, scalar, seed);
           ++seed;
         }
@@ -96,8 +96,8 @@ void check_all_ops(uint64_t seed) {
 }  // namespace
 
 TEMPLATE_TEST_CASE("cpu scatter matches the reference loop for every op", "[scatter]", float,
-                   double, half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                   uint16_t, uint32_t, uint64_t, complex64, complex128) {
+                   double, half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
+                   uint32_t, uint64_t, complex64, complex128) {
   check_all_ops<TestType, int32_t>(kSeed);
   check_all_ops<TestType, int64_t>(kSeed + 1000);
 }
@@ -112,10 +112,9 @@ TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing 
         const int64_t rows = 3001;
         const int64_t n = std::max<int64_t>(2000, (1 << 19) / (width * sizeof(TestType)));
         CAPTURE(dtype_name(dtype_of<TestType>), op_name(op), width, duplicates, n, seed);
-        const std::vector<int64_t> indices = duplicates
-                                                 ? duplicate_indices<int64_t>(n, rows, seed)
-                                                 : unique_indices<int64_t>(std::min(n, rows),
-                                                                           rows, seed);
+        const std::vector<int64_t> indices =
+            duplicates ? duplicate_indices<int64_t>(n, rows, seed)
+                       : unique_indices<int64_t>(std::min(n, rows), rows, seed);
         check_against_reference<TestType, int64_t>(op, rows, width, indices, false, seed);
         ++seed;
       }
@@ -126,15 +125,15 @@ TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing 
 // A table split by rows into uneven parts (with guard rows around each)
 // and updated by scatter_parts must end up equal to the whole table updated
 // by scatter, with nothing written outside the parts.
-TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole", "[scatter]",
-                   float, half, int8_t, uint64_t, complex64) {
+TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole", "[scatter]", float,
+                   half, int8_t, uint64_t, complex64) {
   using T = TestType;
   // (rows, width, parts, indices): serial (one shard per part), and
   // multithreaded with few and with many parts (indices bucketed by part).
-  const auto [rows, width, num_parts, num_indices] = GENERATE(
-      std::tuple<int64_t, int64_t, int, int64_t>{101, 5, 3, 3000},
-      std::tuple<int64_t, int64_t, int, int64_t>{1000, 64, 4, 20000},
-      std::tuple<int64_t, int64_t, int, int64_t>{1001, 16, 20, 20000});
+  const auto [rows, width, num_parts, num_indices] =
+      GENERATE(std::tuple<int64_t, int64_t, int, int64_t>{101, 5, 3, 3000},
+               std::tuple<int64_t, int64_t, int, int64_t>{1000, 64, 4, 20000},
+               std::tuple<int64_t, int64_t, int, int64_t>{1001, 16, 20, 20000});
   // TensorFlow's uneven split: the first rows % parts parts get one more row.
   std::vector<int64_t> begin = {0};
   for (int k = 0; k < num_parts; ++k) {
@@ -156,13 +155,15 @@ TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole",
       std::vector<T*> bases;
       for (size_t k = 0; k + 1 < begin.size(); ++k) {
         std::vector<T> part(width, guard);
-        part.insert(part.end(), table.begin() + begin[k] * width, table.begin() + begin[k + 1] * width);
+        part.insert(part.end(), table.begin() + begin[k] * width,
+                    table.begin() + begin[k + 1] * width);
         part.insert(part.end(), width, guard);
         parts.push_back(std::move(part));
       }
       for (auto& part : parts) bases.push_back(part.data() + width);
-      cpu::scatter_parts<T, int64_t>(op, bases.data(), begin.data(), num_parts, width, indices.data(),
-                                     static_cast<int64_t>(indices.size()), updates.data(), scalar);
+      cpu::scatter_parts<T, int64_t>(op, bases.data(), begin.data(), num_parts, width,
+                                     indices.data(), static_cast<int64_t>(indices.size()),
+                                     updates.data(), scalar);
       std::vector<T> joined;
       for (const auto& part : parts) {
         for (int64_t c = 0; c < width; ++c) {
@@ -204,17 +205,17 @@ TEST_CASE("cpu scatter results do not depend on the deterministic flag", "[scatt
 TEST_CASE("cpu scatter_min/max reject complex types", "[scatter]") {
   std::vector<complex64> table(4), updates(2);
   const std::vector<int32_t> indices = {0, 1};
-  CHECK_THROWS_AS((cpu::scatter<complex64, int32_t>(ScatterOp::kMin, table.data(), 2, 2,
-                                                     indices.data(), 1, updates.data(), false,
-                                                     false)),
-                  InvalidArgumentError);
+  CHECK_THROWS_AS(
+      (cpu::scatter<complex64, int32_t>(ScatterOp::kMin, table.data(), 2, 2, indices.data(), 1,
+                                        updates.data(), false, false)),
+      InvalidArgumentError);
 }
 
 TEST_CASE("cpu scatter with no indices or empty rows changes nothing", "[scatter]") {
   std::vector<int32_t> table = {1, 2, 3};
   const std::vector<int32_t> updates = {9};
-  cpu::scatter<int32_t, int32_t>(ScatterOp::kAdd, table.data(), 3, 1, nullptr, 0,
-                                 updates.data(), true, false);
+  cpu::scatter<int32_t, int32_t>(ScatterOp::kAdd, table.data(), 3, 1, nullptr, 0, updates.data(),
+                                 true, false);
   CHECK(table == std::vector<int32_t>{1, 2, 3});
 }
 

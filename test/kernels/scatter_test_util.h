@@ -12,9 +12,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "test_util.h"
 #include "varstate/base/dtype.h"
 #include "varstate/kernels/common.h"
-#include "test_util.h"
 
 namespace varstate::testing {
 
@@ -22,13 +22,20 @@ using kernels::ScatterOp;
 
 inline const char* op_name(ScatterOp op) {
   switch (op) {
-    case ScatterOp::kUpdate: return "update";
-    case ScatterOp::kAdd: return "add";
-    case ScatterOp::kSub: return "sub";
-    case ScatterOp::kMul: return "mul";
-    case ScatterOp::kDiv: return "div";
-    case ScatterOp::kMin: return "min";
-    case ScatterOp::kMax: return "max";
+    case ScatterOp::kUpdate:
+      return "update";
+    case ScatterOp::kAdd:
+      return "add";
+    case ScatterOp::kSub:
+      return "sub";
+    case ScatterOp::kMul:
+      return "mul";
+    case ScatterOp::kDiv:
+      return "div";
+    case ScatterOp::kMin:
+      return "min";
+    case ScatterOp::kMax:
+      return "max";
   }
   return "?";
 }
@@ -52,34 +59,52 @@ T reference_op(ScatterOp op, T t, T u) {
   if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
     const float a = static_cast<float>(t), b = static_cast<float>(u);
     switch (op) {
-      case ScatterOp::kUpdate: return u;
-      case ScatterOp::kAdd: return T(a + b);
-      case ScatterOp::kSub: return T(a - b);
-      case ScatterOp::kMul: return T(a * b);
-      case ScatterOp::kDiv: return T(a / b);
-      case ScatterOp::kMin: return b < a ? u : t;
-      case ScatterOp::kMax: return a < b ? u : t;
+      case ScatterOp::kUpdate:
+        return u;
+      case ScatterOp::kAdd:
+        return T(a + b);
+      case ScatterOp::kSub:
+        return T(a - b);
+      case ScatterOp::kMul:
+        return T(a * b);
+      case ScatterOp::kDiv:
+        return T(a / b);
+      case ScatterOp::kMin:
+        return b < a ? u : t;
+      case ScatterOp::kMax:
+        return a < b ? u : t;
     }
   } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
     switch (op) {
-      case ScatterOp::kUpdate: return u;
-      case ScatterOp::kAdd: return static_cast<T>(U(t) + U(u));
-      case ScatterOp::kSub: return static_cast<T>(U(t) - U(u));
-      case ScatterOp::kMul: return static_cast<T>(U(t) * U(u));
+      case ScatterOp::kUpdate:
+        return u;
+      case ScatterOp::kAdd:
+        return static_cast<T>(U(t) + U(u));
+      case ScatterOp::kSub:
+        return static_cast<T>(U(t) - U(u));
+      case ScatterOp::kMul:
+        return static_cast<T>(U(t) * U(u));
       case ScatterOp::kDiv:
         if (std::is_signed_v<T> && u == static_cast<T>(-1)) return static_cast<T>(U(0) - U(t));
         return static_cast<T>(t / u);
-      case ScatterOp::kMin: return std::min(t, u);
-      case ScatterOp::kMax: return std::max(t, u);
+      case ScatterOp::kMin:
+        return std::min(t, u);
+      case ScatterOp::kMax:
+        return std::max(t, u);
     }
   } else {
     switch (op) {
-      case ScatterOp::kUpdate: return u;
-      case ScatterOp::kAdd: return t + u;
-      case ScatterOp::kSub: return t - u;
-      case ScatterOp::kMul: return t * u;
-      case ScatterOp::kDiv: return t / u;
+      case ScatterOp::kUpdate:
+        return u;
+      case ScatterOp::kAdd:
+        return t + u;
+      case ScatterOp::kSub:
+        return t - u;
+      case ScatterOp::kMul:
+        return t * u;
+      case ScatterOp::kDiv:
+        return t / u;
       default:
         if constexpr (!is_complex<T>::value) {
           return op == ScatterOp::kMin ? (u < t ? u : t) : (t < u ? u : t);
@@ -122,9 +147,12 @@ std::vector<Index> duplicate_indices(int64_t n, int64_t rows, uint64_t seed) {
   std::vector<Index> out(n);
   for (auto& x : out) {
     const double p = u01(gen);
-    if (p < 0.25) x = hot[0];
-    else if (p < 0.5) x = hot[1 + static_cast<int>(u01(gen) * 3) % 3];
-    else x = static_cast<Index>(static_cast<int64_t>(rows * u01(gen) * u01(gen)) % rows);
+    if (p < 0.25)
+      x = hot[0];
+    else if (p < 0.5)
+      x = hot[1 + static_cast<int>(u01(gen) * 3) % 3];
+    else
+      x = static_cast<Index>(static_cast<int64_t>(rows * u01(gen) * u01(gen)) % rows);
   }
   return out;
 }

@@ -2,20 +2,20 @@
 // storage dtypes and bool, on values every dtype holds exactly.
 #include <catch2/catch.hpp>
 
+#include "tensor_util.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/cast.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
 
 TEST_CASE("GPU casts equal the CPU's for every dtype pair", "[gpu][cast]") {
   Device& gpu = DeviceManager::instance().gpu(0);
-  const std::vector<DType> dtypes = {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16,
-                                     DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64,
-                                     DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64,
-                                     DType::kComplex64, DType::kComplex128, DType::kBool,
-                                     DType::kQInt8};
+  const std::vector<DType> dtypes = {
+      DType::kFloat,     DType::kDouble,     DType::kHalf,   DType::kBFloat16,
+      DType::kInt8,      DType::kInt16,      DType::kInt32,  DType::kInt64,
+      DType::kUInt8,     DType::kUInt16,     DType::kUInt32, DType::kUInt64,
+      DType::kComplex64, DType::kComplex128, DType::kBool,   DType::kQInt8};
   for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{(1 << 18) + 5}}) {
     for (DType from : dtypes) {
       Tensor src = from == DType::kBool

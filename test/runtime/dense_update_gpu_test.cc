@@ -3,10 +3,10 @@
 // views, and values that live on another device.
 #include <catch2/catch.hpp>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/dense_update.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -24,15 +24,16 @@ void apply(int op, Tensor& t, const Tensor& v) {
 TEST_CASE("GPU dense updates equal the CPU's for every dtype", "[gpu][dense_update]") {
   Device& gpu = DeviceManager::instance().gpu(0);
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{255}, int64_t{256 * 8 + 3}, int64_t{1} << 20}) {
-    for (DType dtype : {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16, DType::kInt8,
-                        DType::kInt16, DType::kInt32, DType::kInt64, DType::kUInt8, DType::kUInt16,
-                        DType::kUInt32, DType::kUInt64, DType::kComplex64, DType::kComplex128,
-                        DType::kQInt8}) {
+    for (DType dtype :
+         {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16, DType::kInt8,
+          DType::kInt16, DType::kInt32, DType::kInt64, DType::kUInt8, DType::kUInt16,
+          DType::kUInt32, DType::kUInt64, DType::kComplex64, DType::kComplex128, DType::kQInt8}) {
       for (int op = 0; op < 3; ++op) {
         for (bool scalar : {false, true}) {
           CAPTURE(dtype_name(dtype), n, op, scalar, kSeed);
           Tensor cpu_t = random_tensor(dtype, {n}, kSeed + n + op);
-          Tensor value = random_tensor(dtype, scalar ? TensorShape{} : TensorShape{n}, kSeed + 7 * n);
+          Tensor value =
+              random_tensor(dtype, scalar ? TensorShape{} : TensorShape{n}, kSeed + 7 * n);
           Tensor gpu_t = cpu_t.to(gpu);
           Tensor gpu_v = value.to(gpu);
           apply(op, cpu_t, value);
@@ -60,7 +61,8 @@ TEST_CASE("bad GPU updates leave the target unchanged", "[gpu][dense_update]") {
   Device& gpu = DeviceManager::instance().gpu(0);
   Tensor t = Tensor({{1.f, 2.f}, {3.f, 4.f}}).to(gpu);
   CHECK_THROWS_AS(assign(t, Tensor({1.f, 2.f, 3.f}).to(gpu)), InvalidArgumentError);
-  CHECK_THROWS_AS(assign_add(t, Tensor({1, 2, 3, 4}).cast(DType::kInt32).reshaped({2, 2})), TypeError);
+  CHECK_THROWS_AS(assign_add(t, Tensor({1, 2, 3, 4}).cast(DType::kInt32).reshaped({2, 2})),
+                  TypeError);
   CHECK(t.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 4.f});
 }
 

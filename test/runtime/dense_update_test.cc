@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/dense_update.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -37,19 +37,19 @@ void apply(int op, Tensor& t, const Tensor& v) {
 TEST_CASE("dense updates match a reference loop for every dtype", "[dense_update]") {
   // Sizes: one element, odd, and large enough to use the thread pool.
   for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{300000}}) {
-#define VARSTATE_DENSE_CASE(E, T)                                                        \
-    for (int op = 0; op < 3; ++op) {                                                     \
-      for (bool scalar : {false, true}) {                                                \
-        CAPTURE(#E, n, op, scalar, kSeed);                                               \
-        Tensor target = random_tensor(DType::E, {n}, kSeed + op);                        \
-        Tensor value = random_tensor(DType::E, scalar ? TensorShape{} : TensorShape{n},  \
-                                     kSeed + 100 + op);                                  \
-        auto expected = reference<T>(op, target.to_vector<T>(), value.to_vector<T>());   \
-        apply(op, target, value);                                                        \
-        Tensor want = Tensor::from_vector<T>(expected, {n});                             \
-        CHECK(compare_tensors(target, want.reshaped({n})).empty());                      \
-      }                                                                                  \
-    }
+#define VARSTATE_DENSE_CASE(E, T)                                                             \
+  for (int op = 0; op < 3; ++op) {                                                            \
+    for (bool scalar : {false, true}) {                                                       \
+      CAPTURE(#E, n, op, scalar, kSeed);                                                      \
+      Tensor target = random_tensor(DType::E, {n}, kSeed + op);                               \
+      Tensor value =                                                                          \
+          random_tensor(DType::E, scalar ? TensorShape{} : TensorShape{n}, kSeed + 100 + op); \
+      auto expected = reference<T>(op, target.to_vector<T>(), value.to_vector<T>());          \
+      apply(op, target, value);                                                               \
+      Tensor want = Tensor::from_vector<T>(expected, {n});                                    \
+      CHECK(compare_tensors(target, want.reshaped({n})).empty());                             \
+    }                                                                                         \
+  }
     VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(VARSTATE_DENSE_CASE)
 #undef VARSTATE_DENSE_CASE
   }
@@ -76,8 +76,8 @@ TEST_CASE("assign with validate_shape=false takes the value's shape", "[dense_up
 
 TEST_CASE("literals convert to the target's dtype", "[dense_update]") {
   Tensor t({1.f, 2.f});
-  assign_add(t, 1);     // int literal -> float32
-  assign_sub(t, 0.5);   // double literal -> float32
+  assign_add(t, 1);    // int literal -> float32
+  assign_sub(t, 0.5);  // double literal -> float32
   CHECK(t.to_vector<float>() == std::vector<float>{1.5f, 2.5f});
   Tensor i({1, 2});
   CHECK_THROWS_AS(assign_add(i, 0.5), TypeError);
@@ -87,13 +87,14 @@ TEST_CASE("bad updates raise and leave the target unchanged", "[dense_update]") 
   Tensor t({{1.f, 2.f}, {3.f, 4.f}});
   const auto before = t.to_vector<float>();
   CHECK_THROWS_AS(assign(t, Tensor({1.f, 2.f, 3.f}), {.name = "w:0"}), InvalidArgumentError);
-  CHECK_THROWS_WITH(assign(t, Tensor({1.f, 2.f, 3.f}), {.name = "w:0"}),
-                    Catch::Contains("\"w:0\"") && Catch::Contains("[2,2]") && Catch::Contains("[3]"));
+  CHECK_THROWS_WITH(
+      assign(t, Tensor({1.f, 2.f, 3.f}), {.name = "w:0"}),
+      Catch::Contains("\"w:0\"") && Catch::Contains("[2,2]") && Catch::Contains("[3]"));
   CHECK_THROWS_AS(assign_add(t, Tensor({1.0, 2.0, 3.0, 4.0}).cast(DType::kDouble).reshaped({2, 2})),
                   TypeError);
-  CHECK_THROWS_WITH(assign_sub(t, Tensor({1, 2, 3, 4}).cast(DType::kInt32).reshaped({2, 2}), {.name = "w:0"}),
-                    Catch::Contains("AssignSub") && Catch::Contains("float32") &&
-                        Catch::Contains("int32"));
+  CHECK_THROWS_WITH(
+      assign_sub(t, Tensor({1, 2, 3, 4}).cast(DType::kInt32).reshaped({2, 2}), {.name = "w:0"}),
+      Catch::Contains("AssignSub") && Catch::Contains("float32") && Catch::Contains("int32"));
   Tensor empty;
   CHECK_THROWS_AS(assign(t, empty), InvalidArgumentError);
   CHECK_THROWS_AS(assign(empty, t), InvalidArgumentError);

@@ -4,13 +4,13 @@
 
 #include <random>
 
+#include "device_fixture.h"
+#include "test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/gather.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
-#include "test_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -37,7 +37,8 @@ std::vector<float> reference_rows(const std::vector<float>& table, int64_t width
 
 }  // namespace
 
-TEST_CASE_METHOD(FreshSession, "gather on a tensor: rows in index order, shape indices + row", "[gather]") {
+TEST_CASE_METHOD(FreshSession, "gather on a tensor: rows in index order, shape indices + row",
+                 "[gather]") {
   const std::vector<float> table = iota(5 * 3);
   Tensor params = Tensor::from_vector<float>(table, {5, 3}).to(test_device());
   Tensor rows = gather(params, Tensor::from_vector<int64_t>({4, 0, 2, 2}, {2, 2}));
@@ -67,7 +68,8 @@ TEST_CASE_METHOD(FreshSession, "gather on a variable reads its current value", "
   CHECK(rows.to_vector<float>() == reference_rows(now, 2, {3, 1, 3}));
 }
 
-TEST_CASE_METHOD(FreshSession, "gather on a partitioned variable routes rows to their parts", "[gather]") {
+TEST_CASE_METHOD(FreshSession, "gather on a partitioned variable routes rows to their parts",
+                 "[gather]") {
   const int64_t rows = 23, width = 4;
   const std::vector<float> table = iota(rows * width);
   PartitionedVariable emb =
@@ -93,7 +95,8 @@ TEST_CASE_METHOD(FreshSession, "gather on a partitioned variable routes rows to 
   CHECK(first.to_vector<float>() == reference_rows(table, width, {4, 0, 2}));
 }
 
-TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the bound", "[gather][errors]") {
+TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the bound",
+                 "[gather][errors]") {
   Tensor params = Tensor::from_vector<float>(iota(10), {5, 2}).to(test_device());
   CHECK_THROWS_MATCHES(gather(params, Tensor::from_vector<int64_t>({1, 5})), InvalidArgumentError,
                        Message("gather: indices[1] = 5 is not in [0, 5)"));
@@ -106,8 +109,8 @@ TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the 
   CHECK_THROWS_MATCHES(gather(w, Tensor::from_vector<int64_t>({2})), InvalidArgumentError,
                        Message("gather on \"w\": indices[0] = 2 is not in [0, 2)"));
   CHECK_THROWS_AS(gather(w, Tensor::from_vector<int64_t>({0})), FailedPreconditionError);
-  PartitionedVariable emb = get_variable("emb", {.shape = TensorShape{6, 2},
-                                                 .partitioner = fixed_size_partitioner(2)});
+  PartitionedVariable emb =
+      get_variable("emb", {.shape = TensorShape{6, 2}, .partitioner = fixed_size_partitioner(2)});
   CHECK_THROWS_AS(gather(emb, Tensor::from_vector<int64_t>({0})), FailedPreconditionError);
   session.run(global_variables_initializer());
   CHECK_THROWS_MATCHES(gather(emb, Tensor::from_vector<int64_t>({0, 6})), InvalidArgumentError,

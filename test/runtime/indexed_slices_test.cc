@@ -4,9 +4,9 @@
 
 #include <sstream>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/indexed_slices.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "tensor_util.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/initializers.h"
 #include "varstate/runtime/random_ops.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 
@@ -34,16 +34,32 @@ struct Named {
 
 std::vector<Named> initializers() {
   return {
-      {"random_normal", [](DType d) { return random_normal_initializer({.mean = 1, .stddev = 2, .seed = 3, .dtype = d}); }},
-      {"truncated_normal", [](DType d) { return truncated_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"random_uniform", [](DType d) { return random_uniform_initializer({.minval = -4, .maxval = 9, .seed = 3, .dtype = d}); }, true},
-      {"uniform_unit_scaling", [](DType d) { return uniform_unit_scaling_initializer({.seed = 3, .dtype = d}); }},
-      {"glorot_uniform", [](DType d) { return glorot_uniform_initializer({.seed = 3, .dtype = d}); }},
-      {"glorot_normal", [](DType d) { return glorot_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"variance_scaling untruncated", [](DType d) {
-         return variance_scaling_initializer({.distribution = "untruncated_normal", .seed = 3, .dtype = d});
+      {"random_normal",
+       [](DType d) {
+         return random_normal_initializer({.mean = 1, .stddev = 2, .seed = 3, .dtype = d});
        }},
-      {"constant", [](DType d) { return constant_initializer({1, 2, 3}, d); }, true},
+      {"truncated_normal",
+       [](DType d) { return truncated_normal_initializer({.seed = 3, .dtype = d}); }},
+      {"random_uniform",
+       [](DType d) {
+         return random_uniform_initializer({.minval = -4, .maxval = 9, .seed = 3, .dtype = d});
+       },
+       true},
+      {"uniform_unit_scaling",
+       [](DType d) { return uniform_unit_scaling_initializer({.seed = 3, .dtype = d}); }},
+      {"glorot_uniform",
+       [](DType d) { return glorot_uniform_initializer({.seed = 3, .dtype = d}); }},
+      {"glorot_normal", [](DType d) { return glorot_normal_initializer({.seed = 3, .dtype = d}); }},
+      {"variance_scaling untruncated",
+       [](DType d) {
+         return variance_scaling_initializer(
+             {.distribution = "untruncated_normal", .seed = 3, .dtype = d});
+       }},
+      {"constant",
+       [](DType d) {
+         return constant_initializer({1, 2, 3}, d);
+       },
+       true},
       {"zeros", [](DType d) { return zeros_initializer(d); }, true},
       {"ones", [](DType d) { return ones_initializer(d); }, true},
   };
@@ -62,8 +78,8 @@ TEST_CASE("initializers on the GPU equal the CPU's bit for bit", "[gpu][initiali
   Device& gpu = DeviceManager::instance().gpu(0);
   for (const Named& n : initializers()) {
     for (DType dtype : dtypes_for(n)) {
-      for (TensorShape shape : {TensorShape{1}, TensorShape{7}, TensorShape{33, 129},
-                                TensorShape{3, 3, 64, 128}}) {
+      for (TensorShape shape :
+           {TensorShape{1}, TensorShape{7}, TensorShape{33, 129}, TensorShape{3, 3, 64, 128}}) {
         CAPTURE(n.name, dtype_name(dtype), shape.to_string());
         Initializer init = n.make(dtype);
         Tensor on_gpu, on_cpu;
@@ -97,14 +113,18 @@ TEST_CASE("random ops on the GPU equal the CPU's bit for bit", "[gpu][random_ops
       CHECK_FALSE(gu.on_cpu());
     }
     DeviceScope scope("/cpu:0");
-    CHECK(same_bits(gu, random_uniform(shape, {.minval = -1, .maxval = 2, .dtype = dtype, .seed = 5})));
+    CHECK(same_bits(gu,
+                    random_uniform(shape, {.minval = -1, .maxval = 2, .dtype = dtype, .seed = 5})));
     CHECK(same_bits(gn, random_normal(shape, {.mean = 1, .stddev = 3, .dtype = dtype, .seed = 5})));
     CHECK(same_bits(gt, truncated_normal(shape, {.dtype = dtype, .seed = 5})));
   }
   DeviceScope gpu_scope("/gpu:0");
-  Tensor ints = random_uniform({1000}, {.minval = -7, .maxval = 7, .dtype = DType::kInt64, .seed = 5});
+  Tensor ints =
+      random_uniform({1000}, {.minval = -7, .maxval = 7, .dtype = DType::kInt64, .seed = 5});
   DeviceScope cpu_scope("/cpu:0");
-  CHECK(same_bits(ints, random_uniform({1000}, {.minval = -7, .maxval = 7, .dtype = DType::kInt64, .seed = 5})));
+  CHECK(same_bits(
+      ints,
+      random_uniform({1000}, {.minval = -7, .maxval = 7, .dtype = DType::kInt64, .seed = 5})));
 }
 
 TEST_CASE("shards generated on the GPU equal the whole tensor generated on the CPU",

@@ -12,18 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "device_fixture.h"
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/initializers.h"
 #include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
 
 namespace {
-
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
@@ -50,8 +49,8 @@ Tensor from_shards(const Initializer& init, const TensorShape& full, DType dtype
   int64_t offset = 0;
   for (int64_t size : split(full.dim(axis), parts)) {
     TensorShape shape = axis == 0 ? TensorShape{size, cols} : TensorShape{rows, size};
-    PartitionInfo info{full, axis == 0 ? std::vector<int64_t>{offset, 0}
-                                       : std::vector<int64_t>{0, offset}};
+    PartitionInfo info{
+        full, axis == 0 ? std::vector<int64_t>{offset, 0} : std::vector<int64_t>{0, offset}};
     Tensor shard = init(shape, dtype, &info).to_host();
     const char* src = static_cast<const char*>(shard.raw_data());
     char* dst = static_cast<char*>(out.raw_data());
@@ -74,14 +73,31 @@ struct Named {
 
 std::vector<Named> random_initializers() {
   return {
-      {"random_normal", [](DType d) { return random_normal_initializer({.mean = 1, .stddev = 2, .seed = 3, .dtype = d}); }},
-      {"truncated_normal", [](DType d) { return truncated_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"random_uniform", [](DType d) { return random_uniform_initializer({.minval = -4, .maxval = 9, .seed = 3, .dtype = d}); }, true},
-      {"uniform_unit_scaling", [](DType d) { return uniform_unit_scaling_initializer({.factor = 1.43, .seed = 3, .dtype = d}); }},
-      {"glorot_uniform", [](DType d) { return glorot_uniform_initializer({.seed = 3, .dtype = d}); }},
+      {"random_normal",
+       [](DType d) {
+         return random_normal_initializer({.mean = 1, .stddev = 2, .seed = 3, .dtype = d});
+       }},
+      {"truncated_normal",
+       [](DType d) { return truncated_normal_initializer({.seed = 3, .dtype = d}); }},
+      {"random_uniform",
+       [](DType d) {
+         return random_uniform_initializer({.minval = -4, .maxval = 9, .seed = 3, .dtype = d});
+       },
+       true},
+      {"uniform_unit_scaling",
+       [](DType d) {
+         return uniform_unit_scaling_initializer({.factor = 1.43, .seed = 3, .dtype = d});
+       }},
+      {"glorot_uniform",
+       [](DType d) { return glorot_uniform_initializer({.seed = 3, .dtype = d}); }},
       {"glorot_normal", [](DType d) { return glorot_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"variance_scaling fan_out untruncated", [](DType d) {
-         return variance_scaling_initializer({.scale = 2, .mode = "fan_out", .distribution = "untruncated_normal", .seed = 3, .dtype = d});
+      {"variance_scaling fan_out untruncated",
+       [](DType d) {
+         return variance_scaling_initializer({.scale = 2,
+                                              .mode = "fan_out",
+                                              .distribution = "untruncated_normal",
+                                              .seed = 3,
+                                              .dtype = d});
        }},
   };
 }
@@ -211,11 +227,14 @@ TEST_CASE_METHOD(FreshGraph, "fans, limits and scales", "[initializers][stats]")
     const TensorShape shape{300, 100};
     auto make = [&](const char* mode, const char* dist) {
       return variance_scaling_initializer(
-          {.scale = 2.0, .mode = mode, .distribution = dist, .seed = 5, .dtype = DType::kDouble})(shape);
+          {.scale = 2.0, .mode = mode, .distribution = dist, .seed = 5, .dtype = DType::kDouble})(
+          shape);
     };
-    CHECK(stddev(make("fan_in", "untruncated_normal")) == Approx(std::sqrt(2.0 / 300)).epsilon(0.02));
+    CHECK(stddev(make("fan_in", "untruncated_normal")) ==
+          Approx(std::sqrt(2.0 / 300)).epsilon(0.02));
     CHECK(stddev(make("fan_out", "Normal")) == Approx(std::sqrt(2.0 / 100)).epsilon(0.02));
-    CHECK(stddev(make("fan_avg", "truncated_normal")) == Approx(std::sqrt(2.0 / 200)).epsilon(0.02));
+    CHECK(stddev(make("fan_avg", "truncated_normal")) ==
+          Approx(std::sqrt(2.0 / 200)).epsilon(0.02));
     CHECK(max_abs(make("fan_in", "uniform")) <= std::sqrt(3 * 2.0 / 300));
     CHECK(stddev(make("fan_in", "uniform")) == Approx(std::sqrt(2.0 / 300)).epsilon(0.02));
     // A scalar shape has fans (1, 1).
@@ -277,10 +296,10 @@ TEST_CASE_METHOD(FreshGraph, "each call is a new random op, seeded as TensorFlow
   }
   SECTION("two variables from one unseeded initializer are not symmetric") {
     Initializer init = glorot_uniform_initializer();
-    Variable w1(bind(init, {8, 8}, DType::kFloat), {.name = "w1", .dtype = DType::kFloat,
-                                                    .expected_shape = TensorShape{8, 8}});
-    Variable w2(bind(init, {8, 8}, DType::kFloat), {.name = "w2", .dtype = DType::kFloat,
-                                                    .expected_shape = TensorShape{8, 8}});
+    Variable w1(bind(init, {8, 8}, DType::kFloat),
+                {.name = "w1", .dtype = DType::kFloat, .expected_shape = TensorShape{8, 8}});
+    Variable w2(bind(init, {8, 8}, DType::kFloat),
+                {.name = "w2", .dtype = DType::kFloat, .expected_shape = TensorShape{8, 8}});
     Session sess;
     sess.run(global_variables_initializer());
     CHECK_FALSE(same_bits(w1.eval(sess), w2.eval(sess)));
@@ -302,8 +321,9 @@ TEST_CASE_METHOD(FreshGraph, "initializer errors", "[initializers][errors]") {
   CHECK_THROWS_AS(random_uniform_initializer()({2}, DType::kInt64), ValueError);
   CHECK_THROWS_AS(random_uniform_initializer({.minval = 4, .maxval = 4, .dtype = DType::kInt32}),
                   InvalidArgumentError);
-  CHECK(random_uniform_initializer({.minval = 4, .maxval = 6, .seed = 1, .dtype = DType::kInt32})({3})
-            .dtype() == DType::kInt32);
+  CHECK(
+      random_uniform_initializer({.minval = 4, .maxval = 6, .seed = 1, .dtype = DType::kInt32})({3})
+          .dtype() == DType::kInt32);
   CHECK_THROWS_WITH(variance_scaling_initializer({.scale = 0}),
                     Catch::Contains("`scale` must be positive float."));
   CHECK_THROWS_WITH(variance_scaling_initializer({.mode = "fan_sum"}),
@@ -338,13 +358,16 @@ TEST_CASE_METHOD(FreshGraph, "shards hold exactly their slice of the whole tenso
   }
 }
 
-TEST_CASE_METHOD(FreshGraph, "slices of rank-3 tensors along each axis", "[initializers][partition]") {
+TEST_CASE_METHOD(FreshGraph, "slices of rank-3 tensors along each axis",
+                 "[initializers][partition]") {
   const TensorShape full{4, 5, 6};
   Initializer init = truncated_normal_initializer({.seed = 12});
   Tensor whole = init(full).to_host();
   const float* w = whole.data<float>();
-  const std::vector<std::pair<std::vector<int64_t>, TensorShape>> slices = {
-      {{1, 0, 0}, {2, 5, 6}}, {{0, 2, 0}, {4, 2, 6}}, {{0, 0, 3}, {4, 5, 2}}, {{1, 1, 1}, {2, 3, 4}}};
+  const std::vector<std::pair<std::vector<int64_t>, TensorShape>> slices = {{{1, 0, 0}, {2, 5, 6}},
+                                                                            {{0, 2, 0}, {4, 2, 6}},
+                                                                            {{0, 0, 3}, {4, 5, 2}},
+                                                                            {{1, 1, 1}, {2, 3, 4}}};
   for (const auto& [offset, shape] : slices) {
     CAPTURE(shape.to_string());
     PartitionInfo info{full, offset};

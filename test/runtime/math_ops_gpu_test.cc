@@ -6,10 +6,10 @@
 
 #include <functional>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/math_ops.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -18,15 +18,24 @@ namespace {
 
 using BinaryFn = std::function<Tensor(const Tensor&, const Tensor&)>;
 
-Tensor random_operand(DType dtype, const TensorShape& shape, uint64_t seed, int lo = -8, int hi = 8) {
-  if (dtype == DType::kBool) return random_tensor(DType::kInt32, shape, seed, 0, 1).cast(DType::kBool);
+Tensor random_operand(DType dtype, const TensorShape& shape, uint64_t seed, int lo = -8,
+                      int hi = 8) {
+  if (dtype == DType::kBool)
+    return random_tensor(DType::kInt32, shape, seed, 0, 1).cast(DType::kBool);
   return random_tensor(dtype, shape, seed, lo, hi);
 }
 
 const std::vector<std::pair<TensorShape, TensorShape>> kShapes = {
-    {{1}, {1}},        {{7}, {7}},         {{255}, {}},       {{}, {2051}},
-    {{3, 1}, {1, 4}},  {{2, 3, 4}, {4}},   {{4, 1, 3, 1, 2}, {1, 5, 1, 6, 1}},
-    {{1 << 20}, {1 << 20}}, {{513, 1}, {1, 301}}, {{0, 3}, {3}},
+    {{1}, {1}},
+    {{7}, {7}},
+    {{255}, {}},
+    {{}, {2051}},
+    {{3, 1}, {1, 4}},
+    {{2, 3, 4}, {4}},
+    {{4, 1, 3, 1, 2}, {1, 5, 1, 6, 1}},
+    {{1 << 20}, {1 << 20}},
+    {{513, 1}, {1, 301}},
+    {{0, 3}, {3}},
 };
 
 void check_gpu_binary(const char* what, const BinaryFn& op, const std::vector<DType>& dtypes,
@@ -47,13 +56,13 @@ void check_gpu_binary(const char* what, const BinaryFn& op, const std::vector<DT
   }
 }
 
-const std::vector<DType> kAll = {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16,
-                                 DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64,
-                                 DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64,
-                                 DType::kComplex64, DType::kComplex128};
-const std::vector<DType> kReal = {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16,
-                                  DType::kInt8, DType::kInt32, DType::kInt64, DType::kUInt8,
-                                  DType::kUInt16};
+const std::vector<DType> kAll = {
+    DType::kFloat,  DType::kDouble, DType::kHalf,      DType::kBFloat16,  DType::kInt8,
+    DType::kInt16,  DType::kInt32,  DType::kInt64,     DType::kUInt8,     DType::kUInt16,
+    DType::kUInt32, DType::kUInt64, DType::kComplex64, DType::kComplex128};
+const std::vector<DType> kReal = {DType::kFloat,    DType::kDouble, DType::kHalf,
+                                  DType::kBFloat16, DType::kInt8,   DType::kInt32,
+                                  DType::kInt64,    DType::kUInt8,  DType::kUInt16};
 
 }  // namespace
 
@@ -61,8 +70,10 @@ TEST_CASE("GPU arithmetic equals the CPU's", "[gpu][math_ops]") {
   check_gpu_binary("add", add, kAll);
   check_gpu_binary("subtract", subtract, kAll);
   check_gpu_binary("multiply", multiply, kAll);
-  check_gpu_binary("divide", divide, {DType::kFloat, DType::kDouble, DType::kHalf, DType::kInt32,
-                                      DType::kInt16, DType::kComplex64}, -8, 8, true);
+  check_gpu_binary("divide", divide,
+                   {DType::kFloat, DType::kDouble, DType::kHalf, DType::kInt32, DType::kInt16,
+                    DType::kComplex64},
+                   -8, 8, true);
   check_gpu_binary("floordiv", floordiv, kReal, -8, 8, true);
   check_gpu_binary("mod", mod, kReal, -8, 8, true);
   check_gpu_binary("maximum", maximum, kReal);
@@ -128,14 +139,18 @@ TEST_CASE("GPU matmul equals the CPU's", "[gpu][math_ops][matmul]") {
   Device& gpu = DeviceManager::instance().gpu(0);
   for (DType dtype : {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16,
                       DType::kComplex64, DType::kComplex128, DType::kInt32}) {
-    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 5, 4}, {65, 33, 129},
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                           {3, 5, 4},
+                           {65, 33, 129},
                            {256, 128, 64}}) {
       for (bool ta : {false, true}) {
         for (bool tb : {false, true}) {
           CAPTURE(dtype_name(dtype), m, n, k, ta, tb);
           const int r = dtype == DType::kBFloat16 ? 1 : 3;
-          Tensor a = random_operand(dtype, ta ? TensorShape{k, m} : TensorShape{m, k}, kSeed + m, -r, r);
-          Tensor b = random_operand(dtype, tb ? TensorShape{n, k} : TensorShape{k, n}, kSeed + n, -r, r);
+          Tensor a =
+              random_operand(dtype, ta ? TensorShape{k, m} : TensorShape{m, k}, kSeed + m, -r, r);
+          Tensor b =
+              random_operand(dtype, tb ? TensorShape{n, k} : TensorShape{k, n}, kSeed + n, -r, r);
           CHECK(compare_tensors(matmul(a.to(gpu), b.to(gpu), ta, tb), matmul(a, b, ta, tb)) == "");
         }
       }

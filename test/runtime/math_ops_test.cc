@@ -8,10 +8,10 @@
 #include <limits>
 #include <tuple>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/math_ops.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -22,10 +22,17 @@ namespace {
 // and sizes large enough for the thread pool.
 const std::vector<std::pair<TensorShape, TensorShape>>& shape_pairs() {
   static const std::vector<std::pair<TensorShape, TensorShape>> pairs = {
-      {{3, 1}, {1, 4}},      {{}, {5}},           {{5}, {}},
-      {{}, {}},              {{2, 3, 4}, {4}},    {{2, 1, 4}, {3, 1}},
-      {{37}, {37}},          {{4, 1, 3, 1, 2}, {1, 5, 1, 6, 1}},
-      {{0, 3}, {1, 3}},      {{100003}, {100003}}, {{513, 1}, {1, 301}},
+      {{3, 1}, {1, 4}},
+      {{}, {5}},
+      {{5}, {}},
+      {{}, {}},
+      {{2, 3, 4}, {4}},
+      {{2, 1, 4}, {3, 1}},
+      {{37}, {37}},
+      {{4, 1, 3, 1, 2}, {1, 5, 1, 6, 1}},
+      {{0, 3}, {1, 3}},
+      {{100003}, {100003}},
+      {{513, 1}, {1, 301}},
       {{1, 1, 7}, {7}},
   };
   return pairs;
@@ -74,7 +81,8 @@ Tensor reference(const Tensor& x, const Tensor& y, F f) {
 
 // Seeded random operands; bool tensors from random 0/1 integers.
 Tensor random_operand(DType dtype, const TensorShape& shape, uint64_t seed, int lo, int hi) {
-  if (dtype == DType::kBool) return random_tensor(DType::kInt32, shape, seed, 0, 1).cast(DType::kBool);
+  if (dtype == DType::kBool)
+    return random_tensor(DType::kInt32, shape, seed, 0, 1).cast(DType::kBool);
   return random_tensor(dtype, shape, seed, lo, hi);
 }
 
@@ -102,8 +110,10 @@ void check_op(const char* what, const std::function<Tensor(const Tensor&, const 
 // Widening helpers: 16-bit floats compute in float.
 template <typename T>
 auto wide(T v) {
-  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) return static_cast<float>(v);
-  else return v;
+  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
+    return static_cast<float>(v);
+  else
+    return v;
 }
 
 template <typename T>
@@ -215,9 +225,12 @@ TEST_CASE("divide is true division with TensorFlow's casts", "[math_ops]") {
   Tensor f16 = Tensor({half(3.f)}) / Tensor({half(2.f)});
   CHECK(f16.dtype() == DType::kHalf);
   CHECK(static_cast<float>(f16.to_vector<half>()[0]) == 1.5f);
-  check_op<float>("divide", divide, [](float a, float b) { return a / b; }, -9, 9, true);
-  check_op<double>("divide", divide, [](double a, double b) { return a / b; }, -9, 9, true);
-  check_op<complex64>("divide", divide, [](complex64 a, complex64 b) { return a / b; }, 1, 9);
+  check_op<float>(
+      "divide", divide, [](float a, float b) { return a / b; }, -9, 9, true);
+  check_op<double>(
+      "divide", divide, [](double a, double b) { return a / b; }, -9, 9, true);
+  check_op<complex64>(
+      "divide", divide, [](complex64 a, complex64 b) { return a / b; }, 1, 9);
 }
 
 TEST_CASE("pow matches the reference doc's example and the reference loop", "[math_ops]") {
@@ -229,15 +242,20 @@ TEST_CASE("pow matches the reference doc's example and the reference loop", "[ma
   Tensor pf = pow(Tensor({{2.f, 2.f}, {3.f, 3.f}}), Tensor({{8.f, 16.f}, {2.f, 3.f}}));
   CHECK(pf.to_vector<float>() == std::vector<float>{256.f, 65536.f, 9.f, 27.f});
   auto pow_op = [](const Tensor& a, const Tensor& b) { return varstate::pow(a, b); };
-  check_op<int64_t>("pow", pow_op, [](int64_t a, int64_t b) {
-    int64_t r = 1;
-    for (int64_t i = 0; i < b; ++i) r *= a;
-    return r;
-  }, 0, 6);
-  check_op<double>("pow", pow_op, [](double a, double b) { return std::pow(a, b); }, 1, 4);
+  check_op<int64_t>(
+      "pow", pow_op,
+      [](int64_t a, int64_t b) {
+        int64_t r = 1;
+        for (int64_t i = 0; i < b; ++i) r *= a;
+        return r;
+      },
+      0, 6);
+  check_op<double>(
+      "pow", pow_op, [](double a, double b) { return std::pow(a, b); }, 1, 4);
   CHECK_THROWS_WITH(pow(Tensor({2, 3}), Tensor({1, -1})),
                     Catch::Contains("negative integer powers"));
-  CHECK(std::abs(pow(Tensor({complex64(0.f, 1.f)}), Tensor({complex64(2.f, 0.f)})).to_vector<complex64>()[0] -
+  CHECK(std::abs(pow(Tensor({complex64(0.f, 1.f)}), Tensor({complex64(2.f, 0.f)}))
+                     .to_vector<complex64>()[0] -
                  complex64(-1.f, 0.f)) < 1e-6f);
 }
 
@@ -250,9 +268,12 @@ TEST_CASE("logical ops work on bool tensors only", "[math_ops]") {
   CHECK(logical_not(b).to_vector<bool>() == std::vector<bool>{false, true, false, true});
   // x ^ y == (x | y) & ~(x & y), as the reference defines it.
   CHECK(compare_tensors(a ^ b, (a | b) & ~(a & b)) == "");
-  check_op<bool, bool>("logical_and", logical_and, [](bool p, bool q) { return p && q; }, 0, 1);
-  check_op<bool, bool>("logical_xor", logical_xor, [](bool p, bool q) { return p != q; }, 0, 1);
-  check_op<bool, bool>("equal", equal, [](bool p, bool q) { return p == q; }, 0, 1);
+  check_op<bool, bool>(
+      "logical_and", logical_and, [](bool p, bool q) { return p && q; }, 0, 1);
+  check_op<bool, bool>(
+      "logical_xor", logical_xor, [](bool p, bool q) { return p != q; }, 0, 1);
+  check_op<bool, bool>(
+      "equal", equal, [](bool p, bool q) { return p == q; }, 0, 1);
   CHECK_THROWS_AS(Tensor({1, 2}) & Tensor({1, 0}), TypeError);
   CHECK_THROWS_AS(logical_or(Tensor({1.f}), Tensor({0.f})), TypeError);
   CHECK_THROWS_AS(logical_not(Tensor({1})), TypeError);
@@ -295,7 +316,8 @@ TEST_CASE("dtype rules: mismatches raise TypeError, literals convert", "[math_op
   CHECK((1 - f).to_vector<float>() == std::vector<float>{0.f, -1.f});
   CHECK((f > 1).to_vector<bool>() == std::vector<bool>{false, true});
   CHECK(!r.weakly_typed());
-  CHECK_THROWS_AS(floordiv(Tensor({complex64(1.f, 0.f)}), Tensor({complex64(1.f, 0.f)})), TypeError);
+  CHECK_THROWS_AS(floordiv(Tensor({complex64(1.f, 0.f)}), Tensor({complex64(1.f, 0.f)})),
+                  TypeError);
   CHECK_THROWS_AS(Tensor({true}) + Tensor({false}), TypeError);
   CHECK_THROWS_AS(Tensor("a") + Tensor("b"), TypeError);
   CHECK_THROWS_AS(add(Tensor(), f), InvalidArgumentError);
@@ -314,8 +336,8 @@ TEST_CASE("incompatible broadcast shapes name both shapes", "[math_ops]") {
 namespace {
 
 template <typename T>
-std::vector<T> naive_matmul(const std::vector<T>& a, const std::vector<T>& b, int64_t m,
-                            int64_t n, int64_t k, bool ta, bool tb) {
+std::vector<T> naive_matmul(const std::vector<T>& a, const std::vector<T>& b, int64_t m, int64_t n,
+                            int64_t k, bool ta, bool tb) {
   std::vector<T> c(m * n);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -331,15 +353,17 @@ std::vector<T> naive_matmul(const std::vector<T>& a, const std::vector<T>& b, in
 
 template <typename T>
 void check_matmul() {
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 5, 4}, {17, 9, 33},
-                         {130, 70, 150}}) {
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 5, 4}, {17, 9, 33}, {130, 70, 150}}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         CAPTURE(dtype_name(dtype_of<T>), m, n, k, ta, tb, kSeed);
         // Small integers keep every partial sum exact, even in bfloat16.
         const int r = std::is_same_v<T, bfloat16> ? 1 : 3;
-        Tensor a = random_tensor(dtype_of<T>, ta ? TensorShape{k, m} : TensorShape{m, k}, kSeed + m, -r, r);
-        Tensor b = random_tensor(dtype_of<T>, tb ? TensorShape{n, k} : TensorShape{k, n}, kSeed + n, -r, r);
+        Tensor a = random_tensor(dtype_of<T>, ta ? TensorShape{k, m} : TensorShape{m, k}, kSeed + m,
+                                 -r, r);
+        Tensor b = random_tensor(dtype_of<T>, tb ? TensorShape{n, k} : TensorShape{k, n}, kSeed + n,
+                                 -r, r);
         Tensor c = matmul(a, b, ta, tb);
         Tensor expected = Tensor::from_vector<T>(
             naive_matmul(a.to_vector<T>(), b.to_vector<T>(), m, n, k, ta, tb), {m, n});

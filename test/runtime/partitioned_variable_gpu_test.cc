@@ -5,11 +5,11 @@
 
 #include <random>
 
+#include "test_util.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
-#include "test_util.h"
 
 using namespace varstate;
 
@@ -26,7 +26,8 @@ TEST_CASE("parts on GPU and CPU read as one tensor on the chosen device", "[gpu]
   std::vector<float> init(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(i);
   Tensor init_t = Tensor::from_vector<float>(init, {rows, cols});
-  PartitionedVariable p = get_variable("p", {.initializer = init_t, .partitioner = fixed_size_partitioner(3)});
+  PartitionedVariable p =
+      get_variable("p", {.initializer = init_t, .partitioner = fixed_size_partitioner(3)});
   Variable reference(init_t, {.name = "reference"});
   CHECK(&p[0].device() == &gpu);
   CHECK(p[1].device().is_cpu());
@@ -50,7 +51,8 @@ TEST_CASE("parts on GPU and CPU read as one tensor on the chosen device", "[gpu]
   CHECK(p.eval(sess).to_vector<float>() == reference.eval(sess).to_vector<float>());
   // An out-of-range index on the GPU is found before any part changes.
   const std::vector<float> before = p.eval(sess).to_vector<float>();
-  CHECK_THROWS_AS(p.scatter_add(Tensor({0, 11}).to(gpu), Tensor::zeros(DType::kFloat, {2, cols}, gpu)),
-                  InvalidArgumentError);
+  CHECK_THROWS_AS(
+      p.scatter_add(Tensor({0, 11}).to(gpu), Tensor::zeros(DType::kFloat, {2, cols}, gpu)),
+      InvalidArgumentError);
   CHECK(p.eval(sess).to_vector<float>() == before);
 }

@@ -6,14 +6,14 @@
 
 #include <random>
 
+#include "device_fixture.h"
+#include "test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
-#include "test_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -27,10 +27,11 @@ std::vector<float> iota(int64_t n) {
 }
 }  // namespace
 
-TEST_CASE_METHOD(FreshSession, "parts: names, TensorFlow's uneven split, slice infos", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "parts: names, TensorFlow's uneven split, slice infos",
+                 "[partitioned]") {
   auto scope = variable_scope("scope");
-  PartitionedVariable w = get_variable("w", {.shape = TensorShape{10, 3},
-                                             .partitioner = fixed_size_partitioner(3)});
+  PartitionedVariable w =
+      get_variable("w", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(3)});
   CHECK(w.name() == "scope/w");
   CHECK(w.shape() == TensorShape{10, 3});
   CHECK(w.partitions() == std::vector<int64_t>{3, 1});
@@ -50,23 +51,27 @@ TEST_CASE_METHOD(FreshSession, "parts: names, TensorFlow's uneven split, slice i
   CHECK(globals[0].same_as(w[0]));
   CHECK(trainable_variables().size() == 3);
   // 5 into 2 along axis 1.
-  PartitionedVariable c = get_variable("c", {.shape = TensorShape{2, 5},
-                                             .partitioner = fixed_size_partitioner(2, 1)});
+  PartitionedVariable c =
+      get_variable("c", {.shape = TensorShape{2, 5}, .partitioner = fixed_size_partitioner(2, 1)});
   CHECK(c.axis() == 1);
   CHECK(c[0].shape() == TensorShape{2, 3});
   CHECK(c[1].shape() == TensorShape{2, 2});
   CHECK(c[1].save_slice_info()->var_offset == std::vector<int64_t>{0, 3});
 }
 
-TEST_CASE_METHOD(FreshSession, "partitioned initial values equal the unpartitioned variable's", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "partitioned initial values equal the unpartitioned variable's",
+                 "[partitioned]") {
   Initializer init = glorot_uniform_initializer({.seed = 7});
   Variable whole = get_variable("whole", {.shape = TensorShape{10, 3}, .initializer = init});
-  PartitionedVariable rows = get_variable("rows", {.shape = TensorShape{10, 3}, .initializer = init,
-                                                   .partitioner = fixed_size_partitioner(3)});
-  PartitionedVariable cols = get_variable("cols", {.shape = TensorShape{10, 3}, .initializer = init,
+  PartitionedVariable rows = get_variable(
+      "rows",
+      {.shape = TensorShape{10, 3}, .initializer = init, .partitioner = fixed_size_partitioner(3)});
+  PartitionedVariable cols = get_variable("cols", {.shape = TensorShape{10, 3},
+                                                   .initializer = init,
                                                    .partitioner = fixed_size_partitioner(2, 1)});
-  PartitionedVariable from_tensor = get_variable(
-      "t", {.initializer = Tensor::from_vector<float>(iota(12), {6, 2}), .partitioner = fixed_size_partitioner(4)});
+  PartitionedVariable from_tensor =
+      get_variable("t", {.initializer = Tensor::from_vector<float>(iota(12), {6, 2}),
+                         .partitioner = fixed_size_partitioner(4)});
   Session sess;
   sess.run(global_variables_initializer());
   const std::vector<float> expected = whole.eval().to_vector<float>();
@@ -89,7 +94,8 @@ TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[pa
   for (auto& x : init) x = static_cast<float>(static_cast<int>(rng() % 100));
   Tensor init_t = Tensor::from_vector<float>(init, {rows, cols});
   Variable reference = get_variable("reference", {.initializer = init_t});
-  PartitionedVariable emb = get_variable("emb", {.initializer = init_t, .partitioner = fixed_size_partitioner(4)});
+  PartitionedVariable emb =
+      get_variable("emb", {.initializer = init_t, .partitioner = fixed_size_partitioner(4)});
   Session sess;
   sess.run(global_variables_initializer());
 
@@ -104,16 +110,29 @@ TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[pa
       Tensor indices = Tensor::from_vector<int64_t>(idx, {n});
       if (round % 2) indices = indices.cast(DType::kInt32);
       Tensor updates = Tensor::from_vector<float>(upd, {n, cols});
-      if (round == 0) { emb.scatter_add(indices, updates); scatter_add(reference, indices, updates); }
-      if (round == 1) { emb.scatter_sub(IndexedSlices(updates, indices)); reference.scatter_sub(IndexedSlices(updates, indices)); }
-      if (round == 2) { emb.scatter_mul(indices, updates); scatter_mul(reference, indices, updates); }
-      if (round == 3) { emb.scatter_max(indices, updates); scatter_max(reference, indices, updates); }
+      if (round == 0) {
+        emb.scatter_add(indices, updates);
+        scatter_add(reference, indices, updates);
+      }
+      if (round == 1) {
+        emb.scatter_sub(IndexedSlices(updates, indices));
+        reference.scatter_sub(IndexedSlices(updates, indices));
+      }
+      if (round == 2) {
+        emb.scatter_mul(indices, updates);
+        scatter_mul(reference, indices, updates);
+      }
+      if (round == 3) {
+        emb.scatter_max(indices, updates);
+        scatter_max(reference, indices, updates);
+      }
       CHECK(emb.eval().to_vector<float>() == reference.eval().to_vector<float>());
     }
   }
   SECTION("rank-2 indices, a scalar update, scatter_update with unique rows, min, div") {
     Tensor idx2 = Tensor({{0, 22}, {5, 11}});
-    Tensor upd2 = Tensor::filled(DType::kFloat, {2, 2, cols}, Tensor(3.f), DeviceManager::instance().cpu());
+    Tensor upd2 =
+        Tensor::filled(DType::kFloat, {2, 2, cols}, Tensor(3.f), DeviceManager::instance().cpu());
     emb.scatter_add(idx2, upd2);
     scatter_add(reference, idx2, upd2);
     emb.scatter_update(Tensor({1, 6, 20}), Tensor(-1.f));
@@ -127,27 +146,30 @@ TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[pa
   SECTION("errors change nothing") {
     const std::vector<float> before = emb.eval().to_vector<float>();
     // Index 0 (part 0) is valid, 23 is not: part 0 must stay untouched.
-    CHECK_THROWS_MATCHES(emb.scatter_add(Tensor({0, 23}), Tensor::zeros(DType::kFloat, {2, cols}) + 1.f),
-                         InvalidArgumentError,
-                         Catch::Matchers::Message("scatter_add on \"emb\": indices[1] = 23 is not in [0, 23)"));
+    CHECK_THROWS_MATCHES(
+        emb.scatter_add(Tensor({0, 23}), Tensor::zeros(DType::kFloat, {2, cols}) + 1.f),
+        InvalidArgumentError,
+        Catch::Matchers::Message("scatter_add on \"emb\": indices[1] = 23 is not in [0, 23)"));
     CHECK_THROWS_WITH(emb.scatter_add(Tensor({-1}), Tensor::zeros(DType::kFloat, {1, cols})),
                       Contains("indices[0] = -1"));
     CHECK_THROWS_WITH(emb.scatter_add(Tensor({1, 2}), Tensor::zeros(DType::kFloat, {2, cols + 1})),
                       Contains("updates has shape [2,6]"));
-    CHECK_THROWS_AS(emb.scatter_add(Tensor({1.f}), Tensor::zeros(DType::kFloat, {1, cols})), TypeError);
+    CHECK_THROWS_AS(emb.scatter_add(Tensor({1.f}), Tensor::zeros(DType::kFloat, {1, cols})),
+                    TypeError);
     CHECK(emb.eval().to_vector<float>() == before);
-    PartitionedVariable by_cols = get_variable("by_cols", {.shape = TensorShape{4, 4},
-                                                           .partitioner = fixed_size_partitioner(2, 1)});
+    PartitionedVariable by_cols = get_variable(
+        "by_cols", {.shape = TensorShape{4, 4}, .partitioner = fixed_size_partitioner(2, 1)});
     by_cols.initializer().run();
     CHECK_THROWS_WITH(by_cols.scatter_add(Tensor({0}), Tensor::zeros(DType::kFloat, {1, 4})),
                       Contains("partitioned along axis 1"));
-    PartitionedVariable fresh = get_variable("fresh", {.shape = TensorShape{4, 2},
-                                                       .partitioner = fixed_size_partitioner(2)});
+    PartitionedVariable fresh = get_variable(
+        "fresh", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
     fresh[0].initializer().run();  // part 1 stays uninitialized
     const std::vector<float> part0 = fresh[0].eval().to_vector<float>();
-    CHECK_THROWS_MATCHES(fresh.scatter_add(Tensor({0}), Tensor::zeros(DType::kFloat, {1, 2}) + 1.f),
-                         FailedPreconditionError,
-                         Catch::Matchers::Message("Attempting to use uninitialized value fresh/part_1"));
+    CHECK_THROWS_MATCHES(
+        fresh.scatter_add(Tensor({0}), Tensor::zeros(DType::kFloat, {1, 2}) + 1.f),
+        FailedPreconditionError,
+        Catch::Matchers::Message("Attempting to use uninitialized value fresh/part_1"));
     CHECK(fresh[0].eval().to_vector<float>() == part0);
   }
   SECTION("integer division by zero is found before any part is written") {
@@ -162,8 +184,9 @@ TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[pa
 }
 
 TEST_CASE_METHOD(FreshSession, "dense updates of a partitioned variable", "[partitioned]") {
-  PartitionedVariable p = get_variable("p", {.initializer = Tensor::from_vector<float>(iota(10), {5, 2}),
-                                             .partitioner = fixed_size_partitioner(2)});
+  PartitionedVariable p =
+      get_variable("p", {.initializer = Tensor::from_vector<float>(iota(10), {5, 2}),
+                         .partitioner = fixed_size_partitioner(2)});
   p.initializer().run();
   p.assign_add(Tensor::from_vector<float>(std::vector<float>(10, 1.f), {5, 2}));
   std::vector<float> expected = iota(10);
@@ -175,34 +198,43 @@ TEST_CASE_METHOD(FreshSession, "dense updates of a partitioned variable", "[part
   p.assign(Tensor::from_vector<float>(iota(10), {5, 2}) * 3.f);
   CHECK(p[0].eval().to_vector<float>() == std::vector<float>{0, 3, 6, 9, 12, 15});
   CHECK(p[1].eval().to_vector<float>() == std::vector<float>{18, 21, 24, 27});
-  CHECK_THROWS_WITH(p.assign(Tensor::zeros(DType::kFloat, {4, 2})),
-                    Contains("assign on \"p\": value has shape [4,2], expected the variable's shape [5,2]"));
+  CHECK_THROWS_WITH(
+      p.assign(Tensor::zeros(DType::kFloat, {4, 2})),
+      Contains("assign on \"p\": value has shape [4,2], expected the variable's shape [5,2]"));
   CHECK_THROWS_AS(p.assign(Tensor(1.f)), InvalidArgumentError);
   CHECK(p[1].eval().to_vector<float>() == std::vector<float>{18, 21, 24, 27});
 }
 
 TEST_CASE_METHOD(FreshSession, "partitioned reuse and its errors", "[partitioned]") {
   GetVariableOptions o{.shape = TensorShape{8, 2}, .partitioner = fixed_size_partitioner(2)};
-  PartitionedVariable a = [&] { auto s = variable_scope("s"); return PartitionedVariable(get_variable("a", o)); }();
+  PartitionedVariable a = [&] {
+    auto s = variable_scope("s");
+    return PartitionedVariable(get_variable("a", o));
+  }();
   {
     auto s = variable_scope("s");
-    CHECK_THROWS_MATCHES(get_variable("a", o), ValueError,
-                         Catch::Matchers::Message("Partitioned variable with name s/a already exists. Did you "
-                                                  "mean to set reuse=True in VarScope?"));
+    CHECK_THROWS_MATCHES(
+        get_variable("a", o), ValueError,
+        Catch::Matchers::Message("Partitioned variable with name s/a already exists. Did you "
+                                 "mean to set reuse=True in VarScope?"));
   }
   {
     auto t = variable_scope("t");
     get_variable("plain", {.shape = TensorShape{4}});
-    CHECK_THROWS_WITH(get_variable("plain", {.shape = TensorShape{4}, .partitioner = fixed_size_partitioner(2)}),
-                      Contains("A partitioner was provided, but an unpartitioned version of the variable was found: t/plain."));
-    CHECK_THROWS_WITH(get_variable("scalar", {.shape = TensorShape{}, .partitioner = fixed_size_partitioner(2)}),
-                      Contains("A partitioned Variable must have rank at least 1"));
+    CHECK_THROWS_WITH(
+        get_variable("plain", {.shape = TensorShape{4}, .partitioner = fixed_size_partitioner(2)}),
+        Contains("A partitioner was provided, but an unpartitioned version of the variable was "
+                 "found: t/plain."));
+    CHECK_THROWS_WITH(
+        get_variable("scalar", {.shape = TensorShape{}, .partitioner = fixed_size_partitioner(2)}),
+        Contains("A partitioned Variable must have rank at least 1"));
     Partitioner two_axes = [](const TensorShape&, DType) { return std::vector<int64_t>{2, 2}; };
     CHECK_THROWS_WITH(get_variable("m", {.shape = TensorShape{4, 4}, .partitioner = two_axes}),
                       Contains("Can only slice a variable along one dimension"));
     Partitioner wrong_rank = [](const TensorShape&, DType) { return std::vector<int64_t>{2}; };
-    CHECK_THROWS_WITH(get_variable("r", {.shape = TensorShape{4, 4}, .partitioner = wrong_rank}),
-                      Contains("Partitioner returned a partition list that does not match the Variable's rank"));
+    CHECK_THROWS_WITH(
+        get_variable("r", {.shape = TensorShape{4, 4}, .partitioner = wrong_rank}),
+        Contains("Partitioner returned a partition list that does not match the Variable's rank"));
     Partitioner zero = [](const TensorShape&, DType) { return std::vector<int64_t>{0, 1}; };
     CHECK_THROWS_WITH(get_variable("z", {.shape = TensorShape{4, 4}, .partitioner = zero}),
                       Contains("Partitioner returned zero partitions for some axes: [0, 1]"));
@@ -211,21 +243,26 @@ TEST_CASE_METHOD(FreshSession, "partitioned reuse and its errors", "[partitioned
   CHECK(PartitionedVariable(get_variable("a", o)).same_as(a));
   GetVariableOptions other = o;
   other.partitioner = fixed_size_partitioner(4);
-  CHECK_THROWS_MATCHES(get_variable("a", other), ValueError,
-                       Catch::Matchers::Message("Trying to reuse partitioned variable s/a, but specified "
-                                                "partitions [4, 1] and found partitions [2, 1]."));
+  CHECK_THROWS_MATCHES(
+      get_variable("a", other), ValueError,
+      Catch::Matchers::Message("Trying to reuse partitioned variable s/a, but specified "
+                               "partitions [4, 1] and found partitions [2, 1]."));
   other = o;
   other.shape = TensorShape{9, 2};
-  CHECK_THROWS_WITH(get_variable("a", other), Contains("specified shape [9,2] and found shape [8,2]"));
+  CHECK_THROWS_WITH(get_variable("a", other),
+                    Contains("specified shape [9,2] and found shape [8,2]"));
   CHECK_THROWS_WITH(get_variable("missing", o),
-                    Contains("PartitionedVariable s/missing does not exist, or was not created with tf.get_variable()"));
+                    Contains("PartitionedVariable s/missing does not exist, or was not created "
+                             "with tf.get_variable()"));
   CHECK_THROWS_AS(Variable(get_variable("a", o)), ValueError);  // not a plain Variable
 }
 
-TEST_CASE_METHOD(FreshSession, "parts spread over devices; reads land on the chosen device", "[partitioned]") {
+TEST_CASE_METHOD(FreshSession, "parts spread over devices; reads land on the chosen device",
+                 "[partitioned]") {
   DeviceScope spread(round_robin_gpus());
-  PartitionedVariable p = get_variable("p", {.initializer = Tensor::from_vector<float>(iota(12), {6, 2}),
-                                             .partitioner = fixed_size_partitioner(3)});
+  PartitionedVariable p =
+      get_variable("p", {.initializer = Tensor::from_vector<float>(iota(12), {6, 2}),
+                         .partitioner = fixed_size_partitioner(3)});
   auto& dm = DeviceManager::instance();
   for (size_t i = 0; i < p.size(); ++i) {
     if (dm.num_gpus() == 0) {

@@ -8,18 +8,17 @@
 #include <cstring>
 #include <vector>
 
+#include "device_fixture.h"
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/random_ops.h"
 #include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
 
 namespace {
-
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
@@ -81,7 +80,7 @@ TEST_CASE("get_seed follows TensorFlow's rules", "[random_ops][seed]") {
 TEST_CASE_METHOD(FreshGraph, "random ops give TensorFlow's values", "[random_ops]") {
   SECTION("op seed 1, no graph seed: float32 uniform, exact") {
     Tensor t = random_uniform({8}, {.seed = 1});
-    const std::vector<float> expected = {0.239037395f, 0.920399547f, 0.0505124331f, 0.495744467f,
+    const std::vector<float> expected = {0.239037395f, 0.920399547f,  0.0505124331f, 0.495744467f,
                                          0.835522294f, 0.0264704227f, 0.0881130695f, 0.45666039f};
     CHECK(t.to_vector<float>() == expected);
     CHECK(&t.device() == &test_device());  // generated where the device scope says
@@ -100,7 +99,7 @@ TEST_CASE_METHOD(FreshGraph, "random ops give TensorFlow's values", "[random_ops
   }
   SECTION("op seed 1: truncated normal keeps draws within 2") {
     std::vector<float> got = truncated_normal({8}, {.seed = 1}).to_vector<float>();
-    const float expected[] = {-0.8113182f, 1.484599f,  0.06532937f, 0.0992484f,
+    const float expected[] = {-0.8113182f, 1.484599f, 0.06532937f, 0.0992484f,
                               0.6396971f,  1.610871f, 0.1635356f,  -1.515706f};
     for (int i = 0; i < 8; ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-5));
   }
@@ -151,8 +150,10 @@ TEST_CASE_METHOD(FreshGraph, "every dtype has its shape, dtype and range", "[ran
   }
   CHECK(random_uniform({}, {.seed = 1}).shape() == TensorShape{});
   CHECK(random_normal({0, 4}, {.seed = 1}).num_elements() == 0);
-  Tensor i64 = random_uniform({1000}, {.minval = int64_t{-5000000000}, .maxval = int64_t{-4999999990},
-                                       .dtype = DType::kInt64, .seed = 2});
+  Tensor i64 = random_uniform({1000}, {.minval = int64_t{-5000000000},
+                                       .maxval = int64_t{-4999999990},
+                                       .dtype = DType::kInt64,
+                                       .seed = 2});
   for (int64_t v : i64.to_vector<int64_t>()) {
     CHECK(v >= -5000000000);
     CHECK(v < -4999999990);
@@ -163,7 +164,8 @@ TEST_CASE_METHOD(FreshGraph, "statistics with fixed seeds", "[random_ops][stats]
   const int64_t n = 200000;
   for (DType dtype : {DType::kFloat, DType::kDouble}) {
     CAPTURE(dtype_name(dtype), kSeed);
-    Moments normal = moments(random_normal({n}, {.mean = 2, .stddev = 3, .dtype = dtype, .seed = 17}));
+    Moments normal =
+        moments(random_normal({n}, {.mean = 2, .stddev = 3, .dtype = dtype, .seed = 17}));
     CHECK(normal.mean == Approx(2).margin(0.03));
     CHECK(normal.stddev == Approx(3).epsilon(0.01));
     Moments trunc =
@@ -191,7 +193,8 @@ TEST_CASE_METHOD(FreshGraph, "statistics with fixed seeds", "[random_ops][stats]
   for (int64_t c : count) CHECK(double(c) == Approx(n / 7.0).epsilon(0.03));
 }
 
-TEST_CASE_METHOD(FreshGraph, "bad arguments throw before anything happens", "[random_ops][errors]") {
+TEST_CASE_METHOD(FreshGraph, "bad arguments throw before anything happens",
+                 "[random_ops][errors]") {
   CHECK_THROWS_AS(random_normal({2}, {.dtype = DType::kInt32}), TypeError);  // as TensorFlow
   CHECK_THROWS_AS(truncated_normal({2}, {.dtype = DType::kInt64}), TypeError);
   CHECK_THROWS_WITH(truncated_normal({2}, {.dtype = DType::kInt64}),

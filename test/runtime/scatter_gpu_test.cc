@@ -9,12 +9,12 @@
 #include <random>
 #include <thread>
 
+#include "device_fixture.h"
+#include "scatter_test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/scatter.h"
-#include "scatter_test_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -58,15 +58,15 @@ TEST_CASE_METHOD(FreshSession, "GPU scatters equal the CPU's for every op and dt
     for (SOp op : kAllOps) {
       if (dtype_is_complex(dtype) && (op == SOp::kMin || op == SOp::kMax)) continue;
       for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
-        for (const TensorShape& table_shape : {TensorShape{37, 1}, TensorShape{300, 67},
-                                               TensorShape{64, 4, 8}}) {
+        for (const TensorShape& table_shape :
+             {TensorShape{37, 1}, TensorShape{300, 67}, TensorShape{64, 4, 8}}) {
           for (bool deterministic : {false, true}) {
             ++seed;
             const int64_t rows = table_shape.dim(0);
             // A non-deterministic scatter_update keeps an unspecified
             // duplicate: give it distinct rows.
             const bool distinct = op == SOp::kUpdate && !deterministic;
-            const TensorShape ishape = distinct      ? TensorShape{std::min<int64_t>(rows, 30)}
+            const TensorShape ishape = distinct     ? TensorShape{std::min<int64_t>(rows, 30)}
                                        : (seed % 2) ? TensorShape{257}
                                                     : TensorShape{16, 9};
             CAPTURE(dtype_name(dtype), op_label(op), dtype_name(index_dtype),
@@ -102,8 +102,8 @@ TEST_CASE_METHOD(FreshSession, "GPU scatters equal the CPU's for every op and dt
 // allocation (run under compute-sanitizer memcheck) and match the CPU.
 TEST_CASE_METHOD(FreshSession, "GPU scatters on odd-sized sub-word variables, last row hot",
                  "[gpu][scatter][quick]") {
-  for (DType dtype : {DType::kHalf, DType::kBFloat16, DType::kInt8, DType::kUInt8,
-                      DType::kInt16, DType::kUInt16, DType::kQInt8, DType::kQUInt16}) {
+  for (DType dtype : {DType::kHalf, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt16,
+                      DType::kUInt16, DType::kQInt8, DType::kQUInt16}) {
     for (SOp op : kAllOps) {
       for (bool deterministic : {false, true}) {
         if (op == SOp::kUpdate && !deterministic) continue;  // duplicates: any one wins
@@ -146,11 +146,10 @@ TEST_CASE_METHOD(FreshSession, "a bad index on the GPU raises synchronously and 
   for (SOp op : kAllOps) {
     for (bool deterministic : {false, true}) {
       CAPTURE(op_label(op), deterministic);
-      CHECK_THROWS_WITH(
-          apply_scatter(op, emb, indices, updates,
-                        {.deterministic = deterministic, .synchronous = true}),
-          Catch::StartsWith(std::string("scatter_") + op_label(op) +
-                            " on \"emb\": indices[3] = 1000 is not in [0, 500)"));
+      CHECK_THROWS_WITH(apply_scatter(op, emb, indices, updates,
+                                      {.deterministic = deterministic, .synchronous = true}),
+                        Catch::StartsWith(std::string("scatter_") + op_label(op) +
+                                          " on \"emb\": indices[3] = 1000 is not in [0, 500)"));
       CHECK(same_bytes(emb.eval(), start));
     }
   }
@@ -170,8 +169,8 @@ TEST_CASE_METHOD(FreshSession, "a deferred GPU bounds error surfaces at the next
 
   // The call returns; eval() waits for the check and raises once.
   scatter_add(emb, bad, ones, {.synchronous = false});
-  CHECK_THROWS_WITH(emb.eval(), Catch::StartsWith(
-                                    "scatter_add on \"emb\": indices[1] = -5 is not in [0, 500)"));
+  CHECK_THROWS_WITH(
+      emb.eval(), Catch::StartsWith("scatter_add on \"emb\": indices[1] = -5 is not in [0, 500)"));
   CHECK(same_bytes(emb.eval(), start));  // raised once; nothing was written
 
   // A good scatter after a bad one is applied; sync() reports the bad one.
@@ -205,17 +204,18 @@ TEST_CASE_METHOD(FreshSession, "integer scatter_div by zero on the GPU writes no
     CAPTURE(dtype_name(dtype));
     Tensor start = random_values(dtype, {8, 4}, kSeed, 1, 8);
     Variable v = initialized_variable(start, "v", &gpu());
-    Tensor divisors = retyped(Tensor::from_vector<int64_t>({1, 2, 0, 1, 1, 1, 1, 1}).cast(dtype),
-                              dtype).reshaped({2, 4}).to(gpu());
-    CHECK_THROWS_WITH(
-        scatter_div(v, Tensor({0, 3}).to(gpu()), divisors, {.synchronous = true}),
-        Catch::StartsWith("scatter_div on \"" + v.op_name() +
-                          "\": updates[0,2] is 0 (integer division by zero)"));
+    Tensor divisors =
+        retyped(Tensor::from_vector<int64_t>({1, 2, 0, 1, 1, 1, 1, 1}).cast(dtype), dtype)
+            .reshaped({2, 4})
+            .to(gpu());
+    CHECK_THROWS_WITH(scatter_div(v, Tensor({0, 3}).to(gpu()), divisors, {.synchronous = true}),
+                      Catch::StartsWith("scatter_div on \"" + v.op_name() +
+                                        "\": updates[0,2] is 0 (integer division by zero)"));
     CHECK(same_bytes(v.eval(), start));
     // A bad index takes precedence over a zero divisor.
-    CHECK_THROWS_WITH(
-        scatter_div(v, Tensor({0, 9}).to(gpu()), divisors, {.synchronous = true}),
-        Catch::StartsWith("scatter_div on \"" + v.op_name() + "\": indices[1] = 9 is not in [0, 8)"));
+    CHECK_THROWS_WITH(scatter_div(v, Tensor({0, 9}).to(gpu()), divisors, {.synchronous = true}),
+                      Catch::StartsWith("scatter_div on \"" + v.op_name() +
+                                        "\": indices[1] = 9 is not in [0, 8)"));
     CHECK(same_bytes(v.eval(), start));
   }
 }
@@ -229,7 +229,7 @@ TEST_CASE_METHOD(FreshSession, "deterministic GPU scatters are bitwise identical
       Tensor start = random_reals({64, 33}, kSeed).cast(dtype);
       Tensor indices = random_indices(DType::kInt64, {20000}, 64, kSeed + 1, true).to(gpu());
       Tensor updates = op == SOp::kMul ? random_updates(op, DType::kFloat, {20000, 33}, kSeed + 2)
-                                      : random_reals({20000, 33}, kSeed + 2);
+                                       : random_reals({20000, 33}, kSeed + 2);
       updates = updates.cast(dtype);
       updates = updates.to(gpu());
       Tensor first;
@@ -252,7 +252,8 @@ TEST_CASE_METHOD(FreshSession, "deterministic GPU scatters are bitwise identical
   }
 }
 
-TEST_CASE_METHOD(FreshSession, "concurrent GPU scatter_adds lose nothing", "[gpu][scatter][threads]") {
+TEST_CASE_METHOD(FreshSession, "concurrent GPU scatter_adds lose nothing",
+                 "[gpu][scatter][threads]") {
   for (bool use_locking : {false, true}) {
     CAPTURE(use_locking);
     const int threads = 4, per_thread = 100;
@@ -274,7 +275,8 @@ TEST_CASE_METHOD(FreshSession, "concurrent GPU scatter_adds lose nothing", "[gpu
   }
 }
 
-TEST_CASE_METHOD(FreshSession, "IndexedSlices and sparse_mask on the GPU", "[gpu][indexed_slices]") {
+TEST_CASE_METHOD(FreshSession, "IndexedSlices and sparse_mask on the GPU",
+                 "[gpu][indexed_slices]") {
   Tensor values = random_values(DType::kFloat, {4, 10}, kSeed);
   IndexedSlices a(values.to(gpu()), Tensor({12, 26, 37, 45}), Tensor({1000, 10}));
   CHECK(&a.indices().device() == &gpu());

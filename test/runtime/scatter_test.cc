@@ -10,12 +10,12 @@
 #include <future>
 #include <thread>
 
+#include "device_fixture.h"
+#include "scatter_test_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/indexed_slices.h"
 #include "varstate/runtime/scatter.h"
 #include "varstate/runtime/variable_internal.h"
-#include "scatter_test_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -138,10 +138,8 @@ TEST_CASE_METHOD(FreshGraph, "scatter_update copies any dtype but string, bool i
   CHECK_THROWS_AS(scatter_update(names, Tensor({0}), Tensor("b").reshaped({1})), TypeError);
 }
 
-TEST_CASE_METHOD(FreshGraph, "integers wrap around and INT_MIN / -1 does not trap",
-                 "[scatter]") {
-  Variable v = initialized_variable(
-      Tensor::from_vector<int8_t>({127, -128, 100}, {3}), "v");
+TEST_CASE_METHOD(FreshGraph, "integers wrap around and INT_MIN / -1 does not trap", "[scatter]") {
+  Variable v = initialized_variable(Tensor::from_vector<int8_t>({127, -128, 100}, {3}), "v");
   scatter_add(v, Tensor({0}), Tensor::from_vector<int8_t>({1}));
   scatter_div(v, Tensor({1}), Tensor::from_vector<int8_t>({-1}));
   scatter_mul(v, Tensor({2}), Tensor::from_vector<int8_t>({3}));
@@ -177,7 +175,10 @@ TEST_CASE_METHOD(FreshGraph, "an out-of-range index names the op, position and v
       emb, [&] { scatter_add(emb, indices, updates); },
       "scatter_add on \"emb\": indices[3] = 1000 is not in [0, 500)");
   check_rejected<InvalidArgumentError>(
-      emb, [&] { scatter_update(emb, Tensor({{0, 1}, {-1, 2}}), Tensor(0.f)); },
+      emb,
+      [&] {
+        scatter_update(emb, Tensor({{0, 1}, {-1, 2}}), Tensor(0.f));
+      },
       "scatter_update on \"emb\": indices[1,0] = -1 is not in [0, 500)");
   check_rejected<InvalidArgumentError>(
       emb, [&] { scatter_mul(emb, Tensor(int64_t{500}), Tensor(2.f), {.name = "decay"}); },
@@ -187,8 +188,7 @@ TEST_CASE_METHOD(FreshGraph, "an out-of-range index names the op, position and v
     for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
       CAPTURE(op_label(op), dtype_name(index_dtype));
       Tensor bad = Tensor::from_vector<int64_t>({0, 499, 500}).cast(index_dtype);
-      check_rejected<InvalidArgumentError>(
-          emb, [&] { apply_scatter(op, emb, bad, Tensor(3.f)); });
+      check_rejected<InvalidArgumentError>(emb, [&] { apply_scatter(op, emb, bad, Tensor(3.f)); });
     }
   }
 }
@@ -196,27 +196,38 @@ TEST_CASE_METHOD(FreshGraph, "an out-of-range index names the op, position and v
 TEST_CASE_METHOD(FreshGraph, "shape, dtype and rank mismatches are rejected", "[scatter][errors]") {
   Variable v = initialized_variable(random_values(DType::kFloat, {6, 3}, kSeed), "v");
   check_rejected<InvalidArgumentError>(
-      v, [&] { scatter_add(v, Tensor({1, 2}), Tensor::zeros(DType::kFloat, {2, 4})); },
+      v,
+      [&] {
+        scatter_add(v, Tensor({1, 2}), Tensor::zeros(DType::kFloat, {2, 4}));
+      },
       "scatter_add on \"v\": updates shape [2,4] must equal indices.shape + ref.shape[1:] = "
       "[2,3] (indices shape [2], ref shape [6,3]) or be a scalar");
-  check_rejected<InvalidArgumentError>(
-      v, [&] { scatter_update(v, Tensor({1, 2}), Tensor::zeros(DType::kFloat, {3})); });
+  check_rejected<InvalidArgumentError>(v, [&] {
+    scatter_update(v, Tensor({1, 2}), Tensor::zeros(DType::kFloat, {3}));
+  });
+  check_rejected<TypeError>(v, [&] {
+    scatter_add(v, Tensor({1}), Tensor::zeros(DType::kDouble, {1, 3}));
+  });
   check_rejected<TypeError>(
-      v, [&] { scatter_add(v, Tensor({1}), Tensor::zeros(DType::kDouble, {1, 3})); });
-  check_rejected<TypeError>(
-      v, [&] { scatter_add(v, Tensor({1.f}), Tensor::zeros(DType::kFloat, {1, 3})); },
+      v,
+      [&] {
+        scatter_add(v, Tensor({1.f}), Tensor::zeros(DType::kFloat, {1, 3}));
+      },
       "scatter_add on \"v\": indices must be int32 or int64, got float32");
   check_rejected<TypeError>(v, [&] {
     scatter_add(v, Tensor::from_vector<int16_t>({1}), Tensor::zeros(DType::kFloat, {1, 3}));
   });
   // A weakly typed literal converts; a strongly typed one does not.
   scatter_add(v, Tensor({0}), Tensor({{1, 1, 1}}));
-  check_rejected<TypeError>(
-      v, [&] { scatter_add(v, Tensor({0}), Tensor({{1, 1, 1}}).strongly_typed()); });
+  check_rejected<TypeError>(v, [&] {
+    scatter_add(v, Tensor({0}), Tensor({{1, 1, 1}}).strongly_typed());
+  });
 
   Variable c = initialized_variable(Tensor::zeros(DType::kComplex64, {3}), "c");
-  check_rejected<InvalidArgumentError>(c, [&] { scatter_max(c, Tensor({0}), Tensor::zeros(DType::kComplex64, {1})); });
-  check_rejected<InvalidArgumentError>(c, [&] { scatter_min(c, Tensor({0}), Tensor::zeros(DType::kComplex64, {1})); });
+  check_rejected<InvalidArgumentError>(
+      c, [&] { scatter_max(c, Tensor({0}), Tensor::zeros(DType::kComplex64, {1})); });
+  check_rejected<InvalidArgumentError>(
+      c, [&] { scatter_min(c, Tensor({0}), Tensor::zeros(DType::kComplex64, {1})); });
 
   Variable s = initialized_variable(Tensor(1.f), "s");
   check_rejected<InvalidArgumentError>(s, [&] { scatter_add(s, Tensor(0), Tensor(1.f)); });
@@ -229,13 +240,17 @@ TEST_CASE_METHOD(FreshGraph, "integer division by zero is rejected, float divisi
     CAPTURE(dtype_name(dtype));
     Variable v = initialized_variable(random_values(dtype, {4, 2}, kSeed, 1, 8), "v");
     const DType plain = dtype == DType::kQInt32 ? DType::kInt32 : dtype;
-    Tensor divisors = retyped(Tensor::from_vector<int64_t>({3, 1, 2, 0}).cast(plain), dtype)
-                          .reshaped({2, 2});
+    Tensor divisors =
+        retyped(Tensor::from_vector<int64_t>({3, 1, 2, 0}).cast(plain), dtype).reshaped({2, 2});
     check_rejected<InvalidArgumentError>(
-        v, [&] { scatter_div(v, Tensor({0, 1}), divisors); },
+        v,
+        [&] {
+          scatter_div(v, Tensor({0, 1}), divisors);
+        },
         "scatter_div on \"" + v.op_name() + "\": updates[1,1] is 0 (integer division by zero)");
-    check_rejected<InvalidArgumentError>(
-        v, [&] { scatter_div(v, Tensor({0, 1}), retyped(Tensor::zeros(dtype, {}), dtype)); });
+    check_rejected<InvalidArgumentError>(v, [&] {
+      scatter_div(v, Tensor({0, 1}), retyped(Tensor::zeros(dtype, {}), dtype));
+    });
   }
   Variable f = initialized_variable(Tensor({1.f, -1.f}), "f");
   scatter_div(f, Tensor({0, 1}), Tensor({0.f, 0.f}));
@@ -266,8 +281,7 @@ TEST_CASE_METHOD(FreshGraph, "concurrent scatter_adds lose nothing, locked or no
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         Tensor indices = random_indices(DType::kInt32, {100}, rows, kSeed + t);
-        Tensor ones = Tensor::filled(DType::kInt64, {100, width}, Tensor(int64_t{1}),
-                                     v.device());
+        Tensor ones = Tensor::filled(DType::kInt64, {100, width}, Tensor(int64_t{1}), v.device());
         for (int i = 0; i < per_thread; ++i) {
           scatter_add(v, indices, ones, {.use_locking = use_locking});
         }
@@ -286,7 +300,8 @@ TEST_CASE_METHOD(FreshGraph, "use_locking serializes with other locked updates",
                  "[scatter][threads]") {
   Variable v = initialized_variable(Tensor::zeros(DType::kInt64, {4}), "v");
   std::thread a([&] {
-    for (int i = 0; i < 500; ++i) scatter_add(v, Tensor({0, 1, 2, 3}), Tensor(int64_t{1}), {.use_locking = true});
+    for (int i = 0; i < 500; ++i)
+      scatter_add(v, Tensor({0, 1, 2, 3}), Tensor(int64_t{1}), {.use_locking = true});
   });
   std::thread b([&] {
     for (int i = 0; i < 500; ++i) v.assign_add(int64_t{1}, {.use_locking = true});
@@ -304,7 +319,8 @@ TEST_CASE_METHOD(FreshGraph, "use_locking defaults: scatter_update locks, the ot
   auto waits = [&](const std::function<void()>& update) {
     std::unique_lock held(internal::update_mutex(v));
     auto done = std::async(std::launch::async, update);
-    const bool waited = done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
+    const bool waited =
+        done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
     held.unlock();
     done.get();
     return waited;
@@ -339,8 +355,9 @@ TEST_CASE_METHOD(FreshGraph, "Variable::scatter_sub/add/update take IndexedSlice
   IndexedSlices wrong(Tensor({{1.f, 1.f}}), Tensor({0}), Tensor({4, 2}));
   check_rejected<InvalidArgumentError>(v, [&] { v.scatter_sub(wrong); });
   IndexedSlices out_of_range(Tensor({{1.f, 1.f}}), Tensor({3}));
-  check_rejected<InvalidArgumentError>(v, [&] { v.scatter_add(out_of_range); },
-                                       "scatter_add on \"v\": indices[0] = 3 is not in [0, 3)");
+  check_rejected<InvalidArgumentError>(
+      v, [&] { v.scatter_add(out_of_range); },
+      "scatter_add on \"v\": indices[0] = 3 is not in [0, 3)");
 }
 
 TEST_CASE("deterministic_ops is a settable global default", "[scatter]") {

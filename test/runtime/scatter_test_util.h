@@ -4,23 +4,31 @@
 #pragma once
 
 #include <complex>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "tensor_util.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/scatter.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
 
 namespace varstate::testing {
 
-enum class SOp { kUpdate, kAdd, kSub, kMul, kDiv, kMin, kMax };
+enum class SOp {
+  kUpdate,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMin,
+  kMax
+};
 inline constexpr SOp kAllOps[] = {SOp::kUpdate, SOp::kAdd, SOp::kSub, SOp::kMul,
-                                 SOp::kDiv,    SOp::kMin, SOp::kMax};
+                                  SOp::kDiv,    SOp::kMin, SOp::kMax};
 
 inline const char* op_label(SOp op) {
   const char* names[] = {"update", "add", "sub", "mul", "div", "min", "max"};
@@ -30,13 +38,20 @@ inline const char* op_label(SOp op) {
 inline Tensor apply_scatter(SOp op, Variable& v, const Tensor& indices, const Tensor& updates,
                             const UpdateOptions& options = {}) {
   switch (op) {
-    case SOp::kUpdate: return scatter_update(v, indices, updates, options);
-    case SOp::kAdd: return scatter_add(v, indices, updates, options);
-    case SOp::kSub: return scatter_sub(v, indices, updates, options);
-    case SOp::kMul: return scatter_mul(v, indices, updates, options);
-    case SOp::kDiv: return scatter_div(v, indices, updates, options);
-    case SOp::kMin: return scatter_min(v, indices, updates, options);
-    case SOp::kMax: return scatter_max(v, indices, updates, options);
+    case SOp::kUpdate:
+      return scatter_update(v, indices, updates, options);
+    case SOp::kAdd:
+      return scatter_add(v, indices, updates, options);
+    case SOp::kSub:
+      return scatter_sub(v, indices, updates, options);
+    case SOp::kMul:
+      return scatter_mul(v, indices, updates, options);
+    case SOp::kDiv:
+      return scatter_div(v, indices, updates, options);
+    case SOp::kMin:
+      return scatter_min(v, indices, updates, options);
+    case SOp::kMax:
+      return scatter_max(v, indices, updates, options);
   }
   return {};
 }
@@ -49,36 +64,54 @@ T naive_combine(SOp op, T t, T u) {
   if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
     const float a = static_cast<float>(t), b = static_cast<float>(u);
     switch (op) {
-      case SOp::kAdd: return T(a + b);
-      case SOp::kSub: return T(a - b);
-      case SOp::kMul: return T(a * b);
-      case SOp::kDiv: return T(a / b);
-      case SOp::kMin: return b < a ? u : t;
-      case SOp::kMax: return a < b ? u : t;
-      default: return u;
+      case SOp::kAdd:
+        return T(a + b);
+      case SOp::kSub:
+        return T(a - b);
+      case SOp::kMul:
+        return T(a * b);
+      case SOp::kDiv:
+        return T(a / b);
+      case SOp::kMin:
+        return b < a ? u : t;
+      case SOp::kMax:
+        return a < b ? u : t;
+      default:
+        return u;
     }
   } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
     switch (op) {
-      case SOp::kAdd: return static_cast<T>(U(t) + U(u));
-      case SOp::kSub: return static_cast<T>(U(t) - U(u));
-      case SOp::kMul: return static_cast<T>(U(t) * U(u));
+      case SOp::kAdd:
+        return static_cast<T>(U(t) + U(u));
+      case SOp::kSub:
+        return static_cast<T>(U(t) - U(u));
+      case SOp::kMul:
+        return static_cast<T>(U(t) * U(u));
       case SOp::kDiv:
         if constexpr (std::is_signed_v<T>) {
           if (u == T(-1)) return static_cast<T>(U(0) - U(t));
         }
         return static_cast<T>(t / u);
-      case SOp::kMin: return u < t ? u : t;
-      case SOp::kMax: return t < u ? u : t;
-      default: return u;
+      case SOp::kMin:
+        return u < t ? u : t;
+      case SOp::kMax:
+        return t < u ? u : t;
+      default:
+        return u;
     }
   } else {
     switch (op) {
-      case SOp::kAdd: return t + u;
-      case SOp::kSub: return t - u;
-      case SOp::kMul: return t * u;
-      case SOp::kDiv: return t / u;
-      default: break;
+      case SOp::kAdd:
+        return t + u;
+      case SOp::kSub:
+        return t - u;
+      case SOp::kMul:
+        return t * u;
+      case SOp::kDiv:
+        return t / u;
+      default:
+        break;
     }
     if constexpr (!is_complex<T>::value) {
       if (op == SOp::kMin) return u < t ? u : t;
@@ -160,8 +193,10 @@ inline Tensor random_updates(SOp op, DType dtype, const TensorShape& shape, uint
     std::mt19937_64 gen(seed);
     for (auto& x : v) {
       if (to_double(x) == 0) {
-        if constexpr (std::is_unsigned_v<T>) x = from_int<T>(1);
-        else x = from_int<T>(gen() % 2 ? -1 : 1);
+        if constexpr (std::is_unsigned_v<T>)
+          x = from_int<T>(1);
+        else
+          x = from_int<T>(gen() % 2 ? -1 : 1);
       }
     }
     Tensor out(dtype, shape);
@@ -188,8 +223,8 @@ inline bool same_bytes(const Tensor& a, const Tensor& b) {
 }
 
 inline const DType kScatterDTypes[] = {
-    DType::kFloat,  DType::kDouble, DType::kHalf,   DType::kBFloat16,  DType::kInt8,
-    DType::kInt16,  DType::kInt32,  DType::kInt64,  DType::kUInt8,     DType::kUInt16,
+    DType::kFloat,  DType::kDouble, DType::kHalf,      DType::kBFloat16,   DType::kInt8,
+    DType::kInt16,  DType::kInt32,  DType::kInt64,     DType::kUInt8,      DType::kUInt16,
     DType::kUInt32, DType::kUInt64, DType::kComplex64, DType::kComplex128, DType::kQInt8,
     DType::kQUInt8, DType::kQInt32};
 

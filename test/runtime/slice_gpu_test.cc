@@ -3,10 +3,10 @@
 // that leave the GPU tensor unchanged.
 #include <catch2/catch.hpp>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/runtime/slice.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -30,7 +30,8 @@ std::vector<std::vector<SliceSpec>> slice_cases() {
 
 TEST_CASE("GPU strided_slice equals the CPU's for every element size", "[gpu][slice]") {
   Device& gpu = DeviceManager::instance().gpu(0);
-  for (DType dtype : {DType::kInt8, DType::kHalf, DType::kFloat, DType::kInt64, DType::kComplex128}) {
+  for (DType dtype :
+       {DType::kInt8, DType::kHalf, DType::kFloat, DType::kInt64, DType::kComplex128}) {
     Tensor t = random_tensor(dtype, {4, 5, 6}, kSeed);
     Tensor g = t.to(gpu);
     int c = 0;
@@ -42,7 +43,8 @@ TEST_CASE("GPU strided_slice equals the CPU's for every element size", "[gpu][sl
     }
   }
   Tensor big = random_tensor(DType::kFloat, {1000, 3, 700}, kSeed);
-  const std::vector<SliceSpec> specs = {Slice::range({}, {}, -3), Slice::index(1), Slice::range(5, -5, 2)};
+  const std::vector<SliceSpec> specs = {Slice::range({}, {}, -3), Slice::index(1),
+                                        Slice::range(5, -5, 2)};
   CHECK(compare_tensors(strided_slice(big.to(gpu), specs), strided_slice(big, specs)) == "");
 }
 
@@ -55,11 +57,13 @@ TEST_CASE("GPU slice assign writes only the region", "[gpu][slice]") {
   // A CPU value is copied to the GPU first.
   strided_slice_assign(a, {Slice::index(2), Slice::range({}, {}, -2)}, Tensor({70.f, 90.f}));
   CHECK(a.to_vector<float>() == std::vector<float>{22, 22, 3, 22, 22, 6, 90, 8, 70});
-  for (DType dtype : {DType::kUInt8, DType::kBFloat16, DType::kInt32, DType::kDouble, DType::kComplex128}) {
+  for (DType dtype :
+       {DType::kUInt8, DType::kBFloat16, DType::kInt32, DType::kDouble, DType::kComplex128}) {
     CAPTURE(dtype_name(dtype));
     Tensor cpu_t = random_tensor(dtype, {6, 7, 8}, kSeed);
     Tensor gpu_t = cpu_t.to(gpu);
-    const std::vector<SliceSpec> specs = {Slice::range(-1, 0, -2), Slice::index(3), Slice::range(1, {}, 3)};
+    const std::vector<SliceSpec> specs = {Slice::range(-1, 0, -2), Slice::index(3),
+                                          Slice::range(1, {}, 3)};
     Tensor value = random_tensor(dtype, slice_shape(cpu_t.shape(), specs), kSeed + 1);
     strided_slice_assign(cpu_t, specs, value);
     strided_slice_assign(gpu_t, specs, value.to(gpu));
@@ -68,7 +72,8 @@ TEST_CASE("GPU slice assign writes only the region", "[gpu][slice]") {
   const std::vector<float> before = a.to_vector<float>();
   CHECK_THROWS_AS(strided_slice_assign(a, {Slice::index(0)}, Tensor({1.f, 2.f}).to(gpu)),
                   InvalidArgumentError);
-  CHECK_THROWS_AS(strided_slice_assign(a, {Slice::range(2, 0)}, Tensor::zeros(DType::kFloat, {0, 3}, gpu)),
-                  ValueError);
+  CHECK_THROWS_AS(
+      strided_slice_assign(a, {Slice::range(2, 0)}, Tensor::zeros(DType::kFloat, {0, 3}, gpu)),
+      ValueError);
   CHECK(a.to_vector<float>() == before);
 }

@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/slice.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -22,7 +22,9 @@ std::vector<int64_t> python_indices(const SliceSpec& s, int64_t dim) {
   if (s.is_index) return {s.begin.value() < 0 ? s.begin.value() + dim : s.begin.value()};
   const int64_t step = s.step.value_or(1);
   std::vector<int64_t> out;
-  auto norm = [&](int64_t v, int64_t lo, int64_t hi) { return std::clamp(v < 0 ? v + dim : v, lo, hi); };
+  auto norm = [&](int64_t v, int64_t lo, int64_t hi) {
+    return std::clamp(v < 0 ? v + dim : v, lo, hi);
+  };
   if (step > 0) {
     int64_t b = s.begin ? norm(*s.begin, 0, dim) : 0, e = s.end ? norm(*s.end, 0, dim) : dim;
     for (int64_t i = b; i < e; i += step) out.push_back(i);
@@ -40,7 +42,8 @@ std::vector<T> naive_slice3(const Tensor& t, const std::vector<SliceSpec>& specs
   std::vector<T> v = t.to_vector<T>();
   std::vector<std::vector<int64_t>> idx(3);
   for (int d = 0; d < 3; ++d) {
-    idx[d] = python_indices(d < static_cast<int>(specs.size()) ? specs[d] : Slice::all(), t.shape().dim(d));
+    idx[d] = python_indices(d < static_cast<int>(specs.size()) ? specs[d] : Slice::all(),
+                            t.shape().dim(d));
   }
   const int64_t d1 = t.shape().dim(1), d2 = t.shape().dim(2);
   std::vector<T> out;
@@ -71,7 +74,8 @@ std::vector<std::vector<SliceSpec>> slice_cases() {
 }  // namespace
 
 TEST_CASE("strided_slice matches a naive loop", "[slice]") {
-  for (DType dtype : {DType::kFloat, DType::kInt8, DType::kHalf, DType::kInt64, DType::kComplex128}) {
+  for (DType dtype :
+       {DType::kFloat, DType::kInt8, DType::kHalf, DType::kInt64, DType::kComplex128}) {
     Tensor t = random_tensor(dtype, {4, 5, 6}, kSeed);
     int c = 0;
     for (const auto& specs : slice_cases()) {
@@ -88,13 +92,15 @@ TEST_CASE("strided_slice matches a naive loop", "[slice]") {
   // Index dims drop out of the shape.
   Tensor t = Tensor::zeros(DType::kFloat, {4, 5, 6});
   CHECK(slice_shape(t.shape(), {Slice::index(1)}) == TensorShape({5, 6}));
-  CHECK(slice_shape(t.shape(), {Slice::index(1), Slice::index(2), Slice::index(3)}) == TensorShape({}));
+  CHECK(slice_shape(t.shape(), {Slice::index(1), Slice::index(2), Slice::index(3)}) ==
+        TensorShape({}));
   CHECK(slice_shape(t.shape(), {Slice::range(1, 1)}) == TensorShape({0, 5, 6}));
   // Large enough for the thread pool.
   Tensor big = random_tensor(DType::kInt32, {300, 2, 500}, kSeed);
   CHECK(strided_slice(big, {Slice::range({}, {}, -2), Slice::index(1), Slice::range(3, -3, 7)})
             .to_vector<int32_t>() ==
-        naive_slice3<int32_t>(big, {Slice::range({}, {}, -2), Slice::range(1, 2), Slice::range(3, -3, 7)}));
+        naive_slice3<int32_t>(
+            big, {Slice::range({}, {}, -2), Slice::range(1, 2), Slice::range(3, -3, 7)}));
 }
 
 TEST_CASE("the reference example: A[:2, :2].assign(22 * ones(2, 2))", "[slice]") {
@@ -124,12 +130,13 @@ TEST_CASE("string tensors slice and assign", "[slice]") {
 TEST_CASE("bad slices raise the documented errors and change nothing", "[slice]") {
   Tensor a = Tensor({{1, 2, 3}, {4, 5, 6}}).strongly_typed();
   const std::vector<int32_t> before = a.to_vector<int32_t>();
-  CHECK_THROWS_AS(strided_slice(a, {Slice::range(2, 1)}), ValueError);            // negative size
+  CHECK_THROWS_AS(strided_slice(a, {Slice::range(2, 1)}), ValueError);  // negative size
   CHECK_THROWS_AS(strided_slice(a, {Slice::all(), Slice::range(0, 2, -1)}), ValueError);
-  CHECK_THROWS_AS(strided_slice(a, {Slice::range({}, {}, 0)}), ValueError);        // step 0
-  CHECK_THROWS_AS(strided_slice(a, {Slice::index(2)}), InvalidArgumentError);      // out of range
+  CHECK_THROWS_AS(strided_slice(a, {Slice::range({}, {}, 0)}), ValueError);    // step 0
+  CHECK_THROWS_AS(strided_slice(a, {Slice::index(2)}), InvalidArgumentError);  // out of range
   CHECK_THROWS_AS(strided_slice(a, {Slice::index(-3)}), InvalidArgumentError);
-  CHECK_THROWS_AS(strided_slice(a, {Slice::all(), Slice::all(), Slice::all()}), InvalidArgumentError);
+  CHECK_THROWS_AS(strided_slice(a, {Slice::all(), Slice::all(), Slice::all()}),
+                  InvalidArgumentError);
   CHECK_THROWS_AS(strided_slice(Tensor(), {}), InvalidArgumentError);
 
   const std::vector<SliceSpec> row = {Slice::index(0)};
@@ -138,9 +145,11 @@ TEST_CASE("bad slices raise the documented errors and change nothing", "[slice]"
   CHECK_THROWS_AS(strided_slice_assign(a, row, Tensor({{7, 8, 9}})), InvalidArgumentError);
   CHECK_THROWS_WITH(strided_slice_assign(a, row, Tensor({7, 8}), "v:0"),
                     Catch::Contains("v:0") && Catch::Contains("[3]") && Catch::Contains("[2]"));
-  CHECK_THROWS_AS(strided_slice_assign(a, row, Tensor({1.f, 2.f, 3.f}).strongly_typed()), TypeError);
-  CHECK_THROWS_AS(strided_slice_assign(a, {Slice::range(1, 0)}, Tensor::zeros(DType::kInt32, {0, 3})),
-                  ValueError);
+  CHECK_THROWS_AS(strided_slice_assign(a, row, Tensor({1.f, 2.f, 3.f}).strongly_typed()),
+                  TypeError);
+  CHECK_THROWS_AS(
+      strided_slice_assign(a, {Slice::range(1, 0)}, Tensor::zeros(DType::kInt32, {0, 3})),
+      ValueError);
   CHECK(a.to_vector<int32_t>() == before);
   strided_slice_assign(a, row, Tensor({7, 8, 9}));  // a weak literal converts
   CHECK(a.to_vector<int32_t>() == std::vector<int32_t>{7, 8, 9, 4, 5, 6});
@@ -155,7 +164,8 @@ TEST_CASE("extreme steps take one element, as TensorFlow (no overflow)", "[slice
         std::vector<int64_t>{9});
   CHECK(strided_slice(r, {Slice::range(std::nullopt, std::nullopt, kMax)}).to_vector<int64_t>() ==
         std::vector<int64_t>{0});
-  CHECK(strided_slice(r, {Slice::range(0, 10, kMax)}).to_vector<int64_t>() == std::vector<int64_t>{0});
+  CHECK(strided_slice(r, {Slice::range(0, 10, kMax)}).to_vector<int64_t>() ==
+        std::vector<int64_t>{0});
   CHECK(strided_slice(r, {Slice::range(kMin, kMax)}).num_elements() == 10);
   CHECK(strided_slice(r, {Slice::range(-1, kMin, kMin)}).to_vector<int64_t>() ==
         std::vector<int64_t>{9});

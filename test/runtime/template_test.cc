@@ -2,11 +2,11 @@
 // unique_name, and the error for trainable Variables created on later calls.
 #include <catch2/catch.hpp>
 
+#include "device_fixture.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/template.h"
 #include "varstate/runtime/variables.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -17,7 +17,8 @@ int g_calls = 0;
 
 Tensor my_op(const Tensor& x, const std::string& scalar_name) {
   ++g_calls;
-  Variable var1 = get_variable(scalar_name, {.shape = TensorShape{}, .initializer = constant_initializer(1)});
+  Variable var1 =
+      get_variable(scalar_name, {.shape = TensorShape{}, .initializer = constant_initializer(1)});
   return x * var1.initialized_value();
 }
 
@@ -28,7 +29,8 @@ std::vector<std::string> names(const std::vector<Variable>& vars) {
 }
 }  // namespace
 
-TEST_CASE_METHOD(FreshSession, "make_template shares the variables of the first call", "[template]") {
+TEST_CASE_METHOD(FreshSession, "make_template shares the variables of the first call",
+                 "[template]") {
   auto scale_by_y = make_template("scale_by_y", my_op, {}, std::string("y"));
   CHECK_FALSE(scale_by_y.variable_scope());
   Variable y = get_variable("unrelated", {.shape = TensorShape{}});  // outside the template
@@ -52,7 +54,9 @@ TEST_CASE_METHOD(FreshSession, "make_template shares the variables of the first 
   CHECK(other.variable_scope()->name() == "scale_by_y_1");
 }
 
-TEST_CASE_METHOD(FreshSession, "re-entering the template's scope with reuse shares across templates", "[template]") {
+TEST_CASE_METHOD(FreshSession,
+                 "re-entering the template's scope with reuse shares across templates",
+                 "[template]") {
   VariableScope vs;
   {
     auto scope = variable_scope("scope");
@@ -71,7 +75,8 @@ TEST_CASE_METHOD(FreshSession, "re-entering the template's scope with reuse shar
   CHECK(names(global_variables()) == std::vector<std::string>{"scope/scale_by_y/y:0"});
 }
 
-TEST_CASE_METHOD(FreshSession, "a different variable name on a later call fails to reuse", "[template]") {
+TEST_CASE_METHOD(FreshSession, "a different variable name on a later call fails to reuse",
+                 "[template]") {
   std::string name = "a";
   auto t = make_template("t", [&](const Tensor& x) { return my_op(x, name); });
   t(Tensor(1.f));
@@ -79,16 +84,18 @@ TEST_CASE_METHOD(FreshSession, "a different variable name on a later call fails 
   CHECK_THROWS_WITH(t(Tensor(1.f)), Contains("Variable t/b does not exist"));
 }
 
-TEST_CASE_METHOD(FreshSession, "trainable plain Variables on later calls raise ValueError", "[template]") {
+TEST_CASE_METHOD(FreshSession, "trainable plain Variables on later calls raise ValueError",
+                 "[template]") {
   auto bad = make_template("bad", [](const Tensor& x) {
     Variable v(Tensor(1.f), {.name = "v"});
     return x + v.initial_value();
   });
   bad(Tensor(1.f));  // first call: allowed
-  CHECK_THROWS_MATCHES(bad(Tensor(1.f)), ValueError,
-                       Catch::Matchers::Message("Trainable variable created when calling a template after the "
-                                                "first time, perhaps you used tf.Variable when you meant "
-                                                "tf.get_variable: [bad_1/v:0]"));
+  CHECK_THROWS_MATCHES(
+      bad(Tensor(1.f)), ValueError,
+      Catch::Matchers::Message("Trainable variable created when calling a template after the "
+                               "first time, perhaps you used tf.Variable when you meant "
+                               "tf.get_variable: [bad_1/v:0]"));
   auto locals = make_template("locals", [](const Tensor& x) {
     Variable v(Tensor(1.f), {.trainable = false, .name = "counter"});
     return x + v.initial_value();
@@ -111,5 +118,6 @@ TEST_CASE_METHOD(FreshSession, "create_scope_now and unique_name", "[template]")
   CHECK(fixed.variable_scope()->name() == "exact");
   auto clash = make_template("ignored", my_op, {.unique_name = "exact"}, std::string("y"));
   CHECK_THROWS_WITH(clash(Tensor(1.f)), Contains("Variable exact/y already exists"));
-  CHECK_THROWS_MATCHES(make_template("", my_op), ValueError, Catch::Matchers::Message("name cannot be None."));
+  CHECK_THROWS_MATCHES(make_template("", my_op), ValueError,
+                       Catch::Matchers::Message("name cannot be None."));
 }

@@ -120,6 +120,7 @@ TEST_CASE("weakly typed literals convert; tensors do not", "[tensor][cast]") {
   Tensor strong = lit.cast(DType::kInt64);
   CHECK_FALSE(strong.weakly_typed());
   CHECK_THROWS_AS(convert_to_dtype(strong, DType::kFloat, "my_op"), TypeError);
-  CHECK_THROWS_WITH(convert_to_dtype(strong, DType::kFloat, "my_op"),
-                    Catch::Contains("my_op") && Catch::Contains("float32") && Catch::Contains("int64"));
+  CHECK_THROWS_WITH(
+      convert_to_dtype(strong, DType::kFloat, "my_op"),
+      Catch::Contains("my_op") && Catch::Contains("float32") && Catch::Contains("int64"));
 }

@@ -4,10 +4,10 @@
 
 #include <thread>
 
+#include "tensor_util.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
 
 using namespace varstate;
 
@@ -38,7 +38,8 @@ TEST_CASE("a GPU variable cached on the CPU copies only after updates", "[gpu][v
   CHECK(v.cache_copies() == 2);
 }
 
-TEST_CASE("locked concurrent assign_add on a GPU variable loses nothing", "[gpu][variable][concurrency]") {
+TEST_CASE("locked concurrent assign_add on a GPU variable loses nothing",
+          "[gpu][variable][concurrency]") {
   reset_default_graph();
   DeviceScope scope("/gpu:0");
   Variable c(Tensor(int64_t{0}));

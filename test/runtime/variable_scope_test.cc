@@ -4,13 +4,13 @@
 
 #include <cmath>
 
+#include "device_fixture.h"
 #include "varstate/base/error.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/math_ops.h"
-#include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/random_seed.h"
+#include "varstate/runtime/variable_scope.h"
 #include "varstate/runtime/variables.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -28,10 +28,10 @@ std::vector<std::string> names(const std::vector<Variable>& vars) {
 // itself is beside the point: the names and sharing are what is tested).
 std::pair<Variable, Variable> conv_relu(const std::vector<int64_t>& kernel_shape,
                                         const std::vector<int64_t>& bias_shape) {
-  Variable weights = get_variable("weights", {.shape = TensorShape(kernel_shape),
-                                              .initializer = random_normal_initializer()});
-  Variable biases = get_variable("biases", {.shape = TensorShape(bias_shape),
-                                            .initializer = constant_initializer(0.0)});
+  Variable weights = get_variable(
+      "weights", {.shape = TensorShape(kernel_shape), .initializer = random_normal_initializer()});
+  Variable biases = get_variable(
+      "biases", {.shape = TensorShape(bias_shape), .initializer = constant_initializer(0.0)});
   return {weights, biases};
 }
 
@@ -87,7 +87,10 @@ TEST_CASE_METHOD(FreshGraph, "get_variable names by the variable scope", "[varia
 TEST_CASE_METHOD(FreshGraph, "reuse: by flag, by reuse_variables(), by a captured scope",
                  "[variable_scope]") {
   SECTION("flag") {
-    Variable v = [] { auto s = variable_scope("foo"); return Variable(get_variable("v", {.shape = TensorShape{1}})); }();
+    Variable v = [] {
+      auto s = variable_scope("foo");
+      return Variable(get_variable("v", {.shape = TensorShape{1}}));
+    }();
     auto s = variable_scope("foo", {.reuse = true});
     Variable v1 = get_variable("v", {.shape = TensorShape{1}});
     CHECK(v1.same_as(v));
@@ -124,38 +127,49 @@ TEST_CASE_METHOD(FreshGraph, "reuse errors carry TensorFlow's messages", "[varia
     auto foo = variable_scope("foo");
     Variable v = get_variable("v", {.shape = TensorShape{1}});
     const size_t before = global_variables().size();
-    CHECK_THROWS_MATCHES(get_variable("v", {.shape = TensorShape{1}}), ValueError,
-                         Catch::Matchers::Message(
-                             "Variable foo/v already exists, disallowed. Did you mean to set "
-                             "reuse=True in VarScope?"));
+    CHECK_THROWS_MATCHES(
+        get_variable("v", {.shape = TensorShape{1}}), ValueError,
+        Catch::Matchers::Message("Variable foo/v already exists, disallowed. Did you mean to set "
+                                 "reuse=True in VarScope?"));
     CHECK(global_variables().size() == before);
   }
   SECTION("reusing a missing name") {
     auto foo = variable_scope("foo", {.reuse = true});
-    CHECK_THROWS_MATCHES(get_variable("v", {.shape = TensorShape{1}}), ValueError,
-                         Catch::Matchers::Message(
-                             "Variable foo/v does not exist, or was not created with "
-                             "tf.get_variable(). Did you mean to set reuse=None in VarScope?"));
+    CHECK_THROWS_MATCHES(
+        get_variable("v", {.shape = TensorShape{1}}), ValueError,
+        Catch::Matchers::Message("Variable foo/v does not exist, or was not created with "
+                                 "tf.get_variable(). Did you mean to set reuse=None in VarScope?"));
     CHECK(global_variables().empty());
   }
   SECTION("a plain Variable is not get_variable's") {
     Variable plain(Tensor({1.f}), {.name = "p"});
     auto s = variable_scope("top", {.reuse = true});
     auto root = variable_scope(VariableScope({.reuse = true}));
-    CHECK_THROWS_WITH(get_variable("p"), Contains("Variable p does not exist, or was not created with tf.get_variable()"));
+    CHECK_THROWS_WITH(
+        get_variable("p"),
+        Contains("Variable p does not exist, or was not created with tf.get_variable()"));
   }
   SECTION("shape and dtype mismatch on reuse") {
-    { auto foo = variable_scope("foo"); get_variable("v", {.shape = TensorShape{1}}); }
+    {
+      auto foo = variable_scope("foo");
+      get_variable("v", {.shape = TensorShape{1}});
+    }
     auto foo = variable_scope("foo", {.reuse = true});
-    CHECK_THROWS_MATCHES(get_variable("v", {.shape = TensorShape{2}}), ValueError,
-                         Catch::Matchers::Message(
-                             "Trying to share variable foo/v, but specified shape [2] and found shape [1]."));
-    CHECK_THROWS_MATCHES(get_variable("v", {.shape = TensorShape{1}, .dtype = DType::kInt32}), ValueError,
-                         Catch::Matchers::Message(
-                             "Trying to share variable foo/v, but specified dtype int32 and found dtype float32."));
+    CHECK_THROWS_MATCHES(
+        get_variable("v", {.shape = TensorShape{2}}), ValueError,
+        Catch::Matchers::Message(
+            "Trying to share variable foo/v, but specified shape [2] and found shape [1]."));
+    CHECK_THROWS_MATCHES(
+        get_variable("v", {.shape = TensorShape{1}, .dtype = DType::kInt32}), ValueError,
+        Catch::Matchers::Message(
+            "Trying to share variable foo/v, but specified dtype int32 and found dtype float32."));
   }
   SECTION("reuse is inherited by sub-scopes") {
-    { auto a = variable_scope("a"); auto b = variable_scope("b"); get_variable("v", {.shape = TensorShape{1}}); }
+    {
+      auto a = variable_scope("a");
+      auto b = variable_scope("b");
+      get_variable("v", {.shape = TensorShape{1}});
+    }
     auto a = variable_scope("a", {.reuse = true});
     auto b = variable_scope("b");
     CHECK(b->reuse());
@@ -239,12 +253,21 @@ TEST_CASE_METHOD(FreshGraph, "default_name is made unique; the callable form", "
   CHECK(opened == std::vector<std::string>{"layer", "layer_1", "layer_2"});
   {
     // Re-opening "outer" restarts default names inside it.
-    { auto o = variable_scope("outer"); auto l = variable_scope("", {.default_name = "layer"}); CHECK(l->name() == "outer/layer"); }
-    { auto o = variable_scope("outer"); auto l = variable_scope("", {.default_name = "layer"}); CHECK(l->name() == "outer/layer"); }
+    {
+      auto o = variable_scope("outer");
+      auto l = variable_scope("", {.default_name = "layer"});
+      CHECK(l->name() == "outer/layer");
+    }
+    {
+      auto o = variable_scope("outer");
+      auto l = variable_scope("", {.default_name = "layer"});
+      CHECK(l->name() == "outer/layer");
+    }
   }
   CHECK_THROWS_AS(variable_scope(""), TypeError);
-  CHECK_THROWS_MATCHES(variable_scope("", {.default_name = "x", .reuse = true}), ValueError,
-                       Catch::Matchers::Message("reuse=True cannot be used without a name_or_scope"));
+  CHECK_THROWS_MATCHES(
+      variable_scope("", {.default_name = "x", .reuse = true}), ValueError,
+      Catch::Matchers::Message("reuse=True cannot be used without a name_or_scope"));
   std::string name = variable_scope("cb", {}, [](VariableScope& s) {
     return Variable(get_variable("v", {.shape = TensorShape{2}})).name() + "|" + s.name();
   });
@@ -267,8 +290,9 @@ TEST_CASE_METHOD(FreshGraph, "scope defaults and setters reach get_variable", "[
   // Sub-scopes inherit, explicit arguments win.
   auto inner = variable_scope("inner");
   CHECK(inner->dtype() == DType::kInt32);
-  Variable c = get_variable("c", {.shape = TensorShape{1}, .dtype = DType::kFloat,
-                                  .initializer = constant_initializer(7.0)});
+  Variable c = get_variable(
+      "c",
+      {.shape = TensorShape{1}, .dtype = DType::kFloat, .initializer = constant_initializer(7.0)});
   CHECK(c.initial_value().to_vector<float>() == std::vector<float>{7});
   inner->set_caching_device("/cpu:0");
   CHECK(inner->caching_device() == "/cpu:0");
@@ -276,33 +300,40 @@ TEST_CASE_METHOD(FreshGraph, "scope defaults and setters reach get_variable", "[
   CHECK(get_variable("p", {.shape = TensorShape{4}, .dtype = DType::kFloat}).is_partitioned());
 }
 
-TEST_CASE_METHOD(FreshGraph, "default initializer is glorot_uniform; integers get zeros", "[variable_scope]") {
+TEST_CASE_METHOD(FreshGraph, "default initializer is glorot_uniform; integers get zeros",
+                 "[variable_scope]") {
   set_random_seed(3);
   Variable w = get_variable("w", {.shape = TensorShape{20, 30}});
   Tensor v = w.initial_value().to_host();
   const double limit = std::sqrt(6.0 / (20 + 30));
   double max_abs = 0;
-  for (float x : v.to_vector<float>()) max_abs = std::max(max_abs, std::abs(static_cast<double>(x)));
+  for (float x : v.to_vector<float>())
+    max_abs = std::max(max_abs, std::abs(static_cast<double>(x)));
   CHECK(max_abs <= limit);
   CHECK(max_abs > 0.8 * limit);  // uniform over the whole range, not a narrower one
   Variable i = get_variable("i", {.shape = TensorShape{3}, .dtype = DType::kInt64});
   CHECK(i.initial_value().to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
-  CHECK_THROWS_MATCHES(get_variable("s", {.shape = TensorShape{1}, .dtype = DType::kString}), ValueError,
-                       Catch::Matchers::Message("An initializer for variable s of string is required"));
-  CHECK_THROWS_MATCHES(get_variable("u"), ValueError,
-                       Catch::Matchers::Message(
-                           "Shape of a new variable (u) must be fully defined, but instead was <unknown>."));
+  CHECK_THROWS_MATCHES(
+      get_variable("s", {.shape = TensorShape{1}, .dtype = DType::kString}), ValueError,
+      Catch::Matchers::Message("An initializer for variable s of string is required"));
+  CHECK_THROWS_MATCHES(
+      get_variable("u"), ValueError,
+      Catch::Matchers::Message(
+          "Shape of a new variable (u) must be fully defined, but instead was <unknown>."));
 }
 
-TEST_CASE_METHOD(FreshGraph, "shapes read like the docs: {784, 256}, {} is a scalar", "[variable_scope]") {
-  Variable w = get_variable("w", {.shape = {784, 256}, .initializer = glorot_uniform_initializer()});
+TEST_CASE_METHOD(FreshGraph, "shapes read like the docs: {784, 256}, {} is a scalar",
+                 "[variable_scope]") {
+  Variable w =
+      get_variable("w", {.shape = {784, 256}, .initializer = glorot_uniform_initializer()});
   Variable s = get_variable("s", {.shape = {}});
   Variable v = get_variable("v", {.shape = {3}});
   CHECK(w.shape() == TensorShape{784, 256});
   CHECK(s.shape().rank() == 0);
   CHECK(v.shape() == TensorShape{3});
-  CHECK_THROWS_WITH(get_variable("p", {.shape = {2, TensorShape::kUnknownDim}}),
-                    Contains("Shape of a new variable (p) must be fully defined, but instead was [2,?]."));
+  CHECK_THROWS_WITH(
+      get_variable("p", {.shape = {2, TensorShape::kUnknownDim}}),
+      Contains("Shape of a new variable (p) must be fully defined, but instead was [2,?]."));
 }
 
 TEST_CASE_METHOD(FreshGraph, "a Tensor initializer sets value and shape", "[variable_scope]") {
@@ -311,20 +342,24 @@ TEST_CASE_METHOD(FreshGraph, "a Tensor initializer sets value and shape", "[vari
   CHECK(v.initial_value().to_vector<float>() == std::vector<float>{1, 2, 3, 4});
   Variable ints = get_variable("ints", {.initializer = Tensor::from_vector<int32_t>({5, 6})});
   CHECK(ints.dtype() == DType::kInt32);
-  CHECK_THROWS_MATCHES(get_variable("x", {.shape = TensorShape{2}, .initializer = Tensor({1.f, 2.f})}),
-                       ValueError, Catch::Matchers::Message("If initializer is a constant, do not specify shape."));
-  CHECK_THROWS_MATCHES(get_variable("y", {.dtype = DType::kFloat,
-                                          .initializer = Tensor::from_vector<int32_t>({1})}),
-                       ValueError,
-                       Catch::Matchers::Message("Initializer type 'int32' and explicit dtype 'float32' don't match."));
+  CHECK_THROWS_MATCHES(
+      get_variable("x", {.shape = TensorShape{2}, .initializer = Tensor({1.f, 2.f})}), ValueError,
+      Catch::Matchers::Message("If initializer is a constant, do not specify shape."));
+  CHECK_THROWS_MATCHES(
+      get_variable("y", {.dtype = DType::kFloat, .initializer = Tensor::from_vector<int32_t>({1})}),
+      ValueError,
+      Catch::Matchers::Message(
+          "Initializer type 'int32' and explicit dtype 'float32' don't match."));
   CHECK_FALSE(get_default_graph().find_variable("x"));
   CHECK_FALSE(get_default_graph().find_variable("y"));
 }
 
 TEST_CASE_METHOD(FreshGraph, "collections, trainable and get_local_variable", "[variable_scope]") {
-  Variable my_local = get_variable("my_local", {.shape = TensorShape{},
-                                                .collections = std::vector<std::string>{GraphKeys::LOCAL_VARIABLES}});
-  Variable my_non_trainable = get_variable("my_non_trainable", {.shape = TensorShape{}, .trainable = false});
+  Variable my_local = get_variable(
+      "my_local", {.shape = TensorShape{},
+                   .collections = std::vector<std::string>{GraphKeys::LOCAL_VARIABLES}});
+  Variable my_non_trainable =
+      get_variable("my_non_trainable", {.shape = TensorShape{}, .trainable = false});
   Variable local2 = get_local_variable("local2", {.shape = TensorShape{2}});
   CHECK(names(local_variables()) == std::vector<std::string>{"my_local:0", "local2:0"});
   CHECK(names(global_variables()) == std::vector<std::string>{"my_non_trainable:0"});
@@ -339,8 +374,9 @@ TEST_CASE_METHOD(FreshGraph, "regularizers feed REGULARIZATION_LOSSES; no_regula
   auto s = variable_scope("r", {.regularizer = twice});
   Variable a = get_variable("a", {.initializer = Tensor({1.f, 2.f})});
   Variable b = get_variable("b", {.initializer = Tensor({5.f}), .regularizer = no_regularizer});
-  Variable c = get_variable("c", {.initializer = Tensor({3.f}),
-                                  .regularizer = make_regularizer([](const Tensor& w) { return w + 1.f; })});
+  Variable c =
+      get_variable("c", {.initializer = Tensor({3.f}),
+                         .regularizer = make_regularizer([](const Tensor& w) { return w + 1.f; })});
   Session sess;
   sess.run(global_variables_initializer());
   std::vector<Tensor> losses = get_regularization_losses();
@@ -358,11 +394,13 @@ TEST_CASE_METHOD(FreshGraph, "regularizers feed REGULARIZATION_LOSSES; no_regula
 TEST_CASE_METHOD(FreshGraph, "custom getters receive the true getter and chain through scopes",
                  "[variable_scope]") {
   std::vector<std::string> calls;
-  CustomGetter suffix = [&](const Getter& getter, const std::string& name, const GetVariableOptions& o) {
+  CustomGetter suffix = [&](const Getter& getter, const std::string& name,
+                            const GetVariableOptions& o) {
     calls.push_back("suffix:" + name);
     return getter(name + "_suffix", o);
   };
-  CustomGetter outer = [&](const Getter& getter, const std::string& name, const GetVariableOptions& o) {
+  CustomGetter outer = [&](const Getter& getter, const std::string& name,
+                           const GetVariableOptions& o) {
     calls.push_back("outer:" + name);
     return getter(name, o);
   };
@@ -372,7 +410,8 @@ TEST_CASE_METHOD(FreshGraph, "custom getters receive the true getter and chain t
   CHECK(v.name() == "a/b/v_suffix:0");
   CHECK(calls == std::vector<std::string>{"suffix:a/b/v", "outer:a/b/v_suffix"});
   calls.clear();
-  CustomGetter explicit_getter = [&](const Getter& getter, const std::string& name, const GetVariableOptions& o) {
+  CustomGetter explicit_getter = [&](const Getter& getter, const std::string& name,
+                                     const GetVariableOptions& o) {
     calls.push_back("explicit:" + name);
     GetVariableOptions changed = o;
     changed.trainable = false;
@@ -407,7 +446,8 @@ TEST_CASE_METHOD(FreshGraph, "get_variable honours device scopes", "[variable_sc
   DeviceScope cpu("/cpu:0");
   Variable v = get_variable("v", {.shape = TensorShape{1}});
   CHECK(v.device().is_cpu());
-  Variable cached = get_variable("c", {.shape = TensorShape{1}, .caching_device = std::string("/cpu:0")});
+  Variable cached =
+      get_variable("c", {.shape = TensorShape{1}, .caching_device = std::string("/cpu:0")});
   Session sess;
   sess.run(global_variables_initializer());
   CHECK(cached.value().device().is_cpu());

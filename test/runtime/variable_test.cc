@@ -8,19 +8,20 @@
 #include <future>
 #include <thread>
 
+#include "device_fixture.h"
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
 
-TEST_CASE_METHOD(FreshGraph, "variables are named Variable, Variable_1, ... with :0", "[variable]") {
+TEST_CASE_METHOD(FreshGraph, "variables are named Variable, Variable_1, ... with :0",
+                 "[variable]") {
   Variable a(1.f), b(2.f), c(3.f, {.name = "w"}), d(4.f, {.name = "w"});
   CHECK(a.name() == "Variable:0");
   CHECK(a.op_name() == "Variable");
@@ -128,20 +129,27 @@ TEST_CASE_METHOD(FreshGraph, "constructor arguments and their errors", "[variabl
   // dtype converts a literal initial value; a typed tensor of another dtype is an error.
   Variable f(Tensor({1, 2}), {.dtype = DType::kFloat});
   CHECK(f.dtype() == DType::kFloat);
-  CHECK_THROWS_AS(Variable(Tensor({1, 2}).cast(DType::kInt64), {.dtype = DType::kFloat}), TypeError);
+  CHECK_THROWS_AS(Variable(Tensor({1, 2}).cast(DType::kInt64), {.dtype = DType::kFloat}),
+                  TypeError);
   // expected_shape must match.
   CHECK_THROWS_AS(Variable(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{3}}), ValueError);
   Variable ok(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{2}});
   CHECK(ok.shape() == TensorShape{2});
   // A callable without expected_shape is evaluated at once to learn the shape.
   int calls = 0;
-  Variable eager([&] { ++calls; return Tensor({1.0, 2.0, 3.0}); }, {.dtype = DType::kDouble});
+  Variable eager(
+      [&] {
+        ++calls;
+        return Tensor({1.0, 2.0, 3.0});
+      },
+      {.dtype = DType::kDouble});
   CHECK(calls == 1);
   CHECK(eager.shape() == TensorShape{3});
   // A callable returning the wrong shape fails at initialization, naming it.
   Variable bad([] { return Tensor({1.f}); },
                {.name = "bad", .dtype = DType::kFloat, .expected_shape = TensorShape{4}});
-  CHECK_THROWS_WITH(Session().run(bad.initializer()), Catch::Contains("bad") && Catch::Contains("[4]"));
+  CHECK_THROWS_WITH(Session().run(bad.initializer()),
+                    Catch::Contains("bad") && Catch::Contains("[4]"));
   CHECK_FALSE(bad.is_initialized());
 }
 
@@ -153,7 +161,8 @@ TEST_CASE_METHOD(FreshGraph, "assign checks shape and dtype, validate_shape=fals
   CHECK(v.is_initialized());
   CHECK(v.value().to_vector<float>() == std::vector<float>{5.f, 6.f});
   CHECK_THROWS_AS(v.assign(Tensor({1.f, 2.f, 3.f})), InvalidArgumentError);
-  CHECK_THROWS_WITH(v.assign(Tensor({1.f, 2.f, 3.f})), Catch::Contains("\"v\"") && Catch::Contains("[3]"));
+  CHECK_THROWS_WITH(v.assign(Tensor({1.f, 2.f, 3.f})),
+                    Catch::Contains("\"v\"") && Catch::Contains("[3]"));
   CHECK_THROWS_AS(v.assign(Tensor({1, 2}).cast(DType::kInt32)), TypeError);
   CHECK(v.value().to_vector<float>() == std::vector<float>{5.f, 6.f});
   Tensor r = assign(v, Tensor({{1.f, 2.f, 3.f}}), {.validate_shape = false});
@@ -174,7 +183,8 @@ TEST_CASE_METHOD(FreshGraph, "value aliases the live buffer; read_value copies",
   CHECK(snapshot.to_vector<float>() == std::vector<float>{1.f, 2.f});
 }
 
-TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates", "[variable][concurrency]") {
+TEST_CASE_METHOD(FreshGraph, "use_locking serializes concurrent updates",
+                 "[variable][concurrency]") {
   Variable counter(Tensor(int64_t{0}), {.name = "counter"});
   Session().run(counter.initializer());
   const int threads = 8, per_thread = 500;
@@ -253,7 +263,8 @@ TEST_CASE_METHOD(FreshGraph, "count_up_to returns distinct values and stops at t
   CHECK_THROWS_AS(Variable(1.5f).count_up_to(3), TypeError);
 }
 
-TEST_CASE_METHOD(FreshGraph, "caching device copies only after the version changes", "[variable][cache]") {
+TEST_CASE_METHOD(FreshGraph, "caching device copies only after the version changes",
+                 "[variable][cache]") {
   Variable v(Tensor({1.f, 2.f}), {.caching_device = "/cpu:0"});
   Session().run(v.initializer());
   Tensor first = v.value();
@@ -314,8 +325,8 @@ TEST_CASE_METHOD(FreshGraph, "VariableDef round trip", "[variable][proto]") {
   REQUIRE(parsed.save_slice_info);
   CHECK(*parsed.save_slice_info == *sliced.save_slice_info);
   // Not in the graph: recreated uninitialized with the given dtype and shape.
-  Variable part(VariableOptions{.dtype = DType::kFloat, .expected_shape = TensorShape{5, 4},
-                                .variable_def = parsed});
+  Variable part(VariableOptions{
+      .dtype = DType::kFloat, .expected_shape = TensorShape{5, 4}, .variable_def = parsed});
   CHECK(part.name() == "emb/part_0:0");
   CHECK_FALSE(part.is_initialized());
   REQUIRE(part.save_slice_info());
@@ -336,12 +347,14 @@ TEST_CASE_METHOD(FreshGraph, "slices of a variable read and assign regions", "[v
   CHECK(A.value().to_vector<float>() == std::vector<float>{22, 22, 3, 22, 22, 6, 7, 8, 9});
   // Reads: a row (integer index drops the dim), negative indices, steps.
   CHECK(A.slice({Slice::index(-1)}).value().to_vector<float>() == std::vector<float>{7, 8, 9});
-  CHECK(A.slice({Slice::all(), Slice::range(std::nullopt, std::nullopt, -2)}).value().to_vector<float>() ==
-        std::vector<float>{3, 22, 6, 22, 9, 7});
+  CHECK(A.slice({Slice::all(), Slice::range(std::nullopt, std::nullopt, -2)})
+            .value()
+            .to_vector<float>() == std::vector<float>{3, 22, 6, 22, 9, 7});
   // No broadcasting; negative sizes raise; nothing changes on error.
   auto before = A.value().to_vector<float>();
   CHECK_THROWS_AS(top_left.assign(Tensor(5.f)), InvalidArgumentError);
-  CHECK_THROWS_AS(A.slice({Slice::range(2, 1)}).assign(Tensor::zeros(DType::kFloat, {0, 3})), ValueError);
+  CHECK_THROWS_AS(A.slice({Slice::range(2, 1)}).assign(Tensor::zeros(DType::kFloat, {0, 3})),
+                  ValueError);
   CHECK(A.value().to_vector<float>() == before);
 }
 
@@ -372,12 +385,13 @@ TEST_CASE_METHOD(FreshGraph, "a string variable lives on the CPU under any devic
     DeviceScope gpu("/device:GPU:0");
     Variable vocab(strings({"x"}), {.name = "vocab"});
     CHECK(vocab.device().is_cpu());
-    Variable deferred(InitialValueFn([] { return strings({"y", "z"}); }),
+    Variable deferred(InitialValueFn([] {
+                        return strings({"y", "z"});
+                      }),
                       {.name = "deferred", .dtype = DType::kString});
     CHECK(deferred.device().is_cpu());
     Session().run(global_variables_initializer());
-    CHECK(deferred.eval(Session()).to_vector<std::string>() ==
-          std::vector<std::string>{"y", "z"});
+    CHECK(deferred.eval(Session()).to_vector<std::string>() == std::vector<std::string>{"y", "z"});
   }
   if (testing_on_gpu()) {
     // Strict placement refuses an explicit GPU for a string variable.

@@ -1,11 +1,11 @@
 // Graph collections and the initialization helpers.
 #include <catch2/catch.hpp>
 
+#include "device_fixture.h"
+#include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/variables.h"
-#include "tensor_util.h"
-#include "device_fixture.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -28,10 +28,11 @@ TEST_CASE_METHOD(FreshGraph, "variables land in their collections", "[collection
   Variable model(Tensor(0.f), {.collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES,
                                                                        GraphKeys::MODEL_VARIABLES},
                                .name = "model"});
-  Variable avg(Tensor(0.f), {.trainable = false,
-                             .collections = std::vector<std::string>{
-                                 GraphKeys::GLOBAL_VARIABLES, GraphKeys::MOVING_AVERAGE_VARIABLES},
-                             .name = "avg"});
+  Variable avg(Tensor(0.f),
+               {.trainable = false,
+                .collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES,
+                                                        GraphKeys::MOVING_AVERAGE_VARIABLES},
+                .name = "avg"});
   using V = std::vector<std::string>;
   CHECK(names(global_variables()) == V{"w", "global_step", "model", "avg"});
   CHECK(names(all_variables()) == names(global_variables()));
@@ -88,7 +89,8 @@ TEST_CASE_METHOD(FreshGraph, "the initializer helpers", "[initialization]") {
         std::vector<std::string>{"a"});
 
   sess.run(global_variables_initializer());
-  CHECK(report_uninitialized_variables().to_vector<std::string>() == std::vector<std::string>{"loc"});
+  CHECK(report_uninitialized_variables().to_vector<std::string>() ==
+        std::vector<std::string>{"loc"});
   sess.run(initialize_local_variables());
   CHECK(report_uninitialized_variables().num_elements() == 0);
   sess.run(check);  // passes now

@@ -11,8 +11,7 @@
 
 namespace varstate::detail {
 
-[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file,
-                                   int line);
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
 
 // Makes `index` the calling thread's current CUDA device; returns the
 // previous one. Throws InternalError if the driver refuses.
@@ -34,19 +33,18 @@ class CudaDeviceGuard {
 
 }  // namespace varstate::detail
 
-#define VARSTATE_CUDA_CHECK(call)                                              \
-  do {                                                                         \
-    cudaError_t varstate_cuda_err_ = (call);                                   \
-    if (varstate_cuda_err_ != cudaSuccess)                                     \
-      ::varstate::detail::throw_cuda_error(varstate_cuda_err_, #call, __FILE__, \
-                                           __LINE__);                          \
+#define VARSTATE_CUDA_CHECK(call)                                                          \
+  do {                                                                                     \
+    cudaError_t varstate_cuda_err_ = (call);                                               \
+    if (varstate_cuda_err_ != cudaSuccess)                                                 \
+      ::varstate::detail::throw_cuda_error(varstate_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 #ifdef VARSTATE_CUDA_SYNC_DEBUG
-#define VARSTATE_CUDA_CHECK_LAUNCH()                  \
-  do {                                                \
-    VARSTATE_CUDA_CHECK(cudaGetLastError());          \
-    VARSTATE_CUDA_CHECK(cudaDeviceSynchronize());     \
+#define VARSTATE_CUDA_CHECK_LAUNCH()              \
+  do {                                            \
+    VARSTATE_CUDA_CHECK(cudaGetLastError());      \
+    VARSTATE_CUDA_CHECK(cudaDeviceSynchronize()); \
   } while (0)
 #else
 #define VARSTATE_CUDA_CHECK_LAUNCH() VARSTATE_CUDA_CHECK(cudaGetLastError())

@@ -68,14 +68,16 @@ bfloat16::bfloat16(float f) {
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
 #define VARSTATE_CASE(E, T, N) \
-  case DType::E: return N;
+  case DType::E:               \
+    return N;
     VARSTATE_DTYPES_FLOATING(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
     VARSTATE_DTYPES_INTEGER(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
     VARSTATE_DTYPES_COMPLEX(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
     VARSTATE_DTYPES_QUANTIZED(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
     VARSTATE_DTYPES_OTHER(VARSTATE_DTYPE_ENTRY_NAMED, VARSTATE_CASE)
 #undef VARSTATE_CASE
-    case DType::kInvalid: break;
+    case DType::kInvalid:
+      break;
   }
   return "invalid";
 }
@@ -86,7 +88,8 @@ bool dtype_is_valid(int value) {
     VARSTATE_FOR_EACH_DTYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
     return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -104,11 +107,14 @@ DType dtype_from_name(std::string_view name) {
 size_t dtype_size(DType dtype) {
   switch (dtype) {
 #define VARSTATE_CASE(E, T) \
-  case DType::E: return sizeof(T);
+  case DType::E:            \
+    return sizeof(T);
     VARSTATE_FOR_EACH_NUMERIC_DTYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
-    case DType::kBool: return 1;
-    default: return 0;
+    case DType::kBool:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -118,7 +124,8 @@ size_t dtype_size(DType dtype) {
   switch (d) {                                         \
     LIST(VARSTATE_DTYPE_ENTRY, VARSTATE_CATEGORY_CASE) \
     return true;                                       \
-    default: return false;                             \
+    default:                                           \
+      return false;                                    \
   }
 
 bool dtype_is_floating(DType d) { VARSTATE_IN_CATEGORY(VARSTATE_DTYPES_FLOATING, d) }

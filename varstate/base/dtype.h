@@ -52,7 +52,11 @@ struct half {
   half() = default;
   explicit half(float f);
   explicit operator float() const;
-  static half from_bits(uint16_t b) { half h; h.bits = b; return h; }
+  static half from_bits(uint16_t b) {
+    half h;
+    h.bits = b;
+    return h;
+  }
 };
 
 // bfloat16: the upper 16 bits of a float32. Conversion rounds to nearest even.
@@ -66,7 +70,11 @@ struct bfloat16 {
     std::memcpy(&f, &u, sizeof f);
     return f;
   }
-  static bfloat16 from_bits(uint16_t b) { bfloat16 h; h.bits = b; return h; }
+  static bfloat16 from_bits(uint16_t b) {
+    bfloat16 h;
+    h.bits = b;
+    return h;
+  }
 };
 
 inline bool operator==(half a, half b) { return float(a) == float(b); }
@@ -80,10 +88,10 @@ using complex128 = std::complex<double>;
 // dtype_is_*() categories, DTypeOf and all dispatch are generated from it,
 // so adding a dtype means adding one line here. F is an adapter macro that
 // receives the user's X (see VARSTATE_DTYPE_ENTRY below).
-#define VARSTATE_DTYPES_FLOATING(F, X)        \
-  F(X, kFloat, float, "float32")              \
-  F(X, kDouble, double, "float64")            \
-  F(X, kHalf, ::varstate::half, "float16")    \
+#define VARSTATE_DTYPES_FLOATING(F, X)     \
+  F(X, kFloat, float, "float32")           \
+  F(X, kDouble, double, "float64")         \
+  F(X, kHalf, ::varstate::half, "float16") \
   F(X, kBFloat16, ::varstate::bfloat16, "bfloat16")
 #define VARSTATE_DTYPES_INTEGER(F, X) \
   F(X, kInt8, int8_t, "int8")         \
@@ -94,8 +102,8 @@ using complex128 = std::complex<double>;
   F(X, kUInt16, uint16_t, "uint16")   \
   F(X, kUInt32, uint32_t, "uint32")   \
   F(X, kUInt64, uint64_t, "uint64")
-#define VARSTATE_DTYPES_COMPLEX(F, X)                     \
-  F(X, kComplex64, ::varstate::complex64, "complex64")    \
+#define VARSTATE_DTYPES_COMPLEX(F, X)                  \
+  F(X, kComplex64, ::varstate::complex64, "complex64") \
   F(X, kComplex128, ::varstate::complex128, "complex128")
 // Quantized types are stored and computed on as their underlying integers.
 #define VARSTATE_DTYPES_QUANTIZED(F, X) \
@@ -114,7 +122,7 @@ using complex128 = std::complex<double>;
 
 // X(DType enumerator, C++ storage type) for each distinct numeric storage
 // type: what kernels are instantiated for.
-#define VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(X)  \
+#define VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(X)   \
   VARSTATE_DTYPES_FLOATING(VARSTATE_DTYPE_ENTRY, X) \
   VARSTATE_DTYPES_INTEGER(VARSTATE_DTYPE_ENTRY, X)  \
   VARSTATE_DTYPES_COMPLEX(VARSTATE_DTYPE_ENTRY, X)
@@ -142,21 +150,26 @@ bool dtype_is_valid(int value);
 
 bool dtype_is_floating(DType dtype);  // half, bfloat16, float, double
 bool dtype_is_complex(DType dtype);
-bool dtype_is_integer(DType dtype);   // signed/unsigned and quantized ints
+bool dtype_is_integer(DType dtype);  // signed/unsigned and quantized ints
 bool dtype_is_quantized(DType dtype);
-bool dtype_is_numeric(DType dtype);   // everything but bool and string
+bool dtype_is_numeric(DType dtype);  // everything but bool and string
 // False for the dtypes whose tensors live on the CPU only (string).
 bool dtype_has_gpu_kernels(DType dtype);
 
 // The DType of a C++ storage type (float -> kFloat, int32_t -> kInt32, ...).
 // For types shared by a quantized dtype, the plain integer dtype.
-template <typename T> struct DTypeOf;
-#define VARSTATE_DTYPE_OF(E, T) \
-  template <> struct DTypeOf<T> { static constexpr DType value = DType::E; };
+template <typename T>
+struct DTypeOf;
+#define VARSTATE_DTYPE_OF(E, T)              \
+  template <>                                \
+  struct DTypeOf<T> {                        \
+    static constexpr DType value = DType::E; \
+  };
 VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(VARSTATE_DTYPE_OF)
 VARSTATE_DTYPES_OTHER(VARSTATE_DTYPE_ENTRY, VARSTATE_DTYPE_OF)
 #undef VARSTATE_DTYPE_OF
-template <typename T> inline constexpr DType dtype_of = DTypeOf<T>::value;
+template <typename T>
+inline constexpr DType dtype_of = DTypeOf<T>::value;
 
 // Calls fn(T{}) -- a value-initialised object of dtype's storage type -- and
 // returns its result. Throws InvalidArgumentError for dtypes not in the list.
@@ -172,10 +185,12 @@ template <typename Fn>
 decltype(auto) dispatch_numeric(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
 #define VARSTATE_CASE(E, T) \
-  case DType::E: return fn(T{});
+  case DType::E:            \
+    return fn(T{});
     VARSTATE_FOR_EACH_NUMERIC_DTYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
-    default: throw_unsupported_dtype(dtype, what);
+    default:
+      throw_unsupported_dtype(dtype, what);
   }
 }
 
@@ -183,10 +198,12 @@ template <typename Fn>
 decltype(auto) dispatch_all(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
 #define VARSTATE_CASE(E, T) \
-  case DType::E: return fn(T{});
+  case DType::E:            \
+    return fn(T{});
     VARSTATE_FOR_EACH_DTYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
-    default: throw_unsupported_dtype(dtype, what);
+    default:
+      throw_unsupported_dtype(dtype, what);
   }
 }
 

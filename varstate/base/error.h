@@ -42,17 +42,16 @@ std::string_view error_code_name(ErrorCode code);
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const noexcept { return code_; }
 
  private:
   ErrorCode code_;
 };
 
-#define VARSTATE_DECLARE_ERROR(Name, Code)                           \
-  class Name : public Error {                                         \
-   public:                                                            \
+#define VARSTATE_DECLARE_ERROR(Name, Code)                              \
+  class Name : public Error {                                           \
+   public:                                                              \
     explicit Name(const std::string& message) : Error(Code, message) {} \
   };
 

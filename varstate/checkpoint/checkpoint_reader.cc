@@ -29,7 +29,8 @@ int64_t volume(const TensorSlice& slice, std::span<const int64_t> full_shape) {
 
 TensorInfo CheckpointReader::info(std::string_view name) const {
   std::optional<TensorInfo> found = find(name);
-  if (!found) throw NotFoundError("Key " + quoted(name) + " not found in checkpoint " + quoted(path_));
+  if (!found)
+    throw NotFoundError("Key " + quoted(name) + " not found in checkpoint " + quoted(path_));
   return std::move(*found);
 }
 
@@ -93,8 +94,9 @@ TensorData CheckpointReader::read_slice(std::string_view name, const TensorSlice
   if (covered != want) {
     throw NotFoundError("Does not have sufficient slices for partitioned tensor " + quoted(name) +
                         " in checkpoint " + quoted(path_) + " to read slice " +
-                        quoted(shape_and_slice_string(ti.shape, slice)) + " (" + std::to_string(covered) +
-                        " of " + std::to_string(want) + " elements saved)");
+                        quoted(shape_and_slice_string(ti.shape, slice)) + " (" +
+                        std::to_string(covered) + " of " + std::to_string(want) +
+                        " elements saved)");
   }
   for (const auto& piece : pieces) check_stored(ti, static_cast<int>(piece.first));
   TensorData out = allocate(ti.dtype, want_shape);
@@ -107,11 +109,13 @@ TensorData CheckpointReader::read_slice(std::string_view name, const TensorSlice
 
 std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, FileSystem* fs) {
   FileSystem& files = fs ? *fs : *default_file_system();
-  if (files.file_exists(bundle_index_filename(path))) return std::make_unique<BundleReader>(path, &files);
+  if (files.file_exists(bundle_index_filename(path)))
+    return std::make_unique<BundleReader>(path, &files);
   std::vector<std::string> matches = match_files(files, path);
   if (matches.empty()) {
-    throw NotFoundError("Unsuccessful TensorSliceReader constructor: Failed to find any matching files for " +
-                        path + " (no V2 index " + quoted(bundle_index_filename(path)) + " either)");
+    throw NotFoundError(
+        "Unsuccessful TensorSliceReader constructor: Failed to find any matching files for " +
+        path + " (no V2 index " + quoted(bundle_index_filename(path)) + " either)");
   }
   return std::make_unique<V1Reader>(path, &files);
 }

@@ -29,7 +29,8 @@ std::string join(const std::string& dir, const std::string& p) {
 // os.path.relpath(p, start).
 std::string relative_to(const std::string& p, const std::string& start) {
   namespace fs = std::filesystem;
-  fs::path rel = fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(start).lexically_normal());
+  fs::path rel =
+      fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(start).lexically_normal());
   std::string out = rel.string();
   return out.empty() ? "." : out;
 }
@@ -44,8 +45,11 @@ std::string state_file_path(const std::string& dir, const std::string& latest_fi
 
 class CollectFirstError : public google::protobuf::io::ErrorCollector {
  public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
-    if (error.empty()) error = "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (error.empty())
+      error =
+          "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
   }
   std::string error;
 };
@@ -56,7 +60,8 @@ std::string checkpoint_state_to_text(const CheckpointState& state) {
   tf::CheckpointState proto;
   proto.set_model_checkpoint_path(state.model_checkpoint_path);
   for (const auto& p : state.all_model_checkpoint_paths) proto.add_all_model_checkpoint_paths(p);
-  for (double t : state.all_model_checkpoint_timestamps) proto.add_all_model_checkpoint_timestamps(t);
+  for (double t : state.all_model_checkpoint_timestamps)
+    proto.add_all_model_checkpoint_timestamps(t);
   proto.set_last_preserved_timestamp(state.last_preserved_timestamp);
   std::string text;
   google::protobuf::TextFormat::PrintToString(proto, &text);
@@ -82,7 +87,8 @@ CheckpointState parse_checkpoint_state(std::string_view text) {
 }
 
 std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoint_dir,
-                                                    const std::string& latest_filename, FileSystem* fs) {
+                                                    const std::string& latest_filename,
+                                                    FileSystem* fs) {
   FileSystem& files = fs ? *fs : *default_file_system();
   const std::string path = state_file_path(checkpoint_dir, latest_filename);
   if (!files.file_exists(path)) return std::nullopt;
@@ -90,7 +96,8 @@ std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoin
   try {
     state = parse_checkpoint_state(read_file_to_string(files, path));
   } catch (const Error& e) {
-    logger().warn("reading checkpoint state {}: {}: Checkpoint ignored", varstate::quoted(path), e.what());
+    logger().warn("reading checkpoint state {}: {}: Checkpoint ignored", varstate::quoted(path),
+                  e.what());
     return std::nullopt;
   }
   if (state.model_checkpoint_path.empty()) {
@@ -127,7 +134,8 @@ void update_checkpoint_state(const std::string& save_dir, const std::string& mod
       options.all_model_checkpoint_timestamps.size() != state.all_model_checkpoint_paths.size()) {
     throw ValueError("Checkpoint timestamps, if provided, must match checkpoint paths (got " +
                      std::to_string(state.all_model_checkpoint_paths.size()) + " paths and " +
-                     std::to_string(options.all_model_checkpoint_timestamps.size()) + " timestamps)");
+                     std::to_string(options.all_model_checkpoint_timestamps.size()) +
+                     " timestamps)");
   }
   state.all_model_checkpoint_timestamps = options.all_model_checkpoint_timestamps;
   state.last_preserved_timestamp = options.last_preserved_timestamp;
@@ -162,7 +170,8 @@ bool checkpoint_exists(const std::string& prefix, FileSystem* fs) {
     for (const std::string& f : data) counts.insert(std::atoi(f.c_str() + f.size() - 5));
     for (int n : counts) {
       bool all = n > 0;
-      for (int k = 0; all && k < n; ++k) all = files.file_exists(bundle_data_filename(prefix, k, n));
+      for (int k = 0; all && k < n; ++k)
+        all = files.file_exists(bundle_data_filename(prefix, k, n));
       if (all) return true;
     }
     return false;

@@ -126,8 +126,7 @@ __attribute__((target("sse4.2"))) inline uint64_t update_three_way(uint64_t c0, 
   return c0;
 }
 
-__attribute__((target("sse4.2"))) uint32_t update_sse42(uint32_t crc, const uint8_t* p,
-                                                        size_t n) {
+__attribute__((target("sse4.2"))) uint32_t update_sse42(uint32_t crc, const uint8_t* p, size_t n) {
   uint64_t c = crc;
   while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
     c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);

@@ -37,9 +37,7 @@ bool hardware_accelerated();
 inline constexpr uint32_t kMaskDelta = 0xa282ead8u;
 
 // The masked form of `crc`, as TensorFlow stores checksums.
-inline uint32_t mask(uint32_t crc) {
-  return ((crc >> 15) | (crc << 17)) + kMaskDelta;
-}
+inline uint32_t mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
 
 // Inverse of mask().
 inline uint32_t unmask(uint32_t masked) {

@@ -20,16 +20,21 @@ namespace {
   std::string msg = what + " " + quoted(path) + ": " + std::strerror(err);
   switch (err) {
     case ENOENT:
-    case ENOTDIR: throw NotFoundError(msg);
+    case ENOTDIR:
+      throw NotFoundError(msg);
     case EACCES:
     case EPERM:
-    case EROFS: throw PermissionDeniedError(msg);
-    case EEXIST: throw AlreadyExistsError(msg);
+    case EROFS:
+      throw PermissionDeniedError(msg);
+    case EEXIST:
+      throw AlreadyExistsError(msg);
     case ENOSPC:
     case EDQUOT:
     case EMFILE:
-    case ENFILE: throw ResourceExhaustedError(msg);
-    default: throw UnknownError(msg);
+    case ENFILE:
+      throw ResourceExhaustedError(msg);
+    default:
+      throw UnknownError(msg);
   }
 }
 
@@ -89,7 +94,8 @@ class PosixWritableFile : public WritableFile {
   static constexpr size_t kBufferSize = 1 << 20;
 
   void check_open(const char* what) const {
-    if (fd_ < 0) throw FailedPreconditionError(std::string(what) + " " + quoted(path_) + ": file is closed");
+    if (fd_ < 0)
+      throw FailedPreconditionError(std::string(what) + " " + quoted(path_) + ": file is closed");
   }
 
   void flush() {
@@ -256,7 +262,8 @@ void commit_temp_file(FileSystem& fs, std::unique_ptr<WritableFile> file,
 }
 
 void write_file_atomically(FileSystem& fs, const std::string& path, std::string_view contents) {
-  write_atomically(fs, path, [&](WritableFile& file, const std::string&) { file.append(contents); });
+  write_atomically(fs, path,
+                   [&](WritableFile& file, const std::string&) { file.append(contents); });
 }
 
 void write_atomically(
@@ -287,7 +294,8 @@ std::string read_file_to_string(FileSystem& fs, const std::string& path) {
 
 std::vector<std::string> match_files(FileSystem& fs, const std::string& pattern) {
   size_t slash = pattern.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : pattern.substr(0, slash));
+  std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : pattern.substr(0, slash));
   std::string base = slash == std::string::npos ? pattern : pattern.substr(slash + 1);
   if (base.find_first_of("*?[") == std::string::npos) {
     if (fs.file_exists(pattern)) return {pattern};

@@ -38,10 +38,9 @@ std::string deterministic_bytes(const google::protobuf::MessageLite& message) {
 // Collections whose items are variables, stored as serialized VariableDefs.
 const std::set<std::string>& variable_collections() {
   static const std::set<std::string> keys = {
-      GraphKeys::GLOBAL_VARIABLES,         GraphKeys::TRAINABLE_VARIABLES,
-      GraphKeys::LOCAL_VARIABLES,          GraphKeys::MODEL_VARIABLES,
-      GraphKeys::MOVING_AVERAGE_VARIABLES, GraphKeys::GLOBAL_STEP,
-      "metric_variables",                  "trainable_resource_variables"};
+      GraphKeys::GLOBAL_VARIABLES, GraphKeys::TRAINABLE_VARIABLES,      GraphKeys::LOCAL_VARIABLES,
+      GraphKeys::MODEL_VARIABLES,  GraphKeys::MOVING_AVERAGE_VARIABLES, GraphKeys::GLOBAL_STEP,
+      "metric_variables",          "trainable_resource_variables"};
   return keys;
 }
 
@@ -158,7 +157,9 @@ tf::NodeDef* add_node(tf::GraphDef* g, const std::string& name, const std::strin
   return node;
 }
 
-tf::AttrValue& attr(tf::NodeDef* node, const std::string& key) { return (*node->mutable_attr())[key]; }
+tf::AttrValue& attr(tf::NodeDef* node, const std::string& key) {
+  return (*node->mutable_attr())[key];
+}
 
 void set_colocation(tf::NodeDef* node, const std::string& with) {
   attr(node, "_class").mutable_list()->add_s("loc:@" + with);
@@ -168,8 +169,9 @@ void set_shape(tf::TensorShapeProto* proto, const std::vector<int64_t>& dims) {
   for (int64_t d : dims) proto->add_dim()->set_size(d);
 }
 
-void add_string_const(tf::GraphDef* graph, const std::string& name, const std::vector<std::string>& values,
-                      bool scalar, const std::string& device = {}) {
+void add_string_const(tf::GraphDef* graph, const std::string& name,
+                      const std::vector<std::string>& values, bool scalar,
+                      const std::string& device = {}) {
   tf::NodeDef* node = add_node(graph, name, "Const", {}, device);
   attr(node, "dtype").set_type(tf::DT_STRING);
   tf::TensorProto* t = attr(node, "value").mutable_tensor();
@@ -178,7 +180,8 @@ void add_string_const(tf::GraphDef* graph, const std::string& name, const std::v
   for (const auto& v : values) t->add_string_val(v);
 }
 
-void add_int32_const(tf::GraphDef* graph, const std::string& name, int32_t value, const std::string& device = {}) {
+void add_int32_const(tf::GraphDef* graph, const std::string& name, int32_t value,
+                     const std::string& device = {}) {
   tf::NodeDef* node = add_node(graph, name, "Const", {}, device);
   attr(node, "dtype").set_type(tf::DT_INT32);
   tf::TensorProto* t = attr(node, "value").mutable_tensor();
@@ -229,7 +232,8 @@ void add_initial_value(tf::GraphDef* g, const Variable& v, size_t& budget) {
   if (value->dtype() == DType::kString) {
     for (const std::string& s : value->to_vector<std::string>()) t->add_string_val(s);
   } else {
-    t->set_tensor_content(std::string(static_cast<const char*>(value->raw_data()), value->nbytes()));
+    t->set_tensor_content(
+        std::string(static_cast<const char*>(value->raw_data()), value->nbytes()));
   }
 }
 
@@ -245,7 +249,8 @@ void add_variable_nodes(tf::GraphDef* g, const Variable& v, size_t& budget) {
   attr(var, "shared_name").set_s("");
 
   add_initial_value(g, v, budget);
-  tf::NodeDef* assign = add_node(g, op + "/Assign", "Assign", {op, op + "/initial_value"}, v.placement());
+  tf::NodeDef* assign =
+      add_node(g, op + "/Assign", "Assign", {op, op + "/initial_value"}, v.placement());
   attr(assign, "T").set_type(dtype);
   attr(assign, "use_locking").set_b(true);
   attr(assign, "validate_shape").set_b(true);
@@ -269,8 +274,8 @@ std::string shape_and_slice_of(const Saver::Item& item) {
 // file named by `filename`, and "<scope>/control_dependency[_i]" passing the
 // filename on once it has run. Returns that node's name.
 std::string add_save_shard(tf::GraphDef* g, const std::string& scope, const SaverDef& def,
-                           const std::vector<const Saver::Item*>& items, const std::string& filename,
-                           size_t shard, const std::string& device) {
+                           const std::vector<const Saver::Item*>& items,
+                           const std::string& filename, size_t shard, const std::string& device) {
   const bool v1 = def.version == CheckpointFormatVersion::kV1;
   const std::string save = numbered(scope + (v1 ? "/SaveSlices" : "/SaveV2"), shard);
   std::vector<std::string> names, slices;
@@ -279,11 +284,12 @@ std::string add_save_shard(tf::GraphDef* g, const std::string& scope, const Save
     slices.push_back(shape_and_slice_of(*item));
   }
   add_string_const(g, save + "/tensor_names", names, false, device);
-  add_string_const(g, save + (v1 ? "/shapes_and_slices" : "/shape_and_slices"), slices, false, device);
-  tf::NodeDef* node = add_node(g, save, v1 ? "SaveSlices" : "SaveV2",
-                               {filename, save + "/tensor_names",
-                                save + (v1 ? "/shapes_and_slices" : "/shape_and_slices")},
-                               device);
+  add_string_const(g, save + (v1 ? "/shapes_and_slices" : "/shape_and_slices"), slices, false,
+                   device);
+  tf::NodeDef* node = add_node(
+      g, save, v1 ? "SaveSlices" : "SaveV2",
+      {filename, save + "/tensor_names", save + (v1 ? "/shapes_and_slices" : "/shape_and_slices")},
+      device);
   auto* types = attr(node, v1 ? "T" : "dtypes").mutable_list();
   for (const Saver::Item* item : items) {
     node->add_input(item->variable.op_name());
@@ -299,8 +305,8 @@ std::string add_save_shard(tf::GraphDef* g, const std::string& scope, const Save
 // RestoreV2 of `items` (any format) and one Assign per variable; returns the
 // Assign nodes' names. `next_assign` numbers the Assigns across shards.
 std::vector<std::string> add_restore_shard(tf::GraphDef* g, const std::string& scope,
-                                           const std::vector<const Saver::Item*>& items, size_t shard,
-                                           size_t& next_assign) {
+                                           const std::vector<const Saver::Item*>& items,
+                                           size_t shard, size_t& next_assign) {
   const std::string restore = numbered(scope + "/RestoreV2", shard);
   std::vector<std::string> names, slices;
   for (const Saver::Item* item : items) {
@@ -310,17 +316,18 @@ std::vector<std::string> add_restore_shard(tf::GraphDef* g, const std::string& s
   const std::string cpu = "/device:CPU:0";
   add_string_const(g, restore + "/tensor_names", names, false, cpu);
   add_string_const(g, restore + "/shape_and_slices", slices, false, cpu);
-  tf::NodeDef* node = add_node(g, restore, "RestoreV2",
-                               {scope + "/Const", restore + "/tensor_names", restore + "/shape_and_slices"}, cpu);
+  tf::NodeDef* node =
+      add_node(g, restore, "RestoreV2",
+               {scope + "/Const", restore + "/tensor_names", restore + "/shape_and_slices"}, cpu);
   auto* types = attr(node, "dtypes").mutable_list();
   std::vector<std::string> assigns;
   for (size_t i = 0; i < items.size(); ++i) {
     const Variable& v = items[i]->variable;
     types->add_type(static_cast<tf::DataType>(v.dtype()));
     const std::string name = numbered(scope + "/Assign", next_assign++);
-    tf::NodeDef* assign = add_node(g, name, "Assign",
-                                   {v.op_name(), i == 0 ? restore : restore + ":" + std::to_string(i)},
-                                   v.placement());
+    tf::NodeDef* assign = add_node(
+        g, name, "Assign", {v.op_name(), i == 0 ? restore : restore + ":" + std::to_string(i)},
+        v.placement());
     attr(assign, "T").set_type(static_cast<tf::DataType>(v.dtype()));
     attr(assign, "use_locking").set_b(true);
     attr(assign, "validate_shape").set_b(true);
@@ -355,7 +362,8 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
   std::string base = filename;
   if (!v1) {
     add_string_const(g, scope + "/StringJoin/inputs_1", {"_temp/part"}, true);
-    tf::NodeDef* join = add_node(g, scope + "/StringJoin", "StringJoin", {filename, scope + "/StringJoin/inputs_1"});
+    tf::NodeDef* join = add_node(g, scope + "/StringJoin", "StringJoin",
+                                 {filename, scope + "/StringJoin/inputs_1"});
     attr(join, "N").set_i(2);
     attr(join, "separator").set_s("");
     base = scope + "/StringJoin";
@@ -366,7 +374,8 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
   for (const auto& [device, shard_items] : by_device) {
     const std::string sharded = numbered(scope + "/ShardedFilename", shard);
     add_int32_const(g, sharded + "/shard", static_cast<int32_t>(shard), device);
-    add_node(g, sharded, "ShardedFilename", {base, sharded + "/shard", scope + "/num_shards"}, device);
+    add_node(g, sharded, "ShardedFilename", {base, sharded + "/shard", scope + "/num_shards"},
+             device);
     deps.push_back(add_save_shard(g, scope, def, shard_items, sharded, shard, device));
     std::vector<std::string> assigns = add_restore_shard(g, scope, shard_items, shard, next_assign);
     const std::string restore_shard = numbered(scope + "/restore_shard", shard);
@@ -377,7 +386,8 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
   }
   const std::string save_tensor = strip_output(def.save_tensor_name);
   if (v1) {
-    tf::NodeDef* spec = add_node(g, scope + "/ShardedFilespec", "ShardedFilespec", {filename, scope + "/num_shards"});
+    tf::NodeDef* spec = add_node(g, scope + "/ShardedFilespec", "ShardedFilespec",
+                                 {filename, scope + "/num_shards"});
     for (const std::string& d : deps) spec->add_input("^" + d);
     tf::NodeDef* id = add_node(g, save_tensor, "Identity", {scope + "/ShardedFilespec"});
     attr(id, "T").set_type(tf::DT_STRING);
@@ -387,16 +397,19 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
     attr(pack, "N").set_i(static_cast<int64_t>(deps.size()));
     attr(pack, "T").set_type(tf::DT_STRING);
     attr(pack, "axis").set_i(0);
-    tf::NodeDef* merge = add_node(g, scope + "/MergeV2Checkpoints", "MergeV2Checkpoints", {prefixes, filename});
+    tf::NodeDef* merge =
+        add_node(g, scope + "/MergeV2Checkpoints", "MergeV2Checkpoints", {prefixes, filename});
     attr(merge, "delete_old_dirs").set_b(true);
-    tf::NodeDef* id = add_node(g, save_tensor, "Identity", {filename, "^" + scope + "/MergeV2Checkpoints"});
+    tf::NodeDef* id =
+        add_node(g, save_tensor, "Identity", {filename, "^" + scope + "/MergeV2Checkpoints"});
     attr(id, "T").set_type(tf::DT_STRING);
   }
   tf::NodeDef* restore_all = add_node(g, def.restore_op_name, "NoOp");
   for (const std::string& r : restore_shards) restore_all->add_input("^" + r);
 }
 
-std::string build_graph_def(Graph& graph, const SaverDef* saver_def, const std::vector<Saver::Item>* items) {
+std::string build_graph_def(Graph& graph, const SaverDef* saver_def,
+                            const std::vector<Saver::Item>* items) {
   tf::GraphDef g;
   g.mutable_versions()->set_producer(1);
   size_t budget = kMaxInlineInitialValueBytes;
@@ -407,7 +420,8 @@ std::string build_graph_def(Graph& graph, const SaverDef* saver_def, const std::
 
 // The collection `key` as a CollectionDef, or nullopt when it is empty or
 // holds nothing representable.
-std::optional<CollectionDef> export_collection(const std::string& key, const std::vector<std::any>& items) {
+std::optional<CollectionDef> export_collection(const std::string& key,
+                                               const std::vector<std::any>& items) {
   CollectionDef c;
   for (const std::any& item : items) {
     CollectionDef::Kind kind = CollectionDef::Kind::kNone;
@@ -416,14 +430,18 @@ std::optional<CollectionDef> export_collection(const std::string& key, const std
     } else if (item.type() == typeid(std::string) || item.type() == typeid(Op) ||
                item.type() == typeid(const char*)) {
       kind = CollectionDef::Kind::kNodeList;
-    } else if (item.type() == typeid(int64_t) || item.type() == typeid(int) || item.type() == typeid(int32_t)) {
+    } else if (item.type() == typeid(int64_t) || item.type() == typeid(int) ||
+               item.type() == typeid(int32_t)) {
       kind = CollectionDef::Kind::kInt64List;
     } else if (item.type() == typeid(float) || item.type() == typeid(double)) {
       kind = CollectionDef::Kind::kFloatList;
     }
-    if (kind == CollectionDef::Kind::kNone || (c.kind != CollectionDef::Kind::kNone && kind != c.kind)) {
-      logger().warn("export_meta_graph: skipping an item of collection {} that cannot be serialized "
-                    "alongside its other items (type {})", quoted(key), item.type().name());
+    if (kind == CollectionDef::Kind::kNone ||
+        (c.kind != CollectionDef::Kind::kNone && kind != c.kind)) {
+      logger().warn(
+          "export_meta_graph: skipping an item of collection {} that cannot be serialized "
+          "alongside its other items (type {})",
+          quoted(key), item.type().name());
       continue;
     }
     c.kind = kind;
@@ -449,7 +467,8 @@ std::optional<CollectionDef> export_collection(const std::string& key, const std
   return c;
 }
 
-void write_meta_graph(FileSystem& fs, const std::string& filename, const MetaGraphDef& meta, bool as_text) {
+void write_meta_graph(FileSystem& fs, const std::string& filename, const MetaGraphDef& meta,
+                      bool as_text) {
   try {
     write_file_atomically(fs, filename, as_text ? meta.to_text() : meta.serialize());
   } catch (...) {
@@ -495,13 +514,16 @@ std::vector<GraphNode> MetaGraphDef::nodes() const {
   if (!g.ParseFromString(graph_def)) throw DataLossError("MetaGraphDef: graph_def does not parse");
   std::vector<GraphNode> out;
   for (const tf::NodeDef& n : g.node()) {
-    GraphNode node{n.name(), n.op(), {n.input().begin(), n.input().end()}, n.device(), std::nullopt, std::nullopt};
-    if (auto it = n.attr().find("dtype"); it != n.attr().end() && it->second.value_case() == tf::AttrValue::kType) {
+    GraphNode node{n.name(),   n.op(),       {n.input().begin(), n.input().end()},
+                   n.device(), std::nullopt, std::nullopt};
+    if (auto it = n.attr().find("dtype");
+        it != n.attr().end() && it->second.value_case() == tf::AttrValue::kType) {
       int t = it->second.type();
       if (t >= 100) t -= 100;  // a reference type
       if (dtype_is_valid(t)) node.dtype = static_cast<DType>(t);
     }
-    if (auto it = n.attr().find("shape"); it != n.attr().end() && it->second.value_case() == tf::AttrValue::kShape) {
+    if (auto it = n.attr().find("shape");
+        it != n.attr().end() && it->second.value_case() == tf::AttrValue::kShape) {
       const tf::TensorShapeProto& s = it->second.shape();
       std::vector<int64_t> dims;
       bool known = !s.unknown_rank();
@@ -525,11 +547,15 @@ MetaGraphDef export_meta_graph_for_items(const ExportMetaGraphOptions& options,
   MetaGraphDef meta;
   meta.meta_info_def = options.meta_info_def ? *options.meta_info_def : MetaInfoDef{};
   meta.saver_def = options.saver_def;
-  meta.graph_def = options.graph_def ? *options.graph_def
-                                     : build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr, &items);
-  const std::vector<std::string> keys = options.collection_list ? *options.collection_list : graph.collection_keys();
+  meta.graph_def =
+      options.graph_def
+          ? *options.graph_def
+          : build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr, &items);
+  const std::vector<std::string> keys =
+      options.collection_list ? *options.collection_list : graph.collection_keys();
   for (const std::string& key : keys) {
-    if (auto c = export_collection(key, graph.get_collection(key))) meta.collection_def.emplace(key, std::move(*c));
+    if (auto c = export_collection(key, graph.get_collection(key)))
+      meta.collection_def.emplace(key, std::move(*c));
   }
   if (!options.filename.empty()) {
     FileSystem& fs = options.file_system ? *options.file_system : *default_file_system();
@@ -555,7 +581,8 @@ struct ImportedSaveNode {
   std::vector<std::string> variables;  // op names
 };
 
-const GraphNode* find_node(const std::map<std::string, const GraphNode*>& nodes, const std::string& name) {
+const GraphNode* find_node(const std::map<std::string, const GraphNode*>& nodes,
+                           const std::string& name) {
   auto it = nodes.find(name);
   return it == nodes.end() ? nullptr : it->second;
 }
@@ -574,8 +601,8 @@ std::vector<std::string> const_strings(const tf::GraphDef& g, const std::string&
 
 // The keys and variables of the save nodes (SaveV2, SaveSlices, Save) in
 // the saver's name scope.
-std::optional<ImportedSaveNode> find_save_nodes(const std::string& graph_def, const std::string& scope,
-                                                const Graph& graph) {
+std::optional<ImportedSaveNode> find_save_nodes(const std::string& graph_def,
+                                                const std::string& scope, const Graph& graph) {
   tf::GraphDef g;
   if (!g.ParseFromString(graph_def)) return std::nullopt;
   ImportedSaveNode out;
@@ -631,8 +658,10 @@ std::vector<PendingVariable> collect_variables(const MetaGraphDef& meta_graph,
                                                const std::map<std::string, const GraphNode*>& nodes,
                                                const Graph& graph) {
   std::set<std::string> trainable;
-  if (auto it = meta_graph.collection_def.find(GraphKeys::TRAINABLE_VARIABLES); it != meta_graph.collection_def.end()) {
-    for (const std::string& bytes : it->second.bytes_list) trainable.insert(VariableDef::parse(bytes).variable_name);
+  if (auto it = meta_graph.collection_def.find(GraphKeys::TRAINABLE_VARIABLES);
+      it != meta_graph.collection_def.end()) {
+    for (const std::string& bytes : it->second.bytes_list)
+      trainable.insert(VariableDef::parse(bytes).variable_name);
   }
   std::vector<PendingVariable> pending;
   for (const auto& [key, c] : meta_graph.collection_def) {
@@ -642,7 +671,8 @@ std::vector<PendingVariable> collect_variables(const MetaGraphDef& meta_graph,
       const std::string op = strip_output(def.variable_name);
       const GraphNode* node = find_node(nodes, op);
       if (!graph.find_variable(op) && (!node || !node->dtype || !node->shape)) {
-        throw InvalidArgumentError("import_meta_graph: variable " + quoted(op) + " of collection " + quoted(key) +
+        throw InvalidArgumentError("import_meta_graph: variable " + quoted(op) + " of collection " +
+                                   quoted(key) +
                                    (node ? " has a graph node without a known dtype and shape"
                                          : " has no node in the graph_def"));
       }
@@ -682,13 +712,14 @@ std::map<std::string, Variable> recreate_variables(const std::vector<PendingVari
 
 // Adds the MetaGraphDef's collections to `graph`; variable collections name
 // the `created` variables.
-void restore_collections(const MetaGraphDef& meta_graph, const std::map<std::string, Variable>& created,
-                         Graph& graph) {
+void restore_collections(const MetaGraphDef& meta_graph,
+                         const std::map<std::string, Variable>& created, Graph& graph) {
   for (const auto& [key, c] : meta_graph.collection_def) {
     std::vector<std::any> existing = graph.get_collection(key);
     auto contains_variable = [&](const Variable& v) {
       for (const std::any& a : existing) {
-        if (a.type() == typeid(Variable) && std::any_cast<const Variable&>(a).same_as(v)) return true;
+        if (a.type() == typeid(Variable) && std::any_cast<const Variable&>(a).same_as(v))
+          return true;
       }
       return false;
     };
@@ -720,8 +751,8 @@ void restore_collections(const MetaGraphDef& meta_graph, const std::map<std::str
 
 // The saver: over the variables its save node names, else the global ones.
 std::optional<Saver> make_imported_saver(const MetaGraphDef& meta_graph,
-                                         const std::map<std::string, Variable>& created, Graph& graph,
-                                         FileSystem* file_system) {
+                                         const std::map<std::string, Variable>& created,
+                                         Graph& graph, FileSystem* file_system) {
   SaverOptions so;
   so.graph = &graph;
   so.file_system = file_system;
@@ -747,8 +778,9 @@ std::optional<Saver> make_imported_saver(const MetaGraphDef& meta_graph,
   for (size_t i = 0; i < save->keys.size(); ++i) {
     std::optional<Variable> v = graph.find_variable(save->variables[i]);
     if (!v) {
-      throw InvalidArgumentError("import_meta_graph: the save node names " + quoted(save->variables[i]) +
-                                 " (key " + quoted(save->keys[i]) + "), which is not a variable of the graph");
+      throw InvalidArgumentError("import_meta_graph: the save node names " +
+                                 quoted(save->variables[i]) + " (key " + quoted(save->keys[i]) +
+                                 "), which is not a variable of the graph");
     }
     const auto& slice = v->save_slice_info();
     if (save->keys[i] != (slice ? slice->full_name : v->op_name())) keys_are_names = false;
@@ -765,22 +797,26 @@ std::optional<Saver> make_imported_saver(const MetaGraphDef& meta_graph,
 
 }  // namespace
 
-std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph, const ImportMetaGraphOptions& options) {
+std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph,
+                                       const ImportMetaGraphOptions& options) {
   Graph& graph = options.graph ? *options.graph : get_default_graph();
-  const std::vector<GraphNode> node_list = meta_graph.graph_def.empty() ? std::vector<GraphNode>{} : meta_graph.nodes();
+  const std::vector<GraphNode> node_list =
+      meta_graph.graph_def.empty() ? std::vector<GraphNode>{} : meta_graph.nodes();
   std::map<std::string, const GraphNode*> nodes;
   for (const GraphNode& n : node_list) nodes[n.name] = &n;
 
   // Validate everything, then recreate the variables, then the collections.
   const std::vector<PendingVariable> pending = collect_variables(meta_graph, nodes, graph);
-  const std::map<std::string, Variable> created = recreate_variables(pending, graph, options.clear_devices);
+  const std::map<std::string, Variable> created =
+      recreate_variables(pending, graph, options.clear_devices);
   restore_collections(meta_graph, created, graph);
 
   if (created.empty()) return std::nullopt;
   return make_imported_saver(meta_graph, created, graph, options.file_system);
 }
 
-std::optional<Saver> import_meta_graph(const std::string& filename, const ImportMetaGraphOptions& options) {
+std::optional<Saver> import_meta_graph(const std::string& filename,
+                                       const ImportMetaGraphOptions& options) {
   FileSystem& fs = options.file_system ? *options.file_system : *default_file_system();
   const std::string contents = read_file_to_string(fs, filename);
   // TensorFlow's order: binary first, then text. Text bytes can parse as a

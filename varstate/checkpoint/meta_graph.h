@@ -52,7 +52,13 @@ struct MetaInfoDef {
 
 // TensorFlow's CollectionDef: one of four kinds of list.
 struct CollectionDef {
-  enum class Kind { kNone, kNodeList, kBytesList, kInt64List, kFloatList };
+  enum class Kind {
+    kNone,
+    kNodeList,
+    kBytesList,
+    kInt64List,
+    kFloatList
+  };
   Kind kind = Kind::kNone;
   std::vector<std::string> node_list;
   std::vector<std::string> bytes_list;
@@ -66,8 +72,8 @@ struct GraphNode {
   std::string op;
   std::vector<std::string> input;
   std::string device;
-  std::optional<DType> dtype;                // attr "dtype"
-  std::optional<std::vector<int64_t>> shape; // attr "shape" (fully known dims)
+  std::optional<DType> dtype;                 // attr "dtype"
+  std::optional<std::vector<int64_t>> shape;  // attr "shape" (fully known dims)
 };
 
 struct MetaGraphDef {

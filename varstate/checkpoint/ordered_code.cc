@@ -13,7 +13,8 @@ constexpr int signed_length(uint64_t x) {
 }
 
 // Length-marker bits XORed into the first two bytes of an L-byte encoding.
-constexpr std::array<uint8_t, 11> kHeader1 = {0, 0, 0xc0, 0xe0, 0xf0, 0xf8, 0xfc, 0xfe, 0xff, 0xff, 0xff};
+constexpr std::array<uint8_t, 11> kHeader1 = {0,    0,    0xc0, 0xe0, 0xf0, 0xf8,
+                                              0xfc, 0xfe, 0xff, 0xff, 0xff};
 constexpr std::array<uint8_t, 11> kHeader2 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0xc0};
 
 }  // namespace
@@ -32,8 +33,10 @@ void write_num_increasing(std::string* dst, uint64_t v) {
 void write_string(std::string* dst, std::string_view s) {
   for (char c : s) {
     dst->push_back(c);
-    if (c == '\x00') dst->push_back('\xff');
-    else if (c == '\xff') dst->push_back('\x00');
+    if (c == '\x00')
+      dst->push_back('\xff');
+    else if (c == '\xff')
+      dst->push_back('\x00');
   }
   dst->push_back('\x00');
   dst->push_back('\x01');
@@ -87,9 +90,12 @@ bool read_string(std::string_view* src, std::string* s) {
       src->remove_prefix(i + 2);
       return true;
     }
-    if (c == '\x00' && next == '\xff') s->push_back('\x00');
-    else if (c == '\xff' && next == '\x00') s->push_back('\xff');
-    else return false;
+    if (c == '\x00' && next == '\xff')
+      s->push_back('\x00');
+    else if (c == '\xff' && next == '\x00')
+      s->push_back('\xff');
+    else
+      return false;
     i += 2;
   }
   return false;

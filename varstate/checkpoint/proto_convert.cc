@@ -10,8 +10,8 @@ std::vector<int64_t> shape_from_proto(const tf::TensorShapeProto& proto, const s
   shape.reserve(static_cast<size_t>(proto.dim_size()));
   for (const auto& dim : proto.dim()) {
     if (dim.size() < 0) {
-      throw DataLossError(what + ": Invalid tensor shape: dimension " + std::to_string(shape.size()) +
-                          " is " + std::to_string(dim.size()));
+      throw DataLossError(what + ": Invalid tensor shape: dimension " +
+                          std::to_string(shape.size()) + " is " + std::to_string(dim.size()));
     }
     shape.push_back(dim.size());
   }

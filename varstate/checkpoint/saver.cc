@@ -53,8 +53,8 @@ int64_t step_value(const GlobalStep& step) {
   const Variable& v = std::get<Variable>(step);
   Tensor host = v.value().to_host();
   if (host.num_elements() != 1) {
-    throw InvalidArgumentError("global_step variable " + quoted(v.op_name()) + " must be a scalar, has shape " +
-                               host.shape().to_string());
+    throw InvalidArgumentError("global_step variable " + quoted(v.op_name()) +
+                               " must be a scalar, has shape " + host.shape().to_string());
   }
   if (host.dtype() == DType::kInt32) return host.scalar<int32_t>();
   if (host.dtype() == DType::kInt64) return host.scalar<int64_t>();
@@ -86,7 +86,9 @@ std::string basename_of(const std::string& path) {
 }
 
 bool all_of_chars(std::string_view s, int (*pred)(int)) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+    return pred(static_cast<unsigned char>(c)) != 0;
+  });
 }
 
 // The saves in flight in this process: their checkpoint prefixes and state
@@ -98,7 +100,8 @@ struct LiveSaves {
 };
 
 LiveSaves& live_saves() {
-  static LiveSaves* saves = new LiveSaves;  // never destroyed: savers may outlive static destruction
+  static LiveSaves* saves =
+      new LiveSaves;  // never destroyed: savers may outlive static destruction
   return *saves;
 }
 
@@ -109,7 +112,8 @@ LiveSaves& live_saves() {
 // is save_path or save_path-<step> and no save in flight in this process
 // owns it. Best effort: failures are logged. Called with live_saves().mu
 // held, so that no save registers and creates files meanwhile.
-void remove_stale_temporaries(FileSystem& fs, const std::string& save_path, const std::string& state_file) {
+void remove_stale_temporaries(FileSystem& fs, const std::string& save_path,
+                              const std::string& state_file) {
   const std::string dir = dirname_of(save_path);
   const std::string base = basename_of(save_path);
   const std::string state_temp = basename_of(state_file) + ".tempstate";
@@ -176,7 +180,8 @@ void remove_stale_temporaries(FileSystem& fs, const std::string& save_path, cons
 // temporary files for leftovers).
 class LiveSave {
  public:
-  LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint, std::string state_file)
+  LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint,
+           std::string state_file)
       : checkpoint_(std::move(checkpoint)), state_file_(std::move(state_file)) {
     std::lock_guard lock(live_saves().mu);
     remove_stale_temporaries(fs, save_path, state_file_);
@@ -216,7 +221,8 @@ std::string SaverDef::serialize() const {
 SaverDef SaverDef::parse(const std::string& bytes) {
   tf::SaverDef def;
   if (!def.ParseFromString(bytes)) {
-    throw InvalidArgumentError("cannot parse a SaverDef from " + std::to_string(bytes.size()) + " bytes");
+    throw InvalidArgumentError("cannot parse a SaverDef from " + std::to_string(bytes.size()) +
+                               " bytes");
   }
   SaverDef out;
   out.filename_tensor_name = def.filename_tensor_name();
@@ -312,8 +318,10 @@ struct Saver::Impl {
 
 void Saver::Impl::check_built(const char* what) const {
   if (!built) {
-    throw FailedPreconditionError(std::string(what) + ": the saver was created with defer_build and "
-                                  "build() has not been called (save and restore ops weren't built)");
+    throw FailedPreconditionError(
+        std::string(what) +
+        ": the saver was created with defer_build and "
+        "build() has not been called (save and restore ops weren't built)");
   }
 }
 
@@ -324,21 +332,24 @@ namespace {
 std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph& graph) {
   using Item = Saver::Item;
   std::vector<Item> out;
-  if (options.var_list && std::holds_alternative<std::map<std::string, Variable>>(*options.var_list)) {
+  if (options.var_list &&
+      std::holds_alternative<std::map<std::string, Variable>>(*options.var_list)) {
     const auto& m = std::get<std::map<std::string, Variable>>(*options.var_list);
     for (const auto& [key, var] : m) {
       if (key.empty()) throw ValueError("var_list holds an empty checkpoint key");
       for (const Item& other : out) {
         if (other.variable.same_as(var)) {
-          throw ValueError("The same saveable will be restored with two names: " + quoted(other.key) +
-                           " and " + quoted(key) + " (variable " + quoted(var.op_name()) + ")");
+          throw ValueError(
+              "The same saveable will be restored with two names: " + quoted(other.key) + " and " +
+              quoted(key) + " (variable " + quoted(var.op_name()) + ")");
         }
       }
       out.push_back({key, var, var.save_slice_info()});
     }
   } else {
-    std::vector<Variable> list = options.var_list ? std::get<std::vector<Variable>>(*options.var_list)
-                                                  : graph.get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
+    std::vector<Variable> list = options.var_list
+                                     ? std::get<std::vector<Variable>>(*options.var_list)
+                                     : graph.get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
     for (const Variable& var : list) {
       for (const Item& other : out) {
         if (other.variable.same_as(var)) {
@@ -366,24 +377,30 @@ void sort_and_check_keys(std::vector<Saver::Item>& out) {
     const Item& a = out[i - 1];
     const Item& b = out[i];
     if (a.key != b.key) continue;
-    if (!a.slice && !b.slice) throw ValueError("At least two variables have the same name: " + a.key);
-    if (!a.slice || !b.slice) throw ValueError("Mixing slices and non-slices with the same name: " + a.key);
+    if (!a.slice && !b.slice)
+      throw ValueError("At least two variables have the same name: " + a.key);
+    if (!a.slice || !b.slice)
+      throw ValueError("Mixing slices and non-slices with the same name: " + a.key);
     if (a.slice->full_shape != b.slice->full_shape) {
       throw ValueError("Partitions of " + quoted(a.key) + " disagree on the full shape: " +
                        shape_string(a.slice->full_shape) + " (" + a.variable.op_name() + ") vs " +
                        shape_string(b.slice->full_shape) + " (" + b.variable.op_name() + ")");
     }
     if (a.slice->var_offset == b.slice->var_offset) {
-      throw ValueError("The same slice " + shape_string(a.slice->var_offset) + " of " + quoted(a.key) +
-                       " appears twice: " + quoted(a.variable.op_name()) + " and " + quoted(b.variable.op_name()));
+      throw ValueError("The same slice " + shape_string(a.slice->var_offset) + " of " +
+                       quoted(a.key) + " appears twice: " + quoted(a.variable.op_name()) + " and " +
+                       quoted(b.variable.op_name()));
     }
   }
   for (const Item& item : out) {
     if (item.slice && (item.slice->var_offset.size() != item.slice->full_shape.size() ||
                        item.slice->var_shape.size() != item.slice->full_shape.size())) {
-      throw ValueError("variable " + quoted(item.variable.op_name()) + " has an inconsistent save_slice_info: "
-                       "full shape " + shape_string(item.slice->full_shape) + ", offset " +
-                       shape_string(item.slice->var_offset) + ", shape " + shape_string(item.slice->var_shape));
+      throw ValueError("variable " + quoted(item.variable.op_name()) +
+                       " has an inconsistent save_slice_info: "
+                       "full shape " +
+                       shape_string(item.slice->full_shape) + ", offset " +
+                       shape_string(item.slice->var_offset) + ", shape " +
+                       shape_string(item.slice->var_shape));
     }
   }
 }
@@ -481,8 +498,10 @@ std::string Saver::Impl::recorded_path(const std::string& prefix) const {
 void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot) {
   for (const Item& item : items) {
     if (!v1_supports_dtype(item.variable.dtype())) {
-      throw UnimplementedError("saving " + quoted(item.variable.op_name()) + " in the V1 format: it "
-                               "cannot hold dtype " + std::string(dtype_name(item.variable.dtype())) +
+      throw UnimplementedError("saving " + quoted(item.variable.op_name()) +
+                               " in the V1 format: it "
+                               "cannot hold dtype " +
+                               std::string(dtype_name(item.variable.dtype())) +
                                " (TensorFlow's SaveSlices neither); save V2");
     }
   }
@@ -506,7 +525,8 @@ void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>&
         value = snapshot[i].to_host();
       }
       if (item.slice) {
-        writer.add_slice(item.key, item.slice->full_shape, internal::slice_of(*item.slice), host_view(value));
+        writer.add_slice(item.key, item.slice->full_shape, internal::slice_of(*item.slice),
+                         host_view(value));
       } else {
         writer.add(item.key, host_view(value));
       }
@@ -567,7 +587,8 @@ void Saver::Impl::record_last_checkpoint(const std::string& path) {
   }
 }
 
-void Saver::Impl::delete_checkpoint_files(const std::string& prefix, const std::string& meta_graph_suffix) {
+void Saver::Impl::delete_checkpoint_files(const std::string& prefix,
+                                          const std::string& meta_graph_suffix) {
   // The index first: a deletion cut short then leaves data files that no
   // longer pass for a checkpoint (and the next save removes them), never an
   // index without its data.
@@ -575,7 +596,8 @@ void Saver::Impl::delete_checkpoint_files(const std::string& prefix, const std::
   std::vector<std::string> files{bundle_index_filename(prefix)};
   for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????")) files.push_back(f);
   static const std::regex v1_shards("-\\?\\?\\?\\?\\?-of-[0-9]{5}$");
-  files.push_back(meta_graph_filename(std::regex_replace(prefix, v1_shards, ""), meta_graph_suffix));
+  files.push_back(
+      meta_graph_filename(std::regex_replace(prefix, v1_shards, ""), meta_graph_suffix));
   if (!v2) {
     for (const std::string& f : match_files(*fs, prefix)) files.push_back(f);  // a V1 checkpoint
   }
@@ -624,7 +646,8 @@ Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
   // (a host buffer first for a GPU variable, then one staged copy).
   if (!step.region && item.variable.dtype() != DType::kString) {
     if (const auto* bundle = dynamic_cast<const BundleReader*>(&reader)) {
-      Tensor host(item.variable.dtype(), step.shape, device.is_cpu() ? device : DeviceManager::instance().cpu());
+      Tensor host(item.variable.dtype(), step.shape,
+                  device.is_cpu() ? device : DeviceManager::instance().cpu());
       std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
       if (bundle->read_into(item.key, dst)) return device.is_cpu() ? host : host.to(device);
     }
@@ -681,7 +704,8 @@ void Saver::Impl::restore(const std::string& save_path) {
 
   // 2. Per device, in parallel: read into fresh tensors on that device, in
   // the groups plan_read_groups() makes.
-  const std::vector<std::vector<size_t>> groups = plan_read_groups(steps, options.restore_sequentially);
+  const std::vector<std::vector<size_t>> groups =
+      plan_read_groups(steps, options.restore_sequentially);
 
   if (!options.restore_sequentially) {
     std::vector<Tensor> restored(steps.size());
@@ -738,28 +762,34 @@ bool Saver::is_built() const { return impl_->built; }
 
 std::vector<Saver::Item> Saver::items() const { return impl_->items; }
 
-SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, const SaveOptions& options) {
+SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
+                       const SaveOptions& options) {
   Impl& s = *impl_;
   std::lock_guard op(s.op_mu);
   s.check_built("Saver::save");
   s.wait_pending();
   if (options.latest_filename.find('/') != std::string::npos) {
-    throw ValueError("'latest_filename' must not contain path components: " + quoted(options.latest_filename));
+    throw ValueError("'latest_filename' must not contain path components: " +
+                     quoted(options.latest_filename));
   }
   const std::string save_dir = dirname_of(save_path);
-  const std::string latest = options.latest_filename.empty() ? "checkpoint" : options.latest_filename;
+  const std::string latest =
+      options.latest_filename.empty() ? "checkpoint" : options.latest_filename;
   if (save_path == join_path(save_dir, latest)) {
-    throw ValueError("'latest_filename' collides with 'save_path': " + quoted(latest) + " and " + quoted(save_path));
+    throw ValueError("'latest_filename' collides with 'save_path': " + quoted(latest) + " and " +
+                     quoted(save_path));
   }
   if (s.empty) return SaveHandle();
   if (!s.fs->file_exists(save_dir)) {
     throw ValueError("Parent directory of " + save_path + " doesn't exist, can't save.");
   }
   const std::string checkpoint =
-      options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step)) : save_path;
+      options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
+                          : save_path;
   for (const Item& item : s.items) {
     if (!item.variable.is_initialized()) {
-      throw FailedPreconditionError("saving " + quoted(checkpoint) + ": Attempting to use uninitialized value " +
+      throw FailedPreconditionError("saving " + quoted(checkpoint) +
+                                    ": Attempting to use uninitialized value " +
                                     item.variable.op_name());
     }
   }
@@ -772,10 +802,11 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path, co
   auto finish = [&s, checkpoint, options](const std::vector<Tensor>& snapshot) {
     s.write_checkpoint(checkpoint, snapshot);
     if (options.write_meta_graph) {
-      ExportMetaGraphOptions meta{.filename = meta_graph_filename(checkpoint, options.meta_graph_suffix),
-                                  .saver_def = s.def,
-                                  .graph = s.graph,
-                                  .file_system = s.fs};
+      ExportMetaGraphOptions meta{
+          .filename = meta_graph_filename(checkpoint, options.meta_graph_suffix),
+          .saver_def = s.def,
+          .graph = s.graph,
+          .file_system = s.fs};
       export_meta_graph_for_items(meta, s.items);
     }
     s.finish_save(s.recorded_path(checkpoint), options);
@@ -832,7 +863,8 @@ std::vector<std::string> Saver::last_checkpoints() const {
 void Saver::set_last_checkpoints(const std::vector<std::string>& last_checkpoints) {
   std::lock_guard lock(impl_->mu);
   impl_->last.clear();
-  for (const auto& p : last_checkpoints) impl_->last.emplace_back(p, std::numeric_limits<double>::infinity());
+  for (const auto& p : last_checkpoints)
+    impl_->last.emplace_back(p, std::numeric_limits<double>::infinity());
 }
 
 void Saver::set_last_checkpoints_with_time(
@@ -854,7 +886,8 @@ void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_
     struct stat st {};
     double mtime = 0;
     if (::stat(files.front().c_str(), &st) == 0) {
-      mtime = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
+      mtime =
+          static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
     }
     found.emplace_back(path, mtime);
   }
@@ -870,9 +903,9 @@ Saver Saver::from_proto(const SaverDef& saver_def, Graph* graph) {
   return Saver(SaverOptions{.saver_def = saver_def, .graph = graph});
 }
 
-MetaGraphDef Saver::export_meta_graph(const std::string& filename,
-                                      const std::optional<std::vector<std::string>>& collection_list,
-                                      bool as_text) const {
+MetaGraphDef Saver::export_meta_graph(
+    const std::string& filename, const std::optional<std::vector<std::string>>& collection_list,
+    bool as_text) const {
   impl_->check_built("Saver::export_meta_graph");
   ExportMetaGraphOptions options{.filename = filename,
                                  .saver_def = impl_->def,

@@ -75,7 +75,11 @@ class FileSystem;
 struct MetaGraphDef;
 
 // TensorFlow's SaverDef.CheckpointFormatVersion.
-enum class CheckpointFormatVersion { kLegacy = 0, kV1 = 1, kV2 = 2 };
+enum class CheckpointFormatVersion {
+  kLegacy = 0,
+  kV1 = 1,
+  kV2 = 2
+};
 
 // TensorFlow's SaverDef (saver.proto) as a plain struct; serialize() and
 // parse() use the protobuf wire format with TensorFlow's field numbers.
@@ -132,8 +136,8 @@ struct SaverOptions {
   CheckpointFormatVersion write_version = CheckpointFormatVersion::kV2;
 
   // --- beyond TensorFlow ------------------------------------------------------
-  Graph* graph = nullptr;              // default: the thread's default graph
-  FileSystem* file_system = nullptr;   // default: default_file_system()
+  Graph* graph = nullptr;             // default: the thread's default graph
+  FileSystem* file_system = nullptr;  // default: default_file_system()
   // Bytes of each of the two pinned staging buffers per device for GPU
   // transfers.
   size_t staging_buffer_bytes = size_t{64} << 20;
@@ -201,7 +205,8 @@ class Saver {
   // ValueError when latest_filename has a '/' or names save_path itself,
   // FailedPreconditionError when not built, and the file layer's errors
   // (synchronously, or from SaveHandle::wait() for an async save).
-  SaveHandle save(const Session& sess, const std::string& save_path, const SaveOptions& options = {});
+  SaveHandle save(const Session& sess, const std::string& save_path,
+                  const SaveOptions& options = {});
 
   // Restores every variable from the checkpoint `save_path` (V2 prefix or V1
   // file/pattern). Throws ValueError when nothing is at save_path;
@@ -233,9 +238,10 @@ class Saver {
   // in collection_list or all when nullopt, this saver's SaverDef and save
   // node) and writes it to `filename` when not empty (text format when
   // as_text). Throws the file layer's errors.
-  MetaGraphDef export_meta_graph(const std::string& filename = "",
-                                 const std::optional<std::vector<std::string>>& collection_list = std::nullopt,
-                                 bool as_text = false) const;
+  MetaGraphDef export_meta_graph(
+      const std::string& filename = "",
+      const std::optional<std::vector<std::string>>& collection_list = std::nullopt,
+      bool as_text = false) const;
 
   // What is saved: checkpoint key, variable, and for a partition its slice.
   struct Item {

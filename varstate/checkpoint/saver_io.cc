@@ -24,7 +24,8 @@ TensorView host_view(const Tensor& tensor) {
     view.strings = std::span<const std::string>(static_cast<const std::string*>(tensor.raw_data()),
                                                 static_cast<size_t>(tensor.num_elements()));
   } else {
-    view.bytes = std::span<const std::byte>(static_cast<const std::byte*>(tensor.raw_data()), tensor.nbytes());
+    view.bytes = std::span<const std::byte>(static_cast<const std::byte*>(tensor.raw_data()),
+                                            tensor.nbytes());
   }
   return view;
 }
@@ -33,7 +34,8 @@ namespace {
 
 TensorSlice slice_of(const SaveSliceInfo& info) {
   std::vector<TensorSlice::Extent> extents;
-  for (size_t d = 0; d < info.var_offset.size(); ++d) extents.push_back({info.var_offset[d], info.var_shape[d]});
+  for (size_t d = 0; d < info.var_offset.size(); ++d)
+    extents.push_back({info.var_offset[d], info.var_shape[d]});
   return TensorSlice(std::move(extents));
 }
 
@@ -60,8 +62,8 @@ void stream_from_device(BundleWriter& writer, const std::string& key, const Tens
     ready[k % 2]->wait_host();
     const size_t offset = k * chunk;
     const size_t n = std::min(chunk, total - offset);
-    writer.append_tensor_bytes(
-        std::span<const std::byte>(static_cast<const std::byte*>(staging.buffer(static_cast<int>(k % 2))), n));
+    writer.append_tensor_bytes(std::span<const std::byte>(
+        static_cast<const std::byte*>(staging.buffer(static_cast<int>(k % 2))), n));
   }
   writer.end_tensor();
 }
@@ -97,7 +99,8 @@ Tensor tensor_from_data(const TensorData& data, const TensorShape& shape, Device
   }
   Tensor t(data.dtype, shape, device);
   if (t.nbytes() == 0) return t;
-  copy_bytes(device, t.raw_data(), DeviceManager::instance().cpu(), data.bytes.data(), data.bytes.size());
+  copy_bytes(device, t.raw_data(), DeviceManager::instance().cpu(), data.bytes.data(),
+             data.bytes.size());
   return t;
 }
 

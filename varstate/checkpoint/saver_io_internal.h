@@ -29,7 +29,8 @@ namespace varstate {
 // Two pinned host buffers for staged GPU transfers, allocated on first use.
 class StagingBuffers {
  public:
-  explicit StagingBuffers(size_t chunk_bytes) : chunk_bytes_(chunk_bytes < 4096 ? 4096 : chunk_bytes) {}
+  explicit StagingBuffers(size_t chunk_bytes)
+      : chunk_bytes_(chunk_bytes < 4096 ? 4096 : chunk_bytes) {}
   size_t chunk_bytes() const { return chunk_bytes_; }
   // Buffer i (0 or 1), allocated on first use.
   void* buffer(int i);

@@ -29,18 +29,21 @@ bool slices_cover(const TensorInfo& info, const TensorSlice& region) {
 
 TensorSlice slice_of(const SaveSliceInfo& info) {
   std::vector<TensorSlice::Extent> extents;
-  for (size_t d = 0; d < info.var_offset.size(); ++d) extents.push_back({info.var_offset[d], info.var_shape[d]});
+  for (size_t d = 0; d < info.var_offset.size(); ++d)
+    extents.push_back({info.var_offset[d], info.var_shape[d]});
   return TensorSlice(std::move(extents));
 }
 
 // Checks one variable against the checkpoint without reading data.
 RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader, bool reshape) {
   const Variable& var = item.variable;
-  const std::string where = "restoring " + quoted(var.op_name()) + " from checkpoint " + quoted(reader.path());
+  const std::string where =
+      "restoring " + quoted(var.op_name()) + " from checkpoint " + quoted(reader.path());
   std::optional<TensorInfo> info = reader.find(item.key);
   if (!info) {
-    throw NotFoundError("Key " + quoted(item.key) + " not found in checkpoint " + quoted(reader.path()) +
-                        " (restoring variable " + quoted(var.op_name()) + ")");
+    throw NotFoundError("Key " + quoted(item.key) + " not found in checkpoint " +
+                        quoted(reader.path()) + " (restoring variable " + quoted(var.op_name()) +
+                        ")");
   }
   if (info->dtype != var.dtype()) {
     throw InvalidArgumentError(where + ": key " + quoted(item.key) + " holds dtype " +
@@ -48,13 +51,16 @@ RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader
                                std::string(dtype_name(var.dtype())));
   }
   RestoreStep step{&item, std::nullopt, var.shape(), info->shard, info->offset, 0};
-  step.bytes = step.shape.num_elements() * static_cast<int64_t>(std::max<size_t>(dtype_size(var.dtype()), 1));
+  step.bytes = step.shape.num_elements() *
+               static_cast<int64_t>(std::max<size_t>(dtype_size(var.dtype()), 1));
   const std::vector<int64_t>& var_dims = step.shape.dims();
   if (item.slice) {
     if (info->shape != item.slice->full_shape) {
-      throw InvalidArgumentError(where + ": the partitioned tensor " + quoted(item.key) + " has full shape " +
-                                 shape_string(info->shape) + " in the checkpoint, the variable's partitioning "
-                                 "expects " + shape_string(item.slice->full_shape));
+      throw InvalidArgumentError(where + ": the partitioned tensor " + quoted(item.key) +
+                                 " has full shape " + shape_string(info->shape) +
+                                 " in the checkpoint, the variable's partitioning "
+                                 "expects " +
+                                 shape_string(item.slice->full_shape));
     }
     step.region = slice_of(*item.slice);
     std::vector<int64_t> region_shape;
@@ -69,16 +75,19 @@ RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader
     }
   } else if (info->shape != var_dims) {
     if (!reshape || num_elements(info->shape) != num_elements(var_dims)) {
-      throw InvalidArgumentError(where + ": Assign requires shapes of both tensors to match. variable shape " +
-                                 shape_string(var_dims) + ", checkpoint shape " + shape_string(info->shape) +
-                                 (reshape ? " (reshape needs the same number of elements)" : ""));
+      throw InvalidArgumentError(
+          where + ": Assign requires shapes of both tensors to match. variable shape " +
+          shape_string(var_dims) + ", checkpoint shape " + shape_string(info->shape) +
+          (reshape ? " (reshape needs the same number of elements)" : ""));
     }
   }
-  const TensorSlice wanted = step.region ? *step.region : TensorSlice::full(static_cast<int>(info->shape.size()));
+  const TensorSlice wanted =
+      step.region ? *step.region : TensorSlice::full(static_cast<int>(info->shape.size()));
   if (!slices_cover(*info, wanted)) {
-    throw NotFoundError("Does not have sufficient slices for partitioned tensor " + quoted(item.key) +
-                        " in checkpoint " + quoted(reader.path()) + " to restore " + quoted(var.op_name()) +
-                        " (slice " + quoted(shape_and_slice_string(info->shape, wanted)) + ")");
+    throw NotFoundError("Does not have sufficient slices for partitioned tensor " +
+                        quoted(item.key) + " in checkpoint " + quoted(reader.path()) +
+                        " to restore " + quoted(var.op_name()) + " (slice " +
+                        quoted(shape_and_slice_string(info->shape, wanted)) + ")");
   }
   return step;
 }
@@ -86,7 +95,8 @@ RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader
 std::vector<std::vector<size_t>> plan_read_groups(const std::vector<RestoreStep>& steps,
                                                   bool restore_sequentially) {
   std::map<const Device*, std::vector<size_t>> by_device;
-  for (size_t i = 0; i < steps.size(); ++i) by_device[&steps[i].item->variable.device()].push_back(i);
+  for (size_t i = 0; i < steps.size(); ++i)
+    by_device[&steps[i].item->variable.device()].push_back(i);
   std::vector<std::vector<size_t>> groups;
   const size_t host_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
   for (auto& [device, which] : by_device) {
@@ -94,9 +104,11 @@ std::vector<std::vector<size_t>> plan_read_groups(const std::vector<RestoreStep>
       const RestoreStep& x = steps[a];
       const RestoreStep& y = steps[b];
       // Tensors without a file location (slices, V1) go last, as listed.
-      return std::make_tuple(x.shard < 0, x.shard, x.offset) < std::make_tuple(y.shard < 0, y.shard, y.offset);
+      return std::make_tuple(x.shard < 0, x.shard, x.offset) <
+             std::make_tuple(y.shard < 0, y.shard, y.offset);
     });
-    const size_t num_parts = device->is_cpu() && !restore_sequentially ? std::min(host_threads, which.size()) : 1;
+    const size_t num_parts =
+        device->is_cpu() && !restore_sequentially ? std::min(host_threads, which.size()) : 1;
     int64_t total = 0;
     for (size_t i : which) total += steps[i].bytes;
     std::vector<size_t> part;

@@ -80,7 +80,8 @@ void write_table_atomically(FileSystem& fs, const std::string& path,
     for (const auto& [key, value] : entries) builder.Add(key, value);
     leveldb::Status status = builder.Finish();
     sink.rethrow_if_failed();
-    if (!status.ok()) throw InternalError("writing table " + quoted(tmp) + ": " + status.ToString());
+    if (!status.ok())
+      throw InternalError("writing table " + quoted(tmp) + ": " + status.ToString());
   });
 }
 
@@ -143,7 +144,8 @@ TableReader::TableReader(FileSystem& fs, const std::string& path)
         throw corrupt("truncated block read");
       }
       uint32_t stored = 0;
-      for (int k = 3; k >= 0; --k) stored = (stored << 8) | static_cast<uint8_t>(block[length + 1 + k]);
+      for (int k = 3; k >= 0; --k)
+        stored = (stored << 8) | static_cast<uint8_t>(block[length + 1 + k]);
       if (crc32c::unmask(stored) != crc32c::value(block.data(), length + 1)) {
         throw corrupt("block checksum mismatch");
       }
@@ -160,7 +162,8 @@ TableReader::TableReader(FileSystem& fs, const std::string& path)
 
 TableReader::~TableReader() = default;
 
-void TableReader::for_each(const std::function<void(std::string_view, std::string_view)>& fn) const {
+void TableReader::for_each(
+    const std::function<void(std::string_view, std::string_view)>& fn) const {
   leveldb::ReadOptions options;
   options.verify_checksums = true;
   std::unique_ptr<leveldb::Iterator> it(table_->NewIterator(options));

@@ -39,17 +39,20 @@ LoadedIndex load_index(FileSystem& fs, const std::string& prefix) {
   table.for_each([&](std::string_view key, std::string_view value) {
     if (first) {
       first = false;
-      if (!key.empty() || !out.header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-        throw DataLossError("Unable to read file (" + path +
-                            "). Perhaps the file is corrupt or was produced by a newer version of "
-                            "TensorFlow with format changes (" +
-                            (key.empty() ? "unable to parse header" : "failed to seek to header entry") + ")");
+      if (!key.empty() ||
+          !out.header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+        throw DataLossError(
+            "Unable to read file (" + path +
+            "). Perhaps the file is corrupt or was produced by a newer version of "
+            "TensorFlow with format changes (" +
+            (key.empty() ? "unable to parse header" : "failed to seek to header entry") + ")");
       }
       return;
     }
     tf::BundleEntryProto entry;
     if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      throw DataLossError("reading " + quoted(path) + ": Entry for key " + quoted(key) + " not parseable.");
+      throw DataLossError("reading " + quoted(path) + ": Entry for key " + quoted(key) +
+                          " not parseable.");
     }
     out.entries.emplace_back(std::string(key), std::move(entry));
   });
@@ -69,7 +72,9 @@ LoadedIndex load_index(FileSystem& fs, const std::string& prefix) {
 
 }  // namespace internal
 
-std::string bundle_index_filename(std::string_view prefix) { return std::string(prefix) + ".index"; }
+std::string bundle_index_filename(std::string_view prefix) {
+  return std::string(prefix) + ".index";
+}
 
 std::string bundle_data_filename(std::string_view prefix, int shard, int num_shards) {
   char buf[64];

@@ -63,8 +63,8 @@ BundleReader::BundleReader(std::string prefix, FileSystem* fs)
   internal::LoadedIndex index = internal::load_index(*fs_, path());
   num_shards_ = index.header.num_shards();
   if (num_shards_ < 0) {
-    throw DataLossError("reading " + quoted(bundle_index_filename(path())) + ": negative shard count " +
-                        std::to_string(num_shards_));
+    throw DataLossError("reading " + quoted(bundle_index_filename(path())) +
+                        ": negative shard count " + std::to_string(num_shards_));
   }
   byte_swap_ = index.header.endianness() != internal::kHostEndianness;
   data_files_.resize(static_cast<size_t>(num_shards_));
@@ -122,7 +122,7 @@ const RandomAccessFile& BundleReader::data_file(int shard) const {
 }
 
 const BundleReader::StoredEntry& BundleReader::slice_entry(const TensorInfo& info, int slice_index,
-                                                            std::string* key) const {
+                                                           std::string* key) const {
   const TensorSlice& slice = info.slices[static_cast<size_t>(slice_index)];
   *key = encode_tensor_name_slice(info.name, slice);
   auto it = entries_.find(*key);
@@ -144,8 +144,8 @@ const BundleReader::StoredEntry& BundleReader::slice_entry(const TensorInfo& inf
 
 void BundleReader::check_stored(const TensorInfo& info, int slice_index) const {
   std::string key = info.name;
-  const StoredEntry& e = slice_index < 0 ? entries_.find(info.name)->second
-                                         : slice_entry(info, slice_index, &key);
+  const StoredEntry& e =
+      slice_index < 0 ? entries_.find(info.name)->second : slice_entry(info, slice_index, &key);
   std::string where;
   check_entry(key, e, info.name, &where);
 }
@@ -154,7 +154,9 @@ TensorData BundleReader::read_stored(const TensorInfo& info, int slice_index) co
   if (slice_index < 0) return read_entry(info.name, entries_.find(info.name)->second, info.name);
   std::string key;
   const StoredEntry& e = slice_entry(info, slice_index, &key);
-  return read_entry(key, e, info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")");
+  return read_entry(
+      key, e,
+      info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")");
 }
 
 const RandomAccessFile& BundleReader::check_entry(const std::string& key, const StoredEntry& e,
@@ -185,8 +187,9 @@ const RandomAccessFile& BundleReader::check_entry(const std::string& key, const 
                           std::to_string(static_cast<uint64_t>(n) * dtype_size(dtype)));
     }
   } else if (e.size < 4 || (e.size - 4) < n) {
-    throw DataLossError(where + ": Invalid size in bundle entry: key " + quoted(key) + "; stored size " +
-                        std::to_string(e.size) + " is too small for " + std::to_string(n) + " strings");
+    throw DataLossError(where + ": Invalid size in bundle entry: key " + quoted(key) +
+                        "; stored size " + std::to_string(e.size) + " is too small for " +
+                        std::to_string(n) + " strings");
   }
 
   const RandomAccessFile* file = nullptr;
@@ -198,9 +201,9 @@ const RandomAccessFile& BundleReader::check_entry(const std::string& key, const 
   const uint64_t file_size = file->size();
   if (static_cast<uint64_t>(e.offset) > file_size ||
       static_cast<uint64_t>(e.size) > file_size - static_cast<uint64_t>(e.offset)) {
-    throw DataLossError(where + ": truncated file: the tensor needs bytes [" + std::to_string(e.offset) +
-                        ", " + std::to_string(e.offset + e.size) + ") but the file has " +
-                        std::to_string(file_size));
+    throw DataLossError(where + ": truncated file: the tensor needs bytes [" +
+                        std::to_string(e.offset) + ", " + std::to_string(e.offset + e.size) +
+                        ") but the file has " + std::to_string(file_size));
   }
   *where_out = std::move(where);
   return *file;
@@ -233,7 +236,8 @@ bool BundleReader::read_into(std::string_view name, std::span<std::byte> dst) co
   const uint32_t stored_crc = crc32c::unmask(e.masked_crc32c);
   const uint32_t actual = crc32c::value(dst.data(), dst.size());
   if (actual != stored_crc) {
-    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " + hex32(actual) + ")");
+    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
+                        hex32(actual) + ")");
   }
   if (byte_swap_) byte_swap(static_cast<DType>(e.dtype), dst);
   return true;
@@ -290,7 +294,8 @@ TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e
   const uint32_t stored_length_checksum = get_fixed32(p);
   if (stored_length_checksum != crc32c::mask(crc)) {
     throw DataLossError(where + ": The length checksum does not match (expected " +
-                        hex32(crc32c::unmask(stored_length_checksum)) + ", got " + hex32(crc) + ")");
+                        hex32(crc32c::unmask(stored_length_checksum)) + ", got " + hex32(crc) +
+                        ")");
   }
   crc = crc32c::extend(crc, p, 4);
   p += 4;

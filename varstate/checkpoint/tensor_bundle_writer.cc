@@ -104,8 +104,8 @@ void BundleWriter::check_usable(const char* what) const {
 
 void BundleWriter::check_new_key(const std::string& key) const {
   if (entries_.count(key) != 0) {
-    throw InvalidArgumentError("writing checkpoint " + quoted(prefix_) + ": Adding duplicate key: " +
-                               quoted(key));
+    throw InvalidArgumentError("writing checkpoint " + quoted(prefix_) +
+                               ": Adding duplicate key: " + quoted(key));
   }
 }
 
@@ -179,9 +179,11 @@ void BundleWriter::write_tensor(const std::string& key, const TensorView& tensor
 
 void BundleWriter::add(std::string_view name, const TensorView& tensor) {
   check_usable("add");
-  if (streaming_) throw FailedPreconditionError("add " + quoted(name) + ": a streamed tensor is open");
+  if (streaming_)
+    throw FailedPreconditionError("add " + quoted(name) + ": a streamed tensor is open");
   std::string key(name);
-  if (key.empty()) throw InvalidArgumentError("writing checkpoint " + quoted(prefix_) + ": empty tensor name");
+  if (key.empty())
+    throw InvalidArgumentError("writing checkpoint " + quoted(prefix_) + ": empty tensor name");
   validate_tensor_view(tensor, "writing " + quoted(name) + " to checkpoint " + quoted(prefix_));
   check_new_key(key);
   write_tensor(key, tensor);
@@ -190,9 +192,10 @@ void BundleWriter::add(std::string_view name, const TensorView& tensor) {
 void BundleWriter::add_slice(std::string_view full_name, const std::vector<int64_t>& full_shape,
                              const TensorSlice& slice, const TensorView& tensor) {
   check_usable("add_slice");
-  if (streaming_) throw FailedPreconditionError("add_slice " + quoted(full_name) + ": a streamed tensor is open");
-  const std::string what = "writing slice " + quoted(shape_and_slice_string(full_shape, slice)) + " of " +
-                           quoted(full_name) + " to checkpoint " + quoted(prefix_);
+  if (streaming_)
+    throw FailedPreconditionError("add_slice " + quoted(full_name) + ": a streamed tensor is open");
+  const std::string what = "writing slice " + quoted(shape_and_slice_string(full_shape, slice)) +
+                           " of " + quoted(full_name) + " to checkpoint " + quoted(prefix_);
   std::string full_key(full_name);
   if (full_key.empty()) throw InvalidArgumentError(what + ": empty tensor name");
   validate_tensor_view(tensor, what);
@@ -213,10 +216,11 @@ void BundleWriter::add_slice(std::string_view full_name, const std::vector<int64
       throw InvalidArgumentError(what + ": the tensor was already added whole");
     }
     if (static_cast<DType>(full.dtype()) != tensor.dtype || stored_shape != full_shape) {
-      throw InvalidArgumentError(
-          what + ": earlier slices have dtype " + std::string(dtype_name(static_cast<DType>(full.dtype()))) +
-          " and full shape " + shape_string(stored_shape) + ", this one " +
-          std::string(dtype_name(tensor.dtype)) + " and " + shape_string(full_shape));
+      throw InvalidArgumentError(what + ": earlier slices have dtype " +
+                                 std::string(dtype_name(static_cast<DType>(full.dtype()))) +
+                                 " and full shape " + shape_string(stored_shape) + ", this one " +
+                                 std::string(dtype_name(tensor.dtype)) + " and " +
+                                 shape_string(full_shape));
     }
   }
   write_tensor(slice_key, tensor);
@@ -231,7 +235,8 @@ void BundleWriter::add_slice(std::string_view full_name, const std::vector<int64
 
 void BundleWriter::begin_tensor(std::string_view name, DType dtype, std::vector<int64_t> shape) {
   check_usable("begin_tensor");
-  if (streaming_) throw FailedPreconditionError("begin_tensor " + quoted(name) + ": a streamed tensor is open");
+  if (streaming_)
+    throw FailedPreconditionError("begin_tensor " + quoted(name) + ": a streamed tensor is open");
   std::string key(name);
   const std::string what = "writing " + quoted(name) + " to checkpoint " + quoted(prefix_);
   if (key.empty()) throw InvalidArgumentError(what + ": empty tensor name");
@@ -298,7 +303,8 @@ void BundleWriter::finish() {
     std::vector<std::pair<std::string, std::string>> table;
     table.reserve(entries_.size() + 1);
     table.emplace_back("", header.SerializeAsString());
-    for (const auto& [key, entry] : entries_) table.emplace_back(key, entry->proto.SerializeAsString());
+    for (const auto& [key, entry] : entries_)
+      table.emplace_back(key, entry->proto.SerializeAsString());
     write_table_atomically(*fs_, index_path, table);
   } catch (...) {
     abandon();
@@ -325,13 +331,15 @@ void merge_bundles(const std::vector<std::string>& input_prefixes, const std::st
       inputs.push_back(Input{prefix, load_index(fs, prefix)});
     }
     if (inputs.empty()) {
-      throw InvalidArgumentError("At least one prefix checkpoint file must exist, but none existed.");
+      throw InvalidArgumentError(
+          "At least one prefix checkpoint file must exist, but none existed.");
     }
     const tf::BundleHeaderProto& first = inputs.front().index.header;
     for (const Input& in : inputs) {
       if (in.index.header.endianness() != first.endianness()) {
-        throw InvalidArgumentError("Merging bundles with conflicting endianness; inputs corrupted? (" +
-                                   quoted(in.prefix) + ")");
+        throw InvalidArgumentError(
+            "Merging bundles with conflicting endianness; inputs corrupted? (" + quoted(in.prefix) +
+            ")");
       }
       if (in.index.header.version().SerializeAsString() != first.version().SerializeAsString()) {
         throw InvalidArgumentError("Merging bundles with different format versions: " +
@@ -349,7 +357,8 @@ void merge_bundles(const std::vector<std::string>& input_prefixes, const std::st
         auto found = merged.find(key);
         if (found != merged.end()) {
           tf::BundleEntryProto& prev = found->second;
-          if (prev.slices_size() == 0 || entry.slices_size() == 0 || prev.dtype() != entry.dtype() ||
+          if (prev.slices_size() == 0 || entry.slices_size() == 0 ||
+              prev.dtype() != entry.dtype() ||
               prev.shape().SerializeAsString() != entry.shape().SerializeAsString()) {
             throw InvalidArgumentError("Duplicate tensor keyed by " + quoted(key) +
                                        " encountered, when merging prefix: " + quoted(in.prefix));
@@ -360,8 +369,8 @@ void merge_bundles(const std::vector<std::string>& input_prefixes, const std::st
         tf::BundleEntryProto out = entry;
         if (entry.slices_size() == 0) {
           if (entry.shard_id() < 0 || entry.shard_id() >= in.index.header.num_shards()) {
-            throw DataLossError("entry " + quoted(key) + " of " + quoted(in.prefix) + " names shard " +
-                                std::to_string(entry.shard_id()) + " of " +
+            throw DataLossError("entry " + quoted(key) + " of " + quoted(in.prefix) +
+                                " names shard " + std::to_string(entry.shard_id()) + " of " +
                                 std::to_string(in.index.header.num_shards()));
           }
           auto k = std::make_pair(i, entry.shard_id());
@@ -381,7 +390,8 @@ void merge_bundles(const std::vector<std::string>& input_prefixes, const std::st
     const std::string out_dir = dirname_of(output_prefix);
     fs.create_dir(out_dir);
     for (int id = 0; id < num_files; ++id) {
-      fs.rename_file(sources[static_cast<size_t>(id)], bundle_data_filename(output_prefix, id, std::max(num_files, 1)));
+      fs.rename_file(sources[static_cast<size_t>(id)],
+                     bundle_data_filename(output_prefix, id, std::max(num_files, 1)));
     }
     fs.sync_dir(out_dir);
 
@@ -402,7 +412,8 @@ void merge_bundles(const std::vector<std::string>& input_prefixes, const std::st
       for (int s = 0; s < in.index.header.num_shards(); ++s) {
         best_effort_delete(fs, bundle_data_filename(in.prefix, s, in.index.header.num_shards()));
       }
-      if (options.delete_old_dirs && dirname_of(in.prefix) != out_dir) dirs.insert(dirname_of(in.prefix));
+      if (options.delete_old_dirs && dirname_of(in.prefix) != out_dir)
+        dirs.insert(dirname_of(in.prefix));
     }
     for (const std::string& dir : dirs) {
       try {

@@ -5,7 +5,8 @@ namespace varstate {
 int64_t num_elements(std::span<const int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) throw InvalidArgumentError("shape " + shape_string(shape) + " has a negative dimension");
+    if (d < 0)
+      throw InvalidArgumentError("shape " + shape_string(shape) + " has a negative dimension");
     if (__builtin_mul_overflow(n, d, &n)) {
       throw InvalidArgumentError("shape " + shape_string(shape) + " has more than 2^63 elements");
     }

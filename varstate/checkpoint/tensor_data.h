@@ -79,7 +79,8 @@ TensorData TensorData::from_values(std::vector<int64_t> shape, const std::vector
     t.strings = values;
   } else if constexpr (std::is_same_v<T, bool>) {
     t.bytes.resize(values.size());
-    for (size_t i = 0; i < values.size(); ++i) t.bytes[i] = std::byte{values[i] ? uint8_t{1} : uint8_t{0}};
+    for (size_t i = 0; i < values.size(); ++i)
+      t.bytes[i] = std::byte{values[i] ? uint8_t{1} : uint8_t{0}};
   } else {
     t.bytes.resize(values.size() * sizeof(T));
     if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());

@@ -48,9 +48,10 @@ TensorSlice TensorSlice::parse(std::string_view spec) {
                                  "': string = " + std::string(spec));
     }
     if (start < 0 || length <= 0) {
-      throw InvalidArgumentError("Expected non-negative start and positive length but got start = " +
-                                 std::to_string(start) + ", length = " + std::to_string(length) +
-                                 ": string = " + std::string(spec));
+      throw InvalidArgumentError(
+          "Expected non-negative start and positive length but got start = " +
+          std::to_string(start) + ", length = " + std::to_string(length) +
+          ": string = " + std::string(spec));
     }
     extents.push_back(Extent{start, length});
   }
@@ -68,8 +69,9 @@ int64_t TensorSlice::length_at(int d, std::span<const int64_t> full_shape) const
 
 std::vector<int64_t> TensorSlice::slice_shape(std::span<const int64_t> full_shape) const {
   if (static_cast<size_t>(rank()) != full_shape.size()) {
-    throw InvalidArgumentError("slice " + quoted(to_string()) + " has rank " + std::to_string(rank()) +
-                               " but the tensor has shape " + shape_string(full_shape));
+    throw InvalidArgumentError("slice " + quoted(to_string()) + " has rank " +
+                               std::to_string(rank()) + " but the tensor has shape " +
+                               shape_string(full_shape));
   }
   std::vector<int64_t> shape(full_shape.size());
   for (int d = 0; d < rank(); ++d) {
@@ -92,7 +94,8 @@ std::vector<int64_t> TensorSlice::slice_shape(std::span<const int64_t> full_shap
 bool TensorSlice::covers(std::span<const int64_t> full_shape) const {
   if (static_cast<size_t>(rank()) != full_shape.size()) return false;
   for (int d = 0; d < rank(); ++d) {
-    if (!is_full_at(d) && (extent(d).start != 0 || extent(d).length != full_shape[static_cast<size_t>(d)])) {
+    if (!is_full_at(d) &&
+        (extent(d).start != 0 || extent(d).length != full_shape[static_cast<size_t>(d)])) {
       return false;
     }
   }
@@ -136,7 +139,8 @@ ShapeAndSlice parse_shape_and_slice(std::string_view spec) {
   for (size_t i = 0; i + 1 < items.size(); ++i) {
     int64_t dim = 0;
     if (!parse_int64(items[i], &dim) || dim < 0) {
-      throw InvalidArgumentError("Non numerical dimension in shape_and_slice: " + std::string(spec));
+      throw InvalidArgumentError("Non numerical dimension in shape_and_slice: " +
+                                 std::string(spec));
     }
     out.full_shape.push_back(dim);
   }
@@ -161,9 +165,11 @@ void check_slice_to_write(const TensorSlice& slice, std::span<const int64_t> ful
   }
   if (!std::equal(sliced_shape.begin(), sliced_shape.end(), values_shape.begin(),
                   values_shape.end())) {
-    throw InvalidArgumentError(what + ": Slice in shape_and_slice specification does not match the "
-                               "shape of the tensor to save: slice shape " + shape_string(sliced_shape) +
-                               ", tensor shape " + shape_string(values_shape));
+    throw InvalidArgumentError(what +
+                               ": Slice in shape_and_slice specification does not match the "
+                               "shape of the tensor to save: slice shape " +
+                               shape_string(sliced_shape) + ", tensor shape " +
+                               shape_string(values_shape));
   }
 }
 
@@ -183,10 +189,13 @@ void copy_slice_region(const TensorData& src, const TensorSlice& src_slice, Tens
   if (num_elements(len) == 0) return;
 
   // Row-major strides (in elements) and the region's first element in each.
-  std::vector<int64_t> src_stride(static_cast<size_t>(rank), 1), dst_stride(static_cast<size_t>(rank), 1);
+  std::vector<int64_t> src_stride(static_cast<size_t>(rank), 1),
+      dst_stride(static_cast<size_t>(rank), 1);
   for (int d = rank - 2; d >= 0; --d) {
-    src_stride[static_cast<size_t>(d)] = src_stride[static_cast<size_t>(d) + 1] * src_shape[static_cast<size_t>(d) + 1];
-    dst_stride[static_cast<size_t>(d)] = dst_stride[static_cast<size_t>(d) + 1] * dst_shape[static_cast<size_t>(d) + 1];
+    src_stride[static_cast<size_t>(d)] =
+        src_stride[static_cast<size_t>(d) + 1] * src_shape[static_cast<size_t>(d) + 1];
+    dst_stride[static_cast<size_t>(d)] =
+        dst_stride[static_cast<size_t>(d) + 1] * dst_shape[static_cast<size_t>(d) + 1];
   }
   int64_t src_base = 0, dst_base = 0;
   for (int d = 0; d < rank; ++d) {
@@ -208,7 +217,8 @@ void copy_slice_region(const TensorData& src, const TensorSlice& src_slice, Tens
       std::copy_n(src.strings.begin() + s, run, dst.strings.begin() + t);
     } else {
       std::memcpy(dst.bytes.data() + static_cast<size_t>(t) * elem,
-                  src.bytes.data() + static_cast<size_t>(s) * elem, static_cast<size_t>(run) * elem);
+                  src.bytes.data() + static_cast<size_t>(s) * elem,
+                  static_cast<size_t>(run) * elem);
     }
     int d = static_cast<int>(idx.size()) - 1;
     for (; d >= 0; --d) {

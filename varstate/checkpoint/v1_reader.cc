@@ -15,8 +15,8 @@ namespace {
 template <typename T, typename Field>
 void copy_values(const Field& field, size_t count, TensorData& out, const std::string& where) {
   if (static_cast<size_t>(field.size()) != count) {
-    throw DataLossError(where + ": the record holds " + std::to_string(field.size()) + " values, expected " +
-                        std::to_string(count));
+    throw DataLossError(where + ": the record holds " + std::to_string(field.size()) +
+                        " values, expected " + std::to_string(count));
   }
   out.bytes.resize(count * sizeof(T));
   T* dst = reinterpret_cast<T*>(out.bytes.data());
@@ -49,35 +49,51 @@ void values_from_proto(const tf::TensorProto& proto, size_t count, TensorData& o
   }
   if (!proto.tensor_content().empty()) {
     if (proto.tensor_content().size() != count * dtype_size(dtype)) {
-      throw DataLossError(where + ": tensor_content has " + std::to_string(proto.tensor_content().size()) +
-                          " bytes, expected " + std::to_string(count * dtype_size(dtype)));
+      throw DataLossError(where + ": tensor_content has " +
+                          std::to_string(proto.tensor_content().size()) + " bytes, expected " +
+                          std::to_string(count * dtype_size(dtype)));
     }
     out.bytes.resize(proto.tensor_content().size());
     std::memcpy(out.bytes.data(), proto.tensor_content().data(), out.bytes.size());
     return;
   }
   switch (dtype) {
-    case DType::kFloat: return copy_values<float>(proto.float_val(), count, out, where);
-    case DType::kDouble: return copy_values<double>(proto.double_val(), count, out, where);
+    case DType::kFloat:
+      return copy_values<float>(proto.float_val(), count, out, where);
+    case DType::kDouble:
+      return copy_values<double>(proto.double_val(), count, out, where);
     case DType::kInt32:
-    case DType::kQInt32: return copy_values<int32_t>(proto.int_val(), count, out, where);
+    case DType::kQInt32:
+      return copy_values<int32_t>(proto.int_val(), count, out, where);
     case DType::kInt16:
-    case DType::kQInt16: return copy_values<int16_t>(proto.int_val(), count, out, where);
+    case DType::kQInt16:
+      return copy_values<int16_t>(proto.int_val(), count, out, where);
     case DType::kInt8:
-    case DType::kQInt8: return copy_values<int8_t>(proto.int_val(), count, out, where);
+    case DType::kQInt8:
+      return copy_values<int8_t>(proto.int_val(), count, out, where);
     case DType::kUInt8:
-    case DType::kQUInt8: return copy_values<uint8_t>(proto.int_val(), count, out, where);
+    case DType::kQUInt8:
+      return copy_values<uint8_t>(proto.int_val(), count, out, where);
     case DType::kUInt16:
-    case DType::kQUInt16: return copy_values<uint16_t>(proto.int_val(), count, out, where);
-    case DType::kInt64: return copy_values<int64_t>(proto.int64_val(), count, out, where);
-    case DType::kUInt32: return copy_values<uint32_t>(proto.uint32_val(), count, out, where);
-    case DType::kUInt64: return copy_values<uint64_t>(proto.uint64_val(), count, out, where);
-    case DType::kBool: return copy_values<uint8_t>(proto.bool_val(), count, out, where);
+    case DType::kQUInt16:
+      return copy_values<uint16_t>(proto.int_val(), count, out, where);
+    case DType::kInt64:
+      return copy_values<int64_t>(proto.int64_val(), count, out, where);
+    case DType::kUInt32:
+      return copy_values<uint32_t>(proto.uint32_val(), count, out, where);
+    case DType::kUInt64:
+      return copy_values<uint64_t>(proto.uint64_val(), count, out, where);
+    case DType::kBool:
+      return copy_values<uint8_t>(proto.bool_val(), count, out, where);
     case DType::kHalf:
-    case DType::kBFloat16: return copy_values<uint16_t>(proto.half_val(), count, out, where);
-    case DType::kComplex64: return copy_complex<complex64>(proto.scomplex_val(), count, out, where);
-    case DType::kComplex128: return copy_complex<complex128>(proto.dcomplex_val(), count, out, where);
-    default: throw UnimplementedError(where + ": unsupported dtype " + std::string(dtype_name(dtype)));
+    case DType::kBFloat16:
+      return copy_values<uint16_t>(proto.half_val(), count, out, where);
+    case DType::kComplex64:
+      return copy_complex<complex64>(proto.scomplex_val(), count, out, where);
+    case DType::kComplex128:
+      return copy_complex<complex128>(proto.dcomplex_val(), count, out, where);
+    default:
+      throw UnimplementedError(where + ": unsupported dtype " + std::string(dtype_name(dtype)));
   }
 }
 
@@ -87,8 +103,9 @@ V1Reader::V1Reader(std::string pattern, FileSystem* fs) : CheckpointReader(std::
   FileSystem& files = fs ? *fs : *default_file_system();
   std::vector<std::string> paths = match_files(files, path());
   if (paths.empty()) {
-    throw NotFoundError("Unsuccessful TensorSliceReader constructor: Failed to find any matching files for " +
-                        path());
+    throw NotFoundError(
+        "Unsuccessful TensorSliceReader constructor: Failed to find any matching files for " +
+        path());
   }
   for (size_t f = 0; f < paths.size(); ++f) {
     const int file = static_cast<int>(f);
@@ -118,8 +135,8 @@ V1Reader::V1Reader(std::string pattern, FileSystem* fs) : CheckpointReader(std::
       for (const auto& s : meta.slice()) {
         TensorSlice slice = slice_from_proto(s, what);
         if (slice.rank() != static_cast<int>(shape.size())) {
-          throw DataLossError(what + ": slice " + quoted(slice.to_string()) + " does not match shape " +
-                              shape_string(shape));
+          throw DataLossError(what + ": slice " + quoted(slice.to_string()) +
+                              " does not match shape " + shape_string(shape));
         }
         t.info.slices.push_back(std::move(slice));
         t.slice_file.push_back(file);
@@ -157,7 +174,8 @@ std::optional<TensorInfo> V1Reader::find(std::string_view name) const {
 
 TensorData V1Reader::read_stored(const TensorInfo& info, int slice_index) const {
   const Tensor& t = tensors_.find(info.name)->second;
-  if (slice_index < 0) return read_record(info.name, t.whole_slice, t.whole_file, info.dtype, info.shape);
+  if (slice_index < 0)
+    return read_record(info.name, t.whole_slice, t.whole_file, info.dtype, info.shape);
   const TensorSlice& slice = info.slices[static_cast<size_t>(slice_index)];
   return read_record(info.name, slice, t.slice_file[static_cast<size_t>(slice_index)], info.dtype,
                      slice.slice_shape(info.shape));
@@ -167,8 +185,8 @@ std::string V1Reader::record(const std::string& name, const TensorSlice& slice, 
   const TableReader& table = *tables_[static_cast<size_t>(file)];
   std::optional<std::string> value = table.get(encode_tensor_name_slice(name, slice));
   if (!value) {
-    throw DataLossError("reading " + quoted(name) + " (slice " + quoted(slice.to_string()) + ") from " +
-                        quoted(table.path()) + ": the slice's record is missing");
+    throw DataLossError("reading " + quoted(name) + " (slice " + quoted(slice.to_string()) +
+                        ") from " + quoted(table.path()) + ": the slice's record is missing");
   }
   return std::move(*value);
 }
@@ -182,18 +200,18 @@ void V1Reader::check_stored(const TensorInfo& info, int slice_index) const {
   const int64_t n = num_elements(slice.slice_shape(info.shape));
   const size_t size = record(info.name, slice, file).size();
   if (static_cast<uint64_t>(n) > size) {
-    throw DataLossError("reading " + quoted(info.name) + " (slice " + quoted(slice.to_string()) + ") from " +
-                        quoted(tables_[static_cast<size_t>(file)]->path()) + ": a " +
+    throw DataLossError("reading " + quoted(info.name) + " (slice " + quoted(slice.to_string()) +
+                        ") from " + quoted(tables_[static_cast<size_t>(file)]->path()) + ": a " +
                         std::to_string(size) + "-byte record cannot hold " + std::to_string(n) +
                         " elements");
   }
 }
 
-TensorData V1Reader::read_record(const std::string& name, const TensorSlice& slice, int file, DType dtype,
-                                 const std::vector<int64_t>& shape) const {
+TensorData V1Reader::read_record(const std::string& name, const TensorSlice& slice, int file,
+                                 DType dtype, const std::vector<int64_t>& shape) const {
   const TableReader& table = *tables_[static_cast<size_t>(file)];
-  const std::string where = "reading " + quoted(name) + " (slice " + quoted(slice.to_string()) + ") from " +
-                            quoted(table.path());
+  const std::string where = "reading " + quoted(name) + " (slice " + quoted(slice.to_string()) +
+                            ") from " + quoted(table.path());
   std::string value = record(name, slice, file);
   tf::SavedTensorSlices saved;
   if (!saved.ParseFromString(value) || !saved.has_data()) {

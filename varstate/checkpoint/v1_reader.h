@@ -46,8 +46,8 @@ class V1Reader : public CheckpointReader {
   };
 
   std::string record(const std::string& name, const TensorSlice& slice, int file) const;
-  TensorData read_record(const std::string& name, const TensorSlice& slice, int file,
-                         DType dtype, const std::vector<int64_t>& shape) const;
+  TensorData read_record(const std::string& name, const TensorSlice& slice, int file, DType dtype,
+                         const std::vector<int64_t>& shape) const;
 
   std::vector<std::unique_ptr<TableReader>> tables_;
   std::map<std::string, Tensor, std::less<>> tensors_;

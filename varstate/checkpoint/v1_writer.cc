@@ -38,28 +38,41 @@ void add_complex(const TensorView& t, Field* field) {
 // The values in the typed field TensorFlow's V1 reader reads for the dtype.
 void fill_proto(const TensorView& t, tf::TensorProto* proto) {
   switch (t.dtype) {
-    case DType::kFloat: return add_values<float>(t, proto->mutable_float_val());
-    case DType::kDouble: return add_values<double>(t, proto->mutable_double_val());
+    case DType::kFloat:
+      return add_values<float>(t, proto->mutable_float_val());
+    case DType::kDouble:
+      return add_values<double>(t, proto->mutable_double_val());
     case DType::kInt32:
-    case DType::kQInt32: return add_values<int32_t>(t, proto->mutable_int_val());
+    case DType::kQInt32:
+      return add_values<int32_t>(t, proto->mutable_int_val());
     case DType::kInt16:
-    case DType::kQInt16: return add_values<int16_t>(t, proto->mutable_int_val());
+    case DType::kQInt16:
+      return add_values<int16_t>(t, proto->mutable_int_val());
     case DType::kInt8:
-    case DType::kQInt8: return add_values<int8_t>(t, proto->mutable_int_val());
+    case DType::kQInt8:
+      return add_values<int8_t>(t, proto->mutable_int_val());
     case DType::kUInt8:
-    case DType::kQUInt8: return add_values<uint8_t>(t, proto->mutable_int_val());
+    case DType::kQUInt8:
+      return add_values<uint8_t>(t, proto->mutable_int_val());
     case DType::kUInt16:
-    case DType::kQUInt16: return add_values<uint16_t>(t, proto->mutable_int_val());
-    case DType::kInt64: return add_values<int64_t>(t, proto->mutable_int64_val());
-    case DType::kBool: return add_values<uint8_t>(t, proto->mutable_bool_val());
-    case DType::kHalf: return add_values<uint16_t>(t, proto->mutable_half_val());
-    case DType::kComplex64: return add_complex<complex64>(t, proto->mutable_scomplex_val());
-    case DType::kComplex128: return add_complex<complex128>(t, proto->mutable_dcomplex_val());
+    case DType::kQUInt16:
+      return add_values<uint16_t>(t, proto->mutable_int_val());
+    case DType::kInt64:
+      return add_values<int64_t>(t, proto->mutable_int64_val());
+    case DType::kBool:
+      return add_values<uint8_t>(t, proto->mutable_bool_val());
+    case DType::kHalf:
+      return add_values<uint16_t>(t, proto->mutable_half_val());
+    case DType::kComplex64:
+      return add_complex<complex64>(t, proto->mutable_scomplex_val());
+    case DType::kComplex128:
+      return add_complex<complex128>(t, proto->mutable_dcomplex_val());
     case DType::kString:
       for (const std::string& s : t.strings) proto->add_string_val(s);
       return;
     default:
-      throw InternalError("V1Writer: dtype " + std::string(dtype_name(t.dtype)) + " passed the check");
+      throw InternalError("V1Writer: dtype " + std::string(dtype_name(t.dtype)) +
+                          " passed the check");
   }
 }
 
@@ -69,12 +82,18 @@ constexpr uint64_t kMaxRecordBytes = (uint64_t{1} << 31) - 1;
 // Bytes a value takes at most in a TensorProto's packed field (varints: 10).
 uint64_t max_bytes_per_element(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: return 4;
-    case DType::kDouble: return 8;
-    case DType::kComplex64: return 8;
-    case DType::kComplex128: return 16;
-    case DType::kBool: return 1;
-    default: return 10;
+    case DType::kFloat:
+      return 4;
+    case DType::kDouble:
+      return 8;
+    case DType::kComplex64:
+      return 8;
+    case DType::kComplex128:
+      return 16;
+    case DType::kBool:
+      return 1;
+    default:
+      return 10;
   }
 }
 
@@ -82,11 +101,24 @@ uint64_t max_bytes_per_element(DType dtype) {
 
 bool v1_supports_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: case DType::kDouble: case DType::kInt32: case DType::kInt16:
-    case DType::kInt8: case DType::kUInt8: case DType::kUInt16: case DType::kInt64:
-    case DType::kBool: case DType::kHalf: case DType::kComplex64: case DType::kComplex128:
-    case DType::kString: case DType::kQInt8: case DType::kQUInt8: case DType::kQInt16:
-    case DType::kQUInt16: case DType::kQInt32:
+    case DType::kFloat:
+    case DType::kDouble:
+    case DType::kInt32:
+    case DType::kInt16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kInt64:
+    case DType::kBool:
+    case DType::kHalf:
+    case DType::kComplex64:
+    case DType::kComplex128:
+    case DType::kString:
+    case DType::kQInt8:
+    case DType::kQUInt8:
+    case DType::kQInt16:
+    case DType::kQUInt16:
+    case DType::kQInt32:
       return true;
     default:
       return false;
@@ -112,24 +144,30 @@ void V1Writer::add_slice(std::string_view name, const std::vector<int64_t>& full
   }
   validate_tensor_view(tensor, what);
   check_slice_to_write(slice, full_shape, tensor.shape, what);
-  const uint64_t bound = 64 + name.size() + static_cast<uint64_t>(num_elements(tensor.shape)) *
-                                                 max_bytes_per_element(tensor.dtype);
+  const uint64_t bound =
+      64 + name.size() +
+      static_cast<uint64_t>(num_elements(tensor.shape)) * max_bytes_per_element(tensor.dtype);
   uint64_t string_bytes = 0;
   for (const std::string& s : tensor.strings) string_bytes += s.size() + 10;
   if (bound + string_bytes > kMaxRecordBytes) {
-    throw InvalidArgumentError(what + ": Tensor slice is too large to serialize (conservative "
-                               "estimate: " + std::to_string(bound + string_bytes) + " bytes)");
+    throw InvalidArgumentError(what +
+                               ": Tensor slice is too large to serialize (conservative "
+                               "estimate: " +
+                               std::to_string(bound + string_bytes) + " bytes)");
   }
   const std::string key = encode_tensor_name_slice(name, slice);
   if (records_.count(key)) throw InvalidArgumentError(what + ": this slice was already added");
   auto it = meta_.find(std::string(name));
   if (it != meta_.end() && (it->second.dtype != tensor.dtype || it->second.shape != full_shape)) {
     throw InvalidArgumentError(what + ": dtype " + std::string(dtype_name(tensor.dtype)) +
-                               " and shape " + shape_string(full_shape) + " differ from an earlier "
-                               "slice's (" + std::string(dtype_name(it->second.dtype)) + ", " +
+                               " and shape " + shape_string(full_shape) +
+                               " differ from an earlier "
+                               "slice's (" +
+                               std::string(dtype_name(it->second.dtype)) + ", " +
                                shape_string(it->second.shape) + ")");
   }
-  for (const TensorSlice& other : it == meta_.end() ? std::vector<TensorSlice>{} : it->second.slices) {
+  for (const TensorSlice& other :
+       it == meta_.end() ? std::vector<TensorSlice>{} : it->second.slices) {
     if (other.intersect(slice, full_shape)) {
       throw InvalidArgumentError(what + ": overlaps the slice " + quoted(other.to_string()) +
                                  " added before");
@@ -142,7 +180,8 @@ void V1Writer::add_slice(std::string_view name, const std::vector<int64_t>& full
   slice_to_proto(slice, saved->mutable_slice());
   fill_proto(tensor, saved->mutable_data());
   std::string bytes;
-  if (!record.SerializeToString(&bytes)) throw InternalError(what + ": cannot serialize the record");
+  if (!record.SerializeToString(&bytes))
+    throw InternalError(what + ": cannot serialize the record");
 
   Meta& meta = meta_[std::string(name)];
   meta.dtype = tensor.dtype;
@@ -152,7 +191,8 @@ void V1Writer::add_slice(std::string_view name, const std::vector<int64_t>& full
 }
 
 void V1Writer::finish() {
-  if (finished_) throw FailedPreconditionError("V1 checkpoint " + quoted(path_) + ": finish() called twice");
+  if (finished_)
+    throw FailedPreconditionError("V1 checkpoint " + quoted(path_) + ": finish() called twice");
   tf::SavedTensorSlices header;
   tf::SavedTensorSliceMeta* meta = header.mutable_meta();
   meta->mutable_versions()->set_producer(kCheckpointVersion);

@@ -61,8 +61,8 @@ class V1Writer {
   std::string path_;
   FileSystem* fs_;
   bool finished_ = false;
-  std::map<std::string, Meta> meta_;           // by tensor name
-  std::map<std::string, std::string> records_; // ordered-code key -> SavedTensorSlices
+  std::map<std::string, Meta> meta_;            // by tensor name
+  std::map<std::string, std::string> records_;  // ordered-code key -> SavedTensorSlices
 };
 
 // Whether TensorFlow's V1 format can hold `dtype`.

@@ -79,15 +79,16 @@ class CudaDevice final : public Device {
     // Refused before asking the driver: more than the device holds can
     // never be allocated.
     if (memory_ > 0 && bytes > memory_) {
-      throw ResourceExhaustedError("out of memory on " + name() + " allocating " + std::to_string(bytes) +
-                                   " bytes (more than its " + std::to_string(memory_) + " bytes of memory)");
+      throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
+                                   std::to_string(bytes) + " bytes (more than its " +
+                                   std::to_string(memory_) + " bytes of memory)");
     }
     CudaDeviceGuard guard(index());
     void* p = nullptr;
-    const size_t padded = (bytes + kAllocationGranularity - 1) / kAllocationGranularity *
-                          kAllocationGranularity;
-    cudaError_t err = padded < bytes ? cudaErrorMemoryAllocation
-                                     : cudaMallocAsync(&p, padded, stream_);
+    const size_t padded =
+        (bytes + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
+    cudaError_t err =
+        padded < bytes ? cudaErrorMemoryAllocation : cudaMallocAsync(&p, padded, stream_);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
@@ -236,8 +237,8 @@ void cuda_copy(Device& dst_device, void* dst, Device& src_device, const void* sr
       static_cast<CudaDevice&>(src_device).copy_to_host(dst, src, bytes);
     } else if (&dst_device == &src_device) {
       CudaDeviceGuard guard(dst_device.index());
-      VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                          dst_device.stream()));
+      VARSTATE_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dst_device.stream()));
     } else {
       // Run the copy on the source's stream, after the destination's pending
       // work (dst's memory may have just been allocated in its stream order),

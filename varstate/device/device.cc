@@ -9,8 +9,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -66,7 +66,8 @@ class HostBlockCache {
 
   void* allocate(size_t bytes) {
     if (bytes < kMinCached) {
-      return std::aligned_alloc(kCpuAlignment, (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
+      return std::aligned_alloc(kCpuAlignment,
+                                (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
     }
     size_t size = size_class(bytes);
     {
@@ -154,7 +155,8 @@ class CpuDevice final : public Device {
     cache_ = std::make_unique<HostBlockCache>(memory_);
     // The most one allocation can ever get: physical memory plus swap.
     struct sysinfo info {};
-    const size_t swap = ::sysinfo(&info) == 0 ? static_cast<size_t>(info.totalswap) * info.mem_unit : 0;
+    const size_t swap =
+        ::sysinfo(&info) == 0 ? static_cast<size_t>(info.totalswap) * info.mem_unit : 0;
     max_allocation_ = memory_ == 0 ? SIZE_MAX / 2 : memory_ + swap;
   }
   std::string model() const override { return model_; }
@@ -165,9 +167,9 @@ class CpuDevice final : public Device {
     // Refused before asking the allocator: a request beyond memory + swap
     // can never succeed (and rounding it to a size class could overflow).
     if (bytes > max_allocation_) {
-      throw ResourceExhaustedError("out of memory on " + name() + " allocating " + std::to_string(bytes) +
-                                   " bytes (more than its " + std::to_string(max_allocation_) +
-                                   " bytes of memory and swap)");
+      throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
+                                   std::to_string(bytes) + " bytes (more than its " +
+                                   std::to_string(max_allocation_) + " bytes of memory and swap)");
     }
     void* p = cache_->allocate(bytes);
     if (p == nullptr) {
@@ -227,8 +229,7 @@ void host_memcpy(void* dst, const void* src, size_t bytes) {
 
 }  // namespace detail
 
-void copy_bytes(Device& dst_device, void* dst, Device& src_device, const void* src,
-                size_t bytes) {
+void copy_bytes(Device& dst_device, void* dst, Device& src_device, const void* src, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     detail::host_memcpy(dst, src, bytes);
@@ -269,7 +270,8 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : size_(bytes) {
   }
 #endif
   if (data_ == nullptr) {
-    data_ = std::aligned_alloc(kCpuAlignment, (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
+    data_ = std::aligned_alloc(kCpuAlignment,
+                               (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
     if (data_ == nullptr) {
       throw ResourceExhaustedError("out of host memory allocating a " + std::to_string(bytes) +
                                    "-byte staging buffer");

@@ -24,7 +24,10 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace varstate {
 
-enum class DeviceType { kCPU, kGPU };
+enum class DeviceType {
+  kCPU,
+  kGPU
+};
 
 // A point in a device's stream. Obtained from Device::record_event().
 class Event {
@@ -119,8 +122,7 @@ class DeviceGuard {
 //  - GPU -> GPU: asynchronous, peer-to-peer where the GPUs allow it; the
 //    destination device's later work is ordered after the copy.
 // Throws InternalError naming both devices if a CUDA call fails.
-void copy_bytes(Device& dst_device, void* dst, Device& src_device, const void* src,
-                size_t bytes);
+void copy_bytes(Device& dst_device, void* dst, Device& src_device, const void* src, size_t bytes);
 
 // Page-locked host memory for staging transfers (plain aligned host memory in
 // a build or on a machine without CUDA). Move-only.

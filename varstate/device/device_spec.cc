@@ -10,8 +10,7 @@ namespace varstate {
 namespace {
 
 [[noreturn]] void malformed(std::string_view text, const std::string& why) {
-  throw InvalidArgumentError("malformed device specification " + quoted(text) +
-                             ": " + why);
+  throw InvalidArgumentError("malformed device specification " + quoted(text) + ": " + why);
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -30,8 +29,7 @@ int parse_int(std::string_view text, std::string_view field, std::string_view va
   int out = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
   if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || out < 0) {
-    malformed(text, std::string(field) + " must be a non-negative integer, got " +
-                        quoted(value));
+    malformed(text, std::string(field) + " must be a non-negative integer, got " + quoted(value));
   }
   return out;
 }

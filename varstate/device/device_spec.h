@@ -38,9 +38,7 @@ struct DeviceSpec {
   // fields left out ("/device:GPU:0"); a type without index prints "/device:GPU:*".
   std::string to_string() const;
 
-  bool empty() const {
-    return !job && !replica && !task && !device_type && !device_index;
-  }
+  bool empty() const { return !job && !replica && !task && !device_type && !device_index; }
   bool operator==(const DeviceSpec&) const = default;
 };
 

@@ -59,9 +59,9 @@ Device& resolve_device(const DeviceSpec& spec, std::string_view what) {
   if (!wanted.device_index) wanted.device_index = 0;
   std::string subject = what.empty() ? std::string() : " for " + quoted(what);
   if (!g_soft_placement.load()) {
-    throw InvalidArgumentError("cannot place" + subject + " on device " + quoted(wanted.to_string()) +
-                               ": no such device (soft placement is off); available devices: " +
-                               manager.device_list());
+    throw InvalidArgumentError(
+        "cannot place" + subject + " on device " + quoted(wanted.to_string()) +
+        ": no such device (soft placement is off); available devices: " + manager.device_list());
   }
   static std::mutex mu;
   static std::set<std::string> warned;
@@ -82,8 +82,8 @@ Device& resolve_device(const DeviceSpec& spec, DType dtype, std::string_view wha
   const std::string type(dtype_name(dtype));
   const std::string subject = what.empty() ? type + " tensor" : quoted(what) + " (" + type + ")";
   if (!g_soft_placement.load()) {
-    throw InvalidArgumentError("cannot place " + subject + " on " + requested.name() + ": " +
-                               type + " has no GPU kernels (soft placement is off)");
+    throw InvalidArgumentError("cannot place " + subject + " on " + requested.name() + ": " + type +
+                               " has no GPU kernels (soft placement is off)");
   }
   static std::mutex mu;
   static std::set<std::string> warned;
@@ -103,7 +103,8 @@ Device& place(const PlacementRequest& what, DType dtype) {
   return resolve_device(current_device_spec(what), dtype, what.name);
 }
 
-DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device, std::string worker_device) {
+DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device,
+                                     std::string worker_device) {
   if (ps_tasks < 0) {
     throw InvalidArgumentError("replica_device_setter: ps_tasks must be >= 0, got " +
                                std::to_string(ps_tasks));
@@ -113,10 +114,13 @@ DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device, std::s
   DeviceSpec::parse(worker_device);
   auto next = std::make_shared<std::atomic<int>>(0);
   return [=](const PlacementRequest& req) -> std::string {
-    bool is_variable = req.type == "VariableV2" || req.type == "Variable" || req.type == "VarHandleOp";
+    bool is_variable =
+        req.type == "VariableV2" || req.type == "Variable" || req.type == "VarHandleOp";
     if (!is_variable || ps_tasks == 0) return worker_device;
     int task = next->fetch_add(1) % ps_tasks;
-    return DeviceSpec::parse(ps_device).merged_with(DeviceSpec::parse("/task:" + std::to_string(task))).to_string();
+    return DeviceSpec::parse(ps_device)
+        .merged_with(DeviceSpec::parse("/task:" + std::to_string(task)))
+        .to_string();
   };
 }
 

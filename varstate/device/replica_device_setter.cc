@@ -23,8 +23,8 @@ ClusterSpec ClusterSpec::sparse(std::map<std::string, std::map<int, std::string>
   for (const auto& [job, tasks] : out.jobs_) {
     for (const auto& [index, address] : tasks) {
       if (index < 0) {
-        throw ValueError("ClusterSpec: task index " + std::to_string(index) + " of job " + quoted(job) +
-                         " must be >= 0");
+        throw ValueError("ClusterSpec: task index " + std::to_string(index) + " of job " +
+                         quoted(job) + " must be >= 0");
       }
     }
   }
@@ -45,7 +45,9 @@ std::vector<std::string> ClusterSpec::jobs() const {
 
 bool ClusterSpec::has_job(std::string_view job) const { return jobs_.count(std::string(job)) > 0; }
 
-int ClusterSpec::num_tasks(std::string_view job) const { return static_cast<int>(tasks(job).size()); }
+int ClusterSpec::num_tasks(std::string_view job) const {
+  return static_cast<int>(tasks(job).size());
+}
 
 std::vector<int> ClusterSpec::task_indices(std::string_view job) const {
   std::vector<int> out;
@@ -73,19 +75,29 @@ std::optional<TaskRef> task_of(const DeviceSpec& placement) {
   return TaskRef{*placement.job, *placement.task};
 }
 
-std::optional<TaskRef> task_of(std::string_view placement) { return task_of(DeviceSpec::parse(placement)); }
-
-PsStrategy round_robin_strategy(int num_tasks) {
-  if (num_tasks < 1) throw ValueError("round_robin_strategy: num_tasks must be >= 1, got " + std::to_string(num_tasks));
-  auto next = std::make_shared<std::atomic<int64_t>>(0);
-  return [next, num_tasks](const PlacementRequest&) { return static_cast<int>(next->fetch_add(1) % num_tasks); };
+std::optional<TaskRef> task_of(std::string_view placement) {
+  return task_of(DeviceSpec::parse(placement));
 }
 
-int64_t byte_size_load_fn(const PlacementRequest& request) { return std::max<int64_t>(0, request.bytes); }
+PsStrategy round_robin_strategy(int num_tasks) {
+  if (num_tasks < 1)
+    throw ValueError("round_robin_strategy: num_tasks must be >= 1, got " +
+                     std::to_string(num_tasks));
+  auto next = std::make_shared<std::atomic<int64_t>>(0);
+  return [next, num_tasks](const PlacementRequest&) {
+    return static_cast<int>(next->fetch_add(1) % num_tasks);
+  };
+}
 
-PsStrategy greedy_load_balancing_strategy(int num_tasks, std::function<int64_t(const PlacementRequest&)> load_fn) {
+int64_t byte_size_load_fn(const PlacementRequest& request) {
+  return std::max<int64_t>(0, request.bytes);
+}
+
+PsStrategy greedy_load_balancing_strategy(int num_tasks,
+                                          std::function<int64_t(const PlacementRequest&)> load_fn) {
   if (num_tasks < 1) {
-    throw ValueError("greedy_load_balancing_strategy: num_tasks must be >= 1, got " + std::to_string(num_tasks));
+    throw ValueError("greedy_load_balancing_strategy: num_tasks must be >= 1, got " +
+                     std::to_string(num_tasks));
   }
   if (!load_fn) throw ValueError("greedy_load_balancing_strategy: load_fn is required");
   struct Loads {
@@ -112,12 +124,14 @@ DeviceFunction replica_device_setter(const ReplicaDeviceSetterOptions& options) 
     ps_tasks = options.cluster->num_tasks(*ps_spec.job);
   }
   if (ps_tasks < 0) {
-    throw InvalidArgumentError("replica_device_setter: ps_tasks must be >= 0, got " + std::to_string(ps_tasks));
+    throw InvalidArgumentError("replica_device_setter: ps_tasks must be >= 0, got " +
+                               std::to_string(ps_tasks));
   }
   if (ps_tasks == 0) return nullptr;
   if (!options.merge_devices) {
-    logger().warn("replica_device_setter: merge_devices=false is deprecated in TensorFlow; "
-                  "a device set by an enclosing scope is kept as is");
+    logger().warn(
+        "replica_device_setter: merge_devices=false is deprecated in TensorFlow; "
+        "a device set by an enclosing scope is kept as is");
   }
   std::vector<std::string> ps_ops = options.ps_ops.value_or(std::vector<std::string>{
       "Variable", "VariableV2", "AutoReloadVariable", "MutableHashTable", "MutableHashTableV2",

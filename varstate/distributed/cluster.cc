@@ -45,20 +45,39 @@ std::string mpi_error_string(int rc) {
 // updated by read-modify-write under an exclusive lock.
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: return MPI_FLOAT;
-    case DType::kDouble: return MPI_DOUBLE;
-    case DType::kInt8: case DType::kQInt8: return MPI_INT8_T;
-    case DType::kInt16: case DType::kQInt16: return MPI_INT16_T;
-    case DType::kInt32: case DType::kQInt32: return MPI_INT32_T;
-    case DType::kInt64: return MPI_INT64_T;
-    case DType::kUInt8: case DType::kQUInt8: return MPI_UINT8_T;
-    case DType::kUInt16: case DType::kQUInt16: return MPI_UINT16_T;
-    case DType::kUInt32: return MPI_UINT32_T;
-    case DType::kUInt64: return MPI_UINT64_T;
-    case DType::kComplex64: return MPI_C_FLOAT_COMPLEX;
-    case DType::kComplex128: return MPI_C_DOUBLE_COMPLEX;
-    case DType::kBool: return MPI_C_BOOL;
-    default: return MPI_DATATYPE_NULL;
+    case DType::kFloat:
+      return MPI_FLOAT;
+    case DType::kDouble:
+      return MPI_DOUBLE;
+    case DType::kInt8:
+    case DType::kQInt8:
+      return MPI_INT8_T;
+    case DType::kInt16:
+    case DType::kQInt16:
+      return MPI_INT16_T;
+    case DType::kInt32:
+    case DType::kQInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    case DType::kUInt8:
+    case DType::kQUInt8:
+      return MPI_UINT8_T;
+    case DType::kUInt16:
+    case DType::kQUInt16:
+      return MPI_UINT16_T;
+    case DType::kUInt32:
+      return MPI_UINT32_T;
+    case DType::kUInt64:
+      return MPI_UINT64_T;
+    case DType::kComplex64:
+      return MPI_C_FLOAT_COMPLEX;
+    case DType::kComplex128:
+      return MPI_C_DOUBLE_COMPLEX;
+    case DType::kBool:
+      return MPI_C_BOOL;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
@@ -100,10 +119,16 @@ class MpiStorage final : public internal::RemoteStorage {
  public:
   MpiStorage(std::shared_ptr<Shared> shared, std::string op_name, int owner, DType dtype,
              TensorShape shape, MPI_Win win)
-      : shared_(std::move(shared)), op_name_(std::move(op_name)), owner_(owner),
-        task_(shared_->task_names[static_cast<size_t>(owner)]), dtype_(dtype),
-        shape_(std::move(shape)), win_(win), type_(mpi_type(dtype)),
-        elements_(shape_.num_elements()), esize_(static_cast<int64_t>(dtype_size(dtype))),
+      : shared_(std::move(shared)),
+        op_name_(std::move(op_name)),
+        owner_(owner),
+        task_(shared_->task_names[static_cast<size_t>(owner)]),
+        dtype_(dtype),
+        shape_(std::move(shape)),
+        win_(win),
+        type_(mpi_type(dtype)),
+        elements_(shape_.num_elements()),
+        esize_(static_cast<int64_t>(dtype_size(dtype))),
         row_width_(shape_.rank() >= 1 ? shape_.tail(1).num_elements() : 1) {
     check_ = [this](int rc, const char* what) { check(rc, what); };
   }
@@ -205,8 +230,9 @@ class MpiStorage final : public internal::RemoteStorage {
       for (int64_t begin = 0; begin < elements_; begin += kChunk) {
         const int n = static_cast<int>(std::min(kChunk, elements_ - begin));
         const MPI_Aint off = kDataOffset + static_cast<MPI_Aint>(begin * esize_);
-        check(MPI_Get_accumulate(byte_at(d.raw_data(), begin), n, type_, byte_at(old.raw_data(), begin),
-                                 n, type_, owner_, off, n, type_, MPI_SUM, win_),
+        check(MPI_Get_accumulate(byte_at(d.raw_data(), begin), n, type_,
+                                 byte_at(old.raw_data(), begin), n, type_, owner_, off, n, type_,
+                                 MPI_SUM, win_),
               "MPI_Get_accumulate");
       }
       mark(e, /*initialize=*/false);
@@ -243,7 +269,8 @@ class MpiStorage final : public internal::RemoteStorage {
     for (size_t p = 0; p < rows.size(); ++p) {
       const auto j = std::lower_bound(unique.begin(), unique.end(), rows[p]) - unique.begin();
       local[p] = j;
-      if (first[static_cast<size_t>(j)] < 0) first[static_cast<size_t>(j)] = static_cast<int64_t>(p);
+      if (first[static_cast<size_t>(j)] < 0)
+        first[static_cast<size_t>(j)] = static_cast<int64_t>(p);
     }
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t u = static_cast<int64_t>(unique.size());
@@ -287,8 +314,8 @@ class MpiStorage final : public internal::RemoteStorage {
       std::lock_guard lock(shared_->mu);
       alive();
       Epoch e(win_, MPI_LOCK_SHARED, owner_, check_);
-      check(MPI_Accumulate(compact.raw_data(), static_cast<int>(u * row_width_), type_, owner_, 0, 1,
-                           rows_type, mpi_op, win_),
+      check(MPI_Accumulate(compact.raw_data(), static_cast<int>(u * row_width_), type_, owner_, 0,
+                           1, rows_type, mpi_op, win_),
             "MPI_Accumulate");
       mark(e, /*initialize=*/false);
       e.close();
@@ -320,12 +347,14 @@ class MpiStorage final : public internal::RemoteStorage {
       int64_t current = 0;
       int32_t current32 = 0;
       void* cur = dtype_ == DType::kInt32 ? static_cast<void*>(&current32) : &current;
-      check(MPI_Fetch_and_op(nullptr, cur, t, owner_, kDataOffset, MPI_NO_OP, win_), "MPI_Fetch_and_op");
+      check(MPI_Fetch_and_op(nullptr, cur, t, owner_, kDataOffset, MPI_NO_OP, win_),
+            "MPI_Fetch_and_op");
       e.flush();
       if (dtype_ == DType::kInt32) current = current32;
       if (current >= limit) {
         e.close();
-        throw OutOfRangeError("CountUpTo on \"" + op_name + "\": Reached limit of " + std::to_string(limit));
+        throw OutOfRangeError("CountUpTo on \"" + op_name + "\": Reached limit of " +
+                              std::to_string(limit));
       }
       int64_t next = current + 1, seen = 0;
       int32_t next32 = static_cast<int32_t>(next), seen32 = 0;
@@ -349,7 +378,8 @@ class MpiStorage final : public internal::RemoteStorage {
  private:
   [[noreturn]] void fail(int rc, const char* what) const {
     throw UnavailableError(std::string(what) + " on " + quoted(op_name_) + " held by " + task_ +
-                           " (rank " + std::to_string(owner_) + ") failed: " + mpi_error_string(rc));
+                           " (rank " + std::to_string(owner_) +
+                           ") failed: " + mpi_error_string(rc));
   }
   void check(int rc, const char* what) const {
     if (rc != MPI_SUCCESS) fail(rc, what);
@@ -385,8 +415,9 @@ class MpiStorage final : public internal::RemoteStorage {
       check(MPI_Fetch_and_op(&one, &ignored, MPI_INT64_T, owner_, kFlagOffset, MPI_REPLACE, win_),
             "MPI_Fetch_and_op");
     }
-    check(MPI_Accumulate(&one, 1, MPI_INT64_T, owner_, kVersionOffset, 1, MPI_INT64_T, MPI_SUM, win_),
-          "MPI_Accumulate");
+    check(
+        MPI_Accumulate(&one, 1, MPI_INT64_T, owner_, kVersionOffset, 1, MPI_INT64_T, MPI_SUM, win_),
+        "MPI_Accumulate");
   }
 
   void get_all(void* out) {
@@ -400,7 +431,8 @@ class MpiStorage final : public internal::RemoteStorage {
               "MPI_Get_accumulate");
       } else {
         const int bytes = static_cast<int>(n * esize_);
-        check(MPI_Get(byte_at(out, begin), bytes, MPI_BYTE, owner_, off, bytes, MPI_BYTE, win_), "MPI_Get");
+        check(MPI_Get(byte_at(out, begin), bytes, MPI_BYTE, owner_, off, bytes, MPI_BYTE, win_),
+              "MPI_Get");
       }
     }
   }
@@ -408,14 +440,16 @@ class MpiStorage final : public internal::RemoteStorage {
     for (int64_t begin = 0; begin < elements_; begin += kChunk) {
       const int bytes = static_cast<int>(std::min(kChunk, elements_ - begin) * esize_);
       const MPI_Aint off = kDataOffset + static_cast<MPI_Aint>(begin * esize_);
-      check(MPI_Put(byte_at(in, begin), bytes, MPI_BYTE, owner_, off, bytes, MPI_BYTE, win_), "MPI_Put");
+      check(MPI_Put(byte_at(in, begin), bytes, MPI_BYTE, owner_, off, bytes, MPI_BYTE, win_),
+            "MPI_Put");
     }
   }
   void accumulate_all(const void* in, MPI_Op op) {
     for (int64_t begin = 0; begin < elements_; begin += kChunk) {
       const int n = static_cast<int>(std::min(kChunk, elements_ - begin));
       const MPI_Aint off = kDataOffset + static_cast<MPI_Aint>(begin * esize_);
-      check(MPI_Accumulate(byte_at(in, begin), n, type_, owner_, off, n, type_, op, win_), "MPI_Accumulate");
+      check(MPI_Accumulate(byte_at(in, begin), n, type_, owner_, off, n, type_, op, win_),
+            "MPI_Accumulate");
     }
   }
 
@@ -439,13 +473,27 @@ class MpiStorage final : public internal::RemoteStorage {
   void apply_local(ScatterOp op, Tensor& compact, const Tensor& indices, const Tensor& updates) {
     const UpdateOptions o{.name = op_name_};
     switch (op) {
-      case ScatterOp::kUpdate: varstate::scatter_update(compact, indices, updates, o); break;
-      case ScatterOp::kAdd: varstate::scatter_add(compact, indices, updates, o); break;
-      case ScatterOp::kSub: varstate::scatter_sub(compact, indices, updates, o); break;
-      case ScatterOp::kMul: varstate::scatter_mul(compact, indices, updates, o); break;
-      case ScatterOp::kDiv: varstate::scatter_div(compact, indices, updates, o); break;
-      case ScatterOp::kMin: varstate::scatter_min(compact, indices, updates, o); break;
-      case ScatterOp::kMax: varstate::scatter_max(compact, indices, updates, o); break;
+      case ScatterOp::kUpdate:
+        varstate::scatter_update(compact, indices, updates, o);
+        break;
+      case ScatterOp::kAdd:
+        varstate::scatter_add(compact, indices, updates, o);
+        break;
+      case ScatterOp::kSub:
+        varstate::scatter_sub(compact, indices, updates, o);
+        break;
+      case ScatterOp::kMul:
+        varstate::scatter_mul(compact, indices, updates, o);
+        break;
+      case ScatterOp::kDiv:
+        varstate::scatter_div(compact, indices, updates, o);
+        break;
+      case ScatterOp::kMin:
+        varstate::scatter_min(compact, indices, updates, o);
+        break;
+      case ScatterOp::kMax:
+        varstate::scatter_max(compact, indices, updates, o);
+        break;
     }
   }
 
@@ -487,8 +535,9 @@ struct Cluster::Impl {
   ClusterSpec spec;
 
   [[noreturn]] void fail(int rc, const std::string& what) const {
-    throw AbortedError(what + " on " + (task_of_rank.empty() ? "rank " + std::to_string(rank)
-                                                              : shared->task_names[static_cast<size_t>(rank)]) +
+    throw AbortedError(what + " on " +
+                       (task_of_rank.empty() ? "rank " + std::to_string(rank)
+                                             : shared->task_names[static_cast<size_t>(rank)]) +
                        " failed: " + mpi_error_string(rc));
   }
   void check(int rc, const std::string& what) const {
@@ -518,8 +567,9 @@ struct Cluster::Impl {
     }
   }
 
-  std::shared_ptr<internal::RemoteStorage> make(const std::string& op_name, const std::string& placement,
-                                                DType dtype, const TensorShape& shape) {
+  std::shared_ptr<internal::RemoteStorage> make(const std::string& op_name,
+                                                const std::string& placement, DType dtype,
+                                                const TensorShape& shape) {
     const DeviceSpec spec_of = DeviceSpec::parse(placement);
     if (!spec_of.job) return nullptr;
     const std::string& job_name = *spec_of.job;
@@ -542,11 +592,13 @@ struct Cluster::Impl {
     }
     if (!shape.is_fully_defined()) {
       throw ValueError("variable " + quoted(op_name) + " on " + where +
-                       ": a variable on a cluster task needs a fully defined shape, got " + shape.to_string());
+                       ": a variable on a cluster task needs a fully defined shape, got " +
+                       shape.to_string());
     }
     const int64_t bytes = shape.num_elements() * static_cast<int64_t>(dtype_size(dtype));
     std::lock_guard lock(shared->mu);
-    if (!shared->alive) throw UnavailableError("variable " + quoted(op_name) + ": the Cluster has shut down");
+    if (!shared->alive)
+      throw UnavailableError("variable " + quoted(op_name) + ": the Cluster has shut down");
     void* base = nullptr;
     MPI_Win win = MPI_WIN_NULL;
     const MPI_Aint size_here = rank == owner ? kDataOffset + bytes : 0;
@@ -589,7 +641,8 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
   }
   if (provided < MPI_THREAD_SERIALIZED) {
     throw FailedPreconditionError(
-        "Cluster needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE; the MPI library provides level " +
+        "Cluster needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE; the MPI library provides "
+        "level " +
         std::to_string(provided));
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -636,9 +689,9 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
     const std::string d = m.describe();
     MPI_Comm_free(&m.shared->comm);
     if (m.owns_mpi) MPI_Finalize();
-    throw InvalidArgumentError("Cluster: the ClusterSpec has " + std::to_string(m.task_of_rank.size()) +
-                               " tasks (" + d + ") but the MPI job has " + std::to_string(m.size) +
-                               " ranks");
+    throw InvalidArgumentError("Cluster: the ClusterSpec has " +
+                               std::to_string(m.task_of_rank.size()) + " tasks (" + d +
+                               ") but the MPI job has " + std::to_string(m.size) + " ranks");
   }
   for (const auto& [job, t] : m.task_of_rank) {
     m.shared->task_names.push_back("/job:" + job + "/task:" + std::to_string(t));
@@ -653,9 +706,8 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
   }
   Impl* impl = impl_.get();
   internal::set_remote_storage_factory(
-      [impl](const std::string& op_name, const std::string& placement, DType dtype, const TensorShape& shape) {
-        return impl->make(op_name, placement, dtype, shape);
-      });
+      [impl](const std::string& op_name, const std::string& placement, DType dtype,
+             const TensorShape& shape) { return impl->make(op_name, placement, dtype, shape); });
 }
 
 Cluster::~Cluster() {
@@ -672,12 +724,15 @@ int Cluster::rank() const { return impl_->rank; }
 int Cluster::size() const { return impl_->size; }
 const std::string& Cluster::job_name() const { return impl_->job; }
 int Cluster::task_index() const { return impl_->task; }
-std::string Cluster::task_name() const { return impl_->shared->task_names[static_cast<size_t>(impl_->rank)]; }
+std::string Cluster::task_name() const {
+  return impl_->shared->task_names[static_cast<size_t>(impl_->rank)];
+}
 const std::vector<std::string>& Cluster::jobs() const { return impl_->jobs; }
 const ClusterSpec& Cluster::cluster_spec() const { return impl_->spec; }
 
 bool Cluster::is_chief() const {
-  if (impl_->ranks_of_job.count("worker")) return impl_->job == "worker" && impl_->task == impl_->tasks_of_job.at("worker")[0];
+  if (impl_->ranks_of_job.count("worker"))
+    return impl_->job == "worker" && impl_->task == impl_->tasks_of_job.at("worker")[0];
   return impl_->rank == 0;
 }
 
@@ -748,8 +803,9 @@ std::string ClusterAccess::broadcast(Cluster& cluster, const std::string& value,
   std::string out = m.rank == root ? value : std::string(static_cast<size_t>(size), '\0');
   {
     std::lock_guard lock(m.shared->mu);
-    m.check(MPI_Ibcast(out.data(), static_cast<int>(size), MPI_CHAR, root, m.shared->comm, &request),
-            "MPI_Ibcast");
+    m.check(
+        MPI_Ibcast(out.data(), static_cast<int>(size), MPI_CHAR, root, m.shared->comm, &request),
+        "MPI_Ibcast");
   }
   m.wait(request, "MPI_Ibcast");
   return out;

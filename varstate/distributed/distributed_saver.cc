@@ -17,14 +17,17 @@ using internal::ClusterAccess;
 
 TensorSlice slice_of(const SaveSliceInfo& info) {
   std::vector<TensorSlice::Extent> extents;
-  for (size_t d = 0; d < info.var_offset.size(); ++d) extents.push_back({info.var_offset[d], info.var_shape[d]});
+  for (size_t d = 0; d < info.var_offset.size(); ++d)
+    extents.push_back({info.var_offset[d], info.var_shape[d]});
   return TensorSlice(std::move(extents));
 }
 
 TensorView view_of(const Tensor& host) {
-  return TensorView{host.dtype(), host.shape().dims(),
-                    std::span<const std::byte>(static_cast<const std::byte*>(host.raw_data()), host.nbytes()),
-                    {}};
+  return TensorView{
+      host.dtype(),
+      host.shape().dims(),
+      std::span<const std::byte>(static_cast<const std::byte*>(host.raw_data()), host.nbytes()),
+      {}};
 }
 
 // The tasks whose flag is 0, e.g. "/job:ps/task:1, /job:worker/task:0".
@@ -51,15 +54,16 @@ struct DistributedSaver::Impl {
   Cluster* cluster = nullptr;
   DistributedSaverOptions options;
   FileSystem* fs = nullptr;
-  std::vector<Saver::Item> items;      // every variable's key and slice
-  std::vector<Saver::Item> writes;     // what this task writes
-  std::unique_ptr<Saver> restorer;     // over what this task restores
-  std::vector<std::string> last;       // recorded checkpoints (rank 0)
+  std::vector<Saver::Item> items;   // every variable's key and slice
+  std::vector<Saver::Item> writes;  // what this task writes
+  std::unique_ptr<Saver> restorer;  // over what this task restores
+  std::vector<std::string> last;    // recorded checkpoints (rank 0)
 
   void delete_checkpoint(const std::string& prefix) {
     // The index first: data files without an index are no checkpoint.
     std::vector<std::string> files{bundle_index_filename(prefix)};
-    for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????")) files.push_back(f);
+    for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????"))
+      files.push_back(f);
     for (const std::string& f : files) {
       try {
         if (fs->file_exists(f)) fs->delete_file(f);
@@ -96,8 +100,8 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
     if (owner == cluster.rank() || (owner < 0 && cluster.rank() == 0)) m.writes.push_back(item);
     if (owner == cluster.rank() || owner < 0) restores.push_back(item.variable);
   }
-  m.restorer = std::make_unique<Saver>(
-      SaverOptions{.var_list = restores, .allow_empty = true, .graph = &graph, .file_system = m.fs});
+  m.restorer = std::make_unique<Saver>(SaverOptions{
+      .var_list = restores, .allow_empty = true, .graph = &graph, .file_system = m.fs});
   m.options = std::move(options);
 }
 
@@ -109,7 +113,8 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
                                    const std::string& latest_filename) {
   Impl& m = *impl_;
   Cluster& cluster = *m.cluster;
-  const std::string prefix = global_step ? save_path + "-" + std::to_string(*global_step) : save_path;
+  const std::string prefix =
+      global_step ? save_path + "-" + std::to_string(*global_step) : save_path;
   // One temporary prefix for all tasks, picked by rank 0.
   const std::string temp =
       ClusterAccess::broadcast(cluster, cluster.rank() == 0 ? temp_prefix_for(prefix) : "", 0);
@@ -148,7 +153,8 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
     if (cluster.rank() == 0) m.remove_temp(temp);
     if (error) std::rethrow_exception(error);
     throw AbortedError("distributed save to " + quoted(prefix) + " failed on " +
-                       failed_tasks(cluster, written) + "; the previous checkpoint stays the latest");
+                       failed_tasks(cluster, written) +
+                       "; the previous checkpoint stays the latest");
   }
 
   // Rank 0 commits: the merged index, then the state file.
@@ -170,7 +176,8 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
           m.last.erase(m.last.begin());
         }
       }
-      update_checkpoint_state(dirname_of(prefix), prefix, m.last, latest_filename, {.file_system = m.fs});
+      update_checkpoint_state(dirname_of(prefix), prefix, m.last, latest_filename,
+                              {.file_system = m.fs});
       for (const std::string& old : to_delete) m.delete_checkpoint(old);
     } catch (const std::exception& e) {
       failure = e.what();

@@ -48,8 +48,8 @@ struct DistributedSaverOptions {
   std::optional<std::vector<Variable>> var_list = std::nullopt;
   // Recent checkpoints kept (0 keeps all).
   int max_to_keep = 5;
-  Graph* graph = nullptr;              // default: the thread's default graph
-  FileSystem* file_system = nullptr;   // default: default_file_system()
+  Graph* graph = nullptr;             // default: the thread's default graph
+  FileSystem* file_system = nullptr;  // default: default_file_system()
 };
 
 class DistributedSaver {

@@ -16,13 +16,25 @@ typedef struct CUstream_st* cudaStream_t;
 namespace varstate::kernels {
 
 // Dense element-wise updates: dst[i] = src[i], dst[i] += src[i], dst[i] -= src[i].
-enum class DenseUpdateOp { kAssign, kAdd, kSub };
+enum class DenseUpdateOp {
+  kAssign,
+  kAdd,
+  kSub
+};
 
 // Sparse row updates: table[indices[i], :] (op)= updates[i, :]. kUpdate
 // overwrites; the others combine the row with the update element-wise:
 // +, -, *, /, and min/max (table = u < t ? u : t, t < u ? u : t; not defined
 // for complex types). Integer +, -, * wrap around.
-enum class ScatterOp { kUpdate, kAdd, kSub, kMul, kDiv, kMin, kMax };
+enum class ScatterOp {
+  kUpdate,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMin,
+  kMax
+};
 
 // Element-wise binary ops. Arithmetic ops produce the input type; the
 // comparisons and logical ops produce bool.
@@ -31,14 +43,33 @@ enum class ScatterOp { kUpdate, kAdd, kSub, kMul, kDiv, kMin, kMax };
 //   kFloorMod  a - floor(a / b) * b: the result has the sign of b
 //   kPow       a ** b; integers by repeated squaring
 enum class BinaryOp {
-  kAdd, kSub, kMul, kDiv, kFloorDiv, kFloorMod, kPow, kMaximum, kMinimum,
-  kLess, kLessEqual, kGreater, kGreaterEqual, kEqual, kNotEqual,
-  kLogicalAnd, kLogicalOr, kLogicalXor,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kFloorMod,
+  kPow,
+  kMaximum,
+  kMinimum,
+  kLess,
+  kLessEqual,
+  kGreater,
+  kGreaterEqual,
+  kEqual,
+  kNotEqual,
+  kLogicalAnd,
+  kLogicalOr,
+  kLogicalXor,
 };
 
 // Element-wise unary ops. kAbs of a complex type gives its real magnitude;
 // kInvert is bitwise not on integers and logical not on bool.
-enum class UnaryOp { kNegative, kAbs, kInvert };
+enum class UnaryOp {
+  kNegative,
+  kAbs,
+  kInvert
+};
 
 // Failures a kernel reports through its error word (never by aborting).
 enum KernelError : int {
@@ -55,7 +86,13 @@ enum KernelError : int {
 //    output dimensions; a stride of 0 repeats an operand along that dim.
 struct BinaryGeometry {
   static constexpr int kMaxDims = 8;
-  enum Layout { kSame, kScalarA, kScalarB, kScalarBoth, kBroadcast };
+  enum Layout {
+    kSame,
+    kScalarA,
+    kScalarB,
+    kScalarBoth,
+    kBroadcast
+  };
   Layout layout = kSame;
   int64_t n = 0;
   int rank = 0;

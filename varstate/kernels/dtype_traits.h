@@ -17,9 +17,8 @@ namespace varstate::kernels {
 template <typename T, typename = void>
 inline constexpr bool kIsComplex = false;
 template <typename T>
-inline constexpr bool kIsComplex<
-    T, std::void_t<decltype(std::declval<const T&>().real()),
-                   decltype(std::declval<const T&>().imag())>> = true;
+inline constexpr bool kIsComplex<T, std::void_t<decltype(std::declval<const T&>().real()),
+                                                decltype(std::declval<const T&>().imag())>> = true;
 
 // 16-bit floating-point storage types.
 template <typename T>

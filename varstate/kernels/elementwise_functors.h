@@ -43,8 +43,10 @@ constexpr bool binary_op_supports(BinaryOp op) {
   switch (op) {
     case BinaryOp::kAdd:
     case BinaryOp::kSub:
-    case BinaryOp::kMul: return kIsNumeric<T>;
-    case BinaryOp::kDiv: return kIsFloating<T> || kIsComplex<T>;
+    case BinaryOp::kMul:
+      return kIsNumeric<T>;
+    case BinaryOp::kDiv:
+      return kIsFloating<T> || kIsComplex<T>;
     case BinaryOp::kFloorDiv:
     case BinaryOp::kFloorMod:
     case BinaryOp::kMaximum:
@@ -52,14 +54,17 @@ constexpr bool binary_op_supports(BinaryOp op) {
     case BinaryOp::kLess:
     case BinaryOp::kLessEqual:
     case BinaryOp::kGreater:
-    case BinaryOp::kGreaterEqual: return kIsReal<T>;
+    case BinaryOp::kGreaterEqual:
+      return kIsReal<T>;
     case BinaryOp::kPow:
       return kIsFloating<T> || kIsComplex<T> || (kIsInteger<T> && std::is_signed_v<T>);
     case BinaryOp::kEqual:
-    case BinaryOp::kNotEqual: return kIsNumeric<T> || std::is_same_v<T, bool>;
+    case BinaryOp::kNotEqual:
+      return kIsNumeric<T> || std::is_same_v<T, bool>;
     case BinaryOp::kLogicalAnd:
     case BinaryOp::kLogicalOr:
-    case BinaryOp::kLogicalXor: return std::is_same_v<T, bool>;
+    case BinaryOp::kLogicalXor:
+      return std::is_same_v<T, bool>;
   }
   return false;
 }
@@ -70,9 +75,8 @@ constexpr bool binary_op_is_predicate(BinaryOp op) { return op >= BinaryOp::kLes
 // True when the op can report a KernelError for storage type T.
 template <typename T>
 constexpr bool binary_op_can_fail(BinaryOp op) {
-  return kIsInteger<T> &&
-         (op == BinaryOp::kFloorDiv || op == BinaryOp::kFloorMod ||
-          (op == BinaryOp::kPow && std::is_signed_v<T>));
+  return kIsInteger<T> && (op == BinaryOp::kFloorDiv || op == BinaryOp::kFloorMod ||
+                           (op == BinaryOp::kPow && std::is_signed_v<T>));
 }
 
 template <typename T>
@@ -81,7 +85,8 @@ constexpr bool unary_op_supports(UnaryOp op) {
     case UnaryOp::kNegative:
     case UnaryOp::kAbs:
       return kIsFloating<T> || kIsComplex<T> || (kIsInteger<T> && std::is_signed_v<T>);
-    case UnaryOp::kInvert: return kIsInteger<T> || std::is_same_v<T, bool>;
+    case UnaryOp::kInvert:
+      return kIsInteger<T> || std::is_same_v<T, bool>;
   }
   return false;
 }
@@ -130,14 +135,16 @@ VARSTATE_HD void report(int* err, int code) {
 template <typename C>
 inline constexpr bool kWrapsAround = std::is_integral_v<C> && !std::is_same_v<C, bool>;
 template <typename C>
-using WrapType = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned,
-                                    std::make_unsigned_t<std::conditional_t<kWrapsAround<C>, C, int>>>;
+using WrapType =
+    std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned,
+                       std::make_unsigned_t<std::conditional_t<kWrapsAround<C>, C, int>>>;
 
 // ---------------------------------------------------------------------------
 // Binary functors: C operator()(C a, C b, int* err) (bool for predicates).
 
 struct AddFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+  template <typename C>
+  VARSTATE_HD C operator()(C a, C b, int*) const {
     if constexpr (kWrapsAround<C>) {
       return C(WrapType<C>(a) + WrapType<C>(b));
     } else {
@@ -146,7 +153,8 @@ struct AddFn {
   }
 };
 struct SubFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+  template <typename C>
+  VARSTATE_HD C operator()(C a, C b, int*) const {
     if constexpr (kWrapsAround<C>) {
       return C(WrapType<C>(a) - WrapType<C>(b));
     } else {
@@ -155,7 +163,8 @@ struct SubFn {
   }
 };
 struct MulFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+  template <typename C>
+  VARSTATE_HD C operator()(C a, C b, int*) const {
     if constexpr (kWrapsAround<C>) {
       return C(WrapType<C>(a) * WrapType<C>(b));
     } else {
@@ -164,7 +173,10 @@ struct MulFn {
   }
 };
 struct DivFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const { return C(a / b); }
+  template <typename C>
+  VARSTATE_HD C operator()(C a, C b, int*) const {
+    return C(a / b);
+  }
 };
 
 struct FloorDivFn {
@@ -240,33 +252,53 @@ struct PowFn {
 
 // NaN-propagating, as TensorFlow's Maximum/Minimum.
 struct MaximumFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+  template <typename C>
+  VARSTATE_HD C operator()(C a, C b, int*) const {
     return (a != a || a > b) ? a : b;
   }
 };
 struct MinimumFn {
-  template <typename C> VARSTATE_HD C operator()(C a, C b, int*) const {
+  template <typename C>
+  VARSTATE_HD C operator()(C a, C b, int*) const {
     return (a != a || a < b) ? a : b;
   }
 };
 
 struct LessFn {
-  template <typename C> VARSTATE_HD bool operator()(C a, C b, int*) const { return a < b; }
+  template <typename C>
+  VARSTATE_HD bool operator()(C a, C b, int*) const {
+    return a < b;
+  }
 };
 struct LessEqualFn {
-  template <typename C> VARSTATE_HD bool operator()(C a, C b, int*) const { return a <= b; }
+  template <typename C>
+  VARSTATE_HD bool operator()(C a, C b, int*) const {
+    return a <= b;
+  }
 };
 struct GreaterFn {
-  template <typename C> VARSTATE_HD bool operator()(C a, C b, int*) const { return a > b; }
+  template <typename C>
+  VARSTATE_HD bool operator()(C a, C b, int*) const {
+    return a > b;
+  }
 };
 struct GreaterEqualFn {
-  template <typename C> VARSTATE_HD bool operator()(C a, C b, int*) const { return a >= b; }
+  template <typename C>
+  VARSTATE_HD bool operator()(C a, C b, int*) const {
+    return a >= b;
+  }
 };
 struct EqualFn {
-  template <typename C> VARSTATE_HD bool operator()(C a, C b, int*) const { return a == b; }
+  template <typename C>
+  VARSTATE_HD bool operator()(C a, C b, int*) const {
+    return a == b;
+  }
 };
 struct NotEqualFn {
-  template <typename C> VARSTATE_HD bool operator()(C a, C b, int*) const { return a != b; }
+  template <typename C>
+  VARSTATE_HD bool operator()(C a, C b, int*) const {
+    return a != b;
+  }
 };
 struct LogicalAndFn {
   VARSTATE_HD bool operator()(bool a, bool b, int*) const { return a && b; }
@@ -282,27 +314,34 @@ struct LogicalXorFn {
 template <typename Fn>
 decltype(auto) with_binary_functor(BinaryOp op, Fn&& fn) {
   switch (op) {
-    case BinaryOp::kAdd: return fn(AddFn{}, std::integral_constant<BinaryOp, BinaryOp::kAdd>{});
-    case BinaryOp::kSub: return fn(SubFn{}, std::integral_constant<BinaryOp, BinaryOp::kSub>{});
-    case BinaryOp::kMul: return fn(MulFn{}, std::integral_constant<BinaryOp, BinaryOp::kMul>{});
-    case BinaryOp::kDiv: return fn(DivFn{}, std::integral_constant<BinaryOp, BinaryOp::kDiv>{});
+    case BinaryOp::kAdd:
+      return fn(AddFn{}, std::integral_constant<BinaryOp, BinaryOp::kAdd>{});
+    case BinaryOp::kSub:
+      return fn(SubFn{}, std::integral_constant<BinaryOp, BinaryOp::kSub>{});
+    case BinaryOp::kMul:
+      return fn(MulFn{}, std::integral_constant<BinaryOp, BinaryOp::kMul>{});
+    case BinaryOp::kDiv:
+      return fn(DivFn{}, std::integral_constant<BinaryOp, BinaryOp::kDiv>{});
     case BinaryOp::kFloorDiv:
       return fn(FloorDivFn{}, std::integral_constant<BinaryOp, BinaryOp::kFloorDiv>{});
     case BinaryOp::kFloorMod:
       return fn(FloorModFn{}, std::integral_constant<BinaryOp, BinaryOp::kFloorMod>{});
-    case BinaryOp::kPow: return fn(PowFn{}, std::integral_constant<BinaryOp, BinaryOp::kPow>{});
+    case BinaryOp::kPow:
+      return fn(PowFn{}, std::integral_constant<BinaryOp, BinaryOp::kPow>{});
     case BinaryOp::kMaximum:
       return fn(MaximumFn{}, std::integral_constant<BinaryOp, BinaryOp::kMaximum>{});
     case BinaryOp::kMinimum:
       return fn(MinimumFn{}, std::integral_constant<BinaryOp, BinaryOp::kMinimum>{});
-    case BinaryOp::kLess: return fn(LessFn{}, std::integral_constant<BinaryOp, BinaryOp::kLess>{});
+    case BinaryOp::kLess:
+      return fn(LessFn{}, std::integral_constant<BinaryOp, BinaryOp::kLess>{});
     case BinaryOp::kLessEqual:
       return fn(LessEqualFn{}, std::integral_constant<BinaryOp, BinaryOp::kLessEqual>{});
     case BinaryOp::kGreater:
       return fn(GreaterFn{}, std::integral_constant<BinaryOp, BinaryOp::kGreater>{});
     case BinaryOp::kGreaterEqual:
       return fn(GreaterEqualFn{}, std::integral_constant<BinaryOp, BinaryOp::kGreaterEqual>{});
-    case BinaryOp::kEqual: return fn(EqualFn{}, std::integral_constant<BinaryOp, BinaryOp::kEqual>{});
+    case BinaryOp::kEqual:
+      return fn(EqualFn{}, std::integral_constant<BinaryOp, BinaryOp::kEqual>{});
     case BinaryOp::kNotEqual:
       return fn(NotEqualFn{}, std::integral_constant<BinaryOp, BinaryOp::kNotEqual>{});
     case BinaryOp::kLogicalAnd:
@@ -319,7 +358,8 @@ decltype(auto) with_binary_functor(BinaryOp op, Fn&& fn) {
 // Unary functors.
 
 struct NegativeFn {
-  template <typename C> VARSTATE_HD C operator()(C a) const {
+  template <typename C>
+  VARSTATE_HD C operator()(C a) const {
     if constexpr (kWrapsAround<C>) {
       return C(WrapType<C>(0) - WrapType<C>(a));  // -MIN wraps to MIN
     } else {
@@ -359,8 +399,7 @@ struct InvertFn {
 
 #if defined(__CUDACC__)
 template <typename C>
-inline constexpr bool kIsDeviceHalf =
-    std::is_same_v<C, __half> || std::is_same_v<C, __nv_bfloat16>;
+inline constexpr bool kIsDeviceHalf = std::is_same_v<C, __half> || std::is_same_v<C, __nv_bfloat16>;
 #else
 template <typename C>
 inline constexpr bool kIsDeviceHalf = false;
@@ -370,8 +409,10 @@ inline constexpr bool kIsDeviceHalf = false;
 template <typename C>
 VARSTATE_HD float device_half_to_float(C x) {
 #if defined(__CUDACC__)
-  if constexpr (std::is_same_v<C, __half>) return __half2float(x);
-  else return __bfloat162float(x);
+  if constexpr (std::is_same_v<C, __half>)
+    return __half2float(x);
+  else
+    return __bfloat162float(x);
 #else
   return static_cast<float>(x);
 #endif
@@ -379,8 +420,10 @@ VARSTATE_HD float device_half_to_float(C x) {
 template <typename C>
 VARSTATE_HD C device_half_from_float(float x) {
 #if defined(__CUDACC__)
-  if constexpr (std::is_same_v<C, __half>) return __float2half_rn(x);
-  else return __float2bfloat16_rn(x);
+  if constexpr (std::is_same_v<C, __half>)
+    return __float2half_rn(x);
+  else
+    return __float2bfloat16_rn(x);
 #else
   return C(x);
 #endif

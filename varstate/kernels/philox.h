@@ -132,7 +132,7 @@ VARSTATE_HOST_DEVICE uint16_t half_bits(float x) {
     return static_cast<uint16_t>(sign | h);
   }
   if (a < 0x33000000u) return static_cast<uint16_t>(sign);  // below half of 2^-24
-  const uint32_t shift = 126u - (a >> 23);                    // subnormal half
+  const uint32_t shift = 126u - (a >> 23);                  // subnormal half
   const uint32_t mantissa = (a & 0x7fffffu) | 0x800000u;
   uint32_t h = mantissa >> shift;
   const uint32_t rest = mantissa & ((1u << shift) - 1u);
@@ -188,8 +188,8 @@ VARSTATE_HOST_DEVICE void box_muller(uint32_t x0, uint32_t x1, float* f0, float*
 }
 
 // Box-Muller on two word pairs, as TensorFlow's BoxMullerDouble.
-VARSTATE_HOST_DEVICE void box_muller(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3,
-                                     double* d0, double* d1) {
+VARSTATE_HOST_DEVICE void box_muller(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3, double* d0,
+                                     double* d1) {
   constexpr double kTwoPi = 0x1.921fb54442d18p+2;
   double u1 = uniform_double(x0, x1);
   if (u1 < 1.0e-7) u1 = 1.0e-7;

@@ -35,19 +35,22 @@ namespace varstate::kernels::rng {
 
 // How a storage type computes: Compute is the arithmetic type, Bits what is
 // stored (the raw 16 bits for half/bfloat16).
-template <typename T> struct Arith {
+template <typename T>
+struct Arith {
   using Compute = T;
   using Bits = T;
   static VARSTATE_HOST_DEVICE Compute round(Compute x) { return x; }
   static VARSTATE_HOST_DEVICE Bits store(Compute x) { return x; }
 };
-template <> struct Arith<half> {
+template <>
+struct Arith<half> {
   using Compute = float;
   using Bits = uint16_t;
   static VARSTATE_HOST_DEVICE float round(float x) { return half_value(half_bits(x)); }
   static VARSTATE_HOST_DEVICE uint16_t store(float x) { return half_bits(x); }
 };
-template <> struct Arith<bfloat16> {
+template <>
+struct Arith<bfloat16> {
   using Compute = float;
   using Bits = uint16_t;
   static VARSTATE_HOST_DEVICE float round(float x) { return bfloat16_value(bfloat16_bits(x)); }

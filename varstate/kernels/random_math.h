@@ -132,8 +132,7 @@ VARSTATE_HOST_DEVICE float portable_log(float x) {
 
 VARSTATE_HOST_DEVICE double portable_log(double x) {
   const uint64_t ix = double_bits(x);
-  const int64_t e =
-      static_cast<int64_t>(ix - 0x3fe6a09e667f3bcdull) >> 52;  // sqrt(1/2)
+  const int64_t e = static_cast<int64_t>(ix - 0x3fe6a09e667f3bcdull) >> 52;  // sqrt(1/2)
   const double m = bits_double(ix - (static_cast<uint64_t>(e) << 52));
   const double f = sub_rn(m, 1.0);
   const double s = div_rn(f, add_rn(2.0, f));
@@ -177,8 +176,8 @@ VARSTATE_HOST_DEVICE void portable_sincos(float x, float* sin_x, float* cos_x) {
   const float z = mul_rn(r, r);
   const float z_lo = fma_rn(r, r, -z);
   float ps = fma_rn(z, 0x1.71de3ap-19f, -0x1.a01a02p-13f);  // 1/9!, -1/7!
-  ps = fma_rn(z, ps, 0x1.111112p-7f);                      // 1/5!
-  ps = fma_rn(z, ps, -0x1.555556p-3f);                     // -1/3!
+  ps = fma_rn(z, ps, 0x1.111112p-7f);                       // 1/5!
+  ps = fma_rn(z, ps, -0x1.555556p-3f);                      // -1/3!
   // sin(r + r_lo) = r + r^3 ps(r^2) + r_lo cos(r), cos(r) ~ 1 - r^2/2.
   const float s = add_rn(r, fma_rn(mul_rn(r, z), ps, fma_rn(mul_rn(-0.5f, z), r_lo, r_lo)));
   float pc = fma_rn(z, -0x1.27e4fcp-22f, 0x1.a01a02p-16f);  // -1/10!, 1/8!

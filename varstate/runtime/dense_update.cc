@@ -16,9 +16,12 @@ using kernels::DenseUpdateOp;
 
 const char* op_name(DenseUpdateOp op) {
   switch (op) {
-    case DenseUpdateOp::kAssign: return "Assign";
-    case DenseUpdateOp::kAdd: return "AssignAdd";
-    case DenseUpdateOp::kSub: return "AssignSub";
+    case DenseUpdateOp::kAssign:
+      return "Assign";
+    case DenseUpdateOp::kAdd:
+      return "AssignAdd";
+    case DenseUpdateOp::kSub:
+      return "AssignSub";
   }
   return "DenseUpdate";
 }
@@ -82,7 +85,8 @@ void dense_update(DenseUpdateOp op, Tensor& target, const Tensor& value, std::st
       for (int64_t i = 0; i < out.num_elements(); ++i) dst[i] = src[scalar ? 0 : i];
       return 0;
     });
-    if (!target.on_cpu()) copy_bytes(target.device(), target.raw_data(), out.device(), out.raw_data(), out.nbytes());
+    if (!target.on_cpu())
+      copy_bytes(target.device(), target.raw_data(), out.device(), out.raw_data(), out.nbytes());
     return;
   }
   dispatch_numeric(target.dtype(), subject(op, name), [&](auto tag) {

@@ -26,8 +26,8 @@ std::vector<int64_t> host_indices(const Tensor& t) {
 }
 
 Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) {
-  TensorShape shape = TensorShape({static_cast<int64_t>(positions.size())})
-                          .concatenate(values.shape().tail(1));
+  TensorShape shape =
+      TensorShape({static_cast<int64_t>(positions.size())}).concatenate(values.shape().tail(1));
   Device& device = values.device();
   Tensor out(values.dtype(), shape, device);
   const int64_t rows = values.shape().dim(0);
@@ -37,7 +37,8 @@ Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) 
     const auto* src = static_cast<const std::string*>(values.raw_data());
     auto* dst = static_cast<std::string*>(out.raw_data());
     for (size_t i = 0; i < positions.size(); ++i) {
-      std::copy_n(src + positions[i] * row_elems, row_elems, dst + static_cast<int64_t>(i) * row_elems);
+      std::copy_n(src + positions[i] * row_elems, row_elems,
+                  dst + static_cast<int64_t>(i) * row_elems);
     }
     return out;
   }
@@ -74,8 +75,8 @@ std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows, const 
   std::vector<int64_t> idx = internal::host_indices(indices);
   for (size_t i = 0; i < idx.size(); ++i) {
     if (idx[i] < 0 || idx[i] >= rows) {
-      throw InvalidArgumentError(who + ": indices[" + std::to_string(i) + "] = " +
-                                 std::to_string(idx[i]) + " is not in [0, " +
+      throw InvalidArgumentError(who + ": indices[" + std::to_string(i) +
+                                 "] = " + std::to_string(idx[i]) + " is not in [0, " +
                                  std::to_string(rows) + ")");
     }
   }
@@ -148,8 +149,8 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
     const int64_t row_bytes =
         row_shape.num_elements() * static_cast<int64_t>(dtype_size(params.dtype()));
     kernels::cpu::gather_rows_parts<int64_t>(bases.data(), offsets.data(),
-                                             static_cast<int>(num_parts), row_bytes, idx.data(),
-                                             n, out.raw_data());
+                                             static_cast<int>(num_parts), row_bytes, idx.data(), n,
+                                             out.raw_data());
     return out;
   }
   // Route each index to the part holding its row; each part gathers its own
@@ -158,7 +159,8 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   for (size_t i = 0; i < idx.size(); ++i) {
     const size_t k = static_cast<size_t>(
         std::upper_bound(offsets.begin() + 1, offsets.begin() + static_cast<long>(num_parts),
-                         idx[i]) - (offsets.begin() + 1));
+                         idx[i]) -
+        (offsets.begin() + 1));
     local[k].push_back(idx[i] - offsets[k]);
     positions[k].push_back(static_cast<int64_t>(i));
   }

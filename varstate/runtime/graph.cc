@@ -33,7 +33,8 @@ std::string Graph::name_scope() const {
 
 std::string Graph::unique_name(std::string_view name, bool mark_as_used) {
   std::lock_guard lock(mu_);
-  std::string base = (scope_stack_.empty() ? std::string() : scope_stack_.back()) + std::string(name);
+  std::string base =
+      (scope_stack_.empty() ? std::string() : scope_stack_.back()) + std::string(name);
   std::string key = lower(base);
   auto it = used_names_.find(key);
   if (it == used_names_.end()) {
@@ -100,7 +101,8 @@ std::vector<Variable> Graph::get_collection_variables(const std::string& key,
   for (const std::any& item : get_collection(key)) {
     const auto* v = std::any_cast<Variable>(&item);
     if (!v) continue;
-    if (filter && !std::regex_search(v->name(), *filter, std::regex_constants::match_continuous)) continue;
+    if (filter && !std::regex_search(v->name(), *filter, std::regex_constants::match_continuous))
+      continue;
     out.push_back(*v);
   }
   return out;

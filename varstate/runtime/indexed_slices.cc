@@ -14,12 +14,13 @@ namespace {
 
 bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
 
-
 }  // namespace
 
 IndexedSlices::IndexedSlices(const Tensor& values, const Tensor& indices,
                              std::optional<Tensor> dense_shape, std::string name)
-    : values_(values), indices_(indices), dense_shape_(std::move(dense_shape)),
+    : values_(values),
+      indices_(indices),
+      dense_shape_(std::move(dense_shape)),
       name_(std::move(name)) {
   const std::string who = "IndexedSlices" + (name_.empty() ? "" : " " + quoted(name_));
   if (!values_.valid()) throw InvalidArgumentError(who + ": values is an empty tensor handle");
@@ -30,19 +31,21 @@ IndexedSlices::IndexedSlices(const Tensor& values, const Tensor& indices,
   }
   if (values_.rank() < 1 || indices_.rank() != 1 ||
       indices_.shape().dim(0) != values_.shape().dim(0)) {
-    throw InvalidArgumentError(who + ": indices must be a vector with one entry per row of "
-                               "values; indices shape " + indices_.shape().to_string() +
-                               ", values shape " + values_.shape().to_string());
+    throw InvalidArgumentError(who +
+                               ": indices must be a vector with one entry per row of "
+                               "values; indices shape " +
+                               indices_.shape().to_string() + ", values shape " +
+                               values_.shape().to_string());
   }
   if (dense_shape_) {
     if (!dense_shape_->valid() || !is_index_dtype(dense_shape_->dtype())) {
       throw TypeError(who + ": dense_shape must be an int32 or int64 tensor");
     }
     if (dense_shape_->rank() != 1 || dense_shape_->num_elements() != values_.rank()) {
-      throw InvalidArgumentError(who + ": dense_shape " + dense_shape_->to_string() +
-                                 " must be a vector of rank(values) = " +
-                                 std::to_string(values_.rank()) + " dimensions; values shape " +
-                                 values_.shape().to_string());
+      throw InvalidArgumentError(
+          who + ": dense_shape " + dense_shape_->to_string() +
+          " must be a vector of rank(values) = " + std::to_string(values_.rank()) +
+          " dimensions; values shape " + values_.shape().to_string());
     }
     TensorShape dense = dense_tensor_shape();
     if (dense.tail(1) != values_.shape().tail(1)) {
@@ -64,8 +67,8 @@ TensorShape IndexedSlices::dense_tensor_shape() const {
 
 Tensor IndexedSlices::to_dense() const {
   if (!dtype_is_numeric(dtype())) {
-    throw TypeError("IndexedSlices::to_dense: values of dtype " +
-                    std::string(dtype_name(dtype())) + " cannot be summed");
+    throw TypeError("IndexedSlices::to_dense: values of dtype " + std::string(dtype_name(dtype())) +
+                    " cannot be summed");
   }
   Tensor dense = Tensor::zeros(dtype(), dense_tensor_shape(), device());
   scatter_add(dense, indices_, values_,
@@ -74,8 +77,8 @@ Tensor IndexedSlices::to_dense() const {
 }
 
 std::string IndexedSlices::to_string() const {
-  std::string s = "IndexedSlices(indices=" + indices_.to_string() +
-                  ", values=" + values_.to_string();
+  std::string s =
+      "IndexedSlices(indices=" + indices_.to_string() + ", values=" + values_.to_string();
   if (dense_shape_) s += ", dense_shape=" + dense_shape_->to_string();
   return s + ")";
 }
@@ -105,7 +108,8 @@ IndexedSlices sparse_mask(const IndexedSlices& a, const Tensor& mask_indices,
                                mask_indices.shape().to_string());
   }
   const std::vector<int64_t> indices = internal::host_indices(a.indices());
-  const std::vector<int64_t> mask = internal::host_indices(mask_indices.reshaped({mask_indices.num_elements()}));
+  const std::vector<int64_t> mask =
+      internal::host_indices(mask_indices.reshaped({mask_indices.num_elements()}));
   const std::unordered_set<int64_t> masked(mask.begin(), mask.end());
   std::vector<int64_t> kept_positions;
   std::vector<int64_t> kept_indices;
@@ -116,8 +120,8 @@ IndexedSlices sparse_mask(const IndexedSlices& a, const Tensor& mask_indices,
   }
   Tensor out_indices = Tensor::from_vector<int64_t>(kept_indices);
   if (a.indices().dtype() == DType::kInt32) out_indices = out_indices.cast(DType::kInt32);
-  return IndexedSlices(internal::gather_rows(a.values(), kept_positions), out_indices.to(a.device()),
-                       a.dense_shape(), std::string(name));
+  return IndexedSlices(internal::gather_rows(a.values(), kept_positions),
+                       out_indices.to(a.device()), a.dense_shape(), std::string(name));
 }
 
 }  // namespace varstate

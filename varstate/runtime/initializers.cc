@@ -86,8 +86,8 @@ Tensor normal(RandomDistribution distribution, const char* what, const TensorSha
   Tensor sd = internal::scalar_param(Tensor(stddev), dtype, what, "stddev");
   const bool truncated = distribution == RandomDistribution::kTruncatedNormal;
   return generate(distribution, truncated ? "truncated_normal" : "random_normal",
-                  truncated ? "TruncatedNormal" : "RandomStandardNormal", shape, dtype, seeds,
-                  mean, sd, p);
+                  truncated ? "TruncatedNormal" : "RandomStandardNormal", shape, dtype, seeds, mean,
+                  sd, p);
 }
 
 // A typed value converted to `dtype`: literals as tf.constant converts them,
@@ -193,8 +193,8 @@ Initializer normal_family(RandomDistribution distribution, const char* what,
     Tensor s = internal::scalar_param(stddev, dtype, what, "stddev");
     const bool truncated = distribution == RandomDistribution::kTruncatedNormal;
     return generate(distribution, truncated ? "truncated_normal" : "random_normal",
-                    truncated ? "TruncatedNormal" : "RandomStandardNormal", shape, dtype, seeds,
-                    m, s, p);
+                    truncated ? "TruncatedNormal" : "RandomStandardNormal", shape, dtype, seeds, m,
+                    s, p);
   });
 }
 
@@ -264,7 +264,9 @@ Initializer variance_scaling_initializer(const VarianceScalingOptions& o) {
   return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
     internal::check_float_dtype(dtype, what);
     const Fans fans = compute_fans(scale_shape(shape, p));
-    double n = mode == "fan_in" ? fans.in : mode == "fan_out" ? fans.out : (fans.in + fans.out) / 2.0;
+    double n = mode == "fan_in"    ? fans.in
+               : mode == "fan_out" ? fans.out
+                                   : (fans.in + fans.out) / 2.0;
     const double s = scale / std::max(1.0, n);
     const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
     if (distribution == "uniform") return uniform(what, shape, dtype, seeds, std::sqrt(3.0 * s), p);
@@ -278,13 +280,18 @@ Initializer variance_scaling_initializer(const VarianceScalingOptions& o) {
 }
 
 Initializer glorot_uniform_initializer(const GlorotOptions& o) {
-  return variance_scaling_initializer(
-      {.scale = 1.0, .mode = "fan_avg", .distribution = "uniform", .seed = o.seed, .dtype = o.dtype});
+  return variance_scaling_initializer({.scale = 1.0,
+                                       .mode = "fan_avg",
+                                       .distribution = "uniform",
+                                       .seed = o.seed,
+                                       .dtype = o.dtype});
 }
 
 Initializer glorot_normal_initializer(const GlorotOptions& o) {
-  return variance_scaling_initializer({.scale = 1.0, .mode = "fan_avg",
-                                       .distribution = "truncated_normal", .seed = o.seed,
+  return variance_scaling_initializer({.scale = 1.0,
+                                       .mode = "fan_avg",
+                                       .distribution = "truncated_normal",
+                                       .seed = o.seed,
                                        .dtype = o.dtype});
 }
 

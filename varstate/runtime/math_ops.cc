@@ -27,33 +27,54 @@ std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
 // TensorFlow's op names, for messages.
 const char* op_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd: return "Add";
-    case BinaryOp::kSub: return "Sub";
-    case BinaryOp::kMul: return "Mul";
-    case BinaryOp::kDiv: return "RealDiv";
-    case BinaryOp::kFloorDiv: return "FloorDiv";
-    case BinaryOp::kFloorMod: return "FloorMod";
-    case BinaryOp::kPow: return "Pow";
-    case BinaryOp::kMaximum: return "Maximum";
-    case BinaryOp::kMinimum: return "Minimum";
-    case BinaryOp::kLess: return "Less";
-    case BinaryOp::kLessEqual: return "LessEqual";
-    case BinaryOp::kGreater: return "Greater";
-    case BinaryOp::kGreaterEqual: return "GreaterEqual";
-    case BinaryOp::kEqual: return "Equal";
-    case BinaryOp::kNotEqual: return "NotEqual";
-    case BinaryOp::kLogicalAnd: return "LogicalAnd";
-    case BinaryOp::kLogicalOr: return "LogicalOr";
-    case BinaryOp::kLogicalXor: return "LogicalXor";
+    case BinaryOp::kAdd:
+      return "Add";
+    case BinaryOp::kSub:
+      return "Sub";
+    case BinaryOp::kMul:
+      return "Mul";
+    case BinaryOp::kDiv:
+      return "RealDiv";
+    case BinaryOp::kFloorDiv:
+      return "FloorDiv";
+    case BinaryOp::kFloorMod:
+      return "FloorMod";
+    case BinaryOp::kPow:
+      return "Pow";
+    case BinaryOp::kMaximum:
+      return "Maximum";
+    case BinaryOp::kMinimum:
+      return "Minimum";
+    case BinaryOp::kLess:
+      return "Less";
+    case BinaryOp::kLessEqual:
+      return "LessEqual";
+    case BinaryOp::kGreater:
+      return "Greater";
+    case BinaryOp::kGreaterEqual:
+      return "GreaterEqual";
+    case BinaryOp::kEqual:
+      return "Equal";
+    case BinaryOp::kNotEqual:
+      return "NotEqual";
+    case BinaryOp::kLogicalAnd:
+      return "LogicalAnd";
+    case BinaryOp::kLogicalOr:
+      return "LogicalOr";
+    case BinaryOp::kLogicalXor:
+      return "LogicalXor";
   }
   return "BinaryOp";
 }
 
 const char* op_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::kNegative: return "Neg";
-    case UnaryOp::kAbs: return "Abs";
-    case UnaryOp::kInvert: return "Invert";
+    case UnaryOp::kNegative:
+      return "Neg";
+    case UnaryOp::kAbs:
+      return "Abs";
+    case UnaryOp::kInvert:
+      return "Invert";
   }
   return "UnaryOp";
 }
@@ -65,11 +86,14 @@ template <typename Fn>
 decltype(auto) dispatch_kernel_type(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
 #define VARSTATE_CASE(E, T) \
-  case DType::E: return fn(T{});
+  case DType::E:            \
+    return fn(T{});
     VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(VARSTATE_CASE)
 #undef VARSTATE_CASE
-    case DType::kBool: return fn(bool{});
-    default: throw_unsupported_dtype(dtype, what);
+    case DType::kBool:
+      return fn(bool{});
+    default:
+      throw_unsupported_dtype(dtype, what);
   }
 }
 
@@ -79,20 +103,19 @@ bool kernel_type_exists(DType dtype) {
 
 bool supports(BinaryOp op, DType dtype) {
   if (!kernel_type_exists(dtype)) return false;
-  return dispatch_kernel_type(dtype, op_name(op), [&](auto tag) {
-    return kernels::binary_op_supports<decltype(tag)>(op);
-  });
+  return dispatch_kernel_type(
+      dtype, op_name(op), [&](auto tag) { return kernels::binary_op_supports<decltype(tag)>(op); });
 }
 
 bool supports(UnaryOp op, DType dtype) {
   if (!kernel_type_exists(dtype)) return false;
-  return dispatch_kernel_type(dtype, op_name(op), [&](auto tag) {
-    return kernels::unary_op_supports<decltype(tag)>(op);
-  });
+  return dispatch_kernel_type(
+      dtype, op_name(op), [&](auto tag) { return kernels::unary_op_supports<decltype(tag)>(op); });
 }
 
 void check_valid(const char* op, const Tensor& t, const char* which) {
-  if (!t.valid()) throw InvalidArgumentError(std::string(op) + ": " + which + " is an empty tensor handle");
+  if (!t.valid())
+    throw InvalidArgumentError(std::string(op) + ": " + which + " is an empty tensor handle");
 }
 
 // Brings both operands to one dtype: a weakly typed operand converts to the
@@ -253,12 +276,15 @@ DType truediv_dtype(DType dtype) {
     case DType::kInt8:
     case DType::kUInt8:
     case DType::kInt16:
-    case DType::kUInt16: return DType::kFloat;
+    case DType::kUInt16:
+      return DType::kFloat;
     case DType::kInt32:
     case DType::kInt64:
     case DType::kUInt32:
-    case DType::kUInt64: return DType::kDouble;
-    default: return dtype;
+    case DType::kUInt64:
+      return DType::kDouble;
+    default:
+      return dtype;
   }
 }
 
@@ -286,9 +312,8 @@ Tensor binary(BinaryOp op, const Tensor& x_in, const Tensor& y_in) {
   const DType out_dtype = kernels::binary_op_is_predicate(op) ? DType::kBool : x.dtype();
   Tensor out(out_dtype, TensorShape(out_dims), device);
   if (g.n == 0) return out;
-  const int status = dispatch_kernel_type(x.dtype(), name, [&](auto tag) {
-    return run_binary<decltype(tag)>(op, x, y, out, g);
-  });
+  const int status = dispatch_kernel_type(
+      x.dtype(), name, [&](auto tag) { return run_binary<decltype(tag)>(op, x, y, out, g); });
   if (status != kernels::kKernelOk) throw_kernel_error(name, status);
   return out;
 }
@@ -301,8 +326,9 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   }
   Device& device = x.device();
   const bool magnitude = op == UnaryOp::kAbs && dtype_is_complex(x.dtype());
-  const DType out_dtype = !magnitude ? x.dtype()
-                          : x.dtype() == DType::kComplex64 ? DType::kFloat : DType::kDouble;
+  const DType out_dtype = !magnitude                       ? x.dtype()
+                          : x.dtype() == DType::kComplex64 ? DType::kFloat
+                                                           : DType::kDouble;
   Tensor out(out_dtype, x.shape(), device);
   const int64_t n = x.num_elements();
   if (n == 0) return out;
@@ -346,8 +372,10 @@ bool matmul_supports(DType dtype) {
     case DType::kDouble:
     case DType::kComplex64:
     case DType::kComplex128:
-    case DType::kInt32: return true;
-    default: return false;
+    case DType::kInt32:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -391,9 +419,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool tra
   std::pair<Tensor, Tensor> ab = unify_dtypes("MatMul", a_in, b_in);
   Tensor a = ab.first;
   Tensor b = ab.second;
-  const std::string shapes = "In[0]: " + a.shape().to_string() +
-                             (transpose_a ? " (transposed)" : "") + ", In[1]: " +
-                             b.shape().to_string() + (transpose_b ? " (transposed)" : "");
+  const std::string shapes =
+      "In[0]: " + a.shape().to_string() + (transpose_a ? " (transposed)" : "") +
+      ", In[1]: " + b.shape().to_string() + (transpose_b ? " (transposed)" : "");
   if (a.rank() != 2 || b.rank() != 2) {
     throw InvalidArgumentError("MatMul: In[0] and In[1] must be matrices (rank 2): " + shapes);
   }

@@ -87,8 +87,7 @@ Tensor invert(const Tensor& x);
 // complex64, complex128 and int32. cuBLAS on a GPU (float32 in full
 // precision, no TF32), Eigen on the CPU. Throws InvalidArgumentError naming
 // both shapes when a rank is not 2 or the inner dimensions differ.
-Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
-              bool transpose_b = false);
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
 // Operators (see the file comment): + - * / as add/subtract/multiply/
 // divide, % as mod (floor modulo), unary - as negative, ~ as invert (logical

@@ -26,9 +26,7 @@ struct PartitionedVariable::State {
 
 namespace {
 
-std::string shape_string(const std::vector<int64_t>& dims) {
-  return TensorShape(dims).to_string();
-}
+std::string shape_string(const std::vector<int64_t>& dims) { return TensorShape(dims).to_string(); }
 
 // The specs selecting rows [begin, end) of dimension `axis`.
 std::vector<SliceSpec> axis_range(int axis, int64_t begin, int64_t end) {
@@ -36,7 +34,6 @@ std::vector<SliceSpec> axis_range(int axis, int64_t begin, int64_t end) {
   specs.push_back(Slice::range(begin, end));
   return specs;
 }
-
 
 void check_initialized(const std::vector<Variable>& parts) {
   for (const Variable& part : parts) {
@@ -55,7 +52,8 @@ PartitionedVariable::PartitionedVariable(std::string name, const TensorShape& sh
   const std::string who = "PartitionedVariable " + quoted(name);
   if (parts.empty()) throw ValueError(who + ": no parts");
   if (!shape.is_fully_defined() || shape.rank() < 1) {
-    throw ValueError(who + ": shape must be fully defined with rank >= 1, got " + shape.to_string());
+    throw ValueError(who + ": shape must be fully defined with rank >= 1, got " +
+                     shape.to_string());
   }
   if (static_cast<int>(partitions.size()) != shape.rank()) {
     throw ValueError(who + ": partitions " + shape_string(partitions) +
@@ -89,7 +87,8 @@ PartitionedVariable::PartitionedVariable(std::string name, const TensorShape& sh
     }
     if (!fits) {
       throw ValueError(who + ": part " + quoted(part.op_name()) + " of shape " + ps.to_string() +
-                       " is not a slice of " + shape.to_string() + " along axis " + std::to_string(axis));
+                       " is not a slice of " + shape.to_string() + " along axis " +
+                       std::to_string(axis));
     }
     s->offsets.push_back(offset);
     offset += ps.dim(axis);
@@ -147,14 +146,16 @@ Tensor PartitionedVariable::eval(const Session&) const {
 Tensor PartitionedVariable::eval() const {
   const Session* session = Session::default_session();
   if (!session) {
-    throw FailedPreconditionError("Cannot evaluate " + quoted(state_->name) +
-                                  ": no session given and no default session is set (Session::as_default())");
+    throw FailedPreconditionError(
+        "Cannot evaluate " + quoted(state_->name) +
+        ": no session given and no default session is set (Session::as_default())");
   }
   return eval(*session);
 }
 
 // kind: 0 assign, 1 assign_add, 2 assign_sub.
-void PartitionedVariable::dense_update(int kind, const Tensor& value, const UpdateOptions& options) {
+void PartitionedVariable::dense_update(int kind, const Tensor& value,
+                                       const UpdateOptions& options) {
   const State& s = *state_;
   static const char* const kNames[] = {"assign", "assign_add", "assign_sub"};
   const std::string what = std::string(kNames[kind]) + " on " + quoted(s.name);
@@ -182,9 +183,15 @@ void PartitionedVariable::dense_update(int kind, const Tensor& value, const Upda
   }
 }
 
-void PartitionedVariable::assign(const Tensor& value, const UpdateOptions& options) { dense_update(0, value, options); }
-void PartitionedVariable::assign_add(const Tensor& delta, const UpdateOptions& options) { dense_update(1, delta, options); }
-void PartitionedVariable::assign_sub(const Tensor& delta, const UpdateOptions& options) { dense_update(2, delta, options); }
+void PartitionedVariable::assign(const Tensor& value, const UpdateOptions& options) {
+  dense_update(0, value, options);
+}
+void PartitionedVariable::assign_add(const Tensor& delta, const UpdateOptions& options) {
+  dense_update(1, delta, options);
+}
+void PartitionedVariable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
+  dense_update(2, delta, options);
+}
 
 namespace {
 
@@ -213,7 +220,8 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
   }
   const std::string what = std::string(op_name) + " on " + quoted(s.name);
   if (s.axis != 0) {
-    throw InvalidArgumentError(what + ": a partitioned variable takes sparse updates only when "
+    throw InvalidArgumentError(what +
+                               ": a partitioned variable takes sparse updates only when "
                                "partitioned along axis 0, this one is partitioned along axis " +
                                std::to_string(s.axis));
   }
@@ -235,9 +243,9 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
   const int64_t bad =
       kernels::cpu::validate_indices<int64_t>(idx.data(), static_cast<int64_t>(idx.size()), rows);
   if (bad >= 0) {
-    throw InvalidArgumentError(what + ": indices[" + std::to_string(bad) + "] = " +
-                               std::to_string(idx[static_cast<size_t>(bad)]) + " is not in [0, " +
-                               std::to_string(rows) + ")");
+    throw InvalidArgumentError(what + ": indices[" + std::to_string(bad) +
+                               "] = " + std::to_string(idx[static_cast<size_t>(bad)]) +
+                               " is not in [0, " + std::to_string(rows) + ")");
   }
   if (op == static_cast<PartScatter>(&varstate::scatter_div) && dtype_is_integer(s.dtype)) {
     // Checked here so that a zero divisor for a later part cannot leave the
@@ -246,7 +254,8 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
     const bool* z = zero.data<bool>();
     for (int64_t i = 0; i < zero.num_elements(); ++i) {
       if (z[i]) {
-        throw InvalidArgumentError(what + ": updates[" + std::to_string(i) + "] is 0 (integer division by zero)");
+        throw InvalidArgumentError(what + ": updates[" + std::to_string(i) +
+                                   "] is 0 (integer division by zero)");
       }
     }
   }
@@ -280,8 +289,7 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
     positions[static_cast<size_t>(k)].push_back(static_cast<int64_t>(p));
   }
   const int64_t n = static_cast<int64_t>(idx.size());
-  Tensor flat_updates =
-      scalar_update ? upd : upd.reshaped(TensorShape({n}).concatenate(row_shape));
+  Tensor flat_updates = scalar_update ? upd : upd.reshaped(TensorShape({n}).concatenate(row_shape));
   for (size_t k = 0; k < s.parts.size(); ++k) {
     if (part_rows[k].empty()) continue;
     Tensor part_indices = Tensor::from_vector<int64_t>(part_rows[k]);
@@ -301,10 +309,10 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
   }
 }
 
-#define VARSTATE_PARTITIONED_SCATTER(OP)                                                        \
-  void PartitionedVariable::OP(const Tensor& indices, const Tensor& updates,                    \
-                               const UpdateOptions& options) {                                 \
-    scatter(static_cast<PartScatter>(&varstate::OP), #OP, indices, updates, options);           \
+#define VARSTATE_PARTITIONED_SCATTER(OP)                                              \
+  void PartitionedVariable::OP(const Tensor& indices, const Tensor& updates,          \
+                               const UpdateOptions& options) {                        \
+    scatter(static_cast<PartScatter>(&varstate::OP), #OP, indices, updates, options); \
   }
 VARSTATE_PARTITIONED_SCATTER(scatter_update)
 VARSTATE_PARTITIONED_SCATTER(scatter_add)

@@ -103,7 +103,8 @@ class PartitionedVariable {
   // otherwise). Every index is checked against the full variable's rows
   // before any part is written: InvalidArgumentError("scatter_add on
   // \"emb\": indices[3] = 1000 is not in [0, 500)").
-  void scatter_update(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
+  void scatter_update(const Tensor& indices, const Tensor& updates,
+                      const UpdateOptions& options = {});
   void scatter_add(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
   void scatter_sub(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});
   void scatter_mul(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});

@@ -42,7 +42,8 @@ std::vector<int64_t> along_axis(const TensorShape& shape, int axis, int64_t part
 
 Partitioner fixed_size_partitioner(int64_t num_shards, int axis) {
   check_positive("fixed_size_partitioner", "num_shards", num_shards);
-  if (axis < 0) throw ValueError("fixed_size_partitioner: axis must be >= 0, got " + std::to_string(axis));
+  if (axis < 0)
+    throw ValueError("fixed_size_partitioner: axis must be >= 0, got " + std::to_string(axis));
   return [=](const TensorShape& shape, DType) {
     check_axis("fixed_size_partitioner", shape, axis);
     return along_axis(shape, axis, std::min(num_shards, shape.dim(axis)));
@@ -60,13 +61,14 @@ Partitioner variable_axis_size_partitioner(int64_t max_shard_bytes,
     const int64_t axis_dim = shape.dim(options.axis);
     if (axis_dim == 0) return along_axis(shape, options.axis, 1);
     // TensorFlow divides in floating point: (num_elements / dim) * bytes.
-    const double bytes_per_slice = static_cast<double>(shape.num_elements()) /
-                                   static_cast<double>(axis_dim) *
-                                   static_cast<double>(element_bytes(dtype, options.bytes_per_string_element));
+    const double bytes_per_slice =
+        static_cast<double>(shape.num_elements()) / static_cast<double>(axis_dim) *
+        static_cast<double>(element_bytes(dtype, options.bytes_per_string_element));
     int64_t slices_per_shard = 1;
     if (bytes_per_slice > 0) {
       slices_per_shard = std::max<int64_t>(
-          1, static_cast<int64_t>(std::floor(static_cast<double>(max_shard_bytes) / bytes_per_slice)));
+          1,
+          static_cast<int64_t>(std::floor(static_cast<double>(max_shard_bytes) / bytes_per_slice)));
     } else {
       slices_per_shard = axis_dim;
     }
@@ -86,7 +88,8 @@ Partitioner min_max_variable_partitioner(const MinMaxPartitionerOptions& options
                        " when shape is only " + std::to_string(shape.rank()) + "-D.");
     }
     check_axis(fn, shape, options.axis);
-    const int64_t bytes = shape.num_elements() * element_bytes(dtype, options.bytes_per_string_element);
+    const int64_t bytes =
+        shape.num_elements() * element_bytes(dtype, options.bytes_per_string_element);
     const int64_t by_size = (bytes + options.min_slice_size - 1) / options.min_slice_size;
     const int64_t parts =
         std::max<int64_t>(1, std::min({shape.dim(options.axis), options.max_partitions, by_size}));

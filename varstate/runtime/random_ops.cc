@@ -18,13 +18,20 @@ namespace {
 template <typename Fn>
 void dispatch_random(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
-    case DType::kHalf: return fn(half{});
-    case DType::kBFloat16: return fn(bfloat16{});
-    case DType::kFloat: return fn(float{});
-    case DType::kDouble: return fn(double{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    default: throw ValueError(std::string(what) + ": Invalid dtype " + std::string(dtype_name(dtype)));
+    case DType::kHalf:
+      return fn(half{});
+    case DType::kBFloat16:
+      return fn(bfloat16{});
+    case DType::kFloat:
+      return fn(float{});
+    case DType::kDouble:
+      return fn(double{});
+    case DType::kInt32:
+      return fn(int32_t{});
+    case DType::kInt64:
+      return fn(int64_t{});
+    default:
+      throw ValueError(std::string(what) + ": Invalid dtype " + std::string(dtype_name(dtype)));
   }
 }
 
@@ -216,8 +223,8 @@ Tensor random_uniform(const TensorShape& shape, const RandomUniformOptions& opti
   internal::check_uniform_dtype(dtype, options.maxval.has_value(), name);
   check_shape(shape, name);
   Tensor lo = internal::scalar_param(options.minval, dtype, name, "minval");
-  Tensor hi = internal::scalar_param(options.maxval ? *options.maxval : Tensor(1), dtype, name,
-                                     "maxval");
+  Tensor hi =
+      internal::scalar_param(options.maxval ? *options.maxval : Tensor(1), dtype, name, "maxval");
   internal::check_uniform_range(lo, hi, name);
   Device& device = place({name, dtype_is_integer(dtype) ? "RandomUniformInt" : "RandomUniform"});
   return internal::generate_random(RandomDistribution::kUniform, dtype, shape,

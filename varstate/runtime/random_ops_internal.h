@@ -12,7 +12,11 @@
 
 namespace varstate::internal {
 
-enum class RandomDistribution { kUniform, kNormal, kTruncatedNormal };
+enum class RandomDistribution {
+  kUniform,
+  kNormal,
+  kTruncatedNormal
+};
 
 // Where the generated tensor sits in a larger one: the part of shape `shape`
 // at `offset` of a tensor of `full_shape` (a variable partition).

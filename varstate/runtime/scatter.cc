@@ -1,6 +1,6 @@
 #include "varstate/runtime/scatter.h"
-#include "varstate/runtime/scatter_internal.h"
 #include "varstate/runtime/scatter_check_internal.h"
+#include "varstate/runtime/scatter_internal.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "varstate/base/error.h"
+#include "varstate/device/device_manager.h"
 #include "varstate/kernels/common.h"
 #include "varstate/kernels/cpu/scatter.h"
-#include "varstate/device/device_manager.h"
 #include "varstate/runtime/gather_internal.h"
 #include "varstate/runtime/remote_storage_internal.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -23,12 +23,12 @@
 namespace varstate {
 namespace {
 
-using kernels::ScatterOp;
 using internal::bad_index_message;
 using internal::check_error;
 using internal::scatter_state;
 using internal::ScatterState;
 using internal::zero_divisor_message;
+using kernels::ScatterOp;
 
 // ---------------------------------------------------------------------------
 // Global defaults.
@@ -56,13 +56,20 @@ std::atomic<bool>& synchronous_default() {
 
 const char* op_name(ScatterOp op) {
   switch (op) {
-    case ScatterOp::kUpdate: return "scatter_update";
-    case ScatterOp::kAdd: return "scatter_add";
-    case ScatterOp::kSub: return "scatter_sub";
-    case ScatterOp::kMul: return "scatter_mul";
-    case ScatterOp::kDiv: return "scatter_div";
-    case ScatterOp::kMin: return "scatter_min";
-    case ScatterOp::kMax: return "scatter_max";
+    case ScatterOp::kUpdate:
+      return "scatter_update";
+    case ScatterOp::kAdd:
+      return "scatter_add";
+    case ScatterOp::kSub:
+      return "scatter_sub";
+    case ScatterOp::kMul:
+      return "scatter_mul";
+    case ScatterOp::kDiv:
+      return "scatter_div";
+    case ScatterOp::kMin:
+      return "scatter_min";
+    case ScatterOp::kMax:
+      return "scatter_max";
   }
   return "scatter";
 }
@@ -132,19 +139,18 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
                     std::string(dtype_name(indices.dtype())));
   }
   if (shape.rank() < 1) {
-    throw InvalidArgumentError(who + ": cannot scatter into a scalar (shape " +
-                               shape.to_string() + ")");
+    throw InvalidArgumentError(who + ": cannot scatter into a scalar (shape " + shape.to_string() +
+                               ")");
   }
   Prepared p;
   p.updates = convert_to_dtype(updates, dtype, who);
   const TensorShape row_shape = shape.tail(1);
   const TensorShape expected = indices.shape().concatenate(row_shape);
   if (p.updates.shape() != expected && !p.updates.shape().is_scalar()) {
-    throw InvalidArgumentError(who + ": updates shape " + p.updates.shape().to_string() +
-                               " must equal indices.shape + ref.shape[1:] = " +
-                               expected.to_string() + " (indices shape " +
-                               indices.shape().to_string() + ", ref shape " +
-                               shape.to_string() + ") or be a scalar");
+    throw InvalidArgumentError(
+        who + ": updates shape " + p.updates.shape().to_string() +
+        " must equal indices.shape + ref.shape[1:] = " + expected.to_string() + " (indices shape " +
+        indices.shape().to_string() + ", ref shape " + shape.to_string() + ") or be a scalar");
   }
   p.rows = shape.dim(0);
   p.row_width = row_shape.num_elements();
@@ -153,10 +159,9 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
   p.indices = indices;
 
   if (indices.on_cpu() && p.n > 0) {
-    const int64_t bad =
-        indices.dtype() == DType::kInt32
-            ? kernels::cpu::validate_indices(indices.data<int32_t>(), p.n, p.rows)
-            : kernels::cpu::validate_indices(indices.data<int64_t>(), p.n, p.rows);
+    const int64_t bad = indices.dtype() == DType::kInt32
+                            ? kernels::cpu::validate_indices(indices.data<int32_t>(), p.n, p.rows)
+                            : kernels::cpu::validate_indices(indices.data<int64_t>(), p.n, p.rows);
     if (bad >= 0) {
       const int64_t value = indices.dtype() == DType::kInt32 ? indices.data<int32_t>()[bad]
                                                              : indices.data<int64_t>()[bad];
@@ -213,12 +218,18 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
     return;
   }
   switch (dtype_size(dtype)) {
-    case 1: return with_index(uint8_t{});
-    case 2: return with_index(uint16_t{});
-    case 4: return with_index(uint32_t{});
-    case 8: return with_index(uint64_t{});
-    case 16: return with_index(complex128{});
-    default: throw_unsupported_dtype(dtype, who);
+    case 1:
+      return with_index(uint8_t{});
+    case 2:
+      return with_index(uint16_t{});
+    case 4:
+      return with_index(uint32_t{});
+    case 8:
+      return with_index(uint64_t{});
+    case 16:
+      return with_index(complex128{});
+    default:
+      throw_unsupported_dtype(dtype, who);
   }
 }
 
@@ -266,8 +277,8 @@ void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool determinis
     using Index = decltype(i);
     kernels::cuda::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
                                      static_cast<const Index*>(p.indices.raw_data()), p.n,
-                                     static_cast<const T*>(p.updates.raw_data()),
-                                     p.updates_scalar, deterministic, check, scratch, stream);
+                                     static_cast<const T*>(p.updates.raw_data()), p.updates_scalar,
+                                     deterministic, check, scratch, stream);
   });
 }
 #endif
@@ -289,8 +300,9 @@ void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote
     throw FailedPreconditionError("Attempting to use uninitialized value " + ref.op_name());
   }
   Device& cpu = DeviceManager::instance().cpu();
-  Prepared p = prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
-                       updates.valid() ? updates.to_host() : updates, who);
+  Prepared p =
+      prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
+              updates.valid() ? updates.to_host() : updates, who);
   if (p.n == 0 || p.row_width == 0) return;
   remote.scatter(op, internal::host_indices(p.indices), p.updates, p.updates_scalar);
 }
@@ -390,9 +402,8 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   dispatch_kernel(op, tables[0].dtype(), DType::kInt64, who, [&](auto t, auto) {
     using T = decltype(t);
     kernels::cpu::scatter_parts<T, int64_t>(
-        op, reinterpret_cast<T* const*>(bases.data()), begin.data(),
-        static_cast<int>(parts.size()), row_width, indices.data(), n,
-        static_cast<const T*>(updates.raw_data()), updates_scalar);
+        op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
+        row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar);
   });
   for (Variable& part : parts) internal::mark_updated(part);
 }
@@ -450,14 +461,14 @@ Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
 
 }  // namespace
 
-#define VARSTATE_DEFINE_SCATTER(fn, Op)                                                     \
-  Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,                    \
-            const UpdateOptions& options) {                                                \
-    return scatter_variable(ScatterOp::Op, ref, indices, updates, options);                 \
-  }                                                                                         \
-  void fn(Tensor& target, const Tensor& indices, const Tensor& updates,                     \
-          const UpdateOptions& options) {                                                  \
-    scatter_tensor(ScatterOp::Op, target, indices, updates, options);                       \
+#define VARSTATE_DEFINE_SCATTER(fn, Op)                                     \
+  Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,    \
+            const UpdateOptions& options) {                                 \
+    return scatter_variable(ScatterOp::Op, ref, indices, updates, options); \
+  }                                                                         \
+  void fn(Tensor& target, const Tensor& indices, const Tensor& updates,     \
+          const UpdateOptions& options) {                                   \
+    scatter_tensor(ScatterOp::Op, target, indices, updates, options);       \
   }
 
 VARSTATE_DEFINE_SCATTER(scatter_update, kUpdate)
@@ -474,13 +485,11 @@ Tensor scatter_update(Variable& ref, const IndexedSlices& sparse_delta,
   return scatter_slices(ScatterOp::kUpdate, ref, sparse_delta, options);
 }
 
-Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta,
-                   const UpdateOptions& options) {
+Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kAdd, ref, sparse_delta, options);
 }
 
-Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta,
-                   const UpdateOptions& options) {
+Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) {
   return scatter_slices(ScatterOp::kSub, ref, sparse_delta, options);
 }
 

@@ -96,8 +96,7 @@ ScatterState::Slot ScatterState::acquire(Device& device) {
   raise_collected();
   const int s = free_.back();
   free_.pop_back();
-  return {s, static_cast<char*>(host_.data()) + s * kRecordBytes,
-          static_cast<IndexCheck*>(check_)};
+  return {s, static_cast<char*>(host_.data()) + s * kRecordBytes, static_cast<IndexCheck*>(check_)};
 }
 
 void ScatterState::release(int slot) {

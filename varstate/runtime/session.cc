@@ -5,7 +5,8 @@
 namespace varstate {
 
 Op::Op(std::string name, std::string type, std::function<void()> action)
-    : state_(std::make_shared<const State>(State{std::move(name), std::move(type), std::move(action)})) {}
+    : state_(std::make_shared<const State>(
+          State{std::move(name), std::move(type), std::move(action)})) {}
 
 void Op::run() const {
   if (state_ && state_->action) state_->action();

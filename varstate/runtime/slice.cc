@@ -26,7 +26,8 @@ Selection select(std::string_view who, const TensorShape& shape,
   const int rank = shape.rank();
   const std::string prefix = std::string(who) + ": ";
   if (!shape.is_fully_defined()) {
-    throw InvalidArgumentError(prefix + "cannot slice a tensor of unknown shape " + shape.to_string());
+    throw InvalidArgumentError(prefix + "cannot slice a tensor of unknown shape " +
+                               shape.to_string());
   }
   if (specs.size() > static_cast<size_t>(rank)) {
     throw InvalidArgumentError(prefix + "too many indices: " + std::to_string(specs.size()) +
@@ -161,12 +162,18 @@ void run_copy(DType dtype, Device& device, const void* src, void* dst, const Str
   if (c.n == 0) return;
   if (dtype == DType::kString) return copy_as<std::string>(device, src, dst, c);
   switch (dtype_size(dtype)) {
-    case 1: return copy_as<kernels::Opaque<1>>(device, src, dst, c);
-    case 2: return copy_as<kernels::Opaque<2>>(device, src, dst, c);
-    case 4: return copy_as<kernels::Opaque<4>>(device, src, dst, c);
-    case 8: return copy_as<kernels::Opaque<8>>(device, src, dst, c);
-    case 16: return copy_as<kernels::Opaque<16>>(device, src, dst, c);
-    default: throw_unsupported_dtype(dtype, "strided_slice");
+    case 1:
+      return copy_as<kernels::Opaque<1>>(device, src, dst, c);
+    case 2:
+      return copy_as<kernels::Opaque<2>>(device, src, dst, c);
+    case 4:
+      return copy_as<kernels::Opaque<4>>(device, src, dst, c);
+    case 8:
+      return copy_as<kernels::Opaque<8>>(device, src, dst, c);
+    case 16:
+      return copy_as<kernels::Opaque<16>>(device, src, dst, c);
+    default:
+      throw_unsupported_dtype(dtype, "strided_slice");
   }
 }
 
@@ -185,8 +192,8 @@ Tensor strided_slice(const Tensor& t, const std::vector<SliceSpec>& specs) {
   return out;
 }
 
-void strided_slice_assign(Tensor& target, const std::vector<SliceSpec>& specs,
-                          const Tensor& value, std::string_view name) {
+void strided_slice_assign(Tensor& target, const std::vector<SliceSpec>& specs, const Tensor& value,
+                          std::string_view name) {
   const std::string who =
       name.empty() ? std::string("StridedSliceAssign") : "StridedSliceAssign to " + quoted(name);
   if (!target.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");

@@ -64,7 +64,7 @@ Tensor strided_slice(const Tensor& t, const std::vector<SliceSpec>& specs);
 // another device is copied there first. No broadcasting: value's shape must
 // equal slice_shape(target.shape(), specs). `name` names the target in
 // error messages. A call that throws has written nothing.
-void strided_slice_assign(Tensor& target, const std::vector<SliceSpec>& specs,
-                          const Tensor& value, std::string_view name = {});
+void strided_slice_assign(Tensor& target, const std::vector<SliceSpec>& specs, const Tensor& value,
+                          std::string_view name = {});
 
 }  // namespace varstate

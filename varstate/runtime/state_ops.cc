@@ -53,16 +53,17 @@ Op count_up_to_op(Variable ref, int64_t limit) {
   return Op(std::move(name), "CountUpTo", [ref, limit]() mutable { count_up_to(ref, limit); });
 }
 
-#define VARSTATE_SCATTER_OP(FN, TYPE)                                                              \
-  Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options) { \
-    std::string name = ref.op_name() + "/" TYPE;                                                   \
-    return Op(std::move(name), TYPE,                                                               \
-              [ref, indices = std::move(indices), updates = std::move(updates), options,            \
-               label = std::string(options.name)]() mutable {                                      \
-                UpdateOptions o = options;                                                        \
-                o.name = label;                                                                    \
-                FN(ref, indices.get(), updates.get(), o);                                          \
-              });                                                                                  \
+#define VARSTATE_SCATTER_OP(FN, TYPE)                                                    \
+  Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates,                     \
+             const UpdateOptions& options) {                                             \
+    std::string name = ref.op_name() + "/" TYPE;                                         \
+    return Op(std::move(name), TYPE,                                                     \
+              [ref, indices = std::move(indices), updates = std::move(updates), options, \
+               label = std::string(options.name)]() mutable {                            \
+                UpdateOptions o = options;                                               \
+                o.name = label;                                                          \
+                FN(ref, indices.get(), updates.get(), o);                                \
+              });                                                                        \
   }
 VARSTATE_SCATTER_OP(scatter_update, "ScatterUpdate")
 VARSTATE_SCATTER_OP(scatter_add, "ScatterAdd")
@@ -97,17 +98,17 @@ Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions
             });
 }
 
-#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE)                                                  \
-  Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,                    \
-             const UpdateOptions& options) {                                                      \
-    std::string name = ref.name() + "/" TYPE;                                                      \
-    return Op(std::move(name), TYPE,                                                               \
-              [ref, indices = std::move(indices), updates = std::move(updates), options,            \
-               label = std::string(options.name)]() mutable {                                      \
-                UpdateOptions o = options;                                                        \
-                o.name = label;                                                                    \
-                ref.FN(indices.get(), updates.get(), o);                                           \
-              });                                                                                  \
+#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE)                                        \
+  Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,          \
+             const UpdateOptions& options) {                                             \
+    std::string name = ref.name() + "/" TYPE;                                            \
+    return Op(std::move(name), TYPE,                                                     \
+              [ref, indices = std::move(indices), updates = std::move(updates), options, \
+               label = std::string(options.name)]() mutable {                            \
+                UpdateOptions o = options;                                               \
+                o.name = label;                                                          \
+                ref.FN(indices.get(), updates.get(), o);                                 \
+              });                                                                        \
   }
 VARSTATE_PARTITIONED_SCATTER_OP(scatter_update, "ScatterUpdate")
 VARSTATE_PARTITIONED_SCATTER_OP(scatter_add, "ScatterAdd")

@@ -33,15 +33,16 @@ namespace varstate {
 // A value read each time an update Op runs.
 class UpdateValue {
  public:
-  UpdateValue(Tensor t);  // NOLINT: implicit
-  UpdateValue(Variable v);  // NOLINT: implicit
+  UpdateValue(Tensor t);                    // NOLINT: implicit
+  UpdateValue(Variable v);                  // NOLINT: implicit
   UpdateValue(std::function<Tensor()> fn);  // NOLINT: implicit
   template <typename Fn>
-    requires(std::is_invocable_r_v<Tensor, Fn&> && !std::is_same_v<std::decay_t<Fn>, std::function<Tensor()>>)
-  UpdateValue(Fn fn) : UpdateValue(std::function<Tensor()>(std::move(fn))) {}  // NOLINT: implicit
+  requires(std::is_invocable_r_v<Tensor, Fn&> &&
+           !std::is_same_v<std::decay_t<Fn>, std::function<Tensor()>>) UpdateValue(Fn fn)
+      : UpdateValue(std::function<Tensor()>(std::move(fn))) {}  // NOLINT: implicit
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  UpdateValue(T value) : UpdateValue(Tensor(value)) {}  // NOLINT: implicit
+  requires std::is_arithmetic_v<T> UpdateValue(T value)
+      : UpdateValue(Tensor(value)) {}  // NOLINT: implicit
   // The value now.
   Tensor get() const { return fn_(); }
 
@@ -59,13 +60,20 @@ Op assign_sub_op(Variable ref, UpdateValue delta, const UpdateOptions& options =
 // `limit` raises OutOfRangeError (read the count with ref.eval()).
 Op count_up_to_op(Variable ref, int64_t limit);
 
-Op scatter_update_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
-Op scatter_add_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
-Op scatter_sub_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
-Op scatter_mul_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
-Op scatter_div_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
-Op scatter_min_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
-Op scatter_max_op(Variable ref, UpdateValue indices, UpdateValue updates, const UpdateOptions& options = {});
+Op scatter_update_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                     const UpdateOptions& options = {});
+Op scatter_add_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_sub_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_mul_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_div_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_min_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_max_op(Variable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
 
 // The same on a PartitionedVariable (each run routes to the parts; an unset
 // use_locking is false for the dense updates, as PartitionedVariable::assign).

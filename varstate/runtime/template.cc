@@ -18,7 +18,8 @@ std::unique_ptr<VariableScopeGuard> TemplateBase::open(Graph& graph, const std::
                                                        bool open_name_scope) {
   std::optional<std::string_view> n;
   if (!scope) n = name;
-  return std::unique_ptr<VariableScopeGuard>(new VariableScopeGuard(graph, n, scope, options, open_name_scope));
+  return std::unique_ptr<VariableScopeGuard>(
+      new VariableScopeGuard(graph, n, scope, options, open_name_scope));
 }
 
 TemplateBase::TemplateBase(std::string name, const TemplateOptions& options)
@@ -69,7 +70,8 @@ void TemplateBase::CallScope::finish() {
   }
   throw ValueError(
       "Trainable variable created when calling a template after the first time, perhaps you used "
-      "tf.Variable when you meant tf.get_variable: [" + names + "]");
+      "tf.Variable when you meant tf.get_variable: [" +
+      names + "]");
 }
 
 }  // namespace varstate

@@ -92,7 +92,8 @@ class Template : public TemplateBase {
   decltype(auto) operator()(Args&&... args) {
     CallScope call(*this);
     auto invoke = [&] {
-      return std::apply([&](auto&... bound) { return fn_(std::forward<Args>(args)..., bound...); }, bound_);
+      return std::apply([&](auto&... bound) { return fn_(std::forward<Args>(args)..., bound...); },
+                        bound_);
     };
     if constexpr (std::is_void_v<decltype(invoke())>) {
       invoke();
@@ -111,9 +112,8 @@ class Template : public TemplateBase {
 
 // tf.make_template(name_, func_, create_scope_now_, unique_name_, **kwargs).
 template <typename Fn, typename... Bound>
-Template<std::decay_t<Fn>, std::decay_t<Bound>...> make_template(std::string name, Fn&& func,
-                                                                 const TemplateOptions& options = {},
-                                                                 Bound&&... bound) {
+Template<std::decay_t<Fn>, std::decay_t<Bound>...> make_template(
+    std::string name, Fn&& func, const TemplateOptions& options = {}, Bound&&... bound) {
   return Template<std::decay_t<Fn>, std::decay_t<Bound>...>(
       std::move(name), std::forward<Fn>(func), options,
       std::tuple<std::decay_t<Bound>...>(std::forward<Bound>(bound)...));

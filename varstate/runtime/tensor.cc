@@ -22,7 +22,8 @@ Buffer::Buffer(Device& device, DType dtype, int64_t num_elements)
     : device_(&device), dtype_(dtype), num_elements_(num_elements), bytes_(0), data_(nullptr) {
   if (dtype == DType::kString) {
     if (!device.is_cpu()) {
-      throw InvalidArgumentError("string tensors can only live on the CPU, not on " + device.name());
+      throw InvalidArgumentError("string tensors can only live on the CPU, not on " +
+                                 device.name());
     }
     bytes_ = static_cast<size_t>(num_elements) * sizeof(std::string);
     data_ = device.allocate(bytes_);
@@ -64,13 +65,14 @@ Tensor::Tensor(DType dtype, const TensorShape& shape, Device& device)
   // would allocate a small buffer for a huge tensor.
   const size_t element_bytes = dtype == DType::kString ? sizeof(std::string) : dtype_size(dtype);
   auto oom = [&](const std::string& detail) {
-    return ResourceExhaustedError("OOM when allocating tensor with shape " + shape.to_string() + " and type " +
-                                  std::string(dtype_name(dtype)) + " on " + device.name() + detail);
+    return ResourceExhaustedError("OOM when allocating tensor with shape " + shape.to_string() +
+                                  " and type " + std::string(dtype_name(dtype)) + " on " +
+                                  device.name() + detail);
   };
   size_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(num_elements_), element_bytes, &bytes)) {
-    throw oom(": " + std::to_string(num_elements_) + " elements of " + std::to_string(element_bytes) +
-              " bytes need 2^64 bytes or more");
+    throw oom(": " + std::to_string(num_elements_) + " elements of " +
+              std::to_string(element_bytes) + " bytes need 2^64 bytes or more");
   }
   try {
     buffer_ = std::make_shared<internal::Buffer>(device, dtype, num_elements_);
@@ -109,7 +111,8 @@ Tensor Tensor::to(Device& target) const {
   Tensor out(dtype_, shape_, target);
   if (dtype_ == DType::kString) {
     if (!target.is_cpu()) {
-      throw InvalidArgumentError("string tensors can only live on the CPU, not on " + target.name());
+      throw InvalidArgumentError("string tensors can only live on the CPU, not on " +
+                                 target.name());
     }
     const auto* src = static_cast<const std::string*>(raw_data());
     auto* dst = static_cast<std::string*>(out.raw_data());
@@ -128,7 +131,8 @@ Tensor Tensor::to_host() const {
 Tensor Tensor::reshaped(const TensorShape& shape) const {
   if (!shape.is_fully_defined() || shape.num_elements() != num_elements_) {
     throw InvalidArgumentError("cannot reshape a tensor of shape " + shape_.to_string() + " (" +
-                               std::to_string(num_elements_) + " elements) to " + shape.to_string());
+                               std::to_string(num_elements_) + " elements) to " +
+                               shape.to_string());
   }
   Tensor t = *this;
   t.shape_ = shape;
@@ -183,8 +187,9 @@ void check_integers_fit(const Tensor& t, DType dtype, std::string_view what) {
           const From* values = static_cast<const From*>(host.raw_data());
           for (int64_t i = 0; i < host.num_elements(); ++i) {
             if (!std::in_range<To>(values[i])) {
-              throw ValueError(std::string(what) + ": Can't convert the integer " + std::to_string(values[i]) +
-                               " to a " + std::string(dtype_name(dtype)) + " tensor: out of range [" +
+              throw ValueError(std::string(what) + ": Can't convert the integer " +
+                               std::to_string(values[i]) + " to a " +
+                               std::string(dtype_name(dtype)) + " tensor: out of range [" +
                                std::to_string(std::numeric_limits<To>::min()) + ", " +
                                std::to_string(std::numeric_limits<To>::max()) + "]");
             }
@@ -211,8 +216,10 @@ void check_storage_type(DType actual, DType requested, size_t requested_size, co
       dtype_size(actual) == requested_size &&
       (requested == DType::kInt8 || requested == DType::kUInt8 || requested == DType::kInt16 ||
        requested == DType::kUInt16 || requested == DType::kInt32)) {
-    bool is_signed = actual == DType::kQInt8 || actual == DType::kQInt16 || actual == DType::kQInt32;
-    bool req_signed = requested == DType::kInt8 || requested == DType::kInt16 || requested == DType::kInt32;
+    bool is_signed =
+        actual == DType::kQInt8 || actual == DType::kQInt16 || actual == DType::kQInt32;
+    bool req_signed =
+        requested == DType::kInt8 || requested == DType::kInt16 || requested == DType::kInt32;
     if (is_signed == req_signed) return;
   }
   throw_dtype_mismatch(actual, requested, what);
@@ -238,7 +245,8 @@ std::string format_element(const T& v) {
     return buf;
   } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
                        std::is_floating_point_v<T>) {
-    double d = static_cast<double>(static_cast<std::conditional_t<std::is_floating_point_v<T>, T, float>>(v));
+    double d = static_cast<double>(
+        static_cast<std::conditional_t<std::is_floating_point_v<T>, T, float>>(v));
     if (std::isnan(d)) return "nan";
     if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
     char buf[64];

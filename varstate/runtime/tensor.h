@@ -36,9 +36,12 @@ class Buffer;  // runtime/tensor_internal.h
 namespace detail {
 // Host-side element types a Tensor can be built from (C++ types with a DType).
 template <typename T>
-concept TensorElement = requires { DTypeOf<std::remove_cvref_t<T>>::value; };
+concept TensorElement = requires {
+  DTypeOf<std::remove_cvref_t<T>>::value;
+};
 template <typename T>
-concept HostScalar = TensorElement<T> || std::is_same_v<std::remove_cvref_t<T>, const char*>;
+concept HostScalar = TensorElement<T> || std::is_same_v < std::remove_cvref_t<T>,
+const char* > ;
 }  // namespace detail
 
 class Tensor {
@@ -54,7 +57,7 @@ class Tensor {
 
   // Scalars: Tensor(1.5f), Tensor(int64_t{7}), Tensor(true), Tensor("abc").
   template <detail::TensorElement T>
-  Tensor(T value);  // NOLINT: implicit, as tf.convert_to_tensor
+  Tensor(T value);            // NOLINT: implicit, as tf.convert_to_tensor
   Tensor(const char* value);  // NOLINT: string scalar
   // Vectors and nested lists, row-major; ragged lists throw ValueError.
   template <detail::TensorElement T>
@@ -88,7 +91,8 @@ class Tensor {
   // The buffer, in the memory of device(). Null for zero elements.
   void* raw_data() const;
   // Typed pointer; throws TypeError when T is not the storage type of dtype().
-  template <typename T> T* data() const;
+  template <typename T>
+  T* data() const;
   // True if this handle is the only one referring to its buffer (so the
   // buffer may be overwritten without anyone else seeing it).
   bool sole_owner() const { return buffer_ && buffer_.use_count() == 1; }
@@ -108,16 +112,22 @@ class Tensor {
   Tensor cast(DType dtype) const;
 
   // Host copies of the elements; T must be the storage type of dtype().
-  template <typename T> std::vector<T> to_vector() const;
+  template <typename T>
+  std::vector<T> to_vector() const;
   // The single element of a one-element tensor.
-  template <typename T> T scalar() const;
+  template <typename T>
+  T scalar() const;
 
   // True for a tensor built implicitly from C++ literals (Tensor(1.0),
   // Tensor({1, 2})): like a Python number passed to a TensorFlow op, it
   // converts to the dtype the op needs (see convert_to_dtype) instead of
   // raising TypeError. Copies and results of ops are strongly typed.
   bool weakly_typed() const { return weak_; }
-  Tensor strongly_typed() const { Tensor t = *this; t.weak_ = false; return t; }
+  Tensor strongly_typed() const {
+    Tensor t = *this;
+    t.weak_ = false;
+    return t;
+  }
 
   // NumPy-style text: "[[1. 2.]\n [3. 4.]]"; long tensors are summarized.
   std::string to_string() const;
@@ -180,8 +190,7 @@ Tensor::Tensor(T value) : Tensor(from_vector<T>(std::vector<T>{value}, TensorSha
 }
 
 template <detail::TensorElement T>
-Tensor::Tensor(std::initializer_list<T> values)
-    : Tensor(from_vector<T>(std::vector<T>(values))) {
+Tensor::Tensor(std::initializer_list<T> values) : Tensor(from_vector<T>(std::vector<T>(values))) {
   weak_ = true;
 }
 

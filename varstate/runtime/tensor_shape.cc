@@ -10,8 +10,8 @@ namespace {
 void check_dims(const std::vector<int64_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < TensorShape::kUnknownDim) {
-      throw ValueError("dimension " + std::to_string(i) + " of a shape must be >= 0 or unknown (-1), got " +
-                       std::to_string(dims[i]));
+      throw ValueError("dimension " + std::to_string(i) +
+                       " of a shape must be >= 0 or unknown (-1), got " + std::to_string(dims[i]));
     }
   }
 }

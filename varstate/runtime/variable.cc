@@ -187,7 +187,8 @@ Variable::Variable(VariableOptions options) {
   // graph it came from.
   options.name = op;
   options.trainable = options.variable_def->trainable;
-  if (options.variable_def->save_slice_info) options.save_slice_info = options.variable_def->save_slice_info;
+  if (options.variable_def->save_slice_info)
+    options.save_slice_info = options.variable_def->save_slice_info;
   init(std::nullopt, nullptr, std::move(options), /*absolute_name=*/true);
 }
 
@@ -215,7 +216,8 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   int64_t elements = -1;
   if (value) {
     elements = value->num_elements();
-  } else if (options.dtype && options.expected_shape && options.expected_shape->is_fully_defined()) {
+  } else if (options.dtype && options.expected_shape &&
+             options.expected_shape->is_fully_defined()) {
     elements = options.expected_shape->num_elements();
   }
   int64_t bytes = -1;
@@ -228,13 +230,13 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   s.device = &resolve_device(requested, dtype, s.op_name);
   s.placement = requested.merged_with(s.device->spec()).to_string();
   if (!options.caching_device.empty()) {
-    s.caching_device =
-        &resolve_device(DeviceSpec::parse(options.caching_device), dtype, s.op_name);
+    s.caching_device = &resolve_device(DeviceSpec::parse(options.caching_device), dtype, s.op_name);
   }
 
   if (value) {
     Tensor v = *value;
-    if (options.dtype) v = convert_to_dtype(v, *options.dtype, "initial value of " + quoted(s.op_name));
+    if (options.dtype)
+      v = convert_to_dtype(v, *options.dtype, "initial value of " + quoted(s.op_name));
     s.dtype = v.dtype();
     s.shape = v.shape();
     if (&v.device() != s.device) v = v.to(*s.device);
@@ -346,7 +348,8 @@ void set_value(Variable& variable, const Tensor& value) {
       throw InvalidArgumentError("Assign to " + quoted(s.op_name) + " on " + s.remote->task() +
                                  ": a remote variable keeps its dtype and shape " +
                                  std::string(dtype_name(s.dtype)) + s.shape.to_string() + ", got " +
-                                 std::string(dtype_name(value.dtype())) + value.shape().to_string());
+                                 std::string(dtype_name(value.dtype())) +
+                                 value.shape().to_string());
     }
     s.remote->write(value.to_host());
     return;
@@ -368,7 +371,9 @@ std::shared_ptr<VariableUpdateState> update_state(
   return s.update_state;
 }
 
-std::shared_ptr<void> state_handle(const Variable& variable) { return VariableAccess::handle(variable); }
+std::shared_ptr<void> state_handle(const Variable& variable) {
+  return VariableAccess::handle(variable);
+}
 
 Variable from_state_handle(const std::shared_ptr<void>& state) {
   return VariableAccess::from_handle(state);
@@ -412,7 +417,8 @@ Tensor Variable::value() const {
   if (s.cached_version != v || !s.cached.valid()) {
     if (s.cached.sole_owner() && s.cached.shape() == live.shape()) {
       // Nobody holds the previous snapshot: refresh it in place.
-      copy_bytes(*s.caching_device, s.cached.raw_data(), live.device(), live.raw_data(), live.nbytes());
+      copy_bytes(*s.caching_device, s.cached.raw_data(), live.device(), live.raw_data(),
+                 live.nbytes());
     } else {
       s.cached = live.to(*s.caching_device);
     }
@@ -455,7 +461,8 @@ Tensor Variable::initial_value() const {
     DeviceScope scope(s.device->name());
     v = s.initial_fn();
   }
-  if (!v.valid()) throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned no tensor");
+  if (!v.valid())
+    throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned no tensor");
   v = convert_to_dtype(v, s.dtype, "initial value of " + quoted(s.op_name));
   if (s.validate_shape && s.shape.is_fully_defined() && v.shape() != s.shape) {
     throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned shape " +
@@ -486,9 +493,10 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   if (s.remote) {
     Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who)).to_host();
     if (v.shape() != s.shape && !v.shape().is_scalar()) {
-      throw InvalidArgumentError("Assign to " + quoted(who) + ": shapes must match: variable shape " +
-                                 s.shape.to_string() + ", value shape " + v.shape().to_string() +
-                                 (options.validate_shape ? "" : " (a remote variable cannot change shape)"));
+      throw InvalidArgumentError(
+          "Assign to " + quoted(who) + ": shapes must match: variable shape " +
+          s.shape.to_string() + ", value shape " + v.shape().to_string() +
+          (options.validate_shape ? "" : " (a remote variable cannot change shape)"));
     }
     if (v.shape() != s.shape) {
       Tensor full(s.dtype, s.shape, DeviceManager::instance().cpu());
@@ -512,8 +520,9 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
     // A fresh buffer: first assignment, or a new shape.
     Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who));
     if (keep_shape && v.shape() != shape && !v.shape().is_scalar()) {
-      throw InvalidArgumentError("Assign to " + quoted(who) + ": shapes must match: variable shape " +
-                                 shape.to_string() + ", value shape " + v.shape().to_string());
+      throw InvalidArgumentError("Assign to " + quoted(who) +
+                                 ": shapes must match: variable shape " + shape.to_string() +
+                                 ", value shape " + v.shape().to_string());
     }
     Tensor fresh(s.dtype, keep_shape ? shape : v.shape(), *s.device);
     varstate::assign(fresh, v, {.name = who});
@@ -596,7 +605,8 @@ Tensor Variable::count_up_to(int64_t limit) {
   if (s.remote) {
     if (!s.shape.is_scalar()) {
       throw InvalidArgumentError("CountUpTo on \"" + s.op_name +
-                                 "\": the variable must be a scalar, has shape " + s.shape.to_string());
+                                 "\": the variable must be a scalar, has shape " +
+                                 s.shape.to_string());
     }
     if (!s.remote->is_initialized()) uninitialized(s.op_name);
     const int64_t before = s.remote->count_up_to(limit, s.op_name);
@@ -607,13 +617,15 @@ Tensor Variable::count_up_to(int64_t limit) {
   }
   Tensor target = live_value();
   if (!target.shape().is_scalar()) {
-    throw InvalidArgumentError("CountUpTo on " + quoted(s.op_name) + ": the variable must be a scalar, has shape " +
+    throw InvalidArgumentError("CountUpTo on " + quoted(s.op_name) +
+                               ": the variable must be a scalar, has shape " +
                                target.shape().to_string());
   }
   Tensor host = target.to_host().clone();
   int64_t before = s.dtype == DType::kInt32 ? host.data<int32_t>()[0] : host.data<int64_t>()[0];
   if (before >= limit) {
-    throw OutOfRangeError("CountUpTo on " + quoted(s.op_name) + ": Reached limit of " + std::to_string(limit));
+    throw OutOfRangeError("CountUpTo on " + quoted(s.op_name) + ": Reached limit of " +
+                          std::to_string(limit));
   }
   Tensor old = host.clone();
   if (s.dtype == DType::kInt32) {
@@ -639,16 +651,17 @@ TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(),
 
 Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (options.use_locking.value_or(false)) update = std::unique_lock(internal::update_mutex(variable_));
+  if (options.use_locking.value_or(false))
+    update = std::unique_lock(internal::update_mutex(variable_));
   if (internal::RemoteStorage* remote = internal::remote_storage(variable_)) {
     if (!remote->is_initialized()) uninitialized(variable_.op_name());
     // Validate on a local copy first (throws before anything is sent),
     // then write the region under the owner's exclusive lock.
-    Tensor probe = Tensor::zeros(variable_.dtype(), variable_.shape(), DeviceManager::instance().cpu());
+    Tensor probe =
+        Tensor::zeros(variable_.dtype(), variable_.shape(), DeviceManager::instance().cpu());
     strided_slice_assign(probe, specs_, value, variable_.op_name());
-    return remote->modify([&](Tensor& whole) {
-      strided_slice_assign(whole, specs_, value, variable_.op_name());
-    });
+    return remote->modify(
+        [&](Tensor& whole) { strided_slice_assign(whole, specs_, value, variable_.op_name()); });
   }
   Tensor target = variable_.ref();
   strided_slice_assign(target, specs_, value, variable_.op_name());

@@ -200,7 +200,6 @@ class Variable {
   // Handle identity: true if both refer to the same variable.
   bool same_as(const Variable& other) const { return state_ == other.state_; }
 
-
  private:
   struct State;
   friend struct internal::VariableAccess;  // variable_internal.h's functions

@@ -25,7 +25,8 @@ namespace {
 ScopeStore& store(Graph& graph) {
   // The graph keeps the store alive as long as itself.
   return *static_cast<ScopeStore*>(
-      graph.extension("varstate.variable_scope", [] { return std::make_shared<ScopeStore>(); }).get());
+      graph.extension("varstate.variable_scope", [] { return std::make_shared<ScopeStore>(); })
+          .get());
 }
 
 std::string list_string(const std::vector<int64_t>& v) {
@@ -62,11 +63,12 @@ Initializer default_initializer(const std::string& name, DType dtype) {
 using PendingRegularizers = std::vector<std::pair<Variable, Regularizer>>;
 
 // The initial-value Tensor of a get_variable call, in `dtype` if given.
-Tensor initial_tensor(const std::string& name, const Tensor& value, const std::optional<DType>& dtype) {
+Tensor initial_tensor(const std::string& name, const Tensor& value,
+                      const std::optional<DType>& dtype) {
   if (!dtype || value.dtype() == *dtype) return value;
   if (!value.weakly_typed()) {
-    throw ValueError("Initializer type '" + std::string(dtype_name(value.dtype())) + "' and explicit dtype '" +
-                     std::string(dtype_name(*dtype)) + "' don't match.");
+    throw ValueError("Initializer type '" + std::string(dtype_name(value.dtype())) +
+                     "' and explicit dtype '" + std::string(dtype_name(*dtype)) + "' don't match.");
   }
   return convert_to_dtype(value, *dtype, "initializer of " + quoted(name));
 }
@@ -91,10 +93,11 @@ Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const
                        " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
     }
     const Variable& found = it->second;
-    const TensorShape want = from_value ? req.initializer.tensor().shape() : req.shape.value_or(TensorShape::unknown());
+    const TensorShape want =
+        from_value ? req.initializer.tensor().shape() : req.shape.value_or(TensorShape::unknown());
     if (!want.is_compatible_with(found.shape())) {
-      throw ValueError("Trying to share variable " + name + ", but specified shape " + want.to_string() +
-                       " and found shape " + found.shape().to_string() + ".");
+      throw ValueError("Trying to share variable " + name + ", but specified shape " +
+                       want.to_string() + " and found shape " + found.shape().to_string() + ".");
     }
     if (o.dtype && *o.dtype != found.dtype()) {
       throw ValueError("Trying to share variable " + name + ", but specified dtype " +
@@ -109,7 +112,8 @@ Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const
                      "set reuse=None in VarScope?");
   }
   if (!from_value && (!req.shape || !req.shape->is_fully_defined())) {
-    throw ValueError("Shape of a new variable (" + name + ") must be fully defined, but instead was " +
+    throw ValueError("Shape of a new variable (" + name +
+                     ") must be fully defined, but instead was " +
                      req.shape.value_or(TensorShape::unknown()).to_string() + ".");
   }
   VariableOptions vo;
@@ -141,11 +145,13 @@ Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const
 
 // _VariableStore._get_partitioned_variable. Caller holds st.mu.
 PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::string& name,
-                                    const GetVariableOptions& o, bool reuse, PendingRegularizers& pending) {
+                                    const GetVariableOptions& o, bool reuse,
+                                    PendingRegularizers& pending) {
   const bool from_value = o.initializer.is_tensor();
   if (st.vars.count(name)) {
-    throw ValueError("A partitioner was provided, but an unpartitioned version of the variable was found: " +
-                     name + ".  Perhaps a variable of the same name was already created without partitioning?");
+    throw ValueError(
+        "A partitioner was provided, but an unpartitioned version of the variable was found: " +
+        name + ".  Perhaps a variable of the same name was already created without partitioning?");
   }
   Tensor value;
   TensorShape shape = o.shape;
@@ -153,8 +159,9 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
   if (from_value) {
     value = initial_tensor(name, o.initializer.tensor(), o.dtype);
     if (!o.shape.is_compatible_with(value.shape())) {
-      throw ValueError("Trying to create partitioned variable " + name + " of shape " + o.shape.to_string() +
-                       " from an initializer of shape " + value.shape().to_string() + ".");
+      throw ValueError("Trying to create partitioned variable " + name + " of shape " +
+                       o.shape.to_string() + " from an initializer of shape " +
+                       value.shape().to_string() + ".");
     }
     shape = value.shape();
     dtype = value.dtype();
@@ -164,15 +171,19 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
                      ") must be fully defined, but instead was " + shape.to_string() + ".");
   }
   if (shape.rank() < 1) {
-    throw ValueError("A partitioned Variable must have rank at least 1, shape: " + shape.to_string());
+    throw ValueError("A partitioned Variable must have rank at least 1, shape: " +
+                     shape.to_string());
   }
   const std::vector<int64_t> partitions = o.partitioner(shape, dtype);
   if (static_cast<int>(partitions.size()) != shape.rank()) {
-    throw ValueError("Partitioner returned a partition list that does not match the Variable's rank: " +
-                     list_string(partitions) + " vs. " + shape.to_string());
+    throw ValueError(
+        "Partitioner returned a partition list that does not match the Variable's rank: " +
+        list_string(partitions) + " vs. " + shape.to_string());
   }
   for (int64_t p : partitions) {
-    if (p < 1) throw ValueError("Partitioner returned zero partitions for some axes: " + list_string(partitions));
+    if (p < 1)
+      throw ValueError("Partitioner returned zero partitions for some axes: " +
+                       list_string(partitions));
   }
   if (auto it = st.partitioned.find(name); it != st.partitioned.end()) {
     if (!reuse) {
@@ -182,7 +193,8 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
     const PartitionedVariable& existing = it->second;
     if (!shape.is_compatible_with(existing.shape())) {
       throw ValueError("Trying to reuse partitioned variable " + name + ", but specified shape " +
-                       shape.to_string() + " and found shape " + existing.shape().to_string() + ".");
+                       shape.to_string() + " and found shape " + existing.shape().to_string() +
+                       ".");
     }
     if (dtype != existing.dtype()) {
       throw ValueError("Trying to reuse partitioned variable " + name + ", but specified dtype " +
@@ -190,23 +202,24 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
                        std::string(dtype_name(existing.dtype())) + ".");
     }
     if (existing.partitions() != partitions) {
-      throw ValueError("Trying to reuse partitioned variable " + name + ", but specified partitions " +
-                       list_string(partitions) + " and found partitions " +
-                       list_string(existing.partitions()) + ".");
+      throw ValueError("Trying to reuse partitioned variable " + name +
+                       ", but specified partitions " + list_string(partitions) +
+                       " and found partitions " + list_string(existing.partitions()) + ".");
     }
     return existing;
   }
   if (reuse) {
-    throw ValueError("PartitionedVariable " + name +
-                     " does not exist, or was not created with tf.get_variable(). Did you mean to set "
-                     "reuse=None in VarScope?");
+    throw ValueError(
+        "PartitionedVariable " + name +
+        " does not exist, or was not created with tf.get_variable(). Did you mean to set "
+        "reuse=None in VarScope?");
   }
   int axis = -1;
   for (int d = 0; d < shape.rank(); ++d) {
     if (partitions[static_cast<size_t>(d)] == 1) continue;
     if (axis >= 0) {
-      throw ValueError("Can only slice a variable along one dimension: shape: " + shape.to_string() +
-                       ", partitioning: " + list_string(partitions));
+      throw ValueError("Can only slice a variable along one dimension: shape: " +
+                       shape.to_string() + ", partitioning: " + list_string(partitions));
     }
     axis = d;
   }
@@ -215,7 +228,8 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
   for (int64_t i = 0; i < n; ++i) {
     const std::string part = name + "/part_" + std::to_string(i);
     if (st.vars.count(part)) {
-      throw ValueError("Variable " + part + " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
+      throw ValueError("Variable " + part +
+                       " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
     }
   }
   const int64_t dim = shape.dim(axis);
@@ -231,8 +245,9 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
     req.save_slice_info = SaveSliceInfo{name, full, offset, part_shape};
     if (from_value) {
       std::vector<SliceSpec> specs(static_cast<size_t>(axis), Slice::all());
-      specs.push_back(Slice::range(offset[static_cast<size_t>(axis)],
-                                   offset[static_cast<size_t>(axis)] + part_shape[static_cast<size_t>(axis)]));
+      specs.push_back(
+          Slice::range(offset[static_cast<size_t>(axis)],
+                       offset[static_cast<size_t>(axis)] + part_shape[static_cast<size_t>(axis)]));
       req.initializer = strided_slice(value, specs);
     } else {
       req.shape = TensorShape(part_shape);
@@ -240,7 +255,8 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
     }
     GetVariableOptions part_options = o;
     part_options.dtype = dtype;
-    parts.push_back(get_single(graph, st, name + "/part_" + std::to_string(i), req, part_options, false, pending));
+    parts.push_back(get_single(graph, st, name + "/part_" + std::to_string(i), req, part_options,
+                               false, pending));
     offset[static_cast<size_t>(axis)] += part_shape[static_cast<size_t>(axis)];
   }
   PartitionedVariable pv(name, shape, dtype, std::move(parts), partitions);
@@ -248,7 +264,8 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
   return pv;
 }
 
-GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVariableOptions& o, bool reuse) {
+GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVariableOptions& o,
+                              bool reuse) {
   ScopeStore& st = store(graph);
   PendingRegularizers pending;
   std::optional<GetVariableResult> result;
@@ -286,7 +303,8 @@ std::optional<Loss> no_regularizer(const Variable&) { return std::nullopt; }
 
 std::vector<Tensor> get_regularization_losses() {
   std::vector<Tensor> out;
-  for (const std::any& item : get_default_graph().get_collection(GraphKeys::REGULARIZATION_LOSSES)) {
+  for (const std::any& item :
+       get_default_graph().get_collection(GraphKeys::REGULARIZATION_LOSSES)) {
     if (const auto* loss = std::any_cast<Loss>(&item)) out.push_back((*loss)());
   }
   return out;
@@ -342,11 +360,21 @@ DType VariableScope::dtype() const { return state_->dtype; }
 VariableScopeProperties VariableScope::properties() const { return *state_; }
 
 void VariableScope::reuse_variables() { state_->reuse = true; }
-void VariableScope::set_initializer(Initializer initializer) { state_->initializer = std::move(initializer); }
-void VariableScope::set_regularizer(Regularizer regularizer) { state_->regularizer = std::move(regularizer); }
-void VariableScope::set_caching_device(std::string device) { state_->caching_device = std::move(device); }
-void VariableScope::set_partitioner(Partitioner partitioner) { state_->partitioner = std::move(partitioner); }
-void VariableScope::set_custom_getter(CustomGetter getter) { state_->custom_getter = std::move(getter); }
+void VariableScope::set_initializer(Initializer initializer) {
+  state_->initializer = std::move(initializer);
+}
+void VariableScope::set_regularizer(Regularizer regularizer) {
+  state_->regularizer = std::move(regularizer);
+}
+void VariableScope::set_caching_device(std::string device) {
+  state_->caching_device = std::move(device);
+}
+void VariableScope::set_partitioner(Partitioner partitioner) {
+  state_->partitioner = std::move(partitioner);
+}
+void VariableScope::set_custom_getter(CustomGetter getter) {
+  state_->custom_getter = std::move(getter);
+}
 void VariableScope::set_dtype(DType dtype) { state_->dtype = dtype; }
 
 GetVariableResult VariableScope::get_variable(Graph& graph, std::string_view name,
@@ -380,8 +408,8 @@ struct VariableScopeGuard::Frame {
 };
 
 VariableScopeGuard::VariableScopeGuard(Graph& graph, std::optional<std::string_view> name,
-                                       const VariableScope* captured, const VariableScopeOptions& options,
-                                       bool open_name_scope)
+                                       const VariableScope* captured,
+                                       const VariableScopeOptions& options, bool open_name_scope)
     : graph_(graph), frame_(std::make_unique<Frame>()) {
   if (options.reuse && !*options.reuse) {
     throw ValueError("variable_scope: reuse must be True or None, got False");
@@ -458,14 +486,16 @@ VariableScopeGuard::~VariableScopeGuard() {
       for (auto& [key, count] : st.counts) count = 0;
     } else {
       const std::string prefix = n + "/";
-      for (auto it = st.counts.lower_bound(prefix); it != st.counts.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      for (auto it = st.counts.lower_bound(prefix);
+           it != st.counts.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
         it->second = 0;
       }
     }
   }
 }
 
-VariableScopeGuard variable_scope(std::string_view name_or_default, const VariableScopeOptions& options) {
+VariableScopeGuard variable_scope(std::string_view name_or_default,
+                                  const VariableScopeOptions& options) {
   return VariableScopeGuard(get_default_graph(), name_or_default, nullptr, options, true);
 }
 
@@ -473,7 +503,8 @@ VariableScopeGuard variable_scope(const VariableScope& scope, const VariableScop
   return VariableScopeGuard(get_default_graph(), std::nullopt, &scope, options, true);
 }
 
-VariableScopeGuard variable_op_scope(const std::vector<Tensor>& /*values*/, std::string_view name_or_default,
+VariableScopeGuard variable_op_scope(const std::vector<Tensor>& /*values*/,
+                                     std::string_view name_or_default,
                                      const VariableScopeOptions& options) {
   return variable_scope(name_or_default, options);
 }

@@ -101,7 +101,8 @@ class VariableInitializer {
 class GetVariableResult;
 struct GetVariableOptions;
 // The getter that custom getters wrap: (full name, options) -> variable.
-using Getter = std::function<GetVariableResult(const std::string& name, const GetVariableOptions& options)>;
+using Getter =
+    std::function<GetVariableResult(const std::string& name, const GetVariableOptions& options)>;
 // tf's custom_getter(getter, name, *args, **kwargs).
 using CustomGetter = std::function<GetVariableResult(const Getter& getter, const std::string& name,
                                                      const GetVariableOptions& options)>;
@@ -134,7 +135,7 @@ class GetVariableResult {
   bool is_partitioned() const { return std::holds_alternative<PartitionedVariable>(value_); }
   const Variable& variable() const;
   const PartitionedVariable& partitioned_variable() const;
-  operator Variable() const { return variable(); }                          // NOLINT
+  operator Variable() const { return variable(); }                         // NOLINT
   operator PartitionedVariable() const { return partitioned_variable(); }  // NOLINT
   // The held object's name ("foo/v:0" for a Variable, "foo/v" for a
   // PartitionedVariable, as in TensorFlow), dtype and (full) shape.
@@ -235,8 +236,9 @@ class VariableScopeGuard {
   friend VariableScopeGuard variable_scope(const VariableScope&, const VariableScopeOptions&);
   friend class TemplateBase;
   struct Frame;
-  VariableScopeGuard(Graph& graph, std::optional<std::string_view> name, const VariableScope* captured,
-                     const VariableScopeOptions& options, bool open_name_scope);
+  VariableScopeGuard(Graph& graph, std::optional<std::string_view> name,
+                     const VariableScope* captured, const VariableScopeOptions& options,
+                     bool open_name_scope);
   Graph& graph_;
   VariableScope scope_;
   std::unique_ptr<Frame> frame_;

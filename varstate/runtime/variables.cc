@@ -35,13 +35,19 @@ std::vector<Variable> get_collection_variables(const std::string& key, std::stri
   return get_default_graph().get_collection_variables(key, scope);
 }
 
-std::vector<Variable> global_variables() { return get_collection_variables(GraphKeys::GLOBAL_VARIABLES); }
+std::vector<Variable> global_variables() {
+  return get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
+}
 std::vector<Variable> all_variables() { return global_variables(); }
 std::vector<Variable> trainable_variables() {
   return get_collection_variables(GraphKeys::TRAINABLE_VARIABLES);
 }
-std::vector<Variable> local_variables() { return get_collection_variables(GraphKeys::LOCAL_VARIABLES); }
-std::vector<Variable> model_variables() { return get_collection_variables(GraphKeys::MODEL_VARIABLES); }
+std::vector<Variable> local_variables() {
+  return get_collection_variables(GraphKeys::LOCAL_VARIABLES);
+}
+std::vector<Variable> model_variables() {
+  return get_collection_variables(GraphKeys::MODEL_VARIABLES);
+}
 std::vector<Variable> moving_average_variables() {
   return get_collection_variables(GraphKeys::MOVING_AVERAGE_VARIABLES);
 }
@@ -71,7 +77,9 @@ Tensor report_uninitialized_variables(const std::vector<Variable>& var_list) {
   auto names = uninitialized_names(var_list);
   return Tensor::from_vector<std::string>(names).strongly_typed();
 }
-Tensor report_uninitialized_variables() { return report_uninitialized_variables(global_and_local()); }
+Tensor report_uninitialized_variables() {
+  return report_uninitialized_variables(global_and_local());
+}
 
 Op assert_variables_initialized(const std::vector<Variable>& var_list) {
   return Op(get_default_graph().unique_name("assert_variables_initialized"), "Assert", [var_list] {

@@ -27,9 +27,15 @@ void dense_update(DenseUpdateOp op, T* dst, const T* src, int64_t n, bool src_is
     const E s = *reinterpret_cast<const E*>(src);
     auto c = out.constant(s);
     switch (op) {
-      case DenseUpdateOp::kAssign: evaluate<E>(out, c, n); break;
-      case DenseUpdateOp::kAdd: evaluate<E>(out, out + c, n); break;
-      case DenseUpdateOp::kSub: evaluate<E>(out, out - c, n); break;
+      case DenseUpdateOp::kAssign:
+        evaluate<E>(out, c, n);
+        break;
+      case DenseUpdateOp::kAdd:
+        evaluate<E>(out, out + c, n);
+        break;
+      case DenseUpdateOp::kSub:
+        evaluate<E>(out, out - c, n);
+        break;
     }
     return;
   }
@@ -39,8 +45,12 @@ void dense_update(DenseUpdateOp op, T* dst, const T* src, int64_t n, bool src_is
     case DenseUpdateOp::kAssign:
       if (dst != src) evaluate<E>(out, in, n);
       break;
-    case DenseUpdateOp::kAdd: evaluate<E>(out, out + in, n); break;
-    case DenseUpdateOp::kSub: evaluate<E>(out, out - in, n); break;
+    case DenseUpdateOp::kAdd:
+      evaluate<E>(out, out + in, n);
+      break;
+    case DenseUpdateOp::kSub:
+      evaluate<E>(out, out - in, n);
+      break;
   }
 }
 

@@ -18,10 +18,20 @@ const Eigen::ThreadPoolDevice& eigen_device();
 // costs more than it saves.
 inline constexpr int64_t kParallelBytesThreshold = 256 * 1024;
 
-template <typename T> struct EigenTypeOf { using type = T; };
-template <> struct EigenTypeOf<half> { using type = Eigen::half; };
-template <> struct EigenTypeOf<bfloat16> { using type = Eigen::bfloat16; };
-template <typename T> using eigen_t = typename EigenTypeOf<T>::type;
+template <typename T>
+struct EigenTypeOf {
+  using type = T;
+};
+template <>
+struct EigenTypeOf<half> {
+  using type = Eigen::half;
+};
+template <>
+struct EigenTypeOf<bfloat16> {
+  using type = Eigen::bfloat16;
+};
+template <typename T>
+using eigen_t = typename EigenTypeOf<T>::type;
 
 static_assert(sizeof(Eigen::half) == sizeof(half));
 static_assert(sizeof(Eigen::bfloat16) == sizeof(bfloat16));

@@ -12,10 +12,20 @@ namespace varstate::kernels::cpu {
 namespace {
 
 // 16-bit floats compute in float; everything else in its own type.
-template <typename T> struct ComputeTypeOf { using type = T; };
-template <> struct ComputeTypeOf<half> { using type = float; };
-template <> struct ComputeTypeOf<bfloat16> { using type = float; };
-template <typename T> using compute_t = typename ComputeTypeOf<T>::type;
+template <typename T>
+struct ComputeTypeOf {
+  using type = T;
+};
+template <>
+struct ComputeTypeOf<half> {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<bfloat16> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename ComputeTypeOf<T>::type;
 
 template <typename T>
 compute_t<T> load(const T& v) {
@@ -43,9 +53,8 @@ void parallel_for(int64_t n, int64_t bytes_per_element, const Body& body) {
     body(int64_t{0}, n);
     return;
   }
-  eigen_device().parallelFor(
-      n, Eigen::TensorOpCost(static_cast<double>(bytes_per_element), 0, 1),
-      [&](Eigen::Index first, Eigen::Index last) { body(first, last); });
+  eigen_device().parallelFor(n, Eigen::TensorOpCost(static_cast<double>(bytes_per_element), 0, 1),
+                             [&](Eigen::Index first, Eigen::Index last) { body(first, last); });
 }
 
 // Output elements [first, last) of a broadcast: walks the innermost
@@ -66,7 +75,8 @@ void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, 
   int64_t i = first;
   while (i < last) {
     const int64_t row_end = std::min(last, i + (inner - idx[r - 1]));
-    for (; i < row_end; ++i, oa += sa, ob += sb) out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
+    for (; i < row_end; ++i, oa += sa, ob += sb)
+      out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
     if (i == last) break;
     oa -= inner * sa;
     ob -= inner * sb;
@@ -156,13 +166,16 @@ template <typename T>
 void unary(UnaryOp op, const T* in, T* out, int64_t n) {
   switch (op) {
     case UnaryOp::kNegative:
-      if constexpr (unary_op_supports<T>(UnaryOp::kNegative)) return run_unary(in, out, n, NegativeFn{});
+      if constexpr (unary_op_supports<T>(UnaryOp::kNegative))
+        return run_unary(in, out, n, NegativeFn{});
       break;
     case UnaryOp::kAbs:
-      if constexpr (unary_op_supports<T>(UnaryOp::kAbs) && !kIsComplex<T>) return run_unary(in, out, n, AbsFn{});
+      if constexpr (unary_op_supports<T>(UnaryOp::kAbs) && !kIsComplex<T>)
+        return run_unary(in, out, n, AbsFn{});
       break;
     case UnaryOp::kInvert:
-      if constexpr (unary_op_supports<T>(UnaryOp::kInvert)) return run_unary(in, out, n, InvertFn{});
+      if constexpr (unary_op_supports<T>(UnaryOp::kInvert))
+        return run_unary(in, out, n, InvertFn{});
       break;
   }
   not_instantiated("unary");
@@ -173,8 +186,8 @@ void complex_abs(const T* in, R* out, int64_t n) {
   run_unary(in, out, n, AbsFn{});
 }
 
-#define VARSTATE_INSTANTIATE(E, T)                                                       \
-  template int arithmetic<T>(BinaryOp, const T*, const T*, T*, const BinaryGeometry&);  \
+#define VARSTATE_INSTANTIATE(E, T)                                                        \
+  template int arithmetic<T>(BinaryOp, const T*, const T*, T*, const BinaryGeometry&);    \
   template void predicate<T>(BinaryOp, const T*, const T*, bool*, const BinaryGeometry&); \
   template void unary<T>(UnaryOp, const T*, T*, int64_t);
 VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(VARSTATE_INSTANTIATE)

@@ -22,8 +22,7 @@ void for_rows(int64_t n, int64_t row_bytes, const Copy& copy) {
 }  // namespace
 
 template <typename Index>
-void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n,
-                 void* out) {
+void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out) {
   if (n == 0 || row_bytes == 0) return;
   const char* src = static_cast<const char*>(table);
   char* dst = static_cast<char*>(out);

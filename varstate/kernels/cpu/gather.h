@@ -14,8 +14,7 @@ namespace varstate::kernels::cpu {
 // kParallelBytesThreshold bytes of output. Defined for Index in {int32_t,
 // int64_t}. Thread-safe.
 template <typename Index>
-void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n,
-                 void* out);
+void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out);
 
 // The same on a table split by rows into parts (a partitioned variable):
 // part k, at parts[k], holds rows [part_begin[k], part_begin[k + 1]);

@@ -3,8 +3,10 @@
 
 namespace varstate::kernels::cpu {
 
-template void matmul<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool, bool);
-template void matmul<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool, bool);
+template void matmul<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
+                            bool);
+template void matmul<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool,
+                             bool);
 template void matmul<int32_t>(const int32_t*, const int32_t*, int32_t*, int64_t, int64_t, int64_t,
                               bool, bool);
 

@@ -42,8 +42,9 @@ void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool 
     return;
   }
   const double row_bytes = static_cast<double>((k + n) * sizeof(T));
-  eigen_device().parallelFor(m, Eigen::TensorOpCost(row_bytes, static_cast<double>(n * sizeof(T)),
-                                                    2.0 * static_cast<double>(n * k)),
+  eigen_device().parallelFor(m,
+                             Eigen::TensorOpCost(row_bytes, static_cast<double>(n * sizeof(T)),
+                                                 2.0 * static_cast<double>(n * k)),
                              rows);
 }
 

@@ -14,10 +14,14 @@ using rng::PhiloxStream;
 
 // Cost of one group (measured, AVX-512 build, x86-64), for Eigen's decision to
 // go parallel.
-template <typename D> constexpr double kCyclesPerGroup = 60;  // truncated normal
-template <typename T> constexpr double kCyclesPerGroup<rng::NormalDistribution<T>> = 40;
-template <typename T> constexpr double kCyclesPerGroup<rng::UniformDistribution<T>> = 15;
-template <typename T> constexpr double kCyclesPerGroup<rng::UniformIntDistribution<T>> = 70;
+template <typename D>
+constexpr double kCyclesPerGroup = 60;  // truncated normal
+template <typename T>
+constexpr double kCyclesPerGroup<rng::NormalDistribution<T>> = 40;
+template <typename T>
+constexpr double kCyclesPerGroup<rng::UniformDistribution<T>> = 15;
+template <typename T>
+constexpr double kCyclesPerGroup<rng::UniformIntDistribution<T>> = 70;
 
 // Groups computed together. The per-group transforms run in a loop over the
 // groups of a batch, which GCC vectorizes (one group per SIMD lane) with the
@@ -112,8 +116,8 @@ struct Batch<rng::TruncatedNormalDistribution<T>> {
 // [group_begin, group_end) to out; groups cut by the ends of the range are
 // computed whole and clipped.
 template <typename D>
-[[gnu::always_inline]] inline void fill_groups(const D& dist, typename D::Bits* out,
-                                               int64_t first, int64_t end, int64_t group_begin,
+[[gnu::always_inline]] inline void fill_groups(const D& dist, typename D::Bits* out, int64_t first,
+                                               int64_t end, int64_t group_begin,
                                                int64_t group_end) {
   constexpr int kGroup = D::kGroupSize;
   constexpr int kGroups = Batch<D>::kGroups;
@@ -156,8 +160,8 @@ void fill_groups_generic(const D& dist, typename D::Bits* out, int64_t first, in
 #define VARSTATE_RANDOM_SIMD_CLONES 1
 template <typename D>
 [[gnu::target("avx2,fma")]] void fill_groups_avx2(const D& dist, typename D::Bits* out,
-                                                  int64_t first, int64_t end,
-                                                  int64_t group_begin, int64_t group_end) {
+                                                  int64_t first, int64_t end, int64_t group_begin,
+                                                  int64_t group_end) {
   fill_groups(dist, out, first, end, group_begin, group_end);
 }
 
@@ -168,7 +172,11 @@ template <typename D>
   fill_groups(dist, out, first, end, group_begin, group_end);
 }
 
-enum class Simd { kNone, kAvx2, kAvx512 };
+enum class Simd {
+  kNone,
+  kAvx2,
+  kAvx512
+};
 
 Simd cpu_simd() {
   static const Simd simd = [] {
@@ -196,9 +204,14 @@ void fill(const D& dist, typename D::Bits* out, int64_t n, int64_t first) {
   auto* fill_range = &fill_groups_generic<D>;
 #if defined(VARSTATE_RANDOM_SIMD_CLONES)
   switch (cpu_simd()) {
-    case Simd::kAvx512: fill_range = &fill_groups_avx512<D>; break;
-    case Simd::kAvx2: fill_range = &fill_groups_avx2<D>; break;
-    case Simd::kNone: break;
+    case Simd::kAvx512:
+      fill_range = &fill_groups_avx512<D>;
+      break;
+    case Simd::kAvx2:
+      fill_range = &fill_groups_avx2<D>;
+      break;
+    case Simd::kNone:
+      break;
   }
 #endif
   auto run = [&](Eigen::Index begin, Eigen::Index stop) {
@@ -231,8 +244,8 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
   const PhiloxStream stream = PhiloxStream::from_seeds(seed, seed2);
   if constexpr (std::is_integral_v<T>) {
     using Range = std::make_unsigned_t<T>;
-    const rng::UniformIntDistribution<T> dist{
-        stream, minval, static_cast<Range>(Range(maxval) - Range(minval))};
+    const rng::UniformIntDistribution<T> dist{stream, minval,
+                                              static_cast<Range>(Range(maxval) - Range(minval))};
     fill(dist, out, n, first_element);
   } else {
     const auto lo = compute_value(minval);
@@ -242,10 +255,10 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
 }
 
 template <typename T>
-void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2,
-                   T mean, T stddev) {
-  const rng::NormalDistribution<T> dist{PhiloxStream::from_seeds(seed, seed2),
-                                        compute_value(mean), compute_value(stddev)};
+void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2, T mean,
+                   T stddev) {
+  const rng::NormalDistribution<T> dist{PhiloxStream::from_seeds(seed, seed2), compute_value(mean),
+                                        compute_value(stddev)};
   fill(dist, bits_ptr(out), n, first_element);
 }
 
@@ -257,9 +270,9 @@ void truncated_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, u
   fill(dist, bits_ptr(out), n, first_element);
 }
 
-#define VARSTATE_INSTANTIATE_FLOAT(T)                                                     \
-  template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);     \
-  template void random_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);      \
+#define VARSTATE_INSTANTIATE_FLOAT(T)                                              \
+  template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T); \
+  template void random_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);  \
   template void truncated_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);
 VARSTATE_INSTANTIATE_FLOAT(half)
 VARSTATE_INSTANTIATE_FLOAT(bfloat16)

@@ -62,8 +62,8 @@ int64_t validate_indices(const Index* indices, int64_t n, int64_t rows) {
   eigen_device().parallelFor(parts, Eigen::TensorOpCost(double(n) * sizeof(Index) / parts, 0, 0),
                              [&](Eigen::Index first, Eigen::Index last) {
                                for (Eigen::Index p = first; p < last; ++p) {
-                                 found[p] = first_bad(indices, n * p / parts,
-                                                      n * (p + 1) / parts, rows);
+                                 found[p] =
+                                     first_bad(indices, n * p / parts, n * (p + 1) / parts, rows);
                                }
                              });
   for (int64_t f : found) {

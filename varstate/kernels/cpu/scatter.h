@@ -43,8 +43,8 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
 // as scatter. Index is int64_t.
 template <typename T, typename Index>
 void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
-                   int64_t row_width, const Index* indices, int64_t num_indices,
-                   const T* updates, bool updates_scalar);
+                   int64_t row_width, const Index* indices, int64_t num_indices, const T* updates,
+                   bool updates_scalar);
 
 // The position of the first index outside [0, rows), or -1 when all n are
 // in range. Parallel above kParallelBytesThreshold bytes of indices.

@@ -94,8 +94,8 @@ void split_rows(const Rows& rows, int64_t r0, int64_t r1, int64_t pieces,
 // Applies, in order, the indices at positions order[0, n) (all in the
 // range whose rows `table` reaches) to columns [c0, c1).
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_shard(const Rows& table, int64_t row_width, const Index* indices,
-                   const int64_t* order, int64_t n, const E* updates, int64_t c0, int64_t c1) {
+void scatter_shard(const Rows& table, int64_t row_width, const Index* indices, const int64_t* order,
+                   int64_t n, const E* updates, int64_t c0, int64_t c1) {
   constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
   const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
   for (int64_t j = 0; j < n; ++j) {
@@ -173,8 +173,8 @@ RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const In
 // by range, so that a thread reads only its own (in order: duplicates
 // apply as in a serial loop).
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan,
-                int64_t row_width, const Index* indices, int64_t num_indices, const E* updates) {
+void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan, int64_t row_width,
+                const Index* indices, int64_t num_indices, const E* updates) {
   RangeBuckets buckets;
   if (ranges.size() > 1) buckets = bucket_by_range(ranges, indices, num_indices);
   auto run = [&](int64_t shard) {
@@ -208,11 +208,16 @@ void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan
 template <typename E, typename Fn>
 void with_op(ScatterOp op, Fn&& fn) {
   switch (op) {
-    case ScatterOp::kUpdate: return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});
-    case ScatterOp::kAdd: return fn(std::integral_constant<ScatterOp, ScatterOp::kAdd>{});
-    case ScatterOp::kSub: return fn(std::integral_constant<ScatterOp, ScatterOp::kSub>{});
-    case ScatterOp::kMul: return fn(std::integral_constant<ScatterOp, ScatterOp::kMul>{});
-    case ScatterOp::kDiv: return fn(std::integral_constant<ScatterOp, ScatterOp::kDiv>{});
+    case ScatterOp::kUpdate:
+      return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});
+    case ScatterOp::kAdd:
+      return fn(std::integral_constant<ScatterOp, ScatterOp::kAdd>{});
+    case ScatterOp::kSub:
+      return fn(std::integral_constant<ScatterOp, ScatterOp::kSub>{});
+    case ScatterOp::kMul:
+      return fn(std::integral_constant<ScatterOp, ScatterOp::kMul>{});
+    case ScatterOp::kDiv:
+      return fn(std::integral_constant<ScatterOp, ScatterOp::kDiv>{});
     case ScatterOp::kMin:
     case ScatterOp::kMax:
       if constexpr (kIsComplex<E>) {
@@ -261,8 +266,8 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
 
 template <typename T, typename Index>
 void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
-                   int64_t row_width, const Index* indices, int64_t num_indices,
-                   const T* updates, bool updates_scalar) {
+                   int64_t row_width, const Index* indices, int64_t num_indices, const T* updates,
+                   bool updates_scalar) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
   static_assert(sizeof(E) == sizeof(T));
@@ -321,8 +326,7 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
     const int64_t r0 = part_begin[k], r1 = part_begin[k + 1];
     const int64_t pieces =
         rows == 0 ? 1 : std::max<int64_t>(1, (plan.row_parts * (r1 - r0) + rows - 1) / rows);
-    split_rows(TableRows<E>{reinterpret_cast<E*>(parts[k]), r0, row_width}, r0, r1, pieces,
-               ranges);
+    split_rows(TableRows<E>{reinterpret_cast<E*>(parts[k]), r0, row_width}, r0, r1, pieces, ranges);
   }
   scatter_rows(op, ranges, plan, row_width, indices, num_indices, src, updates_scalar);
 }
@@ -331,10 +335,10 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
 
 // Explicit instantiations for storage type T, inside namespace
 // varstate::kernels::cpu.
-#define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                             \
-  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*,        \
-                                    int64_t, const T*, bool, bool);                         \
-  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*,        \
-                                    int64_t, const T*, bool, bool);                         \
-  template void scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int,      \
-                                          int64_t, const int64_t*, int64_t, const T*, bool);
+#define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                                \
+  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*, int64_t, \
+                                    const T*, bool, bool);                                    \
+  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
+                                    const T*, bool, bool);                                    \
+  template void scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
+                                          const int64_t*, int64_t, const T*, bool);

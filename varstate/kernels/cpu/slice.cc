@@ -37,8 +37,9 @@ void strided_copy(const T* src, T* dst, const StridedCopy& c) {
     return;
   }
   eigen_device().parallelFor(
-      rows, Eigen::TensorOpCost(static_cast<double>(inner * sizeof(T)),
-                                static_cast<double>(inner * sizeof(T)), 0),
+      rows,
+      Eigen::TensorOpCost(static_cast<double>(inner * sizeof(T)),
+                          static_cast<double>(inner * sizeof(T)), 0),
       [&](Eigen::Index first, Eigen::Index last) { copy_rows(first, last); });
 }
 

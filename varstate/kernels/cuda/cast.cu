@@ -28,11 +28,16 @@ __global__ void __launch_bounds__(CastConfig::kThreads)
     const auto v = widen(in[i]);
     switch (to) {  // uniform across the grid
 #define VARSTATE_CAST_CASE(E, T) \
-  case DType::E: put<T>(out, i, v); break;
+  case DType::E:                 \
+    put<T>(out, i, v);           \
+    break;
       VARSTATE_FOR_EACH_NUMERIC_DTYPE(VARSTATE_CAST_CASE)
 #undef VARSTATE_CAST_CASE
-      case DType::kBool: put<bool>(out, i, v); break;
-      default: break;
+      case DType::kBool:
+        put<bool>(out, i, v);
+        break;
+      default:
+        break;
     }
   }
 }

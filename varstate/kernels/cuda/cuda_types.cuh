@@ -16,12 +16,28 @@
 
 namespace varstate::kernels::cuda {
 
-template <typename T> struct CudaTypeOf { using type = T; };
-template <> struct CudaTypeOf<half> { using type = __half; };
-template <> struct CudaTypeOf<bfloat16> { using type = __nv_bfloat16; };
-template <> struct CudaTypeOf<complex64> { using type = ::cuda::std::complex<float>; };
-template <> struct CudaTypeOf<complex128> { using type = ::cuda::std::complex<double>; };
-template <typename T> using cuda_t = typename CudaTypeOf<T>::type;
+template <typename T>
+struct CudaTypeOf {
+  using type = T;
+};
+template <>
+struct CudaTypeOf<half> {
+  using type = __half;
+};
+template <>
+struct CudaTypeOf<bfloat16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct CudaTypeOf<complex64> {
+  using type = ::cuda::std::complex<float>;
+};
+template <>
+struct CudaTypeOf<complex128> {
+  using type = ::cuda::std::complex<double>;
+};
+template <typename T>
+using cuda_t = typename CudaTypeOf<T>::type;
 
 static_assert(sizeof(__half) == sizeof(half));
 static_assert(sizeof(__nv_bfloat16) == sizeof(bfloat16));

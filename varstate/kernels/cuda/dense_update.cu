@@ -13,9 +13,12 @@ struct DenseUpdateConfig {
 template <typename C>
 __device__ __forceinline__ C apply(DenseUpdateOp op, C a, C b) {
   switch (op) {
-    case DenseUpdateOp::kAdd: return C(a + b);
-    case DenseUpdateOp::kSub: return C(a - b);
-    default: return b;
+    case DenseUpdateOp::kAdd:
+      return C(a + b);
+    case DenseUpdateOp::kSub:
+      return C(a - b);
+    default:
+      return b;
   }
 }
 
@@ -29,7 +32,8 @@ struct alignas(DenseUpdateConfig::kVectorBytes) Vec {
 template <typename C, DenseUpdateOp Op, bool Scalar>
 __global__ void dense_update_kernel(C* __restrict__ dst, const C* __restrict__ src, int64_t n) {
   constexpr int N = DenseUpdateConfig::kVectorBytes / sizeof(C) > 0
-                        ? DenseUpdateConfig::kVectorBytes / sizeof(C) : 1;
+                        ? DenseUpdateConfig::kVectorBytes / sizeof(C)
+                        : 1;
   using V = Vec<C, N>;
   const int64_t packets = n / N;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -70,7 +74,8 @@ template <typename C, DenseUpdateOp Op, bool Scalar>
 void launch(C* dst, const C* src, int64_t n, cudaStream_t stream) {
   constexpr int kThreads = DenseUpdateConfig::kThreads;
   constexpr int N = DenseUpdateConfig::kVectorBytes / sizeof(C) > 0
-                        ? DenseUpdateConfig::kVectorBytes / sizeof(C) : 1;
+                        ? DenseUpdateConfig::kVectorBytes / sizeof(C)
+                        : 1;
   auto aligned = [](const void* p) {
     return reinterpret_cast<uintptr_t>(p) % DenseUpdateConfig::kVectorBytes == 0;
   };
@@ -106,15 +111,19 @@ void dense_update(DenseUpdateOp op, T* dst, const T* src, int64_t n, bool src_is
     case DenseUpdateOp::kAssign:
       if (!src_is_scalar) {
         if (dst != src) {
-          VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T),
-                                              cudaMemcpyDeviceToDevice, stream));
+          VARSTATE_CUDA_CHECK(
+              cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
         }
         return;
       }
       launch_op<C, DenseUpdateOp::kAssign>(d, s, n, true, stream);
       return;
-    case DenseUpdateOp::kAdd: launch_op<C, DenseUpdateOp::kAdd>(d, s, n, src_is_scalar, stream); return;
-    case DenseUpdateOp::kSub: launch_op<C, DenseUpdateOp::kSub>(d, s, n, src_is_scalar, stream); return;
+    case DenseUpdateOp::kAdd:
+      launch_op<C, DenseUpdateOp::kAdd>(d, s, n, src_is_scalar, stream);
+      return;
+    case DenseUpdateOp::kSub:
+      launch_op<C, DenseUpdateOp::kSub>(d, s, n, src_is_scalar, stream);
+      return;
   }
 }
 

@@ -24,7 +24,8 @@ struct ElementwiseConfig {
 template <typename C>
 constexpr int lanes() {
   return ElementwiseConfig::kVectorBytes / sizeof(C) > 0
-             ? static_cast<int>(ElementwiseConfig::kVectorBytes / sizeof(C)) : 1;
+             ? static_cast<int>(ElementwiseConfig::kVectorBytes / sizeof(C))
+             : 1;
 }
 
 template <typename C, int N>
@@ -94,8 +95,8 @@ __global__ void __launch_bounds__(ElementwiseConfig::kThreads)
 // into the two operands' offsets (stride 0 along broadcast dims).
 template <typename C, typename O, typename F>
 __global__ void __launch_bounds__(ElementwiseConfig::kThreads)
-    binary_broadcast_kernel(const C* __restrict__ a, const C* __restrict__ b,
-                            O* __restrict__ out, BinaryGeometry g, F f, int* err) {
+    binary_broadcast_kernel(const C* __restrict__ a, const C* __restrict__ b, O* __restrict__ out,
+                            BinaryGeometry g, F f, int* err) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.n;
        i += stride) {
@@ -139,11 +140,13 @@ void launch_binary(const C* a, const C* b, O* out, const BinaryGeometry& g, F f,
   constexpr int kThreads = ElementwiseConfig::kThreads;
   if (g.n == 0) return;
   if (g.layout == BinaryGeometry::kBroadcast) {
-    binary_broadcast_kernel<C, O, F><<<grid_for(g.n, kThreads), kThreads, 0, stream>>>(
-        a, b, out, g, f, err);
+    binary_broadcast_kernel<C, O, F>
+        <<<grid_for(g.n, kThreads), kThreads, 0, stream>>>(a, b, out, g, f, err);
   } else {
-    const bool a_scalar = g.layout == BinaryGeometry::kScalarA || g.layout == BinaryGeometry::kScalarBoth;
-    const bool b_scalar = g.layout == BinaryGeometry::kScalarB || g.layout == BinaryGeometry::kScalarBoth;
+    const bool a_scalar =
+        g.layout == BinaryGeometry::kScalarA || g.layout == BinaryGeometry::kScalarBoth;
+    const bool b_scalar =
+        g.layout == BinaryGeometry::kScalarB || g.layout == BinaryGeometry::kScalarBoth;
     const bool vectorize = aligned(out) && (a_scalar || aligned(a)) && (b_scalar || aligned(b));
     const int64_t work = vectorize ? (g.n + lanes<C>() - 1) / lanes<C>() : g.n;
     binary_vector_kernel<C, O, F><<<grid_for(work, kThreads), kThreads, 0, stream>>>(
@@ -158,7 +161,8 @@ void launch_unary(const C* in, O* out, int64_t n, F f, cudaStream_t stream) {
   if (n == 0) return;
   const bool vectorize = aligned(in) && aligned(out);
   const int64_t work = vectorize ? (n + lanes<C>() - 1) / lanes<C>() : n;
-  unary_kernel<C, O, F><<<grid_for(work, kThreads), kThreads, 0, stream>>>(in, out, n, vectorize, f);
+  unary_kernel<C, O, F>
+      <<<grid_for(work, kThreads), kThreads, 0, stream>>>(in, out, n, vectorize, f);
   VARSTATE_CUDA_CHECK_LAUNCH();
 }
 
@@ -175,8 +179,9 @@ void arithmetic(BinaryOp op, const T* a, const T* b, T* out, const BinaryGeometr
   with_binary_functor(op, [&](auto fn, auto op_constant) {
     constexpr BinaryOp kOp = decltype(op_constant)::value;
     if constexpr (binary_op_supports<T>(kOp) && !binary_op_is_predicate(kOp)) {
-      elementwise_detail::launch_binary(reinterpret_cast<const C*>(a), reinterpret_cast<const C*>(b),
-                                        reinterpret_cast<C*>(out), g, fn, error_flag, stream);
+      elementwise_detail::launch_binary(reinterpret_cast<const C*>(a),
+                                        reinterpret_cast<const C*>(b), reinterpret_cast<C*>(out), g,
+                                        fn, error_flag, stream);
     } else {
       elementwise_detail::not_instantiated("arithmetic");
     }
@@ -190,8 +195,8 @@ void predicate(BinaryOp op, const T* a, const T* b, bool* out, const BinaryGeome
   with_binary_functor(op, [&](auto fn, auto op_constant) {
     constexpr BinaryOp kOp = decltype(op_constant)::value;
     if constexpr (binary_op_supports<T>(kOp) && binary_op_is_predicate(kOp)) {
-      elementwise_detail::launch_binary(reinterpret_cast<const C*>(a), reinterpret_cast<const C*>(b),
-                                        out, g, fn, nullptr, stream);
+      elementwise_detail::launch_binary(reinterpret_cast<const C*>(a),
+                                        reinterpret_cast<const C*>(b), out, g, fn, nullptr, stream);
     } else {
       elementwise_detail::not_instantiated("predicate");
     }
@@ -231,10 +236,10 @@ void complex_abs(const T* in, R* out, int64_t n, cudaStream_t stream) {
 }  // namespace varstate::kernels::cuda
 
 // Explicit instantiations, used inside namespace varstate::kernels::cuda.
-#define VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(E, T)                                   \
-  template void arithmetic<T>(BinaryOp, const T*, const T*, T*, const BinaryGeometry&, \
-                              int*, cudaStream_t);
-#define VARSTATE_CUDA_PREDICATE_INSTANTIATE(E, T)                                       \
+#define VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(E, T)                                           \
+  template void arithmetic<T>(BinaryOp, const T*, const T*, T*, const BinaryGeometry&, int*, \
+                              cudaStream_t);
+#define VARSTATE_CUDA_PREDICATE_INSTANTIATE(E, T)                                        \
   template void predicate<T>(BinaryOp, const T*, const T*, bool*, const BinaryGeometry&, \
                              cudaStream_t);
 #define VARSTATE_CUDA_UNARY_INSTANTIATE(E, T) \

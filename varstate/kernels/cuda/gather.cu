@@ -39,11 +39,11 @@ void launch(const void* table, int64_t row_bytes, const Index* indices, int64_t 
 }  // namespace
 
 template <typename Index>
-void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n,
-                 void* out, cudaStream_t stream) {
+void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
+                 cudaStream_t stream) {
   if (n == 0 || row_bytes == 0) return;
-  const uint64_t align = static_cast<uint64_t>(row_bytes) |
-                         reinterpret_cast<uintptr_t>(table) | reinterpret_cast<uintptr_t>(out);
+  const uint64_t align = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(table) |
+                         reinterpret_cast<uintptr_t>(out);
   if (align % 16 == 0) return launch<Word16>(table, row_bytes, indices, n, out, stream);
   if (align % 8 == 0) return launch<uint64_t>(table, row_bytes, indices, n, out, stream);
   if (align % 4 == 0) return launch<uint32_t>(table, row_bytes, indices, n, out, stream);

@@ -16,7 +16,7 @@ namespace varstate::kernels::cuda {
 // synchronization. Defined for Index in {int32_t, int64_t}. Throws
 // InternalError if the launch fails.
 template <typename Index>
-void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n,
-                 void* out, cudaStream_t stream);
+void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
+                 cudaStream_t stream);
 
 }  // namespace varstate::kernels::cuda

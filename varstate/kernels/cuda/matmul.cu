@@ -22,11 +22,11 @@ struct MatmulConfig {
                       cublasGetStatusString(status));
 }
 
-#define VARSTATE_CUBLAS_CHECK(call, device)                                    \
-  do {                                                                         \
-    cublasStatus_t varstate_cublas_status_ = (call);                           \
-    if (varstate_cublas_status_ != CUBLAS_STATUS_SUCCESS)                      \
-      throw_cublas_error(varstate_cublas_status_, #call, device);              \
+#define VARSTATE_CUBLAS_CHECK(call, device)                       \
+  do {                                                            \
+    cublasStatus_t varstate_cublas_status_ = (call);              \
+    if (varstate_cublas_status_ != CUBLAS_STATUS_SUCCESS)         \
+      throw_cublas_error(varstate_cublas_status_, #call, device); \
   } while (0)
 
 // One cuBLAS handle per device, bound to that device's stream. Handles live
@@ -44,43 +44,63 @@ cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
   return handle;
 }
 
-template <typename T> struct GemmTypes;
-template <> struct GemmTypes<float> {
+template <typename T>
+struct GemmTypes;
+template <>
+struct GemmTypes<float> {
   static constexpr cudaDataType_t kData = CUDA_R_32F;
   static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
   using Scale = float;
 };
-template <> struct GemmTypes<double> {
+template <>
+struct GemmTypes<double> {
   static constexpr cudaDataType_t kData = CUDA_R_64F;
   static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_64F;
   using Scale = double;
 };
-template <> struct GemmTypes<half> {
+template <>
+struct GemmTypes<half> {
   static constexpr cudaDataType_t kData = CUDA_R_16F;
   static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
   using Scale = float;
 };
-template <> struct GemmTypes<bfloat16> {
+template <>
+struct GemmTypes<bfloat16> {
   static constexpr cudaDataType_t kData = CUDA_R_16BF;
   static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
   using Scale = float;
 };
-template <> struct GemmTypes<complex64> {
+template <>
+struct GemmTypes<complex64> {
   static constexpr cudaDataType_t kData = CUDA_C_32F;
   static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
   using Scale = cuComplex;
 };
-template <> struct GemmTypes<complex128> {
+template <>
+struct GemmTypes<complex128> {
   static constexpr cudaDataType_t kData = CUDA_C_64F;
   static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_64F;
   using Scale = cuDoubleComplex;
 };
 
-template <typename S> S scale_one();
-template <> float scale_one<float>() { return 1.f; }
-template <> double scale_one<double>() { return 1.0; }
-template <> cuComplex scale_one<cuComplex>() { return make_cuComplex(1.f, 0.f); }
-template <> cuDoubleComplex scale_one<cuDoubleComplex>() { return make_cuDoubleComplex(1.0, 0.0); }
+template <typename S>
+S scale_one();
+template <>
+float scale_one<float>() {
+  return 1.f;
+}
+template <>
+double scale_one<double>() {
+  return 1.0;
+}
+template <>
+cuComplex scale_one<cuComplex>() {
+  return make_cuComplex(1.f, 0.f);
+}
+template <>
+cuDoubleComplex scale_one<cuDoubleComplex>() {
+  return make_cuDoubleComplex(1.0, 0.0);
+}
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B
 // first and swap m and n; the stored matrices need no copy.
@@ -157,8 +177,8 @@ void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool 
 
 template void matmul<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
                             bool, int, cudaStream_t);
-template void matmul<double>(const double*, const double*, double*, int64_t, int64_t, int64_t,
-                             bool, bool, int, cudaStream_t);
+template void matmul<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool,
+                             bool, int, cudaStream_t);
 template void matmul<half>(const half*, const half*, half*, int64_t, int64_t, int64_t, bool, bool,
                            int, cudaStream_t);
 template void matmul<bfloat16>(const bfloat16*, const bfloat16*, bfloat16*, int64_t, int64_t,

@@ -26,7 +26,8 @@ struct Packet {
   static constexpr int kGroup = D::kGroupSize;
   static constexpr int kGroups =
       kGroup * sizeof(Bits) >= RandomConfig::kVectorBytes
-          ? 1 : RandomConfig::kVectorBytes / static_cast<int>(kGroup * sizeof(Bits));
+          ? 1
+          : RandomConfig::kVectorBytes / static_cast<int>(kGroup * sizeof(Bits));
   static constexpr int kSize = kGroups * kGroup;
   struct alignas(kSize * sizeof(Bits)) Vec {
     Bits v[kSize];
@@ -40,8 +41,8 @@ struct Packet {
 // a tile neighbouring threads take neighbouring packets, so stores coalesce.
 template <typename D, bool kVector>
 __global__ void __launch_bounds__(RandomConfig::kThreads)
-random_kernel(D dist, typename D::Bits* out, int64_t first, int64_t end, int64_t base,
-              int64_t packets) {
+    random_kernel(D dist, typename D::Bits* out, int64_t first, int64_t end, int64_t base,
+                  int64_t packets) {
   using P = Packet<D>;
   const int64_t tile = static_cast<int64_t>(blockDim.x) * RandomConfig::kPacketsPerThread;
   const int64_t base_group = base / P::kGroup;  // base is a multiple of kGroup
@@ -87,9 +88,8 @@ void launch(const D& dist, typename D::Bits* out, int64_t n, int64_t first, cuda
   const int64_t base = vector ? first - misaligned : first - first % P::kGroup;
   const int64_t packets = (end - base + P::kSize - 1) / P::kSize;
   constexpr int kThreads = RandomConfig::kThreads;
-  const unsigned grid =
-      grid_for((packets + RandomConfig::kPacketsPerThread - 1) / RandomConfig::kPacketsPerThread,
-               kThreads);
+  const unsigned grid = grid_for(
+      (packets + RandomConfig::kPacketsPerThread - 1) / RandomConfig::kPacketsPerThread, kThreads);
   if (vector) {
     random_kernel<D, true><<<grid, kThreads, 0, stream>>>(dist, out, first, end, base, packets);
   } else {
@@ -116,8 +116,8 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
   const PhiloxStream s = PhiloxStream::from_seeds(seed, seed2);
   if constexpr (std::is_integral_v<T>) {
     using Range = std::make_unsigned_t<T>;
-    const rng::UniformIntDistribution<T> dist{
-        s, minval, static_cast<Range>(Range(maxval) - Range(minval))};
+    const rng::UniformIntDistribution<T> dist{s, minval,
+                                              static_cast<Range>(Range(maxval) - Range(minval))};
     launch(dist, out, n, first_element, stream);
   } else {
     const auto lo = compute_value(minval);
@@ -127,10 +127,10 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
 }
 
 template <typename T>
-void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2,
-                   T mean, T stddev, cudaStream_t stream) {
-  const rng::NormalDistribution<T> dist{PhiloxStream::from_seeds(seed, seed2),
-                                        compute_value(mean), compute_value(stddev)};
+void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2, T mean,
+                   T stddev, cudaStream_t stream) {
+  const rng::NormalDistribution<T> dist{PhiloxStream::from_seeds(seed, seed2), compute_value(mean),
+                                        compute_value(stddev)};
   launch(dist, bits_ptr(out), n, first_element, stream);
 }
 
@@ -142,12 +142,10 @@ void truncated_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, u
   launch(dist, bits_ptr(out), n, first_element, stream);
 }
 
-#define VARSTATE_INSTANTIATE_FLOAT(T)                                                          \
-  template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T,           \
-                                  cudaStream_t);                                           \
-  template void random_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t); \
-  template void truncated_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T,         \
-                                    cudaStream_t);
+#define VARSTATE_INSTANTIATE_FLOAT(T)                                                            \
+  template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t); \
+  template void random_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t);  \
+  template void truncated_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t);
 VARSTATE_INSTANTIATE_FLOAT(half)
 VARSTATE_INSTANTIATE_FLOAT(bfloat16)
 VARSTATE_INSTANTIATE_FLOAT(float)

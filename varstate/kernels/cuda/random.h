@@ -26,8 +26,8 @@ void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uin
 
 // N(0, 1) * stddev + mean (Box-Muller). half, bfloat16, float, double.
 template <typename T>
-void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2,
-                   T mean, T stddev, cudaStream_t stream);
+void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2, T mean,
+                   T stddev, cudaStream_t stream);
 
 // N(0, 1) redrawn beyond 2 standard deviations, * stddev + mean. half,
 // bfloat16, float, double.

@@ -65,8 +65,8 @@ template <typename W>
 void launch_validate_nonzero(const void* values, int64_t n, IndexCheck* check,
                              cudaStream_t stream) {
   constexpr int kThreads = ValidateConfig::kThreads;
-  validate_nonzero_kernel<W><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      static_cast<const W*>(values), n, check);
+  validate_nonzero_kernel<W>
+      <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const W*>(values), n, check);
   VARSTATE_CUDA_CHECK_LAUNCH();
 }
 
@@ -103,14 +103,13 @@ size_t cub_bytes(int64_t n, int64_t rows) {
   cub::DoubleBuffer<uint32_t> positions(nullptr, nullptr);
   size_t bytes = 0;
   VARSTATE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, positions,
-                                                      static_cast<uint32_t>(n), 0,
-                                                      key_bits(rows)));
+                                                      static_cast<uint32_t>(n), 0, key_bits(rows)));
   return bytes;
 }
 
 template <typename Index, typename Key>
-scatter_internal::SortedRun sort_with(const Index* indices, int64_t n, int64_t rows,
-                                      void* scratch, cudaStream_t stream) {
+scatter_internal::SortedRun sort_with(const Index* indices, int64_t n, int64_t rows, void* scratch,
+                                      cudaStream_t stream) {
   constexpr int kThreads = 256;
   char* p = static_cast<char*>(scratch);
   Key* keys0 = reinterpret_cast<Key*>(p);
@@ -124,9 +123,8 @@ scatter_internal::SortedRun sort_with(const Index* indices, int64_t n, int64_t r
   cub::DoubleBuffer<Key> keys(keys0, keys1);
   cub::DoubleBuffer<uint32_t> positions(pos0, pos1);
   size_t temp_bytes = cub_bytes<Key>(n, rows);
-  VARSTATE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, positions,
-                                                      static_cast<uint32_t>(n), 0,
-                                                      key_bits(rows), stream));
+  VARSTATE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      temp, temp_bytes, keys, positions, static_cast<uint32_t>(n), 0, key_bits(rows), stream));
   return {positions.Current(), keys.Current(), sizeof(Key) == 8};
 }
 
@@ -155,10 +153,14 @@ void validate_nonzero(const void* values, int64_t n, int elem_bytes, IndexCheck*
                       cudaStream_t stream) {
   if (n == 0) return;
   switch (elem_bytes) {
-    case 1: return launch_validate_nonzero<uint8_t>(values, n, check, stream);
-    case 2: return launch_validate_nonzero<uint16_t>(values, n, check, stream);
-    case 4: return launch_validate_nonzero<uint32_t>(values, n, check, stream);
-    case 8: return launch_validate_nonzero<unsigned long long>(values, n, check, stream);
+    case 1:
+      return launch_validate_nonzero<uint8_t>(values, n, check, stream);
+    case 2:
+      return launch_validate_nonzero<uint16_t>(values, n, check, stream);
+    case 4:
+      return launch_validate_nonzero<uint32_t>(values, n, check, stream);
+    case 8:
+      return launch_validate_nonzero<unsigned long long>(values, n, check, stream);
     default:
       throw InvalidArgumentError("validate_nonzero: unsupported element size " +
                                  std::to_string(elem_bytes));

@@ -101,9 +101,9 @@ struct alignas(16) Bits128 {
 template <typename C, typename F>
 __device__ __forceinline__ void cas_apply(C* p, F f) {
   if constexpr (sizeof(C) == 2 || sizeof(C) == 4 || sizeof(C) == 8) {
-    using W = std::conditional_t<
-        sizeof(C) == 2, unsigned short,
-        std::conditional_t<sizeof(C) == 4, unsigned int, unsigned long long>>;
+    using W =
+        std::conditional_t<sizeof(C) == 2, unsigned short,
+                           std::conditional_t<sizeof(C) == 4, unsigned int, unsigned long long>>;
     W* w = reinterpret_cast<W*>(p);
     W seen = *w, want;
     do {
@@ -150,8 +150,7 @@ inline constexpr bool has_native_atomic =
     ((Op == ScatterOp::kAdd || Op == ScatterOp::kSub) &&
      (std::is_same_v<C, float> || std::is_same_v<C, double> || kIsDeviceHalf<C> ||
       (std::is_integral_v<C> && sizeof(C) >= 4) || kIsComplex<C>)) ||
-    ((Op == ScatterOp::kMin || Op == ScatterOp::kMax) && std::is_integral_v<C> &&
-     sizeof(C) >= 4);
+    ((Op == ScatterOp::kMin || Op == ScatterOp::kMax) && std::is_integral_v<C> && sizeof(C) >= 4);
 
 template <typename C>
 __device__ __forceinline__ C negate(C u) {
@@ -185,9 +184,9 @@ __device__ __forceinline__ void atomic_add(C* p, C u) {
 
 template <ScatterOp Op, typename C>
 __device__ __forceinline__ void atomic_min_max(C* p, C u) {
-  using A = std::conditional_t<
-      sizeof(C) == 4, std::conditional_t<std::is_signed_v<C>, int, unsigned int>,
-      std::conditional_t<std::is_signed_v<C>, long long, unsigned long long>>;
+  using A =
+      std::conditional_t<sizeof(C) == 4, std::conditional_t<std::is_signed_v<C>, int, unsigned int>,
+                         std::conditional_t<std::is_signed_v<C>, long long, unsigned long long>>;
   if constexpr (Op == ScatterOp::kMin) {
     atomicMin(reinterpret_cast<A*>(p), static_cast<A>(u));
   } else {
@@ -201,9 +200,12 @@ __device__ __forceinline__ void apply_element(C* p, C u) {
   if constexpr (Op == ScatterOp::kUpdate) {
     *p = u;
   } else if constexpr (has_native_atomic<Op, C>) {
-    if constexpr (Op == ScatterOp::kAdd) atomic_add(p, u);
-    else if constexpr (Op == ScatterOp::kSub) atomic_add(p, negate(u));
-    else atomic_min_max<Op>(p, u);
+    if constexpr (Op == ScatterOp::kAdd)
+      atomic_add(p, u);
+    else if constexpr (Op == ScatterOp::kSub)
+      atomic_add(p, negate(u));
+    else
+      atomic_min_max<Op>(p, u);
   } else {
     cas_apply(p, [u](C t) { return scatter_combine<Op>(t, u); });
   }
@@ -369,7 +371,10 @@ __global__ void __launch_bounds__(ScatterConfig::kThreads)
     int64_t hi = lo + step < n ? lo + step : n;  // key(lo) == key; key(hi) != key or hi == n
     while (hi - lo > 1) {
       const int64_t mid = lo + (hi - lo) / 2;
-      if (run.key(mid) == key) lo = mid; else hi = mid;
+      if (run.key(mid) == key)
+        lo = mid;
+      else
+        hi = mid;
     }
     const int64_t end = hi;
     C* dst = table + static_cast<int64_t>(key) * row_width;
@@ -380,8 +385,8 @@ __global__ void __launch_bounds__(ScatterConfig::kThreads)
             updates_scalar ? splat<C, V>(s) : load_vec<C, V>(src + v * V);
       }
     } else {
-      fold_run<Op, C, V>(dst, row_width, run.positions, k, end, updates, updates_scalar, s,
-                         lane, lanes);
+      fold_run<Op, C, V>(dst, row_width, run.positions, k, end, updates, updates_scalar, s, lane,
+                         lanes);
     }
   }
 }
@@ -424,10 +429,10 @@ void launch(C* table, int64_t rows, int64_t row_width, const Index* indices, int
 
 template <ScatterOp Op, typename C, typename Index>
 void scatter_op(C* table, int64_t rows, int64_t row_width, const Index* indices, int64_t n,
-                const C* updates, bool updates_scalar, bool deterministic,
-                const IndexCheck* check, const ScratchAllocator& scratch, cudaStream_t stream) {
-  constexpr int kVector = sizeof(C) < ScatterConfig::kVectorBytes
-                              ? ScatterConfig::kVectorBytes / sizeof(C) : 1;
+                const C* updates, bool updates_scalar, bool deterministic, const IndexCheck* check,
+                const ScratchAllocator& scratch, cudaStream_t stream) {
+  constexpr int kVector =
+      sizeof(C) < ScatterConfig::kVectorBytes ? ScatterConfig::kVectorBytes / sizeof(C) : 1;
   auto aligned = [](const void* p) {
     return reinterpret_cast<uintptr_t>(p) % ScatterConfig::kVectorBytes == 0;
   };
@@ -458,10 +463,10 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
   if (num_indices == 0 || row_width == 0) return;
   C* t = reinterpret_cast<C*>(table);
   const C* u = reinterpret_cast<const C*>(updates);
-#define VARSTATE_SCATTER_CASE(OP)                                                           \
-  case ScatterOp::OP:                                                                       \
-    scatter_op<ScatterOp::OP>(t, rows, row_width, indices, num_indices, u, updates_scalar,  \
-                              deterministic, check, scratch, stream);                       \
+#define VARSTATE_SCATTER_CASE(OP)                                                          \
+  case ScatterOp::OP:                                                                      \
+    scatter_op<ScatterOp::OP>(t, rows, row_width, indices, num_indices, u, updates_scalar, \
+                              deterministic, check, scratch, stream);                      \
     return;
   switch (op) {
     VARSTATE_SCATTER_CASE(kUpdate)
@@ -477,7 +482,8 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
         switch (op) {
           VARSTATE_SCATTER_CASE(kMin)
           VARSTATE_SCATTER_CASE(kMax)
-          default: return;
+          default:
+            return;
         }
       }
   }
@@ -488,10 +494,10 @@ void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Inde
 
 // Explicit instantiations for storage type T, inside namespace
 // varstate::kernels::cuda.
-#define VARSTATE_INSTANTIATE_CUDA_SCATTER(E, T)                                             \
-  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*,         \
-                                    int64_t, const T*, bool, bool, const IndexCheck*,        \
-                                    const ScratchAllocator&, cudaStream_t);                  \
-  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*,         \
-                                    int64_t, const T*, bool, bool, const IndexCheck*,        \
+#define VARSTATE_INSTANTIATE_CUDA_SCATTER(E, T)                                               \
+  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*, int64_t, \
+                                    const T*, bool, bool, const IndexCheck*,                  \
+                                    const ScratchAllocator&, cudaStream_t);                   \
+  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
+                                    const T*, bool, bool, const IndexCheck*,                  \
                                     const ScratchAllocator&, cudaStream_t);

@@ -42,10 +42,14 @@ void strided_copy(const T* src, T* dst, const StridedCopy& c, cudaStream_t strea
   VARSTATE_CUDA_CHECK_LAUNCH();
 }
 
-template void strided_copy<Opaque<1>>(const Opaque<1>*, Opaque<1>*, const StridedCopy&, cudaStream_t);
-template void strided_copy<Opaque<2>>(const Opaque<2>*, Opaque<2>*, const StridedCopy&, cudaStream_t);
-template void strided_copy<Opaque<4>>(const Opaque<4>*, Opaque<4>*, const StridedCopy&, cudaStream_t);
-template void strided_copy<Opaque<8>>(const Opaque<8>*, Opaque<8>*, const StridedCopy&, cudaStream_t);
+template void strided_copy<Opaque<1>>(const Opaque<1>*, Opaque<1>*, const StridedCopy&,
+                                      cudaStream_t);
+template void strided_copy<Opaque<2>>(const Opaque<2>*, Opaque<2>*, const StridedCopy&,
+                                      cudaStream_t);
+template void strided_copy<Opaque<4>>(const Opaque<4>*, Opaque<4>*, const StridedCopy&,
+                                      cudaStream_t);
+template void strided_copy<Opaque<8>>(const Opaque<8>*, Opaque<8>*, const StridedCopy&,
+                                      cudaStream_t);
 template void strided_copy<Opaque<16>>(const Opaque<16>*, Opaque<16>*, const StridedCopy&,
                                        cudaStream_t);
 
