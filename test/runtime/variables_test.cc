@@ -5,6 +5,7 @@
 #include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/random_seed.h"
+#include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variables.h"
 
 using namespace varstate;
@@ -145,4 +146,25 @@ TEST_CASE_METHOD(FreshGraph, "name scopes", "[graph]") {
   CHECK(g.random_seed() == 42);
   int64_t first = g.next_op_id();
   CHECK(g.next_op_id() > first);
+}
+
+TEST_CASE("reset_default_graph releases the old graph's variables", "[variables][graph]") {
+  reset_default_graph();
+  std::weak_ptr<void> dropped;
+  std::optional<Variable> kept;
+  {
+    DeviceScope on(test_device_name());
+    Variable gone(Tensor::zeros(DType::kFloat, {1000}), {.name = "gone"});
+    kept.emplace(Tensor::from_vector<float>({1, 2}), VariableOptions{.name = "kept"});
+    dropped = internal::state_handle(gone);
+  }
+  CHECK_FALSE(dropped.expired());  // the graph holds its variables
+  CHECK(global_variables().size() == 2);
+  reset_default_graph();
+  CHECK(dropped.expired());  // ...until it is reset
+  CHECK(global_variables().empty());
+  // A handle the caller still holds keeps its variable.
+  Session session;
+  session.run(kept->initializer());
+  CHECK(kept->eval(session).to_vector<float>() == std::vector<float>{1, 2});
 }

@@ -180,11 +180,30 @@ Graph& get_default_graph() {
   return *t_default;
 }
 
+void Graph::release_contents() {
+  std::map<std::string, std::vector<std::any>> collections;
+  std::vector<std::shared_ptr<void>> states;
+  std::map<std::string, std::shared_ptr<void>> extensions;
+  {
+    std::lock_guard lock(mu_);
+    collections.swap(collections_);
+    states.swap(variable_states_);
+    extensions.swap(extensions_);
+    collection_order_.clear();
+  }
+  // Destroyed here, outside the lock: a variable's state may refer back.
+}
+
 void reset_default_graph() {
-  // Variables keep their state alive through shared handles; the old graph
-  // object itself is kept until the thread ends so Variable::graph() stays valid.
+  // As in TensorFlow, the old graph's objects are not to be used after a
+  // reset: its variables, collections and scopes are released (variables a
+  // caller still holds keep their own state). The emptied graph object is
+  // kept until the thread ends so that Variable::graph() stays valid.
   static thread_local std::vector<std::unique_ptr<Graph>> retired;
-  if (t_owned_default) retired.push_back(std::move(t_owned_default));
+  if (t_owned_default) {
+    t_owned_default->release_contents();
+    retired.push_back(std::move(t_owned_default));
+  }
   t_owned_default = std::make_unique<Graph>();
   t_default = t_owned_default.get();
 }

@@ -105,7 +105,11 @@ class Graph {
  private:
   friend class Variable;
   friend class NameScope;
+  friend void reset_default_graph();
   void register_variable(const Variable& v);
+  // Drops what the graph holds (variables, collections, extensions); the
+  // empty object stays valid for Variable::graph() references.
+  void release_contents();
   void push_name_scope(std::string scope);
   void pop_name_scope();
 
@@ -123,7 +127,9 @@ class Graph {
 // The thread's default graph (created on first use).
 Graph& get_default_graph();
 // Replaces the thread's default graph with a new, empty one. Variables of
-// the old graph stay valid as long as handles to them exist.
+// the old graph stay valid as long as handles to them exist; the old graph
+// itself drops its variables and collections (as in TensorFlow, its objects
+// are not to be used after a reset), so their memory goes with the last handle.
 void reset_default_graph();
 
 // A name scope (tf.name_scope) on the default graph or a given one, for its
