@@ -30,6 +30,7 @@
 #include "varstate/runtime/math_ops.h"
 #include "varstate/runtime/partitioned_variable.h"
 #include "varstate/runtime/partitioners.h"
+#include "varstate/runtime/placeholder.h"
 #include "varstate/runtime/random_ops.h"
 #include "varstate/runtime/random_seed.h"
 #include "varstate/runtime/scatter.h"

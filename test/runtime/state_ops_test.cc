@@ -87,3 +87,89 @@ TEST_CASE_METHOD(FreshSession, "ops on a PartitionedVariable", "[state_ops]") {
   session.run(assign_sub_op(p, 1.f));
   CHECK(p.eval().to_vector<float>() == std::vector<float>{-1, -1, -1, -1, 6, 6, -1, -1, -1, -1});
 }
+
+TEST_CASE_METHOD(FreshSession, "placeholders are fed to each run", "[state_ops][placeholder]") {
+  Variable emb(Tensor::zeros(DType::kFloat, {4, 2}), {.name = "emb"});
+  Variable v(Tensor(0.f), {.name = "v"});
+  Placeholder ids = placeholder(DType::kInt32, TensorShape{-1}, "ids");
+  Placeholder grads = placeholder(DType::kFloat, TensorShape{-1, 2}, "grads");
+  Placeholder rate = placeholder(DType::kFloat, TensorShape{}, "rate");
+  CHECK(ids.name() == "ids");
+  CHECK(grads.shape().to_string() == "[?,2]");
+  Op train = Op::group({scatter_add_op(emb, ids, grads), assign_add_op(v, rate)}, "train");
+  REQUIRE(train.placeholders().size() == 3);
+  session.run(global_variables_initializer());
+  // The same Op, two batches of different sizes; fed by object and by name.
+  session.run(train, {{ids, Tensor({1, 3})},
+                      {grads, Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})},
+                      {rate, Tensor(0.5f)}});
+  session.run(train, {{"ids:0", Tensor({0, 1, 1})},
+                      {"grads", Tensor::from_vector<float>({10, 20, 30, 40, 50, 60}, {3, 2})},
+                      {"rate", Tensor(2.f)}});
+  CHECK(emb.eval().to_vector<float>() == std::vector<float>{10, 20, 81, 102, 0, 0, 3, 4});
+  CHECK(v.eval().scalar<float>() == 2.5f);
+}
+
+TEST_CASE_METHOD(FreshSession, "feeds are checked before anything runs",
+                 "[state_ops][placeholder]") {
+  Variable a(Tensor(1.f), {.name = "a"});
+  Variable b(Tensor({1.f, 2.f}), {.name = "b"});
+  Placeholder x = placeholder(DType::kFloat, TensorShape{2}, "x");
+  // The first member reads no placeholder: a check after it ran would leave `a` changed.
+  Op step = Op::group({assign_add_op(a, 1.f), assign_add_op(b, x)}, "step");
+  session.run(global_variables_initializer());
+  auto unchanged = [&] {
+    CHECK(a.eval().scalar<float>() == 1.f);
+    CHECK(b.eval().to_vector<float>() == std::vector<float>{1, 2});
+  };
+  CHECK_THROWS_MATCHES(
+      session.run(step), InvalidArgumentError,
+      Catch::Matchers::Message(
+          "You must feed a value for placeholder tensor \"x\" with dtype float32 and shape [2]"));
+  unchanged();
+  CHECK_THROWS_MATCHES(session.run(step, {{x, Tensor({1, 2})}}), InvalidArgumentError,
+                       Catch::Matchers::Message("placeholder \"x\" has dtype float32; the value "
+                                                "fed has dtype int32"));
+  unchanged();
+  CHECK_THROWS_MATCHES(
+      session.run(step, {{x, Tensor({1.f, 2.f, 3.f})}}), ValueError,
+      Catch::Matchers::Message(
+          "Cannot feed value of shape [3] for Tensor \"x:0\", which has shape [2]"));
+  unchanged();
+  CHECK_THROWS_MATCHES(
+      session.run(step, {{x, Tensor({1.f, 2.f})}, {"y", Tensor(1.f)}}), InvalidArgumentError,
+      Catch::Matchers::Message("feed \"y\": the graph has no placeholder of that name"));
+  unchanged();
+  // A list of Ops: every Op's feeds are checked before the first runs.
+  CHECK_THROWS_AS(session.run({assign_add_op(a, 1.f), assign_add_op(b, x)}), InvalidArgumentError);
+  unchanged();
+  // Outside a run a placeholder has no value.
+  CHECK_THROWS_AS(UpdateValue(x).get(), InvalidArgumentError);
+  session.run(step, {{x, Tensor({1.f, 2.f})}});
+  CHECK(a.eval().scalar<float>() == 2.f);
+  CHECK(b.eval().to_vector<float>() == std::vector<float>{2, 4});
+}
+
+TEST_CASE_METHOD(FreshSession, "placeholder names are unique in the graph and scoped",
+                 "[state_ops][placeholder]") {
+  Placeholder p1 = placeholder(DType::kFloat);
+  Placeholder p2 = placeholder(DType::kFloat);
+  CHECK(p1.name() == "Placeholder");
+  CHECK(p2.name() == "Placeholder_1");
+  CHECK(p1.shape().unknown_rank());
+  {
+    NameScope scope("layer");
+    CHECK(placeholder(DType::kInt64, TensorShape{3}, "ids").name() == "layer/ids");
+  }
+  std::optional<Placeholder> found = find_placeholder("layer/ids:0");
+  REQUIRE(found);
+  CHECK(found->dtype() == DType::kInt64);
+  CHECK(found->graph().name_scope().empty());
+  CHECK_FALSE(find_placeholder("ids"));
+  CHECK_THROWS_AS(placeholder(static_cast<DType>(999)), InvalidArgumentError);
+  // A value fed under a name the Op does not read, but which the graph has, is accepted.
+  Variable v(Tensor(0.f), {.name = "v"});
+  v.initializer().run();
+  session.run(assign_add_op(v, 1.f), {{p1, Tensor(3.f)}});
+  CHECK(v.eval().scalar<float>() == 1.f);
+}

@@ -14,6 +14,7 @@
 #include "varstate/base/logging_internal.h"
 #include "varstate/checkpoint/file_system.h"
 #include "varstate/checkpoint/meta_graph_internal.h"
+#include "varstate/checkpoint/meta_graph_ops_internal.h"
 #include "varstate/checkpoint/tensor_slice.h"
 #include "varstate/device/placement.h"
 #include "varstate/proto/meta_graph.pb.h"
@@ -226,15 +227,7 @@ void add_initial_value(tf::GraphDef* g, const Variable& v, size_t& budget) {
   }
   tf::NodeDef* node = add_node(g, name, "Const", {}, v.placement());
   attr(node, "dtype").set_type(dtype);
-  tf::TensorProto* t = attr(node, "value").mutable_tensor();
-  t->set_dtype(dtype);
-  set_shape(t->mutable_tensor_shape(), value->shape().dims());
-  if (value->dtype() == DType::kString) {
-    for (const std::string& s : value->to_vector<std::string>()) t->add_string_val(s);
-  } else {
-    t->set_tensor_content(
-        std::string(static_cast<const char*>(value->raw_data()), value->nbytes()));
-  }
+  tensor_to_proto(*value, attr(node, "value").mutable_tensor());
 }
 
 // VariableV2 "<op>", its initial value, "<op>/Assign" (the initializer) and
@@ -408,20 +401,48 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
   for (const std::string& r : restore_shards) restore_all->add_input("^" + r);
 }
 
-std::string build_graph_def(Graph& graph, const SaverDef* saver_def,
-                            const std::vector<Saver::Item>* items) {
+tf::GraphDef build_graph_def(Graph& graph, const SaverDef* saver_def,
+                             const std::vector<Saver::Item>* items) {
   tf::GraphDef g;
   g.mutable_versions()->set_producer(1);
   size_t budget = kMaxInlineInitialValueBytes;
   for (const Variable& v : graph.variables()) add_variable_nodes(&g, v, budget);
   if (saver_def && items && !items->empty()) add_saver_nodes(&g, *saver_def, *items);
-  return deterministic_bytes(g);
+  return g;
+}
+
+// The node name each Op item of `collections` is exported under: written
+// into `g` when `g` is given and the Op can be written, else its own name
+// (it then cannot run after import, which is logged).
+std::map<const void*, std::string> export_ops(
+    tf::GraphDef* g, const Graph& graph,
+    const std::vector<std::pair<std::string, std::vector<std::any>>>& collections) {
+  std::map<const void*, std::string> names;
+  std::optional<OpNodeWriter> writer;
+  if (g) writer.emplace(g, graph);
+  for (const auto& [key, items] : collections) {
+    for (const std::any& item : items) {
+      if (item.type() != typeid(Op)) continue;
+      const Op& op = std::any_cast<const Op&>(item);
+      std::string why = "the meta graph's graph_def was given";
+      std::optional<std::string> name = writer ? writer->add(op, &why) : std::nullopt;
+      if (!name) {
+        logger().warn(
+            "export_meta_graph: Op {} of collection {} is exported by name only and cannot run "
+            "after import_meta_graph: {}",
+            quoted(op.name()), quoted(key), why);
+      }
+      names.emplace(&item, name ? *name : op.name());
+    }
+  }
+  return names;
 }
 
 // The collection `key` as a CollectionDef, or nullopt when it is empty or
 // holds nothing representable.
 std::optional<CollectionDef> export_collection(const std::string& key,
-                                               const std::vector<std::any>& items) {
+                                               const std::vector<std::any>& items,
+                                               const std::map<const void*, std::string>& op_names) {
   CollectionDef c;
   for (const std::any& item : items) {
     CollectionDef::Kind kind = CollectionDef::Kind::kNone;
@@ -452,7 +473,7 @@ std::optional<CollectionDef> export_collection(const std::string& key,
     } else if (item.type() == typeid(const char*)) {
       c.node_list.emplace_back(std::any_cast<const char*>(item));
     } else if (item.type() == typeid(Op)) {
-      c.node_list.push_back(std::any_cast<const Op&>(item).name());
+      c.node_list.push_back(op_names.at(&item));
     } else if (item.type() == typeid(int64_t)) {
       c.int64_list.push_back(std::any_cast<int64_t>(item));
     } else if (item.type() == typeid(int)) {
@@ -547,14 +568,23 @@ MetaGraphDef export_meta_graph_for_items(const ExportMetaGraphOptions& options,
   MetaGraphDef meta;
   meta.meta_info_def = options.meta_info_def ? *options.meta_info_def : MetaInfoDef{};
   meta.saver_def = options.saver_def;
-  meta.graph_def =
-      options.graph_def
-          ? *options.graph_def
-          : build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr, &items);
-  const std::vector<std::string> keys =
-      options.collection_list ? *options.collection_list : graph.collection_keys();
-  for (const std::string& key : keys) {
-    if (auto c = export_collection(key, graph.get_collection(key)))
+  std::vector<std::pair<std::string, std::vector<std::any>>> collections;
+  for (const std::string& key :
+       options.collection_list ? *options.collection_list : graph.collection_keys()) {
+    collections.emplace_back(key, graph.get_collection(key));
+  }
+  std::map<const void*, std::string> op_names;
+  if (options.graph_def) {
+    meta.graph_def = *options.graph_def;
+    op_names = export_ops(nullptr, graph, collections);
+  } else {
+    tf::GraphDef g =
+        build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr, &items);
+    op_names = export_ops(&g, graph, collections);
+    meta.graph_def = deterministic_bytes(g);
+  }
+  for (const auto& [key, items] : collections) {
+    if (auto c = export_collection(key, items, op_names))
       meta.collection_def.emplace(key, std::move(*c));
   }
   if (!options.filename.empty()) {
@@ -712,8 +742,9 @@ std::map<std::string, Variable> recreate_variables(const std::vector<PendingVari
 
 // Adds the MetaGraphDef's collections to `graph`; variable collections name
 // the `created` variables.
-void restore_collections(const MetaGraphDef& meta_graph,
+void restore_collections(const MetaGraphDef& meta_graph, const tf::GraphDef& graph_def,
                          const std::map<std::string, Variable>& created, Graph& graph) {
+  OpNodeReader reader(graph_def, graph);
   for (const auto& [key, c] : meta_graph.collection_def) {
     std::vector<std::any> existing = graph.get_collection(key);
     auto contains_variable = [&](const Variable& v) {
@@ -732,7 +763,17 @@ void restore_collections(const MetaGraphDef& meta_graph,
     }
     switch (c.kind) {
       case CollectionDef::Kind::kNodeList:
-        for (const auto& v : c.node_list) graph.add_to_collection(key, v);
+        for (const auto& name : c.node_list) {
+          // A node varstate can run becomes an Op; any other stays a name.
+          std::string why;
+          if (std::optional<Op> op = reader.build(strip_output(name), &why)) {
+            graph.add_to_collection(key, *op);
+          } else {
+            logger().debug("import_meta_graph: collection {} item {} stays a name: {}", quoted(key),
+                           quoted(name), why);
+            graph.add_to_collection(key, name);
+          }
+        }
         break;
       case CollectionDef::Kind::kBytesList:
         for (const auto& v : c.bytes_list) graph.add_to_collection(key, v);
@@ -809,7 +850,9 @@ std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph,
   const std::vector<PendingVariable> pending = collect_variables(meta_graph, nodes, graph);
   const std::map<std::string, Variable> created =
       recreate_variables(pending, graph, options.clear_devices);
-  restore_collections(meta_graph, created, graph);
+  tf::GraphDef graph_def;
+  if (!meta_graph.graph_def.empty()) graph_def.ParseFromString(meta_graph.graph_def);
+  restore_collections(meta_graph, graph_def, created, graph);
 
   if (created.empty()) return std::nullopt;
   return make_imported_saver(meta_graph, created, graph, options.file_system);

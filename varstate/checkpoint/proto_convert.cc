@@ -1,5 +1,8 @@
 #include "varstate/checkpoint/proto_convert_internal.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "varstate/base/error.h"
 
 namespace varstate {
@@ -72,6 +75,118 @@ void check_checkpoint_version(const tf::VersionDef& version, const std::string& 
       throw InvalidArgumentError(what + ": checkpoint disallows consumer version " +
                                  std::to_string(kCheckpointVersion));
     }
+  }
+}
+
+namespace {
+
+template <typename T, typename Field>
+void copy_values(const Field& field, size_t count, TensorData& out, const std::string& where,
+                 bool repeat_last) {
+  if (repeat_last && static_cast<size_t>(field.size()) <= count) {
+    out.bytes.assign(count * sizeof(T), std::byte{0});
+    T* dst = reinterpret_cast<T*>(out.bytes.data());
+    for (size_t i = 0; i < count && field.size() > 0; ++i) {
+      dst[i] = static_cast<T>(field.Get(std::min(static_cast<int>(i), field.size() - 1)));
+    }
+    return;
+  }
+  if (static_cast<size_t>(field.size()) != count) {
+    throw DataLossError(where + ": the record holds " + std::to_string(field.size()) +
+                        " values, expected " + std::to_string(count));
+  }
+  out.bytes.resize(count * sizeof(T));
+  T* dst = reinterpret_cast<T*>(out.bytes.data());
+  for (size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+}
+
+template <typename T, typename Field>
+void copy_complex(const Field& field, size_t count, TensorData& out, const std::string& where,
+                  bool repeat_last) {
+  if (repeat_last && field.size() % 2 == 0 && static_cast<size_t>(field.size()) <= 2 * count) {
+    out.bytes.assign(count * sizeof(T), std::byte{0});
+    auto* dst = reinterpret_cast<typename T::value_type*>(out.bytes.data());
+    for (size_t i = 0; i < count && field.size() > 0; ++i) {
+      const int at = std::min(static_cast<int>(2 * i), field.size() - 2);
+      dst[2 * i] = field.Get(at);
+      dst[2 * i + 1] = field.Get(at + 1);
+    }
+    return;
+  }
+  if (static_cast<size_t>(field.size()) != 2 * count) {
+    throw DataLossError(where + ": the record holds " + std::to_string(field.size()) +
+                        " complex components, expected " + std::to_string(2 * count));
+  }
+  out.bytes.resize(count * sizeof(T));
+  auto* dst = reinterpret_cast<typename T::value_type*>(out.bytes.data());
+  for (size_t i = 0; i < 2 * count; ++i) dst[i] = field.Get(static_cast<int>(i));
+}
+
+}  // namespace
+
+void values_from_proto(const tf::TensorProto& proto, size_t count, TensorData& out,
+                       const std::string& where, bool repeat_last) {
+  const DType dtype = out.dtype;
+  if (dtype == DType::kString) {
+    if (repeat_last && static_cast<size_t>(proto.string_val_size()) < count) {
+      out.strings.assign(proto.string_val().begin(), proto.string_val().end());
+      out.strings.resize(count, out.strings.empty() ? std::string() : out.strings.back());
+      return;
+    }
+    if (static_cast<size_t>(proto.string_val_size()) != count) {
+      throw DataLossError(where + ": the record holds " + std::to_string(proto.string_val_size()) +
+                          " strings, expected " + std::to_string(count));
+    }
+    out.strings.assign(proto.string_val().begin(), proto.string_val().end());
+    return;
+  }
+  if (!proto.tensor_content().empty()) {
+    if (proto.tensor_content().size() != count * dtype_size(dtype)) {
+      throw DataLossError(where + ": tensor_content has " +
+                          std::to_string(proto.tensor_content().size()) + " bytes, expected " +
+                          std::to_string(count * dtype_size(dtype)));
+    }
+    out.bytes.resize(proto.tensor_content().size());
+    std::memcpy(out.bytes.data(), proto.tensor_content().data(), out.bytes.size());
+    return;
+  }
+  switch (dtype) {
+    case DType::kFloat:
+      return copy_values<float>(proto.float_val(), count, out, where, repeat_last);
+    case DType::kDouble:
+      return copy_values<double>(proto.double_val(), count, out, where, repeat_last);
+    case DType::kInt32:
+    case DType::kQInt32:
+      return copy_values<int32_t>(proto.int_val(), count, out, where, repeat_last);
+    case DType::kInt16:
+    case DType::kQInt16:
+      return copy_values<int16_t>(proto.int_val(), count, out, where, repeat_last);
+    case DType::kInt8:
+    case DType::kQInt8:
+      return copy_values<int8_t>(proto.int_val(), count, out, where, repeat_last);
+    case DType::kUInt8:
+    case DType::kQUInt8:
+      return copy_values<uint8_t>(proto.int_val(), count, out, where, repeat_last);
+    case DType::kUInt16:
+    case DType::kQUInt16:
+      return copy_values<uint16_t>(proto.int_val(), count, out, where, repeat_last);
+    case DType::kInt64:
+      return copy_values<int64_t>(proto.int64_val(), count, out, where, repeat_last);
+    case DType::kUInt32:
+      return copy_values<uint32_t>(proto.uint32_val(), count, out, where, repeat_last);
+    case DType::kUInt64:
+      return copy_values<uint64_t>(proto.uint64_val(), count, out, where, repeat_last);
+    case DType::kBool:
+      return copy_values<uint8_t>(proto.bool_val(), count, out, where, repeat_last);
+    case DType::kHalf:
+    case DType::kBFloat16:
+      return copy_values<uint16_t>(proto.half_val(), count, out, where, repeat_last);
+    case DType::kComplex64:
+      return copy_complex<complex64>(proto.scomplex_val(), count, out, where, repeat_last);
+    case DType::kComplex128:
+      return copy_complex<complex128>(proto.dcomplex_val(), count, out, where, repeat_last);
+    default:
+      throw UnimplementedError(where + ": unsupported dtype " + std::string(dtype_name(dtype)));
   }
 }
 

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "varstate/checkpoint/tensor_data.h"
 #include "varstate/checkpoint/tensor_slice.h"
+#include "varstate/proto/tensor.pb.h"
 #include "varstate/proto/tensor_shape.pb.h"
 #include "varstate/proto/tensor_slice.pb.h"
 #include "varstate/proto/versions.pb.h"
@@ -23,6 +25,15 @@ TensorSlice slice_from_proto(const tf::TensorSliceProto& proto, const std::strin
 // TensorFlow's form: an empty extent for a full dimension, else start (0
 // omitted on the wire) and an explicit length.
 void slice_to_proto(const TensorSlice& slice, tf::TensorSliceProto* proto);
+
+// The `count` values of a TensorProto of dtype out.dtype into `out`: its
+// tensor_content, else the dtype's typed field (string_val, float_val, ...),
+// which must hold exactly `count` values -- or, with `repeat_last`, at most
+// `count`, the last one repeated (none: zeros), as TensorFlow reads a Const.
+// Throws DataLossError naming `where`, UnimplementedError for a dtype that
+// has no typed field.
+void values_from_proto(const tf::TensorProto& proto, size_t count, TensorData& out,
+                       const std::string& where, bool repeat_last = false);
 
 // The checkpoint version rule shared by V2 headers and V1 metadata: we
 // produce version 1 and accept producer >= 0, min_consumer <= 1, 1 not in

@@ -17,4 +17,5 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/saver_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_restore.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc
-  ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph_ops.cc)

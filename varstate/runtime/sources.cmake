@@ -6,6 +6,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/math_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioners.cc
+  ${CMAKE_CURRENT_LIST_DIR}/placeholder.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_seed.cc

@@ -1,12 +1,23 @@
 #include "varstate/runtime/state_ops.h"
 
+#include <array>
 #include <utility>
+
+#include "varstate/runtime/op_internal.h"
 
 namespace varstate {
 
-UpdateValue::UpdateValue(Tensor t) : fn_([t = std::move(t)] { return t; }) {}
-UpdateValue::UpdateValue(Variable v) : fn_([v = std::move(v)] { return v.value(); }) {}
-UpdateValue::UpdateValue(std::function<Tensor()> fn) : fn_(std::move(fn)) {}
+UpdateValue::UpdateValue(Tensor t) : source_(std::move(t)) {}
+UpdateValue::UpdateValue(Variable v) : source_(std::move(v)) {}
+UpdateValue::UpdateValue(Placeholder p) : source_(std::move(p)) {}
+UpdateValue::UpdateValue(std::function<Tensor()> fn) : source_(std::move(fn)) {}
+
+Tensor UpdateValue::get() const {
+  if (const Tensor* t = as_tensor()) return *t;
+  if (const Variable* v = as_variable()) return v->value();
+  if (const Placeholder* p = as_placeholder()) return internal::fed_value(*p);
+  return std::get<std::function<Tensor()>>(source_)();
+}
 
 namespace {
 
@@ -22,97 +33,140 @@ struct StoredOptions {
   std::string name;
 };
 
+using Inputs = std::vector<std::pair<std::string, UpdateValue>>;
+
+std::vector<Placeholder> placeholders_of(const Inputs& inputs) {
+  std::vector<Placeholder> out;
+  for (const auto& [role, value] : inputs) {
+    if (const Placeholder* p = value.as_placeholder())
+      out = internal::merge_placeholders(out, {*p});
+  }
+  return out;
+}
+
+// An Op named "<ref>/<type>" whose run reads `inputs` (in order) and passes
+// their values to `apply`; its graph form is the TensorFlow node `type`.
+template <size_t N, typename Apply>
+Op update_op(Variable ref, const char* type, Inputs inputs, const UpdateOptions& options,
+             bool default_locking, Apply apply) {
+  auto form = std::make_shared<internal::OpGraphForm>();
+  form->type = type;
+  form->ref = ref;
+  form->inputs = inputs;
+  form->use_locking = options.use_locking.value_or(default_locking);
+  if (form->type == "Assign") form->validate_shape = options.validate_shape;
+  std::vector<Placeholder> placeholders = placeholders_of(inputs);
+  return internal::make_op(
+      ref.op_name() + "/" + type, type,
+      [ref, inputs = std::move(inputs), stored = StoredOptions(options), apply]() mutable {
+        std::array<Tensor, N> values;
+        for (size_t i = 0; i < N; ++i) values[i] = inputs[i].second.get();
+        apply(ref, values, stored.get());
+      },
+      std::move(form), std::move(placeholders));
+}
+
 }  // namespace
 
 Op assign_op(Variable ref, UpdateValue value, const UpdateOptions& options) {
-  std::string name = ref.op_name() + "/Assign";
-  return Op(std::move(name), "Assign",
-            [ref, value = std::move(value), stored = StoredOptions(options)]() mutable {
-              assign(ref, value.get(), stored.get());
-            });
+  return update_op<1>(
+      ref, "Assign", {{"value", std::move(value)}}, options, true,
+      [](Variable& v, const auto& x, const UpdateOptions& o) { assign(v, x[0], o); });
 }
 
 Op assign_add_op(Variable ref, UpdateValue delta, const UpdateOptions& options) {
-  std::string name = ref.op_name() + "/AssignAdd";
-  return Op(std::move(name), "AssignAdd",
-            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
-              assign_add(ref, delta.get(), stored.get());
-            });
+  return update_op<1>(
+      ref, "AssignAdd", {{"delta", std::move(delta)}}, options, false,
+      [](Variable& v, const auto& x, const UpdateOptions& o) { assign_add(v, x[0], o); });
 }
 
 Op assign_sub_op(Variable ref, UpdateValue delta, const UpdateOptions& options) {
-  std::string name = ref.op_name() + "/AssignSub";
-  return Op(std::move(name), "AssignSub",
-            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
-              assign_sub(ref, delta.get(), stored.get());
-            });
+  return update_op<1>(
+      ref, "AssignSub", {{"delta", std::move(delta)}}, options, false,
+      [](Variable& v, const auto& x, const UpdateOptions& o) { assign_sub(v, x[0], o); });
 }
 
 Op count_up_to_op(Variable ref, int64_t limit) {
-  std::string name = ref.op_name() + "/CountUpTo";
-  return Op(std::move(name), "CountUpTo", [ref, limit]() mutable { count_up_to(ref, limit); });
+  auto form = std::make_shared<internal::OpGraphForm>();
+  form->type = "CountUpTo";
+  form->ref = ref;
+  form->limit = limit;
+  return internal::make_op(ref.op_name() + "/CountUpTo", "CountUpTo",
+                           [ref, limit]() mutable { count_up_to(ref, limit); }, std::move(form),
+                           {});
 }
 
-#define VARSTATE_SCATTER_OP(FN, TYPE)                                                    \
-  Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates,                     \
-             const UpdateOptions& options) {                                             \
-    std::string name = ref.op_name() + "/" TYPE;                                         \
-    return Op(std::move(name), TYPE,                                                     \
-              [ref, indices = std::move(indices), updates = std::move(updates), options, \
-               label = std::string(options.name)]() mutable {                            \
-                UpdateOptions o = options;                                               \
-                o.name = label;                                                          \
-                FN(ref, indices.get(), updates.get(), o);                                \
-              });                                                                        \
+#define VARSTATE_SCATTER_OP(FN, TYPE, LOCKING)                                                  \
+  Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates,                            \
+             const UpdateOptions& options) {                                                    \
+    return update_op<2>(                                                                        \
+        ref, TYPE, {{"indices", std::move(indices)}, {"updates", std::move(updates)}}, options, \
+        LOCKING,                                                                                \
+        [](Variable& v, const auto& x, const UpdateOptions& o) { FN(v, x[0], x[1], o); });      \
   }
-VARSTATE_SCATTER_OP(scatter_update, "ScatterUpdate")
-VARSTATE_SCATTER_OP(scatter_add, "ScatterAdd")
-VARSTATE_SCATTER_OP(scatter_sub, "ScatterSub")
-VARSTATE_SCATTER_OP(scatter_mul, "ScatterMul")
-VARSTATE_SCATTER_OP(scatter_div, "ScatterDiv")
-VARSTATE_SCATTER_OP(scatter_min, "ScatterMin")
-VARSTATE_SCATTER_OP(scatter_max, "ScatterMax")
+VARSTATE_SCATTER_OP(scatter_update, "ScatterUpdate", true)
+VARSTATE_SCATTER_OP(scatter_add, "ScatterAdd", false)
+VARSTATE_SCATTER_OP(scatter_sub, "ScatterSub", false)
+VARSTATE_SCATTER_OP(scatter_mul, "ScatterMul", false)
+VARSTATE_SCATTER_OP(scatter_div, "ScatterDiv", false)
+VARSTATE_SCATTER_OP(scatter_min, "ScatterMin", false)
+VARSTATE_SCATTER_OP(scatter_max, "ScatterMax", false)
 #undef VARSTATE_SCATTER_OP
 
+namespace {
+
+// The PartitionedVariable form of update_op.
+template <size_t N, typename Apply>
+Op partitioned_update_op(PartitionedVariable ref, const char* type, Inputs inputs,
+                         const UpdateOptions& options, bool default_locking, Apply apply) {
+  auto form = std::make_shared<internal::OpGraphForm>();
+  form->type = type;
+  form->partitioned = ref;
+  form->inputs = inputs;
+  form->use_locking = options.use_locking.value_or(default_locking);
+  std::vector<Placeholder> placeholders = placeholders_of(inputs);
+  return internal::make_op(
+      ref.name() + "/" + type, type,
+      [ref, inputs = std::move(inputs), stored = StoredOptions(options), apply]() mutable {
+        std::array<Tensor, N> values;
+        for (size_t i = 0; i < N; ++i) values[i] = inputs[i].second.get();
+        apply(ref, values, stored.get());
+      },
+      std::move(form), std::move(placeholders));
+}
+
+}  // namespace
+
 Op assign_op(PartitionedVariable ref, UpdateValue value, const UpdateOptions& options) {
-  std::string name = ref.name() + "/Assign";
-  return Op(std::move(name), "Assign",
-            [ref, value = std::move(value), stored = StoredOptions(options)]() mutable {
-              ref.assign(value.get(), stored.get());
-            });
+  return partitioned_update_op<1>(
+      ref, "Assign", {{"value", std::move(value)}}, options, false,
+      [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign(x[0], o); });
 }
 
 Op assign_add_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
-  std::string name = ref.name() + "/AssignAdd";
-  return Op(std::move(name), "AssignAdd",
-            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
-              ref.assign_add(delta.get(), stored.get());
-            });
+  return partitioned_update_op<1>(
+      ref, "AssignAdd", {{"delta", std::move(delta)}}, options, false,
+      [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_add(x[0], o); });
 }
 
 Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
-  std::string name = ref.name() + "/AssignSub";
-  return Op(std::move(name), "AssignSub",
-            [ref, delta = std::move(delta), stored = StoredOptions(options)]() mutable {
-              ref.assign_sub(delta.get(), stored.get());
-            });
+  return partitioned_update_op<1>(
+      ref, "AssignSub", {{"delta", std::move(delta)}}, options, false,
+      [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_sub(x[0], o); });
 }
 
-#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE)                                        \
-  Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,          \
-             const UpdateOptions& options) {                                             \
-    std::string name = ref.name() + "/" TYPE;                                            \
-    return Op(std::move(name), TYPE,                                                     \
-              [ref, indices = std::move(indices), updates = std::move(updates), options, \
-               label = std::string(options.name)]() mutable {                            \
-                UpdateOptions o = options;                                               \
-                o.name = label;                                                          \
-                ref.FN(indices.get(), updates.get(), o);                                 \
-              });                                                                        \
+#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE, LOCKING)                                      \
+  Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,                 \
+             const UpdateOptions& options) {                                                    \
+    return partitioned_update_op<2>(                                                            \
+        ref, TYPE, {{"indices", std::move(indices)}, {"updates", std::move(updates)}}, options, \
+        LOCKING, [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) {            \
+          v.FN(x[0], x[1], o);                                                                  \
+        });                                                                                     \
   }
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_update, "ScatterUpdate")
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_add, "ScatterAdd")
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_sub, "ScatterSub")
+VARSTATE_PARTITIONED_SCATTER_OP(scatter_update, "ScatterUpdate", true)
+VARSTATE_PARTITIONED_SCATTER_OP(scatter_add, "ScatterAdd", false)
+VARSTATE_PARTITIONED_SCATTER_OP(scatter_sub, "ScatterSub", false)
 #undef VARSTATE_PARTITIONED_SCATTER_OP
 
 }  // namespace varstate

@@ -10,7 +10,8 @@
 //   for (int step = 0; step < 1000; ++step) sess.run(train_op);  // v ends at 1000
 //
 // An UpdateValue is read when the Op runs: a Tensor (its current contents),
-// a Variable (its value at that moment) or a callable returning a Tensor.
+// a Variable (its value at that moment), a Placeholder (fed to the run:
+// sess.run(op, {{ids, batch}})) or a callable returning a Tensor.
 // Running an Op validates and updates exactly as the eager function of the
 // same name does (same errors, raised by Session::run; a failing run
 // changes nothing). Ops hold handles to the variables, so the variables
@@ -21,8 +22,10 @@
 #include <functional>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "varstate/runtime/partitioned_variable.h"
+#include "varstate/runtime/placeholder.h"
 #include "varstate/runtime/scatter.h"
 #include "varstate/runtime/session.h"
 #include "varstate/runtime/tensor.h"
@@ -30,11 +33,16 @@
 
 namespace varstate {
 
-// A value read each time an update Op runs.
+// A value read each time an update Op runs: a Tensor (its contents), a
+// Variable (its value at that moment), a Placeholder (the value fed to the
+// run) or a callable returning a Tensor. Ops whose values are Tensors,
+// Variables and Placeholders are written to exported meta graphs and run
+// after import_meta_graph; a callable's Op is exported by name only.
 class UpdateValue {
  public:
   UpdateValue(Tensor t);                    // NOLINT: implicit
   UpdateValue(Variable v);                  // NOLINT: implicit
+  UpdateValue(Placeholder p);               // NOLINT: implicit
   UpdateValue(std::function<Tensor()> fn);  // NOLINT: implicit
   template <typename Fn>
   requires(std::is_invocable_r_v<Tensor, Fn&> &&
@@ -43,11 +51,18 @@ class UpdateValue {
   template <typename T>
   requires std::is_arithmetic_v<T> UpdateValue(T value)
       : UpdateValue(Tensor(value)) {}  // NOLINT: implicit
-  // The value now.
-  Tensor get() const { return fn_(); }
+  // The value now (a Placeholder's raises InvalidArgumentError outside a
+  // run that feeds it).
+  Tensor get() const;
+
+  // What the value is read from: the one that applies, or nullptr (all
+  // three are null for a callable).
+  const Tensor* as_tensor() const { return std::get_if<Tensor>(&source_); }
+  const Variable* as_variable() const { return std::get_if<Variable>(&source_); }
+  const Placeholder* as_placeholder() const { return std::get_if<Placeholder>(&source_); }
 
  private:
-  std::function<Tensor()> fn_;
+  std::variant<Tensor, Variable, Placeholder, std::function<Tensor()>> source_;
 };
 
 // Options (runtime/update_options.h) as the eager function's, with its
