@@ -38,6 +38,14 @@
 //       imports a meta graph, restores CHECKPOINT with the returned saver and
 //       writes every global variable's value (key: op name) to OUT and the
 //       trainable variables' op names, one a line, to OUT.trainable
+//   interop_tool export_train PREFIX
+//       a model with a train_op over placeholders "ids" (int64 [?]), "rows"
+//       (float32 [?,2]) and "lr" (float32 []) in collection "train_op",
+//       saved with its meta graph to PREFIX (see cmd_export_train)
+//   interop_tool run_train META CHECKPOINT FEEDS OUT
+//       imports META, restores CHECKPOINT, then for each step s of FEEDS
+//       (lines keyed "s/placeholder") runs every Op of collection "train_op"
+//       with that step's feeds; writes every global variable's value to OUT
 //   interop_tool partition SPEC OUT
 //       lines "ID DTYPE DIMS KIND ARGS..." with KIND and ARGS one of
 //         fixed NUM_SHARDS AXIS
@@ -85,6 +93,7 @@
 #include "varstate/runtime/scatter.h"
 #include "varstate/runtime/session.h"
 #include "varstate/runtime/slice.h"
+#include "varstate/runtime/state_ops.h"
 #include "varstate/runtime/variable.h"
 #include "varstate/runtime/variable_internal.h"
 #include "varstate/runtime/variable_scope.h"
@@ -571,6 +580,67 @@ int cmd_import_meta(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The model of test_train_op.py: plain variables, a counter, partitioned
+// tables, and one train_op with every kind of update input (placeholders,
+// constants, another variable's value). TensorFlow runs a group's members
+// in any order, concurrently: no two members touch the same variable, and
+// none reads a variable another member updates.
+int cmd_export_train(const std::vector<std::string>& args) {
+  Variable emb(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2}), {.name = "emb"});
+  Variable w(Tensor({1.f, 2.f}), {.name = "dense/w"});
+  Variable bias(Tensor({0.5f, -0.5f}), {.name = "dense/b"});
+  Variable scale(Tensor({0.25f, 4.f}), {.name = "dense/scale"});
+  Variable step(Tensor(int64_t{0}), {.trainable = false, .name = "global_step"});
+  Variable floor(Tensor({9.f, 9.f, 9.f}), {.name = "floor"});
+  auto table = [](const char* name) {
+    return get_variable(name, {.shape = TensorShape{5, 2},
+                               .initializer = zeros_initializer(),
+                               .partitioner = fixed_size_partitioner(2)});
+  };
+  PartitionedVariable rows_table = table("table"), shifted = table("shifted"), marks = table("marks");
+  Placeholder ids = placeholder(DType::kInt64, TensorShape{-1}, "ids");
+  Placeholder rows = placeholder(DType::kFloat, TensorShape{-1, 2}, "rows");
+  Placeholder lr = placeholder(DType::kFloat, TensorShape{}, "lr");
+  Op train_op = Op::group(
+      {scatter_add_op(emb, ids, rows), assign_sub_op(w, lr), assign_add_op(bias, scale),
+       scatter_min_op(floor, Tensor({0, 2}), Tensor({4.f, 7.f})), count_up_to_op(step, 100),
+       scatter_sub_op(rows_table, ids, rows), assign_add_op(shifted, lr),
+       scatter_update_op(marks, Tensor({4, 0}), Tensor::from_vector<float>({7, 8, 9, 10}, {2, 2}))},
+      "train");
+  get_default_graph().add_to_collection("train_op", train_op);
+  Session sess;
+  sess.run(global_variables_initializer());
+  const Tensor iota = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {5, 2});
+  for (PartitionedVariable* p : {&rows_table, &shifted, &marks}) p->assign(iota);
+  Saver saver;
+  saver.save(sess, args.at(0));
+  return 0;
+}
+
+int cmd_run_train(const std::vector<std::string>& args) {
+  std::optional<Saver> saver = import_meta_graph(args.at(0));
+  if (!saver) throw NotFoundError("interop_tool run_train: no variables in " + quoted(args.at(0)));
+  Session sess;
+  saver->restore(sess, args.at(1));
+  std::vector<Op> ops;
+  for (const std::any& item : get_default_graph().get_collection("train_op")) {
+    if (item.type() != typeid(Op)) {
+      throw InvalidArgumentError("interop_tool run_train: train_op item " +
+                                 quoted(std::any_cast<std::string>(item)) + " is not runnable");
+    }
+    ops.push_back(std::any_cast<Op>(item));
+  }
+  std::map<int, FeedDict> steps;
+  for (const TextTensor& t : read_text_file(args.at(2))) {
+    const size_t slash = t.key.find('/');
+    steps[std::stoi(t.key.substr(0, slash))].set({t.key.substr(slash + 1), to_tensor(t)});
+  }
+  for (const auto& [s, feeds] : steps) sess.run(ops, feeds);
+  Output out(args.at(3));
+  for (const Variable& v : global_variables()) out.write(v.op_name(), v.eval(sess));
+  return 0;
+}
+
 Tensor apply_math(const std::string& op, const Tensor& x, const Tensor& y) {
   if (op == "div") return x / y;
   if (op == "floordiv") return floordiv(x, y);
@@ -681,6 +751,8 @@ int main(int argc, char** argv) {
     if (cmd == "errors") return cmd_errors(args);
     if (cmd == "export_meta") return cmd_export_meta(args);
     if (cmd == "import_meta") return cmd_import_meta(args);
+    if (cmd == "export_train") return cmd_export_train(args);
+    if (cmd == "run_train") return cmd_run_train(args);
     std::cerr << "interop_tool: unknown command " << cmd << "\n";
     return 2;
   } catch (const varstate::Error& e) {

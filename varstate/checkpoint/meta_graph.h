@@ -23,6 +23,16 @@
 //   saver->restore(sess, "ckpt/my-model-1000");
 //   Variable w = *get_default_graph().find_variable("layer/w");
 //
+// Update Ops in collections (a "train_op" built with runtime/state_ops.h
+// over Tensors, Variables and Placeholders, PartitionedVariables included)
+// are written as the TensorFlow nodes they stand for, so TensorFlow runs
+// them after its import; import_meta_graph turns each collection item naming
+// a node it can run (ours, or TensorFlow's ref/resource update nodes) back
+// into an Op, fed through Session::run(op, feeds):
+//
+//   Op train_op = std::any_cast<Op>(get_default_graph().get_collection("train_op")[0]);
+//   sess.run(train_op, {{"ids", batch_ids}, {"grads", batch_grads}});
+//
 // Restarting from a meta graph only works if the device assignments have
 // not changed (or with clear_devices).
 #pragma once
@@ -108,7 +118,9 @@ struct ExportMetaGraphOptions {
   // used when saver_def is not given.
   const Saver* saver = nullptr;
   // Collections to export; nullopt = all. Items that cannot be represented
-  // are skipped with a logged warning, as TensorFlow does.
+  // are skipped with a logged warning, as TensorFlow does; an Op the graph
+  // cannot hold (made from a function, reading a callable) is exported by
+  // name only, with a logged warning.
   std::optional<std::vector<std::string>> collection_list;
   bool as_text = false;
   Graph* graph = nullptr;             // default: the thread's default graph
@@ -128,7 +140,9 @@ struct ImportMetaGraphOptions {
 };
 
 // Recreates the meta graph's variables (uninitialized; with their names,
-// dtypes, shapes, trainable flags and devices) and collections in the graph,
+// dtypes, shapes, trainable flags and devices) and collections in the graph
+// (node names of runnable update nodes become Ops, placeholders they read
+// are registered in the graph),
 // and returns a Saver built from its SaverDef over the variables its save
 // node names -- or nullopt when the meta graph has no variables. A variable
 // already in the graph under the same name is reused. Throws
