@@ -20,8 +20,8 @@ namespace {
 using testing::TempDir;
 
 const GraphNode* node_named(const std::vector<GraphNode>& nodes, const std::string& name) {
-  auto it = std::find_if(nodes.begin(), nodes.end(),
-                         [&](const GraphNode& n) { return n.name == name; });
+  auto it =
+      std::find_if(nodes.begin(), nodes.end(), [&](const GraphNode& n) { return n.name == name; });
   return it == nodes.end() ? nullptr : &*it;
 }
 
@@ -52,14 +52,14 @@ struct Model {
     Placeholder ids = placeholder(DType::kInt64, TensorShape{-1}, "ids");
     Placeholder rows = placeholder(DType::kFloat, TensorShape{-1, 2}, "rows");
     Placeholder lr = placeholder(DType::kFloat, TensorShape{}, "lr");
-    train_op = Op::group({scatter_add_op(emb, ids, rows), assign_sub_op(w, lr),
-                          assign_add_op(w, bias), assign_add_op(bias, Tensor({1.f, 2.f})),
-                          scatter_min_op(floor, Tensor({0, 2}), Tensor({4.f, 7.f})),
-                          count_up_to_op(step, 100), scatter_sub_op(table, ids, rows),
-                          assign_add_op(table, lr),
-                          scatter_update_op(table, Tensor({4, 0}),
-                                            Tensor::from_vector<float>({7, 8, 9, 10}, {2, 2}))},
-                         "train");
+    train_op = Op::group(
+        {scatter_add_op(emb, ids, rows), assign_sub_op(w, lr), assign_add_op(w, bias),
+         assign_add_op(bias, Tensor({1.f, 2.f})),
+         scatter_min_op(floor, Tensor({0, 2}), Tensor({4.f, 7.f})), count_up_to_op(step, 100),
+         scatter_sub_op(table, ids, rows), assign_add_op(table, lr),
+         scatter_update_op(table, Tensor({4, 0}),
+                           Tensor::from_vector<float>({7, 8, 9, 10}, {2, 2}))},
+        "train");
     get_default_graph().add_to_collection("train_op", train_op);
   }
 };
@@ -75,11 +75,10 @@ TEST_CASE("an exported train_op is written as TensorFlow nodes", "[meta_graph][s
   const GraphNode* train = node_named(nodes, "train");
   REQUIRE(train);
   CHECK(train->op == "NoOp");
-  CHECK(train->input == std::vector<std::string>{"^emb/ScatterAdd", "^dense/w/AssignSub",
-                                                 "^dense/w/AssignAdd", "^dense/b/AssignAdd",
-                                                 "^floor/ScatterMin", "^global_step/CountUpTo",
-                                                 "^table/ScatterSub", "^table/AssignAdd",
-                                                 "^table/ScatterUpdate"});
+  CHECK(train->input == std::vector<std::string>{
+                            "^emb/ScatterAdd", "^dense/w/AssignSub", "^dense/w/AssignAdd",
+                            "^dense/b/AssignAdd", "^floor/ScatterMin", "^global_step/CountUpTo",
+                            "^table/ScatterSub", "^table/AssignAdd", "^table/ScatterUpdate"});
   // A PartitionedVariable's update: routing nodes, one update per part, a NoOp over them.
   const GraphNode* part1 = node_named(nodes, "table/ScatterSub/part_1");
   REQUIRE(part1);
@@ -167,8 +166,8 @@ TEST_CASE("Ops a graph cannot hold are exported by name only", "[meta_graph][sta
   Variable v(Tensor(1.f), {.name = "v"});
   Graph other;
   Variable foreign(Tensor(2.f), {.name = "foreign", .graph = &other});
-  PartitionedVariable p = get_variable(
-      "p", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
+  PartitionedVariable p =
+      get_variable("p", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
   Graph& g = get_default_graph();
   g.add_to_collection("ops", assign_add_op(v, [] { return Tensor(1.f); }));
   g.add_to_collection("ops", Op("custom", "Custom", [] {}));
@@ -214,36 +213,105 @@ TEST_CASE("import_meta_graph runs TensorFlow's resource-variable update nodes",
   // tf.compat.v1.scatter_sub, and tf.group over them.
   const std::string text = R"pb(
     graph_def {
-      node { name: "v" op: "VarHandleOp"
-             attr { key: "dtype" value { type: DT_FLOAT } }
-             attr { key: "shape" value { shape { dim { size: 3 } } } } }
-      node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
-      node { name: "AssignAddVariableOp" op: "AssignAddVariableOp" input: "v" input: "x"
-             attr { key: "dtype" value { type: DT_FLOAT } } }
-      node { name: "ReadVariableOp" op: "ReadVariableOp" input: "v" input: "^AssignAddVariableOp"
-             attr { key: "dtype" value { type: DT_FLOAT } } }
+      node {
+        name: "v"
+        op: "VarHandleOp"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+        attr {
+          key: "shape"
+          value { shape { dim { size: 3 } } }
+        }
+      }
+      node {
+        name: "x"
+        op: "Placeholder"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+      }
+      node {
+        name: "AssignAddVariableOp"
+        op: "AssignAddVariableOp"
+        input: "v"
+        input: "x"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+      }
+      node {
+        name: "ReadVariableOp"
+        op: "ReadVariableOp"
+        input: "v"
+        input: "^AssignAddVariableOp"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+      }
       node { name: "Identity" op: "Identity" input: "ReadVariableOp" }
-      node { name: "idx" op: "Const"
-             attr { key: "dtype" value { type: DT_INT32 } }
-             attr { key: "value" value { tensor { dtype: DT_INT32
-                                                  tensor_shape { dim { size: 2 } }
-                                                  int_val: 0 int_val: 2 } } } }
-      node { name: "two" op: "Const"
-             attr { key: "dtype" value { type: DT_FLOAT } }
-             attr { key: "value" value { tensor { dtype: DT_FLOAT
-                                                  tensor_shape { dim { size: 2 } }
-                                                  float_val: 2 } } } }
-      node { name: "ResourceScatterSub" op: "ResourceScatterSub" input: "v" input: "idx"
-             input: "two" }
+      node {
+        name: "idx"
+        op: "Const"
+        attr {
+          key: "dtype"
+          value { type: DT_INT32 }
+        }
+        attr {
+          key: "value"
+          value {
+            tensor {
+              dtype: DT_INT32
+              tensor_shape { dim { size: 2 } }
+              int_val: 0
+              int_val: 2
+            }
+          }
+        }
+      }
+      node {
+        name: "two"
+        op: "Const"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+        attr {
+          key: "value"
+          value {
+            tensor {
+              dtype: DT_FLOAT
+              tensor_shape { dim { size: 2 } }
+              float_val: 2
+            }
+          }
+        }
+      }
+      node {
+        name: "ResourceScatterSub"
+        op: "ResourceScatterSub"
+        input: "v"
+        input: "idx"
+        input: "two"
+      }
       node { name: "train" op: "NoOp" input: "^Identity" input: "^ResourceScatterSub" }
       node { name: "loop" op: "NoOp" input: "^loop2" }
       node { name: "loop2" op: "NoOp" input: "^loop" }
       node { name: "mul" op: "Mul" input: "x" input: "x" }
       node { name: "uses_mul" op: "AssignVariableOp" input: "v" input: "mul" }
     }
-    collection_def { key: "variables" value { bytes_list { value: "\n\003v:0" } } }
-    collection_def { key: "train_op" value { node_list { value: "train" value: "loop"
-                                                         value: "uses_mul" } } }
+    collection_def {
+      key: "variables"
+      value { bytes_list { value: "\n\003v:0" } }
+    }
+    collection_def {
+      key: "train_op"
+      value { node_list { value: "train" value: "loop" value: "uses_mul" } }
+    }
   )pb";
   reset_default_graph();
   import_meta_graph(MetaGraphDef::parse_text(text));
@@ -260,6 +328,147 @@ TEST_CASE("import_meta_graph runs TensorFlow's resource-variable update nodes",
   sess.run(train, {{"x", Tensor({0.5f, 0.f, 0.f})}});
   // Each run: v += x, then v[0] -= 2 and v[2] -= 2 (the Const's last value repeats).
   CHECK(v.eval(sess).to_vector<float>() == std::vector<float>{7.5f, 21.f, 27.f});
+}
+
+TEST_CASE("exported values: literals convert, scalars broadcast, other dtypes stay names",
+          "[meta_graph][state_ops]") {
+  reset_default_graph();
+  Variable v(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), {.name = "v"});
+  Variable ints(Tensor({1, 2}), {.name = "ints"});
+  Variable doubles(Tensor::from_vector<double>({1, 2}), {.name = "doubles"});
+  Placeholder half = placeholder(DType::kFloat, TensorShape{}, "half");
+  Graph& g = get_default_graph();
+  g.add_to_collection("ops", assign_add_op(v, 2));               // an int literal: float
+  g.add_to_collection("ops", assign_sub_op(v, half));            // a scalar placeholder
+  g.add_to_collection("ops", assign_add_op(ints, doubles));      // float64 into int32: no
+  g.add_to_collection("ops", assign_add_op(ints, Tensor(1.5)));  // a literal that does not fit
+  g.add_to_collection("ops", assign_add_op(ints, Tensor(int64_t{1}).strongly_typed()));
+  MetaGraphDef meta = export_meta_graph();
+  const std::vector<GraphNode> nodes = meta.nodes();
+  const GraphNode* add = node_named(nodes, "v/AssignAdd");
+  REQUIRE(add);
+  CHECK(add->input == std::vector<std::string>{"v", "v/AssignAdd/broadcast"});
+  REQUIRE(node_named(nodes, "v/AssignAdd/delta"));
+  CHECK(node_named(nodes, "v/AssignAdd/delta")->dtype == DType::kFloat);
+  CHECK(node_named(nodes, "v/AssignSub")->input ==
+        std::vector<std::string>{"v", "v/AssignSub/broadcast"});
+  CHECK(node_named(nodes, "v/AssignSub/broadcast")->input ==
+        std::vector<std::string>{"half", "v/AssignSub/shape"});
+  CHECK_FALSE(node_named(nodes, "ints/AssignAdd"));
+
+  reset_default_graph();
+  import_meta_graph(meta);
+  std::vector<std::any> items = get_default_graph().get_collection("ops");
+  REQUIRE(items.size() == 5);
+  REQUIRE(items[0].type() == typeid(Op));
+  REQUIRE(items[1].type() == typeid(Op));
+  for (size_t i = 2; i < 5; ++i) CHECK(items[i].type() == typeid(std::string));
+  Variable imported = *get_default_graph().find_variable("v");
+  Session sess;
+  imported.assign(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}));
+  sess.run(std::any_cast<Op>(items[0]));
+  sess.run(std::any_cast<Op>(items[1]), {{"half", Tensor(0.5f)}});
+  CHECK(imported.eval(sess).to_vector<float>() == std::vector<float>{2.5f, 3.5f, 4.5f, 5.5f});
+}
+
+TEST_CASE("an imported partitioned scatter checks every index before any part changes",
+          "[meta_graph][state_ops]") {
+  reset_default_graph();
+  PartitionedVariable t = get_variable("t", {.shape = TensorShape{6, 1},
+                                             .initializer = zeros_initializer(),
+                                             .partitioner = fixed_size_partitioner(3)});
+  Placeholder ids = placeholder(DType::kInt32, TensorShape{-1}, "ids");
+  get_default_graph().add_to_collection("train_op",
+                                        scatter_add_op(t, ids, Tensor(1.f), {.name = "t"}));
+  MetaGraphDef meta = export_meta_graph();
+  reset_default_graph();
+  import_meta_graph(meta);
+  Session sess;
+  std::vector<Variable> parts;
+  for (int k = 0; k < 3; ++k) {
+    parts.push_back(*get_default_graph().find_variable("t/part_" + std::to_string(k)));
+    parts.back().assign(Tensor::zeros(DType::kFloat, {2, 1}));
+  }
+  const Op op = std::any_cast<Op>(get_default_graph().get_collection("train_op")[0]);
+  sess.run(op, {{"ids", Tensor({5, 0, 3, 3})}});
+  CHECK_THROWS_WITH(sess.run(op, {{"ids", Tensor({1, 6})}}),
+                    Catch::Matchers::Contains("indices[1] = 6 is not in [0, 6)"));
+  std::vector<float> all;
+  for (const Variable& p : parts) {
+    for (float x : p.eval(sess).to_vector<float>()) all.push_back(x);
+  }
+  CHECK(all == std::vector<float>{1, 0, 0, 2, 0, 1});
+}
+
+TEST_CASE("nodes import_meta_graph cannot run stay names", "[meta_graph][state_ops]") {
+  const std::string text = R"pb(
+    graph_def {
+      node {
+        name: "v"
+        op: "VariableV2"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+        attr {
+          key: "shape"
+          value { shape { dim { size: 2 } } }
+        }
+      }
+      node {
+        name: "c"
+        op: "Const"
+        attr {
+          key: "dtype"
+          value { type: DT_FLOAT }
+        }
+        attr {
+          key: "value"
+          value {
+            tensor {
+              dtype: DT_FLOAT
+              tensor_shape { dim { size: 2 } }
+              tensor_content: "abc"
+            }
+          }
+        }
+      }
+      node { name: "corrupt" op: "AssignAdd" input: "v" input: "c" }
+      node { name: "not_a_variable" op: "AssignAdd" input: "c" input: "c" }
+      node { name: "one_input" op: "ScatterAdd" input: "v" input: "c" }
+      node { name: "apply" op: "ApplyGradientDescent" input: "v" input: "c" input: "c" }
+      node { name: "missing_input" op: "AssignAdd" input: "v" input: "nowhere" }
+    }
+    collection_def {
+      key: "variables"
+      value { bytes_list { value: "\n\003v:0" } }
+    }
+    collection_def {
+      key: "train_op"
+      value {
+        node_list {
+          value: "corrupt"
+          value: "not_a_variable"
+          value: "one_input"
+          value: "apply"
+          value: "missing_input"
+          value: "no_such_node"
+        }
+      }
+    }
+  )pb";
+  reset_default_graph();
+  std::optional<Saver> saver = import_meta_graph(MetaGraphDef::parse_text(text));
+  CHECK(saver);
+  std::vector<std::any> items = get_default_graph().get_collection("train_op");
+  const std::vector<std::string> names = {"corrupt", "not_a_variable", "one_input",
+                                          "apply",   "missing_input",  "no_such_node"};
+  REQUIRE(items.size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    INFO(names[i]);
+    REQUIRE(items[i].type() == typeid(std::string));
+    CHECK(std::any_cast<std::string>(items[i]) == names[i]);
+  }
 }
 
 }  // namespace varstate

@@ -597,7 +597,8 @@ int cmd_export_train(const std::vector<std::string>& args) {
                                .initializer = zeros_initializer(),
                                .partitioner = fixed_size_partitioner(2)});
   };
-  PartitionedVariable rows_table = table("table"), shifted = table("shifted"), marks = table("marks");
+  PartitionedVariable rows_table = table("table"), shifted = table("shifted"),
+                      marks = table("marks");
   Placeholder ids = placeholder(DType::kInt64, TensorShape{-1}, "ids");
   Placeholder rows = placeholder(DType::kFloat, TensorShape{-1, 2}, "rows");
   Placeholder lr = placeholder(DType::kFloat, TensorShape{}, "lr");

@@ -769,8 +769,10 @@ void restore_collections(const MetaGraphDef& meta_graph, const tf::GraphDef& gra
           if (std::optional<Op> op = reader.build(strip_output(name), &why)) {
             graph.add_to_collection(key, *op);
           } else {
-            logger().debug("import_meta_graph: collection {} item {} stays a name: {}", quoted(key),
-                           quoted(name), why);
+            if (!why.empty()) {  // (empty: the name is no node at all)
+              logger().warn("import_meta_graph: item {} of collection {} stays a name: {}",
+                            quoted(name), quoted(key), why);
+            }
             graph.add_to_collection(key, name);
           }
         }

@@ -60,7 +60,8 @@ void tensor_to_proto(const Tensor& host, tf::TensorProto* proto) {
   if (host.dtype() == DType::kString) {
     for (const std::string& s : host.to_vector<std::string>()) proto->add_string_val(s);
   } else {
-    proto->set_tensor_content(std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
+    proto->set_tensor_content(
+        std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
   }
 }
 
@@ -80,8 +81,7 @@ std::string OpNodeWriter::unique(const std::string& name) {
 }
 
 tf::NodeDef* OpNodeWriter::node(const std::string& name, const std::string& op,
-                                const std::vector<std::string>& inputs,
-                                const std::string& device) {
+                                const std::vector<std::string>& inputs, const std::string& device) {
   tf::NodeDef* n = g_->add_node();
   n->set_name(name);
   n->set_op(op);
@@ -117,7 +117,8 @@ bool OpNodeWriter::check_value(const std::string& op, const std::string& role,
   }
   if (const Placeholder* p = value.as_placeholder();
       p && used_.count(p->name()) && !placeholders_.count(p->name())) {
-    *why = what + " is placeholder " + quoted(p->name()) + ", whose name another node of the graph has";
+    *why = what + " is placeholder " + quoted(p->name()) +
+           ", whose name another node of the graph has";
     return false;
   }
   std::optional<DType> dtype = value_dtype(value);
@@ -253,9 +254,9 @@ std::optional<std::string> OpNodeWriter::write_update(const Op& op,
     const TensorShape shape = value_shape(value);
     if (!form.limit && !index_dtype && shape.is_scalar() && !ref.shape().is_scalar() &&
         ref.shape().is_fully_defined()) {
-      tf::NodeDef* b = node(unique(name + "/broadcast"), "BroadcastTo",
-                            {in, write_int32s(name + "/shape", ref.shape().dims(), false)},
-                            ref.placement());
+      tf::NodeDef* b =
+          node(unique(name + "/broadcast"), "BroadcastTo",
+               {in, write_int32s(name + "/shape", ref.shape().dims(), false)}, ref.placement());
       attr(b, "T").set_type(static_cast<tf::DataType>(ref.dtype()));
       attr(b, "Tidx").set_type(tf::DT_INT32);
       in = b->name();
@@ -322,8 +323,8 @@ std::optional<std::string> OpNodeWriter::write_partitioned(const Op& op,
     attr(split, "num_split").set_i(n);
     for (int k = 0; k < n; ++k) {
       const std::string part_name = unique(name + "/part_" + std::to_string(k));
-      write_update_node(part_name, form.type, p[static_cast<size_t>(k)],
-                        {output(split->name(), k)}, form, std::nullopt);
+      write_update_node(part_name, form.type, p[static_cast<size_t>(k)], {output(split->name(), k)},
+                        form, std::nullopt);
       part_nodes.push_back(part_name);
     }
   } else {
@@ -385,9 +386,10 @@ std::optional<std::string> OpNodeWriter::write_partitioned(const Op& op,
     }
     for (int k = 0; k < n; ++k) {
       const std::string part_name = unique(name + "/part_" + std::to_string(k));
-      write_update_node(part_name, form.type, p[static_cast<size_t>(k)],
-                        {output(index_parts, k), update_parts ? output(*update_parts, k) : values[1]},
-                        form, index_dtype);
+      write_update_node(
+          part_name, form.type, p[static_cast<size_t>(k)],
+          {output(index_parts, k), update_parts ? output(*update_parts, k) : values[1]}, form,
+          index_dtype);
       part_nodes.push_back(part_name);
     }
   }
@@ -404,13 +406,17 @@ std::optional<std::string> OpNodeWriter::write_partitioned(const Op& op,
 
 namespace {
 
-enum class Role { kEffect, kPassThrough, kInert };
+enum class Role {
+  kEffect,
+  kPassThrough,
+  kInert
+};
 
 // Node types whose only job is to pass their inputs' effects on, and those
 // without effect or inputs that matter.
 Role role_of(const std::string& op) {
   static const std::set<std::string> pass = {"NoOp", "Identity", "ReadVariableOp", "Snapshot"};
-  static const std::set<std::string> inert = {"Const",      "Placeholder", "VariableV2",
+  static const std::set<std::string> inert = {"Const",       "Placeholder", "VariableV2",
                                               "VarHandleOp", "Variable",    "VarIsInitializedOp"};
   if (pass.count(op)) return Role::kPassThrough;
   if (inert.count(op)) return Role::kInert;
@@ -481,9 +487,8 @@ OpNodeReader::OpNodeReader(const tf::GraphDef& graph_def, Graph& graph) : graph_
 }
 
 std::optional<Op> OpNodeReader::build(const std::string& node, std::string* why) {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) {
-    *why = "the graph has no node " + quoted(node);
+  if (!nodes_.count(node)) {
+    why->clear();  // a plain name, not a node that cannot run
     return std::nullopt;
   }
   std::vector<Op> ops;
@@ -576,7 +581,8 @@ std::optional<Op> OpNodeReader::update(const tf::NodeDef& n, std::string* why) {
     values.push_back(std::move(*v));
   }
   UpdateOptions options;
-  if (auto a = n.attr().find("use_locking"); a != n.attr().end()) options.use_locking = a->second.b();
+  if (auto a = n.attr().find("use_locking"); a != n.attr().end())
+    options.use_locking = a->second.b();
   if (auto a = n.attr().find("validate_shape"); a != n.attr().end()) {
     options.validate_shape = a->second.b();
   }
@@ -601,7 +607,8 @@ std::optional<PartitionedVariable> OpNodeReader::partitioned_variable(const std:
   std::vector<int64_t> partitions(first.full_shape.size(), 1);
   for (size_t d = 0; d < partitions.size(); ++d) {
     for (const Variable& v : parts) {
-      if (v.save_slice_info()->var_offset[d] != 0) partitions[d] = static_cast<int64_t>(parts.size());
+      if (v.save_slice_info()->var_offset[d] != 0)
+        partitions[d] = static_cast<int64_t>(parts.size());
     }
   }
   try {
@@ -692,14 +699,20 @@ std::optional<UpdateValue> OpNodeReader::value(const std::string& input, std::st
       return std::nullopt;
     }
     const tf::TensorProto& proto = a->second.tensor();
-    const std::vector<int64_t> dims =
-        shape_from_proto(proto.tensor_shape(), "Const node " + quoted(name));
-    TensorData data;
-    data.dtype = *dtype;
-    data.shape = dims;
-    values_from_proto(proto, static_cast<size_t>(TensorShape(dims).num_elements()), data,
-                      "Const node " + quoted(name), /*repeat_last=*/true);
-    return UpdateValue(tensor_from_data(data, TensorShape(dims), DeviceManager::instance().cpu()));
+    try {
+      const std::vector<int64_t> dims =
+          shape_from_proto(proto.tensor_shape(), "Const node " + quoted(name));
+      TensorData data;
+      data.dtype = *dtype;
+      data.shape = dims;
+      values_from_proto(proto, static_cast<size_t>(TensorShape(dims).num_elements()), data,
+                        "Const node " + quoted(name), /*repeat_last=*/true);
+      return UpdateValue(
+          tensor_from_data(data, TensorShape(dims), DeviceManager::instance().cpu()));
+    } catch (const Error& e) {
+      *why = e.what();
+      return std::nullopt;
+    }
   }
   if (n.op() == "Placeholder") {
     std::optional<DType> dtype = dtype_attr();
@@ -708,14 +721,13 @@ std::optional<UpdateValue> OpNodeReader::value(const std::string& input, std::st
       return std::nullopt;
     }
     TensorShape shape = TensorShape::unknown();
-    if (auto a = n.attr().find("shape"); a != n.attr().end() && a->second.has_shape() &&
-                                         !a->second.shape().unknown_rank()) {
+    if (auto a = n.attr().find("shape");
+        a != n.attr().end() && a->second.has_shape() && !a->second.shape().unknown_rank()) {
       std::vector<int64_t> dims;
       for (const auto& d : a->second.shape().dim()) dims.push_back(d.size() < 0 ? -1 : d.size());
       shape = TensorShape(std::move(dims));
     }
-    if (std::optional<Placeholder> p = find_placeholder(name, &graph_);
-        p && p->dtype() == *dtype) {
+    if (std::optional<Placeholder> p = find_placeholder(name, &graph_); p && p->dtype() == *dtype) {
       return UpdateValue(*p);
     }
     if (graph_.name_scope().empty()) graph_.unique_name(name);  // marks the name as used

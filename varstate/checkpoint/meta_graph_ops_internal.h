@@ -85,7 +85,8 @@ class OpNodeWriter {
 class OpNodeReader {
  public:
   OpNodeReader(const tf::GraphDef& graph_def, Graph& graph);
-  // The Op named `node`, or nullopt with the reason in `why`.
+  // The Op named `node`, or nullopt with the reason in `why` (empty when
+  // the graph has no node of that name).
   std::optional<Op> build(const std::string& node, std::string* why);
 
  private:

@@ -65,8 +65,7 @@ Placeholder placeholder(DType dtype, TensorShape shape, std::string_view name, G
                                std::to_string(static_cast<int>(dtype)));
   }
   Graph& g = graph ? *graph : get_default_graph();
-  return internal::placeholder_named(g.unique_name(name), dtype,
-                                     std::move(shape), g);
+  return internal::placeholder_named(g.unique_name(name), dtype, std::move(shape), g);
 }
 
 std::optional<Placeholder> find_placeholder(std::string_view name, Graph* graph) {
@@ -138,14 +137,12 @@ void check_feeds(const std::vector<Placeholder>& needed, const FeedDict& feeds) 
     if (value == nullptr) throw InvalidArgumentError("You must feed a value for " + describe(p));
     if (value->dtype() != p.dtype()) {
       throw InvalidArgumentError("placeholder " + quoted(p.name()) + " has dtype " +
-                                 std::string(dtype_name(p.dtype())) +
-                                 "; the value fed has dtype " +
+                                 std::string(dtype_name(p.dtype())) + "; the value fed has dtype " +
                                  std::string(dtype_name(value->dtype())));
     }
     if (!p.shape().is_compatible_with(value->shape())) {
-      throw ValueError("Cannot feed value of shape " + value->shape().to_string() +
-                       " for Tensor " + quoted(p.name() + ":0") + ", which has shape " +
-                       p.shape().to_string());
+      throw ValueError("Cannot feed value of shape " + value->shape().to_string() + " for Tensor " +
+                       quoted(p.name() + ":0") + ", which has shape " + p.shape().to_string());
     }
   }
 }
