@@ -512,40 +512,33 @@ bool OpNodeReader::effects(const std::string& name, std::vector<Op>& out,
     return false;
   }
   const tf::NodeDef& n = *it->second;
-  if (n.attr().count("_varstate_partitioned")) {
-    // One PartitionedVariable update: its per-part nodes are not run apart.
+  // The node's own update, built once per reader.
+  auto add_own = [&](const tf::NodeDef& node) {
     auto built = updates_.find(name);
     if (built == updates_.end()) {
-      std::optional<Op> op = partitioned_update(n, why);
+      std::optional<Op> op = node.attr().count("_varstate_partitioned")
+                                 ? partitioned_update(node, why)
+                                 : update(node, why);
       if (!op) return false;
       built = updates_.emplace(name, *op).first;
     }
     out.push_back(built->second);
-    visiting.erase(name);
-    done.insert(name);
     return true;
-  }
+  };
+  // A PartitionedVariable update is one effect: its per-part nodes do not run apart.
+  const bool partitioned = n.attr().count("_varstate_partitioned") > 0;
   for (const std::string& in : n.input()) {
-    if (is_control(in) && !effects(node_of(in), out, done, visiting, why)) return false;
-  }
-  switch (role_of(n.op())) {
-    case Role::kPassThrough:
-      for (const std::string& in : n.input()) {
-        if (!is_control(in) && !effects(node_of(in), out, done, visiting, why)) return false;
-      }
-      break;
-    case Role::kInert:
-      break;
-    case Role::kEffect: {
-      auto built = updates_.find(name);
-      if (built == updates_.end()) {
-        std::optional<Op> op = update(n, why);
-        if (!op) return false;
-        built = updates_.emplace(name, *op).first;
-      }
-      out.push_back(built->second);
-      break;
+    if (!partitioned && is_control(in) && !effects(node_of(in), out, done, visiting, why)) {
+      return false;
     }
+  }
+  const Role role = partitioned ? Role::kEffect : role_of(n.op());
+  if (role == Role::kPassThrough) {
+    for (const std::string& in : n.input()) {
+      if (!is_control(in) && !effects(node_of(in), out, done, visiting, why)) return false;
+    }
+  } else if (role == Role::kEffect && !add_own(n)) {
+    return false;
   }
   visiting.erase(name);
   done.insert(name);

@@ -1,6 +1,7 @@
 #include "varstate/runtime/state_ops.h"
 
 #include <array>
+#include <type_traits>
 #include <utility>
 
 #include "varstate/runtime/op_internal.h"
@@ -44,20 +45,28 @@ std::vector<Placeholder> placeholders_of(const Inputs& inputs) {
   return out;
 }
 
+const std::string& name_of(const Variable& v) { return v.op_name(); }
+const std::string& name_of(const PartitionedVariable& v) { return v.name(); }
+
 // An Op named "<ref>/<type>" whose run reads `inputs` (in order) and passes
-// their values to `apply`; its graph form is the TensorFlow node `type`.
-template <size_t N, typename Apply>
-Op update_op(Variable ref, const char* type, Inputs inputs, const UpdateOptions& options,
+// their values to `apply`; its graph form is the TensorFlow node `type` (for
+// a PartitionedVariable: one per part).
+template <size_t N, typename Ref, typename Apply>
+Op update_op(Ref ref, const char* type, Inputs inputs, const UpdateOptions& options,
              bool default_locking, Apply apply) {
   auto form = std::make_shared<internal::OpGraphForm>();
   form->type = type;
-  form->ref = ref;
+  if constexpr (std::is_same_v<Ref, Variable>) {
+    form->ref = ref;
+    if (form->type == "Assign") form->validate_shape = options.validate_shape;
+  } else {
+    form->partitioned = ref;
+  }
   form->inputs = inputs;
   form->use_locking = options.use_locking.value_or(default_locking);
-  if (form->type == "Assign") form->validate_shape = options.validate_shape;
   std::vector<Placeholder> placeholders = placeholders_of(inputs);
   return internal::make_op(
-      ref.op_name() + "/" + type, type,
+      name_of(ref) + "/" + type, type,
       [ref, inputs = std::move(inputs), stored = StoredOptions(options), apply]() mutable {
         std::array<Tensor, N> values;
         for (size_t i = 0; i < N; ++i) values[i] = inputs[i].second.get();
@@ -113,44 +122,20 @@ VARSTATE_SCATTER_OP(scatter_min, "ScatterMin", false)
 VARSTATE_SCATTER_OP(scatter_max, "ScatterMax", false)
 #undef VARSTATE_SCATTER_OP
 
-namespace {
-
-// The PartitionedVariable form of update_op.
-template <size_t N, typename Apply>
-Op partitioned_update_op(PartitionedVariable ref, const char* type, Inputs inputs,
-                         const UpdateOptions& options, bool default_locking, Apply apply) {
-  auto form = std::make_shared<internal::OpGraphForm>();
-  form->type = type;
-  form->partitioned = ref;
-  form->inputs = inputs;
-  form->use_locking = options.use_locking.value_or(default_locking);
-  std::vector<Placeholder> placeholders = placeholders_of(inputs);
-  return internal::make_op(
-      ref.name() + "/" + type, type,
-      [ref, inputs = std::move(inputs), stored = StoredOptions(options), apply]() mutable {
-        std::array<Tensor, N> values;
-        for (size_t i = 0; i < N; ++i) values[i] = inputs[i].second.get();
-        apply(ref, values, stored.get());
-      },
-      std::move(form), std::move(placeholders));
-}
-
-}  // namespace
-
 Op assign_op(PartitionedVariable ref, UpdateValue value, const UpdateOptions& options) {
-  return partitioned_update_op<1>(
+  return update_op<1>(
       ref, "Assign", {{"value", std::move(value)}}, options, false,
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign(x[0], o); });
 }
 
 Op assign_add_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
-  return partitioned_update_op<1>(
+  return update_op<1>(
       ref, "AssignAdd", {{"delta", std::move(delta)}}, options, false,
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_add(x[0], o); });
 }
 
 Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
-  return partitioned_update_op<1>(
+  return update_op<1>(
       ref, "AssignSub", {{"delta", std::move(delta)}}, options, false,
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_sub(x[0], o); });
 }
@@ -158,7 +143,7 @@ Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions
 #define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE, LOCKING)                                      \
   Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,                 \
              const UpdateOptions& options) {                                                    \
-    return partitioned_update_op<2>(                                                            \
+    return update_op<2>(                                                                        \
         ref, TYPE, {{"indices", std::move(indices)}, {"updates", std::move(updates)}}, options, \
         LOCKING, [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) {            \
           v.FN(x[0], x[1], o);                                                                  \
