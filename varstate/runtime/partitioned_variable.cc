@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <span>
 
 #include "varstate/base/error.h"
 #include "varstate/device/device_manager.h"
@@ -238,7 +239,15 @@ void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Ten
                                indices.shape().concatenate(row_shape).to_string() + " or a scalar");
   }
   check_initialized(s.parts);
-  const std::vector<int64_t> idx = internal::host_indices(indices);
+  // The indices as int64 on the host: the caller's own buffer when it is one.
+  std::vector<int64_t> converted;
+  std::span<const int64_t> idx;
+  if (indices.dtype() == DType::kInt64 && indices.on_cpu()) {
+    idx = {indices.data<int64_t>(), static_cast<size_t>(indices.num_elements())};
+  } else {
+    converted = internal::host_indices(indices);
+    idx = converted;
+  }
   const int64_t rows = s.shape.dim(0);
   const int64_t bad =
       kernels::cpu::validate_indices<int64_t>(idx.data(), static_cast<int64_t>(idx.size()), rows);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -374,7 +375,7 @@ bool scatter_if_remote(ScatterOp op, Variable& part, const Tensor& indices, cons
 }
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
-                       const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
+                       const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
                        const Tensor& updates, bool updates_scalar, const UpdateOptions& options) {
   if (parts.empty()) return;
   const std::string who = subject(op, options.name, parts[0].op_name());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "varstate/kernels/common.h"
@@ -31,7 +32,7 @@ bool scatter_if_remote(kernels::ScatterOp op, Variable& part, const Tensor& indi
 // scatter on each part would take them (options.use_locking), and every
 // part is marked updated.
 void scatter_cpu_parts(kernels::ScatterOp op, std::vector<Variable>& parts,
-                       const std::vector<int64_t>& offsets, const std::vector<int64_t>& indices,
+                       const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
                        const Tensor& updates, bool updates_scalar, const UpdateOptions& options);
 
 }  // namespace varstate::internal

@@ -133,16 +133,47 @@ void scatter_all(const Rows& table, int64_t row_width, const Indices& indices, i
   }
 }
 
+// Per-index scratch arrays kept by the calling thread from one call to the
+// next. Allocating them afresh on each call costs more than the kernel once
+// the heap is fragmented (a program that freed many small objects: malloc
+// then sorts its free lists on every large request). Buffers above
+// kMaxKept bytes are freed after the call. Slot tells apart buffers of one
+// element type that are in use at the same time.
+template <typename T, int Slot>
+class ThreadScratch {
+ public:
+  static constexpr size_t kMaxKept = size_t{64} << 20;
+  explicit ThreadScratch(size_t n) : buffer_(kept()) {
+    if (buffer_.size() < n) buffer_.resize(n);
+  }
+  ~ThreadScratch() {
+    if (buffer_.capacity() * sizeof(T) > kMaxKept) std::vector<T>().swap(buffer_);
+  }
+  ThreadScratch(const ThreadScratch&) = delete;
+  ThreadScratch& operator=(const ThreadScratch&) = delete;
+  // (A lambda run on a pool thread must use this pointer: it would name
+  // that thread's own buffer through kept().)
+  T* data() { return buffer_.data(); }
+
+ private:
+  static std::vector<T>& kept() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+  }
+  std::vector<T>& buffer_;
+};
+
 // The positions of the indices of each row range, in order (a stable
 // counting sort): range k's are order[start[k], start[k + 1]).
 struct RangeBuckets {
   std::vector<int64_t> start;
-  std::vector<int64_t> order;
+  const int64_t* order = nullptr;
 };
 
+// Fills `order` (n entries) and returns the buckets over it.
 template <typename Rows, typename Index>
 RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const Index* indices,
-                             int64_t n) {
+                             int64_t n, int64_t* order) {
   const int64_t num_ranges = static_cast<int64_t>(ranges.size());
   std::vector<int64_t> bounds;  // first row of ranges 1..
   for (int64_t k = 1; k < num_ranges; ++k) bounds.push_back(ranges[k].r0);
@@ -155,7 +186,8 @@ RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const In
     return std::upper_bound(bounds.begin(), bounds.end(), r) - bounds.begin();
   };
   RangeBuckets buckets;
-  std::vector<int32_t> which(static_cast<size_t>(n));
+  ThreadScratch<int32_t, 0> scratch(static_cast<size_t>(n));
+  int32_t* const which = scratch.data();
   std::vector<int64_t> next(static_cast<size_t>(num_ranges) + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     which[i] = static_cast<int32_t>(range_of(indices[i]));
@@ -163,8 +195,8 @@ RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const In
   }
   for (int64_t k = 0; k < num_ranges; ++k) next[k + 1] += next[k];
   buckets.start = next;
-  buckets.order.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) buckets.order[next[which[i]]++] = i;
+  for (int64_t i = 0; i < n; ++i) order[next[which[i]]++] = i;
+  buckets.order = order;
   return buckets;
 }
 
@@ -175,8 +207,9 @@ RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const In
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
 void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan, int64_t row_width,
                 const Index* indices, int64_t num_indices, const E* updates) {
+  ThreadScratch<int64_t, 0> order(ranges.size() > 1 ? static_cast<size_t>(num_indices) : 0);
   RangeBuckets buckets;
-  if (ranges.size() > 1) buckets = bucket_by_range(ranges, indices, num_indices);
+  if (ranges.size() > 1) buckets = bucket_by_range(ranges, indices, num_indices, order.data());
   auto run = [&](int64_t shard) {
     const int64_t k = shard / plan.col_parts;
     const int64_t c0 = std::min(row_width, shard % plan.col_parts * plan.col_chunk);
@@ -186,7 +219,7 @@ void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan
       scatter_all<Op, Scalar>(ranges[0].rows, row_width, indices, num_indices, updates, c0, c1);
     } else {
       const int64_t first = buckets.start[k];
-      scatter_shard<Op, Scalar>(ranges[k].rows, row_width, indices, buckets.order.data() + first,
+      scatter_shard<Op, Scalar>(ranges[k].rows, row_width, indices, buckets.order + first,
                                 buckets.start[k + 1] - first, updates, c0, c1);
     }
   };
@@ -280,7 +313,8 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
     // Threads split the columns only: the address of each update's row is
     // found once, then every thread walks the updates in order as on one
     // table.
-    std::vector<E*> rows_of(static_cast<size_t>(num_indices));
+    ThreadScratch<E*, 0> scratch(static_cast<size_t>(num_indices));
+    E** const rows_of = scratch.data();
     const int64_t* bounds = part_begin + 1;
     auto locate = [&](Eigen::Index first, Eigen::Index last) {
       for (int64_t i = first; i < last; ++i) {
@@ -291,8 +325,7 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
         } else {
           k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
         }
-        rows_of[static_cast<size_t>(i)] =
-            reinterpret_cast<E*>(parts[k]) + (r - part_begin[k]) * row_width;
+        rows_of[i] = reinterpret_cast<E*>(parts[k]) + (r - part_begin[k]) * row_width;
       }
     };
     locate(0, num_indices);
@@ -302,11 +335,11 @@ void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int
         const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
         if (c0 >= c1) return;
         if (updates_scalar) {
-          scatter_all<decltype(kind)::value, true>(PointerRows<E>{rows_of.data()}, row_width,
-                                                   Positions{}, num_indices, src, c0, c1);
+          scatter_all<decltype(kind)::value, true>(PointerRows<E>{rows_of}, row_width, Positions{},
+                                                   num_indices, src, c0, c1);
         } else {
-          scatter_all<decltype(kind)::value, false>(PointerRows<E>{rows_of.data()}, row_width,
-                                                    Positions{}, num_indices, src, c0, c1);
+          scatter_all<decltype(kind)::value, false>(PointerRows<E>{rows_of}, row_width, Positions{},
+                                                    num_indices, src, c0, c1);
         }
       };
       if (plan.col_parts == 1) return run(0);
