@@ -179,7 +179,7 @@ TEST_CASE("Ops a graph cannot hold are exported by name only", "[meta_graph][sta
   MetaGraphDef meta = export_meta_graph();
   REQUIRE(node_named(meta.nodes(), "p/ScatterAdd"));
   CHECK(meta.collection_def.at("ops").node_list ==
-        std::vector<std::string>{"v/AssignAdd", "custom", "v/AssignAdd", "p/ScatterAdd",
+        std::vector<std::string>{"v/AssignAdd", "custom", "v/AssignAdd_1", "p/ScatterAdd",
                                  "v/ScatterAdd", "v/Assign_1"});
   const std::vector<GraphNode> nodes = meta.nodes();
   CHECK_FALSE(node_named(nodes, "v/AssignAdd"));
@@ -343,6 +343,10 @@ TEST_CASE("exported values: literals convert, scalars broadcast, other dtypes st
   g.add_to_collection("ops", assign_add_op(ints, doubles));      // float64 into int32: no
   g.add_to_collection("ops", assign_add_op(ints, Tensor(1.5)));  // a literal that does not fit
   g.add_to_collection("ops", assign_add_op(ints, Tensor(int64_t{1}).strongly_typed()));
+  // A constant above 64 MiB would be written again with every save.
+  const int64_t big_size = (int64_t{64} << 20) / 4 + 1;
+  Variable big(Tensor::zeros(DType::kFloat, {big_size}), {.name = "big"});
+  g.add_to_collection("ops", assign_op(big, Tensor::zeros(DType::kFloat, {big_size})));
   MetaGraphDef meta = export_meta_graph();
   const std::vector<GraphNode> nodes = meta.nodes();
   const GraphNode* add = node_named(nodes, "v/AssignAdd");
@@ -359,10 +363,11 @@ TEST_CASE("exported values: literals convert, scalars broadcast, other dtypes st
   reset_default_graph();
   import_meta_graph(meta);
   std::vector<std::any> items = get_default_graph().get_collection("ops");
-  REQUIRE(items.size() == 5);
+  REQUIRE(items.size() == 6);
   REQUIRE(items[0].type() == typeid(Op));
   REQUIRE(items[1].type() == typeid(Op));
-  for (size_t i = 2; i < 5; ++i) CHECK(items[i].type() == typeid(std::string));
+  for (size_t i = 2; i < 6; ++i) CHECK(items[i].type() == typeid(std::string));
+  CHECK(std::any_cast<std::string>(items[5]) == "big/Assign_1");
   Variable imported = *get_default_graph().find_variable("v");
   Session sess;
   imported.assign(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}));

@@ -412,8 +412,9 @@ tf::GraphDef build_graph_def(Graph& graph, const SaverDef* saver_def,
 }
 
 // The node name each Op item of `collections` is exported under: written
-// into `g` when `g` is given and the Op can be written, else its own name
-// (it then cannot run after import, which is logged).
+// into `g` when `g` is given and the Op can be written; else its name, made
+// unique among g's nodes (it then cannot run after import, which is logged
+// when `g` is given).
 std::map<const void*, std::string> export_ops(
     tf::GraphDef* g, const Graph& graph,
     const std::vector<std::pair<std::string, std::vector<std::any>>>& collections) {
@@ -424,15 +425,18 @@ std::map<const void*, std::string> export_ops(
     for (const std::any& item : items) {
       if (item.type() != typeid(Op)) continue;
       const Op& op = std::any_cast<const Op&>(item);
-      std::string why = "the meta graph's graph_def was given";
+      std::string why;
       std::optional<std::string> name = writer ? writer->add(op, &why) : std::nullopt;
-      if (!name) {
+      if (!name && writer) {  // (a graph_def the caller gives is taken as it is)
         logger().warn(
             "export_meta_graph: Op {} of collection {} is exported by name only and cannot run "
             "after import_meta_graph: {}",
             quoted(op.name()), quoted(key), why);
       }
-      names.emplace(&item, name ? *name : op.name());
+      // A name-only Op takes a name no node has, so that import cannot
+      // mistake another node (e.g. the initializer "v/Assign") for it.
+      if (!name) name = writer ? writer->unused_name(op.name()) : op.name();
+      names.emplace(&item, *name);
     }
   }
   return names;

@@ -52,6 +52,10 @@ std::optional<DType> value_dtype(const UpdateValue& value) {
   return std::nullopt;
 }
 
+// A meta graph is written with every save: constants of Ops stay small
+// (as the variables' inline initial values do).
+constexpr size_t kMaxConstBytes = size_t{64} << 20;
+
 }  // namespace
 
 void tensor_to_proto(const Tensor& host, tf::TensorProto* proto) {
@@ -133,6 +137,12 @@ bool OpNodeWriter::check_value(const std::string& op, const std::string& role,
       return false;
     }
     return true;
+  }
+  if (const Tensor* t = value.as_tensor(); t && t->nbytes() > kMaxConstBytes) {
+    *why = what + " is a constant of " + std::to_string(t->nbytes()) + " bytes, more than the " +
+           std::to_string(kMaxConstBytes >> 20) +
+           " MiB a meta graph holds per constant (feed it through a placeholder)";
+    return false;
   }
   if (*dtype == want) return true;
   if (const Tensor* t = value.as_tensor()) {

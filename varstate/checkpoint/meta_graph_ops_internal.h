@@ -38,6 +38,9 @@ class OpNodeWriter {
   // through a callable, a variable outside the graph).
   std::optional<std::string> add(const Op& op, std::string* why);
 
+  // `name`, or with _1, _2, ... a name no node of the GraphDef has; reserved.
+  std::string unused_name(const std::string& name) { return unique(name); }
+
   // The static shape of a value, when it is known before a run.
   static TensorShape value_shape(const UpdateValue& value);
 

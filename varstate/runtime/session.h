@@ -40,12 +40,13 @@ class Op {
   Op(std::string name, std::string type, std::function<void()> action);
 
   // Runs the action with `feeds` giving the placeholders' values. Checks
-  // the feeds first: a placeholder the Op reads and `feeds` lacks raises
-  // InvalidArgumentError ("You must feed a value for placeholder tensor
-  // 'x' with dtype float and shape [2]"), as does a fed value of another
-  // dtype or a name that is no placeholder of the Op or of the default
-  // graph; a value of an incompatible shape raises ValueError. Exceptions
-  // from the action propagate unchanged.
+  // the feeds first, so that a run that throws here changed nothing: a
+  // placeholder the Op reads and `feeds` lacks raises InvalidArgumentError
+  // ("You must feed a value for placeholder tensor "x" with dtype float32
+  // and shape [2]"), as does a fed value of another dtype or a name that is
+  // no placeholder of the Op or of the default graph; a value of an
+  // incompatible shape raises ValueError. Exceptions from the action
+  // propagate unchanged.
   void run(const FeedDict& feeds = {}) const;
 
   const std::string& name() const;
