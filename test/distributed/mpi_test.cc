@@ -472,6 +472,24 @@ int main(int argc, char** argv) {
       EXPECT(same(w.value(), w_value()));
       EXPECT(same(emb.value(), emb_value()));
       EXPECT(step.value().scalar<int64_t>() == (mode == "check" ? 7 : 1));
+      // Rank 0 wrote the meta graph: a fresh program recreates the model
+      // (emb in the 2 parts the ps tasks held) and a saver for the checkpoint.
+      Graph fresh;
+      std::optional<Saver> imported = import_meta_graph(*latest + ".meta", {.graph = &fresh});
+      EXPECT(imported.has_value());
+      if (imported) {
+        imported->restore(Session(), *latest);
+        EXPECT(same(fresh.find_variable("w")->value(), w_value()));
+        EXPECT(fresh.find_variable("global_step")->value().scalar<int64_t>() ==
+               (mode == "check" ? 7 : 1));
+        EXPECT(fresh.find_variable("w")->placement().find("/job:ps/task:") == 0);
+        Tensor part0 = fresh.find_variable("emb/part_0")->value();
+        Tensor part1 = fresh.find_variable("emb/part_1")->value();
+        EXPECT(part0.shape() == TensorShape({5, 3}) && part1.shape() == TensorShape({5, 3}));
+        std::vector<float> both = part0.to_vector<float>();
+        for (float x : part1.to_vector<float>()) both.push_back(x);
+        EXPECT(same(Tensor::from_vector<float>(both, TensorShape({10, 3})), emb_value()));
+      }
     }
     std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
     return g_failures ? 1 : 0;

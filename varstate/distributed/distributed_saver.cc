@@ -5,6 +5,7 @@
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_state.h"
 #include "varstate/checkpoint/file_system.h"
+#include "varstate/checkpoint/meta_graph_internal.h"
 #include "varstate/checkpoint/tensor_bundle.h"
 #include "varstate/distributed/cluster_internal.h"
 #include "varstate/runtime/graph.h"
@@ -58,12 +59,19 @@ struct DistributedSaver::Impl {
   std::vector<Saver::Item> writes;  // what this task writes
   std::unique_ptr<Saver> restorer;  // over what this task restores
   std::vector<std::string> last;    // recorded checkpoints (rank 0)
+  Graph* graph = nullptr;
+  SaverDef saver_def;
+
+  std::string meta_graph_filename(const std::string& prefix) const {
+    return prefix + "." + options.meta_graph_suffix;
+  }
 
   void delete_checkpoint(const std::string& prefix) {
     // The index first: data files without an index are no checkpoint.
     std::vector<std::string> files{bundle_index_filename(prefix)};
     for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????"))
       files.push_back(f);
+    files.push_back(meta_graph_filename(prefix));
     for (const std::string& f : files) {
       try {
         if (fs->file_exists(f)) fs->delete_file(f);
@@ -94,6 +102,8 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   if (options.var_list) key_options.var_list = *options.var_list;
   Saver keys(std::move(key_options));
   m.items = keys.items();
+  m.saver_def = keys.as_saver_def();
+  m.graph = &graph;
   std::vector<Variable> restores;
   for (const Saver::Item& item : m.items) {
     const int owner = ClusterAccess::owner_rank(item.variable);
@@ -166,6 +176,13 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
       } else {
         BundleWriter empty(prefix, {.file_system = m.fs});
         empty.finish();
+      }
+      if (m.options.write_meta_graph) {
+        export_meta_graph_for_items({.filename = m.meta_graph_filename(prefix),
+                                     .saver_def = m.saver_def,
+                                     .graph = m.graph,
+                                     .file_system = m.fs},
+                                    m.items);
       }
       std::erase(m.last, prefix);
       m.last.push_back(prefix);

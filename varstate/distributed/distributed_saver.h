@@ -12,7 +12,11 @@
 // checkpoint ("<prefix>.index" + ".data-0000k-of-0000n", TensorFlow's V2
 // format, readable by Saver and TensorFlow), then writes the directory's
 // "checkpoint" state file, then deletes checkpoints beyond max_to_keep:
-// the single-process Saver's crash-safety contract. A task that fails or
+// the single-process Saver's crash-safety contract. Rank 0 also writes the
+// meta graph "<prefix>.meta" before the state file (export_meta_graph of its
+// graph with this saver's save node: every variable, its collections and
+// their update Ops), so import_meta_graph recreates the model and a saver
+// for this checkpoint in a fresh program. A task that fails or
 // dies mid-save leaves no index for the new checkpoint and the state file
 // naming the previous one. The directory must be on a file system every
 // task sees (one machine, or a shared mount).
@@ -48,6 +52,9 @@ struct DistributedSaverOptions {
   std::optional<std::vector<Variable>> var_list = std::nullopt;
   // Recent checkpoints kept (0 keeps all).
   int max_to_keep = 5;
+  // Rank 0 writes "<prefix>.<meta_graph_suffix>" with every save.
+  bool write_meta_graph = true;
+  std::string meta_graph_suffix = "meta";
   Graph* graph = nullptr;             // default: the thread's default graph
   FileSystem* file_system = nullptr;  // default: default_file_system()
 };
