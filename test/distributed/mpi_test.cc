@@ -519,6 +519,31 @@ int main(int argc, char** argv) {
       EXPECT(Cluster::current() == nullptr);
       EXPECT_THROWS(UnavailableError, keep[0].value(), "the Cluster has shut down");
       if (g_failures != before) code = 1;
+    } else if (mode == "save_after_kill") {
+      // The next distributed save into the directory of the killed one
+      // removes the temporary folder the dead task's save left.
+      Cluster cluster({.ps_tasks = 2});
+      DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+      Model m = build_model(2);
+      if (cluster.is_chief()) set_model(m, 3);
+      cluster.barrier();
+      DistributedSaver saver(cluster);
+      auto temporaries = [&] {
+        int n = 0;
+        for (const std::string& name : default_file_system()->list_dir(dir))
+          n += name.find("_temp_") != std::string::npos;
+        return n;
+      };
+      if (cluster.is_chief()) EXPECT(temporaries() == 1);
+      cluster.barrier();
+      EXPECT(saver.save(dir + "/model", 3) == dir + "/model-3");
+      if (cluster.is_chief()) {
+        EXPECT(temporaries() == 0);
+        EXPECT(latest_checkpoint(dir) == dir + "/model-3");
+        EXPECT(default_file_system()->file_exists(dir + "/model-1.index"));
+      }
+      cluster.barrier();
+      code = finish(&cluster);
     } else if (mode == "save" || mode == "restore" || mode == "kill") {
       const int ps_tasks = mode == "restore" ? 1 : 2;
       Cluster cluster({.ps_tasks = ps_tasks});

@@ -41,6 +41,11 @@ set_tests_properties(mpi_kill_during_save PROPERTIES WILL_FAIL TRUE
                      FIXTURES_SETUP mpi_killed FIXTURES_REQUIRED mpi_clean)
 varstate_mpi_test(mpi_after_kill $<TARGET_FILE:mpi_test> check_killed ${_killed})
 set_tests_properties(mpi_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed)
+# Then the next distributed save there sweeps the dead save's temporary folder.
+varstate_mpi_test(mpi_save_after_kill ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save_after_kill
+                  ${_killed})
+set_tests_properties(mpi_save_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed
+                     DEPENDS mpi_after_kill)
 
 # The README's example job, 1 ps + 2 workers.
 add_executable(ps_worker_example ${PROJECT_SOURCE_DIR}/examples/ps_worker/main.cc)

@@ -19,6 +19,7 @@
 #include "varstate/checkpoint/checkpoint_reader.h"
 #include "varstate/checkpoint/checkpoint_state.h"
 #include "varstate/checkpoint/file_system.h"
+#include "varstate/checkpoint/live_save_internal.h"
 #include "varstate/checkpoint/meta_graph.h"
 #include "varstate/checkpoint/meta_graph_internal.h"
 #include "varstate/checkpoint/saver_io_internal.h"
@@ -175,33 +176,26 @@ void remove_stale_temporaries(FileSystem& fs, const std::string& save_path,
   }
 }
 
-// Registers one save for its lifetime, after removing what crashed saves of
-// its save_path left (so that no other save in this process takes its
-// temporary files for leftovers).
-class LiveSave {
- public:
-  LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint,
-           std::string state_file)
-      : checkpoint_(std::move(checkpoint)), state_file_(std::move(state_file)) {
-    std::lock_guard lock(live_saves().mu);
-    remove_stale_temporaries(fs, save_path, state_file_);
-    live_saves().checkpoints.insert(checkpoint_);
-    live_saves().state_files.insert(state_file_);
-  }
-  ~LiveSave() {
-    std::lock_guard lock(live_saves().mu);
-    live_saves().checkpoints.erase(live_saves().checkpoints.find(checkpoint_));
-    live_saves().state_files.erase(live_saves().state_files.find(state_file_));
-  }
-  LiveSave(const LiveSave&) = delete;
-  LiveSave& operator=(const LiveSave&) = delete;
-
- private:
-  std::string checkpoint_;
-  std::string state_file_;
-};
-
 }  // namespace
+
+namespace internal {
+
+LiveSave::LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint,
+                   std::string state_file)
+    : checkpoint_(std::move(checkpoint)), state_file_(std::move(state_file)) {
+  std::lock_guard lock(live_saves().mu);
+  remove_stale_temporaries(fs, save_path, state_file_);
+  live_saves().checkpoints.insert(checkpoint_);
+  live_saves().state_files.insert(state_file_);
+}
+
+LiveSave::~LiveSave() {
+  std::lock_guard lock(live_saves().mu);
+  live_saves().checkpoints.erase(live_saves().checkpoints.find(checkpoint_));
+  live_saves().state_files.erase(live_saves().state_files.find(state_file_));
+}
+
+}  // namespace internal
 
 // ---------------------------------------------------------------------------
 // SaverDef
@@ -795,7 +789,8 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
   }
 
   // Removes what crashed saves left, then registers this one while in flight.
-  auto live = std::make_shared<LiveSave>(*s.fs, save_path, checkpoint, join_path(save_dir, latest));
+  auto live = std::make_shared<internal::LiveSave>(*s.fs, save_path, checkpoint,
+                                                   join_path(save_dir, latest));
 
   auto state = std::make_shared<SaveHandle::State>();
   state->path = s.recorded_path(checkpoint);

@@ -5,6 +5,7 @@
 #include "varstate/base/error.h"
 #include "varstate/checkpoint/checkpoint_state.h"
 #include "varstate/checkpoint/file_system.h"
+#include "varstate/checkpoint/live_save_internal.h"
 #include "varstate/checkpoint/meta_graph_internal.h"
 #include "varstate/checkpoint/tensor_bundle.h"
 #include "varstate/distributed/cluster_internal.h"
@@ -125,6 +126,14 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
   Cluster& cluster = *m.cluster;
   const std::string prefix =
       global_step ? save_path + "-" + std::to_string(*global_step) : save_path;
+  // Rank 0 removes what interrupted saves left (a task that died mid-save
+  // leaves its temporary folder), then registers this save while in flight.
+  std::optional<internal::LiveSave> live;
+  if (cluster.rank() == 0) {
+    const std::string dir = dirname_of(prefix);
+    const std::string state = latest_filename.empty() ? "checkpoint" : latest_filename;
+    live.emplace(*m.fs, save_path, prefix, dir.empty() || dir == "." ? state : dir + "/" + state);
+  }
   // One temporary prefix for all tasks, picked by rank 0.
   const std::string temp =
       ClusterAccess::broadcast(cluster, cluster.rank() == 0 ? temp_prefix_for(prefix) : "", 0);

@@ -28,6 +28,9 @@
 // a single process with a plain Saver. Partitioned variables are stored as
 // slices of one full tensor, as Saver stores them.
 //
+// A save on rank 0 first removes what interrupted saves of the same path
+// left in the directory (temporary folders, as Saver does).
+//
 // Errors: a failure on any task raises AbortedError on every task naming
 // the failing task(s) (the failing task itself raises its own error). A
 // restore that fails on one task may have restored the others.
