@@ -1,7 +1,9 @@
-// Tensor-level test helpers: seeded random tensors of any numeric dtype and
-// element-wise comparison with the per-dtype tolerance of test_util.h.
+// Tensor-level test helpers: seeded random tensors of any numeric dtype,
+// element-wise comparison with the per-dtype tolerance of test_util.h, and
+// bit-for-bit comparison.
 #pragma once
 
+#include <cstring>
 #include <string>
 
 #include "device_fixture.h"
@@ -52,6 +54,13 @@ inline std::string compare_tensors(const Tensor& actual, const Tensor& expected)
     }
     return std::string();
   });
+}
+
+// True when both have the same dtype, shape and bytes.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor x = a.to_host(), y = b.to_host();
+  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
 }  // namespace varstate::testing

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "initializer_cases.h"
 #include "tensor_util.h"
 #include "varstate/device/device_manager.h"
 #include "varstate/device/placement.h"
@@ -17,55 +18,11 @@
 #include "varstate/runtime/variables.h"
 
 using namespace varstate;
+using namespace varstate::testing;
 
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.to_host(), y = b.to_host();
-  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
-}
-
-struct Named {
-  std::string name;
-  std::function<Initializer(DType)> make;
-  bool integers = false;
-};
-
-std::vector<Named> initializers() {
-  return {
-      {"random_normal",
-       [](DType d) {
-         return random_normal_initializer({.mean = 1, .stddev = 2, .seed = 3, .dtype = d});
-       }},
-      {"truncated_normal",
-       [](DType d) { return truncated_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"random_uniform",
-       [](DType d) {
-         return random_uniform_initializer({.minval = -4, .maxval = 9, .seed = 3, .dtype = d});
-       },
-       true},
-      {"uniform_unit_scaling",
-       [](DType d) { return uniform_unit_scaling_initializer({.seed = 3, .dtype = d}); }},
-      {"glorot_uniform",
-       [](DType d) { return glorot_uniform_initializer({.seed = 3, .dtype = d}); }},
-      {"glorot_normal", [](DType d) { return glorot_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"variance_scaling untruncated",
-       [](DType d) {
-         return variance_scaling_initializer(
-             {.distribution = "untruncated_normal", .seed = 3, .dtype = d});
-       }},
-      {"constant",
-       [](DType d) {
-         return constant_initializer({1, 2, 3}, d);
-       },
-       true},
-      {"zeros", [](DType d) { return zeros_initializer(d); }, true},
-      {"ones", [](DType d) { return ones_initializer(d); }, true},
-  };
-}
-
-std::vector<DType> dtypes_for(const Named& n) {
+std::vector<DType> dtypes_for(const NamedInitializer& n) {
   std::vector<DType> d = {DType::kHalf, DType::kBFloat16, DType::kFloat, DType::kDouble};
   if (n.integers) d.insert(d.end(), {DType::kInt32, DType::kInt64});
   return d;
@@ -76,7 +33,7 @@ std::vector<DType> dtypes_for(const Named& n) {
 TEST_CASE("initializers on the GPU equal the CPU's bit for bit", "[gpu][initializers]") {
   reset_default_graph();
   Device& gpu = DeviceManager::instance().gpu(0);
-  for (const Named& n : initializers()) {
+  for (const NamedInitializer& n : all_initializers()) {
     for (DType dtype : dtypes_for(n)) {
       for (TensorShape shape :
            {TensorShape{1}, TensorShape{7}, TensorShape{33, 129}, TensorShape{3, 3, 64, 128}}) {
@@ -131,7 +88,7 @@ TEST_CASE("shards generated on the GPU equal the whole tensor generated on the C
           "[gpu][initializers][partition]") {
   reset_default_graph();
   const TensorShape full{10, 7};
-  for (const Named& n : initializers()) {
+  for (const NamedInitializer& n : all_initializers()) {
     for (DType dtype : dtypes_for(n)) {
       if (n.name == "constant") continue;  // ignores partition_info by design
       Initializer init = n.make(dtype);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device_fixture.h"
+#include "initializer_cases.h"
 #include "tensor_util.h"
 #include "varstate/base/error.h"
 #include "varstate/runtime/initializers.h"
@@ -23,12 +24,6 @@ using namespace varstate;
 using namespace varstate::testing;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.to_host(), y = b.to_host();
-  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
-}
 
 std::vector<double> values(const Tensor& t) { return t.cast(DType::kDouble).to_vector<double>(); }
 
@@ -63,43 +58,6 @@ Tensor from_shards(const Initializer& init, const TensorShape& full, DType dtype
     offset += size;
   }
   return out;
-}
-
-struct Named {
-  std::string name;
-  std::function<Initializer(DType)> make;
-  bool integers = false;  // also int32 / int64
-};
-
-std::vector<Named> random_initializers() {
-  return {
-      {"random_normal",
-       [](DType d) {
-         return random_normal_initializer({.mean = 1, .stddev = 2, .seed = 3, .dtype = d});
-       }},
-      {"truncated_normal",
-       [](DType d) { return truncated_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"random_uniform",
-       [](DType d) {
-         return random_uniform_initializer({.minval = -4, .maxval = 9, .seed = 3, .dtype = d});
-       },
-       true},
-      {"uniform_unit_scaling",
-       [](DType d) {
-         return uniform_unit_scaling_initializer({.factor = 1.43, .seed = 3, .dtype = d});
-       }},
-      {"glorot_uniform",
-       [](DType d) { return glorot_uniform_initializer({.seed = 3, .dtype = d}); }},
-      {"glorot_normal", [](DType d) { return glorot_normal_initializer({.seed = 3, .dtype = d}); }},
-      {"variance_scaling fan_out untruncated",
-       [](DType d) {
-         return variance_scaling_initializer({.scale = 2,
-                                              .mode = "fan_out",
-                                              .distribution = "untruncated_normal",
-                                              .seed = 3,
-                                              .dtype = d});
-       }},
-  };
 }
 
 }  // namespace
@@ -260,7 +218,7 @@ TEST_CASE_METHOD(FreshGraph, "fans, limits and scales", "[initializers][stats]")
 TEST_CASE_METHOD(FreshGraph, "each call is a new random op, seeded as TensorFlow seeds it",
                  "[initializers][seed]") {
   SECTION("an op seed: every call repeats the values") {
-    for (const Named& n : random_initializers()) {
+    for (const NamedInitializer& n : random_initializers()) {
       CAPTURE(n.name);
       Initializer init = n.make(DType::kFloat);
       CHECK(same_bits(init({6, 5}), init({6, 5})));
@@ -341,7 +299,7 @@ TEST_CASE_METHOD(FreshGraph, "initializer errors", "[initializers][errors]") {
 TEST_CASE_METHOD(FreshGraph, "shards hold exactly their slice of the whole tensor",
                  "[initializers][partition]") {
   const TensorShape full{10, 7};
-  for (const Named& n : random_initializers()) {
+  for (const NamedInitializer& n : random_initializers()) {
     std::vector<DType> dtypes = {DType::kHalf, DType::kBFloat16, DType::kFloat, DType::kDouble};
     if (n.integers) dtypes.insert(dtypes.end(), {DType::kInt32, DType::kInt64});
     for (DType dtype : dtypes) {

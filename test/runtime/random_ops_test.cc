@@ -20,12 +20,6 @@ using namespace varstate::testing;
 
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.to_host(), y = b.to_host();
-  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
-}
-
 struct Moments {
   double mean = 0, stddev = 0, min = 1e300, max = -1e300;
 };
