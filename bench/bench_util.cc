@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "varstate/device/device_manager.h"
+#include "varstate/device_manager.h"
 
 namespace varstate::bench {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "varstate/device/device.h"
+#include "varstate/device.h"
 
 namespace varstate::bench {
 

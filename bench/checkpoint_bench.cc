@@ -36,12 +36,12 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "varstate/checkpoint/crc32c.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variable_internal.h"
-#include "varstate/runtime/variables.h"
+#include "checkpoint/crc32c.h"
+#include "runtime/variable_internal.h"
+#include "varstate/device_manager.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate::bench {
 namespace {

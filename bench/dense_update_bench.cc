@@ -3,8 +3,8 @@
 //   assign      moves 2n bytes (read value, write target)
 //   assign_add  moves 3n bytes (read both, write target)
 #include "bench_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/dense_update.h"
+#include "varstate/dense_update.h"
+#include "varstate/device_manager.h"
 
 namespace varstate::bench {
 namespace {

@@ -3,8 +3,8 @@
 // a and b, write c); the limit copy is counted the same way (read + write).
 // The timed call includes allocating c, as every user of operator+ pays.
 #include "bench_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/math_ops.h"
+#include "varstate/device_manager.h"
+#include "varstate/math_ops.h"
 
 namespace varstate::bench {
 namespace {

@@ -1,4 +1,4 @@
-// Multi-process benchmark (varstate/distributed), run by mpirun with
+// Multi-process benchmark (distributed/), run by mpirun with
 // 2 ps tasks and the rest workers:
 //   mpirun --oversubscribe -np 6 build/bench/bench_mpi [OUT.json] [MACHINE]
 // 1. scatter_add throughput: every worker adds batches of random rows into

@@ -8,12 +8,12 @@
 // Both count the bytes written once. bench/compare_torch_random.py measures
 // PyTorch (and cuRAND through CuPy) on the same sizes.
 #include "bench_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/kernels/cpu/random.h"
-#include "varstate/runtime/random_ops.h"
+#include "kernels/cpu/random.h"
+#include "varstate/device_manager.h"
+#include "varstate/placement.h"
+#include "varstate/random_ops.h"
 #ifdef VARSTATE_HAVE_CUDA
-#include "varstate/kernels/cuda/random.h"
+#include "kernels/cuda/random.h"
 #endif
 
 namespace varstate::bench {

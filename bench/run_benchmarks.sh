@@ -8,7 +8,7 @@ set -euo pipefail
 dir=${1:?usage: run_benchmarks.sh BUILD_OR_BUNDLE_DIR [OUT_DIR] [FILTER]}
 out=${2:-$(dirname "$0")/results}
 filter=${3:-.}
-for cli in "$dir/tools/varstate" "$dir/bin/varstate" "$dir/varstate"; do
+for cli in "$dir/tools/cli/varstate" "$dir/bin/varstate" "$dir/varstate"; do
   [ -x "$cli" ] && exec "$cli" bench --full --out "$out" --filter "$filter"
 done
 echo "run_benchmarks.sh: no varstate CLI in $dir/tools, $dir/bin or $dir" >&2

@@ -28,15 +28,15 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/kernels/cpu/scatter.h"
-#include "varstate/runtime/graph.h"
-#include "varstate/runtime/scatter.h"
-#include "varstate/runtime/session.h"
-#include "varstate/runtime/variable.h"
+#include "kernels/cpu/scatter.h"
+#include "varstate/device_manager.h"
+#include "varstate/graph.h"
+#include "varstate/placement.h"
+#include "varstate/scatter.h"
+#include "varstate/session.h"
+#include "varstate/variable.h"
 #ifdef VARSTATE_HAVE_CUDA
-#include "varstate/kernels/cuda/scatter.h"
+#include "kernels/cuda/scatter.h"
 #endif
 
 namespace varstate::bench {

@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/partitioned_variable.h"
-#include "varstate/runtime/scatter.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/partitioned_variable.h"
+#include "varstate/placement.h"
+#include "varstate/scatter.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 namespace varstate::bench {
 namespace {

@@ -3,10 +3,10 @@
 // the variable). Reported: time per read, and for the refreshing read the
 // copy bandwidth as a ratio of the same-run copy limit.
 #include "bench_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variable_internal.h"
-#include "varstate/runtime/variables.h"
+#include "runtime/variable_internal.h"
+#include "varstate/device_manager.h"
+#include "varstate/placement.h"
+#include "varstate/variables.h"
 
 namespace varstate::bench {
 namespace {

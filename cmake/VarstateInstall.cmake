@@ -3,18 +3,17 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Public headers: every header of the API modules, under the one prefix the
-# project itself uses (<varstate/runtime/variable.h>). Kernel headers,
-# and internal headers (named *_internal.h) stay private.
-foreach(_dir base device runtime checkpoint)
-  install(DIRECTORY varstate/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/${_dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "*_internal.h" EXCLUDE)
-endforeach()
+# Public headers: exactly include/varstate/ (the API is opt-in by location;
+# module headers beside their .cc files are private). A build without MPI
+# leaves out the multi-process headers, whose code it does not build.
 if(VARSTATE_HAVE_MPI)
-  install(DIRECTORY varstate/distributed/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate/distributed
-          FILES_MATCHING PATTERN "*.h" PATTERN "*_internal.h" EXCLUDE)
+  install(DIRECTORY include/varstate DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.h")
+else()
+  install(DIRECTORY include/varstate DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.h"
+          PATTERN "cluster.h" EXCLUDE PATTERN "distributed_saver.h" EXCLUDE)
 endif()
-install(FILES varstate/varstate.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varstate)
 
 install(TARGETS varstate EXPORT varstateTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -42,3 +41,25 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/varstateConfigVersi
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/varstateConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/varstateConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varstate)
+
+# pkg-config: `pkg-config --cflags --libs varstate` for projects built
+# without CMake. The shared library keeps its dependencies private, so the
+# file names libvarstate alone; the macros that select parts of the API
+# (varstate/varstate.h includes the multi-process headers with MPI) follow
+# the build.
+if(VARSTATE_SHARED)
+  file(RELATIVE_PATH VARSTATE_PC_PREFIX_FROM_PCDIR
+       "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  set(VARSTATE_PC_DEFINES "")
+  if(VARSTATE_HAVE_CUDA)
+    string(APPEND VARSTATE_PC_DEFINES " -DVARSTATE_HAVE_CUDA=1")
+  endif()
+  if(VARSTATE_HAVE_MPI)
+    string(APPEND VARSTATE_PC_DEFINES " -DVARSTATE_HAVE_MPI=1")
+  endif()
+  configure_file(cmake/varstate.pc.in ${CMAKE_CURRENT_BINARY_DIR}/varstate.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/varstate.pc
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
+
+include(VarstatePackage)

@@ -1,4 +1,4 @@
-# VARSTATE_MPI=AUTO|ON|OFF: the multi-process layer (varstate/distributed)
+# VARSTATE_MPI=AUTO|ON|OFF: the multi-process layer (distributed/)
 # over MPI. Sets VARSTATE_HAVE_MPI. ON fails without an MPI C library;
 # AUTO uses one when found.
 set(VARSTATE_MPI AUTO CACHE STRING "Build the MPI multi-process layer: AUTO, ON or OFF")

@@ -13,10 +13,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "varstate/device/device.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/graph.h"
-#include "varstate/runtime/session.h"
+#include "varstate/device.h"
+#include "varstate/graph.h"
+#include "varstate/placement.h"
+#include "varstate/session.h"
 
 namespace varstate::testing {
 

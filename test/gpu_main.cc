@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "varstate/device/device_manager.h"
+#include "varstate/device_manager.h"
 
 int main(int argc, char* argv[]) {
   const int gpus = varstate::DeviceManager::instance().num_gpus();

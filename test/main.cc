@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "device_fixture.h"
-#include "varstate/device/device_manager.h"
+#include "varstate/device_manager.h"
 
 int main(int argc, char* argv[]) {
   const std::string device = varstate::testing::test_device_name();

@@ -8,7 +8,7 @@
 
 #include "device_fixture.h"
 #include "test_util.h"
-#include "varstate/runtime/tensor.h"
+#include "varstate/tensor.h"
 
 namespace varstate::testing {
 

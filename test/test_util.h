@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "varstate/base/dtype.h"
-#include "varstate/kernels/dtype_traits.h"
+#include "kernels/dtype_traits.h"
+#include "varstate/dtype.h"
 
 namespace varstate::testing {
 

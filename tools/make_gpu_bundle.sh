@@ -22,7 +22,7 @@ cmake --build "$build" -j"$(nproc)"
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-find "$build/test" "$build/bench" "$build/tools" -maxdepth 1 -type f -executable \
+find "$build/test" "$build/bench" "$build/tools/cli" -maxdepth 1 -type f -executable \
   \( -name 'test_*' -o -name 'bench_*' -o -name varstate \) -exec cp {} "$bundle/bin/" \;
 cp -r "$root/test/testdata" "$bundle/testdata"
 # The device-parameterized binaries (CTest runs them a second time with

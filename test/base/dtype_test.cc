@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "test_util.h"
-#include "varstate/base/dtype.h"
-#include "varstate/base/error.h"
+#include "varstate/dtype.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "varstate/base/error.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 

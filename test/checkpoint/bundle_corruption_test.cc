@@ -3,9 +3,9 @@
 #include <filesystem>
 
 #include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/tensor_bundle.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using varstate::testing::read_file;

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <string>
 
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/error.h"
 
 namespace {
 

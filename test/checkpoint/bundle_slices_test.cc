@@ -2,11 +2,11 @@
 
 #include <random>
 
+#include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using varstate::testing::TempDir;

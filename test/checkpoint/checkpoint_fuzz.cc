@@ -33,14 +33,14 @@
 #include <string>
 #include <vector>
 
-#include "varstate/base/error.h"
-#include "varstate/base/logging.h"
-#include "varstate/checkpoint/checkpoint_state.h"
-#include "varstate/checkpoint/meta_graph.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/checkpoint/tensor_bundle.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variables.h"
+#include "checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/error.h"
+#include "varstate/logging.h"
+#include "varstate/meta_graph.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate::fuzz {
 

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/crc32c.h"
 #include "device_fixture.h"
 #include "test_util.h"
-#include "varstate/checkpoint/crc32c.h"
 
 namespace varstate::testing {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/crc32c.h"
 #include "test_util.h"
-#include "varstate/checkpoint/crc32c.h"
 
 using namespace varstate;
 

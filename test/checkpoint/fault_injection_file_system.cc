@@ -1,6 +1,6 @@
 #include "checkpoint/fault_injection_file_system.h"
 
-#include "varstate/base/error.h"
+#include "varstate/error.h"
 
 namespace varstate {
 namespace {

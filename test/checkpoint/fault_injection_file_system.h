@@ -14,7 +14,7 @@
 #include <mutex>
 #include <string>
 
-#include "varstate/checkpoint/file_system.h"
+#include "checkpoint/file_system.h"
 
 namespace varstate {
 

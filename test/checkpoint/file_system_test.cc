@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint/file_system.h"
 #include "checkpoint_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/file_system.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using varstate::testing::TempDir;

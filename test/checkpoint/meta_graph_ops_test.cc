@@ -6,13 +6,13 @@
 #include <algorithm>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "varstate/checkpoint/meta_graph.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/runtime/partitioned_variable.h"
-#include "varstate/runtime/partitioners.h"
-#include "varstate/runtime/state_ops.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/meta_graph.h"
+#include "varstate/partitioned_variable.h"
+#include "varstate/partitioners.h"
+#include "varstate/saver.h"
+#include "varstate/state_ops.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

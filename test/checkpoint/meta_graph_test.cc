@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "varstate/checkpoint/meta_graph.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/meta_graph.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/saver.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

@@ -14,17 +14,17 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_test_util.h"
+#include "checkpoint/tensor_bundle.h"
 #include "test_util.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/checkpoint_state.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/checkpoint/tensor_bundle.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/initializers.h"
-#include "varstate/runtime/math_ops.h"
-#include "varstate/runtime/random_ops.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/device_manager.h"
+#include "varstate/initializers.h"
+#include "varstate/math_ops.h"
+#include "varstate/placement.h"
+#include "varstate/random_ops.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

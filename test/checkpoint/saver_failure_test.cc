@@ -15,13 +15,13 @@
 
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint/file_system.h"
+#include "runtime/variable_internal.h"
 #include "test_util.h"
-#include "varstate/checkpoint/checkpoint_state.h"
-#include "varstate/checkpoint/file_system.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variable_internal.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

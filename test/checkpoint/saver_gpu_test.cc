@@ -7,14 +7,14 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_test_util.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/checkpoint_state.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/checkpoint/saver_io_internal.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variable_internal.h"
-#include "varstate/runtime/variables.h"
+#include "checkpoint/saver_io_internal.h"
+#include "runtime/variable_internal.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/device_manager.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

@@ -9,14 +9,14 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_test_util.h"
+#include "checkpoint/tensor_bundle.h"
+#include "runtime/variable_internal.h"
 #include "test_util.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/checkpoint_state.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/checkpoint/tensor_bundle.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variable_internal.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 namespace varstate {
 namespace {

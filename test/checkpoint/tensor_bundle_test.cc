@@ -4,13 +4,13 @@
 #include <cstring>
 #include <limits>
 
+#include "checkpoint/file_system.h"
+#include "checkpoint/table_internal.h"
+#include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/file_system.h"
-#include "varstate/checkpoint/table_internal.h"
-#include "varstate/checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using varstate::testing::decode_table;

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include "checkpoint/ordered_code_internal.h"
 #include "checkpoint_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/ordered_code_internal.h"
-#include "varstate/checkpoint/tensor_slice.h"
+#include "varstate/error.h"
+#include "varstate/tensor_slice.h"
 
 using namespace varstate;
 using varstate::testing::from_hex;

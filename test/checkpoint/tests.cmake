@@ -37,7 +37,7 @@ endif()
 # libFuzzer target for the readers (clang only): -DVARSTATE_BUILD_FUZZERS=ON.
 if(VARSTATE_BUILD_FUZZERS)
   add_executable(bundle_fuzz ${CMAKE_CURRENT_LIST_DIR}/bundle_fuzz.cc)
-  target_link_libraries(bundle_fuzz PRIVATE varstate::varstate)
+  target_link_libraries(bundle_fuzz PRIVATE varstate_private)
   target_compile_options(bundle_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_options(bundle_fuzz PRIVATE -fsanitize=fuzzer)
   add_test(NAME bundle_fuzz_smoke
@@ -47,11 +47,11 @@ if(VARSTATE_BUILD_FUZZERS)
   # Multi-shard bundles + Saver::restore, the state file and .meta files;
   # its seeds are written by make_checkpoint_fuzz_corpus (real saves).
   add_executable(checkpoint_fuzz ${CMAKE_CURRENT_LIST_DIR}/checkpoint_fuzz.cc)
-  target_link_libraries(checkpoint_fuzz PRIVATE varstate::varstate)
+  target_link_libraries(checkpoint_fuzz PRIVATE varstate_private)
   target_compile_options(checkpoint_fuzz PRIVATE -fsanitize=fuzzer)
   target_link_options(checkpoint_fuzz PRIVATE -fsanitize=fuzzer)
   add_executable(make_checkpoint_fuzz_corpus ${CMAKE_CURRENT_LIST_DIR}/checkpoint_fuzz.cc)
-  target_link_libraries(make_checkpoint_fuzz_corpus PRIVATE varstate::varstate)
+  target_link_libraries(make_checkpoint_fuzz_corpus PRIVATE varstate_private)
   target_compile_definitions(make_checkpoint_fuzz_corpus PRIVATE VARSTATE_FUZZ_CORPUS_MAIN)
   set(checkpoint_fuzz_corpus ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_fuzz_corpus)
   add_test(NAME checkpoint_fuzz_corpus COMMAND make_checkpoint_fuzz_corpus ${checkpoint_fuzz_corpus})

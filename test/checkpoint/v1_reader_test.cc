@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include "checkpoint/v1_reader.h"
 #include "checkpoint_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/v1_reader.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using varstate::testing::read_file;

@@ -7,15 +7,15 @@
 #include <complex>
 #include <filesystem>
 
+#include "checkpoint/v1_reader.h"
+#include "checkpoint/v1_writer.h"
 #include "checkpoint_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/checkpoint/checkpoint_reader.h"
-#include "varstate/checkpoint/checkpoint_state.h"
-#include "varstate/checkpoint/saver.h"
-#include "varstate/checkpoint/v1_reader.h"
-#include "varstate/checkpoint/v1_writer.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/error.h"
+#include "varstate/placement.h"
+#include "varstate/saver.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using varstate::testing::read_file;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using varstate::testing::byte_pattern;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "varstate/device/device_manager.h"
+#include "varstate/device_manager.h"
 
 using namespace varstate;
 using varstate::testing::byte_pattern;

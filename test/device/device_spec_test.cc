@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "varstate/base/error.h"
-#include "varstate/device/device_spec.h"
+#include "varstate/device_spec.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 

@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/placement.h"
 
 using namespace varstate;
 

@@ -2,11 +2,11 @@
 // the placement decision is kept on the variable whatever device holds it.
 #include <catch2/catch.hpp>
 
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/replica_device_setter.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/replica_device_setter.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 

@@ -1,4 +1,4 @@
-// Tests of the multi-process layer (varstate/distributed), run by CTest
+// Tests of the multi-process layer (distributed/), run by CTest
 // under mpirun (test/distributed/tests.cmake). One binary, one mode per
 // run:
 //   ops                every remote op against a local reference, errors,
@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "varstate/checkpoint/file_system.h"
-#include "varstate/runtime/remote_storage_internal.h"
+#include "checkpoint/file_system.h"
+#include "runtime/remote_storage_internal.h"
 #include "varstate/varstate.h"
 
 using namespace varstate;

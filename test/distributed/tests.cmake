@@ -2,7 +2,7 @@
 # (mpi_test.cc), with 4 ranks oversubscribed on small machines. Ranks sleep
 # while they wait (mpi_yield_when_idle, and the library's polled waits).
 add_executable(mpi_test ${CMAKE_CURRENT_LIST_DIR}/mpi_test.cc)
-target_link_libraries(mpi_test PRIVATE varstate::varstate MPI::MPI_C)
+target_link_libraries(mpi_test PRIVATE varstate_private MPI::MPI_C)
 # The C API only (no deprecated C++ bindings from mpi.h).
 target_compile_definitions(mpi_test PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 set(_mpirun ${MPIEXEC_EXECUTABLE} --oversubscribe)

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "varstate/base/error.h"
+#include "varstate/error.h"
 
 namespace varstate::interop {
 

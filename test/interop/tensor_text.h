@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "varstate/runtime/tensor.h"
+#include "varstate/tensor.h"
 
 namespace varstate::interop {
 

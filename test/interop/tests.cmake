@@ -7,7 +7,7 @@
 if(VARSTATE_BUILD_INTEROP_TESTS)
   add_executable(interop_tool ${CMAKE_CURRENT_LIST_DIR}/interop_tool.cc
                               ${CMAKE_CURRENT_LIST_DIR}/tensor_text.cc)
-  target_link_libraries(interop_tool PRIVATE varstate::varstate)
+  target_link_libraries(interop_tool PRIVATE varstate_private)
   add_test(NAME interop_tensorflow
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_interop.sh $<TARGET_FILE:interop_tool>)
   set_tests_properties(interop_tensorflow PROPERTIES LABELS interop TIMEOUT 1500)

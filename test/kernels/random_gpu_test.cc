@@ -7,12 +7,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/random.h"
+#include "kernels/cuda/random.h"
 #include "test_util.h"
-#include "varstate/base/dtype.h"
-#include "varstate/device/device.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/kernels/cpu/random.h"
-#include "varstate/kernels/cuda/random.h"
+#include "varstate/device.h"
+#include "varstate/device_manager.h"
+#include "varstate/dtype.h"
 
 using namespace varstate;
 namespace cpu = varstate::kernels::cpu;

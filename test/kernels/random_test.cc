@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/random.h"
+#include "kernels/philox.h"
 #include "test_util.h"
-#include "varstate/base/dtype.h"
-#include "varstate/kernels/cpu/random.h"
-#include "varstate/kernels/philox.h"
+#include "varstate/dtype.h"
 
 using namespace varstate;
 namespace rng = varstate::kernels::rng;
@@ -393,7 +393,7 @@ TEST_CASE("Portable log and sincos are accurate on the Box-Muller inputs", "[ran
   CHECK(cos_d < 1.0);
 }
 
-TEST_CASE("16-bit rounding matches base/dtype.h", "[random]") {
+TEST_CASE("16-bit rounding matches varstate/dtype.h", "[random]") {
   std::mt19937 gen(testing::kSeed);
   std::vector<float> inputs = {
       0.0f,           -0.0f,          65504.0f,       65519.0f,

@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/scatter.h"
+#include "kernels/cuda/scatter.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
-#include "varstate/kernels/cpu/scatter.h"
-#include "varstate/kernels/cuda/scatter.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/scatter.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/kernels/cpu/scatter.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using namespace varstate::testing;

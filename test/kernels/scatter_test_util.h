@@ -12,9 +12,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/common.h"
 #include "test_util.h"
-#include "varstate/base/dtype.h"
-#include "varstate/kernels/common.h"
+#include "varstate/dtype.h"
 
 namespace varstate::testing {
 

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "tensor_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/cast.h"
+#include "varstate/cast.h"
+#include "varstate/device_manager.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/dense_update.h"
+#include "varstate/dense_update.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/dense_update.h"
+#include "varstate/dense_update.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 using namespace varstate::testing;

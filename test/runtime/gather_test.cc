@@ -6,11 +6,11 @@
 
 #include "device_fixture.h"
 #include "test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/gather.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/gather.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/indexed_slices.h"
+#include "varstate/error.h"
+#include "varstate/indexed_slices.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "varstate/runtime/initializers.h"
+#include "varstate/initializers.h"
 
 namespace varstate::testing {
 

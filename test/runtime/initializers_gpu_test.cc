@@ -11,11 +11,11 @@
 
 #include "initializer_cases.h"
 #include "tensor_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/initializers.h"
-#include "varstate/runtime/random_ops.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/initializers.h"
+#include "varstate/placement.h"
+#include "varstate/random_ops.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -7,9 +7,9 @@
 #include <functional>
 
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/math_ops.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/math_ops.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -6,10 +6,10 @@
 #include <random>
 
 #include "test_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/placement.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 

@@ -8,12 +8,12 @@
 
 #include "device_fixture.h"
 #include "test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/math_ops.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/math_ops.h"
+#include "varstate/placement.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -2,8 +2,8 @@
 // (reference/formats.md section 7), worked out by hand below.
 #include <catch2/catch.hpp>
 
-#include "varstate/base/error.h"
-#include "varstate/runtime/partitioners.h"
+#include "varstate/error.h"
+#include "varstate/partitioners.h"
 
 using namespace varstate;
 using V = std::vector<int64_t>;

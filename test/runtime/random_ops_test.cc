@@ -10,10 +10,10 @@
 
 #include "device_fixture.h"
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/random_ops.h"
-#include "varstate/runtime/random_seed.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/error.h"
+#include "varstate/random_ops.h"
+#include "varstate/random_seed.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -11,10 +11,10 @@
 
 #include "device_fixture.h"
 #include "scatter_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/indexed_slices.h"
-#include "varstate/runtime/scatter.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/indexed_slices.h"
+#include "varstate/scatter.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "device_fixture.h"
+#include "runtime/variable_internal.h"
 #include "scatter_test_util.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/indexed_slices.h"
-#include "varstate/runtime/scatter.h"
-#include "varstate/runtime/variable_internal.h"
+#include "varstate/error.h"
+#include "varstate/indexed_slices.h"
+#include "varstate/scatter.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "tensor_util.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/scatter.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/placement.h"
+#include "varstate/scatter.h"
+#include "varstate/variables.h"
 
 namespace varstate::testing {
 

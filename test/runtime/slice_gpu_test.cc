@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/slice.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/slice.h"
 
 using namespace varstate;
 using namespace varstate::testing;

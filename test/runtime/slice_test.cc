@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/slice.h"
+#include "varstate/error.h"
+#include "varstate/slice.h"
 
 using namespace varstate;
 using namespace varstate::testing;

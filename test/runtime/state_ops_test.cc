@@ -2,11 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include "device_fixture.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/math_ops.h"
-#include "varstate/runtime/state_ops.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/error.h"
+#include "varstate/math_ops.h"
+#include "varstate/state_ops.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

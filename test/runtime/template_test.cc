@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include "device_fixture.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/math_ops.h"
-#include "varstate/runtime/template.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/error.h"
+#include "varstate/math_ops.h"
+#include "varstate/template.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "varstate/base/error.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/runtime/tensor.h"
-#include "varstate/runtime/tensor_shape.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/tensor.h"
+#include "varstate/tensor_shape.h"
 
 using namespace varstate;
 

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "tensor_util.h"
-#include "varstate/device/device_manager.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/device_manager.h"
+#include "varstate/placement.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 

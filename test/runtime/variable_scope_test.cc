@@ -5,12 +5,12 @@
 #include <cmath>
 
 #include "device_fixture.h"
-#include "varstate/base/error.h"
-#include "varstate/device/placement.h"
-#include "varstate/runtime/math_ops.h"
-#include "varstate/runtime/random_seed.h"
-#include "varstate/runtime/variable_scope.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/error.h"
+#include "varstate/math_ops.h"
+#include "varstate/placement.h"
+#include "varstate/random_seed.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

@@ -2,11 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include "device_fixture.h"
+#include "runtime/variable_internal.h"
 #include "tensor_util.h"
-#include "varstate/base/error.h"
-#include "varstate/runtime/random_seed.h"
-#include "varstate/runtime/variable_internal.h"
-#include "varstate/runtime/variables.h"
+#include "varstate/error.h"
+#include "varstate/random_seed.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using namespace varstate::testing;

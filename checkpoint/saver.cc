@@ -1,0 +1,914 @@
+#include "varstate/saver.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "base/logging_internal.h"
+#include "checkpoint/file_system.h"
+#include "checkpoint/live_save_internal.h"
+#include "checkpoint/meta_graph_internal.h"
+#include "checkpoint/saver_io_internal.h"
+#include "checkpoint/saver_restore_internal.h"
+#include "checkpoint/tensor_bundle.h"
+#include "checkpoint/v1_writer.h"
+#include "proto/saver.pb.h"
+#include "runtime/variable_internal.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/meta_graph.h"
+
+namespace varstate {
+namespace {
+
+double system_seconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir == ".") return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// "<checkpoint>.meta", without a V1 sharded suffix "-?????-of-00002".
+std::string meta_graph_filename(const std::string& checkpoint, const std::string& suffix) {
+  static const std::regex kShardSuffix("-[\\d\\?]+-of-\\d+$");
+  return std::regex_replace(checkpoint, kShardSuffix, "") + "." + suffix;
+}
+
+int64_t step_value(const GlobalStep& step) {
+  if (const auto* i = std::get_if<int64_t>(&step)) return *i;
+  const Variable& v = std::get<Variable>(step);
+  Tensor host = v.value().to_host();
+  if (host.num_elements() != 1) {
+    throw InvalidArgumentError("global_step variable " + quoted(v.op_name()) +
+                               " must be a scalar, has shape " + host.shape().to_string());
+  }
+  if (host.dtype() == DType::kInt32) return host.scalar<int32_t>();
+  if (host.dtype() == DType::kInt64) return host.scalar<int64_t>();
+  throw TypeError("global_step variable " + quoted(v.op_name()) + " must be int32 or int64, is " +
+                  std::string(dtype_name(host.dtype())));
+}
+
+void best_effort_delete(FileSystem& fs, const std::string& path) {
+  try {
+    if (fs.file_exists(path)) fs.delete_file(path);
+  } catch (const Error& e) {
+    logger().warn("could not delete {}: {}", path, e.what());
+  }
+}
+
+// Removes what a failed sharded save left in its temporary directory.
+void remove_temp_dir(FileSystem& fs, const std::string& temp_prefix) {
+  const std::string dir = dirname_of(temp_prefix);
+  try {
+    for (const std::string& name : fs.list_dir(dir)) best_effort_delete(fs, dir + "/" + name);
+    fs.delete_dir(dir);
+  } catch (const Error&) {
+  }
+}
+
+std::string basename_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool all_of_chars(std::string_view s, int (*pred)(int)) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+    return pred(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+// The saves in flight in this process: their checkpoint prefixes and state
+// files. Cleaning up after a crash leaves their temporary files alone.
+struct LiveSaves {
+  std::mutex mu;
+  std::multiset<std::string> checkpoints;
+  std::multiset<std::string> state_files;
+};
+
+LiveSaves& live_saves() {
+  static LiveSaves* saves =
+      new LiveSaves;  // never destroyed: savers may outlive static destruction
+  return *saves;
+}
+
+// Removes what interrupted (killed) saves of `save_path` left in its
+// directory: "<checkpoint>_temp_<hex>" folders of sharded saves,
+// "<checkpoint>.*.tempstate<n>" files, data shards whose index is gone (a
+// deletion cut short), and "<state file>.tempstate<n>" -- where <checkpoint>
+// is save_path or save_path-<step> and no save in flight in this process
+// owns it. Best effort: failures are logged. Called with live_saves().mu
+// held, so that no save registers and creates files meanwhile.
+void remove_stale_temporaries(FileSystem& fs, const std::string& save_path,
+                              const std::string& state_file) {
+  const std::string dir = dirname_of(save_path);
+  const std::string base = basename_of(save_path);
+  const std::string state_temp = basename_of(state_file) + ".tempstate";
+  std::set<std::string> owned;
+  for (const std::string& c : live_saves().checkpoints) {
+    if (dirname_of(c) == dir) owned.insert(basename_of(c));
+  }
+  const bool state_owned = live_saves().state_files.count(state_file) != 0;
+  std::vector<std::string> names;
+  try {
+    names = fs.list_dir(dir);
+  } catch (const Error& e) {
+    logger().warn("could not list {} to remove stale temporary files: {}", dir, e.what());
+    return;
+  }
+  const std::set<std::string> present(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = join_path(dir, name);
+    if (name.starts_with(state_temp)) {
+      if (!state_owned && all_of_chars(std::string_view(name).substr(state_temp.size()), isdigit)) {
+        logger().info("removing {}, left by an interrupted save", path);
+        best_effort_delete(fs, path);
+      }
+      continue;
+    }
+    if (!name.starts_with(base)) continue;
+    // The checkpoint's name: base, or base-<step>.
+    size_t stem = base.size();
+    if (stem < name.size() && name[stem] == '-') {
+      size_t end = stem + 1;
+      while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+      if (end > stem + 1) stem = end;
+    }
+    const std::string checkpoint = name.substr(0, stem);
+    const std::string_view rest = std::string_view(name).substr(stem);
+    if (owned.count(checkpoint) != 0) continue;
+    if (rest.starts_with("_temp_")) {
+      const std::string_view hex = rest.substr(6);
+      if (hex.size() == 32 && all_of_chars(hex, isxdigit)) {
+        logger().info("removing {}, left by an interrupted sharded save", path);
+        remove_temp_dir(fs, path + "/part");
+      }
+      continue;
+    }
+    if (!rest.starts_with(".")) continue;
+    const auto temp = rest.rfind(".tempstate");
+    if (temp != std::string_view::npos && all_of_chars(rest.substr(temp + 10), isdigit)) {
+      logger().info("removing {}, left by an interrupted save", path);
+      best_effort_delete(fs, path);
+      continue;
+    }
+    // ".data-00000-of-00001" without the index: an interrupted deletion.
+    if (rest.size() == 20 && rest.starts_with(".data-") && rest.substr(11, 4) == "-of-" &&
+        all_of_chars(rest.substr(6, 5), isdigit) && all_of_chars(rest.substr(15), isdigit) &&
+        present.count(checkpoint + ".index") == 0) {
+      logger().info("removing {}: its checkpoint's index was deleted", path);
+      best_effort_delete(fs, path);
+    }
+  }
+}
+
+}  // namespace
+
+namespace internal {
+
+LiveSave::LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint,
+                   std::string state_file)
+    : checkpoint_(std::move(checkpoint)), state_file_(std::move(state_file)) {
+  std::lock_guard lock(live_saves().mu);
+  remove_stale_temporaries(fs, save_path, state_file_);
+  live_saves().checkpoints.insert(checkpoint_);
+  live_saves().state_files.insert(state_file_);
+}
+
+LiveSave::~LiveSave() {
+  std::lock_guard lock(live_saves().mu);
+  live_saves().checkpoints.erase(live_saves().checkpoints.find(checkpoint_));
+  live_saves().state_files.erase(live_saves().state_files.find(state_file_));
+}
+
+}  // namespace internal
+
+// ---------------------------------------------------------------------------
+// SaverDef
+
+std::string SaverDef::serialize() const {
+  tf::SaverDef def;
+  def.set_filename_tensor_name(filename_tensor_name);
+  def.set_save_tensor_name(save_tensor_name);
+  def.set_restore_op_name(restore_op_name);
+  def.set_max_to_keep(max_to_keep);
+  def.set_sharded(sharded);
+  def.set_keep_checkpoint_every_n_hours(keep_checkpoint_every_n_hours);
+  def.set_version(static_cast<tf::SaverDef::CheckpointFormatVersion>(version));
+  return def.SerializeAsString();
+}
+
+SaverDef SaverDef::parse(const std::string& bytes) {
+  tf::SaverDef def;
+  if (!def.ParseFromString(bytes)) {
+    throw InvalidArgumentError("cannot parse a SaverDef from " + std::to_string(bytes.size()) +
+                               " bytes");
+  }
+  SaverDef out;
+  out.filename_tensor_name = def.filename_tensor_name();
+  out.save_tensor_name = def.save_tensor_name();
+  out.restore_op_name = def.restore_op_name();
+  out.max_to_keep = def.max_to_keep();
+  out.sharded = def.sharded();
+  out.keep_checkpoint_every_n_hours = def.keep_checkpoint_every_n_hours();
+  out.version = static_cast<CheckpointFormatVersion>(def.version());
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// SaveHandle
+
+struct SaveHandle::State {
+  std::optional<std::string> path;
+  mutable std::mutex mu;
+  mutable std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+
+  void finish(std::exception_ptr e) {
+    std::lock_guard lock(mu);
+    error = std::move(e);
+    done = true;
+    cv.notify_all();
+  }
+};
+
+SaveHandle::SaveHandle() : state_(std::make_shared<State>()) { state_->done = true; }
+
+const std::optional<std::string>& SaveHandle::path() const { return state_->path; }
+
+const std::optional<std::string>& SaveHandle::wait() const {
+  std::unique_lock lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+  return state_->path;
+}
+
+bool SaveHandle::done() const {
+  std::lock_guard lock(state_->mu);
+  return state_->done;
+}
+
+// ---------------------------------------------------------------------------
+// Saver::Impl
+
+struct Saver::Impl {
+  SaverOptions options;
+  Graph* graph = nullptr;
+  FileSystem* fs = nullptr;
+  std::function<double()> clock;
+
+  bool built = false;
+  bool empty = false;
+  std::vector<Item> items;
+  SaverDef def;
+
+  // Serializes saves and restores.
+  std::mutex op_mu;
+  std::thread worker;  // the pending asynchronous save, if any
+
+  // Checkpoint bookkeeping (TensorFlow's _last_checkpoints and friends).
+  mutable std::mutex mu;
+  std::vector<std::pair<std::string, double>> last;
+  std::vector<std::pair<std::string, double>> to_delete;
+  double next_checkpoint_time = 0;
+
+  void wait_pending() {
+    if (worker.joinable()) worker.join();
+  }
+
+  void build();
+  void check_built(const char* what) const;
+  SaveHandle save(const std::string& save_path, const SaveOptions& options);
+  void write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot);
+  void write_shard(const std::string& prefix, const std::vector<size_t>& which,
+                   const std::vector<Tensor>& snapshot);
+  void write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot);
+  // The path a save to `prefix` records: the prefix, or for a sharded V1
+  // checkpoint the pattern of its files ("model-?????-of-00002"), as
+  // TensorFlow records it.
+  std::string recorded_path(const std::string& prefix) const;
+  std::map<std::string, std::vector<size_t>> items_by_device() const;
+  void finish_save(const std::string& checkpoint, const SaveOptions& options);
+  void record_last_checkpoint(const std::string& path);
+  void maybe_delete_old_checkpoints(const std::string& meta_graph_suffix);
+  void delete_checkpoint_files(const std::string& prefix, const std::string& meta_graph_suffix);
+  void restore(const std::string& save_path);
+};
+
+void Saver::Impl::check_built(const char* what) const {
+  if (!built) {
+    throw FailedPreconditionError(
+        std::string(what) +
+        ": the saver was created with defer_build and "
+        "build() has not been called (save and restore ops weren't built)");
+  }
+}
+
+namespace {
+
+// The saver's items from options.var_list, or the graph's global variables,
+// in list order; a variable may appear once.
+std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph& graph) {
+  using Item = Saver::Item;
+  std::vector<Item> out;
+  if (options.var_list &&
+      std::holds_alternative<std::map<std::string, Variable>>(*options.var_list)) {
+    const auto& m = std::get<std::map<std::string, Variable>>(*options.var_list);
+    for (const auto& [key, var] : m) {
+      if (key.empty()) throw ValueError("var_list holds an empty checkpoint key");
+      for (const Item& other : out) {
+        if (other.variable.same_as(var)) {
+          throw ValueError(
+              "The same saveable will be restored with two names: " + quoted(other.key) + " and " +
+              quoted(key) + " (variable " + quoted(var.op_name()) + ")");
+        }
+      }
+      out.push_back({key, var, var.save_slice_info()});
+    }
+  } else {
+    std::vector<Variable> list = options.var_list
+                                     ? std::get<std::vector<Variable>>(*options.var_list)
+                                     : graph.get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
+    for (const Variable& var : list) {
+      for (const Item& other : out) {
+        if (other.variable.same_as(var)) {
+          throw ValueError("The variable " + quoted(var.op_name()) + " appears twice in var_list");
+        }
+      }
+      const auto& slice = var.save_slice_info();
+      out.push_back({slice ? slice->full_name : var.op_name(), var, slice});
+    }
+  }
+  return out;
+}
+
+// Sorts the items by key and checks the keys: unique for whole tensors;
+// slices of one tensor share a key but must not repeat a slice or mix with
+// a whole tensor, and their save_slice_info must be consistent.
+void sort_and_check_keys(std::vector<Saver::Item>& out) {
+  using Item = Saver::Item;
+  std::sort(out.begin(), out.end(), [](const Item& a, const Item& b) {
+    if (a.key != b.key) return a.key < b.key;
+    return (a.slice ? a.slice->var_offset : std::vector<int64_t>{}) <
+           (b.slice ? b.slice->var_offset : std::vector<int64_t>{});
+  });
+  for (size_t i = 1; i < out.size(); ++i) {
+    const Item& a = out[i - 1];
+    const Item& b = out[i];
+    if (a.key != b.key) continue;
+    if (!a.slice && !b.slice)
+      throw ValueError("At least two variables have the same name: " + a.key);
+    if (!a.slice || !b.slice)
+      throw ValueError("Mixing slices and non-slices with the same name: " + a.key);
+    if (a.slice->full_shape != b.slice->full_shape) {
+      throw ValueError("Partitions of " + quoted(a.key) + " disagree on the full shape: " +
+                       shape_string(a.slice->full_shape) + " (" + a.variable.op_name() + ") vs " +
+                       shape_string(b.slice->full_shape) + " (" + b.variable.op_name() + ")");
+    }
+    if (a.slice->var_offset == b.slice->var_offset) {
+      throw ValueError("The same slice " + shape_string(a.slice->var_offset) + " of " +
+                       quoted(a.key) + " appears twice: " + quoted(a.variable.op_name()) + " and " +
+                       quoted(b.variable.op_name()));
+    }
+  }
+  for (const Item& item : out) {
+    if (item.slice && (item.slice->var_offset.size() != item.slice->full_shape.size() ||
+                       item.slice->var_shape.size() != item.slice->full_shape.size())) {
+      throw ValueError("variable " + quoted(item.variable.op_name()) +
+                       " has an inconsistent save_slice_info: "
+                       "full shape " +
+                       shape_string(item.slice->full_shape) + ", offset " +
+                       shape_string(item.slice->var_offset) + ", shape " +
+                       shape_string(item.slice->var_shape));
+    }
+  }
+}
+
+// The name scope of the saver's ops: the one of saver_def's filename
+// tensor, else a fresh one named after options.name.
+std::string saver_scope(const SaverOptions& options, Graph& graph) {
+  std::string scope;
+  if (options.saver_def && !options.saver_def->filename_tensor_name.empty()) {
+    scope = options.saver_def->filename_tensor_name;
+    auto slash = scope.rfind('/');
+    scope = slash == std::string::npos ? std::string("save") : scope.substr(0, slash);
+  } else {
+    scope = graph.unique_name(options.name.empty() ? "save" : options.name);
+  }
+  return scope;
+}
+
+// The SaverDef: options.saver_def (LEGACY read as V2), else one from the
+// options; its tensor and op names in `scope`.
+SaverDef make_saver_def(const SaverOptions& options, const std::string& scope) {
+  SaverDef d;
+  if (options.saver_def) {
+    d = *options.saver_def;
+    if (d.version == CheckpointFormatVersion::kLegacy) {
+      logger().warn("saver_def {} asks for checkpoint format version LEGACY; writing V2",
+                    d.filename_tensor_name);
+      d.version = CheckpointFormatVersion::kV2;
+    }
+  } else {
+    d.max_to_keep = options.max_to_keep;
+    d.sharded = options.sharded;
+    d.keep_checkpoint_every_n_hours = static_cast<float>(options.keep_checkpoint_every_n_hours);
+    d.version = options.write_version;
+  }
+  d.filename_tensor_name = scope + "/Const:0";
+  d.save_tensor_name = scope + (d.sharded ? "/Identity:0" : "/control_dependency:0");
+  d.restore_op_name = scope + "/restore_all";
+  return d;
+}
+
+}  // namespace
+
+void Saver::Impl::build() {
+  if (built) return;
+  if (options.write_version == CheckpointFormatVersion::kLegacy) {
+    throw InvalidArgumentError("Saver: write_version must be V1 or V2, got LEGACY");
+  }
+  std::vector<Item> out = items_from_var_list(options, *graph);
+  sort_and_check_keys(out);
+  if (out.empty() && !options.allow_empty) throw ValueError("No variables to save");
+  const SaverDef d = make_saver_def(options, saver_scope(options, *graph));
+
+  items = std::move(out);
+  empty = items.empty();
+  def = d;
+  next_checkpoint_time = clock() + static_cast<double>(def.keep_checkpoint_every_n_hours) * 3600.0;
+  built = true;
+}
+
+// ---------------------------------------------------------------------------
+// Saving
+
+void Saver::Impl::write_shard(const std::string& prefix, const std::vector<size_t>& which,
+                              const std::vector<Tensor>& snapshot) {
+  BundleWriter writer(prefix, {.file_system = fs});
+  StagingBuffers staging(options.staging_buffer_bytes);
+  for (size_t i : which) {
+    const Item& item = items[i];
+    if (snapshot.empty()) {
+      // A blocking save reads the live buffer under the variable's lock.
+      std::lock_guard lock(internal::update_mutex(item.variable));
+      write_variable_tensor(writer, item.key, item.slice, item.variable.ref(), staging);
+    } else {
+      write_variable_tensor(writer, item.key, item.slice, snapshot[i], staging);
+    }
+  }
+  writer.finish();
+}
+
+std::map<std::string, std::vector<size_t>> Saver::Impl::items_by_device() const {
+  std::map<std::string, std::vector<size_t>> by_device;
+  for (size_t i = 0; i < items.size(); ++i) by_device[items[i].variable.placement()].push_back(i);
+  return by_device;
+}
+
+std::string Saver::Impl::recorded_path(const std::string& prefix) const {
+  if (def.version != CheckpointFormatVersion::kV1 || !def.sharded) return prefix;
+  const std::string first = sharded_prefix(prefix, 0, static_cast<int>(items_by_device().size()));
+  return prefix + "-?????" + first.substr(prefix.size() + 6);  // "-00000" -> "-?????"
+}
+
+// TensorFlow's V1 format: one table file, or with `sharded` one per device
+// ("<prefix>-0000i-of-0000n"). Everything is checked before a file is written.
+void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot) {
+  for (const Item& item : items) {
+    if (!v1_supports_dtype(item.variable.dtype())) {
+      throw UnimplementedError("saving " + quoted(item.variable.op_name()) +
+                               " in the V1 format: it "
+                               "cannot hold dtype " +
+                               std::string(dtype_name(item.variable.dtype())) +
+                               " (TensorFlow's SaveSlices neither); save V2");
+    }
+  }
+  std::map<std::string, std::vector<size_t>> groups;
+  if (def.sharded) {
+    groups = items_by_device();
+  } else {
+    for (size_t i = 0; i < items.size(); ++i) groups[""].push_back(i);
+  }
+  const int n = static_cast<int>(groups.size());
+  int shard = 0;
+  for (const auto& [device, which] : groups) {
+    V1Writer writer(def.sharded ? sharded_prefix(prefix, shard++, n) : prefix, fs);
+    for (size_t i : which) {
+      const Item& item = items[i];
+      Tensor value;
+      if (snapshot.empty()) {
+        std::lock_guard lock(internal::update_mutex(item.variable));
+        value = item.variable.ref().to_host();
+      } else {
+        value = snapshot[i].to_host();
+      }
+      if (item.slice) {
+        writer.add_slice(item.key, item.slice->full_shape, internal::slice_of(*item.slice),
+                         host_view(value));
+      } else {
+        writer.add(item.key, host_view(value));
+      }
+    }
+    writer.finish();
+  }
+}
+
+void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot) {
+  if (def.version == CheckpointFormatVersion::kV1) return write_v1(prefix, snapshot);
+  if (!def.sharded) {
+    std::vector<size_t> all(items.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    write_shard(prefix, all, snapshot);
+    return;
+  }
+  // One shard per device, in the order of the devices' canonical names.
+  const std::map<std::string, std::vector<size_t>> by_device = items_by_device();
+  const int n = static_cast<int>(by_device.size());
+  const std::string temp = temp_prefix_for(prefix);
+  std::vector<std::string> shard_prefixes;
+  std::vector<std::exception_ptr> errors(by_device.size());
+  std::vector<std::thread> threads;
+  int shard = 0;
+  for (const auto& [device, which] : by_device) {
+    shard_prefixes.push_back(sharded_prefix(temp, shard, n));
+    threads.emplace_back([this, &errors, &snapshot, shard, p = shard_prefixes.back(), w = &which] {
+      try {
+        write_shard(p, *w, snapshot);
+      } catch (...) {
+        errors[static_cast<size_t>(shard)] = std::current_exception();
+      }
+    });
+    ++shard;
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) {
+      remove_temp_dir(*fs, temp);
+      std::rethrow_exception(e);
+    }
+  }
+  try {
+    merge_bundles(shard_prefixes, prefix, {.file_system = fs});
+  } catch (...) {
+    remove_temp_dir(*fs, temp);
+    throw;
+  }
+}
+
+void Saver::Impl::record_last_checkpoint(const std::string& path) {
+  if (def.max_to_keep <= 0) return;
+  std::erase_if(last, [&](const auto& p) { return p.first == path; });
+  last.emplace_back(path, clock());
+  if (static_cast<int>(last.size()) > def.max_to_keep) {
+    to_delete.push_back(last.front());
+    last.erase(last.begin());
+  }
+}
+
+void Saver::Impl::delete_checkpoint_files(const std::string& prefix,
+                                          const std::string& meta_graph_suffix) {
+  // The index first: a deletion cut short then leaves data files that no
+  // longer pass for a checkpoint (and the next save removes them), never an
+  // index without its data.
+  const bool v2 = fs->file_exists(bundle_index_filename(prefix));
+  std::vector<std::string> files{bundle_index_filename(prefix)};
+  for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????")) files.push_back(f);
+  static const std::regex v1_shards("-\\?\\?\\?\\?\\?-of-[0-9]{5}$");
+  files.push_back(
+      meta_graph_filename(std::regex_replace(prefix, v1_shards, ""), meta_graph_suffix));
+  if (!v2) {
+    for (const std::string& f : match_files(*fs, prefix)) files.push_back(f);  // a V1 checkpoint
+  }
+  for (const std::string& f : files) best_effort_delete(*fs, f);
+}
+
+void Saver::Impl::maybe_delete_old_checkpoints(const std::string& meta_graph_suffix) {
+  while (!to_delete.empty()) {
+    auto [path, time] = to_delete.front();
+    to_delete.erase(to_delete.begin());
+    if (time > next_checkpoint_time) {
+      // Kept: one checkpoint per keep_checkpoint_every_n_hours.
+      next_checkpoint_time += static_cast<double>(def.keep_checkpoint_every_n_hours) * 3600.0;
+      continue;
+    }
+    delete_checkpoint_files(path, meta_graph_suffix);
+  }
+}
+
+void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& save_options) {
+  std::vector<std::string> paths;
+  {
+    std::lock_guard lock(mu);
+    record_last_checkpoint(checkpoint);
+    for (const auto& p : last) paths.push_back(p.first);
+  }
+  update_checkpoint_state(dirname_of(checkpoint), checkpoint, paths, save_options.latest_filename,
+                          {.file_system = fs});
+  std::lock_guard lock(mu);
+  maybe_delete_old_checkpoints(save_options.meta_graph_suffix);
+}
+
+// ---------------------------------------------------------------------------
+// Restoring
+
+namespace {
+
+using internal::plan_read_groups;
+using internal::plan_restore;
+using internal::RestoreStep;
+
+Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
+  const Saver::Item& item = *step.item;
+  Device& device = item.variable.device();
+  // The fast path: a V2 tensor stored whole, read straight into its buffer
+  // (a host buffer first for a GPU variable, then one staged copy).
+  if (!step.region && item.variable.dtype() != DType::kString) {
+    if (const auto* bundle = dynamic_cast<const BundleReader*>(&reader)) {
+      Tensor host(item.variable.dtype(), step.shape,
+                  device.is_cpu() ? device : DeviceManager::instance().cpu());
+      std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
+      if (bundle->read_into(item.key, dst)) return device.is_cpu() ? host : host.to(device);
+    }
+  }
+  TensorData data = step.region ? reader.read_slice(item.key, *step.region) : reader.read(item.key);
+  return tensor_from_data(data, step.shape, device);
+}
+
+void assign_restored(const Saver::Item& item, const Tensor& value) {
+  std::lock_guard lock(internal::update_mutex(item.variable));
+  Variable var = item.variable;
+  internal::set_value(var, value);
+}
+
+// Runs body(group) for each group on its own thread (inline for one group)
+// and rethrows the first error.
+template <typename Body>
+void for_each_group(size_t num_groups, const Body& body) {
+  if (num_groups == 1) {
+    body(size_t{0});
+    return;
+  }
+  std::vector<std::exception_ptr> errors(num_groups);
+  std::vector<std::thread> threads;
+  for (size_t g = 0; g < num_groups; ++g) {
+    threads.emplace_back([&, g] {
+      try {
+        body(g);
+      } catch (...) {
+        errors[g] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+}  // namespace
+
+void Saver::Impl::restore(const std::string& save_path) {
+  // An index without its data shards goes on to the reader, whose
+  // NotFoundError names the missing shard.
+  if (!fs->file_exists(bundle_index_filename(save_path)) && !checkpoint_exists(save_path, fs)) {
+    throw ValueError("The passed save_path is not a valid checkpoint: " + save_path);
+  }
+  std::unique_ptr<CheckpointReader> reader = open_checkpoint(save_path, fs);
+
+  // 1. Validate everything before reading data.
+  std::vector<RestoreStep> steps;
+  steps.reserve(items.size());
+  for (const Item& item : items) steps.push_back(plan_restore(item, *reader, options.reshape));
+
+  // 2. Per device, in parallel: read into fresh tensors on that device, in
+  // the groups plan_read_groups() makes.
+  const std::vector<std::vector<size_t>> groups =
+      plan_read_groups(steps, options.restore_sequentially);
+
+  if (!options.restore_sequentially) {
+    std::vector<Tensor> restored(steps.size());
+    for_each_group(groups.size(), [&](size_t g) {
+      for (size_t i : groups[g]) restored[i] = read_step(steps[i], *reader);
+    });
+    // 3. Every tensor is read and checked: assign.
+    for (size_t i = 0; i < steps.size(); ++i) assign_restored(*steps[i].item, restored[i]);
+    return;
+  }
+  // Sequentially: one variable's data in memory at a time. A first pass
+  // verifies every tensor, so that the second, assigning pass cannot stop
+  // half-way on corrupt data.
+  for_each_group(groups.size(), [&](size_t g) {
+    for (size_t i : groups[g]) read_step(steps[i], *reader);
+  });
+  for_each_group(groups.size(), [&](size_t g) {
+    for (size_t i : groups[g]) assign_restored(*steps[i].item, read_step(steps[i], *reader));
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Saver
+
+Saver::Saver(SaverOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.graph = options.graph ? options.graph : &get_default_graph();
+  s.fs = options.file_system ? options.file_system : default_file_system();
+  s.clock = options.clock ? options.clock : std::function<double()>(system_seconds);
+  s.options = std::move(options);
+  if (!s.options.defer_build) s.build();
+}
+
+Saver::~Saver() {
+  if (impl_) impl_->wait_pending();
+}
+
+Saver::Saver(Saver&&) noexcept = default;
+
+Saver& Saver::operator=(Saver&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->wait_pending();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+void Saver::build() {
+  std::lock_guard lock(impl_->op_mu);
+  impl_->build();
+}
+
+bool Saver::is_built() const { return impl_->built; }
+
+std::vector<Saver::Item> Saver::items() const { return impl_->items; }
+
+SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
+                       const SaveOptions& options) {
+  Impl& s = *impl_;
+  std::lock_guard op(s.op_mu);
+  s.check_built("Saver::save");
+  s.wait_pending();
+  if (options.latest_filename.find('/') != std::string::npos) {
+    throw ValueError("'latest_filename' must not contain path components: " +
+                     quoted(options.latest_filename));
+  }
+  const std::string save_dir = dirname_of(save_path);
+  const std::string latest =
+      options.latest_filename.empty() ? "checkpoint" : options.latest_filename;
+  if (save_path == join_path(save_dir, latest)) {
+    throw ValueError("'latest_filename' collides with 'save_path': " + quoted(latest) + " and " +
+                     quoted(save_path));
+  }
+  if (s.empty) return SaveHandle();
+  if (!s.fs->file_exists(save_dir)) {
+    throw ValueError("Parent directory of " + save_path + " doesn't exist, can't save.");
+  }
+  const std::string checkpoint =
+      options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
+                          : save_path;
+  for (const Item& item : s.items) {
+    if (!item.variable.is_initialized()) {
+      throw FailedPreconditionError("saving " + quoted(checkpoint) +
+                                    ": Attempting to use uninitialized value " +
+                                    item.variable.op_name());
+    }
+  }
+
+  // Removes what crashed saves left, then registers this one while in flight.
+  auto live = std::make_shared<internal::LiveSave>(*s.fs, save_path, checkpoint,
+                                                   join_path(save_dir, latest));
+
+  auto state = std::make_shared<SaveHandle::State>();
+  state->path = s.recorded_path(checkpoint);
+  auto finish = [&s, checkpoint, options](const std::vector<Tensor>& snapshot) {
+    s.write_checkpoint(checkpoint, snapshot);
+    if (options.write_meta_graph) {
+      ExportMetaGraphOptions meta{
+          .filename = meta_graph_filename(checkpoint, options.meta_graph_suffix),
+          .saver_def = s.def,
+          .graph = s.graph,
+          .file_system = s.fs};
+      export_meta_graph_for_items(meta, s.items);
+    }
+    s.finish_save(s.recorded_path(checkpoint), options);
+  };
+
+  if (!options.async) {
+    try {
+      finish({});
+    } catch (...) {
+      rethrow_with_context("saving checkpoint " + quoted(checkpoint));
+    }
+    state->done = true;  // wait() and done() treat every handle alike
+    return SaveHandle(state);
+  }
+  // Snapshot: a device-side copy of each variable, taken under its lock.
+  std::vector<Tensor> snapshot;
+  snapshot.reserve(s.items.size());
+  for (const Item& item : s.items) {
+    std::lock_guard lock(internal::update_mutex(item.variable));
+    snapshot.push_back(item.variable.ref().clone());
+  }
+  state->done = false;
+  s.worker = std::thread([state, finish, live, snapshot = std::move(snapshot)] {
+    try {
+      try {
+        finish(snapshot);
+      } catch (...) {
+        rethrow_with_context("saving checkpoint " + quoted(*state->path) + " (asynchronously)");
+      }
+      state->finish(nullptr);
+    } catch (...) {
+      state->finish(std::current_exception());
+    }
+  });
+  return SaveHandle(state);
+}
+
+void Saver::restore(const Session& /*sess*/, const std::string& save_path) {
+  Impl& s = *impl_;
+  std::lock_guard op(s.op_mu);
+  s.check_built("Saver::restore");
+  s.wait_pending();
+  if (s.empty) return;
+  s.restore(save_path);
+}
+
+std::vector<std::string> Saver::last_checkpoints() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<std::string> out;
+  for (const auto& p : impl_->last) out.push_back(p.first);
+  return out;
+}
+
+void Saver::set_last_checkpoints(const std::vector<std::string>& last_checkpoints) {
+  std::lock_guard lock(impl_->mu);
+  impl_->last.clear();
+  for (const auto& p : last_checkpoints)
+    impl_->last.emplace_back(p, std::numeric_limits<double>::infinity());
+}
+
+void Saver::set_last_checkpoints_with_time(
+    const std::vector<std::pair<std::string, double>>& last_checkpoints_with_time) {
+  std::lock_guard lock(impl_->mu);
+  impl_->last = last_checkpoints_with_time;
+}
+
+void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths) {
+  std::vector<std::pair<std::string, double>> found;
+  for (const std::string& path : checkpoint_paths) {
+    std::vector<std::string> files;
+    if (impl_->fs->file_exists(bundle_index_filename(path))) {
+      files.push_back(bundle_index_filename(path));
+    } else {
+      files = match_files(*impl_->fs, path);
+    }
+    if (files.empty()) continue;
+    struct stat st {};
+    double mtime = 0;
+    if (::stat(files.front().c_str(), &st) == 0) {
+      mtime =
+          static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
+    }
+    found.emplace_back(path, mtime);
+  }
+  set_last_checkpoints_with_time(found);
+}
+
+SaverDef Saver::as_saver_def() const {
+  impl_->check_built("Saver::as_saver_def");
+  return impl_->def;
+}
+
+Saver Saver::from_proto(const SaverDef& saver_def, Graph* graph) {
+  return Saver(SaverOptions{.saver_def = saver_def, .graph = graph});
+}
+
+MetaGraphDef Saver::export_meta_graph(
+    const std::string& filename, const std::optional<std::vector<std::string>>& collection_list,
+    bool as_text) const {
+  impl_->check_built("Saver::export_meta_graph");
+  ExportMetaGraphOptions options{.filename = filename,
+                                 .saver_def = impl_->def,
+                                 .collection_list = collection_list,
+                                 .as_text = as_text,
+                                 .graph = impl_->graph,
+                                 .file_system = impl_->fs};
+  return export_meta_graph_for_items(options, impl_->items);
+}
+
+}  // namespace varstate

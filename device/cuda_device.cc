@@ -1,0 +1,271 @@
+// The CUDA GPU device: one non-blocking stream, a stream-ordered memory pool,
+// pinned staging buffers for host-to-device copies, and event-ordered copies
+// between devices.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#include "base/cuda_check_internal.h"
+#include "base/logging_internal.h"
+#include "device/cuda_device.h"
+#include "varstate/device.h"
+#include "varstate/error.h"
+
+namespace varstate::detail {
+namespace {
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent(int device, cudaStream_t stream) : device_(device) {
+    CudaDeviceGuard guard(device_);
+    VARSTATE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    VARSTATE_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  void wait_host() const override { VARSTATE_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  bool done() const override {
+    cudaError_t err = cudaEventQuery(event_);
+    if (err == cudaErrorNotReady) return false;
+    VARSTATE_CUDA_CHECK(err);
+    return true;
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  int device_;
+  cudaEvent_t event_ = nullptr;
+};
+
+// Host-to-device copies from pageable memory go through two pinned buffers
+// of this size, so the host-side memcpy of one chunk overlaps the DMA of the
+// previous one.
+constexpr size_t kStagingChunk = size_t{8} << 20;
+constexpr size_t kDirectCopyLimit = size_t{1} << 20;
+// Every allocation is a whole number of 16-byte granules. Kernels that
+// update a 1-byte element with a 16-bit compare-and-swap, or read a row with
+// one 16-byte vector, may then touch the bytes up to the next granule
+// boundary without leaving the allocation (the pool hands out larger blocks
+// anyway; this makes the extra bytes part of what was asked for).
+constexpr size_t kAllocationGranularity = 16;
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int index) : Device(DeviceType::kGPU, index) {
+    CudaDeviceGuard guard(index);
+    cudaDeviceProp prop{};
+    VARSTATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    model_ = prop.name;
+    memory_ = prop.totalGlobalMem;
+    cc_ = prop.major * 10 + prop.minor;
+    VARSTATE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    cudaMemPool_t pool;
+    VARSTATE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
+    uint64_t keep = UINT64_MAX;  // keep freed memory in the pool
+    VARSTATE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+  // Devices live until exit; the driver reclaims the stream.
+
+  std::string model() const override { return model_; }
+  size_t total_memory() const override { return memory_; }
+  int compute_capability() const override { return cc_; }
+  cudaStream_t stream() const override { return stream_; }
+
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    // Refused before asking the driver: more than the device holds can
+    // never be allocated.
+    if (memory_ > 0 && bytes > memory_) {
+      throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
+                                   std::to_string(bytes) + " bytes (more than its " +
+                                   std::to_string(memory_) + " bytes of memory)");
+    }
+    CudaDeviceGuard guard(index());
+    void* p = nullptr;
+    const size_t padded =
+        (bytes + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
+    cudaError_t err =
+        padded < bytes ? cudaErrorMemoryAllocation : cudaMallocAsync(&p, padded, stream_);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
+                                   std::to_string(bytes) + " bytes");
+    }
+    VARSTATE_CUDA_CHECK(err);
+    return p;
+  }
+
+  void deallocate(void* ptr) noexcept override {
+    if (ptr == nullptr) return;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(index());
+    cudaError_t err = cudaFreeAsync(ptr, stream_);
+    if (err != cudaSuccess) {
+      logger().error("cudaFreeAsync on {} failed: {}", name(), cudaGetErrorString(err));
+      cudaGetLastError();
+    }
+    cudaSetDevice(previous);
+  }
+
+  void synchronize() override { VARSTATE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  std::shared_ptr<Event> record_event() override {
+    return std::make_shared<CudaEvent>(index(), stream_);
+  }
+
+  void wait_event(const Event& event) override {
+    if (const auto* cuda_event = dynamic_cast<const CudaEvent*>(&event)) {
+      VARSTATE_CUDA_CHECK(cudaStreamWaitEvent(stream_, cuda_event->get(), 0));
+    } else {
+      event.wait_host();
+    }
+  }
+
+  void memset(void* ptr, int value, size_t bytes) override {
+    if (bytes == 0) return;
+    CudaDeviceGuard guard(index());
+    VARSTATE_CUDA_CHECK(cudaMemsetAsync(ptr, value, bytes, stream_));
+  }
+
+  void copy_from_host_async(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return;
+    CudaDeviceGuard guard(index());
+    VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  void copy_to_host_async(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CudaDeviceGuard guard(index());
+    VARSTATE_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  }
+
+  // Host (pageable or pinned) -> this GPU. Returns once `src` has been read.
+  void copy_from_host(void* dst, const void* src, size_t bytes) {
+    CudaDeviceGuard guard(index());
+    cudaPointerAttributes attr{};
+    VARSTATE_CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
+    if (attr.type == cudaMemoryTypeHost) {  // already pinned: DMA directly
+      VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+      VARSTATE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
+    if (bytes <= kDirectCopyLimit) {
+      // Pageable: the runtime returns once it has staged the bytes itself.
+      VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+      return;
+    }
+    std::lock_guard lock(staging_mu_);
+    ensure_staging();
+    for (size_t offset = 0, k = 0; offset < bytes; offset += kStagingChunk, ++k) {
+      size_t slot = k % staging_.size();
+      size_t len = std::min(kStagingChunk, bytes - offset);
+      VARSTATE_CUDA_CHECK(cudaEventSynchronize(staging_events_[slot]));
+      std::memcpy(staging_[slot].data(), static_cast<const char*>(src) + offset, len);
+      VARSTATE_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + offset, staging_[slot].data(),
+                                          len, cudaMemcpyHostToDevice, stream_));
+      VARSTATE_CUDA_CHECK(cudaEventRecord(staging_events_[slot], stream_));
+    }
+  }
+
+  // This GPU -> host. Returns once the bytes are in `dst`.
+  void copy_to_host(void* dst, const void* src, size_t bytes) {
+    CudaDeviceGuard guard(index());
+    VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    VARSTATE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  void ensure_staging() {
+    if (staging_[0].data() != nullptr) return;
+    for (size_t i = 0; i < staging_.size(); ++i) {
+      staging_[i] = PinnedBuffer(kStagingChunk);
+      VARSTATE_CUDA_CHECK(cudaEventCreateWithFlags(&staging_events_[i], cudaEventDisableTiming));
+      VARSTATE_CUDA_CHECK(cudaEventRecord(staging_events_[i], stream_));
+    }
+  }
+
+  std::string model_;
+  size_t memory_ = 0;
+  int cc_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::mutex staging_mu_;
+  std::array<PinnedBuffer, 2> staging_;
+  std::array<cudaEvent_t, 2> staging_events_{};
+};
+
+}  // namespace
+
+int cuda_device_count() noexcept {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    logger().debug("no CUDA GPU usable: {}", cudaGetErrorString(err));
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Device> make_cuda_device(int index) { return std::make_unique<CudaDevice>(index); }
+
+std::vector<std::vector<bool>> cuda_enable_peer_access(int count) {
+  std::vector<std::vector<bool>> can(count, std::vector<bool>(count, false));
+  for (int dst = 0; dst < count; ++dst) {
+    can[dst][dst] = true;
+    for (int src = 0; src < count; ++src) {
+      if (src == dst) continue;
+      int ok = 0;
+      if (cudaDeviceCanAccessPeer(&ok, dst, src) != cudaSuccess || !ok) continue;
+      CudaDeviceGuard guard(dst);
+      cudaError_t err = cudaDeviceEnablePeerAccess(src, 0);
+      if (err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled) can[dst][src] = true;
+      cudaGetLastError();
+    }
+  }
+  return can;
+}
+
+void cuda_copy(Device& dst_device, void* dst, Device& src_device, const void* src, size_t bytes) {
+  try {
+    if (src_device.is_cpu()) {
+      static_cast<CudaDevice&>(dst_device).copy_from_host(dst, src, bytes);
+    } else if (dst_device.is_cpu()) {
+      static_cast<CudaDevice&>(src_device).copy_to_host(dst, src, bytes);
+    } else if (&dst_device == &src_device) {
+      CudaDeviceGuard guard(dst_device.index());
+      VARSTATE_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dst_device.stream()));
+    } else {
+      // Run the copy on the source's stream, after the destination's pending
+      // work (dst's memory may have just been allocated in its stream order),
+      // then make the destination's later work wait for it.
+      src_device.wait_event(*dst_device.record_event());
+      {
+        CudaDeviceGuard guard(src_device.index());
+        VARSTATE_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index(), src, src_device.index(),
+                                                bytes, src_device.stream()));
+      }
+      dst_device.wait_event(*src_device.record_event());
+    }
+  } catch (...) {
+    rethrow_with_context("copying " + std::to_string(bytes) + " bytes from " + src_device.name() +
+                         " to " + dst_device.name());
+  }
+}
+
+void* cuda_host_alloc(size_t bytes) noexcept {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void cuda_host_free(void* ptr) noexcept { cudaFreeHost(ptr); }
+
+}  // namespace varstate::detail

@@ -1,0 +1,21 @@
+// Collectives of a Cluster for the distributed Saver (distributed/saver.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "varstate/cluster.h"
+#include "varstate/variable.h"
+
+namespace varstate::internal {
+
+struct ClusterAccess {
+  // `value` of rank `root` on every rank (AbortedError on failure).
+  static std::string broadcast(Cluster& cluster, const std::string& value, int root);
+  // Every rank's `value`, by rank.
+  static std::vector<int> allgather(Cluster& cluster, int value);
+  // The rank holding `v`, or -1 when `v` lives in this process.
+  static int owner_rank(const Variable& v);
+};
+
+}  // namespace varstate::internal

@@ -1,0 +1,123 @@
+// Cluster: this process as one task of a multi-process job launched by MPI
+// (mpirun), and variables that live on other tasks. Built when varstate is
+// configured with MPI (VARSTATE_MPI, defines VARSTATE_HAVE_MPI).
+//
+//   int main(int argc, char** argv) {
+//     Cluster cluster({.ps_tasks = 1});          // rank 0: /job:ps/task:0, others workers
+//     DeviceScope ps(replica_device_setter({.ps_tasks = 1}));
+//     Variable w(Tensor::zeros(DType::kFloat, {1000, 64}), {.name = "w"});  // on ps task 0
+//     if (cluster.job_name() == "ps") { cluster.join(); return 0; }
+//     if (cluster.is_chief()) Session().run(w.initializer());
+//     cluster.barrier();
+//     w.scatter_add(IndexedSlices(grads, ids));  // one exchange with the ps
+//   }
+//
+// Ranks map to tasks in job order: "ps" first, then "worker", then the
+// other jobs of the ClusterSpec in name order; within a job, by task index.
+// Without a ClusterSpec: the first `ps_tasks` ranks are /job:ps, the rest
+// /job:worker.
+//
+// Remote variables: while a Cluster is alive, a Variable whose placement
+// (Variable::placement(), e.g. from replica_device_setter) names a job and
+// task of the cluster keeps its value in that task's memory (an MPI window
+// per variable), and every read and update goes there through one-sided
+// MPI operations, from any task (the owner included). Creating one is
+// collective: every task must create the same cluster variables (shape
+// and dtype fully defined, not string) in the same order, as TensorFlow 1's
+// between-graph replication builds the same graph in every task. A
+// placement naming a task the cluster lacks raises NotFoundError.
+// Variables without a job in their placement stay in this process.
+//
+// Ops: reads are MPI_Get; assign an element-wise atomic replace;
+// assign_add/sub one MPI_Get_accumulate(SUM) (sub adds the negation);
+// scatter_update/add/sub/mul/min/max one accumulate (REPLACE, SUM, PROD,
+// MIN, MAX) per call with an indexed datatype of the touched rows, after
+// combining duplicate rows locally (float sums of duplicates are rounded
+// once, not once per duplicate); scatter_div, float16/bfloat16 arithmetic
+// and slice assigns read-modify-write the touched rows under the owner's
+// exclusive lock (exact for integers). count_up_to is a compare-and-swap
+// loop. Concurrent updates from many tasks lose nothing. Validation is the
+// single-process API's and happens before anything is sent. A caching
+// device caches remote reads, refreshed only when the owner's version
+// counter moved. ref() of a remote variable is a snapshot, not a live view.
+//
+// Progress: the owner does not serve requests (passive-target RMA:
+// MPI_Win_lock / MPI_Win_unlock per operation). A ps task only has to stay
+// in the job: join() waits, polling MPI (which also gives transports that
+// need target progress a chance to run), until every task has called
+// join() or shutdown(). Requires MPI_THREAD_SERIALIZED or better; MPI calls
+// of one process are serialized by the Cluster.
+//
+// Errors of MPI calls surface as UnavailableError (AbortedError for a
+// failed collective) naming the task and rank.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "varstate/replica_device_setter.h"
+
+namespace varstate {
+
+namespace internal {
+struct ClusterAccess;  // distributed/cluster_internal.h
+}
+
+struct ClusterOptions {
+  // Jobs and tasks (the task count of the spec must equal the MPI world
+  // size: InvalidArgumentError otherwise). Addresses are informational.
+  std::optional<ClusterSpec> cluster_spec = std::nullopt;
+  // Without a spec: the first ps_tasks ranks form /job:ps, the rest
+  // /job:worker (0: every rank is a worker).
+  int ps_tasks = 0;
+};
+
+class Cluster {
+ public:
+  // Initializes MPI (MPI_Init_thread) unless the program already did, and
+  // maps this rank to a task. Only one Cluster may exist at a time
+  // (AlreadyExistsError). Collective: every rank constructs it.
+  explicit Cluster(ClusterOptions options = {});
+  // shutdown().
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  // The active cluster, or nullptr.
+  static Cluster* current();
+
+  int rank() const;
+  int size() const;
+  const std::string& job_name() const;
+  int task_index() const;
+  // "/job:worker/task:1"
+  std::string task_name() const;
+  // /job:worker/task:0, or rank 0 when there is no worker job.
+  bool is_chief() const;
+  // The jobs in rank order, and their task counts.
+  const std::vector<std::string>& jobs() const;
+  int num_tasks(const std::string& job) const;
+  // NotFoundError naming the task when the cluster has none such.
+  int rank_of(const std::string& job, int task) const;
+  std::string task_name_of_rank(int rank) const;
+  const ClusterSpec& cluster_spec() const;
+
+  // Blocks until every task calls barrier() (AbortedError on failure).
+  void barrier();
+  // Waits (polling MPI, yielding the CPU) until every task has called
+  // join() or shutdown(): what a ps task does after building the graph.
+  void join();
+  // join(), then frees every remote variable's window (collective) and
+  // finalizes MPI if the Cluster initialized it. Remote variables used
+  // afterwards raise UnavailableError. Idempotent.
+  void shutdown();
+
+ private:
+  friend struct internal::ClusterAccess;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace varstate

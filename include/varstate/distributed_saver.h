@@ -1,0 +1,87 @@
+// DistributedSaver: checkpoints of a Cluster's variables, written by every
+// task in parallel (varstate/cluster.h).
+//
+//   DistributedSaver saver(cluster);                 // the graph's global variables
+//   saver.save("/shared/ckpt/model", step);          // every task calls it
+//   saver.restore(*latest_checkpoint("/shared/ckpt"));
+//
+// save() is collective. Each task writes the variables it holds (those
+// placed on it; the variables local to every process are written by rank
+// 0) into its own V2 bundle shard, in parallel, under a temporary prefix.
+// When every task has succeeded, rank 0 merges the shards' indexes into the
+// checkpoint ("<prefix>.index" + ".data-0000k-of-0000n", TensorFlow's V2
+// format, readable by Saver and TensorFlow), then writes the directory's
+// "checkpoint" state file, then deletes checkpoints beyond max_to_keep:
+// the single-process Saver's crash-safety contract. Rank 0 also writes the
+// meta graph "<prefix>.meta" before the state file (export_meta_graph of its
+// graph with this saver's save node: every variable, its collections and
+// their update Ops), so import_meta_graph recreates the model and a saver
+// for this checkpoint in a fresh program. A task that fails or
+// dies mid-save leaves no index for the new checkpoint and the state file
+// naming the previous one. The directory must be on a file system every
+// task sees (one machine, or a shared mount).
+//
+// restore() is collective: every task restores the variables it holds
+// (and each process its local variables) from the checkpoint through
+// Saver's restore (checked first, then assigned), so a checkpoint written
+// by N tasks restores into M tasks, into a different partitioning, and into
+// a single process with a plain Saver. Partitioned variables are stored as
+// slices of one full tensor, as Saver stores them.
+//
+// A save on rank 0 first removes what interrupted saves of the same path
+// left in the directory (temporary folders, as Saver does).
+//
+// Errors: a failure on any task raises AbortedError on every task naming
+// the failing task(s) (the failing task itself raises its own error). A
+// restore that fails on one task may have restored the others.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "varstate/cluster.h"
+#include "varstate/saver.h"
+#include "varstate/variable.h"
+
+namespace varstate {
+
+class FileSystem;
+
+struct DistributedSaverOptions {
+  // Default: the graph's global variables (at construction).
+  std::optional<std::vector<Variable>> var_list = std::nullopt;
+  // Recent checkpoints kept (0 keeps all).
+  int max_to_keep = 5;
+  // Rank 0 writes "<prefix>.<meta_graph_suffix>" with every save.
+  bool write_meta_graph = true;
+  std::string meta_graph_suffix = "meta";
+  Graph* graph = nullptr;             // default: the thread's default graph
+  FileSystem* file_system = nullptr;  // default: default_file_system()
+};
+
+class DistributedSaver {
+ public:
+  // Same variables, in the same order, on every task.
+  explicit DistributedSaver(Cluster& cluster, DistributedSaverOptions options = {});
+  ~DistributedSaver();
+  DistributedSaver(const DistributedSaver&) = delete;
+  DistributedSaver& operator=(const DistributedSaver&) = delete;
+
+  // Collective. Saves to save_path (+ "-<global_step>") and returns that
+  // prefix on every task.
+  std::string save(const std::string& save_path, std::optional<int64_t> global_step = std::nullopt,
+                   const std::string& latest_filename = "");
+  // Collective. Restores every variable from the checkpoint `save_path`.
+  void restore(const std::string& save_path);
+  // Checkpoints this saver recorded, oldest first (rank 0's list).
+  std::vector<std::string> last_checkpoints() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace varstate

@@ -1,0 +1,261 @@
+// Saver: saves variables to checkpoints and restores them (tf.train.Saver).
+//
+// A Saver is built over a list of variables (keyed by their op names) or a
+// map from checkpoint keys to variables. save() writes a TensorFlow V2
+// tensor bundle ("my-model-1000.index" + ".data-*"; or with write_version V1
+// a V1 table file, checkpoint/v1_writer.h), optionally a meta graph
+// ("my-model-1000.meta"), and records the checkpoint in the directory's
+// "checkpoint" state file; restore() reads any V2 or V1 checkpoint back.
+//
+//   Saver saver({.var_list = std::vector<Variable>{v1, v2}, .max_to_keep = 3});
+//   Session sess;
+//   sess.run(global_variables_initializer());
+//   for (int64_t step = 0; step < 1000000; ++step) {
+//     train_step();
+//     if (step % 1000 == 0) saver.save(sess, "ckpt/my-model", {.global_step = step});
+//   }
+//   ...
+//   saver.restore(sess, *latest_checkpoint("ckpt"));
+//
+// Partitioned variables (those with save_slice_info()) are saved as slices
+// of one full tensor and restore from any partitioning, into an
+// unpartitioned variable and vice versa. With `sharded`, each device's
+// variables go to their own data shard, written in parallel by one thread
+// per device; GPU variables are copied out through two pinned staging
+// buffers per device whose device-to-host copies overlap the file writes,
+// so host memory stays bounded whatever the model size.
+//
+// Crash safety: every file is written under a temporary name, synced and
+// renamed; the state file changes only after the checkpoint and its meta
+// graph are durable, and old checkpoints are deleted only after that. An
+// interrupted save leaves latest_checkpoint() naming the previous
+// checkpoint. (Saving twice to the same prefix replaces the data before the
+// index; give each save its own global_step to keep the previous one intact.)
+// Each save first removes what crashed saves of its save_path left in the
+// directory (temporary folders and files, data shards of a checkpoint whose
+// deletion was cut short after its index) unless a save in flight in this
+// process owns them; old checkpoints are deleted index first. Checksums are
+// computed over a copy of each chunk, the bytes written, so a save that
+// succeeds restores even while other threads update a variable without its
+// lock (its values may then be torn).
+//
+// Restore is all-or-nothing: the whole checkpoint is checked against the
+// variables first (keys, dtypes, shapes, slice coverage), then every tensor
+// is read (checksums verified) into fresh buffers on its variable's device,
+// and only then are the variables assigned. A restore that throws has
+// changed no variable.
+//
+// Asynchronous save ({.async = true}) returns once each variable has been
+// copied on its own device (under its update lock), and writes in a
+// background thread; the returned SaveHandle waits for it. A later save or
+// restore through the same Saver first waits for the pending one.
+//
+// Thread safety: a Saver may be used from several threads; its saves and
+// restores are serialized.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "varstate/graph.h"
+#include "varstate/session.h"
+#include "varstate/variable.h"
+
+namespace varstate {
+
+class FileSystem;
+struct MetaGraphDef;
+
+// TensorFlow's SaverDef.CheckpointFormatVersion.
+enum class CheckpointFormatVersion {
+  kLegacy = 0,
+  kV1 = 1,
+  kV2 = 2
+};
+
+// TensorFlow's SaverDef (saver.proto) as a plain struct; serialize() and
+// parse() use the protobuf wire format with TensorFlow's field numbers.
+struct SaverDef {
+  std::string filename_tensor_name;  // "save/Const:0"
+  std::string save_tensor_name;      // "save/control_dependency:0" or, sharded, "save/Identity:0"
+  std::string restore_op_name;       // "save/restore_all"
+  int32_t max_to_keep = 5;
+  bool sharded = false;
+  float keep_checkpoint_every_n_hours = 10000.0f;
+  CheckpointFormatVersion version = CheckpointFormatVersion::kV2;
+
+  std::string serialize() const;
+  // Throws InvalidArgumentError when `bytes` is not a SaverDef.
+  static SaverDef parse(const std::string& bytes);
+  bool operator==(const SaverDef&) const = default;
+};
+
+// The variables of a Saver: a list (keyed by op name, or by the full name of
+// a partition's variable) or a map from checkpoint keys to variables.
+using VarList = std::variant<std::vector<Variable>, std::map<std::string, Variable>>;
+
+struct SaverOptions {
+  // Default: the graph's global variables (at build time).
+  std::optional<VarList> var_list;
+  // Allow restoring into a variable whose shape differs from the saved one
+  // but has as many elements.
+  bool reshape = false;
+  // One data shard per device (by Variable::placement()), written in parallel.
+  bool sharded = false;
+  // Number of recent checkpoints kept; 0 keeps all (and the state file
+  // lists only the newest).
+  int max_to_keep = 5;
+  // Additionally keep one checkpoint per this many hours.
+  double keep_checkpoint_every_n_hours = 10000.0;
+  // Name scope of the saver's ops; default "save" (made unique in the graph).
+  std::string name;
+  // Restore one variable at a time within each device, bounding extra memory
+  // to the largest variable (the checkpoint is then read twice: checked,
+  // then assigned, to stay all-or-nothing).
+  bool restore_sequentially = false;
+  // Recreate a saver from a SaverDef (as_saver_def()); its max_to_keep,
+  // sharded, keep_checkpoint_every_n_hours, version and name take precedence.
+  std::optional<SaverDef> saver_def;
+  // Resolve the variables only in build(); save/restore before that throw.
+  bool defer_build = false;
+  // Without variables, construct a no-op saver instead of raising.
+  bool allow_empty = false;
+  // V2 (tensor bundle) or V1: one SavedTensorSlices table file at the
+  // checkpoint path, or with `sharded` one per device whose pattern
+  // ("model-?????-of-00002") is the recorded path; V1 has no bfloat16, uint32
+  // or uint64 (save() raises UnimplementedError before writing). LEGACY is
+  // rejected. Every format restores.
+  CheckpointFormatVersion write_version = CheckpointFormatVersion::kV2;
+
+  // --- beyond TensorFlow ------------------------------------------------------
+  Graph* graph = nullptr;             // default: the thread's default graph
+  FileSystem* file_system = nullptr;  // default: default_file_system()
+  // Bytes of each of the two pinned staging buffers per device for GPU
+  // transfers.
+  size_t staging_buffer_bytes = size_t{64} << 20;
+  // Seconds since the Unix epoch, for checkpoint timestamps (tests inject one).
+  std::function<double()> clock;
+};
+
+// A global step: an integer or a scalar int32/int64 Variable.
+using GlobalStep = std::variant<int64_t, Variable>;
+
+struct SaveOptions {
+  // Appended to the path: "my-model" -> "my-model-1000".
+  std::optional<GlobalStep> global_step;
+  // State file name in the checkpoint's directory; default "checkpoint".
+  std::string latest_filename;
+  std::string meta_graph_suffix = "meta";
+  bool write_meta_graph = true;
+  // Return after the snapshot; write in the background (SaveHandle::wait).
+  bool async = false;
+};
+
+// The outcome of a save. Handles are cheap to copy and share one state.
+class SaveHandle {
+ public:
+  SaveHandle();
+  // The checkpoint prefix this save writes (known at once); nullopt for an
+  // empty saver.
+  const std::optional<std::string>& path() const;
+  // Blocks until the save has finished and returns path(); rethrows the
+  // save's exception if it failed (every time it is called).
+  const std::optional<std::string>& wait() const;
+  // True once the save has finished (successfully or not); always true for
+  // a synchronous save's handle.
+  bool done() const;
+
+  struct State;  // shared with the background writer
+
+ private:
+  friend class Saver;
+  explicit SaveHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
+class Saver {
+ public:
+  // Builds the saver unless options.defer_build. Throws ValueError for a
+  // duplicate key or variable (a variable twice, two variables with the same
+  // name, the same slice of a partitioned tensor twice, slices mixed with a
+  // whole tensor under one key), ValueError for no variables unless
+  // allow_empty, InvalidArgumentError for write_version LEGACY.
+  explicit Saver(SaverOptions options = {});
+  ~Saver();  // waits for a pending asynchronous save
+  Saver(Saver&&) noexcept;
+  Saver& operator=(Saver&&) noexcept;
+
+  // Resolves the variables and the SaverDef (once; later calls do nothing).
+  // Throws as the constructor.
+  void build();
+
+  // Saves the variables (which must be initialized: FailedPreconditionError
+  // otherwise) to `save_path` + "-<global_step>" and returns the handle; its
+  // path() is that prefix, or nullopt for an empty saver. Writes the meta
+  // graph "<prefix>.<meta_graph_suffix>" unless !write_meta_graph, then the
+  // state file, then deletes checkpoints beyond max_to_keep. Throws
+  // ValueError when latest_filename has a '/' or names save_path itself,
+  // FailedPreconditionError when not built, and the file layer's errors
+  // (synchronously, or from SaveHandle::wait() for an async save).
+  SaveHandle save(const Session& sess, const std::string& save_path,
+                  const SaveOptions& options = {});
+
+  // Restores every variable from the checkpoint `save_path` (V2 prefix or V1
+  // file/pattern). Throws ValueError when nothing is at save_path;
+  // NotFoundError naming key and checkpoint for a missing key or a
+  // partitioned tensor whose saved slices do not cover a variable;
+  // InvalidArgumentError naming the variable for a dtype mismatch or (unless
+  // reshape) a shape mismatch; DataLossError naming file and tensor for
+  // corrupt data. On any error no variable has changed.
+  void restore(const Session& sess, const std::string& save_path);
+
+  // Not-yet-deleted checkpoints this saver wrote, oldest first.
+  std::vector<std::string> last_checkpoints() const;
+  // Replaces that list; the paths get an infinite timestamp (deprecated in
+  // TensorFlow: prefer set_last_checkpoints_with_time).
+  void set_last_checkpoints(const std::vector<std::string>& last_checkpoints);
+  // Replaces that list with (path, Unix-seconds timestamp) pairs.
+  void set_last_checkpoints_with_time(
+      const std::vector<std::pair<std::string, double>>& last_checkpoints_with_time);
+  // After a crash: keeps those of `checkpoint_paths` whose files exist, with
+  // their modification times as timestamps.
+  void recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths);
+
+  SaverDef as_saver_def() const;
+  SaverDef to_proto() const { return as_saver_def(); }
+  // A saver over the graph's global variables configured by `saver_def`.
+  static Saver from_proto(const SaverDef& saver_def, Graph* graph = nullptr);
+
+  // Builds the meta graph of this saver's graph (variables, the collections
+  // in collection_list or all when nullopt, this saver's SaverDef and save
+  // node) and writes it to `filename` when not empty (text format when
+  // as_text). Throws the file layer's errors.
+  MetaGraphDef export_meta_graph(
+      const std::string& filename = "",
+      const std::optional<std::vector<std::string>>& collection_list = std::nullopt,
+      bool as_text = false) const;
+
+  // What is saved: checkpoint key, variable, and for a partition its slice.
+  struct Item {
+    std::string key;
+    Variable variable;
+    std::optional<SaveSliceInfo> slice;
+  };
+  // The saver's items (empty before build()), sorted by key.
+  std::vector<Item> items() const;
+  bool is_built() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace varstate

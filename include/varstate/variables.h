@@ -1,0 +1,50 @@
+// Variable helper functions (TensorFlow's "Variable helper functions"):
+// collection accessors and the initialization lifecycle, on the thread's
+// default graph.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "varstate/graph.h"
+#include "varstate/session.h"
+#include "varstate/variable.h"
+
+namespace varstate {
+
+// Adds `item` to the default graph's collection `key` (tf.add_to_collection).
+void add_to_collection(const std::string& key, std::any item);
+// The default graph's collection `key` (tf.get_collection); with `scope`,
+// only variables whose name matches it at the start.
+std::vector<std::any> get_collection(const std::string& key);
+std::vector<Variable> get_collection_variables(const std::string& key, std::string_view scope = {});
+
+std::vector<Variable> global_variables();
+std::vector<Variable> all_variables();  // = global_variables()
+std::vector<Variable> trainable_variables();
+std::vector<Variable> local_variables();
+std::vector<Variable> model_variables();
+std::vector<Variable> moving_average_variables();
+
+// An Op that runs the initializers of `var_list` (in list order; an
+// initial value built from another variable's initialized_value() was
+// already computed from that variable's initial value, so the order does not
+// change the result). An empty list gives a runnable no-op.
+Op initialize_variables(const std::vector<Variable>& var_list, const std::string& name = "init");
+Op variables_initializer(const std::vector<Variable>& var_list, const std::string& name = "init");
+Op global_variables_initializer();
+Op initialize_all_variables();  // = global_variables_initializer()
+Op local_variables_initializer();
+Op initialize_local_variables();  // = local_variables_initializer()
+
+bool is_variable_initialized(const Variable& variable);
+// A 1-D string tensor with the names (op names) of the uninitialized
+// variables of var_list (default: global + local variables).
+Tensor report_uninitialized_variables(const std::vector<Variable>& var_list);
+Tensor report_uninitialized_variables();
+// An Op that, when run, raises FailedPreconditionError naming the
+// uninitialized variables of var_list (default: global + local variables).
+Op assert_variables_initialized(const std::vector<Variable>& var_list);
+Op assert_variables_initialized();
+
+}  // namespace varstate

@@ -1,0 +1,200 @@
+#include "kernels/cpu/elementwise.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "kernels/cpu/eigen_internal.h"
+#include "kernels/elementwise_functors.h"
+#include "varstate/error.h"
+
+namespace varstate::kernels::cpu {
+namespace {
+
+// 16-bit floats compute in float; everything else in its own type.
+template <typename T>
+struct ComputeTypeOf {
+  using type = T;
+};
+template <>
+struct ComputeTypeOf<half> {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<bfloat16> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename ComputeTypeOf<T>::type;
+
+template <typename T>
+compute_t<T> load(const T& v) {
+  if constexpr (kIsHalfLike<T>) {
+    return static_cast<float>(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T, typename C>
+T store(const C& v) {
+  if constexpr (kIsHalfLike<T>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Runs body(first, last) over [0, n): inline when small, else in blocks
+// over the Eigen thread pool.
+template <typename Body>
+void parallel_for(int64_t n, int64_t bytes_per_element, const Body& body) {
+  if (n * bytes_per_element < kParallelBytesThreshold) {
+    body(int64_t{0}, n);
+    return;
+  }
+  eigen_device().parallelFor(n, Eigen::TensorOpCost(static_cast<double>(bytes_per_element), 0, 1),
+                             [&](Eigen::Index first, Eigen::Index last) { body(first, last); });
+}
+
+// Output elements [first, last) of a broadcast: walks the innermost
+// dimension with constant strides and carries into the outer ones.
+template <typename T, typename Out, typename F>
+void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, int64_t first,
+                     int64_t last, const F& f, int* err) {
+  const int r = g.rank;
+  int64_t idx[BinaryGeometry::kMaxDims];
+  int64_t oa = 0, ob = 0, rem = first;
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rem % g.dims[d];
+    rem /= g.dims[d];
+    oa += idx[d] * g.a_strides[d];
+    ob += idx[d] * g.b_strides[d];
+  }
+  const int64_t inner = g.dims[r - 1], sa = g.a_strides[r - 1], sb = g.b_strides[r - 1];
+  int64_t i = first;
+  while (i < last) {
+    const int64_t row_end = std::min(last, i + (inner - idx[r - 1]));
+    for (; i < row_end; ++i, oa += sa, ob += sb)
+      out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
+    if (i == last) break;
+    oa -= inner * sa;
+    ob -= inner * sb;
+    idx[r - 1] = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      oa += g.a_strides[d];
+      ob += g.b_strides[d];
+      if (++idx[d] < g.dims[d]) break;
+      oa -= g.dims[d] * g.a_strides[d];
+      ob -= g.dims[d] * g.b_strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename T, typename Out, typename F>
+int run_binary(const T* a, const T* b, Out* out, const BinaryGeometry& g, const F& f) {
+  std::atomic<int> status{kKernelOk};
+  parallel_for(g.n, 2 * sizeof(T) + sizeof(Out), [&](int64_t first, int64_t last) {
+    int err = kKernelOk;
+    switch (g.layout) {
+      case BinaryGeometry::kSame:
+        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(a[i]), load(b[i]), &err));
+        break;
+      case BinaryGeometry::kScalarA: {
+        const auto sa = load(a[0]);
+        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(sa, load(b[i]), &err));
+        break;
+      }
+      case BinaryGeometry::kScalarB: {
+        const auto sb = load(b[0]);
+        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(a[i]), sb, &err));
+        break;
+      }
+      case BinaryGeometry::kScalarBoth: {
+        const Out v = store<Out>(f(load(a[0]), load(b[0]), &err));
+        std::fill(out + first, out + last, v);
+        break;
+      }
+      case BinaryGeometry::kBroadcast:
+        broadcast_range(a, b, out, g, first, last, f, &err);
+        break;
+    }
+    if (err != kKernelOk) status.store(err, std::memory_order_relaxed);
+  });
+  return status.load();
+}
+
+template <typename T, typename Out, typename F>
+void run_unary(const T* in, Out* out, int64_t n, const F& f) {
+  parallel_for(n, sizeof(T) + sizeof(Out), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(in[i])));
+  });
+}
+
+[[noreturn]] void not_instantiated(const char* what) {
+  throw InternalError(std::string("CPU ") + what + " kernel called for an unsupported dtype");
+}
+
+}  // namespace
+
+template <typename T>
+int arithmetic(BinaryOp op, const T* a, const T* b, T* out, const BinaryGeometry& g) {
+  return with_binary_functor(op, [&](auto fn, auto op_constant) -> int {
+    constexpr BinaryOp kOp = decltype(op_constant)::value;
+    if constexpr (binary_op_supports<T>(kOp) && !binary_op_is_predicate(kOp)) {
+      return run_binary(a, b, out, g, fn);
+    } else {
+      not_instantiated("arithmetic");
+    }
+  });
+}
+
+template <typename T>
+void predicate(BinaryOp op, const T* a, const T* b, bool* out, const BinaryGeometry& g) {
+  with_binary_functor(op, [&](auto fn, auto op_constant) -> int {
+    constexpr BinaryOp kOp = decltype(op_constant)::value;
+    if constexpr (binary_op_supports<T>(kOp) && binary_op_is_predicate(kOp)) {
+      return run_binary(a, b, out, g, fn);
+    } else {
+      not_instantiated("predicate");
+    }
+  });
+}
+
+template <typename T>
+void unary(UnaryOp op, const T* in, T* out, int64_t n) {
+  switch (op) {
+    case UnaryOp::kNegative:
+      if constexpr (unary_op_supports<T>(UnaryOp::kNegative))
+        return run_unary(in, out, n, NegativeFn{});
+      break;
+    case UnaryOp::kAbs:
+      if constexpr (unary_op_supports<T>(UnaryOp::kAbs) && !kIsComplex<T>)
+        return run_unary(in, out, n, AbsFn{});
+      break;
+    case UnaryOp::kInvert:
+      if constexpr (unary_op_supports<T>(UnaryOp::kInvert))
+        return run_unary(in, out, n, InvertFn{});
+      break;
+  }
+  not_instantiated("unary");
+}
+
+template <typename T, typename R>
+void complex_abs(const T* in, R* out, int64_t n) {
+  run_unary(in, out, n, AbsFn{});
+}
+
+#define VARSTATE_INSTANTIATE(E, T)                                                        \
+  template int arithmetic<T>(BinaryOp, const T*, const T*, T*, const BinaryGeometry&);    \
+  template void predicate<T>(BinaryOp, const T*, const T*, bool*, const BinaryGeometry&); \
+  template void unary<T>(UnaryOp, const T*, T*, int64_t);
+VARSTATE_FOR_EACH_NUMERIC_STORAGE_TYPE(VARSTATE_INSTANTIATE)
+#undef VARSTATE_INSTANTIATE
+template void predicate<bool>(BinaryOp, const bool*, const bool*, bool*, const BinaryGeometry&);
+template void unary<bool>(UnaryOp, const bool*, bool*, int64_t);
+template void complex_abs<complex64, float>(const complex64*, float*, int64_t);
+template void complex_abs<complex128, double>(const complex128*, double*, int64_t);
+
+}  // namespace varstate::kernels::cpu

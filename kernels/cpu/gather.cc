@@ -1,0 +1,60 @@
+#include "kernels/cpu/gather.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/eigen_internal.h"
+
+namespace varstate::kernels::cpu {
+namespace {
+
+// copy(first, last) over [0, n), on several threads above the threshold.
+template <typename Copy>
+void for_rows(int64_t n, int64_t row_bytes, const Copy& copy) {
+  if (n * row_bytes < kParallelBytesThreshold || eigen_device().numThreads() <= 1) {
+    copy(0, n);
+    return;
+  }
+  eigen_device().parallelFor(n, Eigen::TensorOpCost(2.0 * row_bytes, 2.0 * row_bytes, 0),
+                             [&](Eigen::Index first, Eigen::Index last) { copy(first, last); });
+}
+
+}  // namespace
+
+template <typename Index>
+void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out) {
+  if (n == 0 || row_bytes == 0) return;
+  const char* src = static_cast<const char*>(table);
+  char* dst = static_cast<char*>(out);
+  auto copy = [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      std::memcpy(dst + i * row_bytes, src + static_cast<int64_t>(indices[i]) * row_bytes,
+                  row_bytes);
+    }
+  };
+  for_rows(n, row_bytes, copy);
+}
+
+template <typename Index>
+void gather_rows_parts(const void* const* parts, const int64_t* part_begin, int num_parts,
+                       int64_t row_bytes, const Index* indices, int64_t n, void* out) {
+  if (n == 0 || row_bytes == 0) return;
+  char* dst = static_cast<char*>(out);
+  const int64_t* bounds = part_begin + 1;
+  auto copy = [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t r = static_cast<int64_t>(indices[i]);
+      const int k = static_cast<int>(std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds);
+      std::memcpy(dst + i * row_bytes,
+                  static_cast<const char*>(parts[k]) + (r - part_begin[k]) * row_bytes, row_bytes);
+    }
+  };
+  for_rows(n, row_bytes, copy);
+}
+
+template void gather_rows<int32_t>(const void*, int64_t, const int32_t*, int64_t, void*);
+template void gather_rows<int64_t>(const void*, int64_t, const int64_t*, int64_t, void*);
+template void gather_rows_parts<int64_t>(const void* const*, const int64_t*, int, int64_t,
+                                         const int64_t*, int64_t, void*);
+
+}  // namespace varstate::kernels::cpu

@@ -1,0 +1,13 @@
+// Arithmetic kernels for the integer dtypes.
+#include "kernels/cuda/elementwise.cuh"
+
+namespace varstate::kernels::cuda {
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kInt8, int8_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kInt16, int16_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kInt32, int32_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kInt64, int64_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kUInt8, uint8_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kUInt16, uint16_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kUInt32, uint32_t)
+VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(kUInt64, uint64_t)
+}  // namespace varstate::kernels::cuda

@@ -1,0 +1,22 @@
+// CUDA row gather, the twin of kernels/cpu/gather.h: copies rows of a table,
+// picked by index, into a dense output. Rows are opaque bytes; the widest
+// word (16, 8, 4, 2 or 1 bytes) that divides the row size and both pointers'
+// alignment is used.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common.h"
+
+namespace varstate::kernels::cuda {
+
+// Enqueues out[i, :] = table[indices[i], :] for i in [0, n), each row
+// `row_bytes` bytes; all pointers are device memory of the stream's device.
+// Precondition (runtime/ checks it): every index is a valid row. No host
+// synchronization. Defined for Index in {int32_t, int64_t}. Throws
+// InternalError if the launch fails.
+template <typename Index>
+void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
+                 cudaStream_t stream);
+
+}  // namespace varstate::kernels::cuda

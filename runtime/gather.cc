@@ -1,0 +1,185 @@
+#include "varstate/gather.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cpu/gather.h"
+#include "runtime/gather_internal.h"
+#include "varstate/device.h"
+#include "varstate/device_spec.h"
+#include "varstate/error.h"
+#include "varstate/placement.h"
+#include "varstate/slice.h"
+#ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/gather.h"
+#endif
+
+namespace varstate {
+namespace internal {
+
+std::vector<int64_t> host_indices(const Tensor& t) {
+  if (t.dtype() == DType::kInt32) {
+    std::vector<int32_t> v = t.to_vector<int32_t>();
+    return std::vector<int64_t>(v.begin(), v.end());
+  }
+  return t.to_vector<int64_t>();
+}
+
+Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) {
+  TensorShape shape =
+      TensorShape({static_cast<int64_t>(positions.size())}).concatenate(values.shape().tail(1));
+  Device& device = values.device();
+  Tensor out(values.dtype(), shape, device);
+  const int64_t rows = values.shape().dim(0);
+  const int64_t row_elems = rows == 0 ? 0 : values.num_elements() / rows;
+  if (positions.empty() || row_elems == 0) return out;
+  if (values.dtype() == DType::kString) {
+    const auto* src = static_cast<const std::string*>(values.raw_data());
+    auto* dst = static_cast<std::string*>(out.raw_data());
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::copy_n(src + positions[i] * row_elems, row_elems,
+                  dst + static_cast<int64_t>(i) * row_elems);
+    }
+    return out;
+  }
+  const int64_t row_bytes = row_elems * static_cast<int64_t>(dtype_size(values.dtype()));
+  if (device.is_cpu()) {
+    kernels::cpu::gather_rows<int64_t>(values.raw_data(), row_bytes, positions.data(),
+                                       static_cast<int64_t>(positions.size()), out.raw_data());
+    return out;
+  }
+#ifdef VARSTATE_HAVE_CUDA
+  Tensor dev_pos = Tensor::from_vector<int64_t>(positions).to(device);
+  DeviceGuard guard(device);
+  kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
+                                      static_cast<const int64_t*>(dev_pos.raw_data()),
+                                      dev_pos.num_elements(), out.raw_data(), device.stream());
+#endif
+  return out;
+}
+
+}  // namespace internal
+
+namespace {
+
+std::string op_label(const GatherOptions& options) {
+  return options.name.empty() ? std::string("gather") : options.name;
+}
+
+// The indices as host int64 values, each checked against [0, rows).
+std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows, const std::string& who) {
+  if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64) {
+    throw TypeError(who + ": indices must be int32 or int64, got " +
+                    std::string(dtype_name(indices.dtype())));
+  }
+  std::vector<int64_t> idx = internal::host_indices(indices);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (idx[i] < 0 || idx[i] >= rows) {
+      throw InvalidArgumentError(who + ": indices[" + std::to_string(i) +
+                                 "] = " + std::to_string(idx[i]) + " is not in [0, " +
+                                 std::to_string(rows) + ")");
+    }
+  }
+  return idx;
+}
+
+void check_params_rank(const TensorShape& shape, const std::string& who) {
+  if (shape.rank() < 1) {
+    throw InvalidArgumentError(who + ": params must be at least 1-D, got shape " +
+                               shape.to_string());
+  }
+}
+
+// positions' rows of `params`, shaped indices.shape + params.shape[1:].
+Tensor gather_checked(const Tensor& params, const TensorShape& index_shape,
+                      const std::vector<int64_t>& positions) {
+  return internal::gather_rows(params, positions)
+      .reshaped(index_shape.concatenate(params.shape().tail(1)));
+}
+
+}  // namespace
+
+Tensor gather(const Tensor& params, const Tensor& indices, const GatherOptions& options) {
+  const std::string who = op_label(options);
+  check_params_rank(params.shape(), who);
+  return gather_checked(params, indices.shape(),
+                        checked_indices(indices, params.shape().dim(0), who));
+}
+
+Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions& options) {
+  const std::string who = op_label(options) + " on " + quoted(params.op_name());
+  check_params_rank(params.shape(), who);
+  const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  return gather_checked(params.value(), indices.shape(), idx);
+}
+
+Tensor gather(const PartitionedVariable& params, const Tensor& indices,
+              const GatherOptions& options) {
+  const std::string who = op_label(options) + " on " + quoted(params.name());
+  check_params_rank(params.shape(), who);
+  Device& target = options.device
+                       ? resolve_device(DeviceSpec::parse(*options.device), params.dtype(), who)
+                       : place({params.name() + "/Gather", "GatherV2"}, params.dtype());
+  const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  const std::vector<Variable>& parts = params.variables();
+  for (const Variable& part : parts) {
+    if (!part.is_initialized()) {
+      throw FailedPreconditionError("Attempting to use uninitialized value " + part.op_name());
+    }
+  }
+  if (params.axis() != 0) {
+    // Rows cut across every part: read the whole table on the target device.
+    return gather_checked(params.as_tensor(target), indices.shape(), idx);
+  }
+  const std::vector<int64_t>& offsets = params.offsets();
+  const size_t num_parts = parts.size();
+  const TensorShape row_shape = params.shape().tail(1);
+  const int64_t n = static_cast<int64_t>(idx.size());
+  const bool all_on_cpu = std::all_of(parts.begin(), parts.end(),
+                                      [](const Variable& v) { return v.device().is_cpu(); });
+  if (target.is_cpu() && all_on_cpu && params.dtype() != DType::kString) {
+    // Rows copied straight from the parts' buffers.
+    std::vector<Tensor> values;
+    std::vector<const void*> bases;
+    for (const Variable& part : parts) {
+      values.push_back(part.value());
+      bases.push_back(values.back().raw_data());
+    }
+    Tensor out(params.dtype(), indices.shape().concatenate(row_shape), target);
+    const int64_t row_bytes =
+        row_shape.num_elements() * static_cast<int64_t>(dtype_size(params.dtype()));
+    kernels::cpu::gather_rows_parts<int64_t>(bases.data(), offsets.data(),
+                                             static_cast<int>(num_parts), row_bytes, idx.data(), n,
+                                             out.raw_data());
+    return out;
+  }
+  // Route each index to the part holding its row; each part gathers its own
+  // rows on its device, and only those rows travel to the target.
+  std::vector<std::vector<int64_t>> local(num_parts), positions(num_parts);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const size_t k = static_cast<size_t>(
+        std::upper_bound(offsets.begin() + 1, offsets.begin() + static_cast<long>(num_parts),
+                         idx[i]) -
+        (offsets.begin() + 1));
+    local[k].push_back(idx[i] - offsets[k]);
+    positions[k].push_back(static_cast<int64_t>(i));
+  }
+  // The parts' rows one after another (part order) on the target, then put
+  // back in index order by one more gather.
+  Tensor by_part(params.dtype(), TensorShape({n}).concatenate(row_shape), target);
+  std::vector<int64_t> order(idx.size());
+  int64_t next = 0;
+  for (size_t k = 0; k < num_parts; ++k) {
+    if (local[k].empty()) continue;
+    Tensor rows = internal::gather_rows(parts[k].value(), local[k]);
+    if (&rows.device() != &target) rows = rows.to(target);
+    const int64_t m = static_cast<int64_t>(local[k].size());
+    if (m == n) return rows.reshaped(indices.shape().concatenate(row_shape));  // one part
+    strided_slice_assign(by_part, {Slice::range(next, next + m)}, rows, params.name());
+    for (int64_t j = 0; j < m; ++j) order[static_cast<size_t>(positions[k][j])] = next + j;
+    next += m;
+  }
+  return gather_checked(by_part, indices.shape(), order);
+}
+
+}  // namespace varstate

@@ -1,0 +1,19 @@
+// Runtime-internal helpers for ops that pick rows by position
+// (sparse_mask, PartitionedVariable's routing).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "varstate/tensor.h"
+
+namespace varstate::internal {
+
+// The elements of an int32/int64 tensor, on the host, as int64.
+std::vector<int64_t> host_indices(const Tensor& t);
+
+// Rows `positions` (host values, each in [0, values.shape()[0])) of
+// `values` (rank >= 1), gathered into a new tensor on values' device.
+Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions);
+
+}  // namespace varstate::internal

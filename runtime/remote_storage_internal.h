@@ -1,0 +1,77 @@
+// Runtime-internal hook for variables whose bytes live in another process
+// (the distributed module, varstate/cluster.h). When a Cluster
+// is active it installs a factory; Variable asks it, once at construction,
+// whether the variable's placement names a task of the cluster, and if so
+// every read and update of the variable goes through the returned
+// RemoteStorage instead of a local buffer. Without a factory (no MPI, or
+// no Cluster) nothing changes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/common.h"
+#include "varstate/dtype.h"
+#include "varstate/tensor.h"
+#include "varstate/tensor_shape.h"
+
+namespace varstate {
+class Variable;
+}
+
+namespace varstate::internal {
+
+// The value of one variable held by one task. Tensors passed in and
+// returned are on the host, of the variable's dtype; the caller has
+// validated shapes, indices and divisors (nothing here throws for bad
+// input). Errors of the transport are UnavailableError / AbortedError.
+class RemoteStorage {
+ public:
+  virtual ~RemoteStorage() = default;
+  // The owning task, e.g. "/job:ps/task:1".
+  virtual const std::string& task() const = 0;
+  virtual bool is_initialized() = 0;
+  // The current value; FailedPreconditionError when uninitialized. With
+  // `cached`, the last value read here is returned again when the owner's
+  // version has not changed since (one small read instead of the whole).
+  virtual Tensor read(bool cached) = 0;
+  // The owner's update counter (bumped by every update from any task).
+  virtual uint64_t version() = 0;
+  // Whole-value copies made by cached reads.
+  virtual uint64_t cache_copies() const = 0;
+  // Replaces the value (the variable's shape) and marks it initialized.
+  virtual void write(const Tensor& value) = 0;
+  // Adds `delta` (the variable's shape), or subtracts it with `negate`,
+  // element-wise atomically; returns the value this update produced.
+  virtual Tensor add(const Tensor& delta, bool negate) = 0;
+  // Applies `fn` to the value under the owner's exclusive lock (no other
+  // task reads or updates it meanwhile) and writes the result back.
+  virtual Tensor modify(const std::function<void(Tensor&)>& fn) = 0;
+  // ref[rows[p]] (op)= updates[p] (or the scalar `updates`), with the
+  // single-process scatter's semantics for duplicates.
+  virtual void scatter(kernels::ScatterOp op, const std::vector<int64_t>& rows,
+                       const Tensor& updates, bool updates_scalar) = 0;
+  // Atomically: the scalar before the increment; OutOfRangeError (naming
+  // `op_name`) when it has reached `limit`.
+  virtual int64_t count_up_to(int64_t limit, const std::string& op_name) = 0;
+};
+
+// (op name, placement, dtype, shape) -> storage, or nullptr for a variable
+// that stays in this process. Throws for a placement naming an unknown task.
+using RemoteStorageFactory = std::function<std::shared_ptr<RemoteStorage>(
+    const std::string& op_name, const std::string& placement, DType dtype,
+    const TensorShape& shape)>;
+
+// Installs (or, with nullptr, removes) the process's factory. Thread-safe.
+void set_remote_storage_factory(RemoteStorageFactory factory);
+std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
+                                                   const std::string& placement, DType dtype,
+                                                   const TensorShape& shape);
+
+// The variable's remote storage, or nullptr when its bytes are local.
+RemoteStorage* remote_storage(const Variable& v);
+
+}  // namespace varstate::internal

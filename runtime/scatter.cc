@@ -1,0 +1,503 @@
+#include "varstate/scatter.h"
+#include "runtime/scatter_check_internal.h"
+#include "runtime/scatter_internal.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/common.h"
+#include "kernels/cpu/scatter.h"
+#include "runtime/gather_internal.h"
+#include "runtime/remote_storage_internal.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/scatter.h"
+#endif
+#include "runtime/variable_internal.h"
+
+namespace varstate {
+namespace {
+
+using internal::bad_index_message;
+using internal::check_error;
+using internal::scatter_state;
+using internal::ScatterState;
+using internal::zero_divisor_message;
+using kernels::ScatterOp;
+
+// ---------------------------------------------------------------------------
+// Global defaults.
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  const std::string s(v);
+  return s == "1" || s == "true" || s == "TRUE" || s == "True" || s == "yes";
+}
+
+std::atomic<bool>& deterministic_default() {
+  static std::atomic<bool> flag{env_flag("VARSTATE_DETERMINISTIC_OPS") ||
+                                env_flag("TF_DETERMINISTIC_OPS")};
+  return flag;
+}
+
+std::atomic<bool>& synchronous_default() {
+  static std::atomic<bool> flag{env_flag("VARSTATE_SYNCHRONOUS_SCATTER_CHECKS")};
+  return flag;
+}
+
+// ---------------------------------------------------------------------------
+// Messages.
+
+const char* op_name(ScatterOp op) {
+  switch (op) {
+    case ScatterOp::kUpdate:
+      return "scatter_update";
+    case ScatterOp::kAdd:
+      return "scatter_add";
+    case ScatterOp::kSub:
+      return "scatter_sub";
+    case ScatterOp::kMul:
+      return "scatter_mul";
+    case ScatterOp::kDiv:
+      return "scatter_div";
+    case ScatterOp::kMin:
+      return "scatter_min";
+    case ScatterOp::kMax:
+      return "scatter_max";
+  }
+  return "scatter";
+}
+
+// scatter_add "name" on "emb"
+std::string subject(ScatterOp op, std::string_view name, std::string_view target) {
+  std::string s = op_name(op);
+  if (!name.empty()) s += " " + quoted(name);
+  if (!target.empty()) s += " on " + quoted(target);
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Validation.
+
+bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
+
+bool integer_division(ScatterOp op, DType dtype) {
+  return op == ScatterOp::kDiv && dtype_is_integer(dtype);
+}
+
+// Arguments checked and moved to the table's device.
+struct Prepared {
+  Tensor indices;
+  Tensor updates;
+  int64_t rows = 0;
+  int64_t row_width = 0;
+  int64_t n = 0;
+  bool updates_scalar = false;
+  // Checks already done on the host; the rest run on the device.
+  bool indices_checked = false;
+  bool divisors_checked = false;
+};
+
+// Position of the first zero among the n elements of `bytes`-sized
+// integers at p, or -1.
+int64_t first_zero(const void* p, int64_t n, size_t bytes) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  static const unsigned char kZero[8] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(c + i * bytes, kZero, bytes) == 0) return i;
+  }
+  return -1;
+}
+
+// Throws unless `op` applies to elements of `dtype`.
+void check_dtype(ScatterOp op, DType dtype, const std::string& who) {
+  if (dtype == DType::kString || (op != ScatterOp::kUpdate && !dtype_is_numeric(dtype))) {
+    throw TypeError(who + ": dtype " + std::string(dtype_name(dtype)) + " is not supported" +
+                    (op == ScatterOp::kUpdate ? "" : " (no arithmetic)"));
+  }
+  if ((op == ScatterOp::kMin || op == ScatterOp::kMax) && dtype_is_complex(dtype)) {
+    throw InvalidArgumentError(who + ": complex values (" + std::string(dtype_name(dtype)) +
+                               ") are not ordered");
+  }
+}
+
+// Validates a scatter into a table of `dtype` and `shape` on `device`
+// (a variable's, or a remote variable's with the CPU as device).
+Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
+                 const Tensor& indices, const Tensor& updates, const std::string& who) {
+  if (!indices.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
+  if (!updates.valid()) throw InvalidArgumentError(who + ": updates is an empty tensor handle");
+  check_dtype(op, dtype, who);
+  if (!is_index_dtype(indices.dtype())) {
+    throw TypeError(who + ": indices must be int32 or int64, got " +
+                    std::string(dtype_name(indices.dtype())));
+  }
+  if (shape.rank() < 1) {
+    throw InvalidArgumentError(who + ": cannot scatter into a scalar (shape " + shape.to_string() +
+                               ")");
+  }
+  Prepared p;
+  p.updates = convert_to_dtype(updates, dtype, who);
+  const TensorShape row_shape = shape.tail(1);
+  const TensorShape expected = indices.shape().concatenate(row_shape);
+  if (p.updates.shape() != expected && !p.updates.shape().is_scalar()) {
+    throw InvalidArgumentError(
+        who + ": updates shape " + p.updates.shape().to_string() +
+        " must equal indices.shape + ref.shape[1:] = " + expected.to_string() + " (indices shape " +
+        indices.shape().to_string() + ", ref shape " + shape.to_string() + ") or be a scalar");
+  }
+  p.rows = shape.dim(0);
+  p.row_width = row_shape.num_elements();
+  p.n = indices.num_elements();
+  p.updates_scalar = p.updates.num_elements() == 1 && expected.num_elements() != 1;
+  p.indices = indices;
+
+  if (indices.on_cpu() && p.n > 0) {
+    const int64_t bad = indices.dtype() == DType::kInt32
+                            ? kernels::cpu::validate_indices(indices.data<int32_t>(), p.n, p.rows)
+                            : kernels::cpu::validate_indices(indices.data<int64_t>(), p.n, p.rows);
+    if (bad >= 0) {
+      const int64_t value = indices.dtype() == DType::kInt32 ? indices.data<int32_t>()[bad]
+                                                             : indices.data<int64_t>()[bad];
+      throw InvalidArgumentError(bad_index_message(who, bad, indices.shape(), value, p.rows));
+    }
+    p.indices_checked = true;
+  }
+  if (integer_division(op, dtype) && p.updates.on_cpu()) {
+    const int64_t zero =
+        first_zero(p.updates.raw_data(), p.updates.num_elements(), dtype_size(dtype));
+    if (zero >= 0) {
+      throw InvalidArgumentError(zero_divisor_message(who, zero, p.updates.shape()));
+    }
+    p.divisors_checked = true;
+  }
+  if (&p.indices.device() != &device) p.indices = p.indices.to(device);
+  if (&p.updates.device() != &device) p.updates = p.updates.to(device);
+  return p;
+}
+
+Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
+                 const std::string& who) {
+  if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
+  return prepare(op, table.dtype(), table.shape(), table.device(), indices, updates, who);
+}
+
+#ifdef VARSTATE_HAVE_CUDA
+bool needs_device_check(ScatterOp op, DType dtype, const Prepared& p) {
+  return p.n > 0 && (!p.indices_checked || (integer_division(op, dtype) && !p.divisors_checked));
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// Kernel dispatch.
+
+// fn(T{}, Index{}) with T the kernel's element type: for kUpdate a plain
+// word of the element's size (a copy is a copy, whatever the dtype), else the
+// dtype's storage type.
+template <typename Fn>
+void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::string& who,
+                     Fn&& fn) {
+  auto with_index = [&](auto t) {
+    if (index_dtype == DType::kInt32) {
+      fn(t, int32_t{});
+    } else {
+      fn(t, int64_t{});
+    }
+  };
+  if (op != ScatterOp::kUpdate) {
+    dispatch_numeric(dtype, who, [&](auto t) {
+      with_index(t);
+      return 0;
+    });
+    return;
+  }
+  switch (dtype_size(dtype)) {
+    case 1:
+      return with_index(uint8_t{});
+    case 2:
+      return with_index(uint16_t{});
+    case 4:
+      return with_index(uint32_t{});
+    case 8:
+      return with_index(uint64_t{});
+    case 16:
+      return with_index(complex128{});
+    default:
+      throw_unsupported_dtype(dtype, who);
+  }
+}
+
+void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who) {
+  dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
+    using T = decltype(t);
+    using Index = decltype(i);
+    kernels::cpu::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+                                    static_cast<const Index*>(p.indices.raw_data()), p.n,
+                                    static_cast<const T*>(p.updates.raw_data()), p.updates_scalar,
+                                    /*deterministic=*/true);
+  });
+}
+
+#ifdef VARSTATE_HAVE_CUDA
+using kernels::cuda::IndexCheck;
+
+// Enqueues the checks still to do (into `check`, when given) and the scatter.
+void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool deterministic,
+                 IndexCheck* check, const std::string& who) {
+  Device& device = table.device();
+  cudaStream_t stream = device.stream();
+  DeviceGuard guard(device);
+  if (check != nullptr) {
+    kernels::cuda::reset_index_check(check, stream);
+    if (!p.indices_checked) {
+      if (p.indices.dtype() == DType::kInt32) {
+        kernels::cuda::validate_indices(static_cast<const int32_t*>(p.indices.raw_data()), p.n,
+                                        p.rows, check, stream);
+      } else {
+        kernels::cuda::validate_indices(static_cast<const int64_t*>(p.indices.raw_data()), p.n,
+                                        p.rows, check, stream);
+      }
+    }
+    if (integer_division(op, table.dtype()) && !p.divisors_checked) {
+      kernels::cuda::validate_nonzero(p.updates.raw_data(), p.updates.num_elements(),
+                                      static_cast<int>(dtype_size(table.dtype())), check, stream);
+    }
+  }
+  const kernels::cuda::ScratchAllocator scratch{
+      [&device](size_t bytes) { return device.allocate(bytes); },
+      [&device](void* ptr) { device.deallocate(ptr); }};
+  dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
+    using T = decltype(t);
+    using Index = decltype(i);
+    kernels::cuda::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+                                     static_cast<const Index*>(p.indices.raw_data()), p.n,
+                                     static_cast<const T*>(p.updates.raw_data()), p.updates_scalar,
+                                     deterministic, check, scratch, stream);
+  });
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// Entry points.
+
+bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback) {
+  return value.has_value() ? *value : fallback.load();
+}
+
+// A scatter into a variable held by another task: validated here exactly
+// as a local one (indices and divisors checked on the host, so nothing is
+// sent for a bad call), then one batched exchange with the owner.
+void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote,
+                    const Tensor& indices, const Tensor& updates, const UpdateOptions& options) {
+  const std::string who = subject(op, options.name, ref.op_name());
+  if (!remote.is_initialized()) {
+    throw FailedPreconditionError("Attempting to use uninitialized value " + ref.op_name());
+  }
+  Device& cpu = DeviceManager::instance().cpu();
+  Prepared p =
+      prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
+              updates.valid() ? updates.to_host() : updates, who);
+  if (p.n == 0 || p.row_width == 0) return;
+  remote.scatter(op, internal::host_indices(p.indices), p.updates, p.updates_scalar);
+}
+
+Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
+                        const UpdateOptions& options) {
+  if (internal::RemoteStorage* remote = internal::remote_storage(ref)) {
+    scatter_remote(op, ref, *remote, indices, updates, options);
+    return remote->read(/*cached=*/false);
+  }
+  const std::string who = subject(op, options.name, ref.op_name());
+  // ref() raises any finished deferred error of an earlier scatter, and
+  // FailedPreconditionError when uninitialized.
+  Tensor table = ref.ref();
+  Prepared p = prepare(op, table, indices, updates, who);
+  const bool deterministic = resolve(options.deterministic, deterministic_default());
+  const bool synchronous = resolve(options.synchronous, synchronous_default());
+  std::shared_ptr<ScatterState> state = scatter_state(ref);
+
+  std::unique_lock<std::mutex> locked;
+  if (options.use_locking.value_or(op == ScatterOp::kUpdate)) {
+    locked = std::unique_lock(internal::update_mutex(ref));
+  }
+  std::unique_lock serial(state->mutex());
+  if (p.n == 0 || p.row_width == 0) return table;
+  if (table.on_cpu()) {
+    run_cpu(op, table, p, who);
+    internal::mark_updated(ref);
+    return table;
+  }
+#ifdef VARSTATE_HAVE_CUDA
+  if (!needs_device_check(op, table.dtype(), p)) {
+    enqueue_gpu(op, table, p, deterministic, nullptr, who);
+    internal::mark_updated(ref);
+    return table;
+  }
+  Device& device = table.device();
+  ScatterState::Slot slot = state->acquire(device);
+  std::shared_ptr<Event> event;
+  try {
+    enqueue_gpu(op, table, p, deterministic, slot.check, who);
+    device.copy_to_host_async(slot.host, slot.check, sizeof(IndexCheck));
+    event = device.record_event();
+  } catch (...) {
+    state->release(slot.index);
+    throw;
+  }
+  state->push(slot.index, std::move(event), who, p.indices.shape(), p.updates.shape(), p.rows);
+  internal::mark_updated(ref);
+  serial.unlock();
+  if (locked.owns_lock()) locked.unlock();
+  if (synchronous) state->raise_pending_errors(/*wait=*/true);
+#else
+  (void)deterministic, (void)synchronous;
+#endif
+  return table;
+}
+
+}  // namespace
+
+namespace internal {
+
+bool scatter_if_remote(ScatterOp op, Variable& part, const Tensor& indices, const Tensor& updates,
+                       const UpdateOptions& options) {
+  RemoteStorage* remote = remote_storage(part);
+  if (remote == nullptr) return false;
+  scatter_remote(op, part, *remote, indices, updates, options);
+  return true;
+}
+
+void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
+                       const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
+                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options) {
+  if (parts.empty()) return;
+  const std::string who = subject(op, options.name, parts[0].op_name());
+  check_dtype(op, parts[0].dtype(), who);
+  // Locks in part order (so two partitioned scatters cannot deadlock), as a
+  // scatter on each part would take them.
+  const bool use_locking = options.use_locking.value_or(op == ScatterOp::kUpdate);
+  std::vector<std::shared_ptr<ScatterState>> states;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<Tensor> tables;
+  std::vector<void*> bases;
+  std::vector<int64_t> begin;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    tables.push_back(parts[k].ref());
+    if (use_locking) locks.emplace_back(internal::update_mutex(parts[k]));
+    states.push_back(scatter_state(parts[k]));
+    locks.emplace_back(states.back()->mutex());
+    bases.push_back(tables.back().raw_data());
+    begin.push_back(offsets[k]);
+  }
+  begin.push_back(offsets.back() + tables.back().shape().dim(0));
+  const int64_t row_width = tables[0].shape().tail(1).num_elements();
+  const int64_t n = static_cast<int64_t>(indices.size());
+  if (n == 0 || row_width == 0) return;
+  dispatch_kernel(op, tables[0].dtype(), DType::kInt64, who, [&](auto t, auto) {
+    using T = decltype(t);
+    kernels::cpu::scatter_parts<T, int64_t>(
+        op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
+        row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar);
+  });
+  for (Variable& part : parts) internal::mark_updated(part);
+}
+
+}  // namespace internal
+
+namespace {
+
+void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,
+                    const UpdateOptions& options) {
+  const std::string who = subject(op, options.name, {});
+  Prepared p = prepare(op, target, indices, updates, who);
+  if (p.n == 0 || p.row_width == 0) return;
+  if (target.on_cpu()) {
+    run_cpu(op, target, p, who);
+    return;
+  }
+#ifdef VARSTATE_HAVE_CUDA
+  const bool deterministic = resolve(options.deterministic, deterministic_default());
+  if (!needs_device_check(op, target.dtype(), p)) {
+    enqueue_gpu(op, target, p, deterministic, nullptr, who);
+    return;
+  }
+  Device& device = target.device();
+  internal::CheckRecordPool& pool = internal::CheckRecordPool::instance();
+  std::unique_ptr<internal::CheckRecord> record = pool.take(device);
+  try {
+    enqueue_gpu(op, target, p, deterministic, record->check, who);
+    device.copy_to_host_async(record->host.data(), record->check, sizeof(IndexCheck));
+    device.record_event()->wait_host();
+  } catch (...) {
+    internal::CheckRecordPool::discard(std::move(record));
+    throw;
+  }
+  std::string error =
+      check_error(record->host.data(), who, p.indices.shape(), p.updates.shape(), p.rows);
+  pool.give_back(std::move(record));
+  if (!error.empty()) throw InvalidArgumentError(error);
+#endif
+}
+
+Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
+                      const UpdateOptions& options) {
+  if (delta.dense_shape()) {
+    const TensorShape dense = delta.dense_tensor_shape();
+    const TensorShape shape = ref.shape();
+    if (dense != shape) {
+      throw InvalidArgumentError(subject(op, options.name, ref.op_name()) +
+                                 ": the IndexedSlices' dense_shape " + dense.to_string() +
+                                 " differs from the variable's shape " + shape.to_string());
+    }
+  }
+  return scatter_variable(op, ref, delta.indices(), delta.values(), options);
+}
+
+}  // namespace
+
+#define VARSTATE_DEFINE_SCATTER(fn, Op)                                     \
+  Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,    \
+            const UpdateOptions& options) {                                 \
+    return scatter_variable(ScatterOp::Op, ref, indices, updates, options); \
+  }                                                                         \
+  void fn(Tensor& target, const Tensor& indices, const Tensor& updates,     \
+          const UpdateOptions& options) {                                   \
+    scatter_tensor(ScatterOp::Op, target, indices, updates, options);       \
+  }
+
+VARSTATE_DEFINE_SCATTER(scatter_update, kUpdate)
+VARSTATE_DEFINE_SCATTER(scatter_add, kAdd)
+VARSTATE_DEFINE_SCATTER(scatter_sub, kSub)
+VARSTATE_DEFINE_SCATTER(scatter_mul, kMul)
+VARSTATE_DEFINE_SCATTER(scatter_div, kDiv)
+VARSTATE_DEFINE_SCATTER(scatter_min, kMin)
+VARSTATE_DEFINE_SCATTER(scatter_max, kMax)
+#undef VARSTATE_DEFINE_SCATTER
+
+Tensor scatter_update(Variable& ref, const IndexedSlices& sparse_delta,
+                      const UpdateOptions& options) {
+  return scatter_slices(ScatterOp::kUpdate, ref, sparse_delta, options);
+}
+
+Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return scatter_slices(ScatterOp::kAdd, ref, sparse_delta, options);
+}
+
+Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return scatter_slices(ScatterOp::kSub, ref, sparse_delta, options);
+}
+
+void set_deterministic_ops(bool enabled) { deterministic_default().store(enabled); }
+bool deterministic_ops() { return deterministic_default().load(); }
+
+void set_synchronous_scatter_checks(bool enabled) { synchronous_default().store(enabled); }
+bool synchronous_scatter_checks() { return synchronous_default().load(); }
+
+}  // namespace varstate

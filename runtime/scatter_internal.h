@@ -1,0 +1,38 @@
+// Runtime-internal entry of the scatter ops for PartitionedVariable
+// (runtime/partitioned_variable.cc): the parts of a variable split by rows
+// update from the caller's indices and updates in place.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/common.h"
+#include "varstate/scatter.h"
+#include "varstate/tensor.h"
+#include "varstate/variable.h"
+
+namespace varstate::internal {
+
+// When `part` lives on another task (runtime/remote_storage_internal.h):
+// validates and applies the scatter there, without reading the new value
+// back, and returns true. Returns false (and does nothing) for a local
+// variable.
+bool scatter_if_remote(kernels::ScatterOp op, Variable& part, const Tensor& indices,
+                       const Tensor& updates, const UpdateOptions& options);
+
+// Applies `op` to the parts, all on the CPU, in one kernel call: part k
+// holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole
+// variable (offsets ascending from 0, the parts covering every row).
+// `indices` are rows of the whole variable, each already checked to be in
+// range; `updates` (the variable's dtype, on the CPU) has one row per index,
+// or one element when `updates_scalar`. The caller has validated everything
+// else (dtypes, shapes, initialization, integer divisors), so no part throws
+// after another has changed. The parts' locks are taken in part order, as a
+// scatter on each part would take them (options.use_locking), and every
+// part is marked updated.
+void scatter_cpu_parts(kernels::ScatterOp op, std::vector<Variable>& parts,
+                       const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
+                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options);
+
+}  // namespace varstate::internal

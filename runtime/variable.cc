@@ -1,0 +1,715 @@
+#include "varstate/variable.h"
+
+#include <atomic>
+#include <mutex>
+#include <ostream>
+
+#include "proto/variable.pb.h"
+#include "runtime/remote_storage_internal.h"
+#include "runtime/variable_internal.h"
+#include "varstate/dense_update.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+#include "varstate/indexed_slices.h"
+#include "varstate/placement.h"
+#include "varstate/scatter.h"
+
+namespace varstate {
+
+struct Variable::State {
+  Graph* graph = nullptr;
+  std::string op_name;
+  std::string name;
+  DType dtype = DType::kInvalid;
+  Device* device = nullptr;
+  std::string placement;
+  Device* caching_device = nullptr;
+  bool trainable = true;
+  bool validate_shape = true;
+  std::optional<SaveSliceInfo> slice_info;
+  Op initializer;
+
+  // The initial value, computed once (from the Tensor or the callable).
+  std::mutex init_mu;
+  std::optional<Tensor> initial;
+  InitialValueFn initial_fn;
+
+  // The value; `mu` guards the handle and shape, not the buffer's bytes.
+  mutable std::mutex mu;
+  Tensor value;
+  TensorShape shape;
+  bool initialized = false;
+  std::atomic<uint64_t> version{0};
+  std::mutex update_mu;  // use_locking
+
+  // Kept by update ops (scatter) across calls; set once, then read-only.
+  mutable std::mutex update_state_mu;
+  std::shared_ptr<internal::VariableUpdateState> update_state;
+
+  // Caching-device copy.
+  std::mutex cache_mu;
+  Tensor cached;
+  uint64_t cached_version = ~uint64_t{0};
+  std::atomic<uint64_t> cache_copies{0};
+
+  // Set when the placement names a task of an active Cluster: the value
+  // lives there and every read and update goes through it.
+  std::shared_ptr<internal::RemoteStorage> remote;
+};
+
+namespace internal {
+
+namespace {
+std::mutex& factory_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+RemoteStorageFactory& factory() {
+  static RemoteStorageFactory f;
+  return f;
+}
+}  // namespace
+
+void set_remote_storage_factory(RemoteStorageFactory f) {
+  std::lock_guard lock(factory_mutex());
+  factory() = std::move(f);
+}
+
+std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
+                                                   const std::string& placement, DType dtype,
+                                                   const TensorShape& shape) {
+  RemoteStorageFactory f;
+  {
+    std::lock_guard lock(factory_mutex());
+    f = factory();
+  }
+  return f ? f(op_name, placement, dtype, shape) : nullptr;
+}
+
+}  // namespace internal
+
+namespace {
+
+std::string strip_output(const std::string& tensor_name) {
+  auto pos = tensor_name.rfind(':');
+  return pos == std::string::npos ? tensor_name : tensor_name.substr(0, pos);
+}
+
+[[noreturn]] void uninitialized(const std::string& op_name) {
+  throw FailedPreconditionError("Attempting to use uninitialized value " + op_name);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// VariableDef
+
+std::string VariableDef::serialize() const {
+  tf::VariableDef def;
+  def.set_variable_name(variable_name);
+  def.set_initializer_name(initializer_name);
+  def.set_snapshot_name(snapshot_name);
+  def.set_initial_value_name(initial_value_name);
+  def.set_is_resource(is_resource);
+  def.set_trainable(trainable);
+  if (save_slice_info) {
+    auto* s = def.mutable_save_slice_info_def();
+    s->set_full_name(save_slice_info->full_name);
+    for (int64_t d : save_slice_info->full_shape) s->add_full_shape(d);
+    for (int64_t d : save_slice_info->var_offset) s->add_var_offset(d);
+    for (int64_t d : save_slice_info->var_shape) s->add_var_shape(d);
+  }
+  return def.SerializeAsString();
+}
+
+VariableDef VariableDef::parse(const std::string& bytes) {
+  tf::VariableDef def;
+  if (!def.ParseFromString(bytes)) {
+    throw InvalidArgumentError("cannot parse a VariableDef from " + std::to_string(bytes.size()) +
+                               " bytes");
+  }
+  VariableDef out;
+  out.variable_name = def.variable_name();
+  out.initializer_name = def.initializer_name();
+  out.snapshot_name = def.snapshot_name();
+  out.initial_value_name = def.initial_value_name();
+  out.is_resource = def.is_resource();
+  out.trainable = def.trainable();
+  if (def.has_save_slice_info_def()) {
+    const auto& s = def.save_slice_info_def();
+    out.save_slice_info = SaveSliceInfo{s.full_name(),
+                                        {s.full_shape().begin(), s.full_shape().end()},
+                                        {s.var_offset().begin(), s.var_offset().end()},
+                                        {s.var_shape().begin(), s.var_shape().end()}};
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Construction
+
+Variable::Variable(const Tensor& initial_value, VariableOptions options)
+    : state_(std::make_shared<State>()) {
+  if (options.variable_def) {
+    throw ValueError("variable_def and initial_value are mutually exclusive");
+  }
+  if (!initial_value.valid()) throw ValueError("initial_value must be specified");
+  init(initial_value, nullptr, std::move(options));
+}
+
+Variable::Variable(InitialValueFn initial_value, VariableOptions options)
+    : state_(std::make_shared<State>()) {
+  if (options.variable_def) {
+    throw ValueError("variable_def and initial_value are mutually exclusive");
+  }
+  if (!initial_value) throw ValueError("initial_value must be specified");
+  if (!options.dtype) {
+    throw ValueError("a callable initial_value requires dtype to be specified");
+  }
+  init(std::nullopt, std::move(initial_value), std::move(options));
+}
+
+Variable::Variable(VariableOptions options) {
+  if (!options.variable_def) throw ValueError("initial_value must be specified");
+  Graph& graph = options.graph ? *options.graph : get_default_graph();
+  std::string op = strip_output(options.variable_def->variable_name);
+  if (auto existing = graph.find_variable(op)) {
+    state_ = existing->state_;
+    return;
+  }
+  if (!options.dtype || !options.expected_shape || !options.expected_shape->is_fully_defined()) {
+    throw ValueError("recreating variable " + quoted(op) +
+                     " from a VariableDef: it is not in the graph, so dtype and a fully "
+                     "defined expected_shape are required");
+  }
+  state_ = std::make_shared<State>();
+  // Keep the def's exact name (no name-scope prefix): it was unique in the
+  // graph it came from.
+  options.name = op;
+  options.trainable = options.variable_def->trainable;
+  if (options.variable_def->save_slice_info)
+    options.save_slice_info = options.variable_def->save_slice_info;
+  init(std::nullopt, nullptr, std::move(options), /*absolute_name=*/true);
+}
+
+void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOptions options,
+                    bool absolute_name) {
+  State& s = *state_;
+  s.graph = options.graph ? options.graph : &get_default_graph();
+  if (absolute_name) {
+    NameScope root(*s.graph, "");
+    s.op_name = s.graph->unique_name(options.name);
+  } else {
+    std::string base = options.name.empty() ? "Variable" : options.name;
+    if (!base.empty() && base.back() == '/') base.pop_back();
+    s.op_name = s.graph->unique_name(base);
+  }
+  s.name = s.op_name + ":0";
+  s.trainable = options.trainable;
+  s.validate_shape = options.validate_shape;
+  s.slice_info = options.save_slice_info;
+  // The element type decides where the variable can live (a string
+  // variable goes to the CPU); a deferred value has options.dtype.
+  const DType dtype = options.dtype ? *options.dtype : value ? value->dtype() : DType::kInvalid;
+  // The size for load-balancing device functions; -1 when unknown (or past
+  // int64: the allocation would fail later with ResourceExhaustedError).
+  int64_t elements = -1;
+  if (value) {
+    elements = value->num_elements();
+  } else if (options.dtype && options.expected_shape &&
+             options.expected_shape->is_fully_defined()) {
+    elements = options.expected_shape->num_elements();
+  }
+  int64_t bytes = -1;
+  if (elements < 0 ||
+      __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
+    bytes = -1;
+  }
+  // One call of current_device_spec: a device function's counter advances per call.
+  const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2", {}, bytes});
+  s.device = &resolve_device(requested, dtype, s.op_name);
+  s.placement = requested.merged_with(s.device->spec()).to_string();
+  if (!options.caching_device.empty()) {
+    s.caching_device = &resolve_device(DeviceSpec::parse(options.caching_device), dtype, s.op_name);
+  }
+
+  if (value) {
+    Tensor v = *value;
+    if (options.dtype)
+      v = convert_to_dtype(v, *options.dtype, "initial value of " + quoted(s.op_name));
+    s.dtype = v.dtype();
+    s.shape = v.shape();
+    if (&v.device() != s.device) v = v.to(*s.device);
+    s.initial = v.strongly_typed();
+  } else if (fn) {
+    s.dtype = *options.dtype;
+    s.initial_fn = std::move(fn);
+    if (options.expected_shape && options.expected_shape->is_fully_defined()) {
+      s.shape = *options.expected_shape;
+    } else {
+      // The shape must be known: evaluate now, as TensorFlow 1 does.
+      s.shape = TensorShape::unknown();
+      s.shape = initial_value().shape();
+    }
+  } else {
+    s.dtype = *options.dtype;
+    s.shape = *options.expected_shape;
+  }
+  if (options.expected_shape && options.validate_shape && s.shape != *options.expected_shape) {
+    throw ValueError("initial value of " + quoted(s.op_name) + " has shape " + s.shape.to_string() +
+                     ", expected shape " + options.expected_shape->to_string());
+  }
+  if (options.validate_shape && !s.shape.is_fully_defined()) {
+    throw ValueError("initial value of " + quoted(s.op_name) + " must have a known shape, got " +
+                     s.shape.to_string() + " (or set validate_shape=false)");
+  }
+
+  if (value || s.initial_fn) {
+    std::weak_ptr<State> weak = state_;
+    s.initializer = Op(s.op_name + "/Assign", "Assign", [weak] {
+      auto st = weak.lock();
+      if (!st) return;
+      Variable v(st);
+      internal::set_value(v, v.initial_value().clone());
+    });
+  }
+
+  s.remote = internal::make_remote_storage(s.op_name, s.placement, s.dtype, s.shape);
+
+  std::vector<std::string> keys =
+      options.collections.value_or(std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES});
+  if (s.trainable) keys.push_back(GraphKeys::TRAINABLE_VARIABLES);
+  s.graph->register_variable(*this);
+  s.graph->add_to_collections(keys, *this);
+}
+
+// ---------------------------------------------------------------------------
+// Properties
+
+const std::string& Variable::name() const { return state_->name; }
+const std::string& Variable::op_name() const { return state_->op_name; }
+DType Variable::dtype() const { return state_->dtype; }
+TensorShape Variable::shape() const {
+  std::lock_guard lock(state_->mu);
+  return state_->shape;
+}
+Device& Variable::device() const { return *state_->device; }
+const std::string& Variable::placement() const { return state_->placement; }
+Graph& Variable::graph() const { return *state_->graph; }
+bool Variable::trainable() const { return state_->trainable; }
+const Op& Variable::initializer() const { return state_->initializer; }
+const std::optional<SaveSliceInfo>& Variable::save_slice_info() const { return state_->slice_info; }
+bool Variable::is_initialized() const {
+  if (state_->remote) return state_->remote->is_initialized();
+  std::lock_guard lock(state_->mu);
+  return state_->initialized;
+}
+uint64_t Variable::version() const {
+  return state_->remote ? state_->remote->version() : state_->version.load();
+}
+uint64_t Variable::cache_copies() const {
+  return state_->remote ? state_->remote->cache_copies() : state_->cache_copies.load();
+}
+
+void Variable::raise_pending_errors(bool wait) const {
+  std::shared_ptr<internal::VariableUpdateState> updates;
+  {
+    std::lock_guard lock(state_->update_state_mu);
+    updates = state_->update_state;
+  }
+  if (updates) updates->raise_pending_errors(wait);
+}
+
+void Variable::sync() const { raise_pending_errors(/*wait=*/true); }
+
+// ---------------------------------------------------------------------------
+// Internals (variable_internal.h)
+
+namespace internal {
+
+struct VariableAccess {
+  static Variable::State& state(const Variable& v) { return *v.state_; }
+  static const std::shared_ptr<Variable::State>& handle(const Variable& v) { return v.state_; }
+  static Variable from_handle(const std::shared_ptr<void>& state) {
+    return Variable(std::static_pointer_cast<Variable::State>(state));
+  }
+};
+
+std::mutex& update_mutex(const Variable& variable) {
+  return VariableAccess::state(variable).update_mu;
+}
+
+RemoteStorage* remote_storage(const Variable& v) { return VariableAccess::state(v).remote.get(); }
+
+void set_value(Variable& variable, const Tensor& value) {
+  auto& s = VariableAccess::state(variable);
+  if (s.remote) {
+    if (value.shape() != s.shape || value.dtype() != s.dtype) {
+      throw InvalidArgumentError("Assign to " + quoted(s.op_name) + " on " + s.remote->task() +
+                                 ": a remote variable keeps its dtype and shape " +
+                                 std::string(dtype_name(s.dtype)) + s.shape.to_string() + ", got " +
+                                 std::string(dtype_name(value.dtype())) +
+                                 value.shape().to_string());
+    }
+    s.remote->write(value.to_host());
+    return;
+  }
+  std::lock_guard lock(s.mu);
+  s.value = value;
+  s.shape = value.shape();
+  s.initialized = true;
+  s.version.fetch_add(1);
+}
+
+void mark_updated(Variable& variable) { VariableAccess::state(variable).version.fetch_add(1); }
+
+std::shared_ptr<VariableUpdateState> update_state(
+    const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.update_state_mu);
+  if (!s.update_state) s.update_state = make();
+  return s.update_state;
+}
+
+std::shared_ptr<void> state_handle(const Variable& variable) {
+  return VariableAccess::handle(variable);
+}
+
+Variable from_state_handle(const std::shared_ptr<void>& state) {
+  return VariableAccess::from_handle(state);
+}
+
+}  // namespace internal
+
+// ---------------------------------------------------------------------------
+// Reads
+
+Tensor Variable::live_value() const {
+  // A remote variable has no live buffer here: a snapshot of the owner's.
+  if (state_->remote) return state_->remote->read(/*cached=*/false);
+  std::lock_guard lock(state_->mu);
+  if (!state_->initialized) uninitialized(state_->op_name);
+  return state_->value;
+}
+
+Tensor Variable::ref() const {
+  raise_pending_errors(/*wait=*/false);
+  return live_value();
+}
+
+Tensor Variable::value() const {
+  raise_pending_errors(/*wait=*/false);
+  if (state_->remote) {
+    // Remote reads are cached (refreshed when the owner's version moved)
+    // when the variable has a caching device.
+    // (The cache is on the host; a GPU caching device gets a copy of it.)
+    Device* cache = state_->caching_device;
+    Tensor v = state_->remote->read(/*cached=*/cache != nullptr);
+    return cache == nullptr || cache->is_cpu() ? v : v.to(*cache);
+  }
+  Tensor live = live_value();
+  if (state_->caching_device == nullptr) return live;
+  State& s = *state_;
+  std::lock_guard lock(s.cache_mu);
+  // Read the version before copying: an update racing with the copy leaves
+  // cached_version behind, so the next read copies again.
+  uint64_t v = s.version.load();
+  if (s.cached_version != v || !s.cached.valid()) {
+    if (s.cached.sole_owner() && s.cached.shape() == live.shape()) {
+      // Nobody holds the previous snapshot: refresh it in place.
+      copy_bytes(*s.caching_device, s.cached.raw_data(), live.device(), live.raw_data(),
+                 live.nbytes());
+    } else {
+      s.cached = live.to(*s.caching_device);
+    }
+    s.cached_version = v;
+    s.cache_copies.fetch_add(1);
+  }
+  return s.cached;
+}
+
+Tensor Variable::read_value() const {
+  raise_pending_errors(/*wait=*/false);
+  if (state_->remote) return live_value();  // already a fresh copy
+  return live_value().clone();
+}
+
+Tensor Variable::eval(const Session& session) const {
+  raise_pending_errors(/*wait=*/true);
+  return live_value().to_host().clone();
+}
+
+Tensor Variable::eval() const {
+  const Session* s = Session::default_session();
+  if (s == nullptr) {
+    throw ValueError("Cannot evaluate " + quoted(state_->name) +
+                     ": no session given and no default session is set (Session::as_default())");
+  }
+  return eval(*s);
+}
+
+Tensor Variable::initial_value() const {
+  State& s = *state_;
+  std::lock_guard lock(s.init_mu);
+  if (s.initial) return *s.initial;
+  if (!s.initial_fn) {
+    throw FailedPreconditionError("variable " + quoted(s.op_name) +
+                                  " has no initial value (it was recreated from a VariableDef)");
+  }
+  Tensor v;
+  {
+    DeviceScope scope(s.device->name());
+    v = s.initial_fn();
+  }
+  if (!v.valid())
+    throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned no tensor");
+  v = convert_to_dtype(v, s.dtype, "initial value of " + quoted(s.op_name));
+  if (s.validate_shape && s.shape.is_fully_defined() && v.shape() != s.shape) {
+    throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned shape " +
+                     v.shape().to_string() + ", expected " + s.shape.to_string());
+  }
+  if (&v.device() != s.device) v = v.to(*s.device);
+  s.initial = v.strongly_typed();
+  return *s.initial;
+}
+
+Tensor Variable::initialized_value() const {
+  if (state_->remote) return is_initialized() ? live_value() : initial_value();
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->initialized) return state_->value;
+  }
+  return initial_value();
+}
+
+// ---------------------------------------------------------------------------
+// Updates
+
+Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
+  State& s = *state_;
+  std::unique_lock<std::mutex> update;
+  if (options.use_locking.value_or(false)) update = std::unique_lock(s.update_mu);
+  const std::string who = s.op_name;
+  if (s.remote) {
+    Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who)).to_host();
+    if (v.shape() != s.shape && !v.shape().is_scalar()) {
+      throw InvalidArgumentError(
+          "Assign to " + quoted(who) + ": shapes must match: variable shape " +
+          s.shape.to_string() + ", value shape " + v.shape().to_string() +
+          (options.validate_shape ? "" : " (a remote variable cannot change shape)"));
+    }
+    if (v.shape() != s.shape) {
+      Tensor full(s.dtype, s.shape, DeviceManager::instance().cpu());
+      varstate::assign(full, v, {.name = who});
+      v = full;
+    }
+    s.remote->write(v);
+    return v;
+  }
+  bool initialized;
+  Tensor target;
+  TensorShape shape;
+  {
+    std::lock_guard lock(s.mu);
+    initialized = s.initialized;
+    target = s.value;
+    shape = s.shape;
+  }
+  bool keep_shape = options.validate_shape && s.validate_shape;
+  if (!initialized || (!keep_shape && value.shape() != shape)) {
+    // A fresh buffer: first assignment, or a new shape.
+    Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who));
+    if (keep_shape && v.shape() != shape && !v.shape().is_scalar()) {
+      throw InvalidArgumentError("Assign to " + quoted(who) +
+                                 ": shapes must match: variable shape " + shape.to_string() +
+                                 ", value shape " + v.shape().to_string());
+    }
+    Tensor fresh(s.dtype, keep_shape ? shape : v.shape(), *s.device);
+    varstate::assign(fresh, v, {.name = who});
+    internal::set_value(*this, fresh);
+    return fresh;
+  }
+  varstate::assign(target, value, {.validate_shape = true, .name = who});
+  internal::mark_updated(*this);
+  return target;
+}
+
+namespace {
+
+// assign_add / assign_sub of a remote variable: validated here against a
+// host tensor of the variable's shape (the same checks and messages as the
+// local update), then one atomic accumulate at the owner.
+Tensor remote_add(internal::RemoteStorage& remote, DType dtype, const TensorShape& shape,
+                  const std::string& op_name, const Tensor& delta, bool negate) {
+  if (!remote.is_initialized()) uninitialized(op_name);
+  Tensor full = Tensor::zeros(dtype, shape, DeviceManager::instance().cpu());
+  // Validates dtype, arithmetic and shape; broadcasts a scalar.
+  varstate::assign_add(full, delta.to_host(), {.name = op_name});
+  return remote.add(full, negate);
+}
+
+}  // namespace
+
+Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
+  std::unique_lock<std::mutex> update;
+  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
+  if (state_->remote) {
+    return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, false);
+  }
+  Tensor target = live_value();
+  varstate::assign_add(target, delta, {.name = state_->op_name});
+  internal::mark_updated(*this);
+  return target;
+}
+
+Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
+  std::unique_lock<std::mutex> update;
+  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
+  if (state_->remote) {
+    return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, true);
+  }
+  Tensor target = live_value();
+  varstate::assign_sub(target, delta, {.name = state_->op_name});
+  internal::mark_updated(*this);
+  return target;
+}
+
+namespace {
+// tf.Variable's methods default to use_locking=False.
+UpdateOptions method_options(const UpdateOptions& options) {
+  UpdateOptions o = options;
+  o.use_locking = options.use_locking.value_or(false);
+  return o;
+}
+}  // namespace
+
+Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_sub(*this, sparse_delta, method_options(options));
+}
+
+Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_add(*this, sparse_delta, method_options(options));
+}
+
+Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
+  return varstate::scatter_update(*this, sparse_delta, method_options(options));
+}
+
+Tensor Variable::count_up_to(int64_t limit) {
+  State& s = *state_;
+  if (s.dtype != DType::kInt32 && s.dtype != DType::kInt64) {
+    throw TypeError("CountUpTo on " + quoted(s.op_name) + ": dtype must be int32 or int64, got " +
+                    std::string(dtype_name(s.dtype)));
+  }
+  std::lock_guard update(s.update_mu);
+  if (s.remote) {
+    if (!s.shape.is_scalar()) {
+      throw InvalidArgumentError("CountUpTo on \"" + s.op_name +
+                                 "\": the variable must be a scalar, has shape " +
+                                 s.shape.to_string());
+    }
+    if (!s.remote->is_initialized()) uninitialized(s.op_name);
+    const int64_t before = s.remote->count_up_to(limit, s.op_name);
+    const TensorShape scalar(std::vector<int64_t>{});
+    return s.dtype == DType::kInt32
+               ? Tensor::from_vector<int32_t>({static_cast<int32_t>(before)}, scalar)
+               : Tensor::from_vector<int64_t>({before}, scalar);
+  }
+  Tensor target = live_value();
+  if (!target.shape().is_scalar()) {
+    throw InvalidArgumentError("CountUpTo on " + quoted(s.op_name) +
+                               ": the variable must be a scalar, has shape " +
+                               target.shape().to_string());
+  }
+  Tensor host = target.to_host().clone();
+  int64_t before = s.dtype == DType::kInt32 ? host.data<int32_t>()[0] : host.data<int64_t>()[0];
+  if (before >= limit) {
+    throw OutOfRangeError("CountUpTo on " + quoted(s.op_name) + ": Reached limit of " +
+                          std::to_string(limit));
+  }
+  Tensor old = host.clone();
+  if (s.dtype == DType::kInt32) {
+    host.data<int32_t>()[0] = static_cast<int32_t>(before + 1);
+  } else {
+    host.data<int64_t>()[0] = before + 1;
+  }
+  copy_bytes(target.device(), target.raw_data(), host.device(), host.raw_data(), host.nbytes());
+  internal::mark_updated(*this);
+  return old;
+}
+
+// ---------------------------------------------------------------------------
+// Slices
+
+VariableSlice Variable::slice(std::vector<SliceSpec> specs) const {
+  return VariableSlice(*this, std::move(specs));
+}
+
+Tensor VariableSlice::value() const { return strided_slice(variable_.value(), specs_); }
+
+TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(), specs_); }
+
+Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) {
+  std::unique_lock<std::mutex> update;
+  if (options.use_locking.value_or(false))
+    update = std::unique_lock(internal::update_mutex(variable_));
+  if (internal::RemoteStorage* remote = internal::remote_storage(variable_)) {
+    if (!remote->is_initialized()) uninitialized(variable_.op_name());
+    // Validate on a local copy first (throws before anything is sent),
+    // then write the region under the owner's exclusive lock.
+    Tensor probe =
+        Tensor::zeros(variable_.dtype(), variable_.shape(), DeviceManager::instance().cpu());
+    strided_slice_assign(probe, specs_, value, variable_.op_name());
+    return remote->modify(
+        [&](Tensor& whole) { strided_slice_assign(whole, specs_, value, variable_.op_name()); });
+  }
+  Tensor target = variable_.ref();
+  strided_slice_assign(target, specs_, value, variable_.op_name());
+  internal::mark_updated(variable_);
+  return target;
+}
+
+// ---------------------------------------------------------------------------
+// Serialization
+
+VariableDef Variable::to_proto() const {
+  VariableDef def;
+  def.variable_name = state_->name;
+  def.initializer_name = state_->op_name + "/Assign";
+  def.snapshot_name = state_->op_name + "/read:0";
+  def.initial_value_name = state_->op_name + "/initial_value:0";
+  def.trainable = state_->trainable;
+  def.save_slice_info = state_->slice_info;
+  return def;
+}
+
+Variable Variable::from_proto(const VariableDef& def, Graph* graph) {
+  Graph& g = graph ? *graph : get_default_graph();
+  std::string op = strip_output(def.variable_name);
+  if (auto v = g.find_variable(op)) return *v;
+  throw NotFoundError("from_proto: the graph has no variable " + quoted(op));
+}
+
+// ---------------------------------------------------------------------------
+// Free functions
+
+Tensor assign(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  UpdateOptions o = options;
+  o.use_locking = options.use_locking.value_or(true);  // tf.assign locks
+  return ref.assign(value, o);
+}
+Tensor assign_add(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  return ref.assign_add(value, options);
+}
+Tensor assign_sub(Variable& ref, const Tensor& value, const UpdateOptions& options) {
+  return ref.assign_sub(value, options);
+}
+Tensor count_up_to(Variable& ref, int64_t limit) { return ref.count_up_to(limit); }
+
+std::ostream& operator<<(std::ostream& os, const Variable& v) {
+  os << "<Variable '" << v.name() << "' shape=" << v.shape() << " dtype=" << dtype_name(v.dtype())
+     << " device=" << v.device().name() << ">";
+  return os;
+}
+
+}  // namespace varstate

@@ -1,0 +1,47 @@
+// Variable internals shared by the runtime and checkpoint modules (not
+// installed, not API): the update lock, in-place update bookkeeping, the
+// state the scatter ops keep per variable, and the type-erased handles the
+// Graph holds.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "varstate/tensor.h"
+#include "varstate/variable.h"
+
+namespace varstate::internal {
+
+// State that an update op keeps with one variable across calls: the scatter
+// ops keep their per-variable lock and the bounds checks still running on a
+// GPU here (varstate/scatter.h). Reads of the variable ask it for errors that
+// were found after the update call had returned.
+class VariableUpdateState {
+ public:
+  virtual ~VariableUpdateState() = default;
+  // Throws (once) the error of an earlier update whose validation finished
+  // after that call returned; that update wrote nothing. With `wait`, first
+  // waits for every such validation still running; without, looks only at
+  // those that have finished. Thread-safe.
+  virtual void raise_pending_errors(bool wait) = 0;
+};
+
+// The mutex serializing use_locking updates; held by callers (scatter
+// updates, savers) that update the variable's buffer in place.
+std::mutex& update_mutex(const Variable& variable);
+// Replaces the buffer (restore, validate_shape=false) and bumps the version.
+void set_value(Variable& variable, const Tensor& value);
+// Marks an in-place update of the buffer (bumps the version).
+void mark_updated(Variable& variable);
+// The update state of `variable`, created with make() on first use; every
+// later call returns that object. Thread-safe. One slot per variable, used
+// by the scatter ops.
+std::shared_ptr<VariableUpdateState> update_state(
+    const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make);
+
+// For Graph: type-erased state handles.
+std::shared_ptr<void> state_handle(const Variable& variable);
+Variable from_state_handle(const std::shared_ptr<void>& state);
+
+}  // namespace varstate::internal

@@ -1,0 +1,531 @@
+#include "varstate/variable_scope.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "varstate/error.h"
+#include "varstate/slice.h"
+
+namespace varstate {
+
+// The variable-scope state of one graph: the scope stack, how often each
+// scope name was opened (for default names), and get_variable's store.
+struct ScopeStore {
+  std::recursive_mutex mu;
+  std::vector<VariableScope> stack{VariableScope()};
+  std::map<std::string, int64_t> counts;
+  std::unordered_map<std::string, Variable> vars;
+  std::unordered_map<std::string, PartitionedVariable> partitioned;
+};
+
+namespace {
+
+ScopeStore& store(Graph& graph) {
+  // The graph keeps the store alive as long as itself.
+  return *static_cast<ScopeStore*>(
+      graph.extension("varstate.variable_scope", [] { return std::make_shared<ScopeStore>(); })
+          .get());
+}
+
+std::string list_string(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::string join_name(const std::string& scope, std::string_view name) {
+  return scope.empty() ? std::string(name) : scope + "/" + std::string(name);
+}
+
+CustomGetter chain(CustomGetter inner, CustomGetter outer) {
+  if (!outer) return inner;
+  if (!inner) return outer;
+  return [inner = std::move(inner), outer = std::move(outer)](
+             const Getter& getter, const std::string& name, const GetVariableOptions& options) {
+    // By value: a custom getter may keep the getter it was given.
+    Getter next = [outer, getter](const std::string& n, const GetVariableOptions& o) {
+      return outer(getter, n, o);
+    };
+    return inner(next, name, options);
+  };
+}
+
+Initializer default_initializer(const std::string& name, DType dtype) {
+  if (dtype_is_floating(dtype)) return glorot_uniform_initializer({.dtype = dtype});
+  if (dtype_is_integer(dtype) || dtype == DType::kBool) return zeros_initializer(dtype);
+  throw ValueError("An initializer for variable " + name + " of " + std::string(dtype_name(dtype)) +
+                   " is required");
+}
+
+// Variables created under the store's lock whose regularizer runs after it.
+using PendingRegularizers = std::vector<std::pair<Variable, Regularizer>>;
+
+// The initial-value Tensor of a get_variable call, in `dtype` if given.
+Tensor initial_tensor(const std::string& name, const Tensor& value,
+                      const std::optional<DType>& dtype) {
+  if (!dtype || value.dtype() == *dtype) return value;
+  if (!value.weakly_typed()) {
+    throw ValueError("Initializer type '" + std::string(dtype_name(value.dtype())) +
+                     "' and explicit dtype '" + std::string(dtype_name(*dtype)) + "' don't match.");
+  }
+  return convert_to_dtype(value, *dtype, "initializer of " + quoted(name));
+}
+
+struct SingleRequest {
+  std::optional<TensorShape> shape;
+  VariableInitializer initializer;
+  std::optional<PartitionInfo> partition_info;
+  std::optional<SaveSliceInfo> save_slice_info;
+};
+
+// _VariableStore._get_single_variable. Caller holds st.mu.
+Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const SingleRequest& req,
+                    const GetVariableOptions& o, bool reuse, PendingRegularizers& pending) {
+  const bool from_value = req.initializer.is_tensor();
+  if (from_value && req.shape && !req.partition_info) {
+    throw ValueError("If initializer is a constant, do not specify shape.");
+  }
+  if (auto it = st.vars.find(name); it != st.vars.end()) {
+    if (!reuse) {
+      throw ValueError("Variable " + name +
+                       " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
+    }
+    const Variable& found = it->second;
+    const TensorShape want =
+        from_value ? req.initializer.tensor().shape() : req.shape.value_or(TensorShape::unknown());
+    if (!want.is_compatible_with(found.shape())) {
+      throw ValueError("Trying to share variable " + name + ", but specified shape " +
+                       want.to_string() + " and found shape " + found.shape().to_string() + ".");
+    }
+    if (o.dtype && *o.dtype != found.dtype()) {
+      throw ValueError("Trying to share variable " + name + ", but specified dtype " +
+                       std::string(dtype_name(*o.dtype)) + " and found dtype " +
+                       std::string(dtype_name(found.dtype())) + ".");
+    }
+    return found;
+  }
+  if (reuse) {
+    throw ValueError("Variable " + name +
+                     " does not exist, or was not created with tf.get_variable(). Did you mean to "
+                     "set reuse=None in VarScope?");
+  }
+  if (!from_value && (!req.shape || !req.shape->is_fully_defined())) {
+    throw ValueError("Shape of a new variable (" + name +
+                     ") must be fully defined, but instead was " +
+                     req.shape.value_or(TensorShape::unknown()).to_string() + ".");
+  }
+  VariableOptions vo;
+  vo.trainable = o.trainable;
+  vo.collections = o.collections;
+  vo.validate_shape = o.validate_shape;
+  vo.caching_device = o.caching_device.value_or("");
+  vo.name = name;
+  vo.graph = &graph;
+  vo.save_slice_info = req.save_slice_info;
+  std::optional<Variable> created;
+  {
+    NameScope root(graph, "");  // get_variable names ignore name scopes
+    if (from_value) {
+      created.emplace(initial_tensor(name, req.initializer.tensor(), o.dtype), vo);
+    } else {
+      const DType dtype = o.dtype.value_or(DType::kFloat);
+      Initializer init = req.initializer.is_initializer() ? req.initializer.initializer()
+                                                          : default_initializer(name, dtype);
+      vo.dtype = dtype;
+      vo.expected_shape = *req.shape;
+      created.emplace(varstate::bind(init, *req.shape, dtype, req.partition_info), vo);
+    }
+  }
+  st.vars.emplace(name, *created);
+  if (o.regularizer) pending.emplace_back(*created, o.regularizer);
+  return *created;
+}
+
+// _VariableStore._get_partitioned_variable. Caller holds st.mu.
+PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::string& name,
+                                    const GetVariableOptions& o, bool reuse,
+                                    PendingRegularizers& pending) {
+  const bool from_value = o.initializer.is_tensor();
+  if (st.vars.count(name)) {
+    throw ValueError(
+        "A partitioner was provided, but an unpartitioned version of the variable was found: " +
+        name + ".  Perhaps a variable of the same name was already created without partitioning?");
+  }
+  Tensor value;
+  TensorShape shape = o.shape;
+  DType dtype = o.dtype.value_or(DType::kFloat);
+  if (from_value) {
+    value = initial_tensor(name, o.initializer.tensor(), o.dtype);
+    if (!o.shape.is_compatible_with(value.shape())) {
+      throw ValueError("Trying to create partitioned variable " + name + " of shape " +
+                       o.shape.to_string() + " from an initializer of shape " +
+                       value.shape().to_string() + ".");
+    }
+    shape = value.shape();
+    dtype = value.dtype();
+  }
+  if (!shape.is_fully_defined()) {
+    throw ValueError("Shape of a new partitioned variable (" + name +
+                     ") must be fully defined, but instead was " + shape.to_string() + ".");
+  }
+  if (shape.rank() < 1) {
+    throw ValueError("A partitioned Variable must have rank at least 1, shape: " +
+                     shape.to_string());
+  }
+  const std::vector<int64_t> partitions = o.partitioner(shape, dtype);
+  if (static_cast<int>(partitions.size()) != shape.rank()) {
+    throw ValueError(
+        "Partitioner returned a partition list that does not match the Variable's rank: " +
+        list_string(partitions) + " vs. " + shape.to_string());
+  }
+  for (int64_t p : partitions) {
+    if (p < 1)
+      throw ValueError("Partitioner returned zero partitions for some axes: " +
+                       list_string(partitions));
+  }
+  if (auto it = st.partitioned.find(name); it != st.partitioned.end()) {
+    if (!reuse) {
+      throw ValueError("Partitioned variable with name " + name +
+                       " already exists. Did you mean to set reuse=True in VarScope?");
+    }
+    const PartitionedVariable& existing = it->second;
+    if (!shape.is_compatible_with(existing.shape())) {
+      throw ValueError("Trying to reuse partitioned variable " + name + ", but specified shape " +
+                       shape.to_string() + " and found shape " + existing.shape().to_string() +
+                       ".");
+    }
+    if (dtype != existing.dtype()) {
+      throw ValueError("Trying to reuse partitioned variable " + name + ", but specified dtype " +
+                       std::string(dtype_name(dtype)) + " and found dtype " +
+                       std::string(dtype_name(existing.dtype())) + ".");
+    }
+    if (existing.partitions() != partitions) {
+      throw ValueError("Trying to reuse partitioned variable " + name +
+                       ", but specified partitions " + list_string(partitions) +
+                       " and found partitions " + list_string(existing.partitions()) + ".");
+    }
+    return existing;
+  }
+  if (reuse) {
+    throw ValueError(
+        "PartitionedVariable " + name +
+        " does not exist, or was not created with tf.get_variable(). Did you mean to set "
+        "reuse=None in VarScope?");
+  }
+  int axis = -1;
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (partitions[static_cast<size_t>(d)] == 1) continue;
+    if (axis >= 0) {
+      throw ValueError("Can only slice a variable along one dimension: shape: " +
+                       shape.to_string() + ", partitioning: " + list_string(partitions));
+    }
+    axis = d;
+  }
+  if (axis < 0) axis = 0;
+  const int64_t n = partitions[static_cast<size_t>(axis)];
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string part = name + "/part_" + std::to_string(i);
+    if (st.vars.count(part)) {
+      throw ValueError("Variable " + part +
+                       " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
+    }
+  }
+  const int64_t dim = shape.dim(axis);
+  const int64_t excess = dim % n;
+  std::vector<int64_t> full(shape.dims().begin(), shape.dims().end());
+  std::vector<int64_t> offset(full.size(), 0);
+  std::vector<Variable> parts;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> part_shape = full;
+    part_shape[static_cast<size_t>(axis)] = dim / n + (i < excess ? 1 : 0);
+    SingleRequest req;
+    req.partition_info = PartitionInfo{shape, offset};
+    req.save_slice_info = SaveSliceInfo{name, full, offset, part_shape};
+    if (from_value) {
+      std::vector<SliceSpec> specs(static_cast<size_t>(axis), Slice::all());
+      specs.push_back(
+          Slice::range(offset[static_cast<size_t>(axis)],
+                       offset[static_cast<size_t>(axis)] + part_shape[static_cast<size_t>(axis)]));
+      req.initializer = strided_slice(value, specs);
+    } else {
+      req.shape = TensorShape(part_shape);
+      req.initializer = o.initializer;
+    }
+    GetVariableOptions part_options = o;
+    part_options.dtype = dtype;
+    parts.push_back(get_single(graph, st, name + "/part_" + std::to_string(i), req, part_options,
+                               false, pending));
+    offset[static_cast<size_t>(axis)] += part_shape[static_cast<size_t>(axis)];
+  }
+  PartitionedVariable pv(name, shape, dtype, std::move(parts), partitions);
+  st.partitioned.emplace(name, pv);
+  return pv;
+}
+
+GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVariableOptions& o,
+                              bool reuse) {
+  ScopeStore& st = store(graph);
+  PendingRegularizers pending;
+  std::optional<GetVariableResult> result;
+  {
+    std::lock_guard lock(st.mu);
+    if (o.partitioner) {
+      result.emplace(get_partitioned(graph, st, name, o, reuse, pending));
+    } else {
+      std::optional<TensorShape> shape;
+      if (!o.shape.unknown_rank()) shape = o.shape;
+      SingleRequest req{shape, o.initializer, std::nullopt, std::nullopt};
+      result.emplace(get_single(graph, st, name, req, o, reuse, pending));
+    }
+  }
+  for (auto& [variable, regularizer] : pending) {
+    if (std::optional<Loss> loss = regularizer(variable)) {
+      graph.add_to_collection(GraphKeys::REGULARIZATION_LOSSES, *loss);
+    }
+  }
+  return *result;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Regularizers
+
+Regularizer make_regularizer(std::function<Tensor(const Tensor&)> fn) {
+  return [fn = std::move(fn)](const Variable& v) -> std::optional<Loss> {
+    return Loss([fn, v] { return fn(v.value()); });
+  };
+}
+
+std::optional<Loss> no_regularizer(const Variable&) { return std::nullopt; }
+
+std::vector<Tensor> get_regularization_losses() {
+  std::vector<Tensor> out;
+  for (const std::any& item :
+       get_default_graph().get_collection(GraphKeys::REGULARIZATION_LOSSES)) {
+    if (const auto* loss = std::any_cast<Loss>(&item)) out.push_back((*loss)());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// GetVariableResult
+
+const Variable& GetVariableResult::variable() const {
+  if (const auto* v = std::get_if<Variable>(&value_)) return *v;
+  throw ValueError("get_variable: " + quoted(name()) +
+                   " is a PartitionedVariable (a partitioner applied), not a Variable");
+}
+
+const PartitionedVariable& GetVariableResult::partitioned_variable() const {
+  if (const auto* v = std::get_if<PartitionedVariable>(&value_)) return *v;
+  throw ValueError("get_variable: " + quoted(name()) +
+                   " is a Variable (no partitioner applied), not a PartitionedVariable");
+}
+
+std::string GetVariableResult::name() const {
+  if (const auto* v = std::get_if<Variable>(&value_)) return v->name();
+  return std::get<PartitionedVariable>(value_).name();
+}
+
+DType GetVariableResult::dtype() const {
+  return std::visit([](const auto& v) { return v.dtype(); }, value_);
+}
+
+TensorShape GetVariableResult::shape() const {
+  return std::visit([](const auto& v) { return v.shape(); }, value_);
+}
+
+Tensor GetVariableResult::value() const {
+  return std::visit([](const auto& v) -> Tensor { return v.value(); }, value_);
+}
+
+// ---------------------------------------------------------------------------
+// VariableScope
+
+VariableScope::VariableScope(VariableScopeProperties properties)
+    : state_(std::make_shared<VariableScopeProperties>(std::move(properties))) {}
+
+const std::string& VariableScope::name() const { return state_->name; }
+const std::string& VariableScope::original_name_scope() const { return state_->name_scope; }
+bool VariableScope::reuse() const { return state_->reuse; }
+const Initializer& VariableScope::initializer() const { return state_->initializer; }
+const Regularizer& VariableScope::regularizer() const { return state_->regularizer; }
+const std::string& VariableScope::caching_device() const { return state_->caching_device; }
+const Partitioner& VariableScope::partitioner() const { return state_->partitioner; }
+const CustomGetter& VariableScope::custom_getter() const { return state_->custom_getter; }
+DType VariableScope::dtype() const { return state_->dtype; }
+VariableScopeProperties VariableScope::properties() const { return *state_; }
+
+void VariableScope::reuse_variables() { state_->reuse = true; }
+void VariableScope::set_initializer(Initializer initializer) {
+  state_->initializer = std::move(initializer);
+}
+void VariableScope::set_regularizer(Regularizer regularizer) {
+  state_->regularizer = std::move(regularizer);
+}
+void VariableScope::set_caching_device(std::string device) {
+  state_->caching_device = std::move(device);
+}
+void VariableScope::set_partitioner(Partitioner partitioner) {
+  state_->partitioner = std::move(partitioner);
+}
+void VariableScope::set_custom_getter(CustomGetter getter) {
+  state_->custom_getter = std::move(getter);
+}
+void VariableScope::set_dtype(DType dtype) { state_->dtype = dtype; }
+
+GetVariableResult VariableScope::get_variable(Graph& graph, std::string_view name,
+                                              const GetVariableOptions& options) const {
+  const VariableScopeProperties& s = *state_;
+  const std::string full_name = join_name(s.name, name);
+  GetVariableOptions o = options;
+  if (!o.initializer && s.initializer) o.initializer = s.initializer;
+  if (!o.regularizer && s.regularizer) o.regularizer = s.regularizer;
+  if (!o.caching_device && !s.caching_device.empty()) o.caching_device = s.caching_device;
+  if (!o.partitioner && s.partitioner) o.partitioner = s.partitioner;
+  if (!o.dtype && !o.initializer.is_tensor()) o.dtype = s.dtype;
+  CustomGetter custom = chain(std::move(o.custom_getter), s.custom_getter);
+  o.custom_getter = nullptr;
+  const bool reuse = s.reuse;
+  Getter getter = [&graph, reuse](const std::string& n, const GetVariableOptions& opts) {
+    return true_getter(graph, n, opts, reuse);
+  };
+  if (custom) return custom(getter, full_name, o);
+  return getter(full_name, o);
+}
+
+// ---------------------------------------------------------------------------
+// variable_scope
+
+struct VariableScopeGuard::Frame {
+  std::optional<NameScope> name_scope;
+  bool captured = false;
+  std::string name;
+  std::map<std::string, int64_t> saved_counts;
+};
+
+VariableScopeGuard::VariableScopeGuard(Graph& graph, std::optional<std::string_view> name,
+                                       const VariableScope* captured,
+                                       const VariableScopeOptions& options, bool open_name_scope)
+    : graph_(graph), frame_(std::make_unique<Frame>()) {
+  if (options.reuse && !*options.reuse) {
+    throw ValueError("variable_scope: reuse must be True or None, got False");
+  }
+  ScopeStore& st = store(graph);
+  std::lock_guard lock(st.mu);
+  const VariableScope old = st.stack.back();
+  VariableScopeProperties p;
+  if (captured) {
+    p = captured->properties();
+    if (options.reuse) p.reuse = true;
+    if (open_name_scope) {
+      const std::string& n = p.name;
+      const std::string last = n.substr(n.rfind('/') == std::string::npos ? 0 : n.rfind('/') + 1);
+      if (!last.empty()) frame_->name_scope.emplace(graph, last);
+    }
+    frame_->captured = true;
+  } else {
+    std::string base(name.value_or(""));
+    if (base.empty()) {
+      if (options.default_name.empty()) {
+        throw TypeError("variable_scope: If default_name is None then name_or_scope is required");
+      }
+      if (options.reuse) throw ValueError("reuse=True cannot be used without a name_or_scope");
+      // _get_unique_variable_scope: the first suffix whose scope was not opened.
+      const std::string prefix = join_name(old.name(), options.default_name);
+      auto opened = [&](const std::string& n) {
+        auto it = st.counts.find(n);
+        return it != st.counts.end() && it->second > 0;
+      };
+      base = options.default_name;
+      if (opened(prefix)) {
+        int64_t i = 1;
+        while (opened(prefix + "_" + std::to_string(i))) ++i;
+        base += "_" + std::to_string(i);
+      }
+      if (open_name_scope) frame_->name_scope.emplace(graph, options.default_name);
+    } else if (open_name_scope) {
+      frame_->name_scope.emplace(graph, base);
+    }
+    p.name = join_name(old.name(), base);
+    p.name_scope = frame_->name_scope ? frame_->name_scope->name() : p.name + "/";
+    p.reuse = options.reuse.value_or(false) || old.reuse();
+    p.initializer = old.initializer();
+    p.regularizer = old.regularizer();
+    p.caching_device = old.caching_device();
+    p.partitioner = old.partitioner();
+    p.custom_getter = old.custom_getter();
+    p.dtype = old.dtype();
+  }
+  if (options.initializer) p.initializer = options.initializer;
+  if (options.regularizer) p.regularizer = options.regularizer;
+  if (options.caching_device) p.caching_device = *options.caching_device;
+  if (options.partitioner) p.partitioner = options.partitioner;
+  if (options.custom_getter) p.custom_getter = chain(options.custom_getter, p.custom_getter);
+  if (options.dtype) p.dtype = *options.dtype;
+  frame_->name = p.name;
+  ++st.counts[p.name];
+  if (captured) frame_->saved_counts = st.counts;
+  scope_ = VariableScope(std::move(p));
+  st.stack.push_back(scope_);
+}
+
+VariableScopeGuard::~VariableScopeGuard() {
+  ScopeStore& st = store(graph_);
+  std::lock_guard lock(st.mu);
+  st.stack.pop_back();
+  if (frame_->captured) {
+    st.counts = std::move(frame_->saved_counts);
+  } else {
+    // close_variable_subscopes: default names restart inside a re-opened scope.
+    const std::string& n = frame_->name;
+    if (n.empty()) {
+      for (auto& [key, count] : st.counts) count = 0;
+    } else {
+      const std::string prefix = n + "/";
+      for (auto it = st.counts.lower_bound(prefix);
+           it != st.counts.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        it->second = 0;
+      }
+    }
+  }
+}
+
+VariableScopeGuard variable_scope(std::string_view name_or_default,
+                                  const VariableScopeOptions& options) {
+  return VariableScopeGuard(get_default_graph(), name_or_default, nullptr, options, true);
+}
+
+VariableScopeGuard variable_scope(const VariableScope& scope, const VariableScopeOptions& options) {
+  return VariableScopeGuard(get_default_graph(), std::nullopt, &scope, options, true);
+}
+
+VariableScopeGuard variable_op_scope(const std::vector<Tensor>& /*values*/,
+                                     std::string_view name_or_default,
+                                     const VariableScopeOptions& options) {
+  return variable_scope(name_or_default, options);
+}
+
+VariableScope get_variable_scope() {
+  ScopeStore& st = store(get_default_graph());
+  std::lock_guard lock(st.mu);
+  return st.stack.back();
+}
+
+GetVariableResult get_variable(std::string_view name, const GetVariableOptions& options) {
+  Graph& graph = get_default_graph();
+  return get_variable_scope().get_variable(graph, name, options);
+}
+
+GetVariableResult get_local_variable(std::string_view name, GetVariableOptions options) {
+  std::vector<std::string> collections = options.collections.value_or(std::vector<std::string>{});
+  collections.push_back(GraphKeys::LOCAL_VARIABLES);
+  options.collections = std::move(collections);
+  options.trainable = false;
+  return get_variable(name, options);
+}
+
+}  // namespace varstate
