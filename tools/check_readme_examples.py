@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that every ```cpp block of README.md appears verbatim in one of the
-examples/readme/*.cc programs (which CI builds against the installed package
+"""Checks that every ```cpp block of README.md and docs/*.md appears verbatim in
+one of the examples/readme/*.cc programs (which CI builds against the installed package
 and runs), so the README's code compiles and does what it says.
 
 Lines are compared without their leading and trailing whitespace (an example
@@ -17,8 +17,9 @@ def lines(text):
     return [line.strip() for line in text.splitlines()]
 
 
-readme = (root / "README.md").read_text()
-blocks = re.findall(r"^```cpp\n(.*?)^```", readme, flags=re.S | re.M)
+pages = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+blocks = [(page.relative_to(root), block) for page in pages
+          for block in re.findall(r"^```cpp\n(.*?)^```", page.read_text(), flags=re.S | re.M)]
 examples = {p: lines(p.read_text()) for p in sorted((root / "examples" / "readme").glob("*.cc"))}
 
 
@@ -28,13 +29,13 @@ def contains(haystack, needle):
 
 
 missing = 0
-for block in blocks:
+for page, block in blocks:
     snippet = lines(block)
     if not any(contains(text, snippet) for text in examples.values()):
         missing += 1
-        print(f"README.md: this cpp block is in no examples/readme/*.cc program:\n{block}")
+        print(f"{page}: this cpp block is in no examples/readme/*.cc program:\n{block}")
 if not blocks:
     print("README.md has no ```cpp blocks")
     sys.exit(1)
-print(f"README cpp blocks: {len(blocks) - missing} of {len(blocks)} in examples/readme")
+print(f"README and docs/ cpp blocks: {len(blocks) - missing} of {len(blocks)} in examples/readme")
 sys.exit(1 if missing else 0)

@@ -1,4 +1,4 @@
-// README "A train_op that outlives its program": the snippet runs verbatim
+// docs/train-op-meta-graph.md: the snippet runs verbatim
 // between the markers (tools/check_readme_examples.py) after the setup it
 // assumes (a session, a partitioned embedding, a global step, one batch and
 // a folder); the rest checks what it claims.

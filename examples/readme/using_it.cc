@@ -1,4 +1,4 @@
-// README "Using it": tensors placed by a device scope, updated in place.
+// README "A short tour": tensors placed by a device scope, updated in place.
 // The block between the markers is the README's snippet, verbatim
 // (tools/check_readme_examples.py); the rest checks what it claims.
 #include <varstate/varstate.h>
