@@ -160,7 +160,10 @@ class PosixFileSystem : public FileSystem {
   }
 
   std::unique_ptr<RandomAccessFile> new_random_access_file(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+    // writer; it is refused below, as every other non-regular file. Reads
+    // of a regular file ignore the flag.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw_errno("opening", path, errno);
     struct stat st;
     if (::fstat(fd, &st) != 0) {
@@ -168,9 +171,10 @@ class PosixFileSystem : public FileSystem {
       ::close(fd);
       throw_errno("stat", path, err);
     }
-    if (S_ISDIR(st.st_mode)) {
+    if (!S_ISREG(st.st_mode)) {
       ::close(fd);
-      throw InvalidArgumentError("opening " + quoted(path) + ": is a directory");
+      throw InvalidArgumentError("opening " + quoted(path) + ": " +
+                                 (S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file"));
     }
     return std::make_unique<PosixRandomAccessFile>(path, fd, static_cast<uint64_t>(st.st_size));
   }

@@ -1,8 +1,11 @@
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include "checkpoint/fault_injection_file_system.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint_test_util.h"
+#include "varstate/checkpoint_reader.h"
 #include "varstate/error.h"
 
 using namespace varstate;
@@ -39,6 +42,19 @@ TEST_CASE("posix file system basics", "[file_system]") {
   fs.delete_dir(dir / "a/b");
   CHECK_THROWS_AS(fs.new_random_access_file(dir / "missing"), NotFoundError);
   CHECK_THROWS_AS(fs.delete_file(dir / "missing"), NotFoundError);
+}
+
+TEST_CASE("readers refuse a named pipe or a directory instead of waiting on it",
+          "[file_system][reliability]") {
+  TempDir dir;
+  FileSystem& fs = *default_file_system();
+  const std::string fifo = dir / "model.index";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO for reading blocks until a writer comes: it must fail at once.
+  CHECK_THROWS_WITH(fs.new_random_access_file(fifo), Catch::Contains("not a regular file") &&
+                                                         Catch::Contains("model.index"));
+  CHECK_THROWS_AS(open_checkpoint(dir / "model"), InvalidArgumentError);
+  CHECK_THROWS_WITH(fs.new_random_access_file(dir.path()), Catch::Contains("is a directory"));
 }
 
 TEST_CASE("write_file_atomically replaces the file", "[file_system]") {

@@ -78,6 +78,12 @@ head -c 100 "$testdata/tensorflow/half_plus_two_v2/variables.index" >"$tmp/trunc
 expect 1 '^varstate inspect: [A-Za-z]+Error: .*truncated' inspect "$tmp/truncated"
 expect 1 '^varstate inspect: NotFoundError: .*no_such_tensor' \
   inspect "$testdata/tensorflow/half_plus_two_v2/variables" --tensor no_such_tensor
+expect 2 '^varstate inspect: --tensor: a tensor name is required, got ""' \
+  inspect "$testdata/tensorflow/half_plus_two_v2/variables" --tensor ""
+# A named pipe where a file should be: refused at once, never waited on.
+mkfifo "$tmp/pipe.index" "$tmp/pipe_v1"
+expect 1 '^varstate inspect: InvalidArgumentError: opening ".*pipe.index": not a regular file' inspect "$tmp/pipe"
+expect 1 '^varstate inspect: InvalidArgumentError: opening ".*pipe_v1": not a regular file' inspect "$tmp/pipe_v1"
 expect 2 '^varstate bench: --filter: .*(required|missing)' bench --filter
 expect 1 '^varstate bench: InvalidArgumentError: --filter "\[" is not a regular expression' bench --filter '['
 expect 1 '^varstate bench: InvalidArgumentError: --out ".*a_file/out": cannot create the folder' \

@@ -137,7 +137,12 @@ Action add_inspect_command(CLI::App& app) {
   cmd->add_option("path", *path,
                   "a checkpoint prefix (TensorFlow V2: PATH.index exists) or a V1 file or pattern")
       ->required();
-  cmd->add_option("--tensor", *tensor, "print this tensor's values instead of the listing");
+  cmd->add_option("--tensor", *tensor, "print this tensor's values instead of the listing")
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            return name.empty() ? std::string("a tensor name is required, got \"\"") : std::string();
+          },
+          "NAME"));
   return [path, tensor] { return inspect(*path, *tensor); };
 }
 
