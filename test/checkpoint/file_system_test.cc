@@ -51,8 +51,8 @@ TEST_CASE("readers refuse a named pipe or a directory instead of waiting on it",
   const std::string fifo = dir / "model.index";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   // Opening a FIFO for reading blocks until a writer comes: it must fail at once.
-  CHECK_THROWS_WITH(fs.new_random_access_file(fifo), Catch::Contains("not a regular file") &&
-                                                         Catch::Contains("model.index"));
+  CHECK_THROWS_WITH(fs.new_random_access_file(fifo),
+                    Catch::Contains("not a regular file") && Catch::Contains("model.index"));
   CHECK_THROWS_AS(open_checkpoint(dir / "model"), InvalidArgumentError);
   CHECK_THROWS_WITH(fs.new_random_access_file(dir.path()), Catch::Contains("is a directory"));
 }

@@ -140,7 +140,8 @@ Action add_inspect_command(CLI::App& app) {
   cmd->add_option("--tensor", *tensor, "print this tensor's values instead of the listing")
       ->check(CLI::Validator(
           [](const std::string& name) {
-            return name.empty() ? std::string("a tensor name is required, got \"\"") : std::string();
+            return name.empty() ? std::string("a tensor name is required, got \"\"")
+                                : std::string();
           },
           "NAME"));
   return [path, tensor] { return inspect(*path, *tensor); };
