@@ -40,6 +40,7 @@
 #include "runtime/variable_internal.h"
 #include "varstate/device_manager.h"
 #include "varstate/placement.h"
+#include "varstate/replica_device_setter.h"
 #include "varstate/saver.h"
 #include "varstate/variables.h"
 

@@ -32,19 +32,24 @@ DeviceScope::DeviceScope(DeviceFunction fn) { scope_stack().emplace_back(std::mo
 
 DeviceScope::~DeviceScope() { scope_stack().pop_back(); }
 
+// TensorFlow's order: the innermost scope applies first and each enclosing
+// one applies to what the inner ones chose. A device string fills the fields
+// the inner scopes left unset; a device function gets that choice as
+// `current` and returns the new device; an empty function (tf.device(None))
+// ends the walk, so the scopes outside it do not apply.
 DeviceSpec current_device_spec(const PlacementRequest& what) {
   DeviceSpec spec;
-  for (const auto& entry : scope_stack()) {
-    if (const auto* s = std::get_if<DeviceSpec>(&entry)) {
-      spec = spec.merged_with(*s);
-    } else {
-      const auto& fn = std::get<DeviceFunction>(entry);
-      if (fn) {
-        PlacementRequest request = what;
-        request.current = spec;
-        spec = spec.merged_with(DeviceSpec::parse(fn(request)));
-      }
+  const auto& stack = scope_stack();
+  for (auto entry = stack.rbegin(); entry != stack.rend(); ++entry) {
+    if (const auto* s = std::get_if<DeviceSpec>(&*entry)) {
+      spec = s->merged_with(spec);
+      continue;
     }
+    const auto& fn = std::get<DeviceFunction>(*entry);
+    if (!fn) break;
+    PlacementRequest request = what;
+    request.current = spec;
+    spec = DeviceSpec::parse(fn(request));
   }
   return spec;
 }
@@ -101,27 +106,6 @@ Device& place(const PlacementRequest& what) {
 
 Device& place(const PlacementRequest& what, DType dtype) {
   return resolve_device(current_device_spec(what), dtype, what.name);
-}
-
-DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device,
-                                     std::string worker_device) {
-  if (ps_tasks < 0) {
-    throw InvalidArgumentError("replica_device_setter: ps_tasks must be >= 0, got " +
-                               std::to_string(ps_tasks));
-  }
-  // Validate both strings once, up front.
-  DeviceSpec::parse(ps_device);
-  DeviceSpec::parse(worker_device);
-  auto next = std::make_shared<std::atomic<int>>(0);
-  return [=](const PlacementRequest& req) -> std::string {
-    bool is_variable =
-        req.type == "VariableV2" || req.type == "Variable" || req.type == "VarHandleOp";
-    if (!is_variable || ps_tasks == 0) return worker_device;
-    int task = next->fetch_add(1) % ps_tasks;
-    return DeviceSpec::parse(ps_device)
-        .merged_with(DeviceSpec::parse("/task:" + std::to_string(task)))
-        .to_string();
-  };
 }
 
 void set_soft_placement(bool enabled) { g_soft_placement.store(enabled); }

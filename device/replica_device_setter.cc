@@ -152,4 +152,12 @@ DeviceFunction replica_device_setter(const ReplicaDeviceSetterOptions& options) 
   };
 }
 
+DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device,
+                                     std::string worker_device) {
+  return replica_device_setter(
+      ReplicaDeviceSetterOptions{.ps_tasks = ps_tasks,
+                                 .ps_device = std::move(ps_device),
+                                 .worker_device = std::move(worker_device)});
+}
+
 }  // namespace varstate

@@ -344,10 +344,13 @@ void PartitionedVariable::scatter_sub(const IndexedSlices& d, const UpdateOption
 
 DeviceFunction round_robin_gpus() {
   auto next = std::make_shared<std::atomic<int64_t>>(0);
-  return [next](const PlacementRequest&) -> std::string {
+  // Fields set by scopes inside this one (a job, an explicit device) win,
+  // as with replica_device_setter's merge.
+  return [next](const PlacementRequest& request) -> std::string {
     const int gpus = DeviceManager::instance().num_gpus();
-    if (gpus == 0) return "/device:CPU:0";
-    return "/device:GPU:" + std::to_string(next->fetch_add(1) % gpus);
+    const DeviceSpec device =
+        gpus == 0 ? DeviceSpec::of("CPU", 0) : DeviceSpec::of("GPU", next->fetch_add(1) % gpus);
+    return device.merged_with(request.current).to_string();
   };
 }
 

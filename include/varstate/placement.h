@@ -3,8 +3,12 @@
 // Device scopes stack per thread, as `with tf.device(...)` blocks do: a
 // DeviceScope pushes a device string or a device function (a callable that
 // picks a device string from what is being placed, like
-// replica_device_setter) for its lifetime. The innermost scope's fields
-// override the outer ones (DeviceSpec::merged_with).
+// replica_device_setter) for its lifetime. As in TensorFlow, the innermost
+// scope applies first and each enclosing scope applies to its result: a
+// string fills the fields still unset (inner fields win), a function is
+// called with the device chosen so far (PlacementRequest::current) and
+// returns the new one. An empty DeviceFunction is tf.device(None): the
+// scopes outside it are ignored. An empty string changes nothing.
 //
 // Resolution: no device type -> GPU:0 if there is a GPU, else CPU:0; a
 // device type without index -> index 0. Under soft placement (the default) a
@@ -25,9 +29,9 @@
 namespace varstate {
 
 // What is being placed, for device functions: its name and kind
-// ("VariableV2", "Assign", ...), the merged spec of the device scopes
-// around the function (TensorFlow's op.device), and for a variable its
-// size in bytes when known (-1 otherwise).
+// ("VariableV2", "Assign", ...), the device chosen so far by the scopes
+// inside the function's scope (TensorFlow's op.device when the function
+// runs), and for a variable its size in bytes when known (-1 otherwise).
 struct PlacementRequest {
   std::string name;
   std::string type;
@@ -41,19 +45,12 @@ class DeviceScope {
  public:
   // Throws InvalidArgumentError if `spec` is malformed (nothing is pushed).
   explicit DeviceScope(std::string_view spec);
+  // An empty `fn` (TensorFlow's None) clears the enclosing scopes.
   explicit DeviceScope(DeviceFunction fn);
   ~DeviceScope();
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 };
-
-// tf.train.replica_device_setter: a device function that places variables
-// (request types "VariableV2", "Variable", "VarHandleOp") round-robin on
-// `ps_device`/task:0..ps_tasks-1 and everything else on `worker_device`.
-// With ps_tasks == 0 variables go to worker_device too. Each returned
-// function keeps its own round-robin counter.
-DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device = "/job:ps",
-                                     std::string worker_device = "/job:worker");
 
 // The merged spec of this thread's device scopes for `what`.
 DeviceSpec current_device_spec(const PlacementRequest& what = {});

@@ -110,4 +110,11 @@ struct ReplicaDeviceSetterOptions {
 // by ps_device. Throws InvalidArgumentError for a malformed device string.
 DeviceFunction replica_device_setter(const ReplicaDeviceSetterOptions& options);
 
+// The positional form, tf.train.replica_device_setter(ps_tasks, ps_device,
+// worker_device): the options form with those three fields, so with
+// ps_tasks == 0 it returns an empty DeviceFunction (TensorFlow's None).
+// InvalidArgumentError for ps_tasks < 0 or a malformed device string.
+DeviceFunction replica_device_setter(int ps_tasks, std::string ps_device = "/job:ps",
+                                     std::string worker_device = "/job:worker");
+
 }  // namespace varstate

@@ -20,6 +20,7 @@
 #include "test_util.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/placement.h"
+#include "varstate/replica_device_setter.h"
 #include "varstate/saver.h"
 #include "varstate/variables.h"
 

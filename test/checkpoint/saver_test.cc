@@ -15,6 +15,7 @@
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/placement.h"
+#include "varstate/replica_device_setter.h"
 #include "varstate/saver.h"
 #include "varstate/variables.h"
 

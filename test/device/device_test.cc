@@ -8,6 +8,7 @@
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/placement.h"
+#include "varstate/replica_device_setter.h"
 
 using namespace varstate;
 
@@ -83,8 +84,11 @@ TEST_CASE("device functions pick a device from what is placed", "[placement]") {
   CHECK(current_device_spec({"b", "VariableV2"}).to_string() == "/job:ps/task:1");
   CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker");
   {
+    // The function runs after the scope inside it and its result replaces
+    // that scope's device (as in TensorFlow): a function that means to keep
+    // inner fields merges PlacementRequest::current, as replica_device_setter does.
     DeviceScope inner("/device:CPU:0");
-    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:ps/task:2/device:CPU:0");
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:ps/task:2");
   }
 }
 
@@ -113,10 +117,9 @@ TEST_CASE("device scopes are per thread", "[placement]") {
 }
 
 TEST_CASE("replica_device_setter places variables round-robin on ps tasks", "[placement]") {
-  {
-    DeviceScope none(replica_device_setter(0, "/job:ps", "/job:worker/device:CPU:0"));
-    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:worker/device:CPU:0");
-  }
+  // No ps tasks: TensorFlow returns None, whichever form is used.
+  CHECK_FALSE(replica_device_setter(0, "/job:ps", "/job:worker/device:CPU:0"));
+  CHECK_FALSE(replica_device_setter(ReplicaDeviceSetterOptions{.ps_tasks = 0}));
   DeviceScope scope(replica_device_setter(2));
   CHECK(current_device_spec({"v0", "VariableV2"}).to_string() == "/job:ps/task:0");
   CHECK(current_device_spec({"v1", "VariableV2"}).to_string() == "/job:ps/task:1");
@@ -126,4 +129,51 @@ TEST_CASE("replica_device_setter places variables round-robin on ps tasks", "[pl
   CHECK(&place({"v3", "VariableV2"}) == &resolve_device(DeviceSpec{}));
   CHECK_THROWS_AS(replica_device_setter(-1), InvalidArgumentError);
   CHECK_THROWS_AS(replica_device_setter(1, "/job:ps/bogus"), InvalidArgumentError);
+}
+
+// The expected devices below are what tf.compat.v1 graph mode gives for the
+// same nesting (Graph._apply_device_functions: innermost scope first).
+TEST_CASE("device scopes apply innermost first, as TensorFlow's device stack", "[placement]") {
+  SECTION("an inner string wins field by field") {
+    DeviceScope outer("/job:ps/task:1");
+    DeviceScope inner("/device:CPU:0");
+    CHECK(current_device_spec().to_string() == "/job:ps/task:1/device:CPU:0");
+  }
+  SECTION("tf.device(None) ignores every enclosing scope") {
+    DeviceScope outer("/job:foo/task:2");
+    {
+      DeviceScope none{DeviceFunction{}};
+      CHECK(current_device_spec({"v", "VariableV2"}).to_string().empty());
+      DeviceScope inner("/device:CPU:0");  // scopes inside None still apply
+      CHECK(current_device_spec().to_string() == "/device:CPU:0");
+    }
+    CHECK(current_device_spec().to_string() == "/job:foo/task:2");
+  }
+  SECTION("replica_device_setter(0) clears the enclosing scopes like None") {
+    DeviceScope outer("/job:foo");
+    DeviceScope none(replica_device_setter(0));
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string().empty());
+  }
+  SECTION("a setter inside an outer worker scope still sends variables to the ps") {
+    DeviceScope outer("/job:worker/task:7");
+    DeviceScope setter(replica_device_setter(1));
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:ps/task:0");
+    CHECK(current_device_spec({"matmul", "MatMul"}).to_string() == "/job:worker/task:7");
+  }
+  SECTION("a device function sees what the scopes inside it chose") {
+    std::string seen;
+    DeviceScope fn([&](const PlacementRequest& r) {
+      seen = r.current.to_string();
+      return r.current.to_string() + "/task:3";
+    });
+    DeviceScope inner("/job:ps");
+    CHECK(current_device_spec().to_string() == "/job:ps/task:3");
+    CHECK(seen == "/job:ps");
+  }
+  SECTION("merge_devices=false keeps an inner device as is") {
+    DeviceScope setter(
+        replica_device_setter(ReplicaDeviceSetterOptions{.ps_tasks = 2, .merge_devices = false}));
+    DeviceScope inner("/job:worker/device:CPU:0");
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:worker/device:CPU:0");
+  }
 }

@@ -94,26 +94,31 @@ TEST_CASE_METHOD(FreshGraph, "greedy load balancing by byte size", "[replica_dev
 }
 
 TEST_CASE_METHOD(FreshGraph, "merge_devices, ps_ops, and no ps tasks", "[replica_device_setter]") {
-  SECTION("an enclosing device's fields win when merging") {
+  // Expected devices: tf.compat.v1 (TensorFlow 2.21) for the same nesting.
+  // The setter runs before the enclosing scopes (innermost first), which
+  // then fill only the fields it left unset.
+  SECTION("an enclosing ps task does not override the strategy's task") {
     DeviceScope outer("/job:ps/task:5");
     DeviceScope setter(replica_device_setter({.ps_tasks = 2}));
     Variable v = get_variable("v", {.shape = TensorShape{1}});
-    CHECK(job_task(v) == "ps:5");
+    CHECK(job_task(v) == "ps:0");
+    CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker/task:5");
   }
-  SECTION("an enclosing scope naming another job keeps its task unset by the strategy") {
+  SECTION("an enclosing scope naming another job does not keep variables off the ps") {
     DeviceScope outer("/job:other");
     DeviceScope setter(replica_device_setter({.ps_tasks = 2}));
-    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:other");
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:ps/task:0");
+    CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker");
   }
-  SECTION("merge_devices=false keeps an enclosing device as is") {
+  SECTION("merge_devices=false keeps a device set inside the setter as is") {
+    DeviceScope setter(replica_device_setter({.ps_tasks = 2, .merge_devices = false}));
+    DeviceScope inner("/job:worker/device:CPU:0");
+    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:worker/device:CPU:0");
+    CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker/device:CPU:0");
+  }
+  SECTION("merge_devices=false under an enclosing device: the setter decides, the scope fills in") {
     DeviceScope outer("/device:CPU:0");
     DeviceScope setter(replica_device_setter({.ps_tasks = 2, .merge_devices = false}));
-    CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/device:CPU:0");
-    CHECK(current_device_spec({"add", "Add"}).to_string() == "/device:CPU:0");
-  }
-  SECTION("merge_devices=true fills the job and task in") {
-    DeviceScope outer("/device:CPU:0");
-    DeviceScope setter(replica_device_setter({.ps_tasks = 2}));
     CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:ps/task:0/device:CPU:0");
     CHECK(current_device_spec({"add", "Add"}).to_string() == "/job:worker/device:CPU:0");
   }
