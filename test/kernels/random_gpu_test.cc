@@ -16,11 +16,7 @@
 
 using namespace varstate;
 namespace cuda = varstate::kernels::cuda;
-using varstate::testing::Dist;
-using varstate::testing::dists;
-using varstate::testing::first_difference;
-using varstate::testing::run_cpu;
-using varstate::testing::same_bits;
+using namespace varstate::testing;
 
 namespace {
 

@@ -22,11 +22,7 @@
 using namespace varstate;
 namespace rng = varstate::kernels::rng;
 namespace cpu = varstate::kernels::cpu;
-using varstate::testing::Dist;
-using varstate::testing::dists;
-using varstate::testing::first_difference;
-using varstate::testing::run_cpu;
-using varstate::testing::same_bits;
+using namespace varstate::testing;
 
 namespace {
 
