@@ -1,16 +1,15 @@
 #include "kernels/cpu/random.h"
 
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cpu/eigen_internal.h"
-#include "kernels/random_distributions.h"
+#include "kernels/random_fill.h"
 
 namespace varstate::kernels::cpu {
 namespace {
 
 using rng::Arith;
-using rng::PhiloxStream;
+using rng::ElementRange;
 
 // Cost of one group (measured, AVX-512 build, x86-64), for Eigen's decision to
 // go parallel.
@@ -112,42 +111,40 @@ struct Batch<rng::TruncatedNormalDistribution<T>> {
   }
 };
 
-// Writes the elements [first, end) of dist's tensor that lie in groups
-// [group_begin, group_end) to out; groups cut by the ends of the range are
-// computed whole and clipped.
+// Writes the elements of `range` that lie in groups [group_begin,
+// group_end) to out; groups cut by the ends of the range are computed whole
+// and clipped.
 template <typename D>
-[[gnu::always_inline]] inline void fill_groups(const D& dist, typename D::Bits* out, int64_t first,
-                                               int64_t end, int64_t group_begin,
+[[gnu::always_inline]] inline void fill_groups(const D& dist, typename D::Bits* out,
+                                               ElementRange range, int64_t group_begin,
                                                int64_t group_end) {
   constexpr int kGroup = D::kGroupSize;
   constexpr int kGroups = Batch<D>::kGroups;
   auto one_group = [&](int64_t g) {
     const int64_t e = g * kGroup;
-    if (e >= first && e + kGroup <= end) {
-      dist(static_cast<uint64_t>(g), out + (e - first));
+    if (range.holds(e, kGroup)) {
+      dist(static_cast<uint64_t>(g), out + (e - range.first));
       return;
     }
     typename D::Bits v[kGroup];
     dist(static_cast<uint64_t>(g), v);
-    for (int j = 0; j < kGroup; ++j) {
-      if (e + j >= first && e + j < end) out[e + j - first] = v[j];
-    }
+    rng::store_clipped<kGroup>(v, e, range, out);
   };
-  // Batches cover the groups that lie whole inside [first, end).
-  const int64_t whole_begin = std::clamp((first + kGroup - 1) / kGroup, group_begin, group_end);
-  const int64_t whole_end = std::clamp(end / kGroup, whole_begin, group_end);
+  // Batches cover the groups that lie whole inside the range.
+  const int64_t whole_begin = std::clamp(range.whole_begin<kGroup>(), group_begin, group_end);
+  const int64_t whole_end = std::clamp(range.whole_end<kGroup>(), whole_begin, group_end);
   const int64_t batch_end = whole_begin + (whole_end - whole_begin) / kGroups * kGroups;
   for (int64_t g = group_begin; g < whole_begin; ++g) one_group(g);
   for (int64_t g = whole_begin; g < batch_end; g += kGroups) {
-    Batch<D>::run(dist, static_cast<uint64_t>(g), out + (g * kGroup - first));
+    Batch<D>::run(dist, static_cast<uint64_t>(g), out + (g * kGroup - range.first));
   }
   for (int64_t g = batch_end; g < group_end; ++g) one_group(g);
 }
 
 template <typename D>
-void fill_groups_generic(const D& dist, typename D::Bits* out, int64_t first, int64_t end,
+void fill_groups_generic(const D& dist, typename D::Bits* out, ElementRange range,
                          int64_t group_begin, int64_t group_end) {
-  fill_groups(dist, out, first, end, group_begin, group_end);
+  fill_groups(dist, out, range, group_begin, group_end);
 }
 
 // The transforms compute with fma_rn, which without FMA instructions is a
@@ -160,16 +157,16 @@ void fill_groups_generic(const D& dist, typename D::Bits* out, int64_t first, in
 #define VARSTATE_RANDOM_SIMD_CLONES 1
 template <typename D>
 [[gnu::target("avx2,fma")]] void fill_groups_avx2(const D& dist, typename D::Bits* out,
-                                                  int64_t first, int64_t end, int64_t group_begin,
+                                                  ElementRange range, int64_t group_begin,
                                                   int64_t group_end) {
-  fill_groups(dist, out, first, end, group_begin, group_end);
+  fill_groups(dist, out, range, group_begin, group_end);
 }
 
 template <typename D>
 [[gnu::target("avx512f,avx512vl,avx512dq,avx512bw,fma")]] void fill_groups_avx512(
-    const D& dist, typename D::Bits* out, int64_t first, int64_t end, int64_t group_begin,
+    const D& dist, typename D::Bits* out, ElementRange range, int64_t group_begin,
     int64_t group_end) {
-  fill_groups(dist, out, first, end, group_begin, group_end);
+  fill_groups(dist, out, range, group_begin, group_end);
 }
 
 enum class Simd {
@@ -191,97 +188,73 @@ Simd cpu_simd() {
 }
 #endif
 
-// Writes the elements [first, first + n) of dist's tensor to out, on the
-// Eigen pool when large enough.
-template <typename D>
-void fill(const D& dist, typename D::Bits* out, int64_t n, int64_t first) {
-  using Bits = typename D::Bits;
-  constexpr int kGroup = D::kGroupSize;
-  if (n <= 0) return;
-  const int64_t end = first + n;
-  const int64_t group_begin = first / kGroup;
-  const int64_t group_end = (end + kGroup - 1) / kGroup;
-  auto* fill_range = &fill_groups_generic<D>;
+// The CPU fill policy (kernels/random_fill.h): blocks of groups on the Eigen
+// pool when the range is large enough, each block in the widest SIMD build
+// this CPU runs.
+struct EigenFill {
+  template <typename D>
+  void operator()(const D& dist, typename D::Bits* out, ElementRange range) const {
+    using Bits = typename D::Bits;
+    constexpr int kGroup = D::kGroupSize;
+    const int64_t group_begin = range.group_begin<kGroup>();
+    auto* fill_range = &fill_groups_generic<D>;
 #if defined(VARSTATE_RANDOM_SIMD_CLONES)
-  switch (cpu_simd()) {
-    case Simd::kAvx512:
-      fill_range = &fill_groups_avx512<D>;
-      break;
-    case Simd::kAvx2:
-      fill_range = &fill_groups_avx2<D>;
-      break;
-    case Simd::kNone:
-      break;
-  }
+    switch (cpu_simd()) {
+      case Simd::kAvx512:
+        fill_range = &fill_groups_avx512<D>;
+        break;
+      case Simd::kAvx2:
+        fill_range = &fill_groups_avx2<D>;
+        break;
+      case Simd::kNone:
+        break;
+    }
 #endif
-  auto run = [&](Eigen::Index begin, Eigen::Index stop) {
-    fill_range(dist, out, first, end, group_begin + begin, group_begin + stop);
-  };
-  // Blocks of whole batches, so that each thread's groups batch fully.
-  auto align = [](Eigen::Index size) {
-    constexpr Eigen::Index kGroups = Batch<D>::kGroups;
-    return (size + kGroups - 1) / kGroups * kGroups;
-  };
-  const Eigen::TensorOpCost cost(0, kGroup * sizeof(Bits), kCyclesPerGroup<D>);
-  eigen_device().parallelFor(group_end - group_begin, cost, align, run);
-}
-
-template <typename T>
-typename Arith<T>::Compute compute_value(T x) {
-  return static_cast<typename Arith<T>::Compute>(x);
-}
-
-template <typename T>
-typename Arith<T>::Bits* bits_ptr(T* out) {
-  return reinterpret_cast<typename Arith<T>::Bits*>(out);
-}
+    auto run = [&](Eigen::Index begin, Eigen::Index stop) {
+      fill_range(dist, out, range, group_begin + begin, group_begin + stop);
+    };
+    // Blocks of whole batches, so that each thread's groups batch fully.
+    auto align = [](Eigen::Index size) {
+      constexpr Eigen::Index kGroups = Batch<D>::kGroups;
+      return (size + kGroups - 1) / kGroups * kGroups;
+    };
+    const Eigen::TensorOpCost cost(0, kGroup * sizeof(Bits), kCyclesPerGroup<D>);
+    eigen_device().parallelFor(range.group_end<kGroup>() - group_begin, cost, align, run);
+  }
+};
 
 }  // namespace
 
 template <typename T>
 void random_uniform(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2,
                     T minval, T maxval) {
-  const PhiloxStream stream = PhiloxStream::from_seeds(seed, seed2);
-  if constexpr (std::is_integral_v<T>) {
-    using Range = std::make_unsigned_t<T>;
-    const rng::UniformIntDistribution<T> dist{stream, minval,
-                                              static_cast<Range>(Range(maxval) - Range(minval))};
-    fill(dist, out, n, first_element);
-  } else {
-    const auto lo = compute_value(minval);
-    const auto range = Arith<T>::round(compute_value(maxval) - lo);
-    fill(rng::UniformDistribution<T>{stream, lo, range}, bits_ptr(out), n, first_element);
-  }
+  rng::fill_random(EigenFill{}, rng::uniform_distribution(seed, seed2, minval, maxval), out, n,
+                   first_element);
 }
 
 template <typename T>
 void random_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2, T mean,
                    T stddev) {
-  const rng::NormalDistribution<T> dist{PhiloxStream::from_seeds(seed, seed2), compute_value(mean),
-                                        compute_value(stddev)};
-  fill(dist, bits_ptr(out), n, first_element);
+  rng::fill_random(EigenFill{}, rng::normal_distribution(seed, seed2, mean, stddev), out, n,
+                   first_element);
 }
 
 template <typename T>
 void truncated_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2,
                       T mean, T stddev) {
-  const rng::TruncatedNormalDistribution<T> dist{PhiloxStream::from_seeds(seed, seed2),
-                                                 compute_value(mean), compute_value(stddev)};
-  fill(dist, bits_ptr(out), n, first_element);
+  rng::fill_random(EigenFill{}, rng::truncated_normal_distribution(seed, seed2, mean, stddev), out,
+                   n, first_element);
 }
 
 #define VARSTATE_INSTANTIATE_FLOAT(T)                                              \
   template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T); \
   template void random_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);  \
   template void truncated_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);
-VARSTATE_INSTANTIATE_FLOAT(half)
-VARSTATE_INSTANTIATE_FLOAT(bfloat16)
-VARSTATE_INSTANTIATE_FLOAT(float)
-VARSTATE_INSTANTIATE_FLOAT(double)
+#define VARSTATE_INSTANTIATE_INT(T) \
+  template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T);
+VARSTATE_RANDOM_FLOAT_TYPES(VARSTATE_INSTANTIATE_FLOAT)
+VARSTATE_RANDOM_INT_TYPES(VARSTATE_INSTANTIATE_INT)
 #undef VARSTATE_INSTANTIATE_FLOAT
-template void random_uniform<int32_t>(int32_t*, int64_t, int64_t, uint64_t, uint64_t, int32_t,
-                                      int32_t);
-template void random_uniform<int64_t>(int64_t*, int64_t, int64_t, uint64_t, uint64_t, int64_t,
-                                      int64_t);
+#undef VARSTATE_INSTANTIATE_INT
 
 }  // namespace varstate::kernels::cpu

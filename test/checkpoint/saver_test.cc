@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/tensor_bundle.h"
+#include "device_fixture.h"
 #include "runtime/variable_internal.h"
 #include "test_util.h"
 #include "varstate/checkpoint_reader.h"
@@ -22,6 +23,7 @@
 namespace varstate {
 namespace {
 
+using testing::FreshSession;
 using testing::TempDir;
 
 std::string bytes_of(const Tensor& t) {
@@ -66,10 +68,7 @@ SaveHandle verified(SaveHandle h) {
 
 }  // namespace
 
-TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "save and restore are bit-exact for every dtype", "[saver]") {
   TempDir dir;
   CAPTURE(testing::kSeed);
   std::vector<Variable> vars = {
@@ -91,13 +90,12 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
       Variable(Tensor(3.5f), {.name = "scalar"}),
       Variable(Tensor::zeros(DType::kFloat, TensorShape{0, 4}), {.name = "empty"}),
   };
-  Session sess;
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   std::vector<std::string> before;
   for (const auto& v : vars) before.push_back(bytes_of(v.value()));
 
   Saver saver;  // all global variables
-  auto path = verified(saver.save(sess, dir / "model", {.global_step = 7})).path();
+  auto path = verified(saver.save(session, dir / "model", {.global_step = 7})).path();
   REQUIRE(path == dir / "model-7");
   CHECK(exists(dir / "model-7.index"));
   CHECK(exists(dir / "model-7.data-00000-of-00001"));
@@ -105,7 +103,7 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
 
   // Overwrite every variable, then restore.
   for (auto& v : vars) internal::set_value(v, Tensor::zeros(v.dtype(), v.shape()));
-  saver.restore(sess, *path);
+  saver.restore(session, *path);
   for (size_t i = 0; i < vars.size(); ++i) {
     CAPTURE(vars[i].op_name());
     CHECK(bytes_of(vars[i].value()) == before[i]);
@@ -121,20 +119,16 @@ TEST_CASE("save and restore are bit-exact for every dtype", "[saver]") {
                                              .graph = &g2}));
     CHECK_FALSE(fresh.back().is_initialized());
   }
-  Saver(SaverOptions{.var_list = fresh, .graph = &g2}).restore(sess, *path);
+  Saver(SaverOptions{.var_list = fresh, .graph = &g2}).restore(session, *path);
   for (size_t i = 0; i < vars.size(); ++i) CHECK(bytes_of(fresh[i].value()) == before[i]);
 }
 
-TEST_CASE("restores TensorFlow's V2 and V1 checkpoints", "[saver][tf]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
-  Session sess;
+TEST_CASE_METHOD(FreshSession, "restores TensorFlow's V2 and V1 checkpoints", "[saver][tf]") {
   Variable a(Tensor(0.f), {.name = "a"});
   Variable b(Tensor(0.f), {.name = "b"});
   Variable c(Tensor(0.f), {.name = "c"});
   Saver saver({.var_list = std::vector<Variable>{a, b, c}});
-  saver.restore(sess, testing::testdata_dir() + "/tensorflow/half_plus_two_v2/variables");
+  saver.restore(session, testing::testdata_dir() + "/tensorflow/half_plus_two_v2/variables");
   CHECK(a.value().scalar<float>() == 0.5f);
   CHECK(b.value().scalar<float>() == 2.0f);
   CHECK(c.value().scalar<float>() == 3.0f);
@@ -143,23 +137,19 @@ TEST_CASE("restores TensorFlow's V2 and V1 checkpoints", "[saver][tf]") {
   Variable w(Tensor(0.f), {.name = "w"});
   Variable bias(Tensor(0.f), {.name = "bias"});
   Saver v1({.var_list = std::map<std::string, Variable>{{"Variable", w}, {"Variable_1", bias}}});
-  v1.restore(sess, testing::testdata_dir() + "/tensorflow/half_plus_two_v1/export");
+  v1.restore(session, testing::testdata_dir() + "/tensorflow/half_plus_two_v1/export");
   CHECK(w.value().scalar<float>() == 0.5f);
   CHECK(bias.value().scalar<float>() == 2.0f);
 }
 
-TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "save paths, the state file and max_to_keep", "[saver]") {
   TempDir dir;
-  Session sess;
   Variable v(iota(4, 0, {4}), {.name = "v"});
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   Saver saver({.max_to_keep = 2});
   for (int64_t step : {0, 1000, 2000, 3000}) {
     v.assign(iota(4, static_cast<float>(step), {4}));
-    auto p = verified(saver.save(sess, dir / "my-model", {.global_step = step})).path();
+    auto p = verified(saver.save(session, dir / "my-model", {.global_step = step})).path();
     CHECK(p == dir / ("my-model-" + std::to_string(step)));
   }
   // The two oldest are gone, files and meta graphs both.
@@ -182,31 +172,30 @@ TEST_CASE("save paths, the state file and max_to_keep", "[saver]") {
   CHECK(latest_checkpoint(dir.path()) == dir / "my-model-3000");
 
   // Restore an older one still on disk.
-  saver.restore(sess, dir / "my-model-2000");
+  saver.restore(session, dir / "my-model-2000");
   CHECK(v.value().to_vector<float>() == std::vector<float>{2000, 2001, 2002, 2003});
 
   // A separate state file name; path components or a collision are errors.
-  verified(saver.save(sess, dir / "other",
+  verified(saver.save(session, dir / "other",
                       {.latest_filename = "other_state", .write_meta_graph = false}));
   CHECK(get_checkpoint_state(dir.path(), "other_state")->model_checkpoint_path == dir / "other");
   CHECK_FALSE(exists(dir / "other.meta"));
-  CHECK_THROWS_AS(saver.save(sess, dir / "x", {.latest_filename = "a/b"}), ValueError);
-  CHECK_THROWS_AS(saver.save(sess, dir / "checkpoint"), ValueError);
-  CHECK_THROWS_AS(saver.save(sess, dir / "no_such_dir/model"), ValueError);
+  CHECK_THROWS_AS(saver.save(session, dir / "x", {.latest_filename = "a/b"}), ValueError);
+  CHECK_THROWS_AS(saver.save(session, dir / "checkpoint"), ValueError);
+  CHECK_THROWS_AS(saver.save(session, dir / "no_such_dir/model"), ValueError);
 }
 
-TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserves", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession,
+                 "max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserves",
+                 "[saver]") {
   TempDir dir;
-  Session sess;
   Variable v(Tensor(1.f), {.name = "v"});
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   {
     Saver saver({.max_to_keep = 0});
     for (int64_t s = 1; s <= 3; ++s)
-      verified(saver.save(sess, dir / "all", {.global_step = s, .latest_filename = "all_state"}));
+      verified(
+          saver.save(session, dir / "all", {.global_step = s, .latest_filename = "all_state"}));
     for (int s = 1; s <= 3; ++s) CHECK(exists(dir / ("all-" + std::to_string(s) + ".index")));
     auto state = get_checkpoint_state(dir.path(), "all_state");
     CHECK(state->all_model_checkpoint_paths == std::vector<std::string>{dir / "all-3"});
@@ -217,7 +206,7 @@ TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserv
   Saver saver({.max_to_keep = 1, .keep_checkpoint_every_n_hours = 2, .clock = [&] { return now; }});
   for (int64_t s = 1; s <= 6; ++s) {
     now += 3600;
-    verified(saver.save(sess, dir / "h", {.global_step = s, .write_meta_graph = false}));
+    verified(saver.save(session, dir / "h", {.global_step = s, .write_meta_graph = false}));
   }
   // Start + 2h: the first checkpoint saved after t0+2h (s=3) is kept, then
   // the next after t0+4h (s=5); s=6 is the most recent.
@@ -229,22 +218,18 @@ TEST_CASE("max_to_keep=0 keeps everything; keep_checkpoint_every_n_hours preserv
   CHECK(saver.last_checkpoints() == std::vector<std::string>{dir / "h-6"});
 }
 
-TEST_CASE("last_checkpoints can be set and recovered", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "last_checkpoints can be set and recovered", "[saver]") {
   TempDir dir;
-  Session sess;
   Variable v(Tensor(1.f), {.name = "v"});
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   Saver first({.max_to_keep = 3});
-  for (int64_t s = 1; s <= 3; ++s) verified(first.save(sess, dir / "m", {.global_step = s}));
+  for (int64_t s = 1; s <= 3; ++s) verified(first.save(session, dir / "m", {.global_step = s}));
 
   Saver second({.max_to_keep = 3});
   second.recover_last_checkpoints({dir / "m-1", dir / "m-2", dir / "missing", dir / "m-3"});
   CHECK(second.last_checkpoints() ==
         std::vector<std::string>{dir / "m-1", dir / "m-2", dir / "m-3"});
-  verified(second.save(sess, dir / "m", {.global_step = 4}));  // pushes m-1 out
+  verified(second.save(session, dir / "m", {.global_step = 4}));  // pushes m-1 out
   CHECK_FALSE(exists(dir / "m-1.index"));
   CHECK(exists(dir / "m-2.index"));
 
@@ -254,10 +239,7 @@ TEST_CASE("last_checkpoints can be set and recovered", "[saver]") {
   CHECK(second.last_checkpoints() == std::vector<std::string>{dir / "m-2"});
 }
 
-TEST_CASE("SaverDef, build and from_proto", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "SaverDef, build and from_proto", "[saver]") {
   Variable v(Tensor(1.f), {.name = "v"});
   Saver saver;
   SaverDef def = saver.as_saver_def();
@@ -283,8 +265,7 @@ TEST_CASE("SaverDef, build and from_proto", "[saver]") {
 
   Saver deferred({.defer_build = true});
   CHECK_FALSE(deferred.is_built());
-  Session sess;
-  CHECK_THROWS_AS(deferred.save(sess, "x"), FailedPreconditionError);
+  CHECK_THROWS_AS(deferred.save(session, "x"), FailedPreconditionError);
   Variable later(Tensor(2.f), {.name = "later"});
   deferred.build();
   CHECK(deferred.items().size() == 2);  // variables created before build() count
@@ -292,11 +273,7 @@ TEST_CASE("SaverDef, build and from_proto", "[saver]") {
   CHECK_THROWS_AS(Saver({.write_version = CheckpointFormatVersion::kLegacy}), InvalidArgumentError);
 }
 
-TEST_CASE("var_list validation and empty savers", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
-  Session sess;
+TEST_CASE_METHOD(FreshSession, "var_list validation and empty savers", "[saver]") {
   Variable v1(Tensor(1.f), {.name = "v1"});
   Variable v2(Tensor(2.f), {.name = "v2"});
   CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{v1, v1}}), ValueError);
@@ -316,24 +293,21 @@ TEST_CASE("var_list validation and empty savers", "[saver]") {
   CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{}}), ValueError);
   Saver noop({.var_list = std::vector<Variable>{}, .allow_empty = true});
   TempDir dir;
-  SaveHandle h = verified(noop.save(sess, dir / "nothing"));
+  SaveHandle h = verified(noop.save(session, dir / "nothing"));
   CHECK_FALSE(h.path().has_value());
   CHECK_FALSE(h.wait().has_value());
   CHECK_FALSE(exists(dir / "nothing.index"));
-  noop.restore(sess, dir / "nothing");  // no-op
+  noop.restore(session, dir / "nothing");  // no-op
 }
 
-TEST_CASE("a map var_list saves under its keys; global_step may be a variable", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "a map var_list saves under its keys; global_step may be a variable",
+                 "[saver]") {
   TempDir dir;
-  Session sess;
   Variable w(iota(6, 1, {2, 3}), {.name = "layer/w"});
   Variable step(Tensor(int64_t{42}), {.trainable = false, .name = "global_step"});
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   Saver saver({.var_list = std::map<std::string, Variable>{{"weights", w}}});
-  auto path = *verified(saver.save(sess, dir / "m", {.global_step = step})).path();
+  auto path = *verified(saver.save(session, dir / "m", {.global_step = step})).path();
   CHECK(path == dir / "m-42");
   auto reader = open_checkpoint(path);
   REQUIRE(reader->list().size() == 1);
@@ -341,12 +315,9 @@ TEST_CASE("a map var_list saves under its keys; global_step may be a variable", 
   CHECK(reader->read("weights").values<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
 }
 
-TEST_CASE("sharded save: one data shard per device, restored in parallel", "[saver][sharded]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "sharded save: one data shard per device, restored in parallel",
+                 "[saver][sharded]") {
   TempDir dir;
-  Session sess;
   std::vector<Variable> vars;
   {
     DeviceScope ps(replica_device_setter(3));
@@ -357,9 +328,9 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
   }
   CHECK(vars[0].placement() == "/job:ps/task:0" + std::string(testing::test_device_name()));
   CHECK(vars[1].placement() == "/job:ps/task:1" + std::string(testing::test_device_name()));
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   Saver saver({.sharded = true});
-  auto path = *verified(saver.save(sess, dir / "sharded", {.global_step = 1})).path();
+  auto path = *verified(saver.save(session, dir / "sharded", {.global_step = 1})).path();
   CHECK(path == dir / "sharded-1");
   for (int s = 0; s < 3; ++s)
     CHECK(exists(dir / ("sharded-1.data-0000" + std::to_string(s) + "-of-00003")));
@@ -375,14 +346,14 @@ TEST_CASE("sharded save: one data shard per device, restored in parallel", "[sav
     CHECK(info.shard == i % 3);
   }
   for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape()));
-  saver.restore(sess, path);
+  saver.restore(session, path);
   for (int i = 0; i < 7; ++i)
     CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) ==
           bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
   // Sequential restore gives the same.
   for (auto& v : vars) internal::set_value(v, Tensor::zeros(DType::kFloat, v.shape()));
   Saver sequential({.restore_sequentially = true});
-  sequential.restore(sess, path);
+  sequential.restore(session, path);
   for (int i = 0; i < 7; ++i)
     CHECK(bytes_of(vars[static_cast<size_t>(i)].value()) ==
           bytes_of(iota(5 + i, static_cast<float>(100 * i), {5 + i})));
@@ -475,44 +446,39 @@ TEST_CASE("partitioned variables restore into any partitioning", "[saver][partit
   }
 }
 
-TEST_CASE("reshape restores into a different shape with as many elements", "[saver]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "reshape restores into a different shape with as many elements",
+                 "[saver]") {
   TempDir dir;
-  Session sess;
   Variable v(iota(6, 0, {2, 3}), {.name = "v"});
-  sess.run(global_variables_initializer());
-  const std::string path = *verified(Saver().save(sess, dir / "m")).path();
+  session.run(global_variables_initializer());
+  const std::string path = *verified(Saver().save(session, dir / "m")).path();
 
   Graph g2;
   Variable r(Tensor::zeros(DType::kFloat, TensorShape{3, 2}), {.name = "v", .graph = &g2});
   Variable bad(Tensor::zeros(DType::kFloat, TensorShape{4, 2}), {.name = "v", .graph = &g2});
   CHECK_THROWS_WITH(
-      Saver({.var_list = std::vector<Variable>{r}, .graph = &g2}).restore(sess, path),
+      Saver({.var_list = std::vector<Variable>{r}, .graph = &g2}).restore(session, path),
       Catch::Contains("\"v\"") && Catch::Contains("[3,2]") && Catch::Contains("[2,3]"));
-  Saver({.var_list = std::vector<Variable>{r}, .reshape = true, .graph = &g2}).restore(sess, path);
+  Saver({.var_list = std::vector<Variable>{r}, .reshape = true, .graph = &g2})
+      .restore(session, path);
   CHECK(r.shape() == TensorShape{3, 2});
   CHECK(r.value().to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});
   CHECK_THROWS_AS(
       Saver(
           {.var_list = std::map<std::string, Variable>{{"v", bad}}, .reshape = true, .graph = &g2})
-          .restore(sess, path),
+          .restore(session, path),
       InvalidArgumentError);
 }
 
-TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[saver][async]") {
-  Graph g;
-  auto guard = g.as_default();
-  DeviceScope on_test_device(testing::test_device_name());
+TEST_CASE_METHOD(FreshSession, "asynchronous save writes the snapshot taken when save() returned",
+                 "[saver][async]") {
   TempDir dir;
-  Session sess;
   const int64_t n = 1 << 20;
   Variable a(Tensor::zeros(DType::kFloat, TensorShape{n}), {.name = "a"});
   Variable b(iota(8, 0, {8}), {.name = "b"});
-  sess.run(global_variables_initializer());
+  session.run(global_variables_initializer());
   Saver saver;
-  SaveHandle h = saver.save(sess, dir / "async", {.global_step = 1, .async = true});
+  SaveHandle h = saver.save(session, dir / "async", {.global_step = 1, .async = true});
   CHECK(h.path() == dir / "async-1");
   // Updates after save() returned must not reach the checkpoint.
   for (int i = 0; i < 5; ++i) {
@@ -529,8 +495,8 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   CHECK(reader->read("b").values<float>() == iota(8, 0, {8}).to_vector<float>());
 
   // A second save waits for the first; both end up in the state file.
-  SaveHandle h2 = saver.save(sess, dir / "async", {.global_step = 2, .async = true});
-  SaveHandle h3 = saver.save(sess, dir / "async", {.global_step = 3, .async = true});
+  SaveHandle h2 = saver.save(session, dir / "async", {.global_step = 2, .async = true});
+  SaveHandle h3 = saver.save(session, dir / "async", {.global_step = 3, .async = true});
   h3.wait();
   CHECK(h2.done());
   verified(h2);
@@ -538,7 +504,7 @@ TEST_CASE("asynchronous save writes the snapshot taken when save() returned", "[
   CHECK(saver.last_checkpoints() ==
         std::vector<std::string>{dir / "async-1", dir / "async-2", dir / "async-3"});
   Saver restorer;
-  restorer.restore(sess, dir / "async-3");
+  restorer.restore(session, dir / "async-3");
   CHECK(b.value().to_vector<float>()[0] == 500.f);
 }
 

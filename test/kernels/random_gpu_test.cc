@@ -7,24 +7,18 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/random.h"
 #include "kernels/cuda/random.h"
+#include "random_test_util.h"
 #include "test_util.h"
 #include "varstate/device.h"
 #include "varstate/device_manager.h"
 #include "varstate/dtype.h"
 
 using namespace varstate;
-namespace cpu = varstate::kernels::cpu;
 namespace cuda = varstate::kernels::cuda;
+using namespace varstate::testing;
 
 namespace {
-
-enum class Dist {
-  kUniform,
-  kNormal,
-  kTruncated
-};
 
 constexpr unsigned char kGuard = 0x5a;
 constexpr int64_t kGuardElements = 16;
@@ -42,20 +36,11 @@ std::pair<T, T> params(Dist dist) {
   }
 }
 
+// The CPU kernel's values for the parameters of the GPU runs.
 template <typename T>
-std::vector<T> run_cpu(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2) {
+std::vector<T> cpu_values(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2) {
   const auto [a, b] = params<T>(dist);
-  std::vector<T> out(n);
-  if (dist == Dist::kUniform) {
-    cpu::random_uniform<T>(out.data(), n, first, seed, seed2, a, b);
-  } else if constexpr (!std::is_integral_v<T>) {
-    if (dist == Dist::kNormal) {
-      cpu::random_normal<T>(out.data(), n, first, seed, seed2, a, b);
-    } else {
-      cpu::truncated_normal<T>(out.data(), n, first, seed, seed2, a, b);
-    }
-  }
-  return out;
+  return run_cpu<T>(dist, n, first, seed, seed2, a, b);
 }
 
 // Runs the CUDA kernel into a guarded buffer, `shift` elements past a
@@ -92,28 +77,6 @@ std::vector<T> run_gpu(Dist dist, int64_t n, int64_t first, uint64_t seed, uint6
 }
 
 template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <typename T>
-size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
-  }
-  return std::min(a.size(), b.size());
-}
-
-template <typename T>
-std::vector<Dist> dists() {
-  if constexpr (std::is_integral_v<T>) {
-    return {Dist::kUniform};
-  } else {
-    return {Dist::kUniform, Dist::kNormal, Dist::kTruncated};
-  }
-}
-
-template <typename T>
 bool not_all_zero(const std::vector<T>& v) {
   const T zero{};
   for (const T& x : v) {
@@ -136,7 +99,7 @@ TEMPLATE_TEST_CASE("GPU random kernels match the CPU kernels bit for bit", "[ran
       for (int64_t first : firsts) {
         for (int64_t shift : {0, 1, 2, 3, 5}) {
           CAPTURE(static_cast<int>(dist), n, first, shift, seed, seed2);
-          const auto want = run_cpu<T>(dist, n, first, seed, seed2);
+          const auto want = cpu_values<T>(dist, n, first, seed, seed2);
           const auto got = run_gpu<T>(dist, n, first, seed, seed2, shift);
           CAPTURE(first_difference(got, want));
           REQUIRE(same_bits(got, want));
@@ -147,7 +110,7 @@ TEMPLATE_TEST_CASE("GPU random kernels match the CPU kernels bit for bit", "[ran
     for (int64_t n : {int64_t{1} << 22, (int64_t{1} << 22) + 3}) {
       for (auto [first, shift] : {std::pair<int64_t, int64_t>{0, 0}, {3, 1}, {6, 2}}) {
         CAPTURE(static_cast<int>(dist), n, first, shift, seed, seed2);
-        const auto want = run_cpu<T>(dist, n, first, seed, seed2);
+        const auto want = cpu_values<T>(dist, n, first, seed, seed2);
         const auto got = run_gpu<T>(dist, n, first, seed, seed2, shift);
         CAPTURE(first_difference(got, want));
         REQUIRE(same_bits(got, want));
@@ -166,7 +129,7 @@ TEST_CASE("GPU random kernels index past 2^31 elements", "[random][gpu]") {
   for (Dist dist : {Dist::kUniform, Dist::kNormal}) {
     CAPTURE(static_cast<int>(dist), n);
     const auto got = run_gpu<half>(dist, n, 0, 1, 2, 0, n - keep);
-    const auto want = run_cpu<half>(dist, keep, n - keep, 1, 2);
+    const auto want = cpu_values<half>(dist, keep, n - keep, 1, 2);
     CAPTURE(first_difference(got, want));
     REQUIRE(same_bits(got, want));
   }

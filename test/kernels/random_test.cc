@@ -15,12 +15,14 @@
 
 #include "kernels/cpu/random.h"
 #include "kernels/philox.h"
+#include "random_test_util.h"
 #include "test_util.h"
 #include "varstate/dtype.h"
 
 using namespace varstate;
 namespace rng = varstate::kernels::rng;
 namespace cpu = varstate::kernels::cpu;
+using namespace varstate::testing;
 
 namespace {
 
@@ -31,19 +33,6 @@ T make(double v) {
   } else {
     return static_cast<T>(v);
   }
-}
-
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <typename T>
-size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
-  }
-  return a.size() == b.size() ? a.size() : std::min(a.size(), b.size());
 }
 
 // ---- Naive reference --------------------------------------------------------
@@ -96,12 +85,6 @@ class SingleWords {
   SequentialPhilox gen_;
   std::array<uint32_t, 4> buffer_{};
   int used_ = 4;
-};
-
-enum class Dist {
-  kUniform,
-  kNormal,
-  kTruncated
 };
 
 constexpr int group_size(size_t type_size) { return type_size == 8 ? 2 : 4; }
@@ -217,27 +200,6 @@ std::vector<T> reference(Dist dist, int64_t n, int64_t first, uint64_t seed, uin
   }
   return std::vector<T>(all.begin() + (first - g0 * kGroup),
                         all.begin() + (first - g0 * kGroup) + n);
-}
-
-template <typename T>
-std::vector<T> run_cpu(Dist dist, int64_t n, int64_t first, uint64_t seed, uint64_t seed2, T a,
-                       T b) {
-  std::vector<T> out(n);
-  if (dist == Dist::kUniform) {
-    cpu::random_uniform<T>(out.data(), n, first, seed, seed2, a, b);
-  } else if constexpr (!std::is_integral_v<T>) {
-    if (dist == Dist::kNormal) {
-      cpu::random_normal<T>(out.data(), n, first, seed, seed2, a, b);
-    } else {
-      cpu::truncated_normal<T>(out.data(), n, first, seed, seed2, a, b);
-    }
-  }
-  return out;
-}
-
-std::vector<Dist> dists_for(bool integral) {
-  if (integral) return {Dist::kUniform};
-  return {Dist::kUniform, Dist::kNormal, Dist::kTruncated};
 }
 
 // Parameters (minval, maxval) or (mean, stddev) per distribution.
@@ -425,7 +387,7 @@ TEMPLATE_TEST_CASE("CPU kernels match the sequential reference bit for bit", "[r
                    half, bfloat16, float, double, int32_t, int64_t) {
   using T = TestType;
   const uint64_t seed = testing::kSeed, seed2 = 77;
-  for (Dist dist : dists_for(std::is_integral_v<T>)) {
+  for (Dist dist : dists<T>()) {
     const auto [a, b] = params<T>(dist);
     for (int64_t n : {1, 2, 3, 4, 5, 17, 1000, 70001}) {
       for (int64_t first : {0, 1, 2, 3, 7, 1001}) {
@@ -443,7 +405,7 @@ TEMPLATE_TEST_CASE("A shard generates its slice of the full tensor", "[random][t
                    bfloat16, float, double, int32_t, int64_t) {
   using T = TestType;
   const int64_t n = 300007;  // large enough to run on the thread pool
-  for (Dist dist : dists_for(std::is_integral_v<T>)) {
+  for (Dist dist : dists<T>()) {
     const auto [a, b] = params<T>(dist);
     const auto full = run_cpu<T>(dist, n, 0, 3, 4, a, b);
     for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{4096}, n / 2, n - 1}) {

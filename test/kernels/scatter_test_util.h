@@ -1,6 +1,6 @@
-// Shared by the CPU and GPU scatter tests: the naive reference loop, input
-// generators (unique and heavily duplicated indices, op-appropriate update
-// values) and the list of ops.
+// Shared by the CPU and GPU scatter kernel tests: input generators (unique
+// and heavily duplicated indices, op-appropriate update values) and
+// byte-exact comparison. The naive reference loop is test/scatter_reference.h.
 #pragma once
 
 #include <algorithm>
@@ -13,118 +13,13 @@
 #include <vector>
 
 #include "kernels/common.h"
+#include "scatter_reference.h"
 #include "test_util.h"
 #include "varstate/dtype.h"
 
 namespace varstate::testing {
 
 using kernels::ScatterOp;
-
-inline const char* op_name(ScatterOp op) {
-  switch (op) {
-    case ScatterOp::kUpdate:
-      return "update";
-    case ScatterOp::kAdd:
-      return "add";
-    case ScatterOp::kSub:
-      return "sub";
-    case ScatterOp::kMul:
-      return "mul";
-    case ScatterOp::kDiv:
-      return "div";
-    case ScatterOp::kMin:
-      return "min";
-    case ScatterOp::kMax:
-      return "max";
-  }
-  return "?";
-}
-
-// The ops defined for T (min/max are not defined for complex types).
-template <typename T>
-std::vector<ScatterOp> ops_for() {
-  std::vector<ScatterOp> ops = {ScatterOp::kUpdate, ScatterOp::kAdd, ScatterOp::kSub,
-                                ScatterOp::kMul, ScatterOp::kDiv};
-  if (!is_complex<T>::value) {
-    ops.push_back(ScatterOp::kMin);
-    ops.push_back(ScatterOp::kMax);
-  }
-  return ops;
-}
-
-// op(t, u) written independently of the kernels: 16-bit floats through
-// float with one rounding, integers wrapping, INT_MIN / -1 == INT_MIN.
-template <typename T>
-T reference_op(ScatterOp op, T t, T u) {
-  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
-    const float a = static_cast<float>(t), b = static_cast<float>(u);
-    switch (op) {
-      case ScatterOp::kUpdate:
-        return u;
-      case ScatterOp::kAdd:
-        return T(a + b);
-      case ScatterOp::kSub:
-        return T(a - b);
-      case ScatterOp::kMul:
-        return T(a * b);
-      case ScatterOp::kDiv:
-        return T(a / b);
-      case ScatterOp::kMin:
-        return b < a ? u : t;
-      case ScatterOp::kMax:
-        return a < b ? u : t;
-    }
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-    switch (op) {
-      case ScatterOp::kUpdate:
-        return u;
-      case ScatterOp::kAdd:
-        return static_cast<T>(U(t) + U(u));
-      case ScatterOp::kSub:
-        return static_cast<T>(U(t) - U(u));
-      case ScatterOp::kMul:
-        return static_cast<T>(U(t) * U(u));
-      case ScatterOp::kDiv:
-        if (std::is_signed_v<T> && u == static_cast<T>(-1)) return static_cast<T>(U(0) - U(t));
-        return static_cast<T>(t / u);
-      case ScatterOp::kMin:
-        return std::min(t, u);
-      case ScatterOp::kMax:
-        return std::max(t, u);
-    }
-  } else {
-    switch (op) {
-      case ScatterOp::kUpdate:
-        return u;
-      case ScatterOp::kAdd:
-        return t + u;
-      case ScatterOp::kSub:
-        return t - u;
-      case ScatterOp::kMul:
-        return t * u;
-      case ScatterOp::kDiv:
-        return t / u;
-      default:
-        if constexpr (!is_complex<T>::value) {
-          return op == ScatterOp::kMin ? (u < t ? u : t) : (t < u ? u : t);
-        }
-    }
-  }
-  return t;
-}
-
-// The serial loop that defines scatter.
-template <typename T, typename Index>
-void reference_scatter(ScatterOp op, T* table, int64_t row_width, const std::vector<Index>& indices,
-                       const std::vector<T>& updates, bool updates_scalar) {
-  for (size_t i = 0; i < indices.size(); ++i) {
-    T* row = table + static_cast<int64_t>(indices[i]) * row_width;
-    for (int64_t c = 0; c < row_width; ++c) {
-      row[c] = reference_op(op, row[c], updates_scalar ? updates[0] : updates[i * row_width + c]);
-    }
-  }
-}
 
 // n distinct indices in [0, rows) (n <= rows), shuffled.
 template <typename Index>

@@ -45,9 +45,10 @@ Tensor unique_indices(DType dtype, int64_t k, int64_t rows, uint64_t seed) {
 
 // Float results of atomic combining differ from the serial order only by
 // rounding; integer-valued inputs keep add/sub/min/max/update exact.
-bool exact_on_gpu(SOp op, DType dtype, bool deterministic) {
-  if (deterministic) return !(dtype_is_complex(dtype) && (op == SOp::kMul || op == SOp::kDiv));
-  return dtype_is_integer(dtype) || op == SOp::kMin || op == SOp::kMax;
+bool exact_on_gpu(ScatterOp op, DType dtype, bool deterministic) {
+  if (deterministic)
+    return !(dtype_is_complex(dtype) && (op == ScatterOp::kMul || op == ScatterOp::kDiv));
+  return dtype_is_integer(dtype) || op == ScatterOp::kMin || op == ScatterOp::kMax;
 }
 }  // namespace
 
@@ -55,8 +56,8 @@ TEST_CASE_METHOD(FreshSession, "GPU scatters equal the CPU's for every op and dt
                  "[gpu][scatter]") {
   uint64_t seed = kSeed;
   for (DType dtype : kScatterDTypes) {
-    for (SOp op : kAllOps) {
-      if (dtype_is_complex(dtype) && (op == SOp::kMin || op == SOp::kMax)) continue;
+    for (ScatterOp op : kScatterOps) {
+      if (dtype_is_complex(dtype) && !defined_on_complex(op)) continue;
       for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
         for (const TensorShape& table_shape :
              {TensorShape{37, 1}, TensorShape{300, 67}, TensorShape{64, 4, 8}}) {
@@ -65,15 +66,15 @@ TEST_CASE_METHOD(FreshSession, "GPU scatters equal the CPU's for every op and dt
             const int64_t rows = table_shape.dim(0);
             // A non-deterministic scatter_update keeps an unspecified
             // duplicate: give it distinct rows.
-            const bool distinct = op == SOp::kUpdate && !deterministic;
+            const bool distinct = op == ScatterOp::kUpdate && !deterministic;
             const TensorShape ishape = distinct     ? TensorShape{std::min<int64_t>(rows, 30)}
                                        : (seed % 2) ? TensorShape{257}
                                                     : TensorShape{16, 9};
-            CAPTURE(dtype_name(dtype), op_label(op), dtype_name(index_dtype),
+            CAPTURE(dtype_name(dtype), op_name(op), dtype_name(index_dtype),
                     table_shape.to_string(), ishape.to_string(), deterministic, seed);
             Tensor start = random_values(dtype, table_shape, seed, 1, 8);
             // mul/div on hot rows would overflow 16-bit floats: spread those.
-            const bool hot = !(op == SOp::kMul || op == SOp::kDiv);
+            const bool hot = !(op == ScatterOp::kMul || op == ScatterOp::kDiv);
             Tensor indices = distinct ? unique_indices(index_dtype, ishape.dim(0), rows, seed + 1)
                                       : random_indices(index_dtype, ishape, rows, seed + 1, hot);
             Tensor updates =
@@ -104,10 +105,10 @@ TEST_CASE_METHOD(FreshSession, "GPU scatters on odd-sized sub-word variables, la
                  "[gpu][scatter][quick]") {
   for (DType dtype : {DType::kHalf, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt16,
                       DType::kUInt16, DType::kQInt8, DType::kQUInt16}) {
-    for (SOp op : kAllOps) {
+    for (ScatterOp op : kScatterOps) {
       for (bool deterministic : {false, true}) {
-        if (op == SOp::kUpdate && !deterministic) continue;  // duplicates: any one wins
-        CAPTURE(dtype_name(dtype), op_label(op), deterministic);
+        if (op == ScatterOp::kUpdate && !deterministic) continue;  // duplicates: any one wins
+        CAPTURE(dtype_name(dtype), op_name(op), deterministic);
         const TensorShape shape{37, 1};
         std::vector<int32_t> rows(200, 36);
         for (size_t i = 0; i < rows.size(); i += 4) rows[i] = static_cast<int32_t>(i % 37);
@@ -143,12 +144,12 @@ TEST_CASE_METHOD(FreshSession, "a bad index on the GPU raises synchronously and 
   Variable emb = initialized_variable(start, "emb", &gpu());
   Tensor indices = Tensor::from_vector<int64_t>({1, 2, 3, 1000, 7}).to(gpu());
   Tensor updates = random_values(DType::kFloat, {5, 16}, kSeed + 1).to(gpu());
-  for (SOp op : kAllOps) {
+  for (ScatterOp op : kScatterOps) {
     for (bool deterministic : {false, true}) {
-      CAPTURE(op_label(op), deterministic);
+      CAPTURE(op_name(op), deterministic);
       CHECK_THROWS_WITH(apply_scatter(op, emb, indices, updates,
                                       {.deterministic = deterministic, .synchronous = true}),
-                        Catch::StartsWith(std::string("scatter_") + op_label(op) +
+                        Catch::StartsWith(std::string("scatter_") + op_name(op) +
                                           " on \"emb\": indices[3] = 1000 is not in [0, 500)"));
       CHECK(same_bytes(emb.eval(), start));
     }
@@ -223,13 +224,14 @@ TEST_CASE_METHOD(FreshSession, "integer scatter_div by zero on the GPU writes no
 TEST_CASE_METHOD(FreshSession, "deterministic GPU scatters are bitwise identical run to run",
                  "[gpu][scatter]") {
   for (DType dtype : {DType::kFloat, DType::kHalf, DType::kBFloat16, DType::kDouble}) {
-    for (SOp op : {SOp::kAdd, SOp::kSub, SOp::kUpdate, SOp::kMul}) {
-      CAPTURE(dtype_name(dtype), op_label(op), kSeed);
+    for (ScatterOp op : {ScatterOp::kAdd, ScatterOp::kSub, ScatterOp::kUpdate, ScatterOp::kMul}) {
+      CAPTURE(dtype_name(dtype), op_name(op), kSeed);
       // Non-integer values so that the order of additions shows in the bits.
       Tensor start = random_reals({64, 33}, kSeed).cast(dtype);
       Tensor indices = random_indices(DType::kInt64, {20000}, 64, kSeed + 1, true).to(gpu());
-      Tensor updates = op == SOp::kMul ? random_updates(op, DType::kFloat, {20000, 33}, kSeed + 2)
-                                       : random_reals({20000, 33}, kSeed + 2);
+      Tensor updates = op == ScatterOp::kMul
+                           ? random_updates(op, DType::kFloat, {20000, 33}, kSeed + 2)
+                           : random_reals({20000, 33}, kSeed + 2);
       updates = updates.cast(dtype);
       updates = updates.to(gpu());
       Tensor first;
@@ -243,7 +245,7 @@ TEST_CASE_METHOD(FreshSession, "deterministic GPU scatters are bitwise identical
           CHECK(same_bytes(now, first));
         }
       }
-      if (op == SOp::kAdd || op == SOp::kSub || op == SOp::kUpdate) {
+      if (op == ScatterOp::kAdd || op == ScatterOp::kSub || op == ScatterOp::kUpdate) {
         Variable c = initialized_variable(start, "c", &cpu());
         apply_scatter(op, c, indices, updates);
         CHECK(same_bytes(c.value(), first));  // equal to the CPU's serial loop

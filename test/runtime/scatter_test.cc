@@ -87,13 +87,13 @@ TEST_CASE_METHOD(FreshGraph, "every op, dtype, index dtype and index rank matche
                                       TensorShape{0}};
   uint64_t seed = kSeed;
   for (DType dtype : kScatterDTypes) {
-    for (SOp op : kAllOps) {
-      if (dtype_is_complex(dtype) && (op == SOp::kMin || op == SOp::kMax)) continue;
+    for (ScatterOp op : kScatterOps) {
+      if (dtype_is_complex(dtype) && !defined_on_complex(op)) continue;
       for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
         for (const TensorShape& ishape : index_shapes) {
           for (bool scalar_update : {false, true}) {
             ++seed;
-            CAPTURE(dtype_name(dtype), op_label(op), dtype_name(index_dtype), ishape.to_string(),
+            CAPTURE(dtype_name(dtype), op_name(op), dtype_name(index_dtype), ishape.to_string(),
                     scalar_update, seed);
             Tensor start = random_values(dtype, table_shape, seed, 1, 8);
             Tensor indices = random_indices(index_dtype, ishape, 10, seed + 1);
@@ -116,8 +116,8 @@ TEST_CASE_METHOD(FreshGraph, "large and duplicate-heavy scatters match the naive
                  "[scatter]") {
   // Big enough for the multithreaded kernel; most indices hit three rows.
   for (DType dtype : {DType::kFloat, DType::kInt32, DType::kBFloat16}) {
-    for (SOp op : {SOp::kUpdate, SOp::kAdd, SOp::kSub, SOp::kMax}) {
-      CAPTURE(dtype_name(dtype), op_label(op), kSeed);
+    for (ScatterOp op : {ScatterOp::kUpdate, ScatterOp::kAdd, ScatterOp::kSub, ScatterOp::kMax}) {
+      CAPTURE(dtype_name(dtype), op_name(op), kSeed);
       Tensor start = random_values(dtype, {2000, 67}, kSeed);
       Tensor indices = random_indices(DType::kInt64, {5000}, 2000, kSeed + 1, /*hot=*/true);
       Tensor updates = random_updates(op, dtype, {5000, 67}, kSeed + 2);
@@ -184,9 +184,9 @@ TEST_CASE_METHOD(FreshGraph, "an out-of-range index names the op, position and v
       emb, [&] { scatter_mul(emb, Tensor(int64_t{500}), Tensor(2.f), {.name = "decay"}); },
       "scatter_mul \"decay\" on \"emb\": indices = 500 is not in [0, 500)");
   // Every op, both index dtypes, the bad index last (after good ones).
-  for (SOp op : kAllOps) {
+  for (ScatterOp op : kScatterOps) {
     for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
-      CAPTURE(op_label(op), dtype_name(index_dtype));
+      CAPTURE(op_name(op), dtype_name(index_dtype));
       Tensor bad = Tensor::from_vector<int64_t>({0, 499, 500}).cast(index_dtype);
       check_rejected<InvalidArgumentError>(emb, [&] { apply_scatter(op, emb, bad, Tensor(3.f)); });
     }

@@ -1,6 +1,6 @@
-// Helpers for the runtime scatter tests (CPU and GPU): a naive reference
-// loop over host values, random indices with duplicates, and divisors that
-// are never zero.
+// Helpers for the runtime scatter tests (CPU and GPU): the naive reference
+// of test/scatter_reference.h over tensors, random indices with duplicates,
+// and divisors that are never zero.
 #pragma once
 
 #include <complex>
@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "scatter_reference.h"
 #include "tensor_util.h"
 #include "varstate/placement.h"
 #include "varstate/scatter.h"
@@ -18,112 +19,31 @@
 
 namespace varstate::testing {
 
-enum class SOp {
-  kUpdate,
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kMin,
-  kMax
-};
-inline constexpr SOp kAllOps[] = {SOp::kUpdate, SOp::kAdd, SOp::kSub, SOp::kMul,
-                                  SOp::kDiv,    SOp::kMin, SOp::kMax};
-
-inline const char* op_label(SOp op) {
-  const char* names[] = {"update", "add", "sub", "mul", "div", "min", "max"};
-  return names[static_cast<int>(op)];
-}
-
-inline Tensor apply_scatter(SOp op, Variable& v, const Tensor& indices, const Tensor& updates,
+inline Tensor apply_scatter(ScatterOp op, Variable& v, const Tensor& indices, const Tensor& updates,
                             const UpdateOptions& options = {}) {
   switch (op) {
-    case SOp::kUpdate:
+    case ScatterOp::kUpdate:
       return scatter_update(v, indices, updates, options);
-    case SOp::kAdd:
+    case ScatterOp::kAdd:
       return scatter_add(v, indices, updates, options);
-    case SOp::kSub:
+    case ScatterOp::kSub:
       return scatter_sub(v, indices, updates, options);
-    case SOp::kMul:
+    case ScatterOp::kMul:
       return scatter_mul(v, indices, updates, options);
-    case SOp::kDiv:
+    case ScatterOp::kDiv:
       return scatter_div(v, indices, updates, options);
-    case SOp::kMin:
+    case ScatterOp::kMin:
       return scatter_min(v, indices, updates, options);
-    case SOp::kMax:
+    case ScatterOp::kMax:
       return scatter_max(v, indices, updates, options);
   }
   return {};
 }
 
-// op(t, u) as a serial loop computes it: integers wrap, 16-bit floats compute
-// in float and round once.
-template <typename T>
-T naive_combine(SOp op, T t, T u) {
-  if (op == SOp::kUpdate) return u;
-  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
-    const float a = static_cast<float>(t), b = static_cast<float>(u);
-    switch (op) {
-      case SOp::kAdd:
-        return T(a + b);
-      case SOp::kSub:
-        return T(a - b);
-      case SOp::kMul:
-        return T(a * b);
-      case SOp::kDiv:
-        return T(a / b);
-      case SOp::kMin:
-        return b < a ? u : t;
-      case SOp::kMax:
-        return a < b ? u : t;
-      default:
-        return u;
-    }
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-    switch (op) {
-      case SOp::kAdd:
-        return static_cast<T>(U(t) + U(u));
-      case SOp::kSub:
-        return static_cast<T>(U(t) - U(u));
-      case SOp::kMul:
-        return static_cast<T>(U(t) * U(u));
-      case SOp::kDiv:
-        if constexpr (std::is_signed_v<T>) {
-          if (u == T(-1)) return static_cast<T>(U(0) - U(t));
-        }
-        return static_cast<T>(t / u);
-      case SOp::kMin:
-        return u < t ? u : t;
-      case SOp::kMax:
-        return t < u ? u : t;
-      default:
-        return u;
-    }
-  } else {
-    switch (op) {
-      case SOp::kAdd:
-        return t + u;
-      case SOp::kSub:
-        return t - u;
-      case SOp::kMul:
-        return t * u;
-      case SOp::kDiv:
-        return t / u;
-      default:
-        break;
-    }
-    if constexpr (!is_complex<T>::value) {
-      if (op == SOp::kMin) return u < t ? u : t;
-      if (op == SOp::kMax) return t < u ? u : t;
-    }
-    return u;
-  }
-}
-
 // The expected table after the serial loop, as a CPU tensor.
 template <typename T>
-Tensor naive_scatter(SOp op, const Tensor& table, const Tensor& indices, const Tensor& updates) {
+Tensor naive_scatter(ScatterOp op, const Tensor& table, const Tensor& indices,
+                     const Tensor& updates) {
   std::vector<T> out = table.to_vector<T>();
   std::vector<int64_t> idx;
   if (indices.dtype() == DType::kInt32) {
@@ -134,16 +54,11 @@ Tensor naive_scatter(SOp op, const Tensor& table, const Tensor& indices, const T
   const std::vector<T> u = updates.to_vector<T>();
   const int64_t width = table.shape().tail(1).num_elements();
   const bool scalar = u.size() == 1 && idx.size() * width != 1;
-  for (size_t i = 0; i < idx.size(); ++i) {
-    for (int64_t c = 0; c < width; ++c) {
-      T& dst = out[idx[i] * width + c];
-      dst = naive_combine<T>(op, dst, u[scalar ? 0 : i * width + c]);
-    }
-  }
+  reference_scatter(op, out.data(), width, idx, u, scalar);
   return Tensor::from_vector<T>(out, table.shape());
 }
 
-inline Tensor naive_scatter(SOp op, const Tensor& table, const Tensor& indices,
+inline Tensor naive_scatter(ScatterOp op, const Tensor& table, const Tensor& indices,
                             const Tensor& updates) {
   return dispatch_numeric(table.dtype(), "naive_scatter", [&](auto tag) {
     Tensor t = naive_scatter<decltype(tag)>(op, table, indices, updates);
@@ -184,8 +99,8 @@ inline Tensor random_indices(DType dtype, const TensorShape& shape, int64_t rows
 // Random updates for `op`: small integers, never zero for division, and
 // for mul/div values in {1, 2, -1} (or {1, 2}) so that results stay
 // bounded and exact.
-inline Tensor random_updates(SOp op, DType dtype, const TensorShape& shape, uint64_t seed) {
-  if (op != SOp::kMul && op != SOp::kDiv) return random_values(dtype, shape, seed);
+inline Tensor random_updates(ScatterOp op, DType dtype, const TensorShape& shape, uint64_t seed) {
+  if (op != ScatterOp::kMul && op != ScatterOp::kDiv) return random_values(dtype, shape, seed);
   Tensor t = random_tensor(dtype, shape, seed, 0, 2);
   return dispatch_numeric(dtype, "random_updates", [&](auto tag) {
     using T = decltype(tag);
