@@ -34,13 +34,6 @@ void put_fixed32(uint8_t* dst, uint32_t v) {
   for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-void best_effort_delete(FileSystem& fs, const std::string& path) {
-  try {
-    if (fs.file_exists(path)) fs.delete_file(path);
-  } catch (const Error&) {
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
