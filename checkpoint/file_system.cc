@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/logging_internal.h"
 #include "varstate/error.h"
 
 namespace varstate {
@@ -252,6 +253,24 @@ std::string dirname_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
+std::string basename_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir == ".") return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+void best_effort_delete(FileSystem& fs, const std::string& path) {
+  try {
+    if (fs.file_exists(path)) fs.delete_file(path);
+  } catch (const Error& e) {
+    logger().warn("could not delete {}: {}", path, e.what());
+  }
+}
+
 std::string temp_file_name(const std::string& path) {
   thread_local std::mt19937_64 gen{std::random_device{}()};
   return path + ".tempstate" + std::to_string(gen());
@@ -279,10 +298,7 @@ void write_atomically(
     fill(*file, tmp);
     commit_temp_file(fs, std::move(file), tmp, path);
   } catch (...) {
-    try {
-      if (fs.file_exists(tmp)) fs.delete_file(tmp);
-    } catch (const Error&) {
-    }
+    best_effort_delete(fs, tmp);
     throw;
   }
   fs.sync_dir(dirname_of(path));

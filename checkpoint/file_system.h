@@ -82,6 +82,16 @@ FileSystem* default_file_system();
 // The directory part of `path` ("." when it has none).
 std::string dirname_of(const std::string& path);
 
+// The last component of `path` (all of it when it has no '/').
+std::string basename_of(const std::string& path);
+
+// `name` in directory `dir`: `name` alone when `dir` is empty or ".".
+std::string join_path(const std::string& dir, const std::string& name);
+
+// Deletes `path` if it exists. Never throws: a failure is logged, for
+// clean-up paths where the caller reports its own error (or success).
+void best_effort_delete(FileSystem& fs, const std::string& path);
+
 // A fresh temporary name next to `path`: "<path>.tempstate<random u64>",
 // TensorFlow's convention.
 std::string temp_file_name(const std::string& path);

@@ -290,125 +290,165 @@ std::optional<std::string> OpNodeWriter::write_partitioned(const Op& op,
                                                            const internal::OpGraphForm& form,
                                                            std::string* why) {
   const PartitionedVariable& p = *form.partitioned;
-  for (const Variable& part : p.variables()) {
-    if (!graph_variable(graph_, part)) {
-      *why = "Op " + quoted(op.name()) + " updates part " + quoted(part.op_name()) +
-             ", which is not a variable of the exported graph";
-      return std::nullopt;
-    }
-  }
-  const bool sparse = form.inputs.size() == 2;
-  if (sparse && p.axis() != 0 && p.size() > 1) {
-    *why = "Op " + quoted(op.name()) + " scatters into a variable partitioned along axis " +
-           std::to_string(p.axis());
-    return std::nullopt;
-  }
-  for (const auto& [role, value] : form.inputs) {
-    if (!check_value(op.name(), role, value, p.dtype(), why)) return std::nullopt;
-  }
+  if (!check_partitioned(op, form, why)) return std::nullopt;
   const std::string name = unique(op.name());
-  const auto T = static_cast<tf::DataType>(p.dtype());
-  const int n = static_cast<int>(p.size());
-  auto output = [](const std::string& node_name, int k) {
-    return k == 0 ? node_name : node_name + ":" + std::to_string(k);
-  };
   std::vector<std::string> values;
   for (const auto& [role, value] : form.inputs) {
     values.push_back(write_value(name, role, value, p.dtype(), {}));
   }
-  std::vector<std::string> part_nodes;
-  if (!sparse) {
-    tf::NodeDef* b = node(unique(name + "/broadcast"), "BroadcastTo",
-                          {values[0], write_int32s(name + "/shape", p.shape().dims(), false)}, {});
-    attr(b, "T").set_type(T);
-    attr(b, "Tidx").set_type(tf::DT_INT32);
-    std::vector<int64_t> sizes;
-    for (const Variable& part : p.variables()) sizes.push_back(part.shape().dim(p.axis()));
-    tf::NodeDef* split = node(unique(name + "/split"), "SplitV",
-                              {b->name(), write_int32s(name + "/size_splits", sizes, false),
-                               write_int32s(name + "/axis", {p.axis()}, true)},
-                              {});
-    attr(split, "T").set_type(T);
-    attr(split, "Tlen").set_type(tf::DT_INT32);
-    attr(split, "num_split").set_i(n);
-    for (int k = 0; k < n; ++k) {
-      const std::string part_name = unique(name + "/part_" + std::to_string(k));
-      write_update_node(part_name, form.type, p[static_cast<size_t>(k)], {output(split->name(), k)},
-                        form, std::nullopt);
-      part_nodes.push_back(part_name);
-    }
-  } else {
-    const DType index_dtype = *value_dtype(form.inputs[0].second);
-    const auto TI = static_cast<tf::DataType>(index_dtype);
-    auto typed = [&](std::vector<int64_t> v) {
-      if (index_dtype == DType::kInt64) return Tensor::from_vector<int64_t>(v);
-      return Tensor::from_vector<int32_t>(std::vector<int32_t>(v.begin(), v.end()));
-    };
-    auto reshape = [&](const std::string& what, const std::string& in, tf::DataType dtype,
-                       const std::vector<int64_t>& shape) {
-      tf::NodeDef* r = node(unique(name + "/" + what), "Reshape",
-                            {in, write_int32s(name + "/" + what + "_shape", shape, false)}, {});
-      attr(r, "T").set_type(dtype);
-      attr(r, "Tshape").set_type(tf::DT_INT32);
-      return r->name();
-    };
-    const std::string flat = reshape("flat_indices", values[0], TI, {-1});
-    const std::string column = reshape("column_indices", flat, TI, {-1, 1});
-    const std::vector<int64_t>& offsets = p.offsets();
-    tf::NodeDef* above = node(
-        unique(name + "/above"), "GreaterEqual",
-        {column, write_const(name + "/boundaries",
-                             typed(std::vector<int64_t>(offsets.begin() + 1, offsets.end())), {})},
-        {});
-    attr(above, "T").set_type(TI);
-    tf::NodeDef* cast = node(unique(name + "/above_count"), "Cast", {above->name()}, {});
-    attr(cast, "SrcT").set_type(tf::DT_BOOL);
-    attr(cast, "DstT").set_type(tf::DT_INT32);
-    attr(cast, "Truncate").set_b(false);
-    tf::NodeDef* part = node(unique(name + "/part"), "Sum",
-                             {cast->name(), write_int32s(name + "/sum_axis", {1}, true)}, {});
-    attr(part, "T").set_type(tf::DT_INT32);
-    attr(part, "Tidx").set_type(tf::DT_INT32);
-    attr(part, "keep_dims").set_b(false);
-    tf::NodeDef* base = node(unique(name + "/part_offset"), "GatherV2",
-                             {write_const(name + "/offsets", typed(offsets), {}), part->name(),
-                              write_int32s(name + "/gather_axis", {0}, true)},
-                             {});
-    attr(base, "Tparams").set_type(TI);
-    attr(base, "Tindices").set_type(tf::DT_INT32);
-    attr(base, "Taxis").set_type(tf::DT_INT32);
-    attr(base, "batch_dims").set_i(0);
-    tf::NodeDef* local = node(unique(name + "/local_indices"), "Sub", {flat, base->name()}, {});
-    attr(local, "T").set_type(TI);
-    auto partition = [&](const std::string& what, const std::string& data, tf::DataType dtype) {
-      tf::NodeDef* d =
-          node(unique(name + "/" + what), "DynamicPartition", {data, part->name()}, {});
-      attr(d, "T").set_type(dtype);
-      attr(d, "num_partitions").set_i(n);
-      return d->name();
-    };
-    const std::string index_parts = partition("index_parts", local->name(), TI);
-    std::optional<std::string> update_parts;
-    if (!value_shape(form.inputs[1].second).is_scalar()) {
-      std::vector<int64_t> rows{-1};
-      for (int d = 1; d < p.shape().rank(); ++d) rows.push_back(p.shape().dim(d));
-      update_parts = partition("update_parts", reshape("flat_updates", values[1], T, rows), T);
-    }
-    for (int k = 0; k < n; ++k) {
-      const std::string part_name = unique(name + "/part_" + std::to_string(k));
-      write_update_node(
-          part_name, form.type, p[static_cast<size_t>(k)],
-          {output(index_parts, k), update_parts ? output(*update_parts, k) : values[1]}, form,
-          index_dtype);
-      part_nodes.push_back(part_name);
-    }
-  }
+  const bool sparse = form.inputs.size() == 2;
+  const std::vector<std::string> part_nodes =
+      sparse ? write_sparse_parts(name, form, values) : write_dense_parts(name, form, values[0]);
   std::vector<std::string> controls;
   for (const std::string& part_name : part_nodes) controls.push_back("^" + part_name);
   tf::NodeDef* group = node(name, "NoOp", controls, {});
   attr(group, "_varstate_partitioned").set_s(p.name());
   for (const std::string& v : values) attr(group, "_varstate_inputs").mutable_list()->add_s(v);
   return name;
+}
+
+bool OpNodeWriter::check_partitioned(const Op& op, const internal::OpGraphForm& form,
+                                     std::string* why) {
+  const PartitionedVariable& p = *form.partitioned;
+  for (const Variable& part : p.variables()) {
+    if (!graph_variable(graph_, part)) {
+      *why = "Op " + quoted(op.name()) + " updates part " + quoted(part.op_name()) +
+             ", which is not a variable of the exported graph";
+      return false;
+    }
+  }
+  const bool sparse = form.inputs.size() == 2;
+  if (sparse && p.axis() != 0 && p.size() > 1) {
+    *why = "Op " + quoted(op.name()) + " scatters into a variable partitioned along axis " +
+           std::to_string(p.axis());
+    return false;
+  }
+  for (const auto& [role, value] : form.inputs) {
+    if (!check_value(op.name(), role, value, p.dtype(), why)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Output k of node `node_name`.
+std::string output(const std::string& node_name, int k) {
+  return k == 0 ? node_name : node_name + ":" + std::to_string(k);
+}
+
+}  // namespace
+
+std::vector<std::string> OpNodeWriter::write_dense_parts(const std::string& name,
+                                                         const internal::OpGraphForm& form,
+                                                         const std::string& value) {
+  const PartitionedVariable& p = *form.partitioned;
+  const auto T = static_cast<tf::DataType>(p.dtype());
+  const int n = static_cast<int>(p.size());
+  tf::NodeDef* b = node(unique(name + "/broadcast"), "BroadcastTo",
+                        {value, write_int32s(name + "/shape", p.shape().dims(), false)}, {});
+  attr(b, "T").set_type(T);
+  attr(b, "Tidx").set_type(tf::DT_INT32);
+  std::vector<int64_t> sizes;
+  for (const Variable& part : p.variables()) sizes.push_back(part.shape().dim(p.axis()));
+  tf::NodeDef* split = node(unique(name + "/split"), "SplitV",
+                            {b->name(), write_int32s(name + "/size_splits", sizes, false),
+                             write_int32s(name + "/axis", {p.axis()}, true)},
+                            {});
+  attr(split, "T").set_type(T);
+  attr(split, "Tlen").set_type(tf::DT_INT32);
+  attr(split, "num_split").set_i(n);
+  std::vector<std::string> part_nodes;
+  for (int k = 0; k < n; ++k) {
+    const std::string part_name = unique(name + "/part_" + std::to_string(k));
+    write_update_node(part_name, form.type, p[static_cast<size_t>(k)], {output(split->name(), k)},
+                      form, std::nullopt);
+    part_nodes.push_back(part_name);
+  }
+  return part_nodes;
+}
+
+std::string OpNodeWriter::write_reshape(const std::string& name, const std::string& what,
+                                        const std::string& in, tf::DataType dtype,
+                                        const std::vector<int64_t>& shape) {
+  tf::NodeDef* r = node(unique(name + "/" + what), "Reshape",
+                        {in, write_int32s(name + "/" + what + "_shape", shape, false)}, {});
+  attr(r, "T").set_type(dtype);
+  attr(r, "Tshape").set_type(tf::DT_INT32);
+  return r->name();
+}
+
+OpNodeWriter::PartRouting OpNodeWriter::write_part_routing(const std::string& name,
+                                                           const PartitionedVariable& p,
+                                                           const std::string& indices,
+                                                           DType index_dtype) {
+  const auto TI = static_cast<tf::DataType>(index_dtype);
+  auto typed = [&](std::vector<int64_t> v) {
+    if (index_dtype == DType::kInt64) return Tensor::from_vector<int64_t>(v);
+    return Tensor::from_vector<int32_t>(std::vector<int32_t>(v.begin(), v.end()));
+  };
+  const std::string flat = write_reshape(name, "flat_indices", indices, TI, {-1});
+  const std::string column = write_reshape(name, "column_indices", flat, TI, {-1, 1});
+  const std::vector<int64_t>& offsets = p.offsets();
+  tf::NodeDef* above = node(
+      unique(name + "/above"), "GreaterEqual",
+      {column, write_const(name + "/boundaries",
+                           typed(std::vector<int64_t>(offsets.begin() + 1, offsets.end())), {})},
+      {});
+  attr(above, "T").set_type(TI);
+  tf::NodeDef* cast = node(unique(name + "/above_count"), "Cast", {above->name()}, {});
+  attr(cast, "SrcT").set_type(tf::DT_BOOL);
+  attr(cast, "DstT").set_type(tf::DT_INT32);
+  attr(cast, "Truncate").set_b(false);
+  tf::NodeDef* part = node(unique(name + "/part"), "Sum",
+                           {cast->name(), write_int32s(name + "/sum_axis", {1}, true)}, {});
+  attr(part, "T").set_type(tf::DT_INT32);
+  attr(part, "Tidx").set_type(tf::DT_INT32);
+  attr(part, "keep_dims").set_b(false);
+  tf::NodeDef* base = node(unique(name + "/part_offset"), "GatherV2",
+                           {write_const(name + "/offsets", typed(offsets), {}), part->name(),
+                            write_int32s(name + "/gather_axis", {0}, true)},
+                           {});
+  attr(base, "Tparams").set_type(TI);
+  attr(base, "Tindices").set_type(tf::DT_INT32);
+  attr(base, "Taxis").set_type(tf::DT_INT32);
+  attr(base, "batch_dims").set_i(0);
+  tf::NodeDef* local = node(unique(name + "/local_indices"), "Sub", {flat, base->name()}, {});
+  attr(local, "T").set_type(TI);
+  return {part->name(), local->name()};
+}
+
+std::vector<std::string> OpNodeWriter::write_sparse_parts(const std::string& name,
+                                                          const internal::OpGraphForm& form,
+                                                          const std::vector<std::string>& values) {
+  const PartitionedVariable& p = *form.partitioned;
+  const auto T = static_cast<tf::DataType>(p.dtype());
+  const int n = static_cast<int>(p.size());
+  const DType index_dtype = *value_dtype(form.inputs[0].second);
+  const PartRouting routing = write_part_routing(name, p, values[0], index_dtype);
+  auto partition = [&](const std::string& what, const std::string& data, tf::DataType dtype) {
+    tf::NodeDef* d = node(unique(name + "/" + what), "DynamicPartition", {data, routing.part}, {});
+    attr(d, "T").set_type(dtype);
+    attr(d, "num_partitions").set_i(n);
+    return d->name();
+  };
+  const std::string index_parts =
+      partition("index_parts", routing.local_indices, static_cast<tf::DataType>(index_dtype));
+  std::optional<std::string> update_parts;
+  if (!value_shape(form.inputs[1].second).is_scalar()) {
+    std::vector<int64_t> rows{-1};
+    for (int d = 1; d < p.shape().rank(); ++d) rows.push_back(p.shape().dim(d));
+    update_parts =
+        partition("update_parts", write_reshape(name, "flat_updates", values[1], T, rows), T);
+  }
+  std::vector<std::string> part_nodes;
+  for (int k = 0; k < n; ++k) {
+    const std::string part_name = unique(name + "/part_" + std::to_string(k));
+    write_update_node(part_name, form.type, p[static_cast<size_t>(k)],
+                      {output(index_parts, k), update_parts ? output(*update_parts, k) : values[1]},
+                      form, index_dtype);
+    part_nodes.push_back(part_name);
+  }
+  return part_nodes;
 }
 
 // ---------------------------------------------------------------------------

@@ -65,6 +65,27 @@ class OpNodeWriter {
                                           std::string* why);
   std::optional<std::string> write_partitioned(const Op& op, const internal::OpGraphForm& form,
                                                std::string* why);
+  // The steps of write_partitioned: the checks, then one update node per
+  // part, for a dense value (broadcast and split) or for scatter indices
+  // and updates (routed to their part); each returns the parts' nodes.
+  bool check_partitioned(const Op& op, const internal::OpGraphForm& form, std::string* why);
+  std::vector<std::string> write_dense_parts(const std::string& name,
+                                             const internal::OpGraphForm& form,
+                                             const std::string& value);
+  std::vector<std::string> write_sparse_parts(const std::string& name,
+                                              const internal::OpGraphForm& form,
+                                              const std::vector<std::string>& values);
+  // Scatter indices routed to the parts: each index's part (the number of
+  // part offsets <= it) and its index within that part.
+  struct PartRouting {
+    std::string part;
+    std::string local_indices;
+  };
+  PartRouting write_part_routing(const std::string& name, const PartitionedVariable& p,
+                                 const std::string& indices, DType index_dtype);
+  // A Reshape node "<name>/<what>" of `in` to `shape`; returns its name.
+  std::string write_reshape(const std::string& name, const std::string& what, const std::string& in,
+                            tf::DataType dtype, const std::vector<int64_t>& shape);
   void write_update_node(const std::string& name, const std::string& type, const Variable& ref,
                          std::vector<std::string> inputs, const internal::OpGraphForm& form,
                          std::optional<DType> index_dtype);

@@ -3,18 +3,17 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <limits>
 #include <mutex>
 #include <regex>
-#include <set>
 #include <thread>
-#include <tuple>
 
 #include "base/logging_internal.h"
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/checkpoint_retention.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
@@ -22,7 +21,6 @@
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/v1_writer.h"
-#include "proto/saver.pb.h"
 #include "runtime/variable_internal.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
@@ -36,17 +34,6 @@ namespace {
 double system_seconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-std::string join_path(const std::string& dir, const std::string& name) {
-  if (dir.empty() || dir == ".") return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
-// "<checkpoint>.meta", without a V1 sharded suffix "-?????-of-00002".
-std::string meta_graph_filename(const std::string& checkpoint, const std::string& suffix) {
-  static const std::regex kShardSuffix("-[\\d\\?]+-of-\\d+$");
-  return std::regex_replace(checkpoint, kShardSuffix, "") + "." + suffix;
 }
 
 int64_t step_value(const GlobalStep& step) {
@@ -63,171 +50,14 @@ int64_t step_value(const GlobalStep& step) {
                   std::string(dtype_name(host.dtype())));
 }
 
-void best_effort_delete(FileSystem& fs, const std::string& path) {
-  try {
-    if (fs.file_exists(path)) fs.delete_file(path);
-  } catch (const Error& e) {
-    logger().warn("could not delete {}: {}", path, e.what());
-  }
-}
-
-// Removes what a failed sharded save left in its temporary directory.
-void remove_temp_dir(FileSystem& fs, const std::string& temp_prefix) {
-  const std::string dir = dirname_of(temp_prefix);
-  try {
-    for (const std::string& name : fs.list_dir(dir)) best_effort_delete(fs, dir + "/" + name);
-    fs.delete_dir(dir);
-  } catch (const Error&) {
-  }
-}
-
-std::string basename_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool all_of_chars(std::string_view s, int (*pred)(int)) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
-    return pred(static_cast<unsigned char>(c)) != 0;
-  });
-}
-
-// The saves in flight in this process: their checkpoint prefixes and state
-// files. Cleaning up after a crash leaves their temporary files alone.
-struct LiveSaves {
-  std::mutex mu;
-  std::multiset<std::string> checkpoints;
-  std::multiset<std::string> state_files;
-};
-
-LiveSaves& live_saves() {
-  static LiveSaves* saves =
-      new LiveSaves;  // never destroyed: savers may outlive static destruction
-  return *saves;
-}
-
-// Removes what interrupted (killed) saves of `save_path` left in its
-// directory: "<checkpoint>_temp_<hex>" folders of sharded saves,
-// "<checkpoint>.*.tempstate<n>" files, data shards whose index is gone (a
-// deletion cut short), and "<state file>.tempstate<n>" -- where <checkpoint>
-// is save_path or save_path-<step> and no save in flight in this process
-// owns it. Best effort: failures are logged. Called with live_saves().mu
-// held, so that no save registers and creates files meanwhile.
-void remove_stale_temporaries(FileSystem& fs, const std::string& save_path,
-                              const std::string& state_file) {
-  const std::string dir = dirname_of(save_path);
-  const std::string base = basename_of(save_path);
-  const std::string state_temp = basename_of(state_file) + ".tempstate";
-  std::set<std::string> owned;
-  for (const std::string& c : live_saves().checkpoints) {
-    if (dirname_of(c) == dir) owned.insert(basename_of(c));
-  }
-  const bool state_owned = live_saves().state_files.count(state_file) != 0;
-  std::vector<std::string> names;
-  try {
-    names = fs.list_dir(dir);
-  } catch (const Error& e) {
-    logger().warn("could not list {} to remove stale temporary files: {}", dir, e.what());
-    return;
-  }
-  const std::set<std::string> present(names.begin(), names.end());
-  for (const std::string& name : names) {
-    const std::string path = join_path(dir, name);
-    if (name.starts_with(state_temp)) {
-      if (!state_owned && all_of_chars(std::string_view(name).substr(state_temp.size()), isdigit)) {
-        logger().info("removing {}, left by an interrupted save", path);
-        best_effort_delete(fs, path);
-      }
-      continue;
-    }
-    if (!name.starts_with(base)) continue;
-    // The checkpoint's name: base, or base-<step>.
-    size_t stem = base.size();
-    if (stem < name.size() && name[stem] == '-') {
-      size_t end = stem + 1;
-      while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-      if (end > stem + 1) stem = end;
-    }
-    const std::string checkpoint = name.substr(0, stem);
-    const std::string_view rest = std::string_view(name).substr(stem);
-    if (owned.count(checkpoint) != 0) continue;
-    if (rest.starts_with("_temp_")) {
-      const std::string_view hex = rest.substr(6);
-      if (hex.size() == 32 && all_of_chars(hex, isxdigit)) {
-        logger().info("removing {}, left by an interrupted sharded save", path);
-        remove_temp_dir(fs, path + "/part");
-      }
-      continue;
-    }
-    if (!rest.starts_with(".")) continue;
-    const auto temp = rest.rfind(".tempstate");
-    if (temp != std::string_view::npos && all_of_chars(rest.substr(temp + 10), isdigit)) {
-      logger().info("removing {}, left by an interrupted save", path);
-      best_effort_delete(fs, path);
-      continue;
-    }
-    // ".data-00000-of-00001" without the index: an interrupted deletion.
-    if (rest.size() == 20 && rest.starts_with(".data-") && rest.substr(11, 4) == "-of-" &&
-        all_of_chars(rest.substr(6, 5), isdigit) && all_of_chars(rest.substr(15), isdigit) &&
-        present.count(checkpoint + ".index") == 0) {
-      logger().info("removing {}: its checkpoint's index was deleted", path);
-      best_effort_delete(fs, path);
-    }
-  }
+// The meta graph file of a recorded checkpoint path, which for a sharded V1
+// checkpoint is the pattern of its files ("model-?????-of-00002").
+std::string recorded_meta_graph(const std::string& path, const std::string& suffix) {
+  static const std::regex kV1Shards("-\\?\\?\\?\\?\\?-of-[0-9]{5}$");
+  return meta_graph_filename(std::regex_replace(path, kV1Shards, ""), suffix);
 }
 
 }  // namespace
-
-namespace internal {
-
-LiveSave::LiveSave(FileSystem& fs, const std::string& save_path, std::string checkpoint,
-                   std::string state_file)
-    : checkpoint_(std::move(checkpoint)), state_file_(std::move(state_file)) {
-  std::lock_guard lock(live_saves().mu);
-  remove_stale_temporaries(fs, save_path, state_file_);
-  live_saves().checkpoints.insert(checkpoint_);
-  live_saves().state_files.insert(state_file_);
-}
-
-LiveSave::~LiveSave() {
-  std::lock_guard lock(live_saves().mu);
-  live_saves().checkpoints.erase(live_saves().checkpoints.find(checkpoint_));
-  live_saves().state_files.erase(live_saves().state_files.find(state_file_));
-}
-
-}  // namespace internal
-
-// ---------------------------------------------------------------------------
-// SaverDef
-
-std::string SaverDef::serialize() const {
-  tf::SaverDef def;
-  def.set_filename_tensor_name(filename_tensor_name);
-  def.set_save_tensor_name(save_tensor_name);
-  def.set_restore_op_name(restore_op_name);
-  def.set_max_to_keep(max_to_keep);
-  def.set_sharded(sharded);
-  def.set_keep_checkpoint_every_n_hours(keep_checkpoint_every_n_hours);
-  def.set_version(static_cast<tf::SaverDef::CheckpointFormatVersion>(version));
-  return def.SerializeAsString();
-}
-
-SaverDef SaverDef::parse(const std::string& bytes) {
-  tf::SaverDef def;
-  if (!def.ParseFromString(bytes)) {
-    throw InvalidArgumentError("cannot parse a SaverDef from " + std::to_string(bytes.size()) +
-                               " bytes");
-  }
-  SaverDef out;
-  out.filename_tensor_name = def.filename_tensor_name();
-  out.save_tensor_name = def.save_tensor_name();
-  out.restore_op_name = def.restore_op_name();
-  out.max_to_keep = def.max_to_keep();
-  out.sharded = def.sharded();
-  out.keep_checkpoint_every_n_hours = def.keep_checkpoint_every_n_hours();
-  out.version = static_cast<CheckpointFormatVersion>(def.version());
-  return out;
-}
 
 // ---------------------------------------------------------------------------
 // SaveHandle
@@ -281,11 +111,9 @@ struct Saver::Impl {
   std::mutex op_mu;
   std::thread worker;  // the pending asynchronous save, if any
 
-  // Checkpoint bookkeeping (TensorFlow's _last_checkpoints and friends).
+  // Which checkpoints are kept.
   mutable std::mutex mu;
-  std::vector<std::pair<std::string, double>> last;
-  std::vector<std::pair<std::string, double>> to_delete;
-  double next_checkpoint_time = 0;
+  internal::CheckpointRetention retention;
 
   void wait_pending() {
     if (worker.joinable()) worker.join();
@@ -293,7 +121,6 @@ struct Saver::Impl {
 
   void build();
   void check_built(const char* what) const;
-  SaveHandle save(const std::string& save_path, const SaveOptions& options);
   void write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot);
   void write_shard(const std::string& prefix, const std::vector<size_t>& which,
                    const std::vector<Tensor>& snapshot);
@@ -304,9 +131,17 @@ struct Saver::Impl {
   std::string recorded_path(const std::string& prefix) const;
   std::map<std::string, std::vector<size_t>> items_by_device() const;
   void finish_save(const std::string& checkpoint, const SaveOptions& options);
-  void record_last_checkpoint(const std::string& path);
-  void maybe_delete_old_checkpoints(const std::string& meta_graph_suffix);
-  void delete_checkpoint_files(const std::string& prefix, const std::string& meta_graph_suffix);
+  // The steps of Saver::save.
+  void check_initialized(const std::string& checkpoint) const;
+  // Writes the checkpoint (from `snapshot`, or the live variables when
+  // empty) and its meta graph, then records it.
+  void save_files(const std::string& checkpoint, const SaveOptions& options,
+                  const std::vector<Tensor>& snapshot);
+  // Snapshots the variables, then runs save_files on `worker`, reporting
+  // to `state`; `live` stays registered until it ends.
+  void save_in_background(std::shared_ptr<SaveHandle::State> state,
+                          std::shared_ptr<internal::LiveSave> live, const std::string& checkpoint,
+                          const SaveOptions& options);
   void restore(const std::string& save_path);
 };
 
@@ -451,7 +286,8 @@ void Saver::Impl::build() {
   items = std::move(out);
   empty = items.empty();
   def = d;
-  next_checkpoint_time = clock() + static_cast<double>(def.keep_checkpoint_every_n_hours) * 3600.0;
+  retention.set_policy(def.max_to_keep, static_cast<double>(def.keep_checkpoint_every_n_hours),
+                       clock());
   built = true;
 }
 
@@ -519,8 +355,7 @@ void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>&
         value = snapshot[i].to_host();
       }
       if (item.slice) {
-        writer.add_slice(item.key, item.slice->full_shape, internal::slice_of(*item.slice),
-                         host_view(value));
+        writer.add_slice(item.key, item.slice->full_shape, slice_of(*item.slice), host_view(value));
       } else {
         writer.add(item.key, host_view(value));
       }
@@ -571,57 +406,20 @@ void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<
   }
 }
 
-void Saver::Impl::record_last_checkpoint(const std::string& path) {
-  if (def.max_to_keep <= 0) return;
-  std::erase_if(last, [&](const auto& p) { return p.first == path; });
-  last.emplace_back(path, clock());
-  if (static_cast<int>(last.size()) > def.max_to_keep) {
-    to_delete.push_back(last.front());
-    last.erase(last.begin());
-  }
-}
-
-void Saver::Impl::delete_checkpoint_files(const std::string& prefix,
-                                          const std::string& meta_graph_suffix) {
-  // The index first: a deletion cut short then leaves data files that no
-  // longer pass for a checkpoint (and the next save removes them), never an
-  // index without its data.
-  const bool v2 = fs->file_exists(bundle_index_filename(prefix));
-  std::vector<std::string> files{bundle_index_filename(prefix)};
-  for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????")) files.push_back(f);
-  static const std::regex v1_shards("-\\?\\?\\?\\?\\?-of-[0-9]{5}$");
-  files.push_back(
-      meta_graph_filename(std::regex_replace(prefix, v1_shards, ""), meta_graph_suffix));
-  if (!v2) {
-    for (const std::string& f : match_files(*fs, prefix)) files.push_back(f);  // a V1 checkpoint
-  }
-  for (const std::string& f : files) best_effort_delete(*fs, f);
-}
-
-void Saver::Impl::maybe_delete_old_checkpoints(const std::string& meta_graph_suffix) {
-  while (!to_delete.empty()) {
-    auto [path, time] = to_delete.front();
-    to_delete.erase(to_delete.begin());
-    if (time > next_checkpoint_time) {
-      // Kept: one checkpoint per keep_checkpoint_every_n_hours.
-      next_checkpoint_time += static_cast<double>(def.keep_checkpoint_every_n_hours) * 3600.0;
-      continue;
-    }
-    delete_checkpoint_files(path, meta_graph_suffix);
-  }
-}
-
 void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& save_options) {
   std::vector<std::string> paths;
   {
     std::lock_guard lock(mu);
-    record_last_checkpoint(checkpoint);
-    for (const auto& p : last) paths.push_back(p.first);
+    // TensorFlow lists no checkpoint without max_to_keep.
+    if (def.max_to_keep > 0) retention.record(checkpoint, clock());
+    paths = retention.last_paths();
   }
   update_checkpoint_state(dirname_of(checkpoint), checkpoint, paths, save_options.latest_filename,
                           {.file_system = fs});
   std::lock_guard lock(mu);
-  maybe_delete_old_checkpoints(save_options.meta_graph_suffix);
+  for (const std::string& old : retention.take_deletions()) {
+    delete_checkpoint_files(*fs, old, recorded_meta_graph(old, save_options.meta_graph_suffix));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -756,86 +554,105 @@ bool Saver::is_built() const { return impl_->built; }
 
 std::vector<Saver::Item> Saver::items() const { return impl_->items; }
 
-SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
-                       const SaveOptions& options) {
-  Impl& s = *impl_;
-  std::lock_guard op(s.op_mu);
-  s.check_built("Saver::save");
-  s.wait_pending();
-  if (options.latest_filename.find('/') != std::string::npos) {
+namespace {
+
+// Checks `latest_filename` against `save_path` (ValueError).
+void check_latest_filename(const std::string& save_path, const std::string& latest_filename) {
+  if (latest_filename.find('/') != std::string::npos) {
     throw ValueError("'latest_filename' must not contain path components: " +
-                     quoted(options.latest_filename));
+                     quoted(latest_filename));
   }
-  const std::string save_dir = dirname_of(save_path);
-  const std::string latest =
-      options.latest_filename.empty() ? "checkpoint" : options.latest_filename;
-  if (save_path == join_path(save_dir, latest)) {
-    throw ValueError("'latest_filename' collides with 'save_path': " + quoted(latest) + " and " +
-                     quoted(save_path));
+  const std::string state_file = state_file_path(save_path, latest_filename);
+  if (save_path == state_file) {
+    throw ValueError("'latest_filename' collides with 'save_path': " +
+                     quoted(basename_of(state_file)) + " and " + quoted(save_path));
   }
-  if (s.empty) return SaveHandle();
-  if (!s.fs->file_exists(save_dir)) {
-    throw ValueError("Parent directory of " + save_path + " doesn't exist, can't save.");
-  }
-  const std::string checkpoint =
-      options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
-                          : save_path;
-  for (const Item& item : s.items) {
+}
+
+}  // namespace
+
+void Saver::Impl::check_initialized(const std::string& checkpoint) const {
+  for (const Item& item : items) {
     if (!item.variable.is_initialized()) {
       throw FailedPreconditionError("saving " + quoted(checkpoint) +
                                     ": Attempting to use uninitialized value " +
                                     item.variable.op_name());
     }
   }
+}
 
-  // Removes what crashed saves left, then registers this one while in flight.
-  auto live = std::make_shared<internal::LiveSave>(*s.fs, save_path, checkpoint,
-                                                   join_path(save_dir, latest));
-
-  auto state = std::make_shared<SaveHandle::State>();
-  state->path = s.recorded_path(checkpoint);
-  auto finish = [&s, checkpoint, options](const std::vector<Tensor>& snapshot) {
-    s.write_checkpoint(checkpoint, snapshot);
-    if (options.write_meta_graph) {
-      ExportMetaGraphOptions meta{
-          .filename = meta_graph_filename(checkpoint, options.meta_graph_suffix),
-          .saver_def = s.def,
-          .graph = s.graph,
-          .file_system = s.fs};
-      export_meta_graph_for_items(meta, s.items);
-    }
-    s.finish_save(s.recorded_path(checkpoint), options);
-  };
-
-  if (!options.async) {
-    try {
-      finish({});
-    } catch (...) {
-      rethrow_with_context("saving checkpoint " + quoted(checkpoint));
-    }
-    state->done = true;  // wait() and done() treat every handle alike
-    return SaveHandle(state);
+void Saver::Impl::save_files(const std::string& checkpoint, const SaveOptions& save_options,
+                             const std::vector<Tensor>& snapshot) {
+  write_checkpoint(checkpoint, snapshot);
+  if (save_options.write_meta_graph) {
+    ExportMetaGraphOptions meta{
+        .filename = meta_graph_filename(checkpoint, save_options.meta_graph_suffix),
+        .saver_def = def,
+        .graph = graph,
+        .file_system = fs};
+    export_meta_graph_for_items(meta, items);
   }
+  finish_save(recorded_path(checkpoint), save_options);
+}
+
+void Saver::Impl::save_in_background(std::shared_ptr<SaveHandle::State> state,
+                                     std::shared_ptr<internal::LiveSave> live,
+                                     const std::string& checkpoint,
+                                     const SaveOptions& save_options) {
   // Snapshot: a device-side copy of each variable, taken under its lock.
   std::vector<Tensor> snapshot;
-  snapshot.reserve(s.items.size());
-  for (const Item& item : s.items) {
+  snapshot.reserve(items.size());
+  for (const Item& item : items) {
     std::lock_guard lock(internal::update_mutex(item.variable));
     snapshot.push_back(item.variable.ref().clone());
   }
   state->done = false;
-  s.worker = std::thread([state, finish, live, snapshot = std::move(snapshot)] {
-    try {
-      try {
-        finish(snapshot);
-      } catch (...) {
-        rethrow_with_context("saving checkpoint " + quoted(*state->path) + " (asynchronously)");
-      }
-      state->finish(nullptr);
-    } catch (...) {
-      state->finish(std::current_exception());
-    }
-  });
+  worker =
+      std::thread([this, state, live, checkpoint, save_options, snapshot = std::move(snapshot)] {
+        try {
+          try {
+            save_files(checkpoint, save_options, snapshot);
+          } catch (...) {
+            rethrow_with_context("saving checkpoint " + quoted(*state->path) + " (asynchronously)");
+          }
+          state->finish(nullptr);
+        } catch (...) {
+          state->finish(std::current_exception());
+        }
+      });
+}
+
+SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
+                       const SaveOptions& options) {
+  Impl& s = *impl_;
+  std::lock_guard op(s.op_mu);
+  s.check_built("Saver::save");
+  s.wait_pending();
+  check_latest_filename(save_path, options.latest_filename);
+  if (s.empty) return SaveHandle();
+  if (!s.fs->file_exists(dirname_of(save_path))) {
+    throw ValueError("Parent directory of " + save_path + " doesn't exist, can't save.");
+  }
+  const std::string checkpoint =
+      options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
+                          : save_path;
+  s.check_initialized(checkpoint);
+
+  // Removes what crashed saves left, then registers this one while in flight.
+  auto live = std::make_shared<internal::LiveSave>(
+      *s.fs, save_path, checkpoint, state_file_path(save_path, options.latest_filename));
+  auto state = std::make_shared<SaveHandle::State>();
+  state->path = s.recorded_path(checkpoint);
+  if (options.async) {
+    s.save_in_background(state, std::move(live), checkpoint, options);
+    return SaveHandle(state);
+  }
+  try {
+    s.save_files(checkpoint, options, {});
+  } catch (...) {
+    rethrow_with_context("saving checkpoint " + quoted(checkpoint));
+  }
+  state->done = true;  // wait() and done() treat every handle alike
   return SaveHandle(state);
 }
 
@@ -850,22 +667,20 @@ void Saver::restore(const Session& /*sess*/, const std::string& save_path) {
 
 std::vector<std::string> Saver::last_checkpoints() const {
   std::lock_guard lock(impl_->mu);
-  std::vector<std::string> out;
-  for (const auto& p : impl_->last) out.push_back(p.first);
-  return out;
+  return impl_->retention.last_paths();
 }
 
 void Saver::set_last_checkpoints(const std::vector<std::string>& last_checkpoints) {
-  std::lock_guard lock(impl_->mu);
-  impl_->last.clear();
+  std::vector<std::pair<std::string, double>> last;
   for (const auto& p : last_checkpoints)
-    impl_->last.emplace_back(p, std::numeric_limits<double>::infinity());
+    last.emplace_back(p, std::numeric_limits<double>::infinity());
+  set_last_checkpoints_with_time(last);
 }
 
 void Saver::set_last_checkpoints_with_time(
     const std::vector<std::pair<std::string, double>>& last_checkpoints_with_time) {
   std::lock_guard lock(impl_->mu);
-  impl_->last = last_checkpoints_with_time;
+  impl_->retention.set_last(last_checkpoints_with_time);
 }
 
 void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths) {

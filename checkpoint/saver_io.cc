@@ -30,14 +30,14 @@ TensorView host_view(const Tensor& tensor) {
   return view;
 }
 
-namespace {
-
 TensorSlice slice_of(const SaveSliceInfo& info) {
   std::vector<TensorSlice::Extent> extents;
   for (size_t d = 0; d < info.var_offset.size(); ++d)
     extents.push_back({info.var_offset[d], info.var_shape[d]});
   return TensorSlice(std::move(extents));
 }
+
+namespace {
 
 // Streams a GPU tensor through the two staging buffers: the copy of chunk
 // k+1 is enqueued before chunk k is written.

@@ -22,6 +22,7 @@
 #include "varstate/device.h"
 #include "varstate/tensor.h"
 #include "varstate/tensor_data.h"
+#include "varstate/tensor_slice.h"
 #include "varstate/variable.h"
 
 namespace varstate {
@@ -40,8 +41,11 @@ class StagingBuffers {
   PinnedBuffer buffers_[2];
 };
 
-// The host-side view of a tensor that lives on the CPU.
+// The host-side view of a tensor that lives on the CPU (strings included).
 TensorView host_view(const Tensor& tensor);
+
+// The checkpoint slice a partitioned variable's SaveSliceInfo names.
+TensorSlice slice_of(const SaveSliceInfo& info);
 
 // Appends `tensor` to `writer` under `key`, as slice `slice` of the full
 // tensor when given. The tensor may live on any device.

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "checkpoint/saver_io_internal.h"
 #include "varstate/device.h"
 #include "varstate/error.h"
 
@@ -26,13 +27,6 @@ bool slices_cover(const TensorInfo& info, const TensorSlice& region) {
 }
 
 }  // namespace
-
-TensorSlice slice_of(const SaveSliceInfo& info) {
-  std::vector<TensorSlice::Extent> extents;
-  for (size_t d = 0; d < info.var_offset.size(); ++d)
-    extents.push_back({info.var_offset[d], info.var_shape[d]});
-  return TensorSlice(std::move(extents));
-}
 
 // Checks one variable against the checkpoint without reading data.
 RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader, bool reshape) {

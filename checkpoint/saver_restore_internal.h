@@ -16,9 +16,6 @@
 
 namespace varstate::internal {
 
-// The checkpoint slice a partitioned variable's SaveSliceInfo names.
-TensorSlice slice_of(const SaveSliceInfo& info);
-
 // One variable's restore, checked.
 struct RestoreStep {
   const Saver::Item* item;

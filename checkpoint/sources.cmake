@@ -2,6 +2,8 @@
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_system.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_retention.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_data.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_slice.cc
   ${CMAKE_CURRENT_LIST_DIR}/ordered_code.cc
@@ -16,6 +18,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_restore.cc
+  ${CMAKE_CURRENT_LIST_DIR}/saver_def.cc
+  ${CMAKE_CURRENT_LIST_DIR}/live_save.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph_ops.cc)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -32,13 +33,6 @@ void put_varint64(std::string* dst, uint64_t v) {
 
 void put_fixed32(uint8_t* dst, uint32_t v) {
   for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-void best_effort_delete(FileSystem& fs, const std::string& path) {
-  try {
-    if (fs.file_exists(path)) fs.delete_file(path);
-  } catch (const Error&) {
-  }
 }
 
 }  // namespace
@@ -316,113 +310,146 @@ void BundleWriter::finish() {
 // ---------------------------------------------------------------------------
 // merge_bundles
 
+namespace {
+
+struct MergeInput {
+  std::string prefix;
+  LoadedIndex index;
+};
+
+// The inputs' indexes (those that exist, with allow_missing_files), checked
+// to share endianness and format version.
+std::vector<MergeInput> load_merge_inputs(FileSystem& fs,
+                                          const std::vector<std::string>& input_prefixes,
+                                          const MergeBundlesOptions& options) {
+  std::vector<MergeInput> inputs;
+  for (const std::string& prefix : input_prefixes) {
+    if (options.allow_missing_files && !fs.file_exists(bundle_index_filename(prefix))) continue;
+    inputs.push_back(MergeInput{prefix, load_index(fs, prefix)});
+  }
+  if (inputs.empty()) {
+    throw InvalidArgumentError("At least one prefix checkpoint file must exist, but none existed.");
+  }
+  const tf::BundleHeaderProto& first = inputs.front().index.header;
+  for (const MergeInput& in : inputs) {
+    if (in.index.header.endianness() != first.endianness()) {
+      throw InvalidArgumentError(
+          "Merging bundles with conflicting endianness; inputs corrupted? (" + quoted(in.prefix) +
+          ")");
+    }
+    if (in.index.header.version().SerializeAsString() != first.version().SerializeAsString()) {
+      throw InvalidArgumentError("Merging bundles with different format versions: " +
+                                 quoted(inputs.front().prefix) + " vs " + quoted(in.prefix));
+    }
+  }
+  return inputs;
+}
+
+// The merged entries, and the data file each output shard id comes from.
+struct MergedIndex {
+  std::map<std::string, tf::BundleEntryProto> entries;
+  std::vector<std::string> sources;  // new shard id -> source data file
+};
+
+// Merges the inputs' entries: slices of one tensor join, anything else
+// keyed twice is an error; output shard ids go by first use of each
+// input data file.
+MergedIndex merge_entries(const std::vector<MergeInput>& inputs) {
+  MergedIndex out;
+  std::map<std::pair<size_t, int>, int> new_shard;  // (input, old shard) -> new id
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const MergeInput& in = inputs[i];
+    for (const auto& [key, entry] : in.index.entries) {
+      auto found = out.entries.find(key);
+      if (found != out.entries.end()) {
+        tf::BundleEntryProto& prev = found->second;
+        if (prev.slices_size() == 0 || entry.slices_size() == 0 || prev.dtype() != entry.dtype() ||
+            prev.shape().SerializeAsString() != entry.shape().SerializeAsString()) {
+          throw InvalidArgumentError("Duplicate tensor keyed by " + quoted(key) +
+                                     " encountered, when merging prefix: " + quoted(in.prefix));
+        }
+        for (const auto& s : entry.slices()) *prev.add_slices() = s;
+        continue;
+      }
+      tf::BundleEntryProto merged = entry;
+      if (entry.slices_size() == 0) {
+        const int num_shards = in.index.header.num_shards();
+        if (entry.shard_id() < 0 || entry.shard_id() >= num_shards) {
+          throw DataLossError("entry " + quoted(key) + " of " + quoted(in.prefix) +
+                              " names shard " + std::to_string(entry.shard_id()) + " of " +
+                              std::to_string(num_shards));
+        }
+        auto k = std::make_pair(i, entry.shard_id());
+        auto it = new_shard.find(k);
+        if (it == new_shard.end()) {
+          it = new_shard.emplace(k, static_cast<int>(out.sources.size())).first;
+          out.sources.push_back(bundle_data_filename(in.prefix, entry.shard_id(), num_shards));
+        }
+        merged.set_shard_id(it->second);
+      }
+      out.entries.emplace(key, std::move(merged));
+    }
+  }
+  return out;
+}
+
+// Renames the data files into place, then writes the index.
+void write_merged(FileSystem& fs, const MergedIndex& merged, const tf::BundleHeaderProto& first,
+                  const std::string& output_prefix) {
+  const int num_files = static_cast<int>(merged.sources.size());
+  const std::string out_dir = dirname_of(output_prefix);
+  fs.create_dir(out_dir);
+  for (int id = 0; id < num_files; ++id) {
+    fs.rename_file(merged.sources[static_cast<size_t>(id)],
+                   bundle_data_filename(output_prefix, id, std::max(num_files, 1)));
+  }
+  fs.sync_dir(out_dir);
+
+  tf::BundleHeaderProto header = first;
+  // TensorFlow sums the inputs' shard counts; counting the files actually
+  // present keeps the index consistent when an input had no entries.
+  header.set_num_shards(std::max(num_files, 1));
+  std::vector<std::pair<std::string, std::string>> table;
+  table.emplace_back("", header.SerializeAsString());
+  for (const auto& [key, entry] : merged.entries)
+    table.emplace_back(key, entry.SerializeAsString());
+  write_table_atomically(fs, bundle_index_filename(output_prefix), table);
+}
+
+// Cleans up the inputs (best effort): indexes, data files of empty inputs,
+// and their directories.
+void delete_merge_inputs(FileSystem& fs, const std::vector<MergeInput>& inputs,
+                         const std::string& output_prefix, const MergeBundlesOptions& options) {
+  const std::string out_dir = dirname_of(output_prefix);
+  std::set<std::string> dirs;
+  for (const MergeInput& in : inputs) {
+    best_effort_delete(fs, bundle_index_filename(in.prefix));
+    for (int s = 0; s < in.index.header.num_shards(); ++s) {
+      best_effort_delete(fs, bundle_data_filename(in.prefix, s, in.index.header.num_shards()));
+    }
+    if (options.delete_old_dirs && dirname_of(in.prefix) != out_dir)
+      dirs.insert(dirname_of(in.prefix));
+  }
+  for (const std::string& dir : dirs) {
+    try {
+      fs.delete_dir(dir);
+    } catch (const Error&) {
+    }
+  }
+}
+
+}  // namespace
+
 void merge_bundles(const std::vector<std::string>& input_prefixes, const std::string& output_prefix,
                    const MergeBundlesOptions& options) {
   FileSystem& fs = options.file_system ? *options.file_system : *default_file_system();
-  const std::string what = "merging bundles into " + quoted(output_prefix);
   try {
-    struct Input {
-      std::string prefix;
-      LoadedIndex index;
-    };
-    std::vector<Input> inputs;
-    for (const std::string& prefix : input_prefixes) {
-      if (options.allow_missing_files && !fs.file_exists(bundle_index_filename(prefix))) continue;
-      inputs.push_back(Input{prefix, load_index(fs, prefix)});
-    }
-    if (inputs.empty()) {
-      throw InvalidArgumentError(
-          "At least one prefix checkpoint file must exist, but none existed.");
-    }
-    const tf::BundleHeaderProto& first = inputs.front().index.header;
-    for (const Input& in : inputs) {
-      if (in.index.header.endianness() != first.endianness()) {
-        throw InvalidArgumentError(
-            "Merging bundles with conflicting endianness; inputs corrupted? (" + quoted(in.prefix) +
-            ")");
-      }
-      if (in.index.header.version().SerializeAsString() != first.version().SerializeAsString()) {
-        throw InvalidArgumentError("Merging bundles with different format versions: " +
-                                   quoted(inputs.front().prefix) + " vs " + quoted(in.prefix));
-      }
-    }
-
-    // Assign output shard ids by first use of each input data file.
-    std::map<std::pair<size_t, int>, int> new_shard;  // (input, old shard) -> new id
-    std::vector<std::string> sources;                 // new id -> source data file
-    std::map<std::string, tf::BundleEntryProto> merged;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Input& in = inputs[i];
-      for (const auto& [key, entry] : in.index.entries) {
-        auto found = merged.find(key);
-        if (found != merged.end()) {
-          tf::BundleEntryProto& prev = found->second;
-          if (prev.slices_size() == 0 || entry.slices_size() == 0 ||
-              prev.dtype() != entry.dtype() ||
-              prev.shape().SerializeAsString() != entry.shape().SerializeAsString()) {
-            throw InvalidArgumentError("Duplicate tensor keyed by " + quoted(key) +
-                                       " encountered, when merging prefix: " + quoted(in.prefix));
-          }
-          for (const auto& s : entry.slices()) *prev.add_slices() = s;
-          continue;
-        }
-        tf::BundleEntryProto out = entry;
-        if (entry.slices_size() == 0) {
-          if (entry.shard_id() < 0 || entry.shard_id() >= in.index.header.num_shards()) {
-            throw DataLossError("entry " + quoted(key) + " of " + quoted(in.prefix) +
-                                " names shard " + std::to_string(entry.shard_id()) + " of " +
-                                std::to_string(in.index.header.num_shards()));
-          }
-          auto k = std::make_pair(i, entry.shard_id());
-          auto it = new_shard.find(k);
-          if (it == new_shard.end()) {
-            it = new_shard.emplace(k, static_cast<int>(sources.size())).first;
-            sources.push_back(
-                bundle_data_filename(in.prefix, entry.shard_id(), in.index.header.num_shards()));
-          }
-          out.set_shard_id(it->second);
-        }
-        merged.emplace(key, std::move(out));
-      }
-    }
-
-    const int num_files = static_cast<int>(sources.size());
-    const std::string out_dir = dirname_of(output_prefix);
-    fs.create_dir(out_dir);
-    for (int id = 0; id < num_files; ++id) {
-      fs.rename_file(sources[static_cast<size_t>(id)],
-                     bundle_data_filename(output_prefix, id, std::max(num_files, 1)));
-    }
-    fs.sync_dir(out_dir);
-
-    tf::BundleHeaderProto header = first;
-    // TensorFlow sums the inputs' shard counts; counting the files actually
-    // present keeps the index consistent when an input had no entries.
-    header.set_num_shards(std::max(num_files, 1));
-    std::vector<std::pair<std::string, std::string>> table;
-    table.emplace_back("", header.SerializeAsString());
-    for (const auto& [key, entry] : merged) table.emplace_back(key, entry.SerializeAsString());
-    write_table_atomically(fs, bundle_index_filename(output_prefix), table);
-
-    // Clean up the inputs (best effort): indexes, data files of empty
-    // inputs, and their directories.
-    std::set<std::string> dirs;
-    for (const Input& in : inputs) {
-      best_effort_delete(fs, bundle_index_filename(in.prefix));
-      for (int s = 0; s < in.index.header.num_shards(); ++s) {
-        best_effort_delete(fs, bundle_data_filename(in.prefix, s, in.index.header.num_shards()));
-      }
-      if (options.delete_old_dirs && dirname_of(in.prefix) != out_dir)
-        dirs.insert(dirname_of(in.prefix));
-    }
-    for (const std::string& dir : dirs) {
-      try {
-        fs.delete_dir(dir);
-      } catch (const Error&) {
-      }
-    }
+    const std::vector<MergeInput> inputs = load_merge_inputs(fs, input_prefixes, options);
+    const MergedIndex merged = merge_entries(inputs);
+    write_merged(fs, merged, inputs.front().index.header, output_prefix);
+    delete_merge_inputs(fs, inputs, output_prefix, options);
   } catch (...) {
-    rethrow_with_context(what);
+    rethrow_with_context("merging bundles into " + quoted(output_prefix));
   }
 }
 

@@ -1,4 +1,4 @@
-// Collectives of a Cluster for the distributed Saver (distributed/saver.cc).
+// Collectives of a Cluster for DistributedSaver (distributed/distributed_saver.cc).
 #pragma once
 
 #include <string>

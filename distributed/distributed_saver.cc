@@ -1,10 +1,14 @@
 #include "varstate/distributed_saver.h"
 
 #include <exception>
+#include <limits>
 
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/checkpoint_retention.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
+#include "checkpoint/saver_io_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "distributed/cluster_internal.h"
 #include "varstate/checkpoint_state.h"
@@ -16,21 +20,6 @@ namespace varstate {
 namespace {
 
 using internal::ClusterAccess;
-
-TensorSlice slice_of(const SaveSliceInfo& info) {
-  std::vector<TensorSlice::Extent> extents;
-  for (size_t d = 0; d < info.var_offset.size(); ++d)
-    extents.push_back({info.var_offset[d], info.var_shape[d]});
-  return TensorSlice(std::move(extents));
-}
-
-TensorView view_of(const Tensor& host) {
-  return TensorView{
-      host.dtype(),
-      host.shape().dims(),
-      std::span<const std::byte>(static_cast<const std::byte*>(host.raw_data()), host.nbytes()),
-      {}};
-}
 
 // The tasks whose flag is 0, e.g. "/job:ps/task:1, /job:worker/task:0".
 std::string failed_tasks(Cluster& cluster, const std::vector<int>& ok) {
@@ -50,16 +39,22 @@ bool all_ok(const std::vector<int>& ok) {
   return true;
 }
 
+// The shards of one save: one per task that writes, in rank order.
+struct ShardPlan {
+  std::vector<std::string> prefixes;
+  int mine = -1;  // this task's shard, -1 when it writes none
+};
+
 }  // namespace
 
 struct DistributedSaver::Impl {
   Cluster* cluster = nullptr;
   DistributedSaverOptions options;
   FileSystem* fs = nullptr;
-  std::vector<Saver::Item> items;   // every variable's key and slice
-  std::vector<Saver::Item> writes;  // what this task writes
-  std::unique_ptr<Saver> restorer;  // over what this task restores
-  std::vector<std::string> last;    // recorded checkpoints (rank 0)
+  std::vector<Saver::Item> items;           // every variable's key and slice
+  std::vector<Saver::Item> writes;          // what this task writes
+  std::unique_ptr<Saver> restorer;          // over what this task restores
+  internal::CheckpointRetention retention;  // recorded checkpoints (rank 0)
   Graph* graph = nullptr;
   SaverDef saver_def;
 
@@ -67,28 +62,11 @@ struct DistributedSaver::Impl {
     return prefix + "." + options.meta_graph_suffix;
   }
 
-  void delete_checkpoint(const std::string& prefix) {
-    // The index first: data files without an index are no checkpoint.
-    std::vector<std::string> files{bundle_index_filename(prefix)};
-    for (const std::string& f : match_files(*fs, prefix + ".data-?????-of-?????"))
-      files.push_back(f);
-    files.push_back(meta_graph_filename(prefix));
-    for (const std::string& f : files) {
-      try {
-        if (fs->file_exists(f)) fs->delete_file(f);
-      } catch (const Error&) {
-      }
-    }
-  }
-
-  void remove_temp(const std::string& temp_prefix) {
-    const std::string dir = dirname_of(temp_prefix);
-    try {
-      for (const std::string& name : fs->list_dir(dir)) fs->delete_file(dir + "/" + name);
-      fs->delete_dir(dir);
-    } catch (const Error&) {
-    }
-  }
+  // The steps of save().
+  ShardPlan plan_shards(const std::string& temp);
+  std::exception_ptr write_shard(const std::string& shard_prefix) const;
+  std::string commit(const std::string& prefix, const ShardPlan& shards, const std::string& temp,
+                     const std::string& latest_filename);
 };
 
 DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions options)
@@ -113,12 +91,77 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   }
   m.restorer = std::make_unique<Saver>(SaverOptions{
       .var_list = restores, .allow_empty = true, .graph = &graph, .file_system = m.fs});
+  m.retention.set_policy(options.max_to_keep, std::numeric_limits<double>::infinity(), 0);
   m.options = std::move(options);
 }
 
 DistributedSaver::~DistributedSaver() = default;
 
-std::vector<std::string> DistributedSaver::last_checkpoints() const { return impl_->last; }
+std::vector<std::string> DistributedSaver::last_checkpoints() const {
+  return impl_->retention.last_paths();
+}
+
+ShardPlan DistributedSaver::Impl::plan_shards(const std::string& temp) {
+  const std::vector<int> writers = ClusterAccess::allgather(*cluster, writes.empty() ? 0 : 1);
+  int n = 0;
+  for (int w : writers) n += w;
+  ShardPlan plan;
+  for (size_t r = 0, k = 0; r < writers.size(); ++r) {
+    if (!writers[r]) continue;
+    if (static_cast<int>(r) == cluster->rank()) plan.mine = static_cast<int>(k);
+    ++k;
+  }
+  for (int k = 0; k < n; ++k) plan.prefixes.push_back(sharded_prefix(temp, k, n));
+  return plan;
+}
+
+std::exception_ptr DistributedSaver::Impl::write_shard(const std::string& shard_prefix) const {
+  try {
+    BundleWriter writer(shard_prefix, {.file_system = fs});
+    StagingBuffers unused(0);  // the values are host tensors
+    for (const Saver::Item& item : writes) {
+      write_variable_tensor(writer, item.key, item.slice, item.variable.read_value().to_host(),
+                            unused);
+    }
+    writer.finish();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+// Rank 0: the merged index, the meta graph, then the state file; then the
+// checkpoints beyond max_to_keep go. Returns what failed ("" on success).
+std::string DistributedSaver::Impl::commit(const std::string& prefix, const ShardPlan& shards,
+                                           const std::string& temp,
+                                           const std::string& latest_filename) {
+  try {
+    if (!shards.prefixes.empty()) {
+      merge_bundles(shards.prefixes, prefix, {.file_system = fs});
+    } else {
+      BundleWriter empty(prefix, {.file_system = fs});
+      empty.finish();
+    }
+    if (options.write_meta_graph) {
+      export_meta_graph_for_items({.filename = meta_graph_filename(prefix),
+                                   .saver_def = saver_def,
+                                   .graph = graph,
+                                   .file_system = fs},
+                                  items);
+    }
+    retention.record(prefix, 0);
+    const std::vector<std::string> to_delete = retention.take_deletions();
+    update_checkpoint_state(dirname_of(prefix), prefix, retention.last_paths(), latest_filename,
+                            {.file_system = fs});
+    for (const std::string& old : to_delete) {
+      delete_checkpoint_files(*fs, old, meta_graph_filename(old));
+    }
+  } catch (const std::exception& e) {
+    remove_temp_dir(*fs, temp);
+    return e.what()[0] != '\0' ? e.what() : "unknown error";
+  }
+  return "";
+}
 
 std::string DistributedSaver::save(const std::string& save_path, std::optional<int64_t> global_step,
                                    const std::string& latest_filename) {
@@ -130,88 +173,25 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
   // leaves its temporary folder), then registers this save while in flight.
   std::optional<internal::LiveSave> live;
   if (cluster.rank() == 0) {
-    const std::string dir = dirname_of(prefix);
-    const std::string state = latest_filename.empty() ? "checkpoint" : latest_filename;
-    live.emplace(*m.fs, save_path, prefix, dir.empty() || dir == "." ? state : dir + "/" + state);
+    live.emplace(*m.fs, save_path, prefix, state_file_path(prefix, latest_filename));
   }
-  // One temporary prefix for all tasks, picked by rank 0.
+  // One temporary prefix for all tasks, picked by rank 0; every task writes
+  // its shard in parallel.
   const std::string temp =
       ClusterAccess::broadcast(cluster, cluster.rank() == 0 ? temp_prefix_for(prefix) : "", 0);
-  const std::vector<int> writers = ClusterAccess::allgather(cluster, m.writes.empty() ? 0 : 1);
-  std::vector<std::string> shard_prefixes;
-  int n = 0;
-  for (int w : writers) n += w;
-  int my_shard = -1;
-  for (size_t r = 0, k = 0; r < writers.size(); ++r) {
-    if (!writers[r]) continue;
-    if (static_cast<int>(r) == cluster.rank()) my_shard = static_cast<int>(k);
-    ++k;
-  }
-  for (int k = 0; k < n; ++k) shard_prefixes.push_back(sharded_prefix(temp, k, n));
-
-  // Every task writes its shard in parallel.
-  std::exception_ptr error;
-  if (my_shard >= 0) {
-    try {
-      BundleWriter writer(shard_prefixes[static_cast<size_t>(my_shard)], {.file_system = m.fs});
-      for (const Saver::Item& item : m.writes) {
-        const Tensor host = item.variable.read_value().to_host();
-        if (item.slice) {
-          writer.add_slice(item.key, item.slice->full_shape, slice_of(*item.slice), view_of(host));
-        } else {
-          writer.add(item.key, view_of(host));
-        }
-      }
-      writer.finish();
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
+  const ShardPlan shards = m.plan_shards(temp);
+  const std::exception_ptr error =
+      shards.mine >= 0 ? m.write_shard(shards.prefixes[static_cast<size_t>(shards.mine)]) : nullptr;
   const std::vector<int> written = ClusterAccess::allgather(cluster, error ? 0 : 1);
   if (!all_ok(written)) {
-    if (cluster.rank() == 0) m.remove_temp(temp);
+    if (cluster.rank() == 0) remove_temp_dir(*m.fs, temp);
     if (error) std::rethrow_exception(error);
     throw AbortedError("distributed save to " + quoted(prefix) + " failed on " +
                        failed_tasks(cluster, written) +
                        "; the previous checkpoint stays the latest");
   }
-
-  // Rank 0 commits: the merged index, then the state file.
-  std::string failure;
-  if (cluster.rank() == 0) {
-    try {
-      if (n > 0) {
-        merge_bundles(shard_prefixes, prefix, {.file_system = m.fs});
-      } else {
-        BundleWriter empty(prefix, {.file_system = m.fs});
-        empty.finish();
-      }
-      if (m.options.write_meta_graph) {
-        export_meta_graph_for_items({.filename = m.meta_graph_filename(prefix),
-                                     .saver_def = m.saver_def,
-                                     .graph = m.graph,
-                                     .file_system = m.fs},
-                                    m.items);
-      }
-      std::erase(m.last, prefix);
-      m.last.push_back(prefix);
-      std::vector<std::string> to_delete;
-      if (m.options.max_to_keep > 0) {
-        while (static_cast<int>(m.last.size()) > m.options.max_to_keep) {
-          to_delete.push_back(m.last.front());
-          m.last.erase(m.last.begin());
-        }
-      }
-      update_checkpoint_state(dirname_of(prefix), prefix, m.last, latest_filename,
-                              {.file_system = m.fs});
-      for (const std::string& old : to_delete) m.delete_checkpoint(old);
-    } catch (const std::exception& e) {
-      failure = e.what();
-      if (failure.empty()) failure = "unknown error";
-      m.remove_temp(temp);
-    }
-  }
-  failure = ClusterAccess::broadcast(cluster, failure, 0);
+  const std::string failure = ClusterAccess::broadcast(
+      cluster, cluster.rank() == 0 ? m.commit(prefix, shards, temp, latest_filename) : "", 0);
   if (!failure.empty()) {
     throw AbortedError("distributed save to " + quoted(prefix) + ": committing on " +
                        cluster.task_name_of_rank(0) + " failed: " + failure);

@@ -1,6 +1,7 @@
 # Sources of distributed/ (built with VARSTATE_HAVE_MPI only).
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cluster.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/distributed_saver.cc
 )
 # In the build: the imported target. Installed: the library files themselves,
@@ -11,6 +12,8 @@ foreach(_lib IN LISTS MPI_C_LIBRARIES)
   target_link_libraries(varstate PRIVATE $<INSTALL_INTERFACE:${_lib}>)
 endforeach()
 target_compile_definitions(varstate PUBLIC VARSTATE_HAVE_MPI=1)
-# The C API only (no deprecated C++ bindings from mpi.h).
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cluster.cc PROPERTIES
+# The C API only (no deprecated C++ bindings from mpi.h), for every file
+# that includes mpi.h.
+set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/cluster.cc ${CMAKE_CURRENT_LIST_DIR}/mpi_storage.cc PROPERTIES
   COMPILE_DEFINITIONS "OMPI_SKIP_MPICXX=1;MPICH_SKIP_MPICXX=1")

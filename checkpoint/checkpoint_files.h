@@ -1,0 +1,39 @@
+// The files of one checkpoint on a FileSystem, for Saver and
+// DistributedSaver. Internal.
+//
+// A V2 checkpoint "<prefix>" is "<prefix>.index", its data shards
+// "<prefix>.data-0000k-of-0000n" and, when written, its meta graph; a V1
+// checkpoint is the file "<prefix>" (or its shards "<prefix>-0000k-of-0000n").
+// A sharded save writes its shards under a temporary prefix
+// (temp_prefix_for: "<prefix>_temp_<hex>/part") before merging them.
+// Both removals are best effort (best_effort_delete): a file that cannot be
+// deleted is logged and skipped, since they run where the caller reports
+// its own error or success.
+#pragma once
+
+#include <string>
+
+namespace varstate {
+
+class FileSystem;
+
+// The checkpoint state file a save to `save_path` updates: `latest_filename`
+// (default "checkpoint") in save_path's directory.
+std::string state_file_path(const std::string& save_path, const std::string& latest_filename);
+
+// "<checkpoint>.<suffix>", without a V1 sharded suffix "-?????-of-00002".
+std::string meta_graph_filename(const std::string& checkpoint, const std::string& suffix);
+
+// Removes the temporary directory of a sharded save whose temporary prefix
+// is `temp_prefix` ("<dir>/part"), and every file in it. Never throws.
+void remove_temp_dir(FileSystem& fs, const std::string& temp_prefix);
+
+// Deletes checkpoint `prefix`: its index first (a deletion cut short then
+// leaves data files that no longer pass for a checkpoint, never an index
+// without its data), its data shards, `meta_graph_file`, and without an
+// index the V1 files matching `prefix`. Throws only when the directory
+// cannot be listed.
+void delete_checkpoint_files(FileSystem& fs, const std::string& prefix,
+                             const std::string& meta_graph_file);
+
+}  // namespace varstate
