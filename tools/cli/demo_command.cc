@@ -73,14 +73,38 @@ struct DemoOptions {
 
 // ---- Sizes: checked before anything is allocated -----------------------------
 
-// The sizes, before the data and the tables are allocated. The flags' own
-// checks already made every count >= its minimum.
+// The most entries the demo's ratings and each of its tables may hold: ids
+// are int32 and batch positions uint32; 2^31 floats make an 8 GiB table.
+constexpr int64_t kMaxEntries = int64_t{1} << 31;
+
+// Throws unless a x b entries stay within kMaxEntries; `flags` names a and
+// b, `what` says what the product counts. b >= 1 (the flags' checks).
+void check_entries(const std::string& flags, int64_t a, int64_t b, const std::string& what) {
+  if (a > kMaxEntries / b) {
+    throw InvalidArgumentError(flags + " (" + std::to_string(a) + " x " + std::to_string(b) +
+                               ") must stay below 2^31: " + what);
+  }
+}
+
+// Every size flag and product of sizes, before the data and the tables are
+// allocated. The flags' own checks already made every count >= its minimum.
 void check_sizes(const DemoOptions& o) {
   if (o.batch_size < 1) throw InvalidArgumentError("--batch_size must be >= 1");
-  if (o.users > (int64_t{1} << 31) / o.ratings_per_user || o.items > (int64_t{1} << 31)) {
+  if (o.users > kMaxEntries / o.ratings_per_user || o.items > kMaxEntries) {
     throw InvalidArgumentError("--users x --ratings_per_user (" + std::to_string(o.users) + " x " +
                                std::to_string(o.ratings_per_user) + ") and --items (" +
                                std::to_string(o.items) + ") must stay below 2^31");
+  }
+  check_entries("--users x --rank", o.users, o.rank, "the entries of the user table");
+  check_entries("--items x --rank", o.items, o.rank, "the entries of the item table");
+  // A batch holds --batch_size ratings, or every rating when there are fewer.
+  const int64_t batch_rows = std::min(o.batch_size, o.users * o.ratings_per_user);
+  check_entries("a batch (--batch_size, at most --users x --ratings_per_user) x --rank", batch_rows,
+                o.rank, "the gradients of a batch");
+  if (o.max_to_keep > std::numeric_limits<int>::max()) {
+    throw InvalidArgumentError("--max_to_keep " + std::to_string(o.max_to_keep) +
+                               " must be at most " +
+                               std::to_string(std::numeric_limits<int>::max()));
   }
 }
 
