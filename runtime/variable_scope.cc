@@ -80,7 +80,62 @@ struct SingleRequest {
   std::optional<SaveSliceInfo> save_slice_info;
 };
 
-// _VariableStore._get_single_variable. Caller holds st.mu.
+// The shape a get_variable call asks for: its initial value's, or its
+// shape argument's (unknown when absent).
+TensorShape requested_shape(const SingleRequest& req) {
+  return req.initializer.is_tensor() ? req.initializer.tensor().shape()
+                                     : req.shape.value_or(TensorShape::unknown());
+}
+
+// The variable `found` under `name`, when reuse allows it and its shape and
+// dtype match the request.
+const Variable& reuse_single(const std::string& name, const Variable& found,
+                             const SingleRequest& req, const GetVariableOptions& o, bool reuse) {
+  if (!reuse) {
+    throw ValueError("Variable " + name +
+                     " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
+  }
+  const TensorShape want = requested_shape(req);
+  if (!want.is_compatible_with(found.shape())) {
+    throw ValueError("Trying to share variable " + name + ", but specified shape " +
+                     want.to_string() + " and found shape " + found.shape().to_string() + ".");
+  }
+  if (o.dtype && *o.dtype != found.dtype()) {
+    throw ValueError("Trying to share variable " + name + ", but specified dtype " +
+                     std::string(dtype_name(*o.dtype)) + " and found dtype " +
+                     std::string(dtype_name(found.dtype())) + ".");
+  }
+  return found;
+}
+
+// A new Variable `name`: its collections, trainability and caching device
+// from the options, its value from the initial tensor or the initializer
+// (the dtype's default when none).
+Variable create_single(Graph& graph, const std::string& name, const SingleRequest& req,
+                       const GetVariableOptions& o) {
+  VariableOptions vo;
+  vo.trainable = o.trainable;
+  vo.collections = o.collections;
+  vo.validate_shape = o.validate_shape;
+  vo.caching_device = o.caching_device.value_or("");
+  vo.name = name;
+  vo.graph = &graph;
+  vo.save_slice_info = req.save_slice_info;
+  NameScope root(graph, "");  // get_variable names ignore name scopes
+  if (req.initializer.is_tensor()) {
+    return Variable(initial_tensor(name, req.initializer.tensor(), o.dtype), vo);
+  }
+  const DType dtype = o.dtype.value_or(DType::kFloat);
+  Initializer init = req.initializer.is_initializer() ? req.initializer.initializer()
+                                                      : default_initializer(name, dtype);
+  vo.dtype = dtype;
+  vo.expected_shape = *req.shape;
+  return Variable(varstate::bind(init, *req.shape, dtype, req.partition_info), vo);
+}
+
+// _VariableStore._get_single_variable: the variable `name` found (reuse) or
+// created, in the store; a new one's regularizer joins `pending`. Caller
+// holds st.mu.
 Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const SingleRequest& req,
                     const GetVariableOptions& o, bool reuse, PendingRegularizers& pending) {
   const bool from_value = req.initializer.is_tensor();
@@ -88,23 +143,7 @@ Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const
     throw ValueError("If initializer is a constant, do not specify shape.");
   }
   if (auto it = st.vars.find(name); it != st.vars.end()) {
-    if (!reuse) {
-      throw ValueError("Variable " + name +
-                       " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
-    }
-    const Variable& found = it->second;
-    const TensorShape want =
-        from_value ? req.initializer.tensor().shape() : req.shape.value_or(TensorShape::unknown());
-    if (!want.is_compatible_with(found.shape())) {
-      throw ValueError("Trying to share variable " + name + ", but specified shape " +
-                       want.to_string() + " and found shape " + found.shape().to_string() + ".");
-    }
-    if (o.dtype && *o.dtype != found.dtype()) {
-      throw ValueError("Trying to share variable " + name + ", but specified dtype " +
-                       std::string(dtype_name(*o.dtype)) + " and found dtype " +
-                       std::string(dtype_name(found.dtype())) + ".");
-    }
-    return found;
+    return reuse_single(name, it->second, req, o, reuse);
   }
   if (reuse) {
     throw ValueError("Variable " + name +
@@ -116,115 +155,131 @@ Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const
                      ") must be fully defined, but instead was " +
                      req.shape.value_or(TensorShape::unknown()).to_string() + ".");
   }
-  VariableOptions vo;
-  vo.trainable = o.trainable;
-  vo.collections = o.collections;
-  vo.validate_shape = o.validate_shape;
-  vo.caching_device = o.caching_device.value_or("");
-  vo.name = name;
-  vo.graph = &graph;
-  vo.save_slice_info = req.save_slice_info;
-  std::optional<Variable> created;
-  {
-    NameScope root(graph, "");  // get_variable names ignore name scopes
-    if (from_value) {
-      created.emplace(initial_tensor(name, req.initializer.tensor(), o.dtype), vo);
-    } else {
-      const DType dtype = o.dtype.value_or(DType::kFloat);
-      Initializer init = req.initializer.is_initializer() ? req.initializer.initializer()
-                                                          : default_initializer(name, dtype);
-      vo.dtype = dtype;
-      vo.expected_shape = *req.shape;
-      created.emplace(varstate::bind(init, *req.shape, dtype, req.partition_info), vo);
-    }
-  }
-  st.vars.emplace(name, *created);
-  if (o.regularizer) pending.emplace_back(*created, o.regularizer);
-  return *created;
+  const Variable created = create_single(graph, name, req, o);
+  st.vars.emplace(name, created);
+  if (o.regularizer) pending.emplace_back(created, o.regularizer);
+  return created;
 }
 
-// _VariableStore._get_partitioned_variable. Caller holds st.mu.
-PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::string& name,
-                                    const GetVariableOptions& o, bool reuse,
-                                    PendingRegularizers& pending) {
-  const bool from_value = o.initializer.is_tensor();
-  if (st.vars.count(name)) {
-    throw ValueError(
-        "A partitioner was provided, but an unpartitioned version of the variable was found: " +
-        name + ".  Perhaps a variable of the same name was already created without partitioning?");
-  }
-  Tensor value;
-  TensorShape shape = o.shape;
-  DType dtype = o.dtype.value_or(DType::kFloat);
-  if (from_value) {
-    value = initial_tensor(name, o.initializer.tensor(), o.dtype);
-    if (!o.shape.is_compatible_with(value.shape())) {
+// What a partitioned get_variable call asks for once its initial value and
+// its partitioner have been applied.
+struct PartitionedRequest {
+  Tensor value;  // the initial value, when the initializer is a tensor
+  TensorShape shape;
+  DType dtype;
+  std::vector<int64_t> partitions;  // per axis, from the partitioner
+};
+
+// The full shape, dtype and partitions of partitioned variable `name`,
+// checked: a fully defined shape of rank >= 1 (an initial value's, which
+// must fit the shape argument), one partition count >= 1 per axis.
+PartitionedRequest partitioned_request(const std::string& name, const GetVariableOptions& o) {
+  PartitionedRequest r{.shape = o.shape, .dtype = o.dtype.value_or(DType::kFloat)};
+  if (o.initializer.is_tensor()) {
+    r.value = initial_tensor(name, o.initializer.tensor(), o.dtype);
+    if (!o.shape.is_compatible_with(r.value.shape())) {
       throw ValueError("Trying to create partitioned variable " + name + " of shape " +
                        o.shape.to_string() + " from an initializer of shape " +
-                       value.shape().to_string() + ".");
+                       r.value.shape().to_string() + ".");
     }
-    shape = value.shape();
-    dtype = value.dtype();
+    r.shape = r.value.shape();
+    r.dtype = r.value.dtype();
   }
-  if (!shape.is_fully_defined()) {
+  if (!r.shape.is_fully_defined()) {
     throw ValueError("Shape of a new partitioned variable (" + name +
-                     ") must be fully defined, but instead was " + shape.to_string() + ".");
+                     ") must be fully defined, but instead was " + r.shape.to_string() + ".");
   }
-  if (shape.rank() < 1) {
+  if (r.shape.rank() < 1) {
     throw ValueError("A partitioned Variable must have rank at least 1, shape: " +
-                     shape.to_string());
+                     r.shape.to_string());
   }
-  const std::vector<int64_t> partitions = o.partitioner(shape, dtype);
-  if (static_cast<int>(partitions.size()) != shape.rank()) {
+  r.partitions = o.partitioner(r.shape, r.dtype);
+  if (static_cast<int>(r.partitions.size()) != r.shape.rank()) {
     throw ValueError(
         "Partitioner returned a partition list that does not match the Variable's rank: " +
-        list_string(partitions) + " vs. " + shape.to_string());
+        list_string(r.partitions) + " vs. " + r.shape.to_string());
   }
-  for (int64_t p : partitions) {
+  for (int64_t p : r.partitions) {
     if (p < 1)
       throw ValueError("Partitioner returned zero partitions for some axes: " +
-                       list_string(partitions));
+                       list_string(r.partitions));
   }
-  if (auto it = st.partitioned.find(name); it != st.partitioned.end()) {
-    if (!reuse) {
-      throw ValueError("Partitioned variable with name " + name +
-                       " already exists. Did you mean to set reuse=True in VarScope?");
-    }
-    const PartitionedVariable& existing = it->second;
-    if (!shape.is_compatible_with(existing.shape())) {
-      throw ValueError("Trying to reuse partitioned variable " + name + ", but specified shape " +
-                       shape.to_string() + " and found shape " + existing.shape().to_string() +
-                       ".");
-    }
-    if (dtype != existing.dtype()) {
-      throw ValueError("Trying to reuse partitioned variable " + name + ", but specified dtype " +
-                       std::string(dtype_name(dtype)) + " and found dtype " +
-                       std::string(dtype_name(existing.dtype())) + ".");
-    }
-    if (existing.partitions() != partitions) {
-      throw ValueError("Trying to reuse partitioned variable " + name +
-                       ", but specified partitions " + list_string(partitions) +
-                       " and found partitions " + list_string(existing.partitions()) + ".");
-    }
-    return existing;
+  return r;
+}
+
+// The partitioned variable `existing` under `name`, when reuse allows it
+// and its shape, dtype and partitions match the request.
+const PartitionedVariable& reuse_partitioned(const std::string& name,
+                                             const PartitionedVariable& existing,
+                                             const PartitionedRequest& r, bool reuse) {
+  if (!reuse) {
+    throw ValueError("Partitioned variable with name " + name +
+                     " already exists. Did you mean to set reuse=True in VarScope?");
   }
-  if (reuse) {
-    throw ValueError(
-        "PartitionedVariable " + name +
-        " does not exist, or was not created with tf.get_variable(). Did you mean to set "
-        "reuse=None in VarScope?");
+  if (!r.shape.is_compatible_with(existing.shape())) {
+    throw ValueError("Trying to reuse partitioned variable " + name + ", but specified shape " +
+                     r.shape.to_string() + " and found shape " + existing.shape().to_string() +
+                     ".");
   }
+  if (r.dtype != existing.dtype()) {
+    throw ValueError("Trying to reuse partitioned variable " + name + ", but specified dtype " +
+                     std::string(dtype_name(r.dtype)) + " and found dtype " +
+                     std::string(dtype_name(existing.dtype())) + ".");
+  }
+  if (existing.partitions() != r.partitions) {
+    throw ValueError("Trying to reuse partitioned variable " + name +
+                     ", but specified partitions " + list_string(r.partitions) +
+                     " and found partitions " + list_string(existing.partitions()) + ".");
+  }
+  return existing;
+}
+
+// The one axis with more than one partition (0 when there is none).
+int slice_axis(const PartitionedRequest& r) {
   int axis = -1;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (partitions[static_cast<size_t>(d)] == 1) continue;
+  for (int d = 0; d < r.shape.rank(); ++d) {
+    if (r.partitions[static_cast<size_t>(d)] == 1) continue;
     if (axis >= 0) {
       throw ValueError("Can only slice a variable along one dimension: shape: " +
-                       shape.to_string() + ", partitioning: " + list_string(partitions));
+                       r.shape.to_string() + ", partitioning: " + list_string(r.partitions));
     }
     axis = d;
   }
-  if (axis < 0) axis = 0;
-  const int64_t n = partitions[static_cast<size_t>(axis)];
+  return axis < 0 ? 0 : axis;
+}
+
+// The request of the part at `offset` of shape `part_shape`: its slice of
+// the initial value, or its shape and the call's initializer; and where it
+// sits in the full variable, for initializers and checkpoints.
+SingleRequest part_request(const std::string& name, const PartitionedRequest& r,
+                           const GetVariableOptions& o, int axis,
+                           const std::vector<int64_t>& offset,
+                           const std::vector<int64_t>& part_shape) {
+  SingleRequest req;
+  req.partition_info = PartitionInfo{r.shape, offset};
+  req.save_slice_info = SaveSliceInfo{
+      name, std::vector<int64_t>(r.shape.dims().begin(), r.shape.dims().end()), offset, part_shape};
+  if (o.initializer.is_tensor()) {
+    const size_t a = static_cast<size_t>(axis);
+    std::vector<SliceSpec> specs(a, Slice::all());
+    specs.push_back(Slice::range(offset[a], offset[a] + part_shape[a]));
+    req.initializer = strided_slice(r.value, specs);
+  } else {
+    req.shape = TensorShape(part_shape);
+    req.initializer = o.initializer;
+  }
+  return req;
+}
+
+// A new partitioned variable `name`: n parts NAME/part_i along `axis`, the
+// first dim % n of them one row longer, each created by get_single. Caller
+// holds st.mu.
+PartitionedVariable create_partitioned(Graph& graph, ScopeStore& st, const std::string& name,
+                                       const PartitionedRequest& r, const GetVariableOptions& o,
+                                       PendingRegularizers& pending) {
+  const int axis = slice_axis(r);
+  const size_t a = static_cast<size_t>(axis);
+  const int64_t n = r.partitions[a];
   for (int64_t i = 0; i < n; ++i) {
     const std::string part = name + "/part_" + std::to_string(i);
     if (st.vars.count(part)) {
@@ -232,36 +287,46 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
                        " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
     }
   }
-  const int64_t dim = shape.dim(axis);
+  const int64_t dim = r.shape.dim(axis);
   const int64_t excess = dim % n;
-  std::vector<int64_t> full(shape.dims().begin(), shape.dims().end());
-  std::vector<int64_t> offset(full.size(), 0);
+  std::vector<int64_t> offset(static_cast<size_t>(r.shape.rank()), 0);
+  GetVariableOptions part_options = o;
+  part_options.dtype = r.dtype;
   std::vector<Variable> parts;
   for (int64_t i = 0; i < n; ++i) {
-    std::vector<int64_t> part_shape = full;
-    part_shape[static_cast<size_t>(axis)] = dim / n + (i < excess ? 1 : 0);
-    SingleRequest req;
-    req.partition_info = PartitionInfo{shape, offset};
-    req.save_slice_info = SaveSliceInfo{name, full, offset, part_shape};
-    if (from_value) {
-      std::vector<SliceSpec> specs(static_cast<size_t>(axis), Slice::all());
-      specs.push_back(
-          Slice::range(offset[static_cast<size_t>(axis)],
-                       offset[static_cast<size_t>(axis)] + part_shape[static_cast<size_t>(axis)]));
-      req.initializer = strided_slice(value, specs);
-    } else {
-      req.shape = TensorShape(part_shape);
-      req.initializer = o.initializer;
-    }
-    GetVariableOptions part_options = o;
-    part_options.dtype = dtype;
+    std::vector<int64_t> part_shape(r.shape.dims().begin(), r.shape.dims().end());
+    part_shape[a] = dim / n + (i < excess ? 1 : 0);
+    const SingleRequest req = part_request(name, r, o, axis, offset, part_shape);
     parts.push_back(get_single(graph, st, name + "/part_" + std::to_string(i), req, part_options,
                                false, pending));
-    offset[static_cast<size_t>(axis)] += part_shape[static_cast<size_t>(axis)];
+    offset[a] += part_shape[a];
   }
-  PartitionedVariable pv(name, shape, dtype, std::move(parts), partitions);
+  PartitionedVariable pv(name, r.shape, r.dtype, std::move(parts), r.partitions);
   st.partitioned.emplace(name, pv);
   return pv;
+}
+
+// _VariableStore._get_partitioned_variable: the partitioned variable `name`
+// found (reuse) or created. Caller holds st.mu.
+PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::string& name,
+                                    const GetVariableOptions& o, bool reuse,
+                                    PendingRegularizers& pending) {
+  if (st.vars.count(name)) {
+    throw ValueError(
+        "A partitioner was provided, but an unpartitioned version of the variable was found: " +
+        name + ".  Perhaps a variable of the same name was already created without partitioning?");
+  }
+  const PartitionedRequest r = partitioned_request(name, o);
+  if (auto it = st.partitioned.find(name); it != st.partitioned.end()) {
+    return reuse_partitioned(name, it->second, r, reuse);
+  }
+  if (reuse) {
+    throw ValueError(
+        "PartitionedVariable " + name +
+        " does not exist, or was not created with tf.get_variable(). Did you mean to set "
+        "reuse=None in VarScope?");
+  }
+  return create_partitioned(graph, st, name, r, o, pending);
 }
 
 GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVariableOptions& o,

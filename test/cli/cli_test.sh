@@ -64,6 +64,23 @@ expect 2 '^varstate demo: --batch_size: must be >= 1, got 0' demo --batch_size 0
 expect 2 '^varstate demo: --device: .*tpu' demo --device tpu
 expect 1 '^varstate demo: InvalidArgumentError: --users x --ratings_per_user \(3000000000 x 50\)' \
   demo --users 3000000000 --checkpoint_dir "$tmp/ckpt"
+# Every size and product of sizes is checked before anything is allocated.
+expect 1 '^varstate demo: InvalidArgumentError: --users x --rank \(50000 x 4611686018427387904\) must stay below 2\^31' \
+  demo --rank 4611686018427387904 --checkpoint_dir "$tmp/ckpt"
+expect 1 '^varstate demo: InvalidArgumentError: --items x --rank \(3000000 x 1000\) must stay below 2\^31' \
+  demo --users 10 --items 3000000 --rank 1000 --checkpoint_dir "$tmp/ckpt"
+expect 1 '^varstate demo: InvalidArgumentError: --users x --ratings_per_user \(10 x 9223372036854775807\)' \
+  demo --users 10 --ratings_per_user 9223372036854775807 --checkpoint_dir "$tmp/ckpt"
+expect 1 '^varstate demo: InvalidArgumentError: a batch \(--batch_size.*\) x --rank \(100 x 1073741824\) must stay below 2\^31' \
+  demo --users 1 --items 1 --rank 1073741824 --ratings_per_user 100 --batch_size 100 --checkpoint_dir "$tmp/ckpt"
+expect 1 '^varstate demo: InvalidArgumentError: a batch \(--batch_size.*\) x --rank \(10 x 1073741824\) must stay below 2\^31' \
+  demo --users 1 --items 1 --rank 1073741824 --ratings_per_user 10 --batch_size 1000 --checkpoint_dir "$tmp/ckpt"
+expect 1 '^varstate demo: InvalidArgumentError: --max_to_keep 3000000000 must be at most 2147483647' \
+  demo --max_to_keep 3000000000 --checkpoint_dir "$tmp/ckpt"
+expect 1 '^varstate demo: InvalidArgumentError: --shards 20000 is more than the rows of a table \(10000\)' \
+  demo --shards 20000 --checkpoint_dir "$tmp/ckpt"
+expect 2 '^varstate demo: --rank: expected a whole number >= 1, got "99999999999999999999"' \
+  demo --rank 99999999999999999999
 expect 2 '^varstate demo: --learning_rate: expected a number >= 0, got "fast"' demo --learning_rate fast
 expect 2 '^varstate demo: --noise: must be >= 0, got -0.5' demo --noise=-0.5
 if ! "$cli" devices | grep -q 'GPU:0'; then

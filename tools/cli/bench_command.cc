@@ -368,14 +368,8 @@ std::string format_number(double v) {
   return buf;
 }
 
-int bench(const BenchOptions& o) {
-  try {
-    std::regex check(o.filter, std::regex::extended);
-  } catch (const std::regex_error& e) {
-    throw InvalidArgumentError("--filter " + varstate::quoted(o.filter) +
-                               " is not a regular expression (" + e.what() + ")");
-  }
-  ensure_writable_dir("--out", o.out);
+// The benchmark binaries of the suite found next to the CLI, in suite order.
+std::vector<std::pair<std::string, fs::path>> find_benchmarks() {
   std::vector<std::pair<std::string, fs::path>> binaries;
   for (const char* name : kBenchmarks) {
     if (auto p = find_binary(name)) binaries.emplace_back(name, *p);
@@ -386,90 +380,99 @@ int bench(const BenchOptions& o) {
     throw NotFoundError("no benchmark binaries (bench_*) in " + where +
                         "; build with -DVARSTATE_BUILD_BENCH=ON");
   }
+  return binaries;
+}
 
-  const std::string machine = machine_name();
-  const std::string devices = devices_description();
-  std::printf("varstate bench: machine %s; devices: %s; %s run\n", machine.c_str(), devices.c_str(),
-              o.full ? "full" : "quick (--full for every size)");
-  setenv("VARSTATE_BENCH_QUICK", o.full ? "0" : "1", 1);
-  std::vector<fs::path> written;
-  for (const auto& [name, exe] : binaries) {
-    // Written under a temporary name first: a binary the filter leaves
-    // empty keeps the results of an earlier run.
-    const fs::path file = fs::path(o.out) / (name.substr(6) + "-" + machine + ".json");
-    const fs::path partial = fs::path(file).concat(".partial");
-    std::printf("== %s -> %s\n", name.c_str(), file.c_str());
-    const int rc = run_process(
-        {exe.string(), "--benchmark_filter=" + o.filter, "--benchmark_out=" + partial.string(),
-         "--benchmark_out_format=json",
-         "--benchmark_context=varstate_machine=" + machine + ",varstate_devices=" + devices +
-             ",varstate_version=" VARSTATE_VERSION_STRING ",varstate_build=" + build_description() +
-             ",varstate_run=" + (o.full ? "full" : "quick")});
-    if (rc != 0) {
-      fs::remove(partial);
-      throw UnknownError(name + " exited with status " + std::to_string(rc));
-    }
-    std::ifstream in(partial);
-    json doc = json::parse(in, nullptr, false);
-    in.close();
-    if (doc.is_discarded() || !doc.contains("benchmarks") || doc["benchmarks"].empty()) {
-      std::error_code ec;
-      fs::remove(partial, ec);  // the filter matched nothing in this binary
+// Where a binary's results for `machine` go: --out/<name without bench_>-<machine>.json.
+fs::path result_file(const BenchOptions& o, const std::string& name, const std::string& machine) {
+  return fs::path(o.out) / (name.substr(6) + "-" + machine + ".json");
+}
+
+// Runs one benchmark binary with --filter, its JSON context naming the
+// machine, devices and build. The result file, or nothing when the filter
+// matched none of its benchmarks: it is written under a temporary name
+// first, so such a binary keeps the results of an earlier run.
+std::optional<fs::path> run_benchmark(const BenchOptions& o, const std::string& name,
+                                      const fs::path& exe, const std::string& machine,
+                                      const std::string& devices) {
+  const fs::path file = result_file(o, name, machine);
+  const fs::path partial = fs::path(file).concat(".partial");
+  std::printf("== %s -> %s\n", name.c_str(), file.c_str());
+  const int rc = run_process(
+      {exe.string(), "--benchmark_filter=" + o.filter, "--benchmark_out=" + partial.string(),
+       "--benchmark_out_format=json",
+       "--benchmark_context=varstate_machine=" + machine + ",varstate_devices=" + devices +
+           ",varstate_version=" VARSTATE_VERSION_STRING ",varstate_build=" + build_description() +
+           ",varstate_run=" + (o.full ? "full" : "quick")});
+  if (rc != 0) {
+    fs::remove(partial);
+    throw UnknownError(name + " exited with status " + std::to_string(rc));
+  }
+  std::ifstream in(partial);
+  json doc = json::parse(in, nullptr, false);
+  in.close();
+  if (doc.is_discarded() || !doc.contains("benchmarks") || doc["benchmarks"].empty()) {
+    std::error_code ec;
+    fs::remove(partial, ec);  // the filter matched nothing in this binary
+    return std::nullopt;
+  }
+  fs::rename(partial, file);
+  return file;
+}
+
+// A benchmark's name without Google Benchmark's suffixes.
+std::string figure_name(const json& b) {
+  std::string name = b["name"].get<std::string>();
+  for (const char* drop : {"/manual_time", "/real_time"}) {
+    if (size_t pos = name.find(drop); pos != std::string::npos) name.erase(pos);
+  }
+  if (size_t pos = name.find("/iterations:"); pos != std::string::npos) name.erase(pos);
+  return name;
+}
+
+// The figures of one result file: a table row per figure with a same-run
+// limit into `md`, a counters line per other figure into `other`; the
+// former as plot points (their size unit into *unit).
+std::vector<Point> summarize(const fs::path& file, std::ostream& md, std::ostream& other,
+                             std::string* unit) {
+  std::ifstream in(file);
+  json doc = json::parse(in);
+  std::vector<Point> points;
+  for (const json& b : doc["benchmarks"]) {
+    if (b.value("error_occurred", false) || !b.contains("name") || !b["name"].is_string()) continue;
+    const std::string name = figure_name(b);
+    if (!b.contains("GBps") || !b.contains("limit_GBps")) {
+      // Figures with another same-run reference (e.g. partitioned vs one
+      // variable): listed with their counters after the table.
+      std::string counters;
+      for (const auto& [key, value] : b.items()) {
+        if (!value.is_number() || kStandardFields.count(key)) continue;
+        counters += (counters.empty() ? "" : ", ") + key + " " + format_number(value.get<double>());
+      }
+      if (!counters.empty()) other << "- " << name << ": " << counters << "\n";
       continue;
     }
-    fs::rename(partial, file);
-    written.push_back(file);
+    const double gbps = b["GBps"].get<double>(), limit = b["limit_GBps"].get<double>();
+    md << "| " << name << " | " << format_number(gbps) << " | " << format_number(limit) << " | "
+       << format_number(limit > 0 ? gbps / limit : 0) << " |\n";
+    points.push_back(parse_point(name, gbps, limit, unit));
   }
-  if (written.empty())
-    throw NotFoundError("--filter " + varstate::quoted(o.filter) + " matched no benchmark");
-  // The table and plots cover this machine's latest result of every binary,
-  // including those an earlier run with another --filter wrote.
-  const size_t ran = written.size();
-  for (const char* name : kBenchmarks) {
-    const fs::path file = fs::path(o.out) / (std::string(name).substr(6) + "-" + machine + ".json");
-    if (fs::exists(file) && std::find(written.begin(), written.end(), file) == written.end()) {
-      written.push_back(file);
-    }
-  }
+  return points;
+}
 
-  // Table of every figure with its limit, and the plots.
-  const fs::path table = fs::path(o.out) / ("summary-" + machine + ".md");
+// The table of every figure in `files` (--out/summary-<machine>.md) and,
+// with gnuplot, the throughput plots of each file and the varstate vs
+// PyTorch plots of the comparison files in --out. The PNGs drawn.
+std::vector<fs::path> write_summary(const BenchOptions& o, const std::vector<fs::path>& files,
+                                    const std::string& machine, const fs::path& table,
+                                    bool have_gnuplot) {
   std::ofstream md(table);
   md << "| benchmark | GB/s | limit GB/s (same run) | ratio |\n|---|---:|---:|---:|\n";
   std::ostringstream other;
   std::vector<fs::path> pngs;
-  const bool have_gnuplot =
-      o.plots && run_process({"sh", "-c", "command -v gnuplot >/dev/null"}) == 0;
-  for (const fs::path& file : written) {
-    std::ifstream in(file);
-    json doc = json::parse(in);
-    std::vector<Point> points;
+  for (const fs::path& file : files) {
     std::string unit;
-    for (const json& b : doc["benchmarks"]) {
-      if (b.value("error_occurred", false) || !b.contains("name") || !b["name"].is_string())
-        continue;
-      std::string name = b["name"].get<std::string>();
-      for (const char* drop : {"/manual_time", "/real_time"}) {
-        if (size_t pos = name.find(drop); pos != std::string::npos) name.erase(pos);
-      }
-      if (size_t pos = name.find("/iterations:"); pos != std::string::npos) name.erase(pos);
-      if (!b.contains("GBps") || !b.contains("limit_GBps")) {
-        // Figures with another same-run reference (e.g. partitioned vs one
-        // variable): listed with their counters after the table.
-        std::string counters;
-        for (const auto& [key, value] : b.items()) {
-          if (!value.is_number() || kStandardFields.count(key)) continue;
-          counters +=
-              (counters.empty() ? "" : ", ") + key + " " + format_number(value.get<double>());
-        }
-        if (!counters.empty()) other << "- " << name << ": " << counters << "\n";
-        continue;
-      }
-      const double gbps = b["GBps"].get<double>(), limit = b["limit_GBps"].get<double>();
-      md << "| " << name << " | " << format_number(gbps) << " | " << format_number(limit) << " | "
-         << format_number(limit > 0 ? gbps / limit : 0) << " |\n";
-      points.push_back(parse_point(name, gbps, limit, &unit));
-    }
+    const std::vector<Point> points = summarize(file, md, other, &unit);
     if (!have_gnuplot) continue;
     for (const char* device : {"cpu", "gpu"}) {
       if (auto png = plot_throughput(file.parent_path(), file.stem().string(), device, points, unit,
@@ -488,6 +491,44 @@ int bench(const BenchOptions& o) {
       }
     }
   }
+  return pngs;
+}
+
+int bench(const BenchOptions& o) {
+  try {
+    std::regex check(o.filter, std::regex::extended);
+  } catch (const std::regex_error& e) {
+    throw InvalidArgumentError("--filter " + varstate::quoted(o.filter) +
+                               " is not a regular expression (" + e.what() + ")");
+  }
+  ensure_writable_dir("--out", o.out);
+  const std::vector<std::pair<std::string, fs::path>> binaries = find_benchmarks();
+
+  const std::string machine = machine_name();
+  const std::string devices = devices_description();
+  std::printf("varstate bench: machine %s; devices: %s; %s run\n", machine.c_str(), devices.c_str(),
+              o.full ? "full" : "quick (--full for every size)");
+  setenv("VARSTATE_BENCH_QUICK", o.full ? "0" : "1", 1);
+  std::vector<fs::path> written;
+  for (const auto& [name, exe] : binaries) {
+    if (auto file = run_benchmark(o, name, exe, machine, devices)) written.push_back(*file);
+  }
+  if (written.empty())
+    throw NotFoundError("--filter " + varstate::quoted(o.filter) + " matched no benchmark");
+  // The table and plots cover this machine's latest result of every binary,
+  // including those an earlier run with another --filter wrote.
+  const size_t ran = written.size();
+  for (const char* name : kBenchmarks) {
+    const fs::path file = result_file(o, name, machine);
+    if (fs::exists(file) && std::find(written.begin(), written.end(), file) == written.end()) {
+      written.push_back(file);
+    }
+  }
+
+  const fs::path table = fs::path(o.out) / ("summary-" + machine + ".md");
+  const bool have_gnuplot =
+      o.plots && run_process({"sh", "-c", "command -v gnuplot >/dev/null"}) == 0;
+  const std::vector<fs::path> pngs = write_summary(o, written, machine, table, have_gnuplot);
   std::printf("wrote %zu JSON file(s), %s", ran, table.c_str());
   for (const fs::path& p : pngs) std::printf(", %s", p.filename().c_str());
   std::printf("\n");

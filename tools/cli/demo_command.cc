@@ -18,6 +18,12 @@
 //
 // The batch of step s depends only on (seed, s), so the same --seed gives a
 // bit-identical final checkpoint, resumed or not.
+//
+// Read it as the program to copy, phase by phase: build_model (variables,
+// partitioning, placement), SgdStep (one training step), Evaluator (RMSE),
+// Checkpoints (save and resume), train (the loop) and demo(), which checks
+// the sizes and runs the phases in order. The synthetic data and the batch
+// order are in demo_data.h.
 #include <unistd.h>
 
 #include <varstate/varstate.h>
@@ -28,12 +34,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
-#include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "demo_data.h"
 
 namespace varstate::cli {
 namespace {
@@ -63,135 +71,42 @@ struct DemoOptions {
   int64_t shards = 0;  // 0: two per device
 };
 
-// SplitMix64: a fully specified generator, so the synthetic data are the
-// same on every platform and standard library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  int64_t below(int64_t n) { return static_cast<int64_t>(uniform() * static_cast<double>(n)); }
-  double normal() {  // Box-Muller
-    const double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
+// ---- Sizes: checked before anything is allocated -----------------------------
 
- private:
-  uint64_t state_;
-};
+// The most entries the demo's ratings and each of its tables may hold: ids
+// are int32 and batch positions uint32; 2^31 floats make an 8 GiB table.
+constexpr int64_t kMaxEntries = int64_t{1} << 31;
 
-// The ratings: (user, item, value), train and test.
-struct Ratings {
-  std::vector<int32_t> user, item;
-  std::vector<float> value;
-  size_t size() const { return value.size(); }
-};
-
-struct Dataset {
-  Ratings train, test;
-  double signal_stddev = 0;  // of the noiseless ratings
-};
-
-Dataset make_dataset(const DemoOptions& o) {
-  Rng rng(static_cast<uint64_t>(o.seed) * 0x2545F4914F6CDD1Dull + 1);
-  // Factors with entries of stddev rank^-1/4: noiseless ratings of variance 1.
-  const double scale = std::pow(static_cast<double>(o.rank), -0.25);
-  std::vector<float> u(static_cast<size_t>(o.users * o.rank)),
-      v(static_cast<size_t>(o.items * o.rank));
-  for (float& x : u) x = static_cast<float>(scale * rng.normal());
-  for (float& x : v) x = static_cast<float>(scale * rng.normal());
-  Dataset d;
-  double sum2 = 0;
-  const size_t n = static_cast<size_t>(o.users * o.ratings_per_user);
-  for (Ratings* r : {&d.train, &d.test}) {
-    r->user.reserve(n / 9);
-    r->item.reserve(n / 9);
-    r->value.reserve(n / 9);
+// Throws unless a x b entries stay within kMaxEntries; `flags` names a and
+// b, `what` says what the product counts. b >= 1 (the flags' checks).
+void check_entries(const std::string& flags, int64_t a, int64_t b, const std::string& what) {
+  if (a > kMaxEntries / b) {
+    throw InvalidArgumentError(flags + " (" + std::to_string(a) + " x " + std::to_string(b) +
+                               ") must stay below 2^31: " + what);
   }
-  for (int64_t user = 0; user < o.users; ++user) {
-    for (int64_t k = 0; k < o.ratings_per_user; ++k) {
-      const int64_t item = rng.below(o.items);
-      double dot = 0;
-      for (int64_t j = 0; j < o.rank; ++j) dot += u[user * o.rank + j] * v[item * o.rank + j];
-      sum2 += dot * dot;
-      Ratings& r = (k % 10 == 9) ? d.test : d.train;
-      r.user.push_back(static_cast<int32_t>(user));
-      r.item.push_back(static_cast<int32_t>(item));
-      r.value.push_back(static_cast<float>(dot + o.noise * rng.normal()));
-    }
-  }
-  d.signal_stddev = std::sqrt(sum2 / static_cast<double>(n));
-  return d;
 }
 
-// Host views of an embedding table's parts (the live buffers on the CPU, a
-// copy of each GPU part), to read rows by global index.
-class TableView {
- public:
-  TableView(const PartitionedVariable& table, int64_t width) : width_(width) {
-    for (const Variable& part : table.variables()) parts_.push_back(part.value().to_host());
-    offsets_ = table.offsets();
+// Every size flag and product of sizes, before the data and the tables are
+// allocated. The flags' own checks already made every count >= its minimum.
+void check_sizes(const DemoOptions& o) {
+  if (o.batch_size < 1) throw InvalidArgumentError("--batch_size must be >= 1");
+  if (o.users > kMaxEntries / o.ratings_per_user || o.items > kMaxEntries) {
+    throw InvalidArgumentError("--users x --ratings_per_user (" + std::to_string(o.users) + " x " +
+                               std::to_string(o.ratings_per_user) + ") and --items (" +
+                               std::to_string(o.items) + ") must stay below 2^31");
   }
-  const float* row(int64_t index) const {
-    const size_t p = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
-                                         offsets_.begin() - 1);
-    return parts_[p].data<float>() + (index - offsets_[p]) * width_;
+  check_entries("--users x --rank", o.users, o.rank, "the entries of the user table");
+  check_entries("--items x --rank", o.items, o.rank, "the entries of the item table");
+  // A batch holds --batch_size ratings, or every rating when there are fewer.
+  const int64_t batch_rows = std::min(o.batch_size, o.users * o.ratings_per_user);
+  check_entries("a batch (--batch_size, at most --users x --ratings_per_user) x --rank", batch_rows,
+                o.rank, "the gradients of a batch");
+  if (o.max_to_keep > std::numeric_limits<int>::max()) {
+    throw InvalidArgumentError("--max_to_keep " + std::to_string(o.max_to_keep) +
+                               " must be at most " +
+                               std::to_string(std::numeric_limits<int>::max()));
   }
-
- private:
-  int64_t width_;
-  std::vector<Tensor> parts_;
-  std::vector<int64_t> offsets_;
-};
-
-double rmse(const Ratings& r, const TableView& users, const TableView& items, int64_t rank) {
-  double sum = 0;
-  for (size_t k = 0; k < r.size(); ++k) {
-    const float* a = users.row(r.user[k]);
-    const float* b = items.row(r.item[k]);
-    float dot = 0;
-    for (int64_t j = 0; j < rank; ++j) dot += a[j] * b[j];
-    const double e = dot - r.value[k];
-    sum += e * e;
-  }
-  return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;
 }
-
-// The training order: epoch e visits the training ratings in a permutation
-// seeded by (seed, e); step s takes batch s % steps_per_epoch of epoch
-// s / steps_per_epoch.
-class Batches {
- public:
-  Batches(size_t n, int64_t batch_size, int64_t seed)
-      : n_(n), batch_(static_cast<size_t>(batch_size)), seed_(seed) {}
-  int64_t steps_per_epoch() const { return static_cast<int64_t>((n_ + batch_ - 1) / batch_); }
-  // Positions in the training set of step `step`'s ratings.
-  std::pair<const uint32_t*, size_t> batch(int64_t step) {
-    const int64_t epoch = step / steps_per_epoch();
-    if (epoch != epoch_) shuffle(epoch);
-    const size_t begin = static_cast<size_t>(step % steps_per_epoch()) * batch_;
-    return {order_.data() + begin, std::min(batch_, n_ - begin)};
-  }
-
- private:
-  void shuffle(int64_t epoch) {
-    order_.resize(n_);
-    std::iota(order_.begin(), order_.end(), 0u);
-    Rng rng(static_cast<uint64_t>(seed_) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) +
-            7);
-    for (size_t i = n_; i > 1; --i)
-      std::swap(order_[i - 1], order_[static_cast<size_t>(rng.below(static_cast<int64_t>(i)))]);
-    epoch_ = epoch;
-  }
-  size_t n_, batch_;
-  int64_t seed_, epoch_ = -1;
-  std::vector<uint32_t> order_;
-};
 
 // Devices to shard the tables over, as device strings.
 std::vector<std::string> chosen_devices(const std::string& which) {
@@ -213,6 +128,244 @@ std::vector<std::string> chosen_devices(const std::string& which) {
   return gpus.empty() ? std::vector<std::string>{cpu} : gpus;  // default
 }
 
+// Parts per table: --shards, or two per device; at most a table's rows.
+int64_t table_shards(const DemoOptions& o, size_t num_devices) {
+  const int64_t shards = o.shards > 0 ? o.shards : 2 * static_cast<int64_t>(num_devices);
+  if (shards > std::min(o.users, o.items)) {
+    throw InvalidArgumentError("--shards " + std::to_string(shards) +
+                               " is more than the rows of a table (" +
+                               std::to_string(std::min(o.users, o.items)) + ")");
+  }
+  return shards;
+}
+
+// Seconds spent in each phase, for the closing "time:" line.
+struct Timings {
+  double data = 0, init = 0, restore = 0, read = 0, grads = 0, scatter = 0, step = 0, save = 0,
+         eval = 0;
+  double accounted() const {
+    return data + init + restore + read + grads + scatter + step + save + eval;
+  }
+};
+
+// ---- The model: variables, partitioning, placement ---------------------------
+
+// What a TF1 program keeps as Python handles to its graph's variables.
+struct Model {
+  PartitionedVariable users;  // recommender/users/embedding: users x rank
+  PartitionedVariable items;  // recommender/items/embedding: items x rank
+  Variable global_step;       // int64 scalar on the CPU, in GraphKeys::GLOBAL_STEP
+};
+
+// with tf.variable_scope(scope): tf.get_variable("embedding", [rows, rank],
+// initializer=tf.random_normal_initializer(stddev=..., seed=...)). The
+// enclosing scope's partitioner makes it a PartitionedVariable.
+PartitionedVariable embedding_table(const char* scope, int64_t rows, int64_t rank, double stddev,
+                                    int64_t seed) {
+  auto guard = variable_scope(scope);
+  return get_variable("embedding",
+                      {.shape = TensorShape{rows, rank},
+                       .initializer = random_normal_initializer({.stddev = stddev, .seed = seed})});
+}
+
+// tf.train.get_or_create_global_step(): a non-trainable int64 counter on
+// the CPU.
+Variable make_global_step() {
+  DeviceScope cpu("/device:CPU:0");
+  return get_variable("global_step", {.shape = TensorShape{},
+                                      .dtype = DType::kInt64,
+                                      .initializer = zeros_initializer(DType::kInt64),
+                                      .trainable = false,
+                                      .collections = std::vector<std::string>{
+                                          GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
+}
+
+// The graph of the recommender, fresh and seeded (tf.reset_default_graph(),
+// tf.set_random_seed): both tables under variable_scope("recommender") with
+// fixed_size_partitioner(shards), their parts placed round-robin on
+// `devices` by a device function (with tf.device(fn)), and the global step.
+Model build_model(const DemoOptions& o, const std::vector<std::string>& devices, int64_t shards) {
+  reset_default_graph();
+  set_random_seed(o.seed);
+  const double init_stddev = 0.5 * std::pow(static_cast<double>(o.rank), -0.25);
+  std::optional<PartitionedVariable> users, items;
+  {
+    size_t next = 0;
+    DeviceScope placement([&devices, next](const PlacementRequest&) mutable {
+      return devices[next++ % devices.size()];
+    });
+    auto model = variable_scope("recommender", {.partitioner = fixed_size_partitioner(shards)});
+    users = embedding_table("users", o.users, o.rank, init_stddev, 1);
+    items = embedding_table("items", o.items, o.rank, init_stddev, 2);
+  }
+  return Model{*users, *items, make_global_step()};
+}
+
+// ---- Training: one SGD step ------------------------------------------------
+
+// One step of SGD on a mini-batch, what sess.run(train_op) does in TF1: a
+// tf.gather of the batch's rows from each table, the gradients of the
+// squared error plus L2 (computed on the host here), tf.scatter_sub of
+// learning_rate x gradient into those rows, and global_step += 1.
+class SgdStep {
+ public:
+  explicit SgdStep(const DemoOptions& o)
+      : rank_(static_cast<size_t>(o.rank)),
+        lr_(static_cast<float>(o.learning_rate)),
+        l2_(static_cast<float>(o.l2)) {}
+
+  // Trains on the training ratings at `positions`; adds their squared
+  // errors (before the update) to `squared_error`.
+  void run(Model& m, const Ratings& train, const uint32_t* positions, size_t count,
+           double& squared_error, Timings& time) {
+    const auto t0 = Clock::now();
+    user_ids_.resize(count);
+    item_ids_.resize(count);
+    for (size_t k = 0; k < count; ++k) {
+      user_ids_[k] = train.user[positions[k]];
+      item_ids_[k] = train.item[positions[k]];
+    }
+    const Tensor uid = Tensor::from_vector(user_ids_), iid = Tensor::from_vector(item_ids_);
+    // Only the batch's rows travel: each part gathers its own on its device.
+    const Tensor user_rows = gather(m.users, uid, {.device = "/cpu:0"});
+    const Tensor item_rows = gather(m.items, iid, {.device = "/cpu:0"});
+    const auto t1 = Clock::now();
+    time.read += std::chrono::duration<double>(t1 - t0).count();
+    gradients(train, positions, count, user_rows, item_rows, squared_error);
+    const TensorShape update_shape{static_cast<int64_t>(count), static_cast<int64_t>(rank_)};
+    const Tensor ug = Tensor::from_vector(user_grads_, update_shape),
+                 ig = Tensor::from_vector(item_grads_, update_shape);
+    const auto t2 = Clock::now();
+    time.grads += std::chrono::duration<double>(t2 - t1).count();
+    // Duplicate rows in a batch add up; the deterministic path keeps the
+    // sums' order fixed on GPUs too, for bit-identical runs.
+    m.users.scatter_sub(uid, ug, {.deterministic = true});
+    m.items.scatter_sub(iid, ig, {.deterministic = true});
+    const auto t3 = Clock::now();
+    time.scatter += std::chrono::duration<double>(t3 - t2).count();
+    m.global_step.assign_add(one_);
+    time.step += seconds_since(t3);
+  }
+
+ private:
+  // learning_rate x the gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2
+  // for each rating's rows u and v, into user_grads_ and item_grads_.
+  void gradients(const Ratings& train, const uint32_t* positions, size_t count,
+                 const Tensor& user_rows, const Tensor& item_rows, double& squared_error) {
+    user_grads_.resize(count * rank_);
+    item_grads_.resize(count * rank_);
+    for (size_t k = 0; k < count; ++k) {
+      const float* ua = user_rows.data<float>() + k * rank_;
+      const float* vb = item_rows.data<float>() + k * rank_;
+      float dot = 0;
+      for (size_t j = 0; j < rank_; ++j) dot += ua[j] * vb[j];
+      const float err = dot - train.value[positions[k]];
+      squared_error += static_cast<double>(err) * err;
+      float* gu = &user_grads_[k * rank_];
+      float* gv = &item_grads_[k * rank_];
+      for (size_t j = 0; j < rank_; ++j) {
+        gu[j] = lr_ * (err * vb[j] + l2_ * ua[j]);
+        gv[j] = lr_ * (err * ua[j] + l2_ * vb[j]);
+      }
+    }
+  }
+
+  size_t rank_;
+  float lr_, l2_;
+  Tensor one_ = Tensor(int64_t{1});  // a scalar, as in global_step.assign_add(1)
+  std::vector<int64_t> user_ids_, item_ids_;
+  std::vector<float> user_grads_, item_grads_;
+};
+
+// ---- Evaluation: RMSE --------------------------------------------------------
+
+// Host views of an embedding table's parts (the live buffers on the CPU, a
+// copy of each GPU part), to read rows by global index.
+class TableView {
+ public:
+  TableView(const PartitionedVariable& table, int64_t width) : width_(width) {
+    for (const Variable& part : table.variables()) parts_.push_back(part.value().to_host());
+    offsets_ = table.offsets();
+  }
+  const float* row(int64_t index) const {
+    const size_t p = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
+                                         offsets_.begin() - 1);
+    return parts_[p].data<float>() + (index - offsets_[p]) * width_;
+  }
+
+ private:
+  int64_t width_;
+  std::vector<Tensor> parts_;
+  std::vector<int64_t> offsets_;
+};
+
+// The model as evaluated: the tables read once (sess.run(table) in TF1),
+// a rating predicted by the dot product of its user's and item's rows.
+class Evaluator {
+ public:
+  Evaluator(const Model& m, int64_t rank)
+      : users_(m.users, rank), items_(m.items, rank), rank_(rank) {}
+
+  // Root mean squared error of the predictions of `r` (0 for no ratings).
+  double rmse(const Ratings& r) const {
+    double sum = 0;
+    for (size_t k = 0; k < r.size(); ++k) {
+      const float* a = users_.row(r.user[k]);
+      const float* b = items_.row(r.item[k]);
+      float dot = 0;
+      for (int64_t j = 0; j < rank_; ++j) dot += a[j] * b[j];
+      const double e = dot - r.value[k];
+      sum += e * e;
+    }
+    return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;
+  }
+
+ private:
+  TableView users_, items_;
+  int64_t rank_;
+};
+
+// ---- Checkpoints: save and resume ------------------------------------------
+
+// tf.train.Saver(sharded=True, max_to_keep=N) writing DIR/model-STEP: one
+// data shard per device that holds variables, an index, the meta graph, and
+// the "checkpoint" file naming the latest (what tf.train.latest_checkpoint
+// reads). Older checkpoints beyond max_to_keep are deleted.
+class Checkpoints {
+ public:
+  explicit Checkpoints(const DemoOptions& o)
+      : saver_({.sharded = true, .max_to_keep = static_cast<int>(o.max_to_keep)}),
+        dir_(o.checkpoint_dir),
+        prefix_((std::filesystem::path(o.checkpoint_dir) / "model").string()) {}
+
+  // saver.restore(sess, tf.train.latest_checkpoint(dir)): the step to go on
+  // from, which is the restored global_step (0 when there is no checkpoint).
+  int64_t restore_latest(Session& sess, const Model& m, Timings& time) {
+    const auto t0 = Clock::now();
+    const std::optional<std::string> latest = latest_checkpoint(dir_);
+    if (!latest) {
+      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", dir_.c_str());
+      return 0;
+    }
+    saver_.restore(sess, *latest);
+    const int64_t step = m.global_step.value().to_host().scalar<int64_t>();
+    time.restore = seconds_since(t0);
+    std::printf("resumed from %s at step %lld\n", latest->c_str(), static_cast<long long>(step));
+    return step;
+  }
+
+  // saver.save(sess, dir/model, global_step=global_step): the path written.
+  std::string save(Session& sess, const Model& m) {
+    return *saver_.save(sess, prefix_, {.global_step = m.global_step}).path();
+  }
+
+ private:
+  Saver saver_;
+  std::string dir_, prefix_;
+};
+
+// ---- Reporting -------------------------------------------------------------
+
 std::string human_bytes(double bytes) {
   char buf[32];
   if (bytes >= 1 << 30)
@@ -222,6 +375,17 @@ std::string human_bytes(double bytes) {
   else
     std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024);
   return buf;
+}
+
+// tf.global_variables(): name, device, shape and size of each.
+void print_variables() {
+  std::printf("\n%-36s %-16s %-14s %12s\n", "variable", "device", "shape", "bytes");
+  for (const Variable& v : global_variables()) {
+    std::printf("%-36s %-16s %-14s %12s\n", v.name().c_str(), v.device().name().c_str(),
+                v.shape().to_string().c_str(),
+                human_bytes(static_cast<double>(v.value().nbytes())).c_str());
+  }
+  std::printf("\n");
 }
 
 // One progress report: a redrawn bar on a terminal, a plain line otherwise.
@@ -245,113 +409,58 @@ void report_progress(bool tty, int64_t step, int64_t first, int64_t last, double
   std::fflush(stdout);
 }
 
-int demo(const DemoOptions& o) {
-  if (o.batch_size < 1) throw InvalidArgumentError("--batch_size must be >= 1");
-  if (o.users > (int64_t{1} << 31) / o.ratings_per_user || o.items > (int64_t{1} << 31)) {
-    throw InvalidArgumentError("--users x --ratings_per_user (" + std::to_string(o.users) + " x " +
-                               std::to_string(o.ratings_per_user) + ") and --items (" +
-                               std::to_string(o.items) + ") must stay below 2^31");
-  }
-  ensure_writable_dir("--checkpoint_dir", o.checkpoint_dir);
-  const std::vector<std::string> devices = chosen_devices(o.device);
-  const int64_t shards = o.shards > 0 ? o.shards : 2 * static_cast<int64_t>(devices.size());
-  if (shards > std::min(o.users, o.items)) {
-    throw InvalidArgumentError("--shards " + std::to_string(shards) +
-                               " is more than the rows of a table (" +
-                               std::to_string(std::min(o.users, o.items)) + ")");
-  }
-  const auto t_start = Clock::now();
-  struct {
-    double data = 0, init = 0, restore = 0, read = 0, grads = 0, scatter = 0, step = 0, save = 0,
-           eval = 0;
-  } time;
+// Training progress from step `first` to `last`: throughput and the RMS
+// training loss over the steps since the last report, reported every tenth
+// of the run (plain lines) or at most 5 times a second (a terminal's bar).
+class Progress {
+ public:
+  Progress(int64_t first, int64_t last)
+      : tty_(isatty(fileno(stdout)) != 0),
+        first_(first),
+        last_(last),
+        every_(std::max<int64_t>(1, (last - first) / (tty_ ? 200 : 10))) {}
 
-  std::printf(
-      "varstate demo: matrix factorization of %lld users x %lld items, rank %lld, noise %.3g\n",
-      static_cast<long long>(o.users), static_cast<long long>(o.items),
-      static_cast<long long>(o.rank), o.noise);
-  auto t0 = Clock::now();
-  const Dataset data = make_dataset(o);
-  time.data = seconds_since(t0);
-  std::printf("ratings: %zu train, %zu test (%.1f s to generate; ratings' stddev %.3f)\n",
-              data.train.size(), data.test.size(), time.data, data.signal_stddev);
-
-  // The model: two partitioned embedding tables and a global step.
-  t0 = Clock::now();
-  reset_default_graph();
-  set_random_seed(o.seed);
-  const double init_stddev = 0.5 * std::pow(static_cast<double>(o.rank), -0.25);
-  std::optional<PartitionedVariable> users_var, items_var;
-  std::optional<Variable> step_var;
-  {
-    size_t next = 0;
-    DeviceScope placement([&devices, next](const PlacementRequest&) mutable {
-      return devices[next++ % devices.size()];
-    });
-    auto model = variable_scope("recommender", {.partitioner = fixed_size_partitioner(shards)});
-    {
-      auto scope = variable_scope("users");
-      users_var = get_variable(
-          "embedding",
-          {.shape = TensorShape{o.users, o.rank},
-           .initializer = random_normal_initializer({.stddev = init_stddev, .seed = 1})});
-    }
-    {
-      auto scope = variable_scope("items");
-      items_var = get_variable(
-          "embedding",
-          {.shape = TensorShape{o.items, o.rank},
-           .initializer = random_normal_initializer({.stddev = init_stddev, .seed = 2})});
-    }
+  double& squared_error() { return squared_error_; }
+  void count_step(size_t ratings) {
+    ratings_ += static_cast<int64_t>(ratings);
+    ++steps_;
   }
-  {
-    DeviceScope cpu("/device:CPU:0");
-    step_var =
-        get_variable("global_step", {.shape = TensorShape{},
-                                     .dtype = DType::kInt64,
-                                     .initializer = zeros_initializer(DType::kInt64),
-                                     .trainable = false,
-                                     .collections = std::vector<std::string>{
-                                         GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
+  // Time spent saving does not count against the training throughput.
+  void exclude(double seconds) {
+    start_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
-  PartitionedVariable& users = *users_var;
-  PartitionedVariable& items = *items_var;
-  Variable& global_step = *step_var;
-  Session sess;
-  sess.run(global_variables_initializer());
-  time.init = seconds_since(t0);
-
-  std::printf("\n%-36s %-16s %-14s %12s\n", "variable", "device", "shape", "bytes");
-  for (const Variable& v : global_variables()) {
-    std::printf("%-36s %-16s %-14s %12s\n", v.name().c_str(), v.device().name().c_str(),
-                v.shape().to_string().c_str(),
-                human_bytes(static_cast<double>(v.value().nbytes())).c_str());
-  }
-  std::printf("\n");
-
-  Saver saver({.sharded = true, .max_to_keep = static_cast<int>(o.max_to_keep)});
-  const std::string prefix = (std::filesystem::path(o.checkpoint_dir) / "model").string();
-  int64_t step = 0;
-  if (o.resume) {
-    t0 = Clock::now();
-    if (std::optional<std::string> latest = latest_checkpoint(o.checkpoint_dir)) {
-      saver.restore(sess, *latest);
-      step = global_step.value().to_host().scalar<int64_t>();
-      time.restore = seconds_since(t0);
-      std::printf("resumed from %s at step %lld\n", latest->c_str(), static_cast<long long>(step));
-    } else {
-      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n",
-                  o.checkpoint_dir.c_str());
+  void maybe_report(int64_t step) {
+    const double dt = seconds_since(start_);
+    if ((step % every_ == 0 && (!tty_ || dt >= 0.2)) || step == last_) {
+      report_progress(tty_, step, first_, last_, steps_ / dt, 2.0 * ratings_ / dt,
+                      std::sqrt(squared_error_ / static_cast<double>(ratings_)));
+      squared_error_ = 0;
+      ratings_ = steps_ = 0;
+      start_ = Clock::now();
     }
   }
 
-  t0 = Clock::now();
-  const double rmse_before =
-      rmse(data.test, TableView(users, o.rank), TableView(items, o.rank), o.rank);
-  time.eval += seconds_since(t0);
-  std::printf("test RMSE at step %lld: %.4f (noise level %.4f)\n", static_cast<long long>(step),
-              rmse_before, o.noise);
+ private:
+  bool tty_;
+  int64_t first_, last_, every_;
+  double squared_error_ = 0;
+  int64_t ratings_ = 0, steps_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
 
+// ---- The training loop -----------------------------------------------------
+
+struct TrainResult {
+  int64_t first_step = 0, last_step = 0;
+  int64_t row_updates = 0;
+  double seconds = 0;
+  std::string last_saved;  // empty when no step ran
+};
+
+// Steps from `step` up to --steps on the batches of (seed, step), a
+// checkpoint every --save_every steps and at the end.
+TrainResult train(const DemoOptions& o, const Dataset& data, Model& model, Session& sess,
+                  Checkpoints& checkpoints, int64_t step, Timings& time) {
   Batches batches(data.train.size(), o.batch_size, o.seed);
   std::printf(
       "training steps %lld..%lld, batch %lld (%lld steps per epoch), SGD learning rate %g, L2 %g; "
@@ -359,113 +468,106 @@ int demo(const DemoOptions& o) {
       static_cast<long long>(step), static_cast<long long>(o.steps),
       static_cast<long long>(o.batch_size), static_cast<long long>(batches.steps_per_epoch()),
       o.learning_rate, o.l2, static_cast<long long>(o.save_every), o.checkpoint_dir.c_str());
-
-  const bool tty = isatty(fileno(stdout)) != 0;
-  const int64_t first = step;
-  const int64_t report_every = std::max<int64_t>(1, (o.steps - first) / (tty ? 200 : 10));
-  const float lr = static_cast<float>(o.learning_rate), l2 = static_cast<float>(o.l2);
-  const Tensor one(int64_t{1});
-  std::vector<int64_t> user_ids, item_ids;
-  std::vector<float> user_grads, item_grads;
-  double window_loss = 0;
-  int64_t window_ratings = 0, window_steps = 0, total_updates = 0;
-  auto window_start = Clock::now();
-  const auto train_start = Clock::now();
-  std::string last_saved;
+  TrainResult result{.first_step = step};
+  Progress progress(step, o.steps);
+  SgdStep sgd(o);
+  const auto start = Clock::now();
   while (step < o.steps) {
-    auto [positions, count] = batches.batch(step);
-    t0 = Clock::now();
-    user_ids.resize(count);
-    item_ids.resize(count);
-    for (size_t k = 0; k < count; ++k) {
-      user_ids[k] = data.train.user[positions[k]];
-      item_ids[k] = data.train.item[positions[k]];
-    }
-    Tensor uid = Tensor::from_vector(user_ids), iid = Tensor::from_vector(item_ids);
-    // Only the batch's rows travel: each part gathers its own on its device.
-    const Tensor user_rows = gather(users, uid, {.device = "/cpu:0"});
-    const Tensor item_rows = gather(items, iid, {.device = "/cpu:0"});
-    auto t1 = Clock::now();
-    time.read += std::chrono::duration<double>(t1 - t0).count();
-    user_grads.resize(count * static_cast<size_t>(o.rank));
-    item_grads.resize(count * static_cast<size_t>(o.rank));
-    for (size_t k = 0; k < count; ++k) {
-      const uint32_t p = positions[k];
-      const float* ua = user_rows.data<float>() + k * static_cast<size_t>(o.rank);
-      const float* vb = item_rows.data<float>() + k * static_cast<size_t>(o.rank);
-      float dot = 0;
-      for (int64_t j = 0; j < o.rank; ++j) dot += ua[j] * vb[j];
-      const float err = dot - data.train.value[p];
-      window_loss += static_cast<double>(err) * err;
-      float* gu = &user_grads[k * static_cast<size_t>(o.rank)];
-      float* gv = &item_grads[k * static_cast<size_t>(o.rank)];
-      for (int64_t j = 0; j < o.rank; ++j) {
-        gu[j] = lr * (err * vb[j] + l2 * ua[j]);
-        gv[j] = lr * (err * ua[j] + l2 * vb[j]);
-      }
-    }
-    const TensorShape update_shape{static_cast<int64_t>(count), o.rank};
-    Tensor ug = Tensor::from_vector(user_grads, update_shape),
-           ig = Tensor::from_vector(item_grads, update_shape);
-    auto t2 = Clock::now();
-    time.grads += std::chrono::duration<double>(t2 - t1).count();
-    // Duplicate rows in a batch add up; the deterministic path keeps the
-    // sums' order fixed on GPUs too, for bit-identical runs.
-    users.scatter_sub(uid, ug, {.deterministic = true});
-    items.scatter_sub(iid, ig, {.deterministic = true});
-    auto t3 = Clock::now();
-    time.scatter += std::chrono::duration<double>(t3 - t2).count();
-    global_step.assign_add(one);
+    const auto [positions, count] = batches.batch(step);
+    sgd.run(model, data.train, positions, count, progress.squared_error(), time);
     ++step;
-    time.step += seconds_since(t3);
-    window_ratings += static_cast<int64_t>(count);
-    total_updates += 2 * static_cast<int64_t>(count);
-    ++window_steps;
-
+    progress.count_step(count);
+    result.row_updates += 2 * static_cast<int64_t>(count);
     if (step % o.save_every == 0 || step == o.steps) {
-      t0 = Clock::now();
-      last_saved = *saver.save(sess, prefix, {.global_step = global_step}).path();
+      const auto t0 = Clock::now();
+      result.last_saved = checkpoints.save(sess, model);
       const double saving = seconds_since(t0);
       time.save += saving;
-      window_start +=
-          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(saving));
+      progress.exclude(saving);
     }
-    const double dt = seconds_since(window_start);
-    // Plain lines every tenth of the run; a terminal's bar at most 5 times a second.
-    if ((step % report_every == 0 && (!tty || dt >= 0.2)) || step == o.steps) {
-      report_progress(tty, step, first, o.steps, window_steps / dt, 2.0 * window_ratings / dt,
-                      std::sqrt(window_loss / static_cast<double>(window_ratings)));
-      window_loss = 0;
-      window_ratings = window_steps = 0;
-      window_start = Clock::now();
-    }
+    progress.maybe_report(step);
   }
-  const double train_seconds = seconds_since(train_start);
+  result.seconds = seconds_since(start);
+  result.last_step = step;
+  return result;
+}
 
-  t0 = Clock::now();
-  const TableView u(users, o.rank), v(items, o.rank);
-  const double rmse_train = rmse(data.train, u, v, o.rank);
-  const double rmse_after = rmse(data.test, u, v, o.rank);
-  time.eval += seconds_since(t0);
-  const int64_t trained = step - first;
+// Test RMSE before and after training, and training RMSE after.
+struct Rmse {
+  double before = 0, after = 0, train = 0;
+};
+
+// The closing lines: throughput, RMSE and the latest checkpoint.
+void print_summary(const DemoOptions& o, const TrainResult& run, const Rmse& rmse,
+                   const Model& model) {
+  const int64_t steps = run.last_step - run.first_step;
   std::printf("\n%lld steps in %.2f s: %.0f steps/s, %.2fM row updates/s\n",
-              static_cast<long long>(trained), train_seconds,
-              trained / std::max(train_seconds, 1e-9),
-              static_cast<double>(total_updates) / std::max(train_seconds, 1e-9) / 1e6);
-  std::printf("test RMSE: %.4f before, %.4f after (train %.4f; noise level %.4f)\n", rmse_before,
-              rmse_after, rmse_train, o.noise);
+              static_cast<long long>(steps), run.seconds, steps / std::max(run.seconds, 1e-9),
+              static_cast<double>(run.row_updates) / std::max(run.seconds, 1e-9) / 1e6);
+  std::printf("test RMSE: %.4f before, %.4f after (train %.4f; noise level %.4f)\n", rmse.before,
+              rmse.after, rmse.train, o.noise);
   std::printf("global_step = %lld; latest checkpoint: %s\n",
-              static_cast<long long>(global_step.value().to_host().scalar<int64_t>()),
-              last_saved.empty() ? "none (no steps run)" : last_saved.c_str());
-  const double total = seconds_since(t_start);
+              static_cast<long long>(model.global_step.value().to_host().scalar<int64_t>()),
+              run.last_saved.empty() ? "none (no steps run)" : run.last_saved.c_str());
+}
+
+void print_times(const Timings& time, double total) {
   std::printf(
       "time: %.2f s total = data %.2f + init %.2f + restore %.2f + row gathers %.2f + gradients "
-      "%.2f + "
-      "scatter_sub %.2f + global_step %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
+      "%.2f + scatter_sub %.2f + global_step %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
       total, time.data, time.init, time.restore, time.read, time.grads, time.scatter, time.step,
-      time.save, time.eval,
-      total - (time.data + time.init + time.restore + time.read + time.grads + time.scatter +
-               time.step + time.save + time.eval));
+      time.save, time.eval, total - time.accounted());
+}
+
+// ---- The program -----------------------------------------------------------
+
+int demo(const DemoOptions& o) {
+  check_sizes(o);
+  ensure_writable_dir("--checkpoint_dir", o.checkpoint_dir);
+  const std::vector<std::string> devices = chosen_devices(o.device);
+  const int64_t shards = table_shards(o, devices.size());
+  const auto t_start = Clock::now();
+  Timings time;
+  std::printf(
+      "varstate demo: matrix factorization of %lld users x %lld items, rank %lld, noise %.3g\n",
+      static_cast<long long>(o.users), static_cast<long long>(o.items),
+      static_cast<long long>(o.rank), o.noise);
+
+  auto t0 = Clock::now();
+  const Dataset data = make_dataset({.users = o.users,
+                                     .items = o.items,
+                                     .rank = o.rank,
+                                     .ratings_per_user = o.ratings_per_user,
+                                     .noise = o.noise,
+                                     .seed = o.seed});
+  time.data = seconds_since(t0);
+  std::printf("ratings: %zu train, %zu test (%.1f s to generate; ratings' stddev %.3f)\n",
+              data.train.size(), data.test.size(), time.data, data.signal_stddev);
+
+  t0 = Clock::now();
+  Model model = build_model(o, devices, shards);
+  Session sess;
+  sess.run(global_variables_initializer());
+  time.init = seconds_since(t0);
+  print_variables();
+
+  Checkpoints checkpoints(o);
+  const int64_t first = o.resume ? checkpoints.restore_latest(sess, model, time) : 0;
+  Rmse rmse;
+  t0 = Clock::now();
+  rmse.before = Evaluator(model, o.rank).rmse(data.test);
+  time.eval += seconds_since(t0);
+  std::printf("test RMSE at step %lld: %.4f (noise level %.4f)\n", static_cast<long long>(first),
+              rmse.before, o.noise);
+
+  const TrainResult run = train(o, data, model, sess, checkpoints, first, time);
+  t0 = Clock::now();
+  const Evaluator trained(model, o.rank);
+  rmse.train = trained.rmse(data.train);
+  rmse.after = trained.rmse(data.test);
+  time.eval += seconds_since(t0);
+  print_summary(o, run, rmse, model);
+  print_times(time, seconds_since(t_start));
   return 0;
 }
 
