@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/gather.h"
 #include "runtime/gather_internal.h"
+#include "runtime/variable_internal.h"
 #include "varstate/device.h"
 #include "varstate/device_spec.h"
 #include "varstate/error.h"
@@ -122,11 +123,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
                        : place({params.name() + "/Gather", "GatherV2"}, params.dtype());
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
   const std::vector<Variable>& parts = params.variables();
-  for (const Variable& part : parts) {
-    if (!part.is_initialized()) {
-      throw FailedPreconditionError("Attempting to use uninitialized value " + part.op_name());
-    }
-  }
+  internal::check_initialized(parts);
   if (params.axis() != 0) {
     // Rows cut across every part: read the whole table on the target device.
     return gather_checked(params.as_tensor(target), indices.shape(), idx);

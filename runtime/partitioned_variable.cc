@@ -9,6 +9,8 @@
 #include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_internal.h"
 #include "runtime/scatter_validate_internal.h"
+#include "runtime/update_options_internal.h"
+#include "runtime/variable_internal.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/slice.h"
@@ -34,14 +36,6 @@ std::vector<SliceSpec> axis_range(int axis, int64_t begin, int64_t end) {
   std::vector<SliceSpec> specs(static_cast<size_t>(axis), Slice::all());
   specs.push_back(Slice::range(begin, end));
   return specs;
-}
-
-void check_initialized(const std::vector<Variable>& parts) {
-  for (const Variable& part : parts) {
-    if (!part.is_initialized()) {
-      throw FailedPreconditionError("Attempting to use uninitialized value " + part.op_name());
-    }
-  }
 }
 
 }  // namespace
@@ -124,7 +118,7 @@ Op PartitionedVariable::initializer() const {
 
 Tensor PartitionedVariable::as_tensor(Device& device) const {
   const State& s = *state_;
-  check_initialized(s.parts);
+  internal::check_initialized(s.parts);
   if (s.parts.size() == 1) return s.parts[0].read_value().to(device);
   Tensor out(s.dtype, s.shape, device);
   for (size_t i = 0; i < s.parts.size(); ++i) {
@@ -184,7 +178,7 @@ void dense_update(const PartitionedVariable& var, DenseUpdateOp op, const Tensor
                                ", expected the variable's shape " + var.shape().to_string() +
                                (arithmetic ? " or a scalar" : ""));
   }
-  if (arithmetic) check_initialized(parts);
+  if (arithmetic) internal::check_initialized(parts);
   std::vector<Tensor> pieces;
   for (size_t i = 0; i < parts.size(); ++i) {
     pieces.push_back(scalar || parts.size() == 1
@@ -192,7 +186,8 @@ void dense_update(const PartitionedVariable& var, DenseUpdateOp op, const Tensor
                          : strided_slice(v, axis_range(var.axis(), offsets[i], offsets[i + 1])));
   }
   // Each part keeps its shape (the whole shape was checked above).
-  const UpdateOptions part_options{.use_locking = options.use_locking.value_or(false)};
+  const UpdateOptions part_options{
+      .use_locking = internal::use_locking(options, op, internal::UpdateCaller::kPartitioned)};
   for (size_t i = 0; i < parts.size(); ++i) {
     Variable part = parts[i];
     switch (op) {
@@ -313,7 +308,7 @@ void scatter(const PartitionedVariable& var, ScatterOp op, const Tensor& indices
                                std::to_string(var.axis()));
   }
   // As a scatter on one variable: initialization first, then the arguments.
-  check_initialized(parts);
+  internal::check_initialized(parts);
   const internal::ScatterArgs args =
       internal::check_scatter_args(op, var.dtype(), var.shape(), indices, updates, who);
   const HostIndices idx(indices);

@@ -2,6 +2,7 @@
 #include "runtime/scatter_check_internal.h"
 #include "runtime/scatter_internal.h"
 #include "runtime/scatter_validate_internal.h"
+#include "runtime/update_options_internal.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -199,9 +200,7 @@ bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback
 // sent for a bad call), then one batched exchange with the owner.
 void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote,
                     const Tensor& indices, const Tensor& updates, const std::string& who) {
-  if (!remote.is_initialized()) {
-    throw FailedPreconditionError("Attempting to use uninitialized value " + ref.op_name());
-  }
+  if (!remote.is_initialized()) internal::throw_uninitialized(ref.op_name());
   Device& cpu = DeviceManager::instance().cpu();
   Prepared p =
       prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
@@ -222,7 +221,7 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   std::shared_ptr<ScatterState> state = scatter_state(ref);
 
   std::unique_lock<std::mutex> locked;
-  if (options.use_locking.value_or(op == ScatterOp::kUpdate)) {
+  if (internal::use_locking(options, op, internal::UpdateCaller::kFunction)) {
     locked = std::unique_lock(internal::update_mutex(ref));
   }
   std::unique_lock serial(state->mutex());
@@ -290,7 +289,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   const std::string who = subject(op, options.name, parts[0].op_name());
   // Locks in part order (so two partitioned scatters cannot deadlock), as a
   // scatter on each part would take them.
-  const bool use_locking = options.use_locking.value_or(op == ScatterOp::kUpdate);
+  const bool locking = use_locking(options, op, UpdateCaller::kPartitioned);
   std::vector<std::shared_ptr<ScatterState>> states;
   std::vector<std::unique_lock<std::mutex>> locks;
   std::vector<Tensor> tables;
@@ -298,7 +297,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   std::vector<int64_t> begin;
   for (size_t k = 0; k < parts.size(); ++k) {
     tables.push_back(parts[k].ref());
-    if (use_locking) locks.emplace_back(internal::update_mutex(parts[k]));
+    if (locking) locks.emplace_back(internal::update_mutex(parts[k]));
     states.push_back(scatter_state(parts[k]));
     locks.emplace_back(states.back()->mutex());
     bases.push_back(tables.back().raw_data());

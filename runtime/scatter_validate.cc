@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/scatter.h"
+#include "runtime/gather_internal.h"
 #include "runtime/scatter_check_internal.h"
 #include "varstate/error.h"
 
@@ -81,7 +82,7 @@ ScatterArgs check_scatter_args(ScatterOp op, DType dtype, const TensorShape& sha
   if (!indices.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
   if (!updates.valid()) throw InvalidArgumentError(who + ": updates is an empty tensor handle");
   check_dtype(op, dtype, who);
-  if (!is_index_dtype(indices.dtype())) {
+  if (!internal::is_index_dtype(indices.dtype())) {
     throw TypeError(who + ": indices must be int32 or int64, got " +
                     std::string(dtype_name(indices.dtype())));
   }

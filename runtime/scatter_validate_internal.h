@@ -24,8 +24,6 @@ std::string scatter_subject(kernels::ScatterOp op, std::string_view name, std::s
 // True for kDiv on an integer dtype, whose divisors must not be 0.
 bool integer_division(kernels::ScatterOp op, DType dtype);
 
-inline bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
-
 // A scatter's arguments, checked against a table of some dtype and shape.
 struct ScatterArgs {
   Tensor indices;  // the caller's, where they were
