@@ -74,16 +74,23 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
   Prepared p;
   static_cast<internal::ScatterArgs&>(p) =
       internal::check_scatter_args(op, dtype, shape, indices, updates, who);
-  if (p.indices.on_cpu()) {
+  auto move_to_table = [&] {
+    if (&p.indices.device() != &device) p.indices = p.indices.to(device);
+    if (&p.updates.device() != &device) p.updates = p.updates.to(device);
+  };
+  // A table on the host: the CPU kernel trusts its operands, so they are
+  // brought there first, to be checked there wherever they came from.
+  const bool table_on_cpu = device.is_cpu();
+  if (table_on_cpu) move_to_table();
+  if (internal::check_on_host(p.indices.on_cpu(), table_on_cpu)) {
     internal::check_index_values(p.indices, p.rows, who);
     p.indices_checked = true;
   }
-  if (integer_division(op, dtype) && p.updates.on_cpu()) {
+  if (integer_division(op, dtype) && internal::check_on_host(p.updates.on_cpu(), table_on_cpu)) {
     internal::check_divisors(op, p.updates, who);
     p.divisors_checked = true;
   }
-  if (&p.indices.device() != &device) p.indices = p.indices.to(device);
-  if (&p.updates.device() != &device) p.updates = p.updates.to(device);
+  if (!table_on_cpu) move_to_table();
   return p;
 }
 

@@ -24,6 +24,15 @@ std::string scatter_subject(kernels::ScatterOp op, std::string_view name, std::s
 // True for kDiv on an integer dtype, whose divisors must not be 0.
 bool integer_division(kernels::ScatterOp op, DType dtype);
 
+// Whether a scatter operand (the indices, or integer divisors) is checked
+// on the host before the scatter runs: when it is on the host, or when the
+// table is (the operand is copied there first, as the CPU kernel trusts its
+// operands). Otherwise (a GPU table, the operand on a GPU) the table's
+// device-side check does it.
+inline bool check_on_host(bool operand_on_cpu, bool table_on_cpu) {
+  return operand_on_cpu || table_on_cpu;
+}
+
 // A scatter's arguments, checked against a table of some dtype and shape.
 struct ScatterArgs {
   Tensor indices;  // the caller's, where they were
