@@ -6,6 +6,7 @@
 
 #include "kernels/common.h"
 #include "runtime/gather_internal.h"
+#include "runtime/partitioned_variable_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_internal.h"
 #include "runtime/scatter_validate_internal.h"
@@ -247,25 +248,15 @@ bool all_local_cpu(const std::vector<Variable>& parts) {
 void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<const int64_t> idx,
                     const internal::ScatterArgs& args, const UpdateOptions& options) {
   const std::vector<Variable>& parts = var.variables();
-  const std::vector<int64_t>& offsets = var.offsets();
-  // Route: part k holds rows [offsets[k], offsets[k+1]); TensorFlow's split
-  // gives the first `extra` parts one more row, so the owner is arithmetic.
-  const int64_t rows = args.rows;
-  const int64_t n_parts = static_cast<int64_t>(parts.size());
-  const int64_t base = rows / n_parts;
-  const int64_t extra = rows % n_parts;
-  const int64_t big_rows = extra * (base + 1);
-  auto owner = [&](int64_t row) -> int64_t {
-    return row < big_rows ? row / (base + 1) : extra + (row - big_rows) / base;
-  };
+  // Route: part k holds rows [offsets[k], offsets[k+1]), whatever the sizes.
   std::vector<std::vector<int64_t>> part_rows(parts.size());
   std::vector<std::vector<int64_t>> positions(parts.size());
   for (auto& v : part_rows) v.reserve(idx.size() / parts.size() + 16);
   for (auto& v : positions) v.reserve(idx.size() / parts.size() + 16);
   for (size_t p = 0; p < idx.size(); ++p) {
-    const int64_t k = owner(idx[p]);
-    part_rows[static_cast<size_t>(k)].push_back(idx[p] - offsets[static_cast<size_t>(k)]);
-    positions[static_cast<size_t>(k)].push_back(static_cast<int64_t>(p));
+    const internal::PartRow at = internal::locate_row(var.offsets(), idx[p]);
+    part_rows[at.part].push_back(at.local);
+    positions[at.part].push_back(static_cast<int64_t>(p));
   }
   const int64_t n = args.n;
   const Tensor& upd = args.updates;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device_fixture.h"
+#include "runtime/partitioned_variable_internal.h"
 #include "test_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -365,4 +366,22 @@ TEST_CASE_METHOD(FreshSession, "parts spread over devices; reads land on the cho
   Tensor on_cpu = p.as_tensor(dm.cpu());
   CHECK(on_cpu.device().is_cpu());
   CHECK(on_cpu.to_vector<float>() == iota(12));
+}
+
+TEST_CASE("locate_row routes every row of uneven parts as a naive loop does", "[partitioned]") {
+  const std::vector<std::vector<int64_t>> layouts = {{6, 2}, {2, 6}, {1, 1, 8}, {3, 0, 5}, {8}};
+  for (const std::vector<int64_t>& sizes : layouts) {
+    CAPTURE(sizes);
+    std::vector<int64_t> offsets = {0};
+    for (int64_t size : sizes) offsets.push_back(offsets.back() + size);
+    for (int64_t row = 0; row < offsets.back(); ++row) {
+      CAPTURE(row);
+      size_t part = 0;
+      int64_t start = 0;
+      while (row >= start + sizes[part]) start += sizes[part++];
+      const internal::PartRow at = internal::locate_row(offsets, row);
+      CHECK(at.part == part);
+      CHECK(at.local == row - start);
+    }
+  }
 }
