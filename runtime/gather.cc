@@ -5,6 +5,8 @@
 
 #include "kernels/cpu/gather.h"
 #include "runtime/gather_internal.h"
+#include "runtime/partitioned_variable_internal.h"
+#include "runtime/variable_internal.h"
 #include "varstate/device.h"
 #include "varstate/device_spec.h"
 #include "varstate/error.h"
@@ -122,11 +124,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
                        : place({params.name() + "/Gather", "GatherV2"}, params.dtype());
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
   const std::vector<Variable>& parts = params.variables();
-  for (const Variable& part : parts) {
-    if (!part.is_initialized()) {
-      throw FailedPreconditionError("Attempting to use uninitialized value " + part.op_name());
-    }
-  }
+  internal::check_initialized(parts);
   if (params.axis() != 0) {
     // Rows cut across every part: read the whole table on the target device.
     return gather_checked(params.as_tensor(target), indices.shape(), idx);
@@ -157,12 +155,9 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   // rows on its device, and only those rows travel to the target.
   std::vector<std::vector<int64_t>> local(num_parts), positions(num_parts);
   for (size_t i = 0; i < idx.size(); ++i) {
-    const size_t k = static_cast<size_t>(
-        std::upper_bound(offsets.begin() + 1, offsets.begin() + static_cast<long>(num_parts),
-                         idx[i]) -
-        (offsets.begin() + 1));
-    local[k].push_back(idx[i] - offsets[k]);
-    positions[k].push_back(static_cast<int64_t>(i));
+    const internal::PartRow at = internal::locate_row(offsets, idx[i]);
+    local[at.part].push_back(at.local);
+    positions[at.part].push_back(static_cast<int64_t>(i));
   }
   // The parts' rows one after another (part order) on the target, then put
   // back in index order by one more gather.

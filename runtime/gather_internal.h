@@ -9,6 +9,9 @@
 
 namespace varstate::internal {
 
+// True for the dtypes indices may have: int32 and int64.
+inline bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
+
 // The elements of an int32/int64 tensor, on the host, as int64.
 std::vector<int64_t> host_indices(const Tensor& t);
 

@@ -10,11 +10,8 @@
 #include "varstate/scatter.h"
 
 namespace varstate {
-namespace {
 
-bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
-
-}  // namespace
+using internal::is_index_dtype;
 
 IndexedSlices::IndexedSlices(const Tensor& values, const Tensor& indices,
                              std::optional<Tensor> dense_shape, std::string name)

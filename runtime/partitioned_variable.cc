@@ -4,13 +4,16 @@
 #include <atomic>
 #include <span>
 
-#include "kernels/cpu/scatter.h"
+#include "kernels/common.h"
 #include "runtime/gather_internal.h"
+#include "runtime/partitioned_variable_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_internal.h"
+#include "runtime/scatter_validate_internal.h"
+#include "runtime/update_options_internal.h"
+#include "runtime/variable_internal.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
-#include "varstate/math_ops.h"
 #include "varstate/slice.h"
 
 namespace varstate {
@@ -34,14 +37,6 @@ std::vector<SliceSpec> axis_range(int axis, int64_t begin, int64_t end) {
   std::vector<SliceSpec> specs(static_cast<size_t>(axis), Slice::all());
   specs.push_back(Slice::range(begin, end));
   return specs;
-}
-
-void check_initialized(const std::vector<Variable>& parts) {
-  for (const Variable& part : parts) {
-    if (!part.is_initialized()) {
-      throw FailedPreconditionError("Attempting to use uninitialized value " + part.op_name());
-    }
-  }
 }
 
 }  // namespace
@@ -124,7 +119,7 @@ Op PartitionedVariable::initializer() const {
 
 Tensor PartitionedVariable::as_tensor(Device& device) const {
   const State& s = *state_;
-  check_initialized(s.parts);
+  internal::check_initialized(s.parts);
   if (s.parts.size() == 1) return s.parts[0].read_value().to(device);
   Tensor out(s.dtype, s.shape, device);
   for (size_t i = 0; i < s.parts.size(); ++i) {
@@ -154,182 +149,190 @@ Tensor PartitionedVariable::eval() const {
   return eval(*session);
 }
 
-// kind: 0 assign, 1 assign_add, 2 assign_sub.
-void PartitionedVariable::dense_update(int kind, const Tensor& value,
-                                       const UpdateOptions& options) {
-  const State& s = *state_;
-  static const char* const kNames[] = {"assign", "assign_add", "assign_sub"};
-  const std::string what = std::string(kNames[kind]) + " on " + quoted(s.name);
-  Tensor v = convert_to_dtype(value, s.dtype, what);
-  const bool scalar = v.rank() == 0 && kind != 0;
-  if (!scalar && v.shape() != s.shape) {
-    throw InvalidArgumentError(what + ": value has shape " + v.shape().to_string() +
-                               ", expected the variable's shape " + s.shape.to_string() +
-                               (kind == 0 ? "" : " or a scalar"));
-  }
-  if (kind != 0) check_initialized(s.parts);
-  std::vector<Tensor> pieces;
-  for (size_t i = 0; i < s.parts.size(); ++i) {
-    pieces.push_back(scalar || s.parts.size() == 1
-                         ? v
-                         : strided_slice(v, axis_range(s.axis, s.offsets[i], s.offsets[i + 1])));
-  }
-  // Each part keeps its shape (the whole shape was checked above).
-  const UpdateOptions part_options{.use_locking = options.use_locking.value_or(false)};
-  for (size_t i = 0; i < s.parts.size(); ++i) {
-    Variable part = s.parts[i];
-    if (kind == 0) part.assign(pieces[i], part_options);
-    if (kind == 1) part.assign_add(pieces[i], part_options);
-    if (kind == 2) part.assign_sub(pieces[i], part_options);
-  }
-}
-
-void PartitionedVariable::assign(const Tensor& value, const UpdateOptions& options) {
-  dense_update(0, value, options);
-}
-void PartitionedVariable::assign_add(const Tensor& delta, const UpdateOptions& options) {
-  dense_update(1, delta, options);
-}
-void PartitionedVariable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
-  dense_update(2, delta, options);
-}
-
 namespace {
 
-kernels::ScatterOp scatter_kind(PartitionedVariable::PartScatter op) {
-  using P = PartitionedVariable::PartScatter;
-  if (op == static_cast<P>(&varstate::scatter_update)) return kernels::ScatterOp::kUpdate;
-  if (op == static_cast<P>(&varstate::scatter_add)) return kernels::ScatterOp::kAdd;
-  if (op == static_cast<P>(&varstate::scatter_sub)) return kernels::ScatterOp::kSub;
-  if (op == static_cast<P>(&varstate::scatter_mul)) return kernels::ScatterOp::kMul;
-  if (op == static_cast<P>(&varstate::scatter_div)) return kernels::ScatterOp::kDiv;
-  if (op == static_cast<P>(&varstate::scatter_min)) return kernels::ScatterOp::kMin;
-  return kernels::ScatterOp::kMax;
+using kernels::DenseUpdateOp;
+using kernels::ScatterOp;
+
+const char* dense_op_name(DenseUpdateOp op) {
+  switch (op) {
+    case DenseUpdateOp::kAssign:
+      return "assign";
+    case DenseUpdateOp::kAdd:
+      return "assign_add";
+    case DenseUpdateOp::kSub:
+      return "assign_sub";
+  }
+  return "dense_update";
+}
+
+void dense_update(const PartitionedVariable& var, DenseUpdateOp op, const Tensor& value,
+                  const UpdateOptions& options) {
+  const std::vector<Variable>& parts = var.variables();
+  const std::vector<int64_t>& offsets = var.offsets();
+  const std::string what = std::string(dense_op_name(op)) + " on " + quoted(var.name());
+  Tensor v = convert_to_dtype(value, var.dtype(), what);
+  const bool arithmetic = op != DenseUpdateOp::kAssign;
+  const bool scalar = v.rank() == 0 && arithmetic;
+  if (!scalar && v.shape() != var.shape()) {
+    throw InvalidArgumentError(what + ": value has shape " + v.shape().to_string() +
+                               ", expected the variable's shape " + var.shape().to_string() +
+                               (arithmetic ? " or a scalar" : ""));
+  }
+  if (arithmetic) internal::check_initialized(parts);
+  std::vector<Tensor> pieces;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    pieces.push_back(scalar || parts.size() == 1
+                         ? v
+                         : strided_slice(v, axis_range(var.axis(), offsets[i], offsets[i + 1])));
+  }
+  // Each part keeps its shape (the whole shape was checked above).
+  const UpdateOptions part_options{
+      .use_locking = internal::use_locking(options, op, internal::UpdateCaller::kPartitioned)};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Variable part = parts[i];
+    switch (op) {
+      case DenseUpdateOp::kAssign:
+        part.assign(pieces[i], part_options);
+        break;
+      case DenseUpdateOp::kAdd:
+        part.assign_add(pieces[i], part_options);
+        break;
+      case DenseUpdateOp::kSub:
+        part.assign_sub(pieces[i], part_options);
+        break;
+    }
+  }
 }
 
 }  // namespace
 
-void PartitionedVariable::scatter(PartScatter op, const char* op_name, const Tensor& indices,
-                                  const Tensor& updates, const UpdateOptions& options) {
-  const State& s = *state_;
-  if (s.parts.size() == 1) {
-    Variable part = s.parts[0];
-    if (!internal::scatter_if_remote(scatter_kind(op), part, indices, updates, options)) {
-      op(part, indices, updates, options);
-    }
-    return;
-  }
-  const std::string what = std::string(op_name) + " on " + quoted(s.name);
-  if (s.axis != 0) {
-    throw InvalidArgumentError(what +
-                               ": a partitioned variable takes sparse updates only when "
-                               "partitioned along axis 0, this one is partitioned along axis " +
-                               std::to_string(s.axis));
-  }
-  if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64) {
-    throw TypeError(what + ": indices must be int32 or int64, got " +
-                    std::string(dtype_name(indices.dtype())));
-  }
-  Tensor upd = convert_to_dtype(updates, s.dtype, what);
-  const TensorShape row_shape = s.shape.tail(1);
-  const bool scalar_update = upd.rank() == 0;
-  if (!scalar_update && upd.shape() != indices.shape().concatenate(row_shape)) {
-    throw InvalidArgumentError(what + ": updates has shape " + upd.shape().to_string() +
-                               ", expected indices.shape + variable.shape[1:] = " +
-                               indices.shape().concatenate(row_shape).to_string() + " or a scalar");
-  }
-  check_initialized(s.parts);
-  // The indices as int64 on the host: the caller's own buffer when it is one.
-  std::vector<int64_t> converted;
-  std::span<const int64_t> idx;
-  if (indices.dtype() == DType::kInt64 && indices.on_cpu()) {
-    idx = {indices.data<int64_t>(), static_cast<size_t>(indices.num_elements())};
-  } else {
-    converted = internal::host_indices(indices);
-    idx = converted;
-  }
-  const int64_t rows = s.shape.dim(0);
-  const int64_t bad =
-      kernels::cpu::validate_indices<int64_t>(idx.data(), static_cast<int64_t>(idx.size()), rows);
-  if (bad >= 0) {
-    throw InvalidArgumentError(what + ": indices[" + std::to_string(bad) +
-                               "] = " + std::to_string(idx[static_cast<size_t>(bad)]) +
-                               " is not in [0, " + std::to_string(rows) + ")");
-  }
-  if (op == static_cast<PartScatter>(&varstate::scatter_div) && dtype_is_integer(s.dtype)) {
-    // Checked here so that a zero divisor for a later part cannot leave the
-    // earlier parts updated.
-    Tensor zero = equal(upd, Tensor::zeros(s.dtype, {}, upd.device())).to_host();
-    const bool* z = zero.data<bool>();
-    for (int64_t i = 0; i < zero.num_elements(); ++i) {
-      if (z[i]) {
-        throw InvalidArgumentError(what + ": updates[" + std::to_string(i) +
-                                   "] is 0 (integer division by zero)");
-      }
+void PartitionedVariable::assign(const Tensor& value, const UpdateOptions& options) {
+  dense_update(*this, DenseUpdateOp::kAssign, value, options);
+}
+void PartitionedVariable::assign_add(const Tensor& delta, const UpdateOptions& options) {
+  dense_update(*this, DenseUpdateOp::kAdd, delta, options);
+}
+void PartitionedVariable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
+  dense_update(*this, DenseUpdateOp::kSub, delta, options);
+}
+
+namespace {
+
+// The indices as int64 on the host: the caller's own buffer when it is one.
+class HostIndices {
+ public:
+  explicit HostIndices(const Tensor& indices) {
+    if (indices.dtype() == DType::kInt64 && indices.on_cpu()) {
+      view_ = {indices.data<int64_t>(), static_cast<size_t>(indices.num_elements())};
+    } else {
+      converted_ = internal::host_indices(indices);
+      view_ = converted_;
     }
   }
+  std::span<const int64_t> view() const { return view_; }
 
-  if (std::all_of(s.parts.begin(), s.parts.end(), [](const Variable& v) {
-        return v.device().is_cpu() && internal::remote_storage(v) == nullptr;
-      })) {
-    // Every part reads the caller's indices and update rows in place.
-    std::vector<Variable> parts = s.parts;
-    internal::scatter_cpu_parts(scatter_kind(op), parts, s.offsets, idx,
-                                upd.on_cpu() ? upd : upd.to_host(), scalar_update, options);
-    return;
-  }
+ private:
+  std::vector<int64_t> converted_;
+  std::span<const int64_t> view_;
+};
 
-  // Route: part k holds rows [offsets[k], offsets[k+1]); TensorFlow's split
-  // gives the first `extra` parts one more row, so the owner is arithmetic.
-  const int64_t n_parts = static_cast<int64_t>(s.parts.size());
-  const int64_t base = rows / n_parts;
-  const int64_t extra = rows % n_parts;
-  const int64_t big_rows = extra * (base + 1);
-  auto owner = [&](int64_t row) -> int64_t {
-    return row < big_rows ? row / (base + 1) : extra + (row - big_rows) / base;
-  };
-  std::vector<std::vector<int64_t>> part_rows(s.parts.size());
-  std::vector<std::vector<int64_t>> positions(s.parts.size());
-  for (auto& v : part_rows) v.reserve(idx.size() / s.parts.size() + 16);
-  for (auto& v : positions) v.reserve(idx.size() / s.parts.size() + 16);
+bool all_local_cpu(const std::vector<Variable>& parts) {
+  return std::all_of(parts.begin(), parts.end(), [](const Variable& v) {
+    return v.device().is_cpu() && internal::remote_storage(v) == nullptr;
+  });
+}
+
+// Parts on a GPU or on another task: each part receives its own indices
+// (re-based to the part) and update rows, in one scatter per part.
+void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<const int64_t> idx,
+                    const internal::ScatterArgs& args, const UpdateOptions& options) {
+  const std::vector<Variable>& parts = var.variables();
+  // Route: part k holds rows [offsets[k], offsets[k+1]), whatever the sizes.
+  std::vector<std::vector<int64_t>> part_rows(parts.size());
+  std::vector<std::vector<int64_t>> positions(parts.size());
+  for (auto& v : part_rows) v.reserve(idx.size() / parts.size() + 16);
+  for (auto& v : positions) v.reserve(idx.size() / parts.size() + 16);
   for (size_t p = 0; p < idx.size(); ++p) {
-    const int64_t k = owner(idx[p]);
-    part_rows[static_cast<size_t>(k)].push_back(idx[p] - s.offsets[static_cast<size_t>(k)]);
-    positions[static_cast<size_t>(k)].push_back(static_cast<int64_t>(p));
+    const internal::PartRow at = internal::locate_row(var.offsets(), idx[p]);
+    part_rows[at.part].push_back(at.local);
+    positions[at.part].push_back(static_cast<int64_t>(p));
   }
-  const int64_t n = static_cast<int64_t>(idx.size());
-  Tensor flat_updates = scalar_update ? upd : upd.reshaped(TensorShape({n}).concatenate(row_shape));
-  for (size_t k = 0; k < s.parts.size(); ++k) {
+  const int64_t n = args.n;
+  const Tensor& upd = args.updates;
+  Tensor flat_updates =
+      args.updates_scalar ? upd : upd.reshaped(TensorShape({n}).concatenate(var.shape().tail(1)));
+  for (size_t k = 0; k < parts.size(); ++k) {
     if (part_rows[k].empty()) continue;
     Tensor part_indices = Tensor::from_vector<int64_t>(part_rows[k]);
     Tensor part_updates;
-    if (scalar_update) {
+    if (args.updates_scalar) {
       part_updates = upd;
     } else if (static_cast<int64_t>(positions[k].size()) == n) {
       part_updates = flat_updates;  // every index is in this part: no copy
     } else {
       part_updates = internal::gather_rows(flat_updates, positions[k]);
     }
-    Variable part = s.parts[k];
+    Variable part = parts[k];
     // A part on another task: one batched exchange with its owner.
-    if (!internal::scatter_if_remote(scatter_kind(op), part, part_indices, part_updates, options)) {
-      op(part, part_indices, part_updates, options);
-    }
+    internal::scatter_into(op, part, part_indices, part_updates, options,
+                           internal::scatter_subject(op, options.name, part.op_name()));
   }
 }
 
-#define VARSTATE_PARTITIONED_SCATTER(OP)                                              \
-  void PartitionedVariable::OP(const Tensor& indices, const Tensor& updates,          \
-                               const UpdateOptions& options) {                        \
-    scatter(static_cast<PartScatter>(&varstate::OP), #OP, indices, updates, options); \
+// The scatter `op` on the whole variable: validated as a scatter on one
+// variable (the same checks and messages, naming the partitioned variable),
+// then applied to the parts.
+void scatter(const PartitionedVariable& var, ScatterOp op, const Tensor& indices,
+             const Tensor& updates, const UpdateOptions& options) {
+  const std::string who = internal::scatter_subject(op, options.name, var.name());
+  const std::vector<Variable>& parts = var.variables();
+  if (parts.size() == 1) {
+    Variable part = parts[0];
+    internal::scatter_into(op, part, indices, updates, options, who);
+    return;
   }
-VARSTATE_PARTITIONED_SCATTER(scatter_update)
-VARSTATE_PARTITIONED_SCATTER(scatter_add)
-VARSTATE_PARTITIONED_SCATTER(scatter_sub)
-VARSTATE_PARTITIONED_SCATTER(scatter_mul)
-VARSTATE_PARTITIONED_SCATTER(scatter_div)
-VARSTATE_PARTITIONED_SCATTER(scatter_min)
-VARSTATE_PARTITIONED_SCATTER(scatter_max)
+  if (var.axis() != 0) {
+    throw InvalidArgumentError(who +
+                               ": a partitioned variable takes sparse updates only when "
+                               "partitioned along axis 0, this one is partitioned along axis " +
+                               std::to_string(var.axis()));
+  }
+  // As a scatter on one variable: initialization first, then the arguments.
+  internal::check_initialized(parts);
+  const internal::ScatterArgs args =
+      internal::check_scatter_args(op, var.dtype(), var.shape(), indices, updates, who);
+  const HostIndices idx(indices);
+  internal::check_index_values(idx.view(), indices.shape(), args.rows, who);
+  // Divisors are checked here so that a zero for a later part cannot leave
+  // the earlier parts updated.
+  if (internal::integer_division(op, var.dtype())) {
+    internal::check_divisors(op, args.updates.to_host(), who);
+  }
+  if (all_local_cpu(parts)) {
+    // Every part reads the caller's indices and update rows in place.
+    std::vector<Variable> local = parts;
+    internal::scatter_cpu_parts(op, local, var.offsets(), idx.view(), args.updates.to_host(),
+                                args.updates_scalar, options);
+    return;
+  }
+  scatter_routed(var, op, idx.view(), args, options);
+}
+
+}  // namespace
+
+#define VARSTATE_PARTITIONED_SCATTER(OP, KIND)                               \
+  void PartitionedVariable::OP(const Tensor& indices, const Tensor& updates, \
+                               const UpdateOptions& options) {               \
+    scatter(*this, ScatterOp::KIND, indices, updates, options);              \
+  }
+VARSTATE_PARTITIONED_SCATTER(scatter_update, kUpdate)
+VARSTATE_PARTITIONED_SCATTER(scatter_add, kAdd)
+VARSTATE_PARTITIONED_SCATTER(scatter_sub, kSub)
+VARSTATE_PARTITIONED_SCATTER(scatter_mul, kMul)
+VARSTATE_PARTITIONED_SCATTER(scatter_div, kDiv)
+VARSTATE_PARTITIONED_SCATTER(scatter_min, kMin)
+VARSTATE_PARTITIONED_SCATTER(scatter_max, kMax)
 #undef VARSTATE_PARTITIONED_SCATTER
 
 void PartitionedVariable::scatter_update(const IndexedSlices& d, const UpdateOptions& o) {

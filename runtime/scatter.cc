@@ -1,6 +1,8 @@
 #include "varstate/scatter.h"
 #include "runtime/scatter_check_internal.h"
 #include "runtime/scatter_internal.h"
+#include "runtime/scatter_validate_internal.h"
+#include "runtime/update_options_internal.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -24,11 +26,10 @@
 namespace varstate {
 namespace {
 
-using internal::bad_index_message;
 using internal::check_error;
+using internal::integer_division;
 using internal::scatter_state;
 using internal::ScatterState;
-using internal::zero_divisor_message;
 using kernels::ScatterOp;
 
 // ---------------------------------------------------------------------------
@@ -53,133 +54,43 @@ std::atomic<bool>& synchronous_default() {
 }
 
 // ---------------------------------------------------------------------------
-// Messages.
-
-const char* op_name(ScatterOp op) {
-  switch (op) {
-    case ScatterOp::kUpdate:
-      return "scatter_update";
-    case ScatterOp::kAdd:
-      return "scatter_add";
-    case ScatterOp::kSub:
-      return "scatter_sub";
-    case ScatterOp::kMul:
-      return "scatter_mul";
-    case ScatterOp::kDiv:
-      return "scatter_div";
-    case ScatterOp::kMin:
-      return "scatter_min";
-    case ScatterOp::kMax:
-      return "scatter_max";
-  }
-  return "scatter";
-}
-
-// scatter_add "name" on "emb"
-std::string subject(ScatterOp op, std::string_view name, std::string_view target) {
-  std::string s = op_name(op);
-  if (!name.empty()) s += " " + quoted(name);
-  if (!target.empty()) s += " on " + quoted(target);
-  return s;
-}
-
-// ---------------------------------------------------------------------------
 // Validation.
 
-bool is_index_dtype(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
-
-bool integer_division(ScatterOp op, DType dtype) {
-  return op == ScatterOp::kDiv && dtype_is_integer(dtype);
+std::string subject(ScatterOp op, std::string_view name, std::string_view target) {
+  return internal::scatter_subject(op, name, target);
 }
 
 // Arguments checked and moved to the table's device.
-struct Prepared {
-  Tensor indices;
-  Tensor updates;
-  int64_t rows = 0;
-  int64_t row_width = 0;
-  int64_t n = 0;
-  bool updates_scalar = false;
+struct Prepared : internal::ScatterArgs {
   // Checks already done on the host; the rest run on the device.
   bool indices_checked = false;
   bool divisors_checked = false;
 };
 
-// Position of the first zero among the n elements of `bytes`-sized
-// integers at p, or -1.
-int64_t first_zero(const void* p, int64_t n, size_t bytes) {
-  const auto* c = static_cast<const unsigned char*>(p);
-  static const unsigned char kZero[8] = {};
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::memcmp(c + i * bytes, kZero, bytes) == 0) return i;
-  }
-  return -1;
-}
-
-// Throws unless `op` applies to elements of `dtype`.
-void check_dtype(ScatterOp op, DType dtype, const std::string& who) {
-  if (dtype == DType::kString || (op != ScatterOp::kUpdate && !dtype_is_numeric(dtype))) {
-    throw TypeError(who + ": dtype " + std::string(dtype_name(dtype)) + " is not supported" +
-                    (op == ScatterOp::kUpdate ? "" : " (no arithmetic)"));
-  }
-  if ((op == ScatterOp::kMin || op == ScatterOp::kMax) && dtype_is_complex(dtype)) {
-    throw InvalidArgumentError(who + ": complex values (" + std::string(dtype_name(dtype)) +
-                               ") are not ordered");
-  }
-}
-
 // Validates a scatter into a table of `dtype` and `shape` on `device`
 // (a variable's, or a remote variable's with the CPU as device).
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
                  const Tensor& indices, const Tensor& updates, const std::string& who) {
-  if (!indices.valid()) throw InvalidArgumentError(who + ": indices is an empty tensor handle");
-  if (!updates.valid()) throw InvalidArgumentError(who + ": updates is an empty tensor handle");
-  check_dtype(op, dtype, who);
-  if (!is_index_dtype(indices.dtype())) {
-    throw TypeError(who + ": indices must be int32 or int64, got " +
-                    std::string(dtype_name(indices.dtype())));
-  }
-  if (shape.rank() < 1) {
-    throw InvalidArgumentError(who + ": cannot scatter into a scalar (shape " + shape.to_string() +
-                               ")");
-  }
   Prepared p;
-  p.updates = convert_to_dtype(updates, dtype, who);
-  const TensorShape row_shape = shape.tail(1);
-  const TensorShape expected = indices.shape().concatenate(row_shape);
-  if (p.updates.shape() != expected && !p.updates.shape().is_scalar()) {
-    throw InvalidArgumentError(
-        who + ": updates shape " + p.updates.shape().to_string() +
-        " must equal indices.shape + ref.shape[1:] = " + expected.to_string() + " (indices shape " +
-        indices.shape().to_string() + ", ref shape " + shape.to_string() + ") or be a scalar");
-  }
-  p.rows = shape.dim(0);
-  p.row_width = row_shape.num_elements();
-  p.n = indices.num_elements();
-  p.updates_scalar = p.updates.num_elements() == 1 && expected.num_elements() != 1;
-  p.indices = indices;
-
-  if (indices.on_cpu() && p.n > 0) {
-    const int64_t bad = indices.dtype() == DType::kInt32
-                            ? kernels::cpu::validate_indices(indices.data<int32_t>(), p.n, p.rows)
-                            : kernels::cpu::validate_indices(indices.data<int64_t>(), p.n, p.rows);
-    if (bad >= 0) {
-      const int64_t value = indices.dtype() == DType::kInt32 ? indices.data<int32_t>()[bad]
-                                                             : indices.data<int64_t>()[bad];
-      throw InvalidArgumentError(bad_index_message(who, bad, indices.shape(), value, p.rows));
-    }
+  static_cast<internal::ScatterArgs&>(p) =
+      internal::check_scatter_args(op, dtype, shape, indices, updates, who);
+  auto move_to_table = [&] {
+    if (&p.indices.device() != &device) p.indices = p.indices.to(device);
+    if (&p.updates.device() != &device) p.updates = p.updates.to(device);
+  };
+  // A table on the host: the CPU kernel trusts its operands, so they are
+  // brought there first, to be checked there wherever they came from.
+  const bool table_on_cpu = device.is_cpu();
+  if (table_on_cpu) move_to_table();
+  if (internal::check_on_host(p.indices.on_cpu(), table_on_cpu)) {
+    internal::check_index_values(p.indices, p.rows, who);
     p.indices_checked = true;
   }
-  if (integer_division(op, dtype) && p.updates.on_cpu()) {
-    const int64_t zero =
-        first_zero(p.updates.raw_data(), p.updates.num_elements(), dtype_size(dtype));
-    if (zero >= 0) {
-      throw InvalidArgumentError(zero_divisor_message(who, zero, p.updates.shape()));
-    }
+  if (integer_division(op, dtype) && internal::check_on_host(p.updates.on_cpu(), table_on_cpu)) {
+    internal::check_divisors(op, p.updates, who);
     p.divisors_checked = true;
   }
-  if (&p.indices.device() != &device) p.indices = p.indices.to(device);
-  if (&p.updates.device() != &device) p.updates = p.updates.to(device);
+  if (!table_on_cpu) move_to_table();
   return p;
 }
 
@@ -295,11 +206,8 @@ bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback
 // as a local one (indices and divisors checked on the host, so nothing is
 // sent for a bad call), then one batched exchange with the owner.
 void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote,
-                    const Tensor& indices, const Tensor& updates, const UpdateOptions& options) {
-  const std::string who = subject(op, options.name, ref.op_name());
-  if (!remote.is_initialized()) {
-    throw FailedPreconditionError("Attempting to use uninitialized value " + ref.op_name());
-  }
+                    const Tensor& indices, const Tensor& updates, const std::string& who) {
+  if (!remote.is_initialized()) internal::throw_uninitialized(ref.op_name());
   Device& cpu = DeviceManager::instance().cpu();
   Prepared p =
       prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
@@ -308,13 +216,9 @@ void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote
   remote.scatter(op, internal::host_indices(p.indices), p.updates, p.updates_scalar);
 }
 
-Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
-                        const UpdateOptions& options) {
-  if (internal::RemoteStorage* remote = internal::remote_storage(ref)) {
-    scatter_remote(op, ref, *remote, indices, updates, options);
-    return remote->read(/*cached=*/false);
-  }
-  const std::string who = subject(op, options.name, ref.op_name());
+// A scatter into a variable held by this process.
+Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
+                     const UpdateOptions& options, const std::string& who) {
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
@@ -324,7 +228,7 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
   std::shared_ptr<ScatterState> state = scatter_state(ref);
 
   std::unique_lock<std::mutex> locked;
-  if (options.use_locking.value_or(op == ScatterOp::kUpdate)) {
+  if (internal::use_locking(options, op, internal::UpdateCaller::kFunction)) {
     locked = std::unique_lock(internal::update_mutex(ref));
   }
   std::unique_lock serial(state->mutex());
@@ -362,16 +266,27 @@ Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, cons
   return table;
 }
 
+Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
+                        const UpdateOptions& options) {
+  const std::string who = subject(op, options.name, ref.op_name());
+  if (internal::RemoteStorage* remote = internal::remote_storage(ref)) {
+    scatter_remote(op, ref, *remote, indices, updates, who);
+    return remote->read(/*cached=*/false);
+  }
+  return scatter_local(op, ref, indices, updates, options, who);
+}
+
 }  // namespace
 
 namespace internal {
 
-bool scatter_if_remote(ScatterOp op, Variable& part, const Tensor& indices, const Tensor& updates,
-                       const UpdateOptions& options) {
-  RemoteStorage* remote = remote_storage(part);
-  if (remote == nullptr) return false;
-  scatter_remote(op, part, *remote, indices, updates, options);
-  return true;
+void scatter_into(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
+                  const UpdateOptions& options, const std::string& who) {
+  if (RemoteStorage* remote = remote_storage(ref)) {
+    scatter_remote(op, ref, *remote, indices, updates, who);
+  } else {
+    scatter_local(op, ref, indices, updates, options, who);
+  }
 }
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
@@ -379,10 +294,9 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
                        const Tensor& updates, bool updates_scalar, const UpdateOptions& options) {
   if (parts.empty()) return;
   const std::string who = subject(op, options.name, parts[0].op_name());
-  check_dtype(op, parts[0].dtype(), who);
   // Locks in part order (so two partitioned scatters cannot deadlock), as a
   // scatter on each part would take them.
-  const bool use_locking = options.use_locking.value_or(op == ScatterOp::kUpdate);
+  const bool locking = use_locking(options, op, UpdateCaller::kPartitioned);
   std::vector<std::shared_ptr<ScatterState>> states;
   std::vector<std::unique_lock<std::mutex>> locks;
   std::vector<Tensor> tables;
@@ -390,7 +304,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   std::vector<int64_t> begin;
   for (size_t k = 0; k < parts.size(); ++k) {
     tables.push_back(parts[k].ref());
-    if (use_locking) locks.emplace_back(internal::update_mutex(parts[k]));
+    if (locking) locks.emplace_back(internal::update_mutex(parts[k]));
     states.push_back(scatter_state(parts[k]));
     locks.emplace_back(states.back()->mutex());
     bases.push_back(tables.back().raw_data());

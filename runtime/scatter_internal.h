@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/common.h"
@@ -14,12 +15,12 @@
 
 namespace varstate::internal {
 
-// When `part` lives on another task (runtime/remote_storage_internal.h):
-// validates and applies the scatter there, without reading the new value
-// back, and returns true. Returns false (and does nothing) for a local
-// variable.
-bool scatter_if_remote(kernels::ScatterOp op, Variable& part, const Tensor& indices,
-                       const Tensor& updates, const UpdateOptions& options);
+// The scatter op `op` on `ref`, as the free function of varstate/scatter.h
+// (a variable on another task too: runtime/remote_storage_internal.h),
+// except that errors name `who` (e.g. the partitioned variable `ref` is a
+// part of) and nothing is read back.
+void scatter_into(kernels::ScatterOp op, Variable& ref, const Tensor& indices,
+                  const Tensor& updates, const UpdateOptions& options, const std::string& who);
 
 // Applies `op` to the parts, all on the CPU, in one kernel call: part k
 // holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole

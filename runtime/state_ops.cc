@@ -5,8 +5,13 @@
 #include <utility>
 
 #include "runtime/op_internal.h"
+#include "runtime/update_options_internal.h"
 
 namespace varstate {
+
+using internal::UpdateCaller;
+using kernels::DenseUpdateOp;
+using kernels::ScatterOp;
 
 UpdateValue::UpdateValue(Tensor t) : source_(std::move(t)) {}
 UpdateValue::UpdateValue(Variable v) : source_(std::move(v)) {}
@@ -52,8 +57,8 @@ const std::string& name_of(const PartitionedVariable& v) { return v.name(); }
 // their values to `apply`; its graph form is the TensorFlow node `type` (for
 // a PartitionedVariable: one per part).
 template <size_t N, typename Ref, typename Apply>
-Op update_op(Ref ref, const char* type, Inputs inputs, const UpdateOptions& options,
-             bool default_locking, Apply apply) {
+Op update_op(Ref ref, const char* type, Inputs inputs, const UpdateOptions& options, bool locking,
+             Apply apply) {
   auto form = std::make_shared<internal::OpGraphForm>();
   form->type = type;
   if constexpr (std::is_same_v<Ref, Variable>) {
@@ -63,7 +68,7 @@ Op update_op(Ref ref, const char* type, Inputs inputs, const UpdateOptions& opti
     form->partitioned = ref;
   }
   form->inputs = inputs;
-  form->use_locking = options.use_locking.value_or(default_locking);
+  form->use_locking = locking;
   std::vector<Placeholder> placeholders = placeholders_of(inputs);
   return internal::make_op(
       name_of(ref) + "/" + type, type,
@@ -79,19 +84,22 @@ Op update_op(Ref ref, const char* type, Inputs inputs, const UpdateOptions& opti
 
 Op assign_op(Variable ref, UpdateValue value, const UpdateOptions& options) {
   return update_op<1>(
-      ref, "Assign", {{"value", std::move(value)}}, options, true,
+      ref, "Assign", {{"value", std::move(value)}}, options,
+      internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kFunction),
       [](Variable& v, const auto& x, const UpdateOptions& o) { assign(v, x[0], o); });
 }
 
 Op assign_add_op(Variable ref, UpdateValue delta, const UpdateOptions& options) {
   return update_op<1>(
-      ref, "AssignAdd", {{"delta", std::move(delta)}}, options, false,
+      ref, "AssignAdd", {{"delta", std::move(delta)}}, options,
+      internal::use_locking(options, DenseUpdateOp::kAdd, UpdateCaller::kFunction),
       [](Variable& v, const auto& x, const UpdateOptions& o) { assign_add(v, x[0], o); });
 }
 
 Op assign_sub_op(Variable ref, UpdateValue delta, const UpdateOptions& options) {
   return update_op<1>(
-      ref, "AssignSub", {{"delta", std::move(delta)}}, options, false,
+      ref, "AssignSub", {{"delta", std::move(delta)}}, options,
+      internal::use_locking(options, DenseUpdateOp::kSub, UpdateCaller::kFunction),
       [](Variable& v, const auto& x, const UpdateOptions& o) { assign_sub(v, x[0], o); });
 }
 
@@ -105,53 +113,57 @@ Op count_up_to_op(Variable ref, int64_t limit) {
                            {});
 }
 
-#define VARSTATE_SCATTER_OP(FN, TYPE, LOCKING)                                                  \
+#define VARSTATE_SCATTER_OP(FN, TYPE, KIND)                                                     \
   Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates,                            \
              const UpdateOptions& options) {                                                    \
     return update_op<2>(                                                                        \
         ref, TYPE, {{"indices", std::move(indices)}, {"updates", std::move(updates)}}, options, \
-        LOCKING,                                                                                \
+        internal::use_locking(options, ScatterOp::KIND, UpdateCaller::kFunction),               \
         [](Variable& v, const auto& x, const UpdateOptions& o) { FN(v, x[0], x[1], o); });      \
   }
-VARSTATE_SCATTER_OP(scatter_update, "ScatterUpdate", true)
-VARSTATE_SCATTER_OP(scatter_add, "ScatterAdd", false)
-VARSTATE_SCATTER_OP(scatter_sub, "ScatterSub", false)
-VARSTATE_SCATTER_OP(scatter_mul, "ScatterMul", false)
-VARSTATE_SCATTER_OP(scatter_div, "ScatterDiv", false)
-VARSTATE_SCATTER_OP(scatter_min, "ScatterMin", false)
-VARSTATE_SCATTER_OP(scatter_max, "ScatterMax", false)
+VARSTATE_SCATTER_OP(scatter_update, "ScatterUpdate", kUpdate)
+VARSTATE_SCATTER_OP(scatter_add, "ScatterAdd", kAdd)
+VARSTATE_SCATTER_OP(scatter_sub, "ScatterSub", kSub)
+VARSTATE_SCATTER_OP(scatter_mul, "ScatterMul", kMul)
+VARSTATE_SCATTER_OP(scatter_div, "ScatterDiv", kDiv)
+VARSTATE_SCATTER_OP(scatter_min, "ScatterMin", kMin)
+VARSTATE_SCATTER_OP(scatter_max, "ScatterMax", kMax)
 #undef VARSTATE_SCATTER_OP
 
 Op assign_op(PartitionedVariable ref, UpdateValue value, const UpdateOptions& options) {
   return update_op<1>(
-      ref, "Assign", {{"value", std::move(value)}}, options, false,
+      ref, "Assign", {{"value", std::move(value)}}, options,
+      internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kPartitioned),
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign(x[0], o); });
 }
 
 Op assign_add_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
   return update_op<1>(
-      ref, "AssignAdd", {{"delta", std::move(delta)}}, options, false,
+      ref, "AssignAdd", {{"delta", std::move(delta)}}, options,
+      internal::use_locking(options, DenseUpdateOp::kAdd, UpdateCaller::kPartitioned),
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_add(x[0], o); });
 }
 
 Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions& options) {
   return update_op<1>(
-      ref, "AssignSub", {{"delta", std::move(delta)}}, options, false,
+      ref, "AssignSub", {{"delta", std::move(delta)}}, options,
+      internal::use_locking(options, DenseUpdateOp::kSub, UpdateCaller::kPartitioned),
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_sub(x[0], o); });
 }
 
-#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE, LOCKING)                                      \
+#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE, KIND)                                         \
   Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,                 \
              const UpdateOptions& options) {                                                    \
     return update_op<2>(                                                                        \
         ref, TYPE, {{"indices", std::move(indices)}, {"updates", std::move(updates)}}, options, \
-        LOCKING, [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) {            \
+        internal::use_locking(options, ScatterOp::KIND, UpdateCaller::kPartitioned),            \
+        [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) {                     \
           v.FN(x[0], x[1], o);                                                                  \
         });                                                                                     \
   }
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_update, "ScatterUpdate", true)
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_add, "ScatterAdd", false)
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_sub, "ScatterSub", false)
+VARSTATE_PARTITIONED_SCATTER_OP(scatter_update, "ScatterUpdate", kUpdate)
+VARSTATE_PARTITIONED_SCATTER_OP(scatter_add, "ScatterAdd", kAdd)
+VARSTATE_PARTITIONED_SCATTER_OP(scatter_sub, "ScatterSub", kSub)
 #undef VARSTATE_PARTITIONED_SCATTER_OP
 
 }  // namespace varstate

@@ -6,6 +6,7 @@
 
 #include "proto/variable.pb.h"
 #include "runtime/remote_storage_internal.h"
+#include "runtime/update_options_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
@@ -15,6 +16,10 @@
 #include "varstate/scatter.h"
 
 namespace varstate {
+
+using internal::UpdateCaller;
+using kernels::DenseUpdateOp;
+using kernels::ScatterOp;
 
 struct Variable::State {
   Graph* graph = nullptr;
@@ -95,8 +100,50 @@ std::string strip_output(const std::string& tensor_name) {
   return pos == std::string::npos ? tensor_name : tensor_name.substr(0, pos);
 }
 
-[[noreturn]] void uninitialized(const std::string& op_name) {
-  throw FailedPreconditionError("Attempting to use uninitialized value " + op_name);
+// The variable's op name, unique in `graph`: `name` as given when
+// `absolute` (a VariableDef's), else under the current name scope
+// ("Variable" when empty).
+std::string unique_op_name(Graph& graph, const std::string& name, bool absolute) {
+  if (absolute) {
+    NameScope root(graph, "");
+    return graph.unique_name(name);
+  }
+  std::string base = name.empty() ? "Variable" : name;
+  if (base.back() == '/') base.pop_back();
+  return graph.unique_name(base);
+}
+
+// The size for load-balancing device functions; -1 when unknown (or past
+// int64: the allocation would fail later with ResourceExhaustedError).
+int64_t size_for_placement(const std::optional<Tensor>& value, const VariableOptions& options,
+                           DType dtype) {
+  int64_t elements = -1;
+  if (value) {
+    elements = value->num_elements();
+  } else if (options.dtype && options.expected_shape &&
+             options.expected_shape->is_fully_defined()) {
+    elements = options.expected_shape->num_elements();
+  }
+  int64_t bytes = -1;
+  if (elements < 0 ||
+      __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
+    return -1;
+  }
+  return bytes;
+}
+
+// Throws ValueError unless `shape`, the initial value's, is what the
+// options ask for.
+void check_initial_shape(const std::string& op_name, const TensorShape& shape,
+                         const VariableOptions& options) {
+  if (options.expected_shape && options.validate_shape && shape != *options.expected_shape) {
+    throw ValueError("initial value of " + quoted(op_name) + " has shape " + shape.to_string() +
+                     ", expected shape " + options.expected_shape->to_string());
+  }
+  if (options.validate_shape && !shape.is_fully_defined()) {
+    throw ValueError("initial value of " + quoted(op_name) + " must have a known shape, got " +
+                     shape.to_string() + " (or set validate_shape=false)");
+  }
 }
 
 }  // namespace
@@ -196,14 +243,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
                     bool absolute_name) {
   State& s = *state_;
   s.graph = options.graph ? options.graph : &get_default_graph();
-  if (absolute_name) {
-    NameScope root(*s.graph, "");
-    s.op_name = s.graph->unique_name(options.name);
-  } else {
-    std::string base = options.name.empty() ? "Variable" : options.name;
-    if (!base.empty() && base.back() == '/') base.pop_back();
-    s.op_name = s.graph->unique_name(base);
-  }
+  s.op_name = unique_op_name(*s.graph, options.name, absolute_name);
   s.name = s.op_name + ":0";
   s.trainable = options.trainable;
   s.validate_shape = options.validate_shape;
@@ -211,20 +251,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   // The element type decides where the variable can live (a string
   // variable goes to the CPU); a deferred value has options.dtype.
   const DType dtype = options.dtype ? *options.dtype : value ? value->dtype() : DType::kInvalid;
-  // The size for load-balancing device functions; -1 when unknown (or past
-  // int64: the allocation would fail later with ResourceExhaustedError).
-  int64_t elements = -1;
-  if (value) {
-    elements = value->num_elements();
-  } else if (options.dtype && options.expected_shape &&
-             options.expected_shape->is_fully_defined()) {
-    elements = options.expected_shape->num_elements();
-  }
-  int64_t bytes = -1;
-  if (elements < 0 ||
-      __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(dtype)), &bytes)) {
-    bytes = -1;
-  }
+  const int64_t bytes = size_for_placement(value, options, dtype);
   // One call of current_device_spec: a device function's counter advances per call.
   const DeviceSpec requested = current_device_spec({s.op_name, "VariableV2", {}, bytes});
   s.device = &resolve_device(requested, dtype, s.op_name);
@@ -255,14 +282,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
     s.dtype = *options.dtype;
     s.shape = *options.expected_shape;
   }
-  if (options.expected_shape && options.validate_shape && s.shape != *options.expected_shape) {
-    throw ValueError("initial value of " + quoted(s.op_name) + " has shape " + s.shape.to_string() +
-                     ", expected shape " + options.expected_shape->to_string());
-  }
-  if (options.validate_shape && !s.shape.is_fully_defined()) {
-    throw ValueError("initial value of " + quoted(s.op_name) + " must have a known shape, got " +
-                     s.shape.to_string() + " (or set validate_shape=false)");
-  }
+  check_initial_shape(s.op_name, s.shape, options);
 
   if (value || s.initial_fn) {
     std::weak_ptr<State> weak = state_;
@@ -335,6 +355,16 @@ struct VariableAccess {
   }
 };
 
+void throw_uninitialized(const std::string& op_name) {
+  throw FailedPreconditionError("Attempting to use uninitialized value " + op_name);
+}
+
+void check_initialized(const std::vector<Variable>& parts) {
+  for (const Variable& part : parts) {
+    if (!part.is_initialized()) throw_uninitialized(part.op_name());
+  }
+}
+
 std::mutex& update_mutex(const Variable& variable) {
   return VariableAccess::state(variable).update_mu;
 }
@@ -388,7 +418,7 @@ Tensor Variable::live_value() const {
   // A remote variable has no live buffer here: a snapshot of the owner's.
   if (state_->remote) return state_->remote->read(/*cached=*/false);
   std::lock_guard lock(state_->mu);
-  if (!state_->initialized) uninitialized(state_->op_name);
+  if (!state_->initialized) internal::throw_uninitialized(state_->op_name);
   return state_->value;
 }
 
@@ -488,7 +518,9 @@ Tensor Variable::initialized_value() const {
 Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   State& s = *state_;
   std::unique_lock<std::mutex> update;
-  if (options.use_locking.value_or(false)) update = std::unique_lock(s.update_mu);
+  if (internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kMethod)) {
+    update = std::unique_lock(s.update_mu);
+  }
   const std::string who = s.op_name;
   if (s.remote) {
     Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who)).to_host();
@@ -541,7 +573,7 @@ namespace {
 // local update), then one atomic accumulate at the owner.
 Tensor remote_add(internal::RemoteStorage& remote, DType dtype, const TensorShape& shape,
                   const std::string& op_name, const Tensor& delta, bool negate) {
-  if (!remote.is_initialized()) uninitialized(op_name);
+  if (!remote.is_initialized()) internal::throw_uninitialized(op_name);
   Tensor full = Tensor::zeros(dtype, shape, DeviceManager::instance().cpu());
   // Validates dtype, arithmetic and shape; broadcasts a scalar.
   varstate::assign_add(full, delta.to_host(), {.name = op_name});
@@ -552,7 +584,9 @@ Tensor remote_add(internal::RemoteStorage& remote, DType dtype, const TensorShap
 
 Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
+  if (internal::use_locking(options, DenseUpdateOp::kAdd, UpdateCaller::kMethod)) {
+    update = std::unique_lock(state_->update_mu);
+  }
   if (state_->remote) {
     return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, false);
   }
@@ -564,7 +598,9 @@ Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
 
 Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (options.use_locking.value_or(false)) update = std::unique_lock(state_->update_mu);
+  if (internal::use_locking(options, DenseUpdateOp::kSub, UpdateCaller::kMethod)) {
+    update = std::unique_lock(state_->update_mu);
+  }
   if (state_->remote) {
     return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, true);
   }
@@ -575,24 +611,24 @@ Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
 }
 
 namespace {
-// tf.Variable's methods default to use_locking=False.
-UpdateOptions method_options(const UpdateOptions& options) {
+// The options of a scatter method, for the scatter function it calls.
+UpdateOptions method_options(const UpdateOptions& options, ScatterOp op) {
   UpdateOptions o = options;
-  o.use_locking = options.use_locking.value_or(false);
+  o.use_locking = internal::use_locking(options, op, UpdateCaller::kMethod);
   return o;
 }
 }  // namespace
 
 Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return varstate::scatter_sub(*this, sparse_delta, method_options(options));
+  return varstate::scatter_sub(*this, sparse_delta, method_options(options, ScatterOp::kSub));
 }
 
 Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return varstate::scatter_add(*this, sparse_delta, method_options(options));
+  return varstate::scatter_add(*this, sparse_delta, method_options(options, ScatterOp::kAdd));
 }
 
 Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return varstate::scatter_update(*this, sparse_delta, method_options(options));
+  return varstate::scatter_update(*this, sparse_delta, method_options(options, ScatterOp::kUpdate));
 }
 
 Tensor Variable::count_up_to(int64_t limit) {
@@ -608,7 +644,7 @@ Tensor Variable::count_up_to(int64_t limit) {
                                  "\": the variable must be a scalar, has shape " +
                                  s.shape.to_string());
     }
-    if (!s.remote->is_initialized()) uninitialized(s.op_name);
+    if (!s.remote->is_initialized()) internal::throw_uninitialized(s.op_name);
     const int64_t before = s.remote->count_up_to(limit, s.op_name);
     const TensorShape scalar(std::vector<int64_t>{});
     return s.dtype == DType::kInt32
@@ -651,10 +687,11 @@ TensorShape VariableSlice::shape() const { return slice_shape(variable_.shape(),
 
 Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
-  if (options.use_locking.value_or(false))
+  if (internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kMethod)) {
     update = std::unique_lock(internal::update_mutex(variable_));
+  }
   if (internal::RemoteStorage* remote = internal::remote_storage(variable_)) {
-    if (!remote->is_initialized()) uninitialized(variable_.op_name());
+    if (!remote->is_initialized()) internal::throw_uninitialized(variable_.op_name());
     // Validate on a local copy first (throws before anything is sent),
     // then write the region under the owner's exclusive lock.
     Tensor probe =
@@ -695,7 +732,7 @@ Variable Variable::from_proto(const VariableDef& def, Graph* graph) {
 
 Tensor assign(Variable& ref, const Tensor& value, const UpdateOptions& options) {
   UpdateOptions o = options;
-  o.use_locking = options.use_locking.value_or(true);  // tf.assign locks
+  o.use_locking = internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kFunction);
   return ref.assign(value, o);
 }
 Tensor assign_add(Variable& ref, const Tensor& value, const UpdateOptions& options) {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "varstate/tensor.h"
 #include "varstate/variable.h"
@@ -39,6 +41,13 @@ void mark_updated(Variable& variable);
 // by the scatter ops.
 std::shared_ptr<VariableUpdateState> update_state(
     const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make);
+
+// Throws FailedPreconditionError("Attempting to use uninitialized value
+// <op_name>"), TensorFlow's error for reading or updating it.
+[[noreturn]] void throw_uninitialized(const std::string& op_name);
+// Throws it for the first of `parts` (a partitioned variable's) that is
+// not initialized.
+void check_initialized(const std::vector<Variable>& parts);
 
 // For Graph: type-erased state handles.
 std::shared_ptr<void> state_handle(const Variable& variable);

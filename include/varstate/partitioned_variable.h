@@ -118,15 +118,8 @@ class PartitionedVariable {
   // Handle identity: true if both refer to the same partitioned variable.
   bool same_as(const PartitionedVariable& other) const { return state_ == other.state_; }
 
-  // The operation a scatter applies to one part (one of the free functions
-  // of varstate/scatter.h).
-  using PartScatter = Tensor (*)(Variable&, const Tensor&, const Tensor&, const UpdateOptions&);
-
  private:
   struct State;
-  void scatter(PartScatter op, const char* op_name, const Tensor& indices, const Tensor& updates,
-               const UpdateOptions& options);
-  void dense_update(int kind, const Tensor& value, const UpdateOptions& options);
   std::shared_ptr<const State> state_;
 };
 

@@ -4,9 +4,12 @@
 // variable, and every error path leaving the parts untouched.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <random>
+#include <string>
 
 #include "device_fixture.h"
+#include "runtime/partitioned_variable_internal.h"
 #include "test_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -153,7 +156,8 @@ TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[pa
     CHECK_THROWS_WITH(emb.scatter_add(Tensor({-1}), Tensor::zeros(DType::kFloat, {1, cols})),
                       Contains("indices[0] = -1"));
     CHECK_THROWS_WITH(emb.scatter_add(Tensor({1, 2}), Tensor::zeros(DType::kFloat, {2, cols + 1})),
-                      Contains("updates has shape [2,6]"));
+                      Contains("updates shape [2,6] must equal indices.shape + ref.shape[1:] = "
+                               "[2,5]"));
     CHECK_THROWS_AS(emb.scatter_add(Tensor({1.f}), Tensor::zeros(DType::kFloat, {1, cols})),
                     TypeError);
     CHECK(emb.eval().to_vector<float>() == before);
@@ -181,6 +185,93 @@ TEST_CASE_METHOD(FreshSession, "scatter updates route rows to their parts", "[pa
     ints.scatter_div(Tensor({0, 3}), Tensor({2, 4}));
     CHECK(ints.eval().to_vector<int32_t>() == std::vector<int32_t>{5, 20, 30, 10});
   }
+}
+
+// The message of the error `update` throws on `target`.
+template <typename Target, typename Update>
+std::string error_of(Target& target, Update update) {
+  try {
+    update(target);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("no error");
+  return {};
+}
+
+TEST_CASE_METHOD(FreshSession, "a partitioned and an unpartitioned variable give the same errors",
+                 "[partitioned]") {
+  // The same variable twice, each named "t" in its own graph: split in
+  // three parts, and whole.
+  const Tensor init = Tensor::from_vector<int32_t>(std::vector<int32_t>(14, 12), {7, 2});
+  PartitionedVariable split =
+      get_variable("t", {.initializer = init, .partitioner = fixed_size_partitioner(3)});
+  split.initializer().run();
+  Graph other;
+  Variable whole(init, {.name = "t", .graph = &other});
+  whole.initializer().run();
+  REQUIRE(whole.op_name() == split.name());
+
+  struct Case {
+    const char* what;
+    std::function<void(PartitionedVariable&)> on_split;
+    std::function<void(Variable&)> on_whole;
+  };
+  const Tensor ones = Tensor::from_vector<int32_t>({1, 1, 1, 1}, {2, 2});
+  const std::vector<Case> cases = {
+      {"index out of range",
+       [&](auto& v) {
+         v.scatter_add(Tensor({{0, 3}, {7, 1}}), Tensor(1));
+       },
+       [&](auto& v) {
+         scatter_add(v, Tensor({{0, 3}, {7, 1}}), Tensor(1));
+       }},
+      {"negative index",
+       [&](auto& v) {
+         v.scatter_update(Tensor({2, -1}), ones);
+       },
+       [&](auto& v) {
+         scatter_update(v, Tensor({2, -1}), ones);
+       }},
+      {"float indices",
+       [&](auto& v) {
+         v.scatter_sub(Tensor({1.f, 2.f}), ones);
+       },
+       [&](auto& v) {
+         scatter_sub(v, Tensor({1.f, 2.f}), ones);
+       }},
+      {"updates of another dtype",
+       [&](auto& v) {
+         v.scatter_add(Tensor({0, 1}), Tensor::zeros(DType::kString, {2, 2}));
+       },
+       [&](auto& v) {
+         scatter_add(v, Tensor({0, 1}), Tensor::zeros(DType::kString, {2, 2}));
+       }},
+      {"updates shape",
+       [&](auto& v) {
+         v.scatter_max(Tensor({0, 6}), Tensor::zeros(DType::kInt32, {2, 3}));
+       },
+       [&](auto& v) {
+         scatter_max(v, Tensor({0, 6}), Tensor::zeros(DType::kInt32, {2, 3}));
+       }},
+      {"zero divisor",
+       [&](auto& v) {
+         v.scatter_div(Tensor({1, 5}), Tensor::from_vector<int32_t>({2, 3, 0, 4}, {2, 2}));
+       },
+       [&](auto& v) {
+         scatter_div(v, Tensor({1, 5}), Tensor::from_vector<int32_t>({2, 3, 0, 4}, {2, 2}));
+       }},
+      {"options.name", [&](auto& v) { v.scatter_mul(Tensor({9}), Tensor(2), {.name = "mul"}); },
+       [&](auto& v) { scatter_mul(v, Tensor({9}), Tensor(2), {.name = "mul"}); }},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const std::string from_split = error_of(split, c.on_split);
+    CHECK(from_split == error_of(whole, c.on_whole));
+    CHECK_THAT(from_split, Catch::Matchers::StartsWith("scatter_"));
+  }
+  CHECK(split.eval().to_vector<int32_t>() == std::vector<int32_t>(14, 12));
+  CHECK(whole.eval().to_vector<int32_t>() == std::vector<int32_t>(14, 12));
 }
 
 TEST_CASE_METHOD(FreshSession, "dense updates of a partitioned variable", "[partitioned]") {
@@ -275,4 +366,22 @@ TEST_CASE_METHOD(FreshSession, "parts spread over devices; reads land on the cho
   Tensor on_cpu = p.as_tensor(dm.cpu());
   CHECK(on_cpu.device().is_cpu());
   CHECK(on_cpu.to_vector<float>() == iota(12));
+}
+
+TEST_CASE("locate_row routes every row of uneven parts as a naive loop does", "[partitioned]") {
+  const std::vector<std::vector<int64_t>> layouts = {{6, 2}, {2, 6}, {1, 1, 8}, {3, 0, 5}, {8}};
+  for (const std::vector<int64_t>& sizes : layouts) {
+    CAPTURE(sizes);
+    std::vector<int64_t> offsets = {0};
+    for (int64_t size : sizes) offsets.push_back(offsets.back() + size);
+    for (int64_t row = 0; row < offsets.back(); ++row) {
+      CAPTURE(row);
+      size_t part = 0;
+      int64_t start = 0;
+      while (row >= start + sizes[part]) start += sizes[part++];
+      const internal::PartRow at = internal::locate_row(offsets, row);
+      CHECK(at.part == part);
+      CHECK(at.local == row - start);
+    }
+  }
 }

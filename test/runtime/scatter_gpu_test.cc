@@ -295,3 +295,33 @@ TEST_CASE_METHOD(FreshSession, "IndexedSlices and sparse_mask on the GPU",
   v.scatter_sub(a);
   CHECK(same_bytes(v.eval(), dense));
 }
+
+TEST_CASE_METHOD(FreshSession, "GPU-resident bad indices and zero divisors into a CPU variable",
+                 "[gpu][scatter][errors]") {
+  Tensor start = random_values(DType::kInt32, {6, 3}, kSeed, 1, 8);
+  Variable v = initialized_variable(start, "table", &cpu());
+  Tensor updates = Tensor::filled(DType::kInt32, {3, 3}, Tensor(2), gpu());
+  for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
+    CAPTURE(dtype_name(index_dtype));
+    Tensor bad = Tensor::from_vector<int64_t>({0, 6, 1}).cast(index_dtype).to(gpu());
+    for (SOp op : kAllOps) {
+      CAPTURE(op_label(op));
+      CHECK_THROWS_MATCHES(
+          apply_scatter(op, v, bad, updates, {}), InvalidArgumentError,
+          Catch::Matchers::Message(std::string("scatter_") + op_label(op) +
+                                   " on \"table\": indices[1] = 6 is not in [0, 6)"));
+      CHECK(same_bytes(v.eval(), start));
+    }
+    Tensor good = Tensor::from_vector<int64_t>({0, 5, 1}).cast(index_dtype).to(gpu());
+    Tensor divisors = Tensor::from_vector<int32_t>({1, 2, 1, 3, 0, 1, 1, 1, 1}, {3, 3}).to(gpu());
+    CHECK_THROWS_MATCHES(
+        scatter_div(v, good, divisors), InvalidArgumentError,
+        Catch::Matchers::Message("scatter_div on \"table\": updates[1,1] is 0 (integer division by "
+                                 "zero)"));
+    CHECK(same_bytes(v.eval(), start));
+  }
+  // A plain CPU tensor takes the same checks.
+  Tensor table = start.clone();
+  CHECK_THROWS_AS(scatter_add(table, Tensor({0, 6, 1}).to(gpu()), updates), InvalidArgumentError);
+  CHECK(same_bytes(table, start));
+}

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "device_fixture.h"
+#include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
 #include "scatter_test_util.h"
 #include "varstate/error.h"
@@ -381,4 +382,16 @@ TEST_CASE("scatters into a plain tensor validate the same way", "[scatter]") {
   CHECK_THROWS_WITH(scatter_max(t, Tensor({3}), Tensor(1.f)),
                     "scatter_max: indices[0] = 3 is not in [0, 3)");
   CHECK(same_bytes(t, before));
+}
+
+TEST_CASE("where a scatter operand is checked: on the host unless table and operand are on a GPU",
+          "[scatter][errors]") {
+  using internal::check_on_host;
+  // A CPU table: its CPU kernel trusts the operands, so they are always
+  // checked on the host (a GPU operand is copied there first).
+  CHECK(check_on_host(/*operand_on_cpu=*/true, /*table_on_cpu=*/true));
+  CHECK(check_on_host(/*operand_on_cpu=*/false, /*table_on_cpu=*/true));
+  // A GPU table: host operands on the host, GPU ones by the device check.
+  CHECK(check_on_host(/*operand_on_cpu=*/true, /*table_on_cpu=*/false));
+  CHECK_FALSE(check_on_host(/*operand_on_cpu=*/false, /*table_on_cpu=*/false));
 }

@@ -1,0 +1,30 @@
+// Runtime-internal: routing a row of a partitioned variable to the part
+// that holds it, for every path that splits indices by part (the scatter
+// ops of PartitionedVariable, gather). The parts may have any sizes (the
+// constructor and import_meta_graph accept any), so the owner is found
+// from the real offsets, never from TensorFlow's even split.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace varstate::internal {
+
+struct PartRow {
+  size_t part;    // the part holding the row
+  int64_t local;  // the row's index within that part
+};
+
+// The part holding `row` of the whole variable and its row there. `offsets`
+// as PartitionedVariable::offsets(): the first row of each part, ascending
+// from 0, then the total; `row` in [0, offsets.back()). A binary search:
+// empty parts are skipped.
+inline PartRow locate_row(std::span<const int64_t> offsets, int64_t row) {
+  const auto first = offsets.begin() + 1;
+  const size_t part = static_cast<size_t>(std::upper_bound(first, offsets.end() - 1, row) - first);
+  return {part, row - offsets[part]};
+}
+
+}  // namespace varstate::internal
