@@ -304,11 +304,11 @@ TEST_CASE_METHOD(FreshSession, "GPU-resident bad indices and zero divisors into 
   for (DType index_dtype : {DType::kInt32, DType::kInt64}) {
     CAPTURE(dtype_name(index_dtype));
     Tensor bad = Tensor::from_vector<int64_t>({0, 6, 1}).cast(index_dtype).to(gpu());
-    for (SOp op : kAllOps) {
-      CAPTURE(op_label(op));
+    for (ScatterOp op : kScatterOps) {
+      CAPTURE(op_name(op));
       CHECK_THROWS_MATCHES(
           apply_scatter(op, v, bad, updates, {}), InvalidArgumentError,
-          Catch::Matchers::Message(std::string("scatter_") + op_label(op) +
+          Catch::Matchers::Message(std::string("scatter_") + op_name(op) +
                                    " on \"table\": indices[1] = 6 is not in [0, 6)"));
       CHECK(same_bytes(v.eval(), start));
     }
