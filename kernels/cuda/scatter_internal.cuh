@@ -96,8 +96,9 @@ struct alignas(16) Bits128 {
 // Sub-word elements never use a 32-bit word: the word around the last
 // element of an odd-sized table would reach past the end of its allocation.
 // A byte's halfword can reach one byte past the end of a table of odd byte
-// size; device allocations are padded to kAllocationGranularity
-// (device/cuda_device.cc), so that byte is always allocated.
+// size; device allocations are padded to 16-byte granules and the padding
+// is zeroed (device/allocation_tail.h), so that byte is always allocated and
+// initialized.
 template <typename C, typename F>
 __device__ __forceinline__ void cas_apply(C* p, F f) {
   if constexpr (sizeof(C) == 2 || sizeof(C) == 4 || sizeof(C) == 8) {

@@ -32,13 +32,16 @@ void cuda_ok(cudaError_t err, const char* what) {
 #define CUDA_OK(call) cuda_ok((call), #call)
 
 // Device copy of a host vector, in an allocation of exactly its bytes
-// rounded up to `granule` (compute-sanitizer reports any access past them).
+// rounded up to `granule` (compute-sanitizer reports any access past them),
+// the padding zeroed as the CUDA device's allocator does
+// (device/allocation_tail.h), so that initcheck sees defined bytes.
 template <typename T>
 class DeviceArray {
  public:
   explicit DeviceArray(const std::vector<T>& host, size_t granule = 16) : size_(host.size()) {
     const size_t bytes = (std::max<size_t>(1, size_ * sizeof(T)) + granule - 1) / granule * granule;
     CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes));
+    CUDA_OK(cudaMemset(ptr_, 0, bytes));
     CUDA_OK(cudaMemcpy(ptr_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   ~DeviceArray() { cudaFree(ptr_); }
