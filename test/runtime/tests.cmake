@@ -1,4 +1,5 @@
 varstate_add_test(test_runtime DEVICES SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cast_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
