@@ -50,8 +50,8 @@ VARSTATE_HD To saturating_to_integer(R x) {
   constexpr int kValueBits = static_cast<int>(sizeof(To) * 8) - (std::is_signed_v<To> ? 1 : 0);
   // 2^kValueBits, one past To's maximum: a power of two, exact in R.
   constexpr R kEnd = static_cast<R>(uint64_t{1} << (kValueBits - 1)) * R(2);
-  constexpr To kMax = static_cast<To>((uint64_t{1} << (kValueBits - 1)) - 1 +
-                                      (uint64_t{1} << (kValueBits - 1)));
+  constexpr To kMax =
+      static_cast<To>((uint64_t{1} << (kValueBits - 1)) - 1 + (uint64_t{1} << (kValueBits - 1)));
   constexpr To kMin = std::is_signed_v<To> ? static_cast<To>(-kMax - 1) : To{0};
   if (x != x) return To{0};
   if (x >= kEnd) return kMax;
@@ -77,8 +77,7 @@ VARSTATE_HD To convert_widened(const W& v) {
     return To(static_cast<float>(real_part(v)));
   } else if constexpr (kIsDeviceHalf<To>) {
     return device_half_from_float<To>(static_cast<float>(real_part(v)));
-  } else if constexpr (std::is_integral_v<To> &&
-                       std::is_floating_point_v<decltype(real_part(v))>) {
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<decltype(real_part(v))>) {
     return saturating_to_integer<To>(real_part(v));
   } else {
     return static_cast<To>(real_part(v));

@@ -450,8 +450,8 @@ void scatter_op(C* table, int64_t rows, int64_t row_width, const Index* indices,
   if constexpr (sizeof(C) == 16 && (Op == ScatterOp::kMul || Op == ScatterOp::kDiv)) {
     // Complex128 multiply and divide need the 16-byte compare-and-swap of
     // the atomic kernel: without it in the code that runs, sort instead.
-    if (!deterministic &&
-        !kernel_has_cas128(reinterpret_cast<const void*>(&scatter_atomic_kernel<Op, C, Index, 1>))) {
+    if (!deterministic && !kernel_has_cas128(reinterpret_cast<const void*>(
+                              &scatter_atomic_kernel<Op, C, Index, 1>))) {
       deterministic = true;
     }
   }

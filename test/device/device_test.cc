@@ -130,8 +130,7 @@ TEST_CASE("replica_device_setter places variables round-robin on ps tasks", "[pl
   CHECK_THROWS_AS(replica_device_setter(1, "/job:ps/bogus"), InvalidArgumentError);
 }
 
-TEST_CASE("GPU allocations are padded to whole granules, the padding named exactly",
-          "[device]") {
+TEST_CASE("GPU allocations are padded to whole granules, the padding named exactly", "[device]") {
   using detail::allocation_tail;
   using detail::padded_allocation_bytes;
   static_assert(detail::kAllocationGranularity == 16);

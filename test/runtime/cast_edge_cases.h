@@ -45,19 +45,59 @@ inline std::vector<CastEdgeTable> cast_edge_tables() {
   const __int128 u64_max = std::numeric_limits<uint64_t>::max();
   return {
       {DType::kInt8,
-       {{kNaN, 0}, {kInf, 127}, {-kInf, -128}, {-0.0, 0}, {0.9, 0}, {-0.9, 0},
-        {127, 127}, {126.5, 126}, {128, 127}, {300, 127}, {-128, -128}, {-128.5, -128},
-        {-129, -128}, {std::ldexp(1.0, 100), 127}, {-std::ldexp(1.0, 100), -128}}},
+       {{kNaN, 0},
+        {kInf, 127},
+        {-kInf, -128},
+        {-0.0, 0},
+        {0.9, 0},
+        {-0.9, 0},
+        {127, 127},
+        {126.5, 126},
+        {128, 127},
+        {300, 127},
+        {-128, -128},
+        {-128.5, -128},
+        {-129, -128},
+        {std::ldexp(1.0, 100), 127},
+        {-std::ldexp(1.0, 100), -128}}},
       {DType::kUInt8,
-       {{kNaN, 0}, {kInf, 255}, {-kInf, 0}, {-0.0, 0}, {-0.9, 0}, {255, 255}, {254.5, 254},
-        {256, 255}, {300, 255}, {-1, 0}, {-1.5, 0}, {-300, 0}}},
+       {{kNaN, 0},
+        {kInf, 255},
+        {-kInf, 0},
+        {-0.0, 0},
+        {-0.9, 0},
+        {255, 255},
+        {254.5, 254},
+        {256, 255},
+        {300, 255},
+        {-1, 0},
+        {-1.5, 0},
+        {-300, 0}}},
       {DType::kInt16,
-       {{kNaN, 0}, {kInf, 32767}, {-kInf, -32768}, {-0.0, 0}, {32767, 32767},
-        {32766.5, 32766}, {32768, 32767}, {65504, 32767}, {-32768, -32768},
-        {-32769, -32768}, {-40000, -32768}, {-65504, -32768}}},
+       {{kNaN, 0},
+        {kInf, 32767},
+        {-kInf, -32768},
+        {-0.0, 0},
+        {32767, 32767},
+        {32766.5, 32766},
+        {32768, 32767},
+        {65504, 32767},
+        {-32768, -32768},
+        {-32769, -32768},
+        {-40000, -32768},
+        {-65504, -32768}}},
       {DType::kUInt16,
-       {{kNaN, 0}, {kInf, 65535}, {-kInf, 0}, {-0.0, 0}, {65535, 65535}, {65504, 65504},
-        {65535.5, 65535}, {65536, 65535}, {1e6, 65535}, {-1, 0}, {-0.5, 0}}},
+       {{kNaN, 0},
+        {kInf, 65535},
+        {-kInf, 0},
+        {-0.0, 0},
+        {65535, 65535},
+        {65504, 65504},
+        {65535.5, 65535},
+        {65536, 65535},
+        {1e6, 65535},
+        {-1, 0},
+        {-0.5, 0}}},
       {DType::kInt32,
        {{kNaN, 0},
         {kInf, 2147483647},
@@ -84,7 +124,7 @@ inline std::vector<CastEdgeTable> cast_edge_tables() {
         {kInf, i64_max},
         {-kInf, i64_min},
         {-0.0, 0},
-        {p63 - 1024, i64_max - 1023},                          // the largest double below 2^63
+        {p63 - 1024, i64_max - 1023},  // the largest double below 2^63
         {p63 - std::ldexp(1.0, 39), i64_max - (__int128{1} << 39) + 1},  // ... float
         {p63, i64_max},
         {-p63, i64_min},
@@ -95,12 +135,18 @@ inline std::vector<CastEdgeTable> cast_edge_tables() {
         {kInf, u64_max},
         {-kInf, 0},
         {-0.0, 0},
-        {p64 - 2048, u64_max - 2047},                          // the largest double below 2^64
+        {p64 - 2048, u64_max - 2047},  // the largest double below 2^64
         {p64 - std::ldexp(1.0, 40), u64_max - (__int128{1} << 40) + 1},  // ... float
         {p64, u64_max},
         {-1, 0}}},
       {DType::kBool,
-       {{kNaN, 1}, {kInf, 1}, {-kInf, 1}, {-0.0, 0}, {0.0, 0}, {0.5, 1}, {-0.5, 1},
+       {{kNaN, 1},
+        {kInf, 1},
+        {-kInf, 1},
+        {-0.0, 0},
+        {0.0, 0},
+        {0.5, 1},
+        {-0.5, 1},
         {1e-40, 1}}},  // a float subnormal
   };
 }
@@ -122,7 +168,8 @@ inline std::string int128_string(__int128 v) {
   if (v == 0) return "0";
   const bool negative = v < 0;
   std::string digits;
-  for (; v != 0; v /= 10) digits.insert(digits.begin(), char('0' + (negative ? -(v % 10) : v % 10)));
+  for (; v != 0; v /= 10)
+    digits.insert(digits.begin(), char('0' + (negative ? -(v % 10) : v % 10)));
   return negative ? "-" + digits : digits;
 }
 
@@ -135,9 +182,9 @@ inline std::pair<Tensor, std::vector<CastEdge>> cast_edge_inputs(const CastEdgeT
   for (const CastEdge& c : table.cases) {
     const double back =
         Tensor::from_vector<double>({c.input}).cast(from).cast(DType::kDouble).scalar<double>();
-    const bool exact = std::isnan(c.input) ? std::isnan(back)
-                                           : back == c.input && std::signbit(back) ==
-                                                                    std::signbit(c.input);
+    const bool exact = std::isnan(c.input)
+                           ? std::isnan(back)
+                           : back == c.input && std::signbit(back) == std::signbit(c.input);
     if (!exact) continue;
     kept.push_back(c);
     inputs.push_back(c.input);
