@@ -80,7 +80,7 @@ void random_bench(benchmark::State& state, Device* device, Dist dist, bool in_pl
   const int reps = cpu ? 1 : 5;
   run_timed(state, static_cast<double>(bytes), limit, reps, cpu ? nullptr : device, [&] {
     if (in_place) {
-      fill(dist, *device, out.data<float>(), n);
+      fill(dist, *device, static_cast<float*>(out.raw_data()), n);
     } else {
       out = Tensor();  // release before allocating the next, as a training loop would
       out = op(dist, n);

@@ -11,6 +11,7 @@
 
 #include "base/cuda_check_internal.h"
 #include "base/logging_internal.h"
+#include "device/allocation_tail.h"
 #include "device/cuda_device.h"
 #include "varstate/device.h"
 #include "varstate/error.h"
@@ -45,12 +46,6 @@ class CudaEvent final : public Event {
 // previous one.
 constexpr size_t kStagingChunk = size_t{8} << 20;
 constexpr size_t kDirectCopyLimit = size_t{1} << 20;
-// Every allocation is a whole number of 16-byte granules. Kernels that
-// update a 1-byte element with a 16-bit compare-and-swap, or read a row with
-// one 16-byte vector, may then touch the bytes up to the next granule
-// boundary without leaving the allocation (the pool hands out larger blocks
-// anyway; this makes the extra bytes part of what was asked for).
-constexpr size_t kAllocationGranularity = 16;
 
 class CudaDevice final : public Device {
  public:
@@ -85,16 +80,24 @@ class CudaDevice final : public Device {
     }
     CudaDeviceGuard guard(index());
     void* p = nullptr;
-    const size_t padded =
-        (bytes + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
+    // Padded and the padding zeroed: see device/allocation_tail.h.
+    const size_t padded = padded_allocation_bytes(bytes);
     cudaError_t err =
-        padded < bytes ? cudaErrorMemoryAllocation : cudaMallocAsync(&p, padded, stream_);
+        padded == 0 ? cudaErrorMemoryAllocation : cudaMallocAsync(&p, padded, stream_);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw ResourceExhaustedError("out of memory on " + name() + " allocating " +
                                    std::to_string(bytes) + " bytes");
     }
     VARSTATE_CUDA_CHECK(err);
+    const AllocationTail tail = allocation_tail(bytes);
+    if (tail.length > 0) {
+      err = cudaMemsetAsync(static_cast<char*>(p) + tail.offset, 0, tail.length, stream_);
+      if (err != cudaSuccess) {
+        cudaFreeAsync(p, stream_);
+        VARSTATE_CUDA_CHECK(err);
+      }
+    }
     return p;
   }
 

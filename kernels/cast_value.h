@@ -2,9 +2,14 @@
 // by the CPU cast kernel (on storage types) and the CUDA cast kernel (on its
 // arithmetic types: __half, __nv_bfloat16, cuda::std::complex). To bool is
 // "!= 0"; complex to real keeps the real part; 16-bit floats convert through
-// float and round to nearest.
+// float and round to nearest. Floats to integers truncate toward zero and
+// saturate: NaN gives 0, values beyond the integer type's range (infinities
+// included) give its minimum or maximum. The same on the CPU and the GPU
+// (a bare static_cast would give x86's INT_MIN for NaN on the host, and is
+// undefined for values out of range).
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
 #include "kernels/dtype_traits.h"
@@ -36,6 +41,26 @@ VARSTATE_HD auto real_part(const W& v) {
   }
 }
 
+// A real floating value x converted to the integer type To (not bool):
+// truncated toward zero, NaN -> 0, saturated to To's range.
+template <typename To, typename R>
+VARSTATE_HD To saturating_to_integer(R x) {
+  static_assert(std::is_integral_v<To> && !std::is_same_v<To, bool>);
+  static_assert(std::is_floating_point_v<R>);
+  constexpr int kValueBits = static_cast<int>(sizeof(To) * 8) - (std::is_signed_v<To> ? 1 : 0);
+  // 2^kValueBits, one past To's maximum: a power of two, exact in R.
+  constexpr R kEnd = static_cast<R>(uint64_t{1} << (kValueBits - 1)) * R(2);
+  constexpr To kMax =
+      static_cast<To>((uint64_t{1} << (kValueBits - 1)) - 1 + (uint64_t{1} << (kValueBits - 1)));
+  constexpr To kMin = std::is_signed_v<To> ? static_cast<To>(-kMax - 1) : To{0};
+  if (x != x) return To{0};
+  if (x >= kEnd) return kMax;
+  // Signed: -2^kValueBits is kMin itself; anything below truncates past it.
+  // Unsigned: x <= -1 saturates to 0, (-1, 0] truncates to 0.
+  if (std::is_signed_v<To> ? x <= -kEnd : x <= R(-1)) return kMin;
+  return static_cast<To>(x);
+}
+
 // Converts a widened value (widen()'s result) to To.
 template <typename To, typename W>
 VARSTATE_HD To convert_widened(const W& v) {
@@ -52,6 +77,8 @@ VARSTATE_HD To convert_widened(const W& v) {
     return To(static_cast<float>(real_part(v)));
   } else if constexpr (kIsDeviceHalf<To>) {
     return device_half_from_float<To>(static_cast<float>(real_part(v)));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<decltype(real_part(v))>) {
+    return saturating_to_integer<To>(real_part(v));
   } else {
     return static_cast<To>(real_part(v));
   }

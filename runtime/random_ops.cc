@@ -176,7 +176,7 @@ Tensor generate_random(RandomDistribution distribution, DType dtype, const Tenso
     using T = decltype(tag);
     const T a_value = a.scalar<T>();
     const T b_value = b.scalar<T>();
-    T* data = out.data<T>();
+    T* data = static_cast<T*>(out.raw_data());  // on `device`
     for_each_run(shape, slice, [&](int64_t out_offset, int64_t first, int64_t length) {
       fill_run<T>(distribution, device, data + out_offset, length, first, seeds, a_value, b_value);
     });

@@ -209,6 +209,14 @@ void throw_dtype_mismatch(DType actual, DType requested, const char* what) {
                   ", requested element type is " + std::string(dtype_name(requested)));
 }
 
+void check_on_cpu(const Tensor& t, const char* what) {
+  if (t.on_cpu()) return;
+  throw FailedPreconditionError(std::string(what) + ": the tensor is on " + t.device().name() +
+                                ", not the CPU: use raw_data() for a device pointer, to_host() "
+                                "for host values (" +
+                                t.debug_string() + ")");
+}
+
 void check_storage_type(DType actual, DType requested, size_t requested_size, const char* what) {
   if (actual == requested) return;
   // Quantized dtypes are read through their storage integers.

@@ -10,8 +10,10 @@
 // updates.shape == indices.shape + ref.shape[1:], or a scalar update, which
 // is applied to every element of every selected row. Duplicate indices all
 // take effect: add/sub/mul/div/min/max combine every contribution;
-// scatter_update with duplicates writes one of them — the last in
-// deterministic mode. Every call returns the variable's live value.
+// scatter_update with duplicates writes, per element, the value of one of
+// them — on a GPU's atomic path not necessarily the same duplicate for every
+// element of the row; the last one on the CPU and in deterministic mode.
+// Every call returns the variable's live value.
 //
 // Dtypes: scatter_update takes any dtype but string (bool included);
 // the arithmetic ops every numeric dtype (float16, bfloat16, float32/64,
@@ -45,11 +47,22 @@
 // further scatter waits for the oldest.
 //
 // Determinism: results on the CPU never depend on thread scheduling. On a
-// GPU the default (atomic) path combines duplicates in an unspecified order;
-// deterministic mode (UpdateOptions::deterministic, or the global default
-// set_deterministic_ops / TF_DETERMINISTIC_OPS) sorts the indices and gives
-// bitwise-identical results run to run, equal to the CPU's for integers and
-// for float add/sub.
+// GPU the default (atomic) path combines duplicates in an unspecified order
+// (float rounding may differ run to run); deterministic mode
+// (UpdateOptions::deterministic, or the global default set_deterministic_ops
+// / TF_DETERMINISTIC_OPS) sorts the indices and gives bitwise-identical
+// results run to run.
+//
+// CPU == GPU: where the order of combination is fixed — deterministic mode,
+// or unique indices — a GPU's result is bit-identical to the CPU's for every
+// op and dtype, except:
+//   - NaN payloads and signs: a NaN computed on an x86 CPU is 0xFFC00000
+//     (float32), on a GPU the canonical 0x7FFFFFFF; both are NaN;
+//   - subnormal results of the hardware float atomics on the atomic path
+//     (float32/float16/bfloat16 add and sub): a GPU may flush them to zero
+//     (1e-40f -> 0), the CPU and deterministic mode keep them;
+//   - complex mul/div, which device and host arithmetic round differently
+//     (a few ulp).
 //
 // Thread safety: scatters on one variable are serialized by a per-variable
 // lock (the CPU kernel writes rows without atomics; on a GPU the lock covers

@@ -88,9 +88,13 @@ class Tensor {
   Device& device() const;
   bool on_cpu() const { return device().is_cpu(); }
 
-  // The buffer, in the memory of device(). Null for zero elements.
+  // The buffer, in the memory of device(): a device pointer for a GPU
+  // tensor, for kernels and copies on that device. Null for zero elements.
   void* raw_data() const;
-  // Typed pointer; throws TypeError when T is not the storage type of dtype().
+  // Typed host pointer to the elements of a CPU tensor. Throws TypeError
+  // when T is not the storage type of dtype(), and FailedPreconditionError,
+  // naming the device, when the tensor is not on the CPU (use raw_data()
+  // for a device pointer, to_host() or to_vector() to read the values).
   template <typename T>
   T* data() const;
   // True if this handle is the only one referring to its buffer (so the
@@ -168,6 +172,8 @@ void check_integers_fit(const Tensor& t, DType dtype, std::string_view what);
 namespace detail {
 [[noreturn]] void throw_dtype_mismatch(DType actual, DType requested, const char* what);
 void check_storage_type(DType actual, DType requested, size_t requested_size, const char* what);
+// Throws FailedPreconditionError naming `what` and t's device unless t is on the CPU.
+void check_on_cpu(const Tensor& t, const char* what);
 template <typename T>
 void flatten(std::initializer_list<std::initializer_list<T>> rows, std::vector<T>& flat,
              std::vector<int64_t>& dims);
@@ -176,6 +182,7 @@ void flatten(std::initializer_list<std::initializer_list<T>> rows, std::vector<T
 template <typename T>
 T* Tensor::data() const {
   detail::check_storage_type(dtype_, dtype_of<T>, sizeof(T), "Tensor::data");
+  detail::check_on_cpu(*this, "Tensor::data");
   return static_cast<T*>(raw_data());
 }
 

@@ -3,7 +3,10 @@
 // per dtype group in scatter_{float,half,int,int_wide,complex}.cu.
 #include <cub/device/device_radix_sort.cuh>
 
-#include "kernels/cuda/device_info.h"
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "kernels/cuda/scatter_internal.cuh"
 
 namespace varstate::kernels::cuda {
@@ -185,7 +188,20 @@ SortedRun sort_indices(const Index* indices, int64_t n, int64_t rows, void* scra
 template SortedRun sort_indices<int32_t>(const int32_t*, int64_t, int64_t, void*, cudaStream_t);
 template SortedRun sort_indices<int64_t>(const int64_t*, int64_t, int64_t, void*, cudaStream_t);
 
-bool device_has_cas128() { return current_device_info().compute_capability_major >= 9; }
+bool kernel_has_cas128(const void* kernel) {
+  int device = 0;
+  VARSTATE_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, bool> cache;
+  std::lock_guard lock(mu);
+  const auto found = cache.find({device, kernel});
+  if (found != cache.end()) return found->second;
+  cudaFuncAttributes attributes{};
+  VARSTATE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  const bool has = ptx_has_cas128(attributes.ptxVersion);
+  cache.emplace(std::make_pair(device, kernel), has);
+  return has;
+}
 
 }  // namespace scatter_internal
 }  // namespace varstate::kernels::cuda

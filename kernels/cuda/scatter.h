@@ -10,8 +10,9 @@
 // and the 8/16-bit integers use compare-and-swap loops (16-bit types on the
 // element, 8-bit types on their aligned 16-bit halfword, complex128 on 16
 // bytes). Duplicates all take effect;
-// their order (so float rounding, and which update of a row wins) is
-// unspecified.
+// their order (so float rounding, and which update wins, chosen per element,
+// not per row) is unspecified. Hardware float32/half atomics may flush
+// subnormal results to zero.
 //
 // Deterministic path: (index, position) pairs are radix-sorted (CUB) and one
 // lane group per distinct index applies its updates in their original order
@@ -19,7 +20,8 @@
 // several updates in flight at a time. The result is identical run to run
 // and equals the CPU kernel's (a serial loop in index order) bit for bit, for
 // every op and type except complex mul/div (device and host complex
-// arithmetic may round differently).
+// arithmetic may round differently) and NaN payloads (a GPU produces the
+// canonical NaN, an x86 CPU its default NaN).
 //
 // Bounds protocol, without host synchronization:
 //   1. reset_index_check(check)      -- or memset the IndexCheck to 0xFF

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/compiled_arch.h"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/scatter.h"
 #include "kernels/elementwise_functors.h"
@@ -53,8 +54,12 @@ template <typename Index>
 SortedRun sort_indices(const Index* indices, int64_t n, int64_t rows, void* scratch,
                        cudaStream_t stream);
 
-// True if the current device has 16-byte compare-and-swap (sm_90 and up).
-bool device_has_cas128();
+// True if `kernel` (a __global__ function's address), as it runs on the
+// current device, was compiled with 16-byte compare-and-swap: decided from
+// the code the runtime picked (kernels/cuda/compiled_arch.h), so that the
+// launcher and the kernel's `#if __CUDA_ARCH__` agree. Cached per device and
+// kernel; thread-safe.
+bool kernel_has_cas128(const void* kernel);
 
 // Scratch memory for the length of one call, freed (stream-ordered) on exit.
 class ScratchBuffer {
@@ -88,6 +93,11 @@ struct alignas(16) Bits128 {
   unsigned long long lo, hi;
 };
 
+#ifdef __CUDA_ARCH__
+// cas_apply's 16-byte branch and kernel_has_cas128 use one threshold.
+static_assert((__CUDA_ARCH__ >= 900) == ptx_has_cas128(__CUDA_ARCH__ / 10));
+#endif
+
 // *p = f(*p) with a compare-and-swap loop on the element (2, 4, 8 or 16
 // bytes) or, for a 1-byte element, on the aligned 16-bit halfword that holds
 // it. Returns without a write when f leaves the element unchanged (min/max
@@ -96,8 +106,9 @@ struct alignas(16) Bits128 {
 // Sub-word elements never use a 32-bit word: the word around the last
 // element of an odd-sized table would reach past the end of its allocation.
 // A byte's halfword can reach one byte past the end of a table of odd byte
-// size; device allocations are padded to kAllocationGranularity
-// (device/cuda_device.cc), so that byte is always allocated.
+// size; device allocations are padded to 16-byte granules and the padding
+// is zeroed (device/allocation_tail.h), so that byte is always allocated and
+// initialized.
 template <typename C, typename F>
 __device__ __forceinline__ void cas_apply(C* p, F f) {
   if constexpr (sizeof(C) == 2 || sizeof(C) == 4 || sizeof(C) == 8) {
@@ -139,7 +150,7 @@ __device__ __forceinline__ void cas_apply(C* p, F f) {
       seen = atomicCAS(w, want, next);
     } while (seen.lo != want.lo || seen.hi != want.hi);
 #else
-    __trap();  // the launcher routes this case to the deterministic path
+    __trap();  // the launcher routes this case to the deterministic path (kernel_has_cas128)
 #endif
   }
 }
@@ -437,7 +448,12 @@ void scatter_op(C* table, int64_t rows, int64_t row_width, const Index* indices,
     return reinterpret_cast<uintptr_t>(p) % ScatterConfig::kVectorBytes == 0;
   };
   if constexpr (sizeof(C) == 16 && (Op == ScatterOp::kMul || Op == ScatterOp::kDiv)) {
-    if (!deterministic && !device_has_cas128()) deterministic = true;
+    // Complex128 multiply and divide need the 16-byte compare-and-swap of
+    // the atomic kernel: without it in the code that runs, sort instead.
+    if (!deterministic && !kernel_has_cas128(reinterpret_cast<const void*>(
+                              &scatter_atomic_kernel<Op, C, Index, 1>))) {
+      deterministic = true;
+    }
   }
   if constexpr (kVector > 1) {
     if (row_width % kVector == 0 && aligned(table) && (updates_scalar || aligned(updates))) {

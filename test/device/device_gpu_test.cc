@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "device/allocation_tail.h"
 #include "test_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -76,4 +77,28 @@ TEST_CASE("allocation failure raises ResourceExhaustedError naming the device", 
   void* p = gpu.allocate(1024);
   CHECK(p != nullptr);
   gpu.deallocate(p);
+}
+
+// The padding past an odd-sized allocation is allocated and zeroed
+// (device/allocation_tail.h): a 1-byte scatter's 16-bit compare-and-swap
+// reads it, and compute-sanitizer's initcheck must see defined bytes.
+TEST_CASE("GPU allocations zero the padding past the requested size", "[gpu][device]") {
+  auto& dm = DeviceManager::instance();
+  Device& gpu = dm.gpu(0);
+  for (size_t bytes : {size_t{1}, size_t{3}, size_t{15}, size_t{17}, size_t{4097}}) {
+    CAPTURE(bytes);
+    const size_t padded = detail::padded_allocation_bytes(bytes);
+    // Dirty the pool's memory first, so a fresh block is not zero by chance.
+    void* dirty = gpu.allocate(padded);
+    gpu.memset(dirty, 0xAB, padded);
+    gpu.deallocate(dirty);
+    void* d = gpu.allocate(bytes);
+    std::vector<unsigned char> back(padded, 0xEE);
+    copy_bytes(dm.cpu(), back.data(), gpu, d, padded);
+    for (size_t i = bytes; i < padded; ++i) {
+      CAPTURE(i);
+      CHECK(back[i] == 0);
+    }
+    gpu.deallocate(d);
+  }
 }

@@ -1,13 +1,15 @@
 // CUDA scatter kernels against the CPU ones (which scatter_test.cc checks
 // against the reference loop): every op and dtype on random inputs with
 // heavy duplicates, the deterministic path (bitwise reproducible, equal to
-// the CPU), and the device-side bounds check (a bad index leaves the table
-// unchanged and is reported with its position and value).
+// the CPU), the device-side bounds check (a bad index leaves the table
+// unchanged and is reported with its position and value), a table past 2^31
+// elements ([large]), a complex128 hot row and a misaligned table.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime_api.h>
 
 #include <limits>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -32,13 +34,16 @@ void cuda_ok(cudaError_t err, const char* what) {
 #define CUDA_OK(call) cuda_ok((call), #call)
 
 // Device copy of a host vector, in an allocation of exactly its bytes
-// rounded up to `granule` (compute-sanitizer reports any access past them).
+// rounded up to `granule` (compute-sanitizer reports any access past them),
+// the padding zeroed as the CUDA device's allocator does
+// (device/allocation_tail.h), so that initcheck sees defined bytes.
 template <typename T>
 class DeviceArray {
  public:
   explicit DeviceArray(const std::vector<T>& host, size_t granule = 16) : size_(host.size()) {
     const size_t bytes = (std::max<size_t>(1, size_ * sizeof(T)) + granule - 1) / granule * granule;
     CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes));
+    CUDA_OK(cudaMemset(ptr_, 0, bytes));
     CUDA_OK(cudaMemcpy(ptr_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   ~DeviceArray() { cudaFree(ptr_); }
@@ -389,4 +394,140 @@ TEST_CASE("gpu deterministic scatter_update: the last occurrence wins", "[scatte
     want[5 * 4 + c] = 2;
   }
   CHECK(got == want);
+}
+
+// A table past 2^31 elements: an int8 scatter_add (1-byte CAS on halfwords,
+// 64-bit element offsets) with int64 indices near both ends and around
+// 2^31. The table starts at zero, so each touched element is the wrapped
+// sum of its updates and every other element stays 0 (closed form).
+TEST_CASE("gpu int8 scatter_add into a table of 2^31 + 3 elements", "[scatter][gpu][large]") {
+  const int64_t rows = (int64_t{1} << 31) + 3;
+  std::vector<int64_t> indices;
+  std::vector<int8_t> updates;
+  for (int k = 0; k < 1000; ++k) {
+    const int64_t near_end[] = {
+        rows - 1, rows - 2, rows - 3, int64_t{1} << 31, (int64_t{1} << 31) - 1, 0};
+    indices.push_back(near_end[k % 6]);
+    updates.push_back(static_cast<int8_t>(k % 7 + 1));
+  }
+  std::map<int64_t, int8_t> want;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    want[indices[i]] = static_cast<int8_t>(static_cast<uint8_t>(want[indices[i]]) +
+                                           static_cast<uint8_t>(updates[i]));
+  }
+  const size_t bytes = static_cast<size_t>(rows);
+  int8_t* table = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&table), bytes + 1));  // the last halfword's pad
+  for (bool deterministic : {false, true}) {
+    CAPTURE(deterministic);
+    Stream stream;
+    CUDA_OK(cudaMemsetAsync(table, 0, bytes + 1, stream.get()));
+    DeviceArray<int64_t> d_indices(indices);
+    DeviceArray<int8_t> d_updates(updates);
+    DeviceArray<gpu::IndexCheck> d_check(std::vector<gpu::IndexCheck>(1));
+    const int64_t n = static_cast<int64_t>(indices.size());
+    gpu::reset_index_check(d_check.get(), stream.get());
+    gpu::validate_indices(d_indices.get(), n, rows, d_check.get(), stream.get());
+    gpu::scatter<int8_t, int64_t>(ScatterOp::kAdd, table, rows, 1, d_indices.get(), n,
+                                  d_updates.get(), false, deterministic, d_check.get(),
+                                  scratch_on(stream.get()), stream.get());
+    stream.sync();
+    CHECK(d_check.to_host()[0].first_bad_position == gpu::IndexCheck::kNone);
+    std::vector<int8_t> got(bytes);
+    CUDA_OK(cudaMemcpy(got.data(), table, bytes, cudaMemcpyDeviceToHost));
+    for (const auto& [index, value] : want) {
+      CAPTURE(index);
+      CHECK(static_cast<int>(got[static_cast<size_t>(index)]) == static_cast<int>(value));
+    }
+    int64_t nonzero = 0;
+    for (int8_t v : got) nonzero += v != 0;
+    int64_t want_nonzero = 0;
+    for (const auto& [index, value] : want) want_nonzero += value != 0;
+    CHECK(nonzero == want_nonzero);
+  }
+  cudaFree(table);
+}
+
+// Every update hits one row: the contended case of the 16-byte
+// compare-and-swap (complex128 mul/div where the kernel was compiled for
+// sm_90; the deterministic path elsewhere). Unit factors are exact in any
+// order; general factors are compared with the CPU within tolerance.
+TEST_CASE("gpu complex128 scatter on one hot row equals the cpu", "[scatter][gpu]") {
+  using T = complex128;
+  const int64_t rows = 8, hot = 5;
+  for (int64_t width : {1, 3}) {
+    for (bool deterministic : {false, true}) {
+      for (bool general : {false, true}) {
+        for (ScatterOp op : ops_for<T>()) {
+          CAPTURE(width, deterministic, general, op_name(op));
+          const std::vector<int32_t> indices(quick_mode() ? 300 : 3000, hot);
+          const auto table = guarded_table<T>(rows, width, 0, kSeed);
+          const int64_t base = kGuardRows * width;
+          const size_t count = indices.size() * static_cast<size_t>(width);
+          const auto updates = general ? real_values<T>(op, count, kSeed + 3)
+                                       : updates_for<T>(op, count, kSeed + 3, false);
+          const auto got = run_gpu<T, int32_t>(op, table, base, rows, width, indices, updates,
+                                               false, deterministic);
+          if (op == ScatterOp::kUpdate && !deterministic) {
+            CHECK(update_is_some_occurrence(got, table, base, width, indices, updates));
+            continue;
+          }
+          const auto want =
+              run_cpu<T, int32_t>(op, table, base, rows, width, indices, updates, false);
+          // Exact where no rounding depends on order or on device vs host
+          // complex arithmetic (kernels/cuda/scatter.h).
+          const bool exact =
+              op == ScatterOp::kUpdate ||
+              ((op == ScatterOp::kAdd || op == ScatterOp::kSub) && (!general || deterministic));
+          if (!exact) {
+            int64_t where = -1;
+            const bool same = all_close(got, want, &where);
+            INFO("first mismatch at element " << where);
+            CHECK(same);
+          } else {
+            const int64_t diff = first_difference(got, want);
+            INFO("first element differing from the CPU: " << diff);
+            CHECK(diff == -1);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A table whose first element sits one element past an aligned address,
+// with an odd row width: no row is vector-aligned, every path falls back to
+// single elements, sub-word CAS straddles halfwords and words.
+TEMPLATE_TEST_CASE("gpu scatter on a table misaligned by one element, odd row width",
+                   "[scatter][gpu]", float, double, half, int8_t, uint16_t, complex64, complex128) {
+  using T = TestType;
+  const int64_t rows = 29;
+  for (int64_t width : {5, 33}) {
+    for (bool deterministic : {false, true}) {
+      for (ScatterOp op : ops_for<T>()) {
+        CAPTURE(dtype_name(dtype_of<T>), width, deterministic, op_name(op));
+        const int64_t misalign = 1;
+        const auto indices = deterministic ? duplicate_indices<int32_t>(700, rows, kSeed + width)
+                                           : unique_indices<int32_t>(20, rows, kSeed + width);
+        const auto table = guarded_table<T>(rows, width, misalign, kSeed);
+        const int64_t base = misalign + kGuardRows * width;
+        const auto updates =
+            updates_for<T>(op, indices.size() * static_cast<size_t>(width), kSeed + 9, false);
+        const auto got = run_gpu<T, int32_t>(op, table, base, rows, width, indices, updates, false,
+                                             deterministic);
+        const auto want =
+            run_cpu<T, int32_t>(op, table, base, rows, width, indices, updates, false);
+        if (is_complex<T>::value && (op == ScatterOp::kMul || op == ScatterOp::kDiv)) {
+          int64_t where = -1;
+          const bool same = all_close(got, want, &where);
+          INFO("first mismatch at element " << where);
+          CHECK(same);
+        } else {
+          const int64_t diff = first_difference(got, want);
+          INFO("first element differing from the CPU: " << diff);
+          CHECK(diff == -1);
+        }
+      }
+    }
+  }
 }

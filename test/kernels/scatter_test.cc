@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/cpu/scatter.h"
+#include "kernels/cuda/compiled_arch.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
 #include "varstate/error.h"
@@ -245,5 +246,22 @@ TEMPLATE_TEST_CASE("cpu validate_indices finds the first bad position", "[scatte
     const std::vector<int64_t> big = {3, int64_t{1} << 40};
     CHECK(cpu::validate_indices(big.data(), 2, int64_t{1} << 40) == 1);
     CHECK(cpu::validate_indices(big.data(), 2, (int64_t{1} << 40) + 1) == -1);
+  }
+}
+
+// The launcher's choice of the 16-byte compare-and-swap follows the virtual
+// architecture of the code that runs (cudaFuncAttributes::ptxVersion), as the
+// kernel's `#if __CUDA_ARCH__ >= 900` does: sm_80 PTX JIT-compiled for an
+// H100 reports ptxVersion 80 and must take the deterministic path.
+TEST_CASE("the 16-byte CAS is chosen by the compiled architecture", "[scatter]") {
+  using varstate::kernels::cuda::ptx_has_cas128;
+  CHECK_FALSE(ptx_has_cas128(0));  // unknown
+  for (int ptx : {52, 70, 75, 80, 86, 89}) {
+    CAPTURE(ptx);
+    CHECK_FALSE(ptx_has_cas128(ptx));
+  }
+  for (int ptx : {90, 100, 120}) {
+    CAPTURE(ptx);
+    CHECK(ptx_has_cas128(ptx));
   }
 }

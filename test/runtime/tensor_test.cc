@@ -1,5 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "device_fixture.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/tensor.h"
@@ -123,4 +128,62 @@ TEST_CASE("weakly typed literals convert; tensors do not", "[tensor][cast]") {
   CHECK_THROWS_WITH(
       convert_to_dtype(strong, DType::kFloat, "my_op"),
       Catch::Contains("my_op") && Catch::Contains("float32") && Catch::Contains("int64"));
+}
+
+namespace {
+
+// A device that says it is a GPU but keeps its memory on the host: lets a
+// CPU test see what the library does with a tensor that is not on the CPU.
+class HostBackedGpu final : public Device {
+ public:
+  HostBackedGpu() : Device(DeviceType::kGPU, 5) {}
+  std::string model() const override { return "host-backed test GPU"; }
+  size_t total_memory() const override { return size_t{1} << 30; }
+  void* allocate(size_t bytes) override { return bytes == 0 ? nullptr : std::malloc(bytes); }
+  void deallocate(void* ptr) noexcept override { std::free(ptr); }
+  void synchronize() override {}
+  std::shared_ptr<Event> record_event() override { return nullptr; }
+  void wait_event(const Event&) override {}
+  void memset(void* ptr, int value, size_t bytes) override { std::memset(ptr, value, bytes); }
+  void copy_from_host_async(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("data<T>() is a host pointer: CPU tensors only", "[tensor]") {
+  Tensor host = Tensor::from_vector<float>({1.f, 2.f, 3.f});
+  host.data<float>()[1] = 7.f;
+  CHECK(host.to_vector<float>() == std::vector<float>{1.f, 7.f, 3.f});
+  CHECK(host.data<float>() == host.raw_data());
+  CHECK_THROWS_AS(host.data<int32_t>(), TypeError);
+  CHECK(Tensor(DType::kFloat, TensorShape{0}).data<float>() == nullptr);
+
+  HostBackedGpu gpu;
+  Tensor off_cpu(DType::kFloat, TensorShape{3}, gpu);
+  CHECK(off_cpu.raw_data() != nullptr);
+  CHECK_THROWS_AS(off_cpu.data<float>(), FailedPreconditionError);
+  CHECK_THROWS_WITH(off_cpu.data<float>(), Catch::Contains("Tensor::data") &&
+                                               Catch::Contains("/device:GPU:5") &&
+                                               Catch::Contains("raw_data()"));
+  // The dtype is checked first, as before.
+  CHECK_THROWS_AS(off_cpu.data<double>(), TypeError);
+  // Zero elements off the CPU: still not a host pointer to hand out.
+  CHECK_THROWS_AS(Tensor(DType::kFloat, TensorShape{0}, gpu).data<float>(),
+                  FailedPreconditionError);
+}
+
+// Run by CTest on CPU:0 and on GPU:0 (test_runtime_on_gpu).
+TEST_CASE("data<T>() on the test device's tensors", "[tensor]") {
+  Tensor t = Tensor::zeros(DType::kInt32, {4}, testing::test_device());
+  if (t.on_cpu()) {
+    CHECK(t.data<int32_t>()[3] == 0);
+  } else {
+    CHECK_THROWS_AS(t.data<int32_t>(), FailedPreconditionError);
+    CHECK(t.to_host().data<int32_t>()[3] == 0);
+  }
 }

@@ -1,4 +1,5 @@
 varstate_add_test(test_runtime DEVICES SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cast_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
@@ -20,6 +21,7 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_gpu_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc
