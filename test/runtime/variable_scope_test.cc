@@ -536,7 +536,7 @@ TEST_CASE_METHOD(FreshGraph, "partitioned variables and get_variable without a p
     CHECK_THROWS_MATCHES(
         get_variable("v", {.shape = TensorShape{5, 1}}), ValueError,
         Catch::Matchers::Message("Trying to reuse partitioned variable a/v, but specified shape "
-                                 "[5, 1] and found shape [4, 1]."));
+                                 "[5,1] and found shape [4,1]."));
     CHECK_THROWS_MATCHES(
         get_variable("v", {.dtype = DType::kInt32}), ValueError,
         Catch::Matchers::Message("Trying to reuse partitioned variable a/v, but specified dtype "
@@ -566,18 +566,18 @@ TEST_CASE_METHOD(FreshGraph, "partition counts are checked before any part is cr
   CHECK_THROWS_MATCHES(try_counts({11, 1}), ValueError,
                        Catch::Matchers::Message(
                            "Partitioner returned 11 partitions for axis 0 of partitioned variable "
-                           "p of shape [10, 1], more than its 10 elements on that axis: [11, 1]"));
+                           "p of shape [10,1], more than its 10 elements on that axis: [11, 1]"));
   CHECK_THROWS_AS(try_counts({INT64_MAX, 1}), ValueError);
   CHECK_THROWS_MATCHES(
       try_counts({0, 1}), ValueError,
       Catch::Matchers::Message("Partitioner returned zero partitions for some axes: [0, 1]"));
   CHECK_THROWS_MATCHES(try_counts({2}), ValueError,
                        Catch::Matchers::Message("Partitioner returned a partition list that does "
-                                                "not match the Variable's rank: [2] vs. [10, 1]"));
+                                                "not match the Variable's rank: [2] vs. [10,1]"));
   CHECK_THROWS_AS(try_counts({2, 1, 1}), ValueError);
   CHECK_THROWS_MATCHES(try_counts({2, 2}, TensorShape{10, 4}), ValueError,
                        Catch::Matchers::Message("Can only slice a variable along one dimension: "
-                                                "shape: [10, 4], partitioning: [2, 2]"));
+                                                "shape: [10,4], partitioning: [2, 2]"));
   CHECK(global_variables().empty());
   CHECK(try_counts({10, 1}).partitioned_variable().size() == 10);
 }
