@@ -12,6 +12,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/random_seed.cc
   ${CMAKE_CURRENT_LIST_DIR}/indexed_slices.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scope_names.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter_check.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter_validate.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/scope_names.h"
 #include "varstate/error.h"
 #include "varstate/slice.h"
 
@@ -54,7 +55,9 @@ CustomGetter chain(CustomGetter inner, CustomGetter outer) {
 
 Initializer default_initializer(const std::string& name, DType dtype) {
   if (dtype_is_floating(dtype)) return glorot_uniform_initializer({.dtype = dtype});
-  if (dtype_is_integer(dtype) || dtype == DType::kBool) return zeros_initializer(dtype);
+  if (dtype_is_integer(dtype) || dtype == DType::kBool || dtype == DType::kString) {
+    return zeros_initializer(dtype);
+  }
   throw ValueError("An initializer for variable " + name + " of " + std::string(dtype_name(dtype)) +
                    " is required");
 }
@@ -90,7 +93,7 @@ TensorShape requested_shape(const SingleRequest& req) {
 // The variable `found` under `name`, when reuse allows it and its shape and
 // dtype match the request.
 const Variable& reuse_single(const std::string& name, const Variable& found,
-                             const SingleRequest& req, const GetVariableOptions& o, bool reuse) {
+                             const SingleRequest& req, const GetVariableOptions& o, Reuse reuse) {
   if (!reuse) {
     throw ValueError("Variable " + name +
                      " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
@@ -117,7 +120,7 @@ Variable create_single(Graph& graph, const std::string& name, const SingleReques
   vo.trainable = o.trainable;
   vo.collections = o.collections;
   vo.validate_shape = o.validate_shape;
-  vo.caching_device = o.caching_device.value_or("");
+  if (o.caching_device) vo.caching_device = o.caching_device->resolve(name);
   vo.name = name;
   vo.graph = &graph;
   vo.save_slice_info = req.save_slice_info;
@@ -137,7 +140,7 @@ Variable create_single(Graph& graph, const std::string& name, const SingleReques
 // created, in the store; a new one's regularizer joins `pending`. Caller
 // holds st.mu.
 Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const SingleRequest& req,
-                    const GetVariableOptions& o, bool reuse, PendingRegularizers& pending) {
+                    const GetVariableOptions& o, Reuse reuse, PendingRegularizers& pending) {
   const bool from_value = req.initializer.is_tensor();
   if (from_value && req.shape && !req.partition_info) {
     throw ValueError("If initializer is a constant, do not specify shape.");
@@ -145,11 +148,12 @@ Variable get_single(Graph& graph, ScopeStore& st, const std::string& name, const
   if (auto it = st.vars.find(name); it != st.vars.end()) {
     return reuse_single(name, it->second, req, o, reuse);
   }
-  if (reuse) {
+  if (reuse.mode() == Reuse::kReuse) {
     throw ValueError("Variable " + name +
                      " does not exist, or was not created with tf.get_variable(). Did you mean to "
                      "set reuse=None in VarScope?");
   }
+  check_scope_name(name, false);
   if (!from_value && (!req.shape || !req.shape->is_fully_defined())) {
     throw ValueError("Shape of a new variable (" + name +
                      ") must be fully defined, but instead was " +
@@ -169,6 +173,27 @@ struct PartitionedRequest {
   DType dtype;
   std::vector<int64_t> partitions;  // per axis, from the partitioner
 };
+
+// ValueError unless the partitions split one axis only, into at most as
+// many parts as it has elements (one part for an empty axis), so that no
+// part is empty.
+void check_part_counts(const std::string& name, const PartitionedRequest& r) {
+  int split_axes = 0;
+  for (int d = 0; d < r.shape.rank(); ++d) {
+    const int64_t p = r.partitions[static_cast<size_t>(d)];
+    if (p > 1) ++split_axes;
+    if (split_axes > 1) {
+      throw ValueError("Can only slice a variable along one dimension: shape: " +
+                       r.shape.to_string() + ", partitioning: " + list_string(r.partitions));
+    }
+    if (p > 1 && p > r.shape.dim(d)) {
+      throw ValueError("Partitioner returned " + std::to_string(p) + " partitions for axis " +
+                       std::to_string(d) + " of partitioned variable " + name + " of shape " +
+                       r.shape.to_string() + ", more than its " + std::to_string(r.shape.dim(d)) +
+                       " elements on that axis: " + list_string(r.partitions));
+    }
+  }
+}
 
 // The full shape, dtype and partitions of partitioned variable `name`,
 // checked: a fully defined shape of rank >= 1 (an initial value's, which
@@ -204,6 +229,7 @@ PartitionedRequest partitioned_request(const std::string& name, const GetVariabl
       throw ValueError("Partitioner returned zero partitions for some axes: " +
                        list_string(r.partitions));
   }
+  check_part_counts(name, r);
   return r;
 }
 
@@ -211,7 +237,7 @@ PartitionedRequest partitioned_request(const std::string& name, const GetVariabl
 // and its shape, dtype and partitions match the request.
 const PartitionedVariable& reuse_partitioned(const std::string& name,
                                              const PartitionedVariable& existing,
-                                             const PartitionedRequest& r, bool reuse) {
+                                             const PartitionedRequest& r, Reuse reuse) {
   if (!reuse) {
     throw ValueError("Partitioned variable with name " + name +
                      " already exists. Did you mean to set reuse=True in VarScope?");
@@ -234,18 +260,13 @@ const PartitionedVariable& reuse_partitioned(const std::string& name,
   return existing;
 }
 
-// The one axis with more than one partition (0 when there is none).
+// The one axis with more than one partition (0 when there is none);
+// check_part_counts made sure there is at most one.
 int slice_axis(const PartitionedRequest& r) {
-  int axis = -1;
   for (int d = 0; d < r.shape.rank(); ++d) {
-    if (r.partitions[static_cast<size_t>(d)] == 1) continue;
-    if (axis >= 0) {
-      throw ValueError("Can only slice a variable along one dimension: shape: " +
-                       r.shape.to_string() + ", partitioning: " + list_string(r.partitions));
-    }
-    axis = d;
+    if (r.partitions[static_cast<size_t>(d)] > 1) return d;
   }
-  return axis < 0 ? 0 : axis;
+  return 0;
 }
 
 // The request of the part at `offset` of shape `part_shape`: its slice of
@@ -280,6 +301,7 @@ PartitionedVariable create_partitioned(Graph& graph, ScopeStore& st, const std::
   const int axis = slice_axis(r);
   const size_t a = static_cast<size_t>(axis);
   const int64_t n = r.partitions[a];
+  check_scope_name(name + "/part_0", false);
   for (int64_t i = 0; i < n; ++i) {
     const std::string part = name + "/part_" + std::to_string(i);
     if (st.vars.count(part)) {
@@ -298,7 +320,7 @@ PartitionedVariable create_partitioned(Graph& graph, ScopeStore& st, const std::
     part_shape[a] = dim / n + (i < excess ? 1 : 0);
     const SingleRequest req = part_request(name, r, o, axis, offset, part_shape);
     parts.push_back(get_single(graph, st, name + "/part_" + std::to_string(i), req, part_options,
-                               false, pending));
+                               Reuse(false), pending));
     offset[a] += part_shape[a];
   }
   PartitionedVariable pv(name, r.shape, r.dtype, std::move(parts), r.partitions);
@@ -309,7 +331,7 @@ PartitionedVariable create_partitioned(Graph& graph, ScopeStore& st, const std::
 // _VariableStore._get_partitioned_variable: the partitioned variable `name`
 // found (reuse) or created. Caller holds st.mu.
 PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::string& name,
-                                    const GetVariableOptions& o, bool reuse,
+                                    const GetVariableOptions& o, Reuse reuse,
                                     PendingRegularizers& pending) {
   if (st.vars.count(name)) {
     throw ValueError(
@@ -320,7 +342,7 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
   if (auto it = st.partitioned.find(name); it != st.partitioned.end()) {
     return reuse_partitioned(name, it->second, r, reuse);
   }
-  if (reuse) {
+  if (reuse.mode() == Reuse::kReuse) {
     throw ValueError(
         "PartitionedVariable " + name +
         " does not exist, or was not created with tf.get_variable(). Did you mean to set "
@@ -329,21 +351,60 @@ PartitionedVariable get_partitioned(Graph& graph, ScopeStore& st, const std::str
   return create_partitioned(graph, st, name, r, o, pending);
 }
 
+// TensorFlow's special case: under reuse=True, the partitioned variable
+// `existing` is returned to a call without a partitioner, when the shape and
+// dtype it asks for (if any) match.
+const PartitionedVariable& reuse_partitioned_unasked(const std::string& name,
+                                                     const PartitionedVariable& existing,
+                                                     const GetVariableOptions& o) {
+  const TensorShape want = o.initializer.is_tensor() ? o.initializer.tensor().shape() : o.shape;
+  if (!want.is_compatible_with(existing.shape())) {
+    throw ValueError("Trying to reuse partitioned variable " + name + ", but specified shape " +
+                     want.to_string() + " and found shape " + existing.shape().to_string() + ".");
+  }
+  if (o.dtype && *o.dtype != existing.dtype()) {
+    throw ValueError("Trying to reuse partitioned variable " + name + ", but specified dtype " +
+                     std::string(dtype_name(*o.dtype)) + " and found dtype " +
+                     std::string(dtype_name(existing.dtype())) + ".");
+  }
+  return existing;
+}
+
+// _VariableStore._true_getter: a partitioned variable when a partitioner
+// applies (not to a scalar shape), the existing partitioned one when
+// reusing without a partitioner, else a single variable. Caller holds st.mu.
+GetVariableResult get_locked(Graph& graph, ScopeStore& st, const std::string& name,
+                             const GetVariableOptions& o, Reuse reuse,
+                             PendingRegularizers& pending) {
+  const bool scalar = !o.shape.unknown_rank() && o.shape.rank() == 0;
+  if (o.partitioner && !scalar) return get_partitioned(graph, st, name, o, reuse, pending);
+  if (!o.partitioner && reuse.mode() == Reuse::kReuse) {
+    if (auto it = st.partitioned.find(name); it != st.partitioned.end()) {
+      return reuse_partitioned_unasked(name, it->second, o);
+    }
+  }
+  if (st.vars.count(name + "/part_0")) {
+    throw ValueError(
+        "No partitioner was provided, but a partitioned version of the variable was "
+        "found: " +
+        name +
+        "/part_0. Perhaps a variable of the same name was already created with "
+        "partitioning?");
+  }
+  std::optional<TensorShape> shape;
+  if (!o.shape.unknown_rank()) shape = o.shape;
+  SingleRequest req{shape, o.initializer, std::nullopt, std::nullopt};
+  return get_single(graph, st, name, req, o, reuse, pending);
+}
+
 GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVariableOptions& o,
-                              bool reuse) {
+                              Reuse reuse) {
   ScopeStore& st = store(graph);
   PendingRegularizers pending;
   std::optional<GetVariableResult> result;
   {
     std::lock_guard lock(st.mu);
-    if (o.partitioner) {
-      result.emplace(get_partitioned(graph, st, name, o, reuse, pending));
-    } else {
-      std::optional<TensorShape> shape;
-      if (!o.shape.unknown_rank()) shape = o.shape;
-      SingleRequest req{shape, o.initializer, std::nullopt, std::nullopt};
-      result.emplace(get_single(graph, st, name, req, o, reuse, pending));
-    }
+    result.emplace(get_locked(graph, st, name, o, reuse, pending));
   }
   for (auto& [variable, regularizer] : pending) {
     if (std::optional<Loss> loss = regularizer(variable)) {
@@ -354,6 +415,14 @@ GetVariableResult true_getter(Graph& graph, const std::string& name, const GetVa
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// CachingDevice
+
+std::string CachingDevice::resolve(const std::string& name) const {
+  if (!fn_) return device_;
+  return fn_(PlacementRequest{.name = name + "/read", .type = "Identity"});
+}
 
 // ---------------------------------------------------------------------------
 // Regularizers
@@ -415,10 +484,10 @@ VariableScope::VariableScope(VariableScopeProperties properties)
 
 const std::string& VariableScope::name() const { return state_->name; }
 const std::string& VariableScope::original_name_scope() const { return state_->name_scope; }
-bool VariableScope::reuse() const { return state_->reuse; }
+Reuse VariableScope::reuse() const { return state_->reuse; }
 const Initializer& VariableScope::initializer() const { return state_->initializer; }
 const Regularizer& VariableScope::regularizer() const { return state_->regularizer; }
-const std::string& VariableScope::caching_device() const { return state_->caching_device; }
+const CachingDevice& VariableScope::caching_device() const { return state_->caching_device; }
 const Partitioner& VariableScope::partitioner() const { return state_->partitioner; }
 const CustomGetter& VariableScope::custom_getter() const { return state_->custom_getter; }
 DType VariableScope::dtype() const { return state_->dtype; }
@@ -431,7 +500,7 @@ void VariableScope::set_initializer(Initializer initializer) {
 void VariableScope::set_regularizer(Regularizer regularizer) {
   state_->regularizer = std::move(regularizer);
 }
-void VariableScope::set_caching_device(std::string device) {
+void VariableScope::set_caching_device(CachingDevice device) {
   state_->caching_device = std::move(device);
 }
 void VariableScope::set_partitioner(Partitioner partitioner) {
@@ -445,6 +514,10 @@ void VariableScope::set_dtype(DType dtype) { state_->dtype = dtype; }
 GetVariableResult VariableScope::get_variable(Graph& graph, std::string_view name,
                                               const GetVariableOptions& options) const {
   const VariableScopeProperties& s = *state_;
+  if (name.empty()) {
+    throw ValueError("get_variable: the variable name is empty (in variable scope " +
+                     quoted(s.name) + ")");
+  }
   const std::string full_name = join_name(s.name, name);
   GetVariableOptions o = options;
   if (!o.initializer && s.initializer) o.initializer = s.initializer;
@@ -452,9 +525,10 @@ GetVariableResult VariableScope::get_variable(Graph& graph, std::string_view nam
   if (!o.caching_device && !s.caching_device.empty()) o.caching_device = s.caching_device;
   if (!o.partitioner && s.partitioner) o.partitioner = s.partitioner;
   if (!o.dtype && !o.initializer.is_tensor()) o.dtype = s.dtype;
-  CustomGetter custom = chain(std::move(o.custom_getter), s.custom_getter);
+  // TensorFlow calls only the call's getter when there is one.
+  CustomGetter custom = o.custom_getter ? std::move(o.custom_getter) : s.custom_getter;
   o.custom_getter = nullptr;
-  const bool reuse = s.reuse;
+  const Reuse reuse = s.reuse;
   Getter getter = [&graph, reuse](const std::string& n, const GetVariableOptions& opts) {
     return true_getter(graph, n, opts, reuse);
   };
@@ -476,8 +550,9 @@ VariableScopeGuard::VariableScopeGuard(Graph& graph, std::optional<std::string_v
                                        const VariableScope* captured,
                                        const VariableScopeOptions& options, bool open_name_scope)
     : graph_(graph), frame_(std::make_unique<Frame>()) {
-  if (options.reuse && !*options.reuse) {
-    throw ValueError("variable_scope: reuse must be True or None, got False");
+  if (open_name_scope && !captured) {
+    const std::string_view opened = name && !name->empty() ? *name : options.default_name;
+    if (!opened.empty()) check_scope_name(opened, !graph.name_scope().empty());
   }
   ScopeStore& st = store(graph);
   std::lock_guard lock(st.mu);
@@ -485,7 +560,7 @@ VariableScopeGuard::VariableScopeGuard(Graph& graph, std::optional<std::string_v
   VariableScopeProperties p;
   if (captured) {
     p = captured->properties();
-    if (options.reuse) p.reuse = true;
+    if (options.reuse) p.reuse = options.reuse;
     if (open_name_scope) {
       const std::string& n = p.name;
       const std::string last = n.substr(n.rfind('/') == std::string::npos ? 0 : n.rfind('/') + 1);
@@ -517,7 +592,7 @@ VariableScopeGuard::VariableScopeGuard(Graph& graph, std::optional<std::string_v
     }
     p.name = join_name(old.name(), base);
     p.name_scope = frame_->name_scope ? frame_->name_scope->name() : p.name + "/";
-    p.reuse = options.reuse.value_or(false) || old.reuse();
+    p.reuse = options.reuse ? options.reuse : old.reuse();
     p.initializer = old.initializer();
     p.regularizer = old.regularizer();
     p.caching_device = old.caching_device();

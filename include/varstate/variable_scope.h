@@ -18,7 +18,13 @@
 //
 // Rules (TensorFlow's):
 // - The name is the variable scope's name + "/" + name; name scopes do not
-//   change it. Creating a name that exists outside a reusing scope raises
+//   change it. The full name must match ^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$
+//   (TensorFlow's op names), else ValueError("'foo/a b' is not a valid root
+//   scope name. A root scope name has to match the following pattern: ...");
+//   an empty name is a ValueError too (TensorFlow names that variable ":0").
+// - Reuse (VariableScopeOptions::reuse): a scope creates (false), reuses
+//   (true) or creates what is missing and returns what exists (AUTO_REUSE).
+//   Creating a name that exists outside a reusing scope raises
 //   ValueError("Variable foo/v already exists, disallowed. Did you mean to
 //   set reuse=True in VarScope?"); reusing a name that get_variable did not
 //   create raises ValueError("Variable foo/v does not exist, or was not
@@ -27,16 +33,31 @@
 //   ("Trying to share variable foo/v, but specified shape [2] and found
 //   shape [1].").
 // - Defaults come from the scope: initializer (else glorot_uniform for
-//   floating dtypes, zeros for integers and bool, ValueError otherwise),
+//   floating dtypes, zeros for integers, bool and string (empty strings),
+//   ValueError otherwise),
 //   regularizer, caching device, partitioner, custom getter, dtype
 //   (float32 at the root).
 // - A partitioner makes get_variable return a PartitionedVariable
-//   (varstate/partitioned_variable.h) of parts "NAME/part_K".
+//   (varstate/partitioned_variable.h) of parts "NAME/part_K", except for a
+//   scalar shape ({}): that is a plain Variable. The partitioner's counts are
+//   checked before anything is created: one per axis, each >= 1 and at most
+//   the dimension it splits, more than 1 on one axis only (ValueError).
+// - Under reuse=true, get_variable("v") without a partitioner returns the
+//   existing PartitionedVariable "v" (shape and dtype, when given, must
+//   match). Otherwise asking for "v" without a partitioner while "v/part_0"
+//   exists raises ValueError("No partitioner was provided, but a partitioned
+//   version of the variable was found: v/part_0. Perhaps a variable of the
+//   same name was already created with partitioning?"), and with one while
+//   an unpartitioned "v" exists the converse.
 // - A regularizer is called with each new variable; the Loss it returns is
 //   added to GraphKeys::REGULARIZATION_LOSSES (no_regularizer opts out).
-// - Custom getters wrap the true getter: get_variable's own getter runs
-//   first, then the innermost scope's, ..., the outermost scope's, each
-//   receiving the next one as `getter`.
+// - Custom getters wrap the true getter: the innermost scope's runs first,
+//   then the enclosing scope's, ..., the outermost scope's, each receiving
+//   the next one as `getter`. A custom_getter passed to get_variable itself
+//   replaces the scopes' getters for that call (only it runs).
+// - A caching device (string or device function) applies to each new
+//   variable; a function is called with the variable's read op
+//   (PlacementRequest{"NAME/read", "Identity"}) and returns the device.
 // - Lookups of existing variables are O(1) (a hash map in the graph).
 //
 // Scopes are RAII guards over the default graph's variable-scope stack and
@@ -62,6 +83,7 @@
 #include "varstate/initializers.h"
 #include "varstate/partitioned_variable.h"
 #include "varstate/partitioners.h"
+#include "varstate/placement.h"
 #include "varstate/tensor.h"
 #include "varstate/variable.h"
 
@@ -98,6 +120,56 @@ class VariableInitializer {
   Tensor value_;
 };
 
+// How a variable scope treats existing variables (tf.variable_scope's
+// `reuse`): false (the default) inherits the enclosing scope's mode, or
+// creates at the top level, as TensorFlow treats False and None; true
+// reuses; AUTO_REUSE creates variables that do not exist and returns those
+// that do. In a VariableScope the mode is resolved: false means "create".
+class Reuse {
+ public:
+  enum Mode {
+    kInherit,
+    kReuse,
+    kAutoReuse
+  };
+  constexpr Reuse(Mode mode = kInherit) : mode_(mode) {}             // NOLINT: implicit
+  constexpr Reuse(bool reuse) : mode_(reuse ? kReuse : kInherit) {}  // NOLINT: implicit
+  constexpr Mode mode() const { return mode_; }
+  // True for kReuse and kAutoReuse (TensorFlow's truthiness of `reuse`).
+  constexpr explicit operator bool() const { return mode_ != kInherit; }
+  friend constexpr bool operator==(Reuse a, Reuse b) { return a.mode_ == b.mode_; }
+
+ private:
+  Mode mode_;
+};
+// tf.compat.v1.AUTO_REUSE.
+inline constexpr Reuse AUTO_REUSE{Reuse::kAutoReuse};
+
+// A caching device (tf's caching_device): none, a device string, or a
+// device function called with the variable's read op, returning the device.
+class CachingDevice {
+ public:
+  CachingDevice() = default;
+  CachingDevice(std::string device) : device_(std::move(device)) {}  // NOLINT: implicit
+  CachingDevice(const char* device) : device_(device) {}             // NOLINT: implicit
+  CachingDevice(DeviceFunction fn) : fn_(std::move(fn)) {}           // NOLINT: implicit
+  bool empty() const { return device_.empty() && !fn_; }
+  bool is_function() const { return static_cast<bool>(fn_); }
+  // The device string; "" for a function or none.
+  const std::string& device() const { return device_; }
+  const DeviceFunction& function() const { return fn_; }
+  // The device for the variable `name`: the string, or the function's
+  // answer for PlacementRequest{name + "/read", "Identity"}.
+  std::string resolve(const std::string& name) const;
+  friend bool operator==(const CachingDevice& a, std::string_view device) {
+    return !a.fn_ && a.device_ == device;
+  }
+
+ private:
+  std::string device_;
+  DeviceFunction fn_;
+};
+
 class GetVariableResult;
 struct GetVariableOptions;
 // The getter that custom getters wrap: (full name, options) -> variable.
@@ -119,9 +191,10 @@ struct GetVariableOptions {
   bool trainable = true;
   // Default {GraphKeys::GLOBAL_VARIABLES} (+ TRAINABLE_VARIABLES if trainable).
   std::optional<std::vector<std::string>> collections = std::nullopt;
-  std::optional<std::string> caching_device = std::nullopt;
+  std::optional<CachingDevice> caching_device = std::nullopt;
   Partitioner partitioner = nullptr;
   bool validate_shape = true;
+  // Replaces the scopes' custom getters for this call.
   CustomGetter custom_getter = nullptr;
 };
 
@@ -152,11 +225,11 @@ class GetVariableResult {
 // The properties of a variable scope (tf.VariableScope's constructor
 // arguments).
 struct VariableScopeProperties {
-  bool reuse = false;
+  Reuse reuse = false;
   std::string name;
   Initializer initializer = {};
   Regularizer regularizer = nullptr;
-  std::string caching_device;
+  CachingDevice caching_device;
   Partitioner partitioner = nullptr;
   CustomGetter custom_getter = nullptr;
   std::string name_scope;
@@ -172,10 +245,11 @@ class VariableScope {
   const std::string& name() const;
   // The name scope opened when the scope was first entered ("foo/").
   const std::string& original_name_scope() const;
-  bool reuse() const;
+  // false (creates), true or AUTO_REUSE.
+  Reuse reuse() const;
   const Initializer& initializer() const;
   const Regularizer& regularizer() const;
-  const std::string& caching_device() const;
+  const CachingDevice& caching_device() const;
   const Partitioner& partitioner() const;
   const CustomGetter& custom_getter() const;
   DType dtype() const;
@@ -185,7 +259,7 @@ class VariableScope {
   void reuse_variables();
   void set_initializer(Initializer initializer);
   void set_regularizer(Regularizer regularizer);
-  void set_caching_device(std::string caching_device);
+  void set_caching_device(CachingDevice caching_device);
   void set_partitioner(Partitioner partitioner);
   void set_custom_getter(CustomGetter custom_getter);
   void set_dtype(DType dtype);
@@ -211,12 +285,12 @@ struct VariableScopeOptions {
   std::string default_name;
   Initializer initializer = {};
   Regularizer regularizer = nullptr;
-  std::optional<std::string> caching_device = std::nullopt;
+  std::optional<CachingDevice> caching_device = std::nullopt;
   Partitioner partitioner = nullptr;
   // Wraps the enclosing scope's custom getter (see the rules above).
   CustomGetter custom_getter = nullptr;
-  // true, or unset to inherit; false raises ValueError as in TensorFlow.
-  std::optional<bool> reuse = std::nullopt;
+  // true, AUTO_REUSE, or false to inherit (see Reuse).
+  Reuse reuse = false;
   std::optional<DType> dtype = std::nullopt;
 };
 
@@ -245,12 +319,16 @@ class VariableScopeGuard {
 };
 
 // tf.variable_scope(name_or_scope, default_name, ...) on the default graph.
-// By name: opens "<enclosing>/<name>", reuse inherited (or true). With an
-// empty name, options.default_name made unique ("layer", "layer_1", ...);
-// reuse=true is then a ValueError, and no default_name a TypeError. By a
-// captured VariableScope: re-enters that scope's name with its properties
-// (reuse from the captured scope unless options.reuse), not the enclosing
-// scope's. ValueError for reuse == false.
+// By name: opens "<enclosing>/<name>" with options.reuse, or the enclosing
+// scope's mode when false (true and AUTO_REUSE are inherited by nested
+// scopes). With an empty name, options.default_name made unique ("layer",
+// "layer_1", ...); reuse true or AUTO_REUSE is then a ValueError, and no
+// default_name a TypeError. By a captured VariableScope: re-enters that
+// scope's name with its properties (reuse from the captured scope unless
+// options.reuse is set), not the enclosing scope's. The name opening a name
+// scope must match TensorFlow's patterns: ^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$
+// outside any name scope, ^[A-Za-z0-9_.\\/>-]*$ inside one (ValueError
+// otherwise, nothing opened).
 [[nodiscard]] VariableScopeGuard variable_scope(std::string_view name_or_default,
                                                 const VariableScopeOptions& options = {});
 [[nodiscard]] VariableScopeGuard variable_scope(const VariableScope& scope,

@@ -29,6 +29,9 @@
 //       dimension): strided_slice of iota(DIMS) as int64
 //   interop_tool errors OUT DIR
 //       "CASE ErrorClass" for each documented error case (checkpoints in DIR)
+//   interop_tool sharing OUT
+//       "CASE\tOUTCOME" for each variable-sharing case of test_sharing.py
+//       (sharing_cases.cc)
 //   interop_tool export_meta INIT_VARS SAVED_VARS PREFIX [sharded] [v1] [deferred]
 //       variables with the initial values of INIT_VARS (DEVICE/SLICE fields
 //       as for save; with "deferred" also "deferred_w", [4,3] float32 from
@@ -80,6 +83,7 @@
 #include <vector>
 
 #include "runtime/variable_internal.h"
+#include "sharing_cases.h"
 #include "tensor_text.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/error.h"
@@ -733,7 +737,8 @@ int main(int argc, char** argv) {
   using namespace varstate::interop;
   if (argc < 2) {
     std::cerr << "usage: interop_tool "
-                 "save|dump|restore|random|init|math|locking|slice|errors|export_meta|import_meta|"
+                 "save|dump|restore|random|init|math|locking|slice|errors|sharing|export_meta|"
+                 "import_meta|"
                  "partition ARGS...\n";
     return 2;
   }
@@ -750,6 +755,7 @@ int main(int argc, char** argv) {
     if (cmd == "locking") return cmd_locking(args);
     if (cmd == "slice") return cmd_slice(args);
     if (cmd == "errors") return cmd_errors(args);
+    if (cmd == "sharing") return cmd_sharing(args);
     if (cmd == "export_meta") return cmd_export_meta(args);
     if (cmd == "import_meta") return cmd_import_meta(args);
     if (cmd == "export_train") return cmd_export_train(args);

@@ -175,9 +175,19 @@ TEST_CASE_METHOD(FreshGraph, "reuse errors carry TensorFlow's messages", "[varia
     CHECK(b->reuse());
     CHECK(get_variable("v").name() == "a/b/v:0");
   }
-  SECTION("reuse=false is rejected as in the reference") {
-    CHECK_THROWS_AS(variable_scope("foo", {.reuse = false}), ValueError);
-    CHECK(get_variable_scope().name().empty());
+  SECTION("reuse=false inherits, as TensorFlow treats False like None") {
+    // TensorFlow 2.21: variable_scope("b", reuse=False) inside reuse=True has
+    // reuse True; at the top level it creates.
+    {
+      auto foo = variable_scope("foo", {.reuse = false});
+      CHECK_FALSE(foo->reuse());
+      get_variable("v", {.shape = TensorShape{1}});
+    }
+    auto foo = variable_scope("foo", {.reuse = true});
+    auto inner = variable_scope("inner", {.reuse = false});
+    CHECK(inner->reuse() == Reuse(true));
+    auto again = variable_scope(foo.scope(), {.reuse = false});
+    CHECK(get_variable("v").name() == "foo/v:0");
   }
 }
 
@@ -300,7 +310,8 @@ TEST_CASE_METHOD(FreshGraph, "scope defaults and setters reach get_variable", "[
   CHECK(get_variable("p", {.shape = TensorShape{4}, .dtype = DType::kFloat}).is_partitioned());
 }
 
-TEST_CASE_METHOD(FreshGraph, "default initializer is glorot_uniform; integers get zeros",
+TEST_CASE_METHOD(FreshGraph,
+                 "default initializer is glorot_uniform; integers and strings get zeros",
                  "[variable_scope]") {
   set_random_seed(3);
   Variable w = get_variable("w", {.shape = TensorShape{20, 30}});
@@ -313,9 +324,12 @@ TEST_CASE_METHOD(FreshGraph, "default initializer is glorot_uniform; integers ge
   CHECK(max_abs > 0.8 * limit);  // uniform over the whole range, not a narrower one
   Variable i = get_variable("i", {.shape = TensorShape{3}, .dtype = DType::kInt64});
   CHECK(i.initial_value().to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
+  // TensorFlow 2.21: get_variable("s", [2], dtype=tf.string) is [b'', b''].
+  Variable s = get_variable("s", {.shape = TensorShape{2}, .dtype = DType::kString});
+  CHECK(s.initial_value().to_host().to_vector<std::string>() == std::vector<std::string>{"", ""});
   CHECK_THROWS_MATCHES(
-      get_variable("s", {.shape = TensorShape{1}, .dtype = DType::kString}), ValueError,
-      Catch::Matchers::Message("An initializer for variable s of string is required"));
+      get_variable("c", {.shape = TensorShape{1}, .dtype = DType::kComplex64}), ValueError,
+      Catch::Matchers::Message("An initializer for variable c of complex64 is required"));
   CHECK_THROWS_MATCHES(
       get_variable("u"), ValueError,
       Catch::Matchers::Message(
@@ -417,8 +431,10 @@ TEST_CASE_METHOD(FreshGraph, "custom getters receive the true getter and chain t
     changed.trainable = false;
     return getter(name, changed);
   };
+  // A call's getter replaces the scopes' (TensorFlow 2.21 calls only it).
   Variable w = get_variable("w", {.shape = TensorShape{1}, .custom_getter = explicit_getter});
-  CHECK(calls == std::vector<std::string>{"explicit:a/b/w", "suffix:a/b/w", "outer:a/b/w_suffix"});
+  CHECK(calls == std::vector<std::string>{"explicit:a/b/w"});
+  CHECK(w.name() == "a/b/w:0");
   CHECK_FALSE(w.trainable());
   CHECK(b->custom_getter());
 }
@@ -451,4 +467,163 @@ TEST_CASE_METHOD(FreshGraph, "get_variable honours device scopes", "[variable_sc
   Session sess;
   sess.run(global_variables_initializer());
   CHECK(cached.value().device().is_cpu());
+}
+
+// The expectations below are what TensorFlow 2.21 (tf.compat.v1, graph
+// mode) returns for the same calls.
+
+TEST_CASE_METHOD(FreshGraph, "AUTO_REUSE creates what is missing and is inherited",
+                 "[variable_scope]") {
+  // with variable_scope("a", reuse=AUTO_REUSE): get_variable("v") twice is
+  // one variable; nested "b" has reuse AUTO_REUSE; "c" with reuse=True
+  // inside it has True; reuse_variables() makes it True.
+  auto a = variable_scope("a", {.reuse = AUTO_REUSE});
+  CHECK(a->reuse() == AUTO_REUSE);
+  Variable v = get_variable("v", {.shape = TensorShape{1}});
+  CHECK(Variable(get_variable("v", {.shape = TensorShape{1}})).same_as(v));
+  CHECK_THROWS_MATCHES(
+      get_variable("v", {.shape = TensorShape{2}}), ValueError,
+      Catch::Matchers::Message("Trying to share variable a/v, but specified shape [2] and found "
+                               "shape [1]."));
+  {
+    auto b = variable_scope("b");
+    CHECK(b->reuse() == AUTO_REUSE);
+    Variable x = get_variable("x", {.shape = TensorShape{1}});
+    CHECK(Variable(get_variable("x")).same_as(x));
+    auto c = variable_scope("c", {.reuse = true});
+    CHECK(c->reuse() == Reuse(true));
+  }
+  auto p =
+      get_variable("p", {.shape = TensorShape{4, 1}, .partitioner = fixed_size_partitioner(2)});
+  CHECK(get_variable("p", {.shape = TensorShape{4, 1}, .partitioner = fixed_size_partitioner(2)})
+            .partitioned_variable()
+            .name() == p.name());
+  // AUTO_REUSE inside reuse=True stays AUTO_REUSE and creates.
+  {
+    auto r = variable_scope("r", {.reuse = true});
+    auto auto_scope = variable_scope("s", {.reuse = AUTO_REUSE});
+    CHECK(auto_scope->reuse() == AUTO_REUSE);
+    CHECK(get_variable("n", {.shape = TensorShape{1}}).name() == "a/r/s/n:0");
+  }
+  CHECK_THROWS_MATCHES(
+      variable_scope("", {.default_name = "d", .reuse = AUTO_REUSE}), ValueError,
+      Catch::Matchers::Message("reuse=True cannot be used without a name_or_scope"));
+  a->reuse_variables();
+  CHECK(a->reuse() == Reuse(true));
+}
+
+TEST_CASE_METHOD(FreshGraph, "partitioned variables and get_variable without a partitioner",
+                 "[variable_scope][partitioned]") {
+  {
+    auto a = variable_scope("a", {.partitioner = fixed_size_partitioner(2)});
+    get_variable("v", {.shape = TensorShape{4, 1}});
+    // A scalar under a partitioner is a plain variable ("a/s:0").
+    GetVariableResult s = get_variable("s", {.shape = TensorShape{}});
+    CHECK_FALSE(s.is_partitioned());
+    CHECK(s.name() == "a/s:0");
+    // An initial value gives no scalar shape argument: still partitioned.
+    CHECK_THROWS_MATCHES(
+        get_variable("t", {.initializer = Tensor(1.f)}), ValueError,
+        Catch::Matchers::Message("A partitioned Variable must have rank at least 1, shape: []"));
+  }
+  {
+    // reuse=True: get_variable("v") returns PartitionedVariable "a/v".
+    auto a = variable_scope("a", {.reuse = true});
+    GetVariableResult v = get_variable("v");
+    REQUIRE(v.is_partitioned());
+    CHECK(v.name() == "a/v");
+    CHECK(v.shape() == TensorShape{4, 1});
+    CHECK_THROWS_MATCHES(
+        get_variable("v", {.shape = TensorShape{5, 1}}), ValueError,
+        Catch::Matchers::Message("Trying to reuse partitioned variable a/v, but specified shape "
+                                 "[5,1] and found shape [4,1]."));
+    CHECK_THROWS_MATCHES(
+        get_variable("v", {.dtype = DType::kInt32}), ValueError,
+        Catch::Matchers::Message("Trying to reuse partitioned variable a/v, but specified dtype "
+                                 "int32 and found dtype float32."));
+  }
+  const std::string message =
+      "No partitioner was provided, but a partitioned version of the variable was found: "
+      "a/v/part_0. Perhaps a variable of the same name was already created with partitioning?";
+  for (Reuse reuse : {Reuse(false), AUTO_REUSE}) {
+    auto a = variable_scope("a", {.reuse = reuse});
+    CHECK_THROWS_MATCHES(get_variable("v", {.shape = TensorShape{4, 1}}), ValueError,
+                         Catch::Matchers::Message(message));
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph, "partition counts are checked before any part is created",
+                 "[variable_scope][partitioners]") {
+  auto counts = [](std::vector<int64_t> p) -> Partitioner {
+    return [p](const TensorShape&, DType) { return p; };
+  };
+  auto try_counts = [&](std::vector<int64_t> p, TensorShape shape = TensorShape{10, 1}) {
+    return get_variable("p", {.shape = shape, .partitioner = counts(std::move(p))});
+  };
+  // TensorFlow raises ValueError for each (for {11, 1} and {INT64_MAX, 1}
+  // "Expected 0 <= offset < shape but found offset=10, shape=10 ...", once
+  // ten parts exist; varstate checks first and names the variable).
+  CHECK_THROWS_MATCHES(try_counts({11, 1}), ValueError,
+                       Catch::Matchers::Message(
+                           "Partitioner returned 11 partitions for axis 0 of partitioned variable "
+                           "p of shape [10,1], more than its 10 elements on that axis: [11, 1]"));
+  CHECK_THROWS_AS(try_counts({INT64_MAX, 1}), ValueError);
+  CHECK_THROWS_MATCHES(
+      try_counts({0, 1}), ValueError,
+      Catch::Matchers::Message("Partitioner returned zero partitions for some axes: [0, 1]"));
+  CHECK_THROWS_MATCHES(try_counts({2}), ValueError,
+                       Catch::Matchers::Message("Partitioner returned a partition list that does "
+                                                "not match the Variable's rank: [2] vs. [10,1]"));
+  CHECK_THROWS_AS(try_counts({2, 1, 1}), ValueError);
+  CHECK_THROWS_MATCHES(try_counts({2, 2}, TensorShape{10, 4}), ValueError,
+                       Catch::Matchers::Message("Can only slice a variable along one dimension: "
+                                                "shape: [10,4], partitioning: [2, 2]"));
+  CHECK(global_variables().empty());
+  CHECK(try_counts({10, 1}).partitioned_variable().size() == 10);
+}
+
+TEST_CASE_METHOD(FreshGraph, "names TensorFlow rejects", "[variable_scope]") {
+  const std::string root_pattern =
+      "' is not a valid root scope name. A root scope name has to match the following pattern: "
+      "^[A-Za-z0-9.][A-Za-z0-9_.\\\\/>-]*$";
+  for (const char* bad : {"a b", "a:0", "/abs", "-a", "_a"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_MATCHES(get_variable(bad, {.shape = TensorShape{1}}), ValueError,
+                         Catch::Matchers::Message("'" + std::string(bad) + root_pattern));
+    CHECK_THROWS_MATCHES(variable_scope(bad), ValueError,
+                         Catch::Matchers::Message("'" + std::string(bad) + root_pattern));
+  }
+  CHECK_THROWS_AS(get_variable("", {.shape = TensorShape{1}}), ValueError);
+  CHECK(global_variables().empty());
+  CHECK(get_variable_scope().name().empty());
+  // Accepted: ".a", "a>b", and "_a" below a scope ("s/_a:0").
+  CHECK(get_variable(".a", {.shape = TensorShape{1}}).name() == ".a:0");
+  CHECK(get_variable("a>b", {.shape = TensorShape{1}}).name() == "a>b:0");
+  auto s = variable_scope("s");
+  CHECK(get_variable("_a", {.shape = TensorShape{1}}).name() == "s/_a:0");
+  CHECK_THROWS_MATCHES(get_variable("a b", {.shape = TensorShape{1}}), ValueError,
+                       Catch::Matchers::Message("'s/a b" + root_pattern));
+  // Inside a name scope the scope-name pattern applies.
+  CHECK(variable_scope("_b")->name() == "s/_b");
+  CHECK_THROWS_MATCHES(
+      variable_scope("a b"), ValueError,
+      Catch::Matchers::Message("'a b' is not a valid scope name. A scope name has to match the "
+                               "following pattern: ^[A-Za-z0-9_.\\\\/>-]*$"));
+}
+
+TEST_CASE_METHOD(FreshGraph, "caching_device may be a device function", "[variable_scope]") {
+  // TensorFlow calls the function with the variable's read op: "a/v/read",
+  // an Identity (ref variables).
+  std::vector<std::string> calls;
+  DeviceFunction fn = [&](const PlacementRequest& r) {
+    calls.push_back(r.name + " " + r.type);
+    return std::string("/cpu:0");
+  };
+  {
+    auto a = variable_scope("a", {.caching_device = fn});
+    CHECK(a->caching_device().is_function());
+    get_variable("v", {.shape = TensorShape{1}});
+  }
+  get_variable("w", {.shape = TensorShape{1}, .caching_device = fn});
+  CHECK(calls == std::vector<std::string>{"a/v/read Identity", "w/read Identity"});
 }
