@@ -178,29 +178,30 @@ TEST_CASE("device scopes apply innermost first, as TensorFlow's device stack", "
     DeviceScope inner("/job:worker/device:CPU:0");
     CHECK(current_device_spec({"v", "VariableV2"}).to_string() == "/job:worker/device:CPU:0");
   }
+}
 
-  TEST_CASE("GPU allocations are padded to whole granules, the padding named exactly", "[device]") {
-    using detail::allocation_tail;
-    using detail::padded_allocation_bytes;
-    static_assert(detail::kAllocationGranularity == 16);
-    CHECK(padded_allocation_bytes(0) == 0);
-    CHECK(padded_allocation_bytes(1) == 16);
-    CHECK(padded_allocation_bytes(15) == 16);
-    CHECK(padded_allocation_bytes(16) == 16);
-    CHECK(padded_allocation_bytes(17) == 32);
-    CHECK(padded_allocation_bytes((size_t{1} << 31) + 3) == (size_t{1} << 31) + 16);
-    // Past the largest granule boundary: no allocation can succeed.
-    CHECK(padded_allocation_bytes(SIZE_MAX) == 0);
-    CHECK(padded_allocation_bytes(SIZE_MAX - 15) == SIZE_MAX - 15);
-    for (size_t bytes : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{15}, size_t{16},
-                         size_t{33}, (size_t{1} << 31) + 3}) {
-      CAPTURE(bytes);
-      const auto tail = allocation_tail(bytes);
-      CHECK(tail.offset == bytes);
-      CHECK(tail.offset + tail.length == padded_allocation_bytes(bytes));
-      CHECK(tail.length < detail::kAllocationGranularity);
-    }
-    CHECK(allocation_tail(7).length == 9);
-    CHECK(allocation_tail(16).length == 0);
-    CHECK(allocation_tail(SIZE_MAX).length == 0);
+TEST_CASE("GPU allocations are padded to whole granules, the padding named exactly", "[device]") {
+  using detail::allocation_tail;
+  using detail::padded_allocation_bytes;
+  static_assert(detail::kAllocationGranularity == 16);
+  CHECK(padded_allocation_bytes(0) == 0);
+  CHECK(padded_allocation_bytes(1) == 16);
+  CHECK(padded_allocation_bytes(15) == 16);
+  CHECK(padded_allocation_bytes(16) == 16);
+  CHECK(padded_allocation_bytes(17) == 32);
+  CHECK(padded_allocation_bytes((size_t{1} << 31) + 3) == (size_t{1} << 31) + 16);
+  // Past the largest granule boundary: no allocation can succeed.
+  CHECK(padded_allocation_bytes(SIZE_MAX) == 0);
+  CHECK(padded_allocation_bytes(SIZE_MAX - 15) == SIZE_MAX - 15);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{15}, size_t{16},
+                       size_t{33}, (size_t{1} << 31) + 3}) {
+    CAPTURE(bytes);
+    const auto tail = allocation_tail(bytes);
+    CHECK(tail.offset == bytes);
+    CHECK(tail.offset + tail.length == padded_allocation_bytes(bytes));
+    CHECK(tail.length < detail::kAllocationGranularity);
   }
+  CHECK(allocation_tail(7).length == 9);
+  CHECK(allocation_tail(16).length == 0);
+  CHECK(allocation_tail(SIZE_MAX).length == 0);
+}
