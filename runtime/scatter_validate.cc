@@ -96,10 +96,10 @@ ScatterArgs check_scatter_args(ScatterOp op, DType dtype, const TensorShape& sha
   const TensorShape row_shape = shape.tail(1);
   const TensorShape expected = indices.shape().concatenate(row_shape);
   if (a.updates.shape() != expected && !a.updates.shape().is_scalar()) {
-    throw ValueError(
-        who + ": updates shape " + a.updates.shape().to_string() +
-        " must equal indices.shape + ref.shape[1:] = " + expected.to_string() + " (indices shape " +
-        indices.shape().to_string() + ", ref shape " + shape.to_string() + ") or be a scalar");
+    throw ValueError(who + ": updates shape " + a.updates.shape().to_string() +
+                     " must equal indices.shape + ref.shape[1:] = " + expected.to_string() +
+                     " (indices shape " + indices.shape().to_string() + ", ref shape " +
+                     shape.to_string() + ") or be a scalar");
   }
   a.indices = indices;
   a.rows = shape.dim(0);

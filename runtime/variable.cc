@@ -5,9 +5,9 @@
 #include <ostream>
 
 #include "proto/variable.pb.h"
+#include "runtime/dense_update_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/update_options_internal.h"
-#include "runtime/dense_update_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
@@ -536,7 +536,8 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   if (s.remote) {
     Tensor v = convert_to_dtype(value, s.dtype, subject).to_host();
     if (!options.validate_shape && v.shape() != s.shape) {
-      throw InvalidArgumentError(subject + ": a remote variable cannot change shape: target shape " +
+      throw InvalidArgumentError(subject +
+                                 ": a remote variable cannot change shape: target shape " +
                                  s.shape.to_string() + ", value shape " + v.shape().to_string());
     }
     internal::check_dense_update_shape(subject, s.shape, v.shape(), /*scalar_ok=*/false);

@@ -219,8 +219,7 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
                   scatter_update(a, i64({-1}), Tensor::zeros(DType::kFloat, {1, 4})),
                   "indices[0] = -1 is not in [0, 6)");
     EXPECT_THROWS(ValueError, scatter_add(a, i64({0, 1}), rows4), "updates shape");
-    EXPECT_THROWS(ValueError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})),
-                  "shapes must match");
+    EXPECT_THROWS(ValueError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
     EXPECT_THROWS(ValueError, a.assign(Tensor(1.f)), "shapes must match");
     EXPECT_THROWS(ValueError, a.assign_add(Tensor::zeros(DType::kFloat, {2, 2})),
                   "shapes must match");

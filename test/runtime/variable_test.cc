@@ -126,11 +126,14 @@ TEST_CASE_METHOD(FreshGraph, "constructor arguments and their errors", "[variabl
   CHECK_THROWS_AS(Variable(InitialValueFn([] { return Tensor(1.f); }), {}), ValueError);
   CHECK_THROWS_AS(Variable(Tensor(1.f), {.variable_def = VariableDef{}}), ValueError);
   CHECK_THROWS_AS(Variable(VariableOptions{}), ValueError);
-  // dtype converts a literal initial value; a typed tensor of another dtype is an error.
+  // dtype converts a literal initial value; a typed tensor of another dtype is
+  // a ValueError, as TensorFlow's convert_to_tensor(initial_value, dtype).
   Variable f(Tensor({1, 2}), {.dtype = DType::kFloat});
   CHECK(f.dtype() == DType::kFloat);
   CHECK_THROWS_AS(Variable(Tensor({1, 2}).cast(DType::kInt64), {.dtype = DType::kFloat}),
-                  TypeError);
+                  ValueError);
+  CHECK_THROWS_WITH(Variable(Tensor({1, 2}).cast(DType::kInt64), {.dtype = DType::kFloat}),
+                    Catch::Contains("expected dtype float32, got int64 tensor"));
   // expected_shape must match.
   CHECK_THROWS_AS(Variable(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{3}}), ValueError);
   Variable ok(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{2}});
