@@ -171,7 +171,7 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   run([&](Variable& x, Variable&) {
     return x.assign(make<float>({6, 4}, [](int64_t i) { return 1.f + i; }));
   });
-  run([&](Variable& x, Variable&) { return x.assign(Tensor(2.5f)); });  // scalar broadcast
+  run([&](Variable& x, Variable&) { return x.assign_sub(Tensor(2.5f)); });  // scalar broadcast
   run([&](Variable& x, Variable&) {
     return x.assign_add(make<float>({6, 4}, [](int64_t i) { return i * 0.25f; }));
   });
