@@ -172,6 +172,7 @@ TEST_CASE_METHOD(FreshGraph, "assign checks shape and dtype, validate_shape=fals
   CHECK(v.value().to_vector<float>() == std::vector<float>{5.f, 6.f});
   v.assign_add(Tensor(1.f));
   CHECK(v.value().to_vector<float>() == std::vector<float>{6.f, 7.f});
+  v.assign_sub(Tensor(1.f));
   CHECK_THROWS_AS(v.assign(Tensor({1, 2}).cast(DType::kInt32)), TypeError);
   CHECK(v.value().to_vector<float>() == std::vector<float>{5.f, 6.f});
   Tensor r = assign(v, Tensor({{1.f, 2.f, 3.f}}), {.validate_shape = false});
