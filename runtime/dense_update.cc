@@ -4,32 +4,47 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/dense_update.h"
+#include "runtime/dense_update_internal.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "kernels/cuda/dense_update.h"
 #endif
 
 namespace varstate {
+namespace internal {
+
+std::string dense_update_subject(kernels::DenseUpdateOp op, std::string_view name) {
+  std::string s;
+  switch (op) {
+    case kernels::DenseUpdateOp::kAssign:
+      s = "Assign";
+      break;
+    case kernels::DenseUpdateOp::kAdd:
+      s = "AssignAdd";
+      break;
+    case kernels::DenseUpdateOp::kSub:
+      s = "AssignSub";
+      break;
+  }
+  if (!name.empty()) s += " to " + quoted(name);
+  return s;
+}
+
+void check_dense_update_shape(const std::string& who, const TensorShape& target,
+                              const TensorShape& value, bool scalar_ok) {
+  if (value == target || (scalar_ok && value.is_scalar())) return;
+  throw ValueError(who + ": shapes must match: target shape " + target.to_string() +
+                   ", value shape " + value.to_string() + (scalar_ok ? " (or a scalar)" : ""));
+}
+
+}  // namespace internal
+
 namespace {
 
 using kernels::DenseUpdateOp;
 
-const char* op_name(DenseUpdateOp op) {
-  switch (op) {
-    case DenseUpdateOp::kAssign:
-      return "Assign";
-    case DenseUpdateOp::kAdd:
-      return "AssignAdd";
-    case DenseUpdateOp::kSub:
-      return "AssignSub";
-  }
-  return "DenseUpdate";
-}
-
 std::string subject(DenseUpdateOp op, std::string_view name) {
-  std::string s = op_name(op);
-  if (!name.empty()) s += " to " + quoted(name);
-  return s;
+  return internal::dense_update_subject(op, name);
 }
 
 // Validates and returns the value converted to the target's dtype and
@@ -44,12 +59,7 @@ Tensor prepare_value(DenseUpdateOp op, const Tensor& target, const Tensor& value
                     " does not support arithmetic");
   }
   Tensor v = convert_to_dtype(value, target.dtype(), who);
-  bool same_shape = v.shape() == target.shape();
-  if (validate_shape && !same_shape && !v.shape().is_scalar()) {
-    throw InvalidArgumentError(who + ": shapes must match: target shape " +
-                               target.shape().to_string() + ", value shape " +
-                               v.shape().to_string());
-  }
+  if (validate_shape) internal::check_dense_update_shape(who, target.shape(), v.shape(), true);
   if (&v.device() != &target.device()) v = v.to(target.device());
   return v;
 }

@@ -152,8 +152,8 @@ BinaryGeometry broadcast(const char* op, const TensorShape& xs, const TensorShap
     } else if (xd[d] == 1) {
       out_dims[d] = yd[d];
     } else {
-      throw InvalidArgumentError(std::string(op) + ": Incompatible shapes: " + xs.to_string() +
-                                 " vs. " + ys.to_string());
+      throw ValueError(std::string(op) + ": Incompatible shapes: " + xs.to_string() + " vs. " +
+                       ys.to_string());
     }
   }
   BinaryGeometry g;
@@ -423,11 +423,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool tra
       "In[0]: " + a.shape().to_string() + (transpose_a ? " (transposed)" : "") +
       ", In[1]: " + b.shape().to_string() + (transpose_b ? " (transposed)" : "");
   if (a.rank() != 2 || b.rank() != 2) {
-    throw InvalidArgumentError("MatMul: In[0] and In[1] must be matrices (rank 2): " + shapes);
+    throw ValueError("MatMul: In[0] and In[1] must be matrices (rank 2): " + shapes);
   }
   const int64_t m = a.shape().dim(transpose_a ? 1 : 0), k = a.shape().dim(transpose_a ? 0 : 1);
   const int64_t k_b = b.shape().dim(transpose_b ? 1 : 0), n = b.shape().dim(transpose_b ? 0 : 1);
-  if (k != k_b) throw InvalidArgumentError("MatMul: Matrix size-incompatible: " + shapes);
+  if (k != k_b) throw ValueError("MatMul: Matrix size-incompatible: " + shapes);
   if (!matmul_supports(a.dtype())) {
     throw TypeError("MatMul: dtype " + name_of(a.dtype()) + " is not supported");
   }

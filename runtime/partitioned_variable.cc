@@ -5,6 +5,7 @@
 #include <span>
 
 #include "kernels/common.h"
+#include "runtime/dense_update_internal.h"
 #include "runtime/gather_internal.h"
 #include "runtime/partitioned_variable_internal.h"
 #include "runtime/remote_storage_internal.h"
@@ -68,6 +69,16 @@ PartitionedVariable::PartitionedVariable(std::string name, const TensorShape& sh
   if (sliced > 1 || total != static_cast<int64_t>(parts.size())) {
     throw ValueError(who + ": partitions " + shape_string(partitions) + " do not describe " +
                      std::to_string(parts.size()) + " parts along one axis");
+  }
+  // A variable twice would be updated twice, and a scatter would take its
+  // lock twice.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (parts[i].same_as(parts[j])) {
+        throw ValueError(who + ": part " + quoted(parts[i].op_name()) + " is given twice (parts " +
+                         std::to_string(j) + " and " + std::to_string(i) + ")");
+      }
+    }
   }
   int64_t offset = 0;
   for (const Variable& part : parts) {
@@ -154,31 +165,16 @@ namespace {
 using kernels::DenseUpdateOp;
 using kernels::ScatterOp;
 
-const char* dense_op_name(DenseUpdateOp op) {
-  switch (op) {
-    case DenseUpdateOp::kAssign:
-      return "assign";
-    case DenseUpdateOp::kAdd:
-      return "assign_add";
-    case DenseUpdateOp::kSub:
-      return "assign_sub";
-  }
-  return "dense_update";
-}
-
 void dense_update(const PartitionedVariable& var, DenseUpdateOp op, const Tensor& value,
                   const UpdateOptions& options) {
   const std::vector<Variable>& parts = var.variables();
   const std::vector<int64_t>& offsets = var.offsets();
-  const std::string what = std::string(dense_op_name(op)) + " on " + quoted(var.name());
+  // The checks and messages of Variable::assign and friends.
+  const std::string what = internal::dense_update_subject(op, var.name());
   Tensor v = convert_to_dtype(value, var.dtype(), what);
   const bool arithmetic = op != DenseUpdateOp::kAssign;
-  const bool scalar = v.rank() == 0 && arithmetic;
-  if (!scalar && v.shape() != var.shape()) {
-    throw InvalidArgumentError(what + ": value has shape " + v.shape().to_string() +
-                               ", expected the variable's shape " + var.shape().to_string() +
-                               (arithmetic ? " or a scalar" : ""));
-  }
+  internal::check_dense_update_shape(what, var.shape(), v.shape(), /*scalar_ok=*/arithmetic);
+  const bool scalar = v.shape() != var.shape();
   if (arithmetic) internal::check_initialized(parts);
   std::vector<Tensor> pieces;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -319,6 +315,15 @@ void scatter(const PartitionedVariable& var, ScatterOp op, const Tensor& indices
   scatter_routed(var, op, idx.view(), args, options);
 }
 
+// The scatter of IndexedSlices: their dense_shape checked as for a
+// Variable, then the scatter of their rows.
+void scatter_slices(const PartitionedVariable& var, ScatterOp op, const IndexedSlices& delta,
+                    const UpdateOptions& options) {
+  internal::check_dense_shape(delta, var.shape(),
+                              internal::scatter_subject(op, options.name, var.name()));
+  scatter(var, op, delta.indices(), delta.values(), options);
+}
+
 }  // namespace
 
 #define VARSTATE_PARTITIONED_SCATTER(OP, KIND)                               \
@@ -336,13 +341,13 @@ VARSTATE_PARTITIONED_SCATTER(scatter_max, kMax)
 #undef VARSTATE_PARTITIONED_SCATTER
 
 void PartitionedVariable::scatter_update(const IndexedSlices& d, const UpdateOptions& o) {
-  scatter_update(d.indices(), d.values(), o);
+  scatter_slices(*this, ScatterOp::kUpdate, d, o);
 }
 void PartitionedVariable::scatter_add(const IndexedSlices& d, const UpdateOptions& o) {
-  scatter_add(d.indices(), d.values(), o);
+  scatter_slices(*this, ScatterOp::kAdd, d, o);
 }
 void PartitionedVariable::scatter_sub(const IndexedSlices& d, const UpdateOptions& o) {
-  scatter_sub(d.indices(), d.values(), o);
+  scatter_slices(*this, ScatterOp::kSub, d, o);
 }
 
 DeviceFunction round_robin_gpus() {

@@ -362,15 +362,7 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
 
 Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
                       const UpdateOptions& options) {
-  if (delta.dense_shape()) {
-    const TensorShape dense = delta.dense_tensor_shape();
-    const TensorShape shape = ref.shape();
-    if (dense != shape) {
-      throw InvalidArgumentError(subject(op, options.name, ref.op_name()) +
-                                 ": the IndexedSlices' dense_shape " + dense.to_string() +
-                                 " differs from the variable's shape " + shape.to_string());
-    }
-  }
+  internal::check_dense_shape(delta, ref.shape(), subject(op, options.name, ref.op_name()));
   return scatter_variable(op, ref, delta.indices(), delta.values(), options);
 }
 

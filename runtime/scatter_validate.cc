@@ -87,6 +87,7 @@ ScatterArgs check_scatter_args(ScatterOp op, DType dtype, const TensorShape& sha
                     std::string(dtype_name(indices.dtype())));
   }
   if (shape.rank() < 1) {
+    // TensorFlow's kernel finds this one, not its graph builder.
     throw InvalidArgumentError(who + ": cannot scatter into a scalar (shape " + shape.to_string() +
                                ")");
   }
@@ -95,10 +96,10 @@ ScatterArgs check_scatter_args(ScatterOp op, DType dtype, const TensorShape& sha
   const TensorShape row_shape = shape.tail(1);
   const TensorShape expected = indices.shape().concatenate(row_shape);
   if (a.updates.shape() != expected && !a.updates.shape().is_scalar()) {
-    throw InvalidArgumentError(
-        who + ": updates shape " + a.updates.shape().to_string() +
-        " must equal indices.shape + ref.shape[1:] = " + expected.to_string() + " (indices shape " +
-        indices.shape().to_string() + ", ref shape " + shape.to_string() + ") or be a scalar");
+    throw ValueError(who + ": updates shape " + a.updates.shape().to_string() +
+                     " must equal indices.shape + ref.shape[1:] = " + expected.to_string() +
+                     " (indices shape " + indices.shape().to_string() + ", ref shape " +
+                     shape.to_string() + ") or be a scalar");
   }
   a.indices = indices;
   a.rows = shape.dim(0);
@@ -106,6 +107,16 @@ ScatterArgs check_scatter_args(ScatterOp op, DType dtype, const TensorShape& sha
   a.n = indices.num_elements();
   a.updates_scalar = a.updates.num_elements() == 1 && expected.num_elements() != 1;
   return a;
+}
+
+void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
+                       const std::string& who) {
+  if (!slices.dense_shape()) return;
+  const TensorShape dense = slices.dense_tensor_shape();
+  if (dense != shape) {
+    throw InvalidArgumentError(who + ": the IndexedSlices' dense_shape " + dense.to_string() +
+                               " differs from the variable's shape " + shape.to_string());
+  }
 }
 
 void check_index_values(const Tensor& indices, int64_t rows, const std::string& who) {

@@ -12,6 +12,7 @@
 
 #include "kernels/common.h"
 #include "varstate/dtype.h"
+#include "varstate/indexed_slices.h"
 #include "varstate/tensor.h"
 #include "varstate/tensor_shape.h"
 
@@ -46,10 +47,18 @@ struct ScatterArgs {
 // Checks all that does not need the index values or divisors: the handles,
 // that `op` applies to `dtype`, int32/int64 indices, a table of rank >= 1,
 // updates of shape indices.shape + shape[1:] or a scalar (converted to
-// `dtype`). Throws InvalidArgumentError or TypeError.
+// `dtype`). Throws ValueError for the shapes (TensorFlow's graph-time
+// check), TypeError for the dtypes, InvalidArgumentError for an empty
+// handle, a scalar table (as TensorFlow's kernel) or min/max of complex
+// values.
 ScatterArgs check_scatter_args(kernels::ScatterOp op, DType dtype, const TensorShape& shape,
                                const Tensor& indices, const Tensor& updates,
                                const std::string& who);
+
+// A sparse update given as IndexedSlices: throws InvalidArgumentError when
+// their dense_shape, if any, is not `shape`, the target's.
+void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
+                       const std::string& who);
 
 // Throws InvalidArgumentError naming the first index (by its position in
 // the indices' shape) not in [0, rows). `indices`: int32/int64 on the host.

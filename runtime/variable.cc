@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "proto/variable.pb.h"
+#include "runtime/dense_update_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/update_options_internal.h"
 #include "runtime/variable_internal.h"
@@ -146,6 +147,16 @@ void check_initial_shape(const std::string& op_name, const TensorShape& shape,
   }
 }
 
+// The initial value converted to options.dtype: ValueError when it does
+// not convert, as TensorFlow's convert_to_tensor(initial_value, dtype).
+Tensor initial_value_as(const Tensor& value, DType dtype, const std::string& op_name) {
+  try {
+    return convert_to_dtype(value, dtype, "initial value of " + quoted(op_name));
+  } catch (const TypeError& e) {
+    throw ValueError(e.what());
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -262,8 +273,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
 
   if (value) {
     Tensor v = *value;
-    if (options.dtype)
-      v = convert_to_dtype(v, *options.dtype, "initial value of " + quoted(s.op_name));
+    if (options.dtype) v = initial_value_as(v, *options.dtype, s.op_name);
     s.dtype = v.dtype();
     s.shape = v.shape();
     if (&v.device() != s.device) v = v.to(*s.device);
@@ -522,19 +532,15 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
     update = std::unique_lock(s.update_mu);
   }
   const std::string who = s.op_name;
+  const std::string subject = internal::dense_update_subject(DenseUpdateOp::kAssign, who);
   if (s.remote) {
-    Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who)).to_host();
-    if (v.shape() != s.shape && !v.shape().is_scalar()) {
-      throw InvalidArgumentError(
-          "Assign to " + quoted(who) + ": shapes must match: variable shape " +
-          s.shape.to_string() + ", value shape " + v.shape().to_string() +
-          (options.validate_shape ? "" : " (a remote variable cannot change shape)"));
+    Tensor v = convert_to_dtype(value, s.dtype, subject).to_host();
+    if (!options.validate_shape && v.shape() != s.shape) {
+      throw InvalidArgumentError(subject +
+                                 ": a remote variable cannot change shape: target shape " +
+                                 s.shape.to_string() + ", value shape " + v.shape().to_string());
     }
-    if (v.shape() != s.shape) {
-      Tensor full(s.dtype, s.shape, DeviceManager::instance().cpu());
-      varstate::assign(full, v, {.name = who});
-      v = full;
-    }
+    internal::check_dense_update_shape(subject, s.shape, v.shape(), /*scalar_ok=*/false);
     s.remote->write(v);
     return v;
   }
@@ -548,20 +554,16 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
     shape = s.shape;
   }
   bool keep_shape = options.validate_shape && s.validate_shape;
-  if (!initialized || (!keep_shape && value.shape() != shape)) {
+  Tensor v = convert_to_dtype(value, s.dtype, subject);
+  if (keep_shape) internal::check_dense_update_shape(subject, shape, v.shape(), false);
+  if (!initialized || v.shape() != shape) {
     // A fresh buffer: first assignment, or a new shape.
-    Tensor v = convert_to_dtype(value, s.dtype, "Assign to " + quoted(who));
-    if (keep_shape && v.shape() != shape && !v.shape().is_scalar()) {
-      throw InvalidArgumentError("Assign to " + quoted(who) +
-                                 ": shapes must match: variable shape " + shape.to_string() +
-                                 ", value shape " + v.shape().to_string());
-    }
-    Tensor fresh(s.dtype, keep_shape ? shape : v.shape(), *s.device);
+    Tensor fresh(s.dtype, v.shape(), *s.device);
     varstate::assign(fresh, v, {.name = who});
     internal::set_value(*this, fresh);
     return fresh;
   }
-  varstate::assign(target, value, {.validate_shape = true, .name = who});
+  varstate::assign(target, v, {.validate_shape = true, .name = who});
   internal::mark_updated(*this);
   return target;
 }

@@ -18,7 +18,9 @@ namespace varstate {
 // target = value; with options.validate_shape=false the target takes the
 // value's shape (a new buffer; other handles to the old buffer keep the old
 // contents). options.name names the target in error messages ("w:0").
-// Throws TypeError (dtype), InvalidArgumentError (shape, empty target).
+// Throws TypeError (dtype), ValueError (a shape that is neither the
+// target's nor a scalar: TensorFlow's graph-time check),
+// InvalidArgumentError (an empty target or value handle).
 void assign(Tensor& target, const Tensor& value, const UpdateOptions& options = {});
 // target += delta / target -= delta. Numeric dtypes only.
 void assign_add(Tensor& target, const Tensor& delta, const UpdateOptions& options = {});

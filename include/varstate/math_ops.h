@@ -4,7 +4,10 @@
 // Binary ops broadcast their operands the NumPy way: shapes are aligned at
 // the right, and each pair of dimensions must be equal or contain a 1
 // ([3,1] + [1,4] -> [3,4]; a scalar goes with anything). Incompatible shapes
-// throw InvalidArgumentError naming both shapes.
+// throw ValueError naming both shapes (TensorFlow's graph builder raises it
+// for static shapes; an eager call's shapes are always known). Errors only
+// the values reveal (integer division by zero) are InvalidArgumentError, as
+// TensorFlow's kernels raise them.
 //
 // Both operands must have the same dtype, else TypeError. A weakly typed
 // operand (one built implicitly from C++ literals, see Tensor::weakly_typed)
@@ -85,8 +88,8 @@ Tensor invert(const Tensor& x);
 // Matrix product of two rank-2 tensors: op(a) [m,k] times op(b) [k,n],
 // where op transposes when asked. float16, bfloat16, float32, float64,
 // complex64, complex128 and int32. cuBLAS on a GPU (float32 in full
-// precision, no TF32), Eigen on the CPU. Throws InvalidArgumentError naming
-// both shapes when a rank is not 2 or the inner dimensions differ.
+// precision, no TF32), Eigen on the CPU. Throws ValueError naming both
+// shapes when a rank is not 2 or the inner dimensions differ.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
 // Operators (see the file comment): + - * / as add/subtract/multiply/

@@ -47,7 +47,8 @@ class PartitionedVariable {
   // Wraps existing parts (in order along `axis`) of a variable named
   // `name` (no ":0") of `shape`. Throws ValueError when the parts' dtypes
   // differ from `dtype`, their shapes do not tile `shape` along one axis,
-  // or `partitions` (one count per dimension) does not match them.
+  // `partitions` (one count per dimension) does not match them, or a
+  // Variable is given twice (naming it and its two positions).
   PartitionedVariable(std::string name, const TensorShape& shape, DType dtype,
                       std::vector<Variable> parts, std::vector<int64_t> partitions);
 
@@ -86,8 +87,10 @@ class PartitionedVariable {
   // --- dense updates ----------------------------------------------------------
   // `value` has the full shape (or, for assign_add/assign_sub, is a
   // scalar applied to every element); each part receives its slice.
-  // InvalidArgumentError for another shape, TypeError for a dtype that
-  // does not convert. Options (varstate/update_options.h): use_locking
+  // Errors and messages are Variable's for the same mistake: ValueError
+  // for another shape (Assign to "emb": shapes must match: target shape
+  // [10,4], value shape [9,4]), TypeError for a dtype that does not
+  // convert. Options (varstate/update_options.h): use_locking
   // (unset = false) applies to each part; the shape cannot change, whatever
   // validate_shape says.
   void assign(const Tensor& value, const UpdateOptions& options = {});
@@ -100,9 +103,13 @@ class PartitionedVariable {
   // to the part that holds its row and re-based to that part (the parts
   // are updated in order; duplicates within a part follow the scatter op's
   // rules). Requires partitioning along axis 0 (InvalidArgumentError
-  // otherwise). Every index is checked against the full variable's rows
-  // before any part is written: InvalidArgumentError("scatter_add on
-  // \"emb\": indices[3] = 1000 is not in [0, 500)").
+  // otherwise). The checks, classes and messages are those of a scatter on
+  // one Variable of the full shape (varstate/scatter.h): ValueError for the
+  // updates' shape; every index is checked against the full variable's
+  // rows before any part is written: InvalidArgumentError("scatter_add on
+  // \"emb\": indices[3] = 1000 is not in [0, 500)"). With IndexedSlices,
+  // their dense_shape, when given, must be the variable's shape
+  // (InvalidArgumentError).
   void scatter_update(const Tensor& indices, const Tensor& updates,
                       const UpdateOptions& options = {});
   void scatter_add(const Tensor& indices, const Tensor& updates, const UpdateOptions& options = {});

@@ -27,11 +27,15 @@
 //   TypeError                indices not int32/int64, updates of another
 //                            dtype (a weakly typed literal converts), string
 //                            variables, or arithmetic on bool;
-//   InvalidArgumentError     shapes (both named), a scalar variable,
-//                            min/max on complex, an integer division by zero
-//                            ("updates[5] is 0"), and an index outside the
-//                            table: scatter_add on "emb": indices[3] = 1000
-//                            is not in [0, 500).
+//   ValueError               updates whose shape is neither
+//                            indices.shape + ref.shape[1:] nor a scalar (all
+//                            three shapes named): TensorFlow's graph builder
+//                            raises it, a call's shapes being known;
+//   InvalidArgumentError     what TensorFlow's kernels find: a scalar
+//                            variable, an integer division by zero
+//                            ("updates[5] is 0"), an index outside the
+//                            table (scatter_add on "emb": indices[3] = 1000
+//                            is not in [0, 500)); and min/max on complex.
 //
 // Devices: the update runs on the variable's device; indices and updates
 // on another device are copied there first. Indices that are on the CPU are

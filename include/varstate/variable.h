@@ -109,8 +109,9 @@ class Variable {
  public:
   // From an initial value (a Tensor or anything convertible: 1.f, {1, 2},
   // {{...}}). Throws ValueError when the value is missing (an empty Tensor),
-  // when both a value and options.variable_def are given, or when its shape
-  // differs from expected_shape; TypeError when dtype cannot convert it.
+  // when both a value and options.variable_def are given, when its shape
+  // differs from expected_shape, or when options.dtype cannot convert it (a
+  // typed tensor of another dtype; TensorFlow raises ValueError there too).
   explicit Variable(const Tensor& initial_value, VariableOptions options = {});
   // From a callable producing the initial value; options.dtype is required
   // (ValueError otherwise). With a fully defined options.expected_shape the
@@ -172,7 +173,13 @@ class Variable {
 
   // --- updates (return the new value) ---------------------------------------
   // Options: varstate/update_options.h (use_locking unset = false, as
-  // tf.Variable's methods; assign reads validate_shape).
+  // tf.Variable's methods; assign reads validate_shape). The value has the
+  // variable's shape (assign_add/assign_sub: or is a scalar, broadcast);
+  // another shape raises ValueError, as TensorFlow's graph builder does:
+  //   Assign to "w": shapes must match: target shape [3], value shape [2]
+  // TypeError for a dtype that does not convert (varstate/tensor.h),
+  // FailedPreconditionError when assign_add/assign_sub find it
+  // uninitialized.
   Tensor assign(const Tensor& value, const UpdateOptions& options = {});
   Tensor assign_add(const Tensor& delta, const UpdateOptions& options = {});
   Tensor assign_sub(const Tensor& delta, const UpdateOptions& options = {});

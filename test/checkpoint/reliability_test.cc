@@ -209,17 +209,17 @@ TEST_CASE("integer literals out of range do not convert; float overflow gives in
   } catch (const ValueError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("3000000000") && Catch::Contains("int32"));
   }
-  CHECK_THROWS_AS(i32.assign(Tensor(int64_t{-2147483649})), ValueError);
-  CHECK_THROWS_AS(u8.assign(Tensor(-1)), ValueError);
+  CHECK_THROWS_AS(i32.assign(Tensor({int64_t{-2147483649}})), ValueError);
+  CHECK_THROWS_AS(u8.assign(Tensor({-1})), ValueError);
   CHECK_THROWS_AS(u8.assign_add(Tensor(256)), ValueError);
   CHECK_THROWS_AS(add(i32.value(), Tensor({int64_t{1}, int64_t{1} << 40})), ValueError);
   CHECK(i32.value().to_vector<int32_t>() == std::vector<int32_t>{5});  // unchanged
   CHECK(u8.value().to_vector<uint8_t>() == std::vector<uint8_t>{5});
   // The extremes still fit.
-  i32.assign(Tensor(int64_t{-2147483648}));
+  i32.assign(Tensor({int64_t{-2147483648}}));
   CHECK(i32.value().to_vector<int32_t>() ==
         std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
-  u8.assign(Tensor(255));
+  u8.assign(Tensor({255}));
   CHECK(u8.value().to_vector<uint8_t>() == std::vector<uint8_t>{255});
   // A finite double beyond float32's range rounds to inf, as in TensorFlow.
   f32.assign_add(Tensor(1e40));

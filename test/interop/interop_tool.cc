@@ -473,6 +473,58 @@ int cmd_errors(const std::vector<std::string>& args) {
          init();
          assign_add(v, Tensor({1.f, 2.f}));
        }},
+      {"assign_scalar_broadcast",
+       [&] {
+         Variable v = fresh();
+         init();
+         assign(v, Tensor(5.f));
+       }},
+      {"assign_sub_shape_mismatch",
+       [&] {
+         Variable v = fresh();
+         init();
+         assign_sub(v, Tensor({{1.f, 2.f, 3.f}}));
+       }},
+      {"add_incompatible_shapes",
+       [&] {
+         (void)(Tensor({1.f, 2.f, 3.f}) + Tensor({1.f, 2.f}));
+       }},
+      {"multiply_incompatible_shapes",
+       [&] {
+         (void)(Tensor::zeros(DType::kFloat, {2, 3}) * Tensor::zeros(DType::kFloat, {2, 2}));
+       }},
+      {"matmul_inner_dimension_mismatch",
+       [&] {
+         matmul(Tensor::zeros(DType::kFloat, {2, 3}), Tensor::zeros(DType::kFloat, {2, 3}));
+       }},
+      {"matmul_not_a_matrix",
+       [&] {
+         matmul(Tensor::zeros(DType::kFloat, {3}), Tensor::zeros(DType::kFloat, {3, 2}));
+       }},
+      {"scatter_update_updates_shape",
+       [&] {
+         Variable v = fresh();
+         init();
+         scatter_update(v, Tensor({int64_t{0}, int64_t{1}}), Tensor({1.f}));
+       }},
+      {"scatter_add_updates_rank",
+       [&] {
+         Variable v = fresh();
+         init();
+         scatter_add(v, Tensor({int64_t{0}, int64_t{1}}), Tensor({{1.f, 2.f}}));
+       }},
+      {"scatter_max_into_scalar",
+       [&] {
+         reset_default_graph();
+         Variable v(Tensor(1.f), {.name = "s"});
+         init();
+         scatter_max(v, Tensor({int64_t{0}}), Tensor({1.f}));
+       }},
+      {"variable_initial_value_other_dtype",
+       [&] {
+         reset_default_graph();
+         Variable v(Tensor({1, 2}).strongly_typed(), {.name = "w", .dtype = DType::kFloat});
+       }},
       {"random_uniform_int_without_maxval",
        [&] { random_uniform(TensorShape{3}, {.dtype = DType::kInt32}); }},
       {"random_uniform_int_empty_range",

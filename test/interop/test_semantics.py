@@ -131,9 +131,6 @@ def tf_error_cases(tmp):
                 sess.run(tf1.global_variables_initializer())
                 saver.save(sess, f"{tmp}/no/such/dir/model")
 
-    def dynamic(value):
-        return tf1.placeholder_with_default(tf.constant(value), shape=None)
-
     def count_up_to():
         with tf1.Graph().as_default():
             c = tf1.Variable(np.int64(3), name="c")
@@ -150,12 +147,33 @@ def tf_error_cases(tmp):
             lambda: run(lambda: tf1.scatter_update(var(), [5], [1.0])),
         "scatter_add_negative_index": lambda: run(lambda: tf1.scatter_add(var(), [-1], [1.0])),
         "count_up_to_limit": count_up_to,
-        # shapes only known when the op runs: varstate checks at run time, as
-        # TF's kernels do (with static shapes TF's graph builder raises
-        # ValueError first)
-        "assign_shape_mismatch": lambda: run(lambda: tf1.assign(var(), dynamic([1.0, 2.0]))),
-        "assign_add_shape_mismatch":
-            lambda: run(lambda: tf1.assign_add(var(), dynamic([1.0, 2.0]))),
+        # Shape mismatches: a varstate call's shapes are all known, as TF's
+        # static shapes, for which TF's graph builder raises ValueError
+        # (its kernels raise InvalidArgumentError only for shapes known at
+        # run time). assign_add/assign_sub of a scalar are left out: varstate
+        # broadcasts it, TF rejects it (docs/tensorflow-compatibility.md).
+        "assign_shape_mismatch": lambda: run(lambda: tf1.assign(var(), [1.0, 2.0])),
+        "assign_add_shape_mismatch": lambda: run(lambda: tf1.assign_add(var(), [1.0, 2.0])),
+        "assign_sub_shape_mismatch":
+            lambda: run(lambda: tf1.assign_sub(var(), [[1.0, 2.0, 3.0]])),
+        "assign_scalar_broadcast": lambda: run(lambda: tf1.assign(var(), 5.0)),
+        "add_incompatible_shapes":
+            lambda: run(lambda: tf.constant([1.0, 2.0, 3.0]) + tf.constant([1.0, 2.0])),
+        "multiply_incompatible_shapes":
+            lambda: run(lambda: tf.zeros([2, 3]) * tf.zeros([2, 2])),
+        "matmul_inner_dimension_mismatch":
+            lambda: run(lambda: tf.matmul(tf.zeros([2, 3]), tf.zeros([2, 3]))),
+        "matmul_not_a_matrix": lambda: run(lambda: tf.matmul(tf.zeros([3]), tf.zeros([3, 2]))),
+        "scatter_update_updates_shape":
+            lambda: run(lambda: tf1.scatter_update(var(), np.array([0, 1], np.int64), [1.0])),
+        "scatter_add_updates_rank":
+            lambda: run(lambda: tf1.scatter_add(var(), np.array([0, 1], np.int64), [[1.0, 2.0]])),
+        "scatter_max_into_scalar":
+            lambda: run(lambda: tf1.scatter_max(tf1.Variable(1.0, name="s"),
+                                                np.array([0], np.int64), [1.0])),
+        "variable_initial_value_other_dtype":
+            lambda: run(lambda: tf1.Variable(tf.constant([1, 2], tf.int32), name="w",
+                                             dtype=tf.float32).value()),
         "random_uniform_int_without_maxval":
             lambda: run(lambda: tf1.random_uniform([3], dtype=tf.int32)),
         "random_uniform_int_empty_range":

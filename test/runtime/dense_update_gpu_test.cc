@@ -60,7 +60,7 @@ TEST_CASE("a value on the CPU updates a GPU tensor (copied first)", "[gpu][dense
 TEST_CASE("bad GPU updates leave the target unchanged", "[gpu][dense_update]") {
   Device& gpu = DeviceManager::instance().gpu(0);
   Tensor t = Tensor({{1.f, 2.f}, {3.f, 4.f}}).to(gpu);
-  CHECK_THROWS_AS(assign(t, Tensor({1.f, 2.f, 3.f}).to(gpu)), InvalidArgumentError);
+  CHECK_THROWS_AS(assign(t, Tensor({1.f, 2.f, 3.f}).to(gpu)), ValueError);
   CHECK_THROWS_AS(assign_add(t, Tensor({1, 2, 3, 4}).cast(DType::kInt32).reshaped({2, 2})),
                   TypeError);
   CHECK(t.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 4.f});

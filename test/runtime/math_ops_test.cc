@@ -326,7 +326,7 @@ TEST_CASE("dtype rules: mismatches raise TypeError, literals convert", "[math_op
 TEST_CASE("incompatible broadcast shapes name both shapes", "[math_ops]") {
   Tensor a = Tensor::zeros(DType::kFloat, {3, 2});
   Tensor b = Tensor::zeros(DType::kFloat, {4});
-  CHECK_THROWS_AS(a + b, InvalidArgumentError);
+  CHECK_THROWS_AS(a + b, ValueError);
   CHECK_THROWS_WITH(a * b, Catch::Contains("[3,2]") && Catch::Contains("[4]"));
   CHECK((a + Tensor::zeros(DType::kFloat, {1, 2})).shape() == TensorShape({3, 2}));
   CHECK((Tensor::zeros(DType::kFloat, {3, 1}) + Tensor::zeros(DType::kFloat, {1, 4})).shape() ==
@@ -391,10 +391,10 @@ TEST_CASE("matmul matches a naive triple loop, with transposes", "[math_ops][mat
 TEST_CASE("matmul shape errors name both shapes", "[math_ops][matmul]") {
   Tensor a = Tensor::zeros(DType::kFloat, {2, 3});
   Tensor b = Tensor::zeros(DType::kFloat, {4, 5});
-  CHECK_THROWS_AS(matmul(a, b), InvalidArgumentError);
+  CHECK_THROWS_AS(matmul(a, b), ValueError);
   CHECK_THROWS_WITH(matmul(a, b), Catch::Contains("[2,3]") && Catch::Contains("[4,5]"));
   CHECK_NOTHROW(matmul(a, Tensor::zeros(DType::kFloat, {5, 3}), false, true));
-  CHECK_THROWS_AS(matmul(Tensor::zeros(DType::kFloat, {3}), a), InvalidArgumentError);
+  CHECK_THROWS_AS(matmul(Tensor::zeros(DType::kFloat, {3}), a), ValueError);
   CHECK_THROWS_AS(matmul(Tensor::zeros(DType::kInt8, {2, 2}), Tensor::zeros(DType::kInt8, {2, 2})),
                   TypeError);
 }
