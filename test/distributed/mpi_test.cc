@@ -480,7 +480,8 @@ void test_retention(Cluster& cluster, const std::string& dir) {
   EXPECT(second.last_checkpoints() == std::vector<std::string>{path(100)});
   const std::optional<CheckpointState> state = get_checkpoint_state(dir);
   EXPECT(state.has_value());
-  std::vector<std::string> listed = state ? state->all_model_checkpoint_paths : std::vector<std::string>{};
+  std::vector<std::string> listed =
+      state ? state->all_model_checkpoint_paths : std::vector<std::string>{};
   listed.insert(listed.begin(), path(0));  // listed but gone: dropped
   second.recover_last_checkpoints(listed);
   EXPECT(second.last_checkpoints() == (std::vector<std::string>{path(2), path(3)}));
