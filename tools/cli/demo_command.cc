@@ -395,7 +395,8 @@ class Checkpoints {
     if (paths.empty() || paths.back() != state->model_checkpoint_path) {
       paths.push_back(state->model_checkpoint_path);
     }
-    const std::filesystem::path dir = std::filesystem::absolute(dir_).lexically_normal();
+    const std::filesystem::path dir =  // without a trailing '/'
+        (std::filesystem::absolute(dir_) / "x").lexically_normal().parent_path();
     for (std::string& p : paths) {
       const std::filesystem::path path(p);
       if (std::filesystem::absolute(path).lexically_normal().parent_path() != dir) {
