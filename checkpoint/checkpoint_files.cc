@@ -3,8 +3,10 @@
 #include <regex>
 #include <vector>
 
+#include "base/logging_internal.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 
 namespace varstate {
@@ -37,6 +39,69 @@ void delete_checkpoint_files(FileSystem& fs, const std::string& prefix,
     for (const std::string& f : match_files(fs, prefix)) files.push_back(f);  // a V1 checkpoint
   }
   for (const std::string& f : files) best_effort_delete(fs, f);
+}
+
+std::vector<std::string> v2_checkpoint_files(const std::string& prefix, int num_shards,
+                                             const std::string& meta_graph_file) {
+  std::vector<std::string> files{bundle_index_filename(prefix)};
+  for (int k = 0; k < num_shards; ++k) files.push_back(bundle_data_filename(prefix, k, num_shards));
+  if (!meta_graph_file.empty()) files.push_back(meta_graph_file);
+  return files;
+}
+
+namespace {
+
+// FileSystem has no stat: a path that exists and lists is a directory.
+bool is_directory(FileSystem& fs, const std::string& path) {
+  if (!fs.file_exists(path)) return false;
+  try {
+    fs.list_dir(path);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// True when the state file of `checkpoint`'s directory lists it.
+bool listed_in_state(FileSystem& fs, const std::string& checkpoint,
+                     const std::string& latest_filename) {
+  try {
+    const std::optional<CheckpointState> state =
+        get_checkpoint_state(dirname_of(checkpoint), latest_filename, &fs);
+    if (!state) return false;
+    const std::string name = basename_of(checkpoint);
+    for (const std::string& p : state->all_model_checkpoint_paths) {
+      if (basename_of(p) == name) return true;
+    }
+    return basename_of(state->model_checkpoint_path) == name;
+  } catch (const Error&) {
+    return true;  // unreadable: keep the files rather than guess
+  }
+}
+
+}  // namespace
+
+void check_no_directory_in_the_way(FileSystem& fs, const std::string& checkpoint,
+                                   const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (is_directory(fs, path)) {
+      throw FailedPreconditionError("saving checkpoint " + quoted(checkpoint) + ": " +
+                                    quoted(path) +
+                                    " is a directory, where the save must write a file; move it "
+                                    "out of the way");
+    }
+  }
+}
+
+void remove_failed_checkpoint(FileSystem& fs, const std::string& checkpoint,
+                              const std::string& meta_graph_file,
+                              const std::string& latest_filename) {
+  if (listed_in_state(fs, checkpoint, latest_filename)) return;
+  try {
+    delete_checkpoint_files(fs, checkpoint, meta_graph_file);
+  } catch (const Error& e) {
+    logger().warn("removing what the failed save of {} wrote: {}", quoted(checkpoint), e.what());
+  }
 }
 
 }  // namespace varstate

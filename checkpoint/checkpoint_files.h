@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace varstate {
 
@@ -35,5 +36,26 @@ void remove_temp_dir(FileSystem& fs, const std::string& temp_prefix);
 // cannot be listed.
 void delete_checkpoint_files(FileSystem& fs, const std::string& prefix,
                              const std::string& meta_graph_file);
+
+// The files a V2 save of `prefix` with `num_shards` data shards creates:
+// its index, its data shards and, unless empty, `meta_graph_file`.
+std::vector<std::string> v2_checkpoint_files(const std::string& prefix, int num_shards,
+                                             const std::string& meta_graph_file);
+
+// Validation before a save of `checkpoint` writes anything: throws
+// FailedPreconditionError naming the checkpoint and the first of `paths`
+// (the files the save will create or replace, its state file included) that
+// is a directory, since no rename can replace it.
+void check_no_directory_in_the_way(FileSystem& fs, const std::string& checkpoint,
+                                   const std::vector<std::string>& paths);
+
+// After a save of `checkpoint` failed: deletes what it wrote (as
+// delete_checkpoint_files) unless the state file `latest_filename` of its
+// directory lists it, which happens when only the steps after the state
+// file's rename failed. A checkpoint that existed before the save is the
+// caller's to keep. Never throws.
+void remove_failed_checkpoint(FileSystem& fs, const std::string& checkpoint,
+                              const std::string& meta_graph_file,
+                              const std::string& latest_filename);
 
 }  // namespace varstate

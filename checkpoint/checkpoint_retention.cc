@@ -13,7 +13,9 @@ void CheckpointRetention::set_policy(int max_to_keep, double keep_every_n_hours,
 void CheckpointRetention::record(const std::string& path, double time) {
   std::erase_if(last_, [&](const Entry& e) { return e.first == path; });
   last_.emplace_back(path, time);
-  if (max_to_keep_ > 0 && static_cast<int>(last_.size()) > max_to_keep_) {
+  // A list recovered from an earlier run with a larger max_to_keep may be
+  // longer than the policy allows: everything beyond it leaves at once.
+  while (max_to_keep_ > 0 && static_cast<int>(last_.size()) > max_to_keep_) {
     leaving_.push_back(last_.front());
     last_.erase(last_.begin());
   }

@@ -27,7 +27,8 @@ class CheckpointRetention {
 
   // Lists `path`, saved at `time`, as the newest (moving it to the end if
   // listed already). With max_to_keep > 0, the oldest beyond max_to_keep
-  // leaves the list for take_deletions().
+  // (several when set_last() gave a longer list) leave the list for
+  // take_deletions().
   void record(const std::string& path, double time);
 
   // The checkpoints that left the list and are not kept by the hours rule,

@@ -131,6 +131,10 @@ struct Saver::Impl {
   std::string recorded_path(const std::string& prefix) const;
   std::map<std::string, std::vector<size_t>> items_by_device() const;
   void finish_save(const std::string& checkpoint, const SaveOptions& options);
+  // Every file a save of `checkpoint` writes or replaces, the state file
+  // included, for check_no_directory_in_the_way.
+  std::vector<std::string> files_of_save(const std::string& checkpoint,
+                                         const SaveOptions& options) const;
   // The steps of Saver::save.
   void check_initialized(const std::string& checkpoint) const;
   // Writes the checkpoint (from `snapshot`, or the live variables when
@@ -407,16 +411,20 @@ void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<
 }
 
 void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& save_options) {
-  std::vector<std::string> paths;
+  // The list changes only once the state file names the new checkpoint, so
+  // a failed update leaves the saver as it was.
+  internal::CheckpointRetention next;
   {
     std::lock_guard lock(mu);
-    // TensorFlow lists no checkpoint without max_to_keep.
-    if (def.max_to_keep > 0) retention.record(checkpoint, clock());
-    paths = retention.last_paths();
+    next = retention;
   }
-  update_checkpoint_state(dirname_of(checkpoint), checkpoint, paths, save_options.latest_filename,
-                          {.file_system = fs});
+  // TensorFlow lists no checkpoint without max_to_keep.
+  if (def.max_to_keep > 0) next.record(checkpoint, clock());
+  update_checkpoint_state(dirname_of(checkpoint), checkpoint, next.last_paths(),
+                          save_options.latest_filename,
+                          {.save_relative_paths = options.save_relative_paths, .file_system = fs});
   std::lock_guard lock(mu);
+  retention = std::move(next);
   for (const std::string& old : retention.take_deletions()) {
     delete_checkpoint_files(*fs, old, recorded_meta_graph(old, save_options.meta_graph_suffix));
   }
@@ -581,18 +589,51 @@ void Saver::Impl::check_initialized(const std::string& checkpoint) const {
   }
 }
 
+std::vector<std::string> Saver::Impl::files_of_save(const std::string& checkpoint,
+                                                    const SaveOptions& save_options) const {
+  std::vector<std::string> files{
+      state_file_path(checkpoint, save_options.latest_filename),
+      save_options.write_meta_graph
+          ? meta_graph_filename(checkpoint, save_options.meta_graph_suffix)
+          : ""};
+  const int n = def.sharded ? static_cast<int>(items_by_device().size()) : 1;
+  if (def.version == CheckpointFormatVersion::kV1) {
+    for (int k = 0; k < n; ++k)
+      files.push_back(def.sharded ? sharded_prefix(checkpoint, k, n) : checkpoint);
+  } else {
+    for (const std::string& f : v2_checkpoint_files(checkpoint, n, "")) files.push_back(f);
+  }
+  std::erase(files, std::string());
+  return files;
+}
+
 void Saver::Impl::save_files(const std::string& checkpoint, const SaveOptions& save_options,
                              const std::vector<Tensor>& snapshot) {
-  write_checkpoint(checkpoint, snapshot);
-  if (save_options.write_meta_graph) {
-    ExportMetaGraphOptions meta{
-        .filename = meta_graph_filename(checkpoint, save_options.meta_graph_suffix),
-        .saver_def = def,
-        .graph = graph,
-        .file_system = fs};
-    export_meta_graph_for_items(meta, items);
+  const std::string recorded = recorded_path(checkpoint);
+  // Saving again to an existing checkpoint replaces it in place; anything
+  // else that fails leaves nothing new behind.
+  const bool replacing = checkpoint_exists(recorded, fs);
+  try {
+    write_checkpoint(checkpoint, snapshot);
+    if (save_options.write_meta_graph) {
+      ExportMetaGraphOptions meta{
+          .filename = meta_graph_filename(checkpoint, save_options.meta_graph_suffix),
+          .saver_def = def,
+          .graph = graph,
+          .file_system = fs};
+      export_meta_graph_for_items(meta, items);
+    }
+    finish_save(recorded, save_options);
+  } catch (...) {
+    if (!replacing) {
+      remove_failed_checkpoint(*fs, recorded,
+                               save_options.write_meta_graph
+                                   ? recorded_meta_graph(recorded, save_options.meta_graph_suffix)
+                                   : "",
+                               save_options.latest_filename);
+    }
+    throw;
   }
-  finish_save(recorded_path(checkpoint), save_options);
 }
 
 void Saver::Impl::save_in_background(std::shared_ptr<SaveHandle::State> state,
@@ -637,6 +678,7 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
       options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
                           : save_path;
   s.check_initialized(checkpoint);
+  check_no_directory_in_the_way(*s.fs, checkpoint, s.files_of_save(checkpoint, options));
 
   // Removes what crashed saves left, then registers this one while in flight.
   auto live = std::make_shared<internal::LiveSave>(

@@ -1,5 +1,6 @@
 #include "varstate/distributed_saver.h"
 
+#include <algorithm>
 #include <exception>
 #include <limits>
 
@@ -39,6 +40,25 @@ bool all_ok(const std::vector<int>& ok) {
   return true;
 }
 
+// A list of paths as one string for broadcast: each "<length>:<path>".
+std::string encode_paths(const std::vector<std::string>& paths) {
+  std::string out;
+  for (const std::string& p : paths) out += std::to_string(p.size()) + ":" + p;
+  return out;
+}
+
+std::vector<std::string> decode_paths(const std::string& encoded) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < encoded.size()) {
+    const size_t colon = encoded.find(':', pos);
+    const size_t n = std::stoul(encoded.substr(pos, colon - pos));
+    out.push_back(encoded.substr(colon + 1, n));
+    pos = colon + 1 + n;
+  }
+  return out;
+}
+
 // The shards of one save: one per task that writes, in rank order.
 struct ShardPlan {
   std::vector<std::string> prefixes;
@@ -67,6 +87,9 @@ struct DistributedSaver::Impl {
   std::exception_ptr write_shard(const std::string& shard_prefix) const;
   std::string commit(const std::string& prefix, const ShardPlan& shards, const std::string& temp,
                      const std::string& latest_filename);
+  // Rank 0's `paths` (those that exist when `only_existing`) become every
+  // task's list.
+  void agree_on_last(const std::vector<std::string>& paths, bool only_existing);
 };
 
 DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions options)
@@ -99,6 +122,31 @@ DistributedSaver::~DistributedSaver() = default;
 
 std::vector<std::string> DistributedSaver::last_checkpoints() const {
   return impl_->retention.last_paths();
+}
+
+void DistributedSaver::Impl::agree_on_last(const std::vector<std::string>& paths,
+                                           bool only_existing) {
+  std::string decided;
+  if (cluster->rank() == 0) {
+    std::vector<std::string> kept;
+    for (const std::string& p : paths) {
+      if (!only_existing || checkpoint_exists(p, fs)) kept.push_back(p);
+    }
+    decided = encode_paths(kept);
+  }
+  std::vector<internal::CheckpointRetention::Entry> last;
+  for (const std::string& p : decode_paths(ClusterAccess::broadcast(*cluster, decided, 0))) {
+    last.emplace_back(p, 0.0);
+  }
+  retention.set_last(std::move(last));
+}
+
+void DistributedSaver::set_last_checkpoints(const std::vector<std::string>& last_checkpoints) {
+  impl_->agree_on_last(last_checkpoints, false);
+}
+
+void DistributedSaver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths) {
+  impl_->agree_on_last(checkpoint_paths, true);
 }
 
 ShardPlan DistributedSaver::Impl::plan_shards(const std::string& temp) {
@@ -135,7 +183,13 @@ std::exception_ptr DistributedSaver::Impl::write_shard(const std::string& shard_
 std::string DistributedSaver::Impl::commit(const std::string& prefix, const ShardPlan& shards,
                                            const std::string& temp,
                                            const std::string& latest_filename) {
+  const std::string meta = options.write_meta_graph ? meta_graph_filename(prefix) : "";
+  const bool replacing = checkpoint_exists(prefix, fs);
   try {
+    const int num_shards = std::max<int>(1, static_cast<int>(shards.prefixes.size()));
+    std::vector<std::string> files = v2_checkpoint_files(prefix, num_shards, meta);
+    files.push_back(state_file_path(prefix, latest_filename));
+    check_no_directory_in_the_way(*fs, prefix, files);
     if (!shards.prefixes.empty()) {
       merge_bundles(shards.prefixes, prefix, {.file_system = fs});
     } else {
@@ -143,21 +197,21 @@ std::string DistributedSaver::Impl::commit(const std::string& prefix, const Shar
       empty.finish();
     }
     if (options.write_meta_graph) {
-      export_meta_graph_for_items({.filename = meta_graph_filename(prefix),
-                                   .saver_def = saver_def,
-                                   .graph = graph,
-                                   .file_system = fs},
-                                  items);
+      export_meta_graph_for_items(
+          {.filename = meta, .saver_def = saver_def, .graph = graph, .file_system = fs}, items);
     }
-    retention.record(prefix, 0);
-    const std::vector<std::string> to_delete = retention.take_deletions();
-    update_checkpoint_state(dirname_of(prefix), prefix, retention.last_paths(), latest_filename,
+    // The list changes only once the state file names the new checkpoint.
+    internal::CheckpointRetention next = retention;
+    next.record(prefix, 0);
+    update_checkpoint_state(dirname_of(prefix), prefix, next.last_paths(), latest_filename,
                             {.file_system = fs});
-    for (const std::string& old : to_delete) {
+    retention = std::move(next);
+    for (const std::string& old : retention.take_deletions()) {
       delete_checkpoint_files(*fs, old, meta_graph_filename(old));
     }
   } catch (const std::exception& e) {
     remove_temp_dir(*fs, temp);
+    if (!replacing) remove_failed_checkpoint(*fs, prefix, meta, latest_filename);
     return e.what()[0] != '\0' ? e.what() : "unknown error";
   }
   return "";
@@ -195,6 +249,11 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
   if (!failure.empty()) {
     throw AbortedError("distributed save to " + quoted(prefix) + ": committing on " +
                        cluster.task_name_of_rank(0) + " failed: " + failure);
+  }
+  if (cluster.rank() != 0) {
+    // Every task keeps rank 0's list; only rank 0 deletes.
+    m.retention.record(prefix, 0);
+    m.retention.take_deletions();
   }
   return prefix;
 }

@@ -1,11 +1,14 @@
 // A parameter-server job: 1 ps task holds the embedding, every worker
-// trains it with sparse updates, the chief checkpoints it.
+// trains it with sparse updates, the chief checkpoints it. Run again on the
+// same directory, it resumes from the latest checkpoint, and the saver,
+// given the previous run's list, keeps the last 2 checkpoints across runs.
 //
 //   mpirun -np 3 build/test/ps_worker_example /tmp/ps_worker_ckpt    # 1 ps + 2 workers
 //
 // Every task runs the same program and builds the same variables in the
 // same order (creation is collective); the ps task then waits in join().
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "varstate/varstate.h"
@@ -22,8 +25,14 @@ int main(int argc, char** argv) {
   Variable step = get_variable(
       "global_step",
       {.shape = {}, .dtype = DType::kInt64, .initializer = zeros_initializer(DType::kInt64)});
-  DistributedSaver saver(cluster);
+  DistributedSaver saver(cluster, {.max_to_keep = 2});
   if (cluster.is_chief()) Session().run(global_variables_initializer());
+  // A restart: the previous run's checkpoints count against max_to_keep,
+  // and training goes on from the latest.
+  if (std::optional<CheckpointState> state = get_checkpoint_state(ckpt_dir)) {
+    saver.recover_last_checkpoints(state->all_model_checkpoint_paths);
+    saver.restore(state->model_checkpoint_path);
+  }
   cluster.barrier();  // initialized before anyone trains
 
   if (cluster.job_name() == "worker") {
@@ -38,9 +47,15 @@ int main(int argc, char** argv) {
   const std::string path = saver.save(ckpt_dir + "/model", step.value().scalar<int64_t>());
   if (cluster.is_chief()) {
     const Tensor e = emb.as_tensor();
-    std::printf("%s: step %lld, emb[999][0] = %g (expect %d)\n", path.c_str(),
-                static_cast<long long>(step.value().scalar<int64_t>()), e.data<float>()[999 * 16],
-                100 * cluster.num_tasks("worker"));
+    const int64_t steps = step.value().scalar<int64_t>();  // one per update of row 999
+    std::string kept;
+    for (const std::string& p : saver.last_checkpoints()) kept += p + " ";
+    int on_disk = 0;
+    for (const auto& f : std::filesystem::directory_iterator(ckpt_dir))
+      on_disk += f.path().extension() == ".index";
+    std::printf("%s: step %lld, emb[999][0] = %g (expect %lld); kept: %s(%d on disk)\n",
+                path.c_str(), static_cast<long long>(steps), e.data<float>()[999 * 16],
+                static_cast<long long>(steps), kept.c_str(), on_disk);
   }
   cluster.shutdown();  // the ps task leaves here too
   return 0;

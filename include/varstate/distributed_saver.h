@@ -29,7 +29,11 @@
 // slices of one full tensor, as Saver stores them.
 //
 // A save on rank 0 first removes what interrupted saves of the same path
-// left in the directory (temporary folders, as Saver does).
+// left in the directory (temporary folders, as Saver does). A save that
+// fails on rank 0 while committing (a directory where the index, a data
+// shard, the meta graph or the state file goes is reported by name before
+// anything is merged) removes what it wrote and leaves the state file and
+// last_checkpoints() as they were.
 //
 // Errors: a failure on any task raises AbortedError on every task naming
 // the failing task(s) (the failing task itself raises its own error). A
@@ -76,8 +80,19 @@ class DistributedSaver {
                    const std::string& latest_filename = "");
   // Collective. Restores every variable from the checkpoint `save_path`.
   void restore(const std::string& save_path);
-  // Checkpoints this saver recorded, oldest first (rank 0's list).
+  // Checkpoints this saver keeps, oldest first: the newest max_to_keep it
+  // saved, or was given by the calls below. The same list on every task.
   std::vector<std::string> last_checkpoints() const;
+  // Collective. Replaces that list with rank 0's `last_checkpoints` (the
+  // other tasks' argument is ignored), as Saver::set_last_checkpoints.
+  void set_last_checkpoints(const std::vector<std::string>& last_checkpoints);
+  // Collective. After a restart: keeps those of rank 0's `checkpoint_paths`
+  // whose files exist (checked on rank 0), so that max_to_keep spans
+  // restarts; without it the previous run's checkpoints stay on disk,
+  // unlisted. Pass get_checkpoint_state(dir)->all_model_checkpoint_paths:
+  //   if (auto state = get_checkpoint_state(dir))
+  //     saver.recover_last_checkpoints(state->all_model_checkpoint_paths);
+  void recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths);
 
  private:
   struct Impl;

@@ -134,6 +134,12 @@ struct SaverOptions {
   // or uint64 (save() raises UnimplementedError before writing). LEGACY is
   // rejected. Every format restores.
   CheckpointFormatVersion write_version = CheckpointFormatVersion::kV2;
+  // Write the state file's paths relative to its directory ("model-1000"),
+  // so a checkpoint folder can be copied or moved and still resume from its
+  // own files. By default they are written as given (absolute for an
+  // absolute save_path), as TensorFlow does. Either form is read back
+  // (get_checkpoint_state joins relative paths onto the directory).
+  bool save_relative_paths = false;
 
   // --- beyond TensorFlow ------------------------------------------------------
   Graph* graph = nullptr;             // default: the thread's default graph
@@ -203,8 +209,13 @@ class Saver {
   // graph "<prefix>.<meta_graph_suffix>" unless !write_meta_graph, then the
   // state file, then deletes checkpoints beyond max_to_keep. Throws
   // ValueError when latest_filename has a '/' or names save_path itself,
-  // FailedPreconditionError when not built, and the file layer's errors
-  // (synchronously, or from SaveHandle::wait() for an async save).
+  // FailedPreconditionError when not built or when a directory is where the
+  // save must write a file (the state file, the index, a data shard, the
+  // meta graph; the message names it), and the file layer's errors
+  // (synchronously, or from SaveHandle::wait() for an async save). A failed
+  // save removes what it wrote (unless it was saving over an existing
+  // checkpoint of the same path) and leaves the state file and the list of
+  // last_checkpoints() as they were.
   SaveHandle save(const Session& sess, const std::string& save_path,
                   const SaveOptions& options = {});
 
@@ -225,8 +236,11 @@ class Saver {
   // Replaces that list with (path, Unix-seconds timestamp) pairs.
   void set_last_checkpoints_with_time(
       const std::vector<std::pair<std::string, double>>& last_checkpoints_with_time);
-  // After a crash: keeps those of `checkpoint_paths` whose files exist, with
-  // their modification times as timestamps.
+  // After a crash or restart: keeps those of `checkpoint_paths` whose files
+  // exist, with their modification times as timestamps. Pass the previous
+  // run's list, get_checkpoint_state(dir)->all_model_checkpoint_paths, so
+  // that max_to_keep spans restarts: the next save deletes the oldest of
+  // them beyond max_to_keep (without it they stay on disk, unlisted).
   void recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths);
 
   SaverDef as_saver_def() const;

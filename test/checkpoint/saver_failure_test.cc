@@ -237,6 +237,86 @@ TEST_CASE("injected I/O faults mid-save keep the previous checkpoint", "[saver][
   }
 }
 
+// Names of the entries of `dir`, sorted.
+std::set<std::string> entries(const std::filesystem::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out.insert(e.path().filename().string());
+  }
+  return out;
+}
+
+TEST_CASE("a directory in a save's way fails it before anything is written", "[saver][failure]") {
+  for (bool sharded : {false, true}) {
+    const std::string data = sharded ? "m-2.data-00001-of-00002" : "m-2.data-00000-of-00001";
+    for (const std::string& in_the_way :
+         {std::string("m-2.index"), data, std::string("m-2.meta")}) {
+      CAPTURE(sharded, in_the_way);
+      TempDir dir;
+      Session sess;
+      Model model;
+      Saver saver({.sharded = sharded, .max_to_keep = 1, .graph = &model.graph});
+      model.set_step(1);
+      saver.save(sess, dir / "m", {.global_step = 1});
+      std::filesystem::create_directory(dir / in_the_way);
+      const std::set<std::string> before = entries(dir.path());
+      model.set_step(2);
+      CHECK_THROWS_MATCHES(
+          saver.save(sess, dir / "m", {.global_step = 2}), FailedPreconditionError,
+          Catch::Message("saving checkpoint \"" + dir / "m-2" + "\": \"" + dir / in_the_way +
+                         "\" is a directory, where the save must write a file; move it out of "
+                         "the way"));
+      CHECK(entries(dir.path()) == before);  // nothing new, m-1 not deleted
+      CHECK(saver.last_checkpoints() == std::vector<std::string>{dir / "m-1"});
+      REQUIRE(latest_checkpoint(dir.path()) == dir / "m-1");
+      model.set_step(9);
+      saver.restore(sess, dir / "m-1");
+      CHECK(model.holds_step(1));
+    }
+  }
+  SECTION("a directory named as the state file") {
+    TempDir dir;
+    Session sess;
+    Model model;
+    Saver saver({.graph = &model.graph});
+    std::filesystem::create_directory(dir / "checkpoint");
+    model.set_step(1);
+    CHECK_THROWS_WITH(saver.save(sess, dir / "m", {.global_step = 1}),
+                      Catch::Contains("\"" + dir / "checkpoint" + "\" is a directory"));
+    CHECK(entries(dir.path()) == std::set<std::string>{"checkpoint"});
+    CHECK(saver.last_checkpoints().empty());
+  }
+}
+
+TEST_CASE("a save failing after its files are written removes them", "[saver][failure][fault]") {
+  // The state file's rename fails: the new checkpoint is complete but would
+  // be unlisted, so the save deletes it.
+  for (bool sharded : {false, true}) {
+    CAPTURE(sharded);
+    TempDir dir;
+    Session sess;
+    FaultInjectionFileSystem fs(default_file_system());
+    Model model;
+    Saver saver({.sharded = sharded, .max_to_keep = 1, .graph = &model.graph, .file_system = &fs});
+    model.set_step(1);
+    const int renames_before = fs.count(FileOp::kRename);
+    saver.save(sess, dir / "m", {.global_step = 1});
+    const int renames = fs.count(FileOp::kRename) - renames_before;  // the state file's is last
+    const std::set<std::string> before = entries(dir.path());
+    model.set_step(2);
+    fs.fail_nth(FileOp::kRename, renames);
+    CHECK_THROWS_AS(saver.save(sess, dir / "m", {.global_step = 2}), UnavailableError);
+    fs.clear_faults();
+    CHECK(entries(dir.path()) == before);
+    CHECK(saver.last_checkpoints() == std::vector<std::string>{dir / "m-1"});
+    // The next save goes on from the list as it was: m-1 leaves, m-3 stays.
+    model.set_step(3);
+    saver.save(sess, dir / "m", {.global_step = 3});
+    CHECK(latest_checkpoint(dir.path()) == dir / "m-3");
+    CHECK_FALSE(std::filesystem::exists(dir / "m-1.index"));
+  }
+}
+
 TEST_CASE("a save killed at a random point never corrupts the latest checkpoint",
           "[saver][failure][kill]") {
   // All runs share one directory, as a job restarted after each preemption

@@ -239,6 +239,49 @@ TEST_CASE_METHOD(FreshSession, "last_checkpoints can be set and recovered", "[sa
   CHECK(second.last_checkpoints() == std::vector<std::string>{dir / "m-2"});
 }
 
+TEST_CASE_METHOD(FreshSession, "a restarted saver trims a longer recovered list to max_to_keep",
+                 "[saver]") {
+  TempDir dir;
+  Variable v(Tensor(1.f), {.name = "v"});
+  session.run(global_variables_initializer());
+  Saver first({.max_to_keep = 4});
+  for (int64_t s = 1; s <= 4; ++s) verified(first.save(session, dir / "m", {.global_step = s}));
+
+  // Restarted with max_to_keep 2: the next save leaves the newest 2.
+  Saver second({.max_to_keep = 2});
+  second.recover_last_checkpoints(get_checkpoint_state(dir.path())->all_model_checkpoint_paths);
+  verified(second.save(session, dir / "m", {.global_step = 5}));
+  for (int s = 1; s <= 3; ++s) CHECK_FALSE(exists(dir / ("m-" + std::to_string(s) + ".index")));
+  CHECK(second.last_checkpoints() == std::vector<std::string>{dir / "m-4", dir / "m-5"});
+  CHECK(get_checkpoint_state(dir.path())->all_model_checkpoint_paths ==
+        std::vector<std::string>{dir / "m-4", dir / "m-5"});
+}
+
+TEST_CASE_METHOD(FreshSession, "save_relative_paths: a copied folder restores from its own files",
+                 "[saver]") {
+  TempDir dir;
+  Variable v(Tensor(1.f), {.name = "v"});
+  session.run(global_variables_initializer());
+  Saver saver({.max_to_keep = 2, .save_relative_paths = true});
+  std::filesystem::create_directory(dir / "orig");
+  for (int64_t s = 1; s <= 2; ++s) {
+    v.assign(Tensor(static_cast<float>(s)));
+    verified(saver.save(session, dir / "orig/m", {.global_step = s}));
+  }
+  CHECK(testing::read_file(dir / "orig/checkpoint") ==
+        "model_checkpoint_path: \"m-2\"\nall_model_checkpoint_paths: \"m-1\"\n"
+        "all_model_checkpoint_paths: \"m-2\"\n");
+  std::filesystem::copy(dir / "orig", dir / "copy");
+  std::filesystem::remove_all(dir / "orig");
+  // Read back joined onto the copy's directory.
+  CHECK(latest_checkpoint(dir / "copy") == dir / "copy/m-2");
+  CHECK(get_checkpoint_state(dir / "copy")->all_model_checkpoint_paths ==
+        std::vector<std::string>{dir / "copy/m-1", dir / "copy/m-2"});
+  v.assign(Tensor(0.f));
+  saver.restore(session, *latest_checkpoint(dir / "copy"));
+  CHECK(v.value().to_host().scalar<float>() == 2.f);
+}
+
 TEST_CASE_METHOD(FreshSession, "SaverDef, build and from_proto", "[saver]") {
   Variable v(Tensor(1.f), {.name = "v"});
   Saver saver;

@@ -105,6 +105,29 @@ expect 2 '^varstate bench: --filter: .*(required|missing)' bench --filter
 expect 1 '^varstate bench: InvalidArgumentError: --filter "\[" is not a regular expression' bench --filter '['
 expect 1 '^varstate bench: InvalidArgumentError: --out ".*a_file/out": cannot create the folder' \
   bench --out "$tmp/a_file/out"
+# A filter that selects no benchmark: one line, not one complaint per
+# binary. The suite here is a stand-in next to a copy of the CLI, with
+# Google Benchmark's flags and messages.
+mkdir "$tmp/bin"
+cp "$cli" "$tmp/bin/varstate"
+cat >"$tmp/bin/bench_scatter" <<'SCRIPT'
+#!/bin/sh
+filter=.
+for a; do case $a in --benchmark_filter=*) filter=${a#*=} ;; esac; done
+names=$(printf 'BM_ScatterUpdate/1024\nBM_ScatterAdd/1024\n' | grep -E -- "$filter")
+if [ -z "$names" ]; then
+  echo "Failed to match any benchmarks against regex: $filter" >&2
+  exit 0
+fi
+case " $* " in *" --benchmark_list_tests=true "*) echo "$names" ;; *) exit 1 ;; esac
+SCRIPT
+chmod +x "$tmp/bin/bench_scatter"
+cp "$tmp/bin/bench_scatter" "$tmp/bin/bench_random"
+real_cli=$cli
+cli=$tmp/bin/varstate
+expect 1 '^varstate bench: NotFoundError: no benchmark matches --filter "nomatch"$' \
+  bench --filter nomatch --out "$tmp/bench_out"
+cli=$real_cli
 
 echo "$((cases - failures)) of $cases cases passed"
 [ "$failures" -eq 0 ]

@@ -4,7 +4,13 @@
 #   2. the same --seed gives a bit-identical final checkpoint, another seed
 #      a different one;
 #   3. stopping at step 1000 and --resume to 2000 prints "resumed from ...
-#      at step 1000" and ends in the same checkpoint as one uninterrupted run.
+#      at step 1000" and ends in the same checkpoint as one uninterrupted run;
+#   4. --max_to_keep spans restarts: after many resumed runs, and after runs
+#      killed (SIGKILL) and resumed, at most max_to_keep checkpoints remain;
+#   5. a copied checkpoint folder resumes from its own files (the state file
+#      holds relative paths) with the original gone;
+#   6. a latest checkpoint missing a data shard is skipped with a warning and
+#      --resume continues from the one before it.
 #   tools/demo_test.sh PATH/TO/varstate
 set -euo pipefail
 cli=${1:?usage: demo_test.sh VARSTATE_BIN}
@@ -47,3 +53,68 @@ grep -Eq "^resumed from .*/model-1000 at step 1000$" "$tmp/d.log" || fail "no 'r
 grep -Eq "^training steps 1000\.\.2000" "$tmp/d.log" || fail "resumed run does not continue at step 1000"
 same_checkpoint "$tmp/a" "$tmp/d" 2000 || fail "stop at 1000 + --resume to 2000 differs from one run to 2000"
 echo "ok: resume continues at step 1000 and ends in the same checkpoint"
+
+count_indexes() { find "$1" -maxdepth 1 -name 'model-*.index' | wc -l; }
+
+# 4. Six restarts with --max_to_keep 2: two checkpoints on disk, both listed.
+"$cli" demo "${small[@]}" --steps 500 --seed 7 --checkpoint_dir "$tmp/e" >/dev/null
+for steps in 1000 1500 2000 2500 3000; do
+  "$cli" demo "${small[@]}" --steps "$steps" --seed 7 --checkpoint_dir "$tmp/e" --resume >/dev/null
+done
+[ "$(count_indexes "$tmp/e")" -eq 2 ] && [ -e "$tmp/e/model-3000.index" ] &&
+  [ -e "$tmp/e/model-2500.index" ] || fail "after 6 runs with --max_to_keep 2: $(ls "$tmp/e")"
+echo "ok: --max_to_keep 2 spans restarts"
+# Runs killed at random points (during training or a save) and resumed:
+# never more than 2 checkpoints besides what an interrupted save left
+# (temporaries, or a checkpoint newer than the latest listed, which the next
+# run saves over).
+latest_step() { sed -nE 's/^model_checkpoint_path: "model-([0-9]+)"$/\1/p' "$1/checkpoint"; }
+count_up_to_latest() {
+  local latest f n=0 step
+  latest=$(latest_step "$1")
+  for f in "$1"/model-*.index; do
+    step=${f##*/model-}
+    step=${step%.index}
+    [ "$step" -le "$latest" ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+often=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
+       --learning_rate 0.05 --save_every 100 --max_to_keep 2 --device cpu --seed 7)
+"$cli" demo "${often[@]}" --steps 100 --checkpoint_dir "$tmp/f" >/dev/null
+for delay in 0.3 0.5 0.7 0.4 0.6 0.8; do
+  "$cli" demo "${often[@]}" --steps 1000000 --checkpoint_dir "$tmp/f" --resume >/dev/null 2>&1 &
+  sleep "$delay"
+  kill -9 $! && wait $! 2>/dev/null || true
+  [ "$(count_up_to_latest "$tmp/f")" -le 2 ] || fail "killed resumed runs left $(ls "$tmp/f")"
+done
+latest=$(latest_step "$tmp/f")
+[ -n "$latest" ] && [ "$latest" -gt 100 ] || fail "killed runs saved nothing: $(cat "$tmp/f/checkpoint")"
+"$cli" demo "${often[@]}" --steps $((latest + 100)) --checkpoint_dir "$tmp/f" --resume >"$tmp/f.log"
+grep -q "^resumed from .*/model-$latest at step $latest$" "$tmp/f.log" ||
+  fail "no resume from model-$latest after the killed runs: $(grep resum "$tmp/f.log")"
+[ "$(count_indexes "$tmp/f")" -eq 2 ] || fail "after killed runs and one more: $(ls "$tmp/f")"
+echo "ok: killed and resumed runs keep at most 2 checkpoints (latest step $latest)"
+
+# 5. A copy of the folder resumes from the copy: the state file's paths are
+# relative, and the original is gone.
+grep -qx 'model_checkpoint_path: "model-2000"' "$tmp/d/checkpoint" ||
+  fail "state file paths are not relative: $(cat "$tmp/d/checkpoint")"
+cp -r "$tmp/d" "$tmp/g"
+mv "$tmp/d" "$tmp/d.moved"
+"$cli" demo "${small[@]}" --steps 2500 --seed 7 --checkpoint_dir "$tmp/g" --resume >"$tmp/g.log"
+grep -Eq "^resumed from $tmp/g/model-2000 at step 2000$" "$tmp/g.log" ||
+  fail "the copy did not resume from its own model-2000: $(grep resum "$tmp/g.log")"
+[ -e "$tmp/d.moved/model-1500.index" ] || fail "resuming the copy deleted the original's files"
+echo "ok: a copied checkpoint folder resumes from its own files"
+
+# 6. The latest checkpoint lost its data shard: resume from the one before.
+rm "$tmp/d.moved"/model-2000.data-*
+"$cli" demo "${small[@]}" --steps 2500 --seed 7 --checkpoint_dir "$tmp/d.moved" --resume \
+  >"$tmp/h.log" 2>"$tmp/h.err"
+grep -Eq "^resumed from .*/model-1500 at step 1500$" "$tmp/h.log" ||
+  fail "did not fall back to model-1500: $(grep resum "$tmp/h.log")"
+grep -Eq "^warning: --resume: skipping checkpoint .*/model-2000: .*model-2000\.data-00000-of-00001" \
+  "$tmp/h.err" || fail "no warning naming the skipped model-2000 and its shard: $(cat "$tmp/h.err")"
+same_checkpoint "$tmp/g" "$tmp/d.moved" 2500 || fail "the fallback run ends in another checkpoint"
+echo "ok: a checkpoint missing a data shard is skipped for the one before"

@@ -9,6 +9,11 @@
 //   check DIR          restores it into one process with a plain Saver (no mpirun)
 //   kill DIR           saves step 1, then ps task 1 dies mid-save of step 2 (np 4)
 //   check_killed DIR   the latest checkpoint is still step 1 and restores (no mpirun)
+//   save_after_kill DIR  a restarted job (max_to_keep 1) recovers the list,
+//                      saves step 3: the dead save's folder and step 1 go (np 4)
+//   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
+//                      set_last_checkpoints agreed on every task) and a save
+//                      failing on a directory in its way (np 4)
 // Failures are printed with the rank; the exit code is non-zero when any
 // rank failed.
 #include <mpi.h>
@@ -445,6 +450,64 @@ class DyingFileSystem : public FileSystem {
   size_t limit_;
 };
 
+// Entries of `dir` holding "_temp_", and checkpoint indexes in it.
+int temporaries(const std::string& dir) {
+  int n = 0;
+  for (const std::string& name : default_file_system()->list_dir(dir))
+    n += name.find("_temp_") != std::string::npos;
+  return n;
+}
+int indexes(const std::string& dir) {
+  int n = 0;
+  for (const std::string& name : default_file_system()->list_dir(dir))
+    n += name.ends_with(".index") ? 1 : 0;
+  return n;
+}
+
+// Two "jobs" with max_to_keep 2 on one directory: the second recovers the
+// first's list, so 2 checkpoints remain, not 4. Then a save whose index
+// path is a directory fails on every task and leaves nothing new.
+void test_retention(Cluster& cluster, const std::string& dir) {
+  auto path = [&](int step) { return dir + "/model-" + std::to_string(step); };
+  {
+    DistributedSaver first(cluster, {.max_to_keep = 2});
+    for (int step = 1; step <= 3; ++step) first.save(dir + "/model", step);
+    EXPECT(first.last_checkpoints() == (std::vector<std::string>{path(2), path(3)}));
+  }
+  DistributedSaver second(cluster, {.max_to_keep = 2});
+  // Rank 0's list wins, and every task agrees on it.
+  second.set_last_checkpoints({path(100 + cluster.rank())});
+  EXPECT(second.last_checkpoints() == std::vector<std::string>{path(100)});
+  const std::optional<CheckpointState> state = get_checkpoint_state(dir);
+  EXPECT(state.has_value());
+  std::vector<std::string> listed =
+      state ? state->all_model_checkpoint_paths : std::vector<std::string>{};
+  listed.insert(listed.begin(), path(0));  // listed but gone: dropped
+  second.recover_last_checkpoints(listed);
+  EXPECT(second.last_checkpoints() == (std::vector<std::string>{path(2), path(3)}));
+  for (int step = 4; step <= 5; ++step) second.save(dir + "/model", step);
+  if (cluster.is_chief()) {
+    EXPECT(indexes(dir) == 2);
+    EXPECT(default_file_system()->file_exists(path(4) + ".index"));
+    EXPECT(default_file_system()->file_exists(path(5) + ".index"));
+  }
+  cluster.barrier();
+
+  // A directory where the index goes: every task fails, naming it on rank 0.
+  if (cluster.is_chief()) default_file_system()->create_dir(path(6) + ".index");
+  cluster.barrier();
+  EXPECT_THROWS(AbortedError, second.save(dir + "/model", 6),
+                "\"" + path(6) + ".index\" is a directory");
+  if (cluster.is_chief()) {
+    default_file_system()->delete_dir(path(6) + ".index");
+    EXPECT(match_files(*default_file_system(), path(6) + "*").empty());
+    EXPECT(temporaries(dir) == 0);
+    EXPECT(latest_checkpoint(dir) == path(5));
+  }
+  EXPECT(second.last_checkpoints() == (std::vector<std::string>{path(4), path(5)}));
+  cluster.barrier();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -520,29 +583,38 @@ int main(int argc, char** argv) {
       EXPECT_THROWS(UnavailableError, keep[0].value(), "the Cluster has shut down");
       if (g_failures != before) code = 1;
     } else if (mode == "save_after_kill") {
-      // The next distributed save into the directory of the killed one
-      // removes the temporary folder the dead task's save left.
+      // The restarted job: its next distributed save into the directory of
+      // the killed one removes the temporary folder the dead task's save
+      // left, and, the previous list recovered, the checkpoints beyond
+      // max_to_keep.
       Cluster cluster({.ps_tasks = 2});
       DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
       Model m = build_model(2);
       if (cluster.is_chief()) set_model(m, 3);
       cluster.barrier();
-      DistributedSaver saver(cluster);
-      auto temporaries = [&] {
-        int n = 0;
-        for (const std::string& name : default_file_system()->list_dir(dir))
-          n += name.find("_temp_") != std::string::npos;
-        return n;
-      };
-      if (cluster.is_chief()) EXPECT(temporaries() == 1);
+      DistributedSaver saver(cluster, {.max_to_keep = 1});
+      if (auto state = get_checkpoint_state(dir)) {
+        saver.recover_last_checkpoints(state->all_model_checkpoint_paths);
+      }
+      EXPECT(saver.last_checkpoints() == std::vector<std::string>{dir + "/model-1"});
+      if (cluster.is_chief()) EXPECT(temporaries(dir) == 1);
       cluster.barrier();
       EXPECT(saver.save(dir + "/model", 3) == dir + "/model-3");
       if (cluster.is_chief()) {
-        EXPECT(temporaries() == 0);
+        EXPECT(temporaries(dir) == 0);
         EXPECT(latest_checkpoint(dir) == dir + "/model-3");
-        EXPECT(default_file_system()->file_exists(dir + "/model-1.index"));
+        EXPECT(!default_file_system()->file_exists(dir + "/model-1.index"));
+        EXPECT(indexes(dir) == 1);
       }
       cluster.barrier();
+      code = finish(&cluster);
+    } else if (mode == "retain") {
+      Cluster cluster({.ps_tasks = 2});
+      DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+      Model m = build_model(2);
+      if (cluster.is_chief()) set_model(m, 1);
+      cluster.barrier();
+      test_retention(cluster, dir);
       code = finish(&cluster);
     } else if (mode == "save" || mode == "restore" || mode == "kill") {
       const int ps_tasks = mode == "restore" ? 1 : 2;

@@ -18,6 +18,8 @@ if(VARSTATE_SANITIZE)
 endif()
 set(_ckpt ${CMAKE_CURRENT_BINARY_DIR}/mpi_ckpt)
 set(_killed ${CMAKE_CURRENT_BINARY_DIR}/mpi_killed_ckpt)
+set(_retain ${CMAKE_CURRENT_BINARY_DIR}/mpi_retain_ckpt)
+set(_ps_worker ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
 
 function(varstate_mpi_test name)
   add_test(NAME ${name} COMMAND ${ARGN})
@@ -27,7 +29,8 @@ endfunction()
 varstate_mpi_test(mpi_ops ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> ops)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
-add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed})
+add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
+                                      ${_ps_worker})
 set_tests_properties(mpi_ckpt_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_clean)
 varstate_mpi_test(mpi_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save ${_ckpt})
 set_tests_properties(mpi_save PROPERTIES FIXTURES_SETUP mpi_ckpt FIXTURES_REQUIRED mpi_clean)
@@ -41,15 +44,40 @@ set_tests_properties(mpi_kill_during_save PROPERTIES WILL_FAIL TRUE
                      FIXTURES_SETUP mpi_killed FIXTURES_REQUIRED mpi_clean)
 varstate_mpi_test(mpi_after_kill $<TARGET_FILE:mpi_test> check_killed ${_killed})
 set_tests_properties(mpi_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed)
-# Then the next distributed save there sweeps the dead save's temporary folder.
+# Then the restarted job's next save there sweeps the dead save's temporary
+# folder and, its list recovered, the checkpoints beyond max_to_keep.
 varstate_mpi_test(mpi_save_after_kill ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save_after_kill
                   ${_killed})
 set_tests_properties(mpi_save_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed
                      DEPENDS mpi_after_kill)
 
-# The README's example job, 1 ps + 2 workers.
+# max_to_keep across a restart; a save failing on a directory in its way.
+add_test(NAME mpi_retain_mkdir COMMAND ${CMAKE_COMMAND} -E make_directory ${_retain})
+set_tests_properties(mpi_retain_mkdir PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_retain_dir
+                     FIXTURES_REQUIRED mpi_clean)
+varstate_mpi_test(mpi_retain ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> retain ${_retain})
+set_tests_properties(mpi_retain PROPERTIES FIXTURES_REQUIRED mpi_retain_dir)
+
+# The README's example job, 1 ps + 2 workers, run three times on one
+# directory: each run resumes from the last (200 updates more each) and
+# max_to_keep 2 leaves the last two checkpoints.
 add_executable(ps_worker_example ${PROJECT_SOURCE_DIR}/examples/ps_worker/main.cc)
 target_link_libraries(ps_worker_example PRIVATE varstate::varstate)
-varstate_mpi_test(mpi_ps_worker_example ${_mpirun} -np 3 $<TARGET_FILE:ps_worker_example>
-                  ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
-set_tests_properties(mpi_ps_worker_example PROPERTIES PASS_REGULAR_EXPRESSION "emb\\[999\\]\\[0\\] = 200 \\(expect 200\\)")
+foreach(_run 1 2 3)
+  math(EXPR _step "200 * ${_run}")
+  varstate_mpi_test(mpi_ps_worker_example_${_run} ${_mpirun} -np 3
+                    $<TARGET_FILE:ps_worker_example> ${_ps_worker})
+  set(_expect "emb\\[999\\]\\[0\\] = ${_step} \\(expect ${_step}\\)")
+  if(_run EQUAL 3)
+    string(APPEND _expect ".*kept: ${_ps_worker}/model-400 ${_ps_worker}/model-600 \\(2 on disk\\)")
+  endif()
+  # Each run is the next one's fixture, so any of them runs after the ones before.
+  math(EXPR _previous "${_run} - 1")
+  set(_requires mpi_clean)
+  if(_run GREATER 1)
+    set(_requires mpi_ps_worker_${_previous})
+  endif()
+  set_tests_properties(mpi_ps_worker_example_${_run} PROPERTIES
+                       PASS_REGULAR_EXPRESSION "${_expect}" FIXTURES_REQUIRED "${_requires}"
+                       FIXTURES_SETUP mpi_ps_worker_${_run})
+endforeach()

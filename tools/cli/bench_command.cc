@@ -8,6 +8,7 @@
 // gnuplot: GB/s vs size per device with each limit as a dashed line, and
 // varstate vs PyTorch for the comparison files (*-vs-torch-*.json) the
 // bench/compare_torch_*.py scripts wrote into the same folder.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,14 +73,24 @@ std::optional<fs::path> find_binary(const std::string& name) {
   return std::nullopt;
 }
 
-// Runs argv[0] with `argv`, stdout and stderr shared with ours; exit status.
-int run_process(const std::vector<std::string>& args) {
+// Runs argv[0] with `argv`, stdout and stderr shared with ours, or with
+// stdout into the file `output` and stderr discarded; exit status.
+int run_process(const std::vector<std::string>& args, const fs::path* output = nullptr) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::fflush(stdout);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (output) {
+    posix_spawn_file_actions_addopen(&actions, 1, output->c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  }
   pid_t pid;
-  if (int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0) {
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
     throw UnavailableError("cannot run " + varstate::quoted(args[0]) + ": " + std::strerror(rc));
   }
   int status = 0;
@@ -383,6 +394,23 @@ std::vector<std::pair<std::string, fs::path>> find_benchmarks() {
   return binaries;
 }
 
+// True when --filter selects a benchmark of `exe` (Google Benchmark's
+// --benchmark_list_tests), or when the binary cannot list them: its run
+// then reports the error.
+bool has_matching_benchmark(const BenchOptions& o, const std::string& name, const fs::path& exe) {
+  const fs::path list = fs::path(o.out) / ("." + name + ".list.partial");
+  const int rc = run_process(
+      {exe.string(), "--benchmark_list_tests=true", "--benchmark_filter=" + o.filter}, &list);
+  std::ifstream in(list);
+  std::string line;
+  bool any = false;
+  while (!any && std::getline(in, line)) any = !line.empty();
+  in.close();
+  std::error_code ec;
+  fs::remove(list, ec);
+  return rc != 0 || any;
+}
+
 // Where a binary's results for `machine` go: --out/<name without bench_>-<machine>.json.
 fs::path result_file(const BenchOptions& o, const std::string& name, const std::string& machine) {
   return fs::path(o.out) / (name.substr(6) + "-" + machine + ".json");
@@ -502,7 +530,14 @@ int bench(const BenchOptions& o) {
                                " is not a regular expression (" + e.what() + ")");
   }
   ensure_writable_dir("--out", o.out);
-  const std::vector<std::pair<std::string, fs::path>> binaries = find_benchmarks();
+  // Only the binaries with a benchmark the filter selects run; with none,
+  // one line says so (not one complaint per binary).
+  std::vector<std::pair<std::string, fs::path>> binaries = find_benchmarks();
+  std::erase_if(binaries,
+                [&](const auto& b) { return !has_matching_benchmark(o, b.first, b.second); });
+  if (binaries.empty()) {
+    throw NotFoundError("no benchmark matches --filter " + varstate::quoted(o.filter));
+  }
 
   const std::string machine = machine_name();
   const std::string devices = devices_description();
@@ -514,7 +549,7 @@ int bench(const BenchOptions& o) {
     if (auto file = run_benchmark(o, name, exe, machine, devices)) written.push_back(*file);
   }
   if (written.empty())
-    throw NotFoundError("--filter " + varstate::quoted(o.filter) + " matched no benchmark");
+    throw NotFoundError("no benchmark matches --filter " + varstate::quoted(o.filter));
   // The table and plots cover this machine's latest result of every binary,
   // including those an earlier run with another --filter wrote.
   const size_t ran = written.size();

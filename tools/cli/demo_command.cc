@@ -13,8 +13,10 @@
 //     with scatter_sub, duplicates adding up; global_step counts with
 //     assign_add;
 //   * a sharded Saver every --save_every steps (max_to_keep), --resume
-//     restoring the latest checkpoint and continuing with the same batches
-//     an uninterrupted run would have seen.
+//     restoring the latest checkpoint (or, when it does not restore, the
+//     newest listed one that does) and continuing with the same batches an
+//     uninterrupted run would have seen; max_to_keep counts the previous
+//     runs' checkpoints too.
 //
 // The batch of step s depends only on (seed, s), so the same --seed gives a
 // bit-identical final checkpoint, resumed or not.
@@ -327,31 +329,53 @@ class Evaluator {
 
 // ---- Checkpoints: save and resume ------------------------------------------
 
-// tf.train.Saver(sharded=True, max_to_keep=N) writing DIR/model-STEP: one
-// data shard per device that holds variables, an index, the meta graph, and
-// the "checkpoint" file naming the latest (what tf.train.latest_checkpoint
-// reads). Older checkpoints beyond max_to_keep are deleted.
+// tf.train.Saver(sharded=True, max_to_keep=N, save_relative_paths=True)
+// writing DIR/model-STEP: one data shard per device that holds variables, an
+// index, the meta graph, and the "checkpoint" file naming the latest (what
+// tf.train.latest_checkpoint reads). Older checkpoints beyond max_to_keep
+// are deleted. The state file's paths are relative to DIR, so a copied or
+// moved folder resumes from its own files.
 class Checkpoints {
  public:
   explicit Checkpoints(const DemoOptions& o)
-      : saver_({.sharded = true, .max_to_keep = static_cast<int>(o.max_to_keep)}),
+      : saver_({.sharded = true,
+                .max_to_keep = static_cast<int>(o.max_to_keep),
+                .save_relative_paths = true}),
         dir_(o.checkpoint_dir),
         prefix_((std::filesystem::path(o.checkpoint_dir) / "model").string()) {}
 
-  // saver.restore(sess, tf.train.latest_checkpoint(dir)): the step to go on
-  // from, which is the restored global_step (0 when there is no checkpoint).
+  // --resume: the step to go on from, which is the restored global_step (0
+  // when nothing restores). As a TF1 program does after a restart:
+  //   state = tf.train.get_checkpoint_state(dir)
+  //   saver.recover_last_checkpoints(state.all_model_checkpoint_paths)
+  //   saver.restore(sess, <the newest of them that restores>)
+  // Recovering the list makes max_to_keep span restarts: the next save
+  // deletes the previous run's checkpoints beyond it. A checkpoint that does
+  // not restore (a data shard lost) is skipped with a warning for the one
+  // before it; the restore of a skipped one changed no variable.
   int64_t restore_latest(Session& sess, const Model& m, Timings& time) {
     const auto t0 = Clock::now();
-    const std::optional<std::string> latest = latest_checkpoint(dir_);
-    if (!latest) {
-      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", dir_.c_str());
-      return 0;
+    const std::vector<std::string> listed = listed_checkpoints();
+    saver_.recover_last_checkpoints(listed);
+    for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
+      try {
+        saver_.restore(sess, *it);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "warning: --resume: skipping checkpoint %s: %s\n", it->c_str(),
+                     e.what());
+        continue;
+      }
+      const int64_t step = m.global_step.value().to_host().scalar<int64_t>();
+      time.restore = seconds_since(t0);
+      std::printf("resumed from %s at step %lld\n", it->c_str(), static_cast<long long>(step));
+      return step;
     }
-    saver_.restore(sess, *latest);
-    const int64_t step = m.global_step.value().to_host().scalar<int64_t>();
-    time.restore = seconds_since(t0);
-    std::printf("resumed from %s at step %lld\n", latest->c_str(), static_cast<long long>(step));
-    return step;
+    if (listed.empty()) {
+      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n", dir_.c_str());
+    } else {
+      std::printf("--resume: no checkpoint in %s restores, starting at step 0\n", dir_.c_str());
+    }
+    return 0;
   }
 
   // saver.save(sess, dir/model, global_step=global_step): the path written.
@@ -360,6 +384,31 @@ class Checkpoints {
   }
 
  private:
+  // The state file's checkpoints, oldest first, each taken from DIR: a
+  // state file written with absolute paths (by TensorFlow, or before the
+  // folder was copied) names files of the original folder, which a copy
+  // must neither read nor delete.
+  std::vector<std::string> listed_checkpoints() const {
+    const std::optional<CheckpointState> state = get_checkpoint_state(dir_);
+    if (!state) return {};
+    std::vector<std::string> paths = state->all_model_checkpoint_paths;
+    if (paths.empty() || paths.back() != state->model_checkpoint_path) {
+      paths.push_back(state->model_checkpoint_path);
+    }
+    const std::filesystem::path dir =  // without a trailing '/'
+        (std::filesystem::absolute(dir_) / "x").lexically_normal().parent_path();
+    for (std::string& p : paths) {
+      const std::filesystem::path path(p);
+      if (std::filesystem::absolute(path).lexically_normal().parent_path() != dir) {
+        const std::string here = (std::filesystem::path(dir_) / path.filename()).string();
+        std::fprintf(stderr, "warning: --resume: the state file names %s, outside %s; using %s\n",
+                     p.c_str(), dir_.c_str(), here.c_str());
+        p = here;
+      }
+    }
+    return paths;
+  }
+
   Saver saver_;
   std::string dir_, prefix_;
 };
