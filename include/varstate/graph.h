@@ -61,7 +61,8 @@ class Graph {
   // at its start, as Python's re.match(scope, item.name). Names are
   // TensorFlow's: Variable "s/w:0", PartitionedVariable "s/emb", Op "s/init",
   // Placeholder "s/x:0"; other items (strings, numbers, ...) have none and
-  // are left out when a scope is given. An empty scope keeps every item.
+  // are left out when a scope is given. An empty scope keeps every item
+  // (TensorFlow's scope=None; there is no way to pass its scope="").
   // Throws ValueError naming `scope` when it is not a valid regular
   // expression.
   std::vector<std::any> get_collection(const std::string& key, std::string_view scope = {}) const;

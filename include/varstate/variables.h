@@ -22,7 +22,8 @@ void add_to_collection(const std::string& key, std::any item);
 // "enc/" only the first. Named items are Variables ("s/w:0"),
 // PartitionedVariables ("s/emb"), Ops ("s/init") and Placeholders
 // ("s/x:0"); any other item is left out when a scope is given. Throws
-// ValueError naming `scope` when it is not a valid regular expression.
+// ValueError naming `scope` when it is not a valid regular expression. An
+// empty scope keeps every item (TensorFlow's scope=None).
 std::vector<std::any> get_collection(const std::string& key, std::string_view scope = {});
 // The Variables of get_collection(key, scope), other items left out.
 std::vector<Variable> get_collection_variables(const std::string& key, std::string_view scope = {});
