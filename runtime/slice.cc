@@ -83,9 +83,8 @@ void select_dim(const std::string& prefix, const TensorShape& shape, int d, cons
     begin = spec.begin ? normalize(*spec.begin, 0, dim) : 0;
     end = spec.end ? normalize(*spec.end, 0, dim) : dim;
     if (end < begin) {
-      throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" +
-                       std::to_string(end) + " of dimension " + std::to_string(d) +
-                       " has negative size");
+      throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" + std::to_string(end) +
+                       " of dimension " + std::to_string(d) + " has negative size");
     }
     // 1 + (extent - 1) / step: the textbook (extent + step - 1) / step
     // overflows for steps near INT64_MAX.
@@ -94,9 +93,9 @@ void select_dim(const std::string& prefix, const TensorShape& shape, int d, cons
     begin = spec.begin ? normalize(*spec.begin, -1, dim - 1) : dim - 1;
     end = spec.end ? normalize(*spec.end, -1, dim - 1) : -1;
     if (begin < end) {
-      throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" +
-                       std::to_string(end) + ":" + std::to_string(step) + " of dimension " +
-                       std::to_string(d) + " has negative size");
+      throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" + std::to_string(end) +
+                       ":" + std::to_string(step) + " of dimension " + std::to_string(d) +
+                       " has negative size");
     }
     // Unsigned magnitude: -step overflows for INT64_MIN.
     const uint64_t magnitude = uint64_t{0} - static_cast<uint64_t>(step);

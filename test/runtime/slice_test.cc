@@ -257,8 +257,8 @@ TEST_CASE("bad ellipses and newaxes raise and change nothing", "[slice]") {
   // newaxis consumes none.
   CHECK_THROWS_WITH(strided_slice(a, {Slice::index(0), ell, Slice::index(0), Slice::index(0)}),
                     Catch::Contains("too many indices: 3") && Catch::Contains("[2,3]"));
-  CHECK_NOTHROW(strided_slice(a, {Slice::newaxis(), Slice::index(0), Slice::newaxis(),
-                                  Slice::index(0), Slice::newaxis()}));
+  CHECK_NOTHROW(strided_slice(
+      a, {Slice::newaxis(), Slice::index(0), Slice::newaxis(), Slice::index(0), Slice::newaxis()}));
   SliceSpec both = Slice::index(0);
   both.is_newaxis = true;
   CHECK_THROWS_WITH(strided_slice(a, {Slice::all(), both}),
@@ -266,8 +266,7 @@ TEST_CASE("bad ellipses and newaxes raise and change nothing", "[slice]") {
 
   const std::vector<SliceSpec> column = {Slice::all(), Slice::newaxis(), Slice::index(1)};
   CHECK_THROWS_WITH(strided_slice_assign(a, column, Tensor::from_vector(I64{1, 2}), "v"),
-                    Catch::Contains("\"v\"") && Catch::Contains("[2,1]") &&
-                        Catch::Contains("[2]"));
+                    Catch::Contains("\"v\"") && Catch::Contains("[2,1]") && Catch::Contains("[2]"));
   CHECK_THROWS_AS(strided_slice_assign(a, {ell, ell}, a.clone()), ValueError);
   CHECK_THROWS_AS(strided_slice_assign(a, {ell, Slice::index(3)}, Tensor::from_vector(I64{1, 2})),
                   InvalidArgumentError);

@@ -79,8 +79,7 @@ TEST_CASE_METHOD(FreshGraph, "user collections and scope filters", "[collections
         std::vector<std::string>{"encoder/w", "encoder/b"});
   CHECK(names(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, ".*_w")) ==
         std::vector<std::string>{"decoder_w"});
-  CHECK_THROWS_AS(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, "(unclosed"),
-                  ValueError);
+  CHECK_THROWS_AS(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, "(unclosed"), ValueError);
 }
 
 TEST_CASE_METHOD(FreshGraph, "get_collection(key, scope) is re.match(scope, item.name)",
@@ -88,8 +87,8 @@ TEST_CASE_METHOD(FreshGraph, "get_collection(key, scope) is re.match(scope, item
   {
     auto enc = variable_scope("enc");
     get_variable("w", {.shape = TensorShape{2}});
-    PartitionedVariable emb = get_variable(
-        "emb", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
+    PartitionedVariable emb =
+        get_variable("emb", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
     add_to_collection("mixed", emb);
   }
   {
