@@ -7,6 +7,9 @@
 
 #include "runtime/variable_internal.h"
 #include "varstate/error.h"
+#include "varstate/partitioned_variable.h"
+#include "varstate/placeholder.h"
+#include "varstate/session.h"
 #include "varstate/variable.h"
 
 namespace varstate {
@@ -16,6 +19,33 @@ std::string lower(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+// tf.get_collection's scope: a regular expression matched at the start of
+// an item's name (Python's re.match). None for an empty scope.
+std::optional<std::regex> scope_filter(std::string_view scope) {
+  if (scope.empty()) return std::nullopt;
+  try {
+    return std::regex(std::string(scope), std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw ValueError("get_collection: scope " + quoted(scope) +
+                     " is not a valid regular expression: " + e.what());
+  }
+}
+
+bool matches(const std::regex& filter, const std::string& name) {
+  return std::regex_search(name, filter, std::regex_constants::match_continuous);
+}
+
+// The `name` attribute the item's TensorFlow counterpart has: "w:0" for a
+// variable, "emb" for a partitioned variable, "init" for an op, "x:0" for a
+// placeholder (a Tensor in TensorFlow). None for items without one.
+std::optional<std::string> item_name(const std::any& item) {
+  if (const auto* v = std::any_cast<Variable>(&item)) return v->name();
+  if (const auto* p = std::any_cast<PartitionedVariable>(&item)) return p->name();
+  if (const auto* op = std::any_cast<Op>(&item)) return op->name();
+  if (const auto* ph = std::any_cast<Placeholder>(&item)) return ph->name() + ":0";
+  return std::nullopt;
 }
 
 thread_local std::unique_ptr<Graph> t_owned_default;
@@ -80,30 +110,28 @@ void Graph::add_to_collections(const std::vector<std::string>& keys, const std::
   for (const auto& key : unique) add_to_collection(key, item);
 }
 
-std::vector<std::any> Graph::get_collection(const std::string& key) const {
-  std::lock_guard lock(mu_);
-  auto it = collections_.find(key);
-  return it == collections_.end() ? std::vector<std::any>{} : it->second;
+std::vector<std::any> Graph::get_collection(const std::string& key, std::string_view scope) const {
+  const std::optional<std::regex> filter = scope_filter(scope);
+  std::vector<std::any> items;
+  {
+    std::lock_guard lock(mu_);
+    auto it = collections_.find(key);
+    if (it != collections_.end()) items = it->second;
+  }
+  if (!filter) return items;
+  std::vector<std::any> out;
+  for (std::any& item : items) {
+    const std::optional<std::string> name = item_name(item);
+    if (name && matches(*filter, *name)) out.push_back(std::move(item));
+  }
+  return out;
 }
 
 std::vector<Variable> Graph::get_collection_variables(const std::string& key,
                                                       std::string_view scope) const {
-  std::optional<std::regex> filter;
-  if (!scope.empty()) {
-    try {
-      filter.emplace(std::string(scope));
-    } catch (const std::regex_error& e) {
-      throw InvalidArgumentError("get_collection: scope " + quoted(scope) +
-                                 " is not a valid regular expression: " + e.what());
-    }
-  }
   std::vector<Variable> out;
-  for (const std::any& item : get_collection(key)) {
-    const auto* v = std::any_cast<Variable>(&item);
-    if (!v) continue;
-    if (filter && !std::regex_search(v->name(), *filter, std::regex_constants::match_continuous))
-      continue;
-    out.push_back(*v);
+  for (const std::any& item : get_collection(key, scope)) {
+    if (const auto* v = std::any_cast<Variable>(&item)) out.push_back(*v);
   }
   return out;
 }

@@ -18,76 +18,115 @@ using kernels::StridedCopy;
 // Per input dimension: the first index, the step and how many are taken.
 struct Selection {
   std::vector<int64_t> starts, steps, counts;
-  std::vector<int64_t> out_dims;  // counts without the index dims
+  std::vector<int64_t> out_dims;  // counts without the index dims, with newaxis 1s
 };
 
+// The specs with the ellipsis (or, without one, the trailing dims)
+// expanded to whole dims: one spec per input dim, plus the newaxis specs.
+std::vector<SliceSpec> expand(const std::string& prefix, const TensorShape& shape,
+                              const std::vector<SliceSpec>& specs) {
+  const int rank = shape.rank();
+  int64_t consumed = 0, ellipses = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const SliceSpec& spec = specs[i];
+    if (int{spec.is_index} + int{spec.is_ellipsis} + int{spec.is_newaxis} > 1) {
+      throw InvalidArgumentError(prefix + "slice spec " + std::to_string(i) +
+                                 " is more than one of index, ellipsis and newaxis");
+    }
+    ellipses += spec.is_ellipsis;
+    consumed += !spec.is_ellipsis && !spec.is_newaxis;
+  }
+  if (ellipses > 1) throw ValueError(prefix + "Multiple ellipses in slice spec not allowed");
+  if (consumed > rank) {
+    throw InvalidArgumentError(prefix + "too many indices: " + std::to_string(consumed) +
+                               " for a tensor of shape " + shape.to_string());
+  }
+  std::vector<SliceSpec> out;
+  for (const SliceSpec& spec : specs) {
+    if (spec.is_ellipsis) {
+      out.insert(out.end(), rank - consumed, Slice::all());
+    } else {
+      out.push_back(spec);
+    }
+  }
+  if (ellipses == 0) out.insert(out.end(), rank - consumed, Slice::all());
+  return out;
+}
+
+// Appends dimension `d` (of size `dim`) of the selection `spec` makes to `s`.
+void select_dim(const std::string& prefix, const TensorShape& shape, int d, const SliceSpec& spec,
+                Selection& s) {
+  const int64_t dim = shape.dim(d);
+  if (spec.is_index) {
+    int64_t i = spec.begin.value_or(0);
+    if (i < -dim || i >= dim) {
+      throw InvalidArgumentError(prefix + "slice index " + std::to_string(i) + " of dimension " +
+                                 std::to_string(d) + " out of bounds for shape " +
+                                 shape.to_string());
+    }
+    if (i < 0) i += dim;
+    s.starts.push_back(i);
+    s.steps.push_back(1);
+    s.counts.push_back(1);
+    return;
+  }
+  const int64_t step = spec.step.value_or(1);
+  if (step == 0) {
+    throw ValueError(prefix + "slice step of dimension " + std::to_string(d) + " cannot be zero");
+  }
+  auto normalize = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0) v += dim;
+    return std::clamp(v, lo, hi);
+  };
+  int64_t begin, end, count;
+  if (step > 0) {
+    begin = spec.begin ? normalize(*spec.begin, 0, dim) : 0;
+    end = spec.end ? normalize(*spec.end, 0, dim) : dim;
+    if (end < begin) {
+      throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" + std::to_string(end) +
+                       " of dimension " + std::to_string(d) + " has negative size");
+    }
+    // 1 + (extent - 1) / step: the textbook (extent + step - 1) / step
+    // overflows for steps near INT64_MAX.
+    count = end > begin ? 1 + (end - begin - 1) / step : 0;
+  } else {
+    begin = spec.begin ? normalize(*spec.begin, -1, dim - 1) : dim - 1;
+    end = spec.end ? normalize(*spec.end, -1, dim - 1) : -1;
+    if (begin < end) {
+      throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" + std::to_string(end) +
+                       ":" + std::to_string(step) + " of dimension " + std::to_string(d) +
+                       " has negative size");
+    }
+    // Unsigned magnitude: -step overflows for INT64_MIN.
+    const uint64_t magnitude = uint64_t{0} - static_cast<uint64_t>(step);
+    count = begin > end
+                ? 1 + static_cast<int64_t>(static_cast<uint64_t>(begin - end - 1) / magnitude)
+                : 0;
+  }
+  s.starts.push_back(begin);
+  s.steps.push_back(step);
+  s.counts.push_back(count);
+  s.out_dims.push_back(count);
+}
+
+// The selection as tf.strided_slice's dense spec: the input dims' ranges
+// for the copy, the newaxis dims only in the result's shape. The copy, and
+// so the CPU and CUDA kernels, never see a newaxis.
 Selection select(std::string_view who, const TensorShape& shape,
                  const std::vector<SliceSpec>& specs) {
-  const int rank = shape.rank();
   const std::string prefix = std::string(who) + ": ";
   if (!shape.is_fully_defined()) {
     throw InvalidArgumentError(prefix + "cannot slice a tensor of unknown shape " +
                                shape.to_string());
   }
-  if (specs.size() > static_cast<size_t>(rank)) {
-    throw InvalidArgumentError(prefix + "too many indices: " + std::to_string(specs.size()) +
-                               " for a tensor of shape " + shape.to_string());
-  }
   Selection s;
-  for (int d = 0; d < rank; ++d) {
-    const SliceSpec spec = d < static_cast<int>(specs.size()) ? specs[d] : Slice::all();
-    const int64_t dim = shape.dim(d);
-    if (spec.is_index) {
-      int64_t i = spec.begin.value_or(0);
-      if (i < -dim || i >= dim) {
-        throw InvalidArgumentError(prefix + "slice index " + std::to_string(i) + " of dimension " +
-                                   std::to_string(d) + " out of bounds for shape " +
-                                   shape.to_string());
-      }
-      if (i < 0) i += dim;
-      s.starts.push_back(i);
-      s.steps.push_back(1);
-      s.counts.push_back(1);
-      continue;
-    }
-    const int64_t step = spec.step.value_or(1);
-    if (step == 0) {
-      throw ValueError(prefix + "slice step of dimension " + std::to_string(d) + " cannot be zero");
-    }
-    auto normalize = [&](int64_t v, int64_t lo, int64_t hi) {
-      if (v < 0) v += dim;
-      return std::clamp(v, lo, hi);
-    };
-    int64_t begin, end, count;
-    if (step > 0) {
-      begin = spec.begin ? normalize(*spec.begin, 0, dim) : 0;
-      end = spec.end ? normalize(*spec.end, 0, dim) : dim;
-      if (end < begin) {
-        throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" +
-                         std::to_string(end) + " of dimension " + std::to_string(d) +
-                         " has negative size");
-      }
-      // 1 + (extent - 1) / step: the textbook (extent + step - 1) / step
-      // overflows for steps near INT64_MAX.
-      count = end > begin ? 1 + (end - begin - 1) / step : 0;
+  int d = 0;
+  for (const SliceSpec& spec : expand(prefix, shape, specs)) {
+    if (spec.is_newaxis) {
+      s.out_dims.push_back(1);
     } else {
-      begin = spec.begin ? normalize(*spec.begin, -1, dim - 1) : dim - 1;
-      end = spec.end ? normalize(*spec.end, -1, dim - 1) : -1;
-      if (begin < end) {
-        throw ValueError(prefix + "slice range " + std::to_string(begin) + ":" +
-                         std::to_string(end) + ":" + std::to_string(step) + " of dimension " +
-                         std::to_string(d) + " has negative size");
-      }
-      // Unsigned magnitude: -step overflows for INT64_MIN.
-      const uint64_t magnitude = uint64_t{0} - static_cast<uint64_t>(step);
-      count = begin > end
-                  ? 1 + static_cast<int64_t>(static_cast<uint64_t>(begin - end - 1) / magnitude)
-                  : 0;
+      select_dim(prefix, shape, d++, spec, s);
     }
-    s.starts.push_back(begin);
-    s.steps.push_back(step);
-    s.counts.push_back(count);
-    s.out_dims.push_back(count);
   }
   return s;
 }

@@ -28,28 +28,28 @@ std::vector<std::string> uninitialized_names(const std::vector<Variable>& vars) 
 void add_to_collection(const std::string& key, std::any item) {
   get_default_graph().add_to_collection(key, std::move(item));
 }
-std::vector<std::any> get_collection(const std::string& key) {
-  return get_default_graph().get_collection(key);
+std::vector<std::any> get_collection(const std::string& key, std::string_view scope) {
+  return get_default_graph().get_collection(key, scope);
 }
 std::vector<Variable> get_collection_variables(const std::string& key, std::string_view scope) {
   return get_default_graph().get_collection_variables(key, scope);
 }
 
-std::vector<Variable> global_variables() {
-  return get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
+std::vector<Variable> global_variables(std::string_view scope) {
+  return get_collection_variables(GraphKeys::GLOBAL_VARIABLES, scope);
 }
 std::vector<Variable> all_variables() { return global_variables(); }
-std::vector<Variable> trainable_variables() {
-  return get_collection_variables(GraphKeys::TRAINABLE_VARIABLES);
+std::vector<Variable> trainable_variables(std::string_view scope) {
+  return get_collection_variables(GraphKeys::TRAINABLE_VARIABLES, scope);
 }
-std::vector<Variable> local_variables() {
-  return get_collection_variables(GraphKeys::LOCAL_VARIABLES);
+std::vector<Variable> local_variables(std::string_view scope) {
+  return get_collection_variables(GraphKeys::LOCAL_VARIABLES, scope);
 }
-std::vector<Variable> model_variables() {
-  return get_collection_variables(GraphKeys::MODEL_VARIABLES);
+std::vector<Variable> model_variables(std::string_view scope) {
+  return get_collection_variables(GraphKeys::MODEL_VARIABLES, scope);
 }
-std::vector<Variable> moving_average_variables() {
-  return get_collection_variables(GraphKeys::MOVING_AVERAGE_VARIABLES);
+std::vector<Variable> moving_average_variables(std::string_view scope) {
+  return get_collection_variables(GraphKeys::MOVING_AVERAGE_VARIABLES, scope);
 }
 
 Op initialize_variables(const std::vector<Variable>& var_list, const std::string& name) {

@@ -55,10 +55,18 @@ class Graph {
   // --- collections ---------------------------------------------------------
   void add_to_collection(const std::string& key, std::any item);
   void add_to_collections(const std::vector<std::string>& keys, const std::any& item);
-  // The items of a collection in insertion order (empty if none).
-  std::vector<std::any> get_collection(const std::string& key) const;
-  // The Variables of a collection, optionally only those whose name matches
-  // the regular expression `scope` at its start (TensorFlow's filter).
+  // The items of a collection in insertion order (empty if none), as
+  // tf.get_collection(key, scope): with a non-empty `scope`, only the items
+  // whose name matches the regular expression `scope` (ECMAScript grammar)
+  // at its start, as Python's re.match(scope, item.name). Names are
+  // TensorFlow's: Variable "s/w:0", PartitionedVariable "s/emb", Op "s/init",
+  // Placeholder "s/x:0"; other items (strings, numbers, ...) have none and
+  // are left out when a scope is given. An empty scope keeps every item
+  // (TensorFlow's scope=None; there is no way to pass its scope="").
+  // Throws ValueError naming `scope` when it is not a valid regular
+  // expression.
+  std::vector<std::any> get_collection(const std::string& key, std::string_view scope = {}) const;
+  // The Variables of get_collection(key, scope), other items left out.
   std::vector<Variable> get_collection_variables(const std::string& key,
                                                  std::string_view scope = {}) const;
   // Removes every item of a collection and returns them.

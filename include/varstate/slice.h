@@ -1,22 +1,31 @@
 // Slicing: reading a region of a tensor (Tensor.__getitem__) and writing a
 // region in place (the `assign` of a sliced variable).
 //
-// A slice is one SliceSpec per dimension, with Python's semantics:
+// A slice is a list of SliceSpecs with Python's (and tf.strided_slice's)
+// semantics:
 //   Slice::all()             x[:]
 //   Slice::range(1, 3)       x[1:3]
 //   Slice::range({}, 2)      x[:2]
 //   Slice::range({}, {}, -1) x[::-1]
 //   Slice::index(-1)         x[-1]   (an integer index drops the dimension)
-// Negative begin/end count
-// from the end of the dimension; begin and end past the ends are clamped.
-// Dimensions after the last spec are taken whole. There is no newaxis and no
-// ellipsis.
+//   Slice::ellipsis()        x[...]  (as many whole dimensions as needed)
+//   Slice::newaxis()         x[tf.newaxis] (inserts a dimension of size 1)
+// so that {Slice::ellipsis(), Slice::index(1)} is x[..., 1] and
+// {Slice::all(), Slice::newaxis()} is x[:, tf.newaxis]. Each spec but an
+// ellipsis or a newaxis consumes one dimension of the tensor; the ellipsis
+// stands for the dimensions the others leave (possibly none), and without
+// one the dimensions after the last spec are taken whole. Negative
+// begin/end count from the end of the dimension; begin and end past the
+// ends are clamped.
 //
 // Errors, checked before anything is read or written:
 //  - ValueError: a step of 0; a negative-size range (begin past end in the
-//    step's direction, e.g. x[2:1]).
-//  - InvalidArgumentError: an integer index out of range; more specs than
-//    dimensions; (assign) a value whose shape is not exactly the slice's.
+//    step's direction, e.g. x[2:1]); more than one ellipsis ("Multiple
+//    ellipses in slice spec not allowed").
+//  - InvalidArgumentError: an integer index out of range; more specs
+//    consuming a dimension than the tensor has; a SliceSpec with more than
+//    one of is_index, is_ellipsis and is_newaxis; (assign) a value whose
+//    shape is not exactly the slice's (newaxis dimensions included, as 1).
 //  - TypeError: (assign) a value of another dtype (weak literals convert).
 //
 // Both run on the tensor's device (a GPU copy is enqueued on its stream).
@@ -33,7 +42,8 @@
 
 namespace varstate {
 
-// One dimension of a slice: begin:end:step, or an integer index.
+// One entry of a slice: begin:end:step, an integer index, the ellipsis or
+// a newaxis. Build it with Slice's functions; at most one flag is set.
 struct SliceSpec {
   std::optional<int64_t> begin;  // default: start of the dim (end for step < 0)
   std::optional<int64_t> end;    // default: past the end (before the start for step < 0)
@@ -41,6 +51,10 @@ struct SliceSpec {
   // True: `begin` is an integer index that selects one element and drops
   // the dimension from the result.
   bool is_index = false;
+  // True: `...`, the whole dimensions no other spec consumes.
+  bool is_ellipsis = false;
+  // True: tf.newaxis, a new dimension of size 1 in the result.
+  bool is_newaxis = false;
 };
 
 struct Slice {
@@ -50,9 +64,12 @@ struct Slice {
     return {begin, end, step, false};
   }
   static SliceSpec index(int64_t i) { return {i, std::nullopt, std::nullopt, true}; }
+  static SliceSpec ellipsis() { return {.is_ellipsis = true}; }
+  static SliceSpec newaxis() { return {.is_newaxis = true}; }
 };
 
-// The shape `specs` select from a tensor of `shape` (index dims dropped).
+// The shape `specs` select from a tensor of `shape` (index dims dropped,
+// newaxis dims of size 1 inserted).
 // Throws as described above.
 TensorShape slice_shape(const TensorShape& shape, const std::vector<SliceSpec>& specs);
 

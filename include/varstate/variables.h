@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "varstate/graph.h"
@@ -14,17 +15,27 @@ namespace varstate {
 
 // Adds `item` to the default graph's collection `key` (tf.add_to_collection).
 void add_to_collection(const std::string& key, std::any item);
-// The default graph's collection `key` (tf.get_collection); with `scope`,
-// only variables whose name matches it at the start.
-std::vector<std::any> get_collection(const std::string& key);
+// The default graph's collection `key` (tf.get_collection(key, scope)).
+// With a non-empty `scope`, only the items whose name matches the regular
+// expression `scope` (ECMAScript) at its start, as Python's
+// re.match(scope, item.name): "enc" keeps "enc/w:0" and "encoder/w:0",
+// "enc/" only the first. Named items are Variables ("s/w:0"),
+// PartitionedVariables ("s/emb"), Ops ("s/init") and Placeholders
+// ("s/x:0"); any other item is left out when a scope is given. Throws
+// ValueError naming `scope` when it is not a valid regular expression. An
+// empty scope keeps every item (TensorFlow's scope=None).
+std::vector<std::any> get_collection(const std::string& key, std::string_view scope = {});
+// The Variables of get_collection(key, scope), other items left out.
 std::vector<Variable> get_collection_variables(const std::string& key, std::string_view scope = {});
 
-std::vector<Variable> global_variables();
+// The variables of a standard collection, filtered by `scope` as
+// get_collection (tf.global_variables(scope), ...; same errors).
+std::vector<Variable> global_variables(std::string_view scope = {});
 std::vector<Variable> all_variables();  // = global_variables()
-std::vector<Variable> trainable_variables();
-std::vector<Variable> local_variables();
-std::vector<Variable> model_variables();
-std::vector<Variable> moving_average_variables();
+std::vector<Variable> trainable_variables(std::string_view scope = {});
+std::vector<Variable> local_variables(std::string_view scope = {});
+std::vector<Variable> model_variables(std::string_view scope = {});
+std::vector<Variable> moving_average_variables(std::string_view scope = {});
 
 // An Op that runs the initializers of `var_list` (in list order; an
 // initial value built from another variable's initialized_value() was

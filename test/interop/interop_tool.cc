@@ -25,8 +25,20 @@
 //       arguments: "OP 1" when the call waits for the variable's
 //       update_mutex (use_locking), "OP 0" when it does not
 //   interop_tool slice SPEC OUT
-//       lines "ID DIMS SPEC" (SPEC like "::-2,1" with "b:e:s" or an index per
-//       dimension): strided_slice of iota(DIMS) as int64
+//       lines "ID DIMS SPEC" (SPEC like "::-2,1" with "b:e:s", an index,
+//       "..." or "new" (tf.newaxis) per entry): strided_slice of iota(DIMS)
+//       as int64, or "ID error CLASS"
+//   interop_tool slice_assign SPEC OUT
+//       lines as for slice: a variable "v" holding iota(DIMS) as int64 gets
+//       -(1 + iota(slice shape)) assigned to v[SPEC]; writes v's value, or
+//       "ID error CLASS"
+//   interop_tool collection SPEC OUT
+//       lines "ID FUNC KEY SCOPE" (FUNC get_collection, global_variables,
+//       trainable_variables, local_variables, model_variables or
+//       moving_average_variables; KEY and SCOPE as hex, "-" for none) over
+//       the graph of cmd_collection; writes ID with a string tensor of the
+//       items' names ("str:VALUE", "int:VALUE" for unnamed items), or
+//       "ID error CLASS"
 //   interop_tool errors OUT DIR
 //       "CASE ErrorClass" for each documented error case (checkpoints in DIR)
 //   interop_tool sharing OUT
@@ -70,6 +82,7 @@
 // writes its results as tensor_text lines, dispatched in main(), and a
 // test_*.py computing the same with TensorFlow through conftest's tool(),
 // encode() and read_tensors().
+#include <any>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -91,7 +104,9 @@
 #include "varstate/initializers.h"
 #include "varstate/math_ops.h"
 #include "varstate/meta_graph.h"
+#include "varstate/partitioned_variable.h"
 #include "varstate/partitioners.h"
+#include "varstate/placeholder.h"
 #include "varstate/placement.h"
 #include "varstate/random_ops.h"
 #include "varstate/saver.h"
@@ -373,13 +388,30 @@ std::vector<SliceSpec> parse_slice(const std::string& text) {
       if (s.empty()) return std::nullopt;
       return std::stoll(s);
     };
-    if (p.size() == 1) {
+    if (dim == "...") {
+      specs.push_back(Slice::ellipsis());
+    } else if (dim == "new") {
+      specs.push_back(Slice::newaxis());
+    } else if (p.size() == 1) {
       specs.push_back(Slice::index(std::stoll(p[0])));
     } else {
       specs.push_back(Slice::range(opt(p[0]), opt(p[1]), p.size() > 2 ? opt(p[2]) : std::nullopt));
     }
   }
   return specs;
+}
+
+// 0, 1, ... as int64 of `shape`.
+Tensor iota(const TensorShape& shape) {
+  std::vector<int64_t> v(shape.num_elements());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i);
+  return Tensor::from_vector(v, shape);
+}
+
+// "ID error CLASS": the line of a case that raised.
+void write_error(Output& out, const std::string& id, const Error& e) {
+  out.write_line(hex_encode(id.data(), id.size()) + " error " +
+                 std::string(error_code_name(e.code())));
 }
 
 int cmd_slice(const std::vector<std::string>& args) {
@@ -389,17 +421,113 @@ int cmd_slice(const std::vector<std::string>& args) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const std::vector<std::string> f = split(line, ' ');
-    const std::vector<int64_t> dims = parse_dims(f.at(1));
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    std::vector<int64_t> iota(n);
-    for (int64_t i = 0; i < n; ++i) iota[i] = i;
-    const Tensor t = Tensor::from_vector(iota, TensorShape(dims));
+    const Tensor t = iota(TensorShape(parse_dims(f.at(1))));
     try {
       out.write(f[0], strided_slice(t, parse_slice(f.at(2))));
     } catch (const Error& e) {
-      out.write_line(hex_encode(f[0].data(), f[0].size()) + " error " +
-                     std::string(error_code_name(e.code())));
+      write_error(out, f[0], e);
+    }
+  }
+  return 0;
+}
+
+int cmd_slice_assign(const std::vector<std::string>& args) {
+  std::ifstream in(args.at(0));
+  Output out(args.at(1));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split(line, ' ');
+    reset_default_graph();
+    Variable v(iota(TensorShape(parse_dims(f.at(1)))), {.name = "v"});
+    Session().run(v.initializer());
+    try {
+      VariableSlice region = v.slice(parse_slice(f.at(2)));
+      region.assign(-(iota(region.shape()) + int64_t{1}));
+      out.write(f[0], v.value());
+    } catch (const Error& e) {
+      write_error(out, f[0], e);
+    }
+  }
+  return 0;
+}
+
+// The items' names as TensorFlow's get_collection test prints them.
+Tensor item_names(const std::vector<std::any>& items) {
+  std::vector<std::string> names;
+  for (const std::any& item : items) {
+    if (const auto* v = std::any_cast<Variable>(&item)) names.push_back(v->name());
+    if (const auto* p = std::any_cast<PartitionedVariable>(&item)) names.push_back(p->name());
+    if (const auto* op = std::any_cast<Op>(&item)) names.push_back(op->name());
+    if (const auto* ph = std::any_cast<Placeholder>(&item)) names.push_back(ph->name() + ":0");
+    if (const auto* s = std::any_cast<std::string>(&item)) names.push_back("str:" + *s);
+    if (const auto* i = std::any_cast<int>(&item)) names.push_back("int:" + std::to_string(*i));
+  }
+  return Tensor::from_vector(names);
+}
+
+// The graph test_collections.py builds with TensorFlow.
+void build_collection_graph() {
+  reset_default_graph();
+  const TensorShape two{2};
+  {
+    auto enc = variable_scope("enc");
+    get_variable("w", {.shape = two});
+    PartitionedVariable emb =
+        get_variable("emb", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
+    add_to_collection("mixed", emb);
+  }
+  {
+    auto encoder = variable_scope("encoder");
+    get_variable("w", {.shape = two, .trainable = false});
+  }
+  {
+    using Keys = std::vector<std::string>;
+    auto dec = variable_scope("dec");
+    get_variable("local", {.shape = two, .collections = Keys{GraphKeys::LOCAL_VARIABLES}});
+    get_variable("model",
+                 {.shape = two,
+                  .collections = Keys{GraphKeys::GLOBAL_VARIABLES, GraphKeys::MODEL_VARIABLES}});
+    get_variable("avg", {.shape = two,
+                         .trainable = false,
+                         .collections = Keys{GraphKeys::GLOBAL_VARIABLES,
+                                             GraphKeys::MOVING_AVERAGE_VARIABLES}});
+  }
+  add_to_collection("mixed", placeholder(DType::kFloat, two, "enc/x"));
+  add_to_collection("mixed", Op("enc/step", "NoOp", [] {}));
+  add_to_collection("mixed", std::string("enc/unnamed"));
+  add_to_collection("mixed", 7);
+}
+
+std::vector<std::any> run_collection_query(const std::string& func, const std::string& key,
+                                           const std::string& scope) {
+  const std::map<std::string, std::function<std::vector<Variable>(std::string_view)>> helpers = {
+      {"global_variables", [](std::string_view s) { return global_variables(s); }},
+      {"trainable_variables", [](std::string_view s) { return trainable_variables(s); }},
+      {"local_variables", [](std::string_view s) { return local_variables(s); }},
+      {"model_variables", [](std::string_view s) { return model_variables(s); }},
+      {"moving_average_variables", [](std::string_view s) { return moving_average_variables(s); }},
+  };
+  if (func == "get_collection") return get_collection(key, scope);
+  auto it = helpers.find(func);
+  if (it == helpers.end()) throw InvalidArgumentError("interop_tool: bad function " + quoted(func));
+  std::vector<Variable> vars = it->second(scope);
+  return std::vector<std::any>(vars.begin(), vars.end());
+}
+
+int cmd_collection(const std::vector<std::string>& args) {
+  std::ifstream in(args.at(0));
+  Output out(args.at(1));
+  build_collection_graph();
+  auto field = [](const std::string& f) { return f == "-" ? std::string() : hex_decode(f); };
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split(line, ' ');
+    try {
+      out.write(f.at(0), item_names(run_collection_query(f.at(1), field(f.at(2)), field(f.at(3)))));
+    } catch (const Error& e) {
+      write_error(out, f[0], e);
     }
   }
   return 0;
@@ -551,6 +679,10 @@ int cmd_errors(const std::vector<std::string>& args) {
       {"slice_step_zero",
        [&] {
          strided_slice(Tensor({1, 2, 3}), {Slice::range(0, 3, 0)});
+       }},
+      {"slice_multiple_ellipses",
+       [&] {
+         strided_slice(Tensor({{1, 2}, {3, 4}}), {Slice::ellipsis(), Slice::ellipsis()});
        }},
       {"constant_initializer_too_many",
        [&] {
@@ -789,9 +921,9 @@ int main(int argc, char** argv) {
   using namespace varstate::interop;
   if (argc < 2) {
     std::cerr << "usage: interop_tool "
-                 "save|dump|restore|random|init|math|locking|slice|errors|sharing|export_meta|"
-                 "import_meta|"
-                 "partition ARGS...\n";
+                 "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
+                 "sharing|export_meta|import_meta|export_train|run_train|partition ARGS...
+";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -806,6 +938,8 @@ int main(int argc, char** argv) {
     if (cmd == "partition") return cmd_partition(args);
     if (cmd == "locking") return cmd_locking(args);
     if (cmd == "slice") return cmd_slice(args);
+    if (cmd == "slice_assign") return cmd_slice_assign(args);
+    if (cmd == "collection") return cmd_collection(args);
     if (cmd == "errors") return cmd_errors(args);
     if (cmd == "sharing") return cmd_sharing(args);
     if (cmd == "export_meta") return cmd_export_meta(args);

@@ -1,7 +1,7 @@
 """Item 6 of the interop suite: semantics the reference docs state, checked
-against TensorFlow running them: use_locking defaults, strided slices
-(extreme steps included), integer division on negatives, and the error
-class of each documented error case."""
+against TensorFlow running them: use_locking defaults, strided slices and
+slice assigns (extreme steps, ellipsis and newaxis included), integer
+division on negatives, and the error class of each documented error case."""
 import numpy as np
 import pytest
 
@@ -39,6 +39,15 @@ SLICE_CASES = [
     ([10], "-100:100"), ([10], "100:-100:-1"), ([10], "5:5"), ([10], "-1"), ([10], "0"),
     ([4, 6], "1:3,::-2"), ([4, 6], "-1,1:5:3"), ([4, 6], f"::{INT64_MAX},::{INT64_MIN}"),
     ([0], "::-1"), ([3, 0, 2], "1,:,::-1"),
+    # Ellipsis ("...") and tf.newaxis ("new").
+    ([2, 3, 4], "...,1"), ([2, 3, 4], "1,...,::2"), ([2, 3, 4], ":,new"),
+    ([2, 3, 4], "...,new"), ([2, 3, 4], "new,...,0,new"), ([2, 3, 4], "..."),
+    ([2, 3, 4], "0,1,2,..."), ([2, 3, 4], "...,::-1,0"), ([2, 3, 4], "new"),
+    ([2, 3, 4], "1,new,-1"), ([2, 3, 4], "new,new,...,1:,new"), ([5], "...,new,3:0:-2"),
+    # ValueError on both sides. (Too many indices and an index out of range
+    # are InvalidArgumentError in varstate, as in TF's kernel, while TF's
+    # graph builder raises ValueError for static shapes; not compared.)
+    ([2, 3, 4], "...,..."),
 ]
 
 
@@ -46,7 +55,9 @@ def tf_slice_spec(text):
     out = []
     for dim in text.split(","):
         p = dim.split(":")
-        if len(p) == 1:
+        if dim in ("...", "new"):
+            out.append(Ellipsis if dim == "..." else tf.newaxis)
+        elif len(p) == 1:
             out.append(int(p[0]))
         else:
             vals = [int(x) if x else None for x in p] + [None] * (3 - len(p))
@@ -54,17 +65,58 @@ def tf_slice_spec(text):
     return tuple(out)
 
 
-def test_strided_slices_equal_tensorflow(tmp_path):
-    with open(tmp_path / "slices.txt", "w") as f:
+def write_slice_cases(path):
+    with open(path, "w") as f:
         for i, (dims, spec) in enumerate(SLICE_CASES):
             f.write(f"s{i} {','.join(map(str, dims))} {spec}\n")
+
+
+def tf_outcome(sess, fn):
+    """sess.run(fn()) or, when TensorFlow raises, ("error", class name) as
+    read_tensors gives varstate's errors."""
+    try:
+        return sess.run(fn())
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+        return ("error", type(e).__name__)
+
+
+def same_outcome(got, want):
+    if isinstance(want, tuple) or isinstance(got, tuple):
+        return got == want
+    return same_bits(got, want)
+
+
+def test_strided_slices_equal_tensorflow(tmp_path):
+    write_slice_cases(tmp_path / "slices.txt")
     tool("slice", tmp_path / "slices.txt", tmp_path / "out.txt")
     got = read_tensors(tmp_path / "out.txt")
     with tf1.Graph().as_default(), tf1.Session() as sess:
         for i, (dims, spec) in enumerate(SLICE_CASES):
             t = tf.reshape(tf.range(int(np.prod(dims)), dtype=tf.int64), dims)
-            want = sess.run(t[tf_slice_spec(spec)])
-            assert same_bits(got[f"s{i}"], want), (dims, spec, got[f"s{i}"], want)
+            want = tf_outcome(sess, lambda: t[tf_slice_spec(spec)])
+            assert same_outcome(got[f"s{i}"], want), (dims, spec, got[f"s{i}"], want)
+
+
+def test_slice_assigns_equal_tensorflow(tmp_path):
+    """v[spec].assign(-(1 + iota(shape of v[spec]))) on v = iota(dims): the
+    value carries the newaxis dimensions, as TensorFlow requires."""
+    write_slice_cases(tmp_path / "slices.txt")
+    tool("slice_assign", tmp_path / "slices.txt", tmp_path / "out.txt")
+    got = read_tensors(tmp_path / "out.txt")
+    for i, (dims, spec) in enumerate(SLICE_CASES):
+        with tf1.Graph().as_default(), tf1.Session() as sess:
+            v = tf1.Variable(np.arange(int(np.prod(dims)), dtype=np.int64).reshape(dims), name="v")
+
+            def assign():
+                region = v[tf_slice_spec(spec)]
+                shape = region.shape.as_list()
+                value = -(1 + np.arange(int(np.prod(shape)), dtype=np.int64)).reshape(shape)
+                with tf.control_dependencies([region.assign(value)]):
+                    return v.read_value()
+
+            sess.run(tf1.global_variables_initializer())
+            want = tf_outcome(sess, assign)
+            assert same_outcome(got[f"s{i}"], want), (dims, spec, got[f"s{i}"], want)
 
 
 def test_integer_division_on_negatives(tmp_path):
@@ -192,6 +244,7 @@ def tf_error_cases(tmp):
         "floormod_int_by_zero":
             lambda: run(lambda: tf.math.floormod(tf.constant([7, -7]), tf.constant([2, 0]))),
         "slice_step_zero": lambda: run(lambda: tf.constant([1, 2, 3])[0:3:0]),
+        "slice_multiple_ellipses": lambda: run(lambda: tf.constant([[1, 2], [3, 4]])[..., ...]),
         "constant_initializer_too_many":
             lambda: run(lambda: tf1.constant_initializer([1.0, 2.0, 3.0])([2])),
         "variance_scaling_bad_scale": lambda: tf1.variance_scaling_initializer(scale=-1.0),

@@ -1,5 +1,5 @@
 // Slicing on the GPU compared with the CPU: every element size, negative
-// indices and steps, slice assigns (also from a CPU value), and errors
+// indices and steps, ellipses and newaxes, slice assigns (also from a CPU value), and errors
 // that leave the GPU tensor unchanged.
 #include <catch2/catch.hpp>
 
@@ -23,6 +23,10 @@ std::vector<std::vector<SliceSpec>> slice_cases() {
       {Slice::index(-1), Slice::range(1, 2), Slice::index(0)},
       {Slice::all(), Slice::index(-5)},
       {Slice::range(2, 2)},
+      {Slice::ellipsis(), Slice::index(1)},
+      {Slice::index(-1), Slice::ellipsis(), Slice::range({}, {}, -2)},
+      {Slice::all(), Slice::newaxis(), Slice::range(1, 3)},
+      {Slice::newaxis(), Slice::ellipsis(), Slice::index(0), Slice::newaxis()},
   };
 }
 
@@ -62,12 +66,15 @@ TEST_CASE("GPU slice assign writes only the region", "[gpu][slice]") {
     CAPTURE(dtype_name(dtype));
     Tensor cpu_t = random_tensor(dtype, {6, 7, 8}, kSeed);
     Tensor gpu_t = cpu_t.to(gpu);
-    const std::vector<SliceSpec> specs = {Slice::range(-1, 0, -2), Slice::index(3),
-                                          Slice::range(1, {}, 3)};
-    Tensor value = random_tensor(dtype, slice_shape(cpu_t.shape(), specs), kSeed + 1);
-    strided_slice_assign(cpu_t, specs, value);
-    strided_slice_assign(gpu_t, specs, value.to(gpu));
-    CHECK(compare_tensors(gpu_t, cpu_t) == "");
+    for (const std::vector<SliceSpec>& specs :
+         {std::vector<SliceSpec>{Slice::range(-1, 0, -2), Slice::index(3), Slice::range(1, {}, 3)},
+          std::vector<SliceSpec>{Slice::ellipsis(), Slice::newaxis(), Slice::range({}, {}, -3)},
+          std::vector<SliceSpec>{Slice::newaxis(), Slice::index(2), Slice::ellipsis()}}) {
+      Tensor value = random_tensor(dtype, slice_shape(cpu_t.shape(), specs), kSeed + 1);
+      strided_slice_assign(cpu_t, specs, value);
+      strided_slice_assign(gpu_t, specs, value.to(gpu));
+      CHECK(compare_tensors(gpu_t, cpu_t) == "");
+    }
   }
   const std::vector<float> before = a.to_vector<float>();
   CHECK_THROWS_AS(strided_slice_assign(a, {Slice::index(0)}, Tensor({1.f, 2.f}).to(gpu)),
@@ -75,5 +82,7 @@ TEST_CASE("GPU slice assign writes only the region", "[gpu][slice]") {
   CHECK_THROWS_AS(
       strided_slice_assign(a, {Slice::range(2, 0)}, Tensor::zeros(DType::kFloat, {0, 3}, gpu)),
       ValueError);
+  CHECK_THROWS_AS(strided_slice_assign(a, {Slice::ellipsis(), Slice::ellipsis()}, a.clone()),
+                  ValueError);
   CHECK(a.to_vector<float>() == before);
 }

@@ -174,3 +174,101 @@ TEST_CASE("extreme steps take one element, as TensorFlow (no overflow)", "[slice
                        Tensor::from_vector(std::vector<int64_t>{-1}));
   CHECK(target.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, -1});
 }
+
+namespace {
+// 0, 1, ..., n-1 as int64 of `shape`: element (i, j, k) of [2,3,4] is 12i + 4j + k.
+Tensor iota(const TensorShape& shape) {
+  std::vector<int64_t> v(shape.num_elements());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i);
+  return Tensor::from_vector(v, shape);
+}
+using I64 = std::vector<int64_t>;
+}  // namespace
+
+TEST_CASE("ellipsis and newaxis, as tf.strided_slice's masks", "[slice]") {
+  const Tensor t = iota({2, 3, 4});
+  struct Case {
+    const char* python;
+    std::vector<SliceSpec> specs;
+    TensorShape shape;
+    I64 values;
+  };
+  const auto all = Slice::all();
+  const auto ell = Slice::ellipsis();
+  const auto na = Slice::newaxis();
+  const I64 whole = iota({24}).to_vector<int64_t>();
+  const std::vector<Case> cases = {
+      {"t[..., 1]", {ell, Slice::index(1)}, {2, 3}, {1, 5, 9, 13, 17, 21}},
+      {"t[1, ..., ::2]",
+       {Slice::index(1), ell, Slice::range({}, {}, 2)},
+       {3, 2},
+       {12, 14, 16, 18, 20, 22}},
+      {"t[..., ::-1, 0]",
+       {ell, Slice::range({}, {}, -1), Slice::index(0)},
+       {2, 3},
+       {8, 4, 0, 20, 16, 12}},
+      {"t[...]", {ell}, {2, 3, 4}, whole},
+      {"t[0, 1, 2, ...]", {Slice::index(0), Slice::index(1), Slice::index(2), ell}, {}, {6}},
+      {"t[:, newaxis]", {all, na}, {2, 1, 3, 4}, whole},
+      {"t[newaxis]", {na}, {1, 2, 3, 4}, whole},
+      {"t[..., newaxis]", {ell, na}, {2, 3, 4, 1}, whole},
+      {"t[newaxis, ..., 0, newaxis]",
+       {na, ell, Slice::index(0), na},
+       {1, 2, 3, 1},
+       {0, 4, 8, 12, 16, 20}},
+      {"t[1, newaxis, 2]", {Slice::index(1), na, Slice::index(2)}, {1, 4}, {20, 21, 22, 23}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.python);
+    CHECK(slice_shape(t.shape(), c.specs) == c.shape);
+    const Tensor s = strided_slice(t, c.specs);
+    CHECK(s.shape() == c.shape);
+    CHECK(s.to_vector<int64_t>() == c.values);
+  }
+  // A scalar: the ellipsis stands for no dimension, newaxis makes a vector.
+  const Tensor scalar = Tensor::from_vector(I64{5}, TensorShape({}));
+  CHECK(strided_slice(scalar, {ell}).shape() == TensorShape({}));
+  CHECK(strided_slice(scalar, {na, na}).shape() == TensorShape({1, 1}));
+  CHECK(strided_slice(scalar, {na}).to_vector<int64_t>() == I64{5});
+}
+
+TEST_CASE("slice assign through an ellipsis or a newaxis", "[slice]") {
+  Tensor a = iota({2, 3});
+  strided_slice_assign(a, {Slice::ellipsis(), Slice::index(0)}, Tensor::from_vector(I64{10, 20}));
+  CHECK(a.to_vector<int64_t>() == I64{10, 1, 2, 20, 4, 5});
+  // The value carries the newaxis dimension: v[:, tf.newaxis, 1] is [2, 1].
+  const std::vector<SliceSpec> column = {Slice::all(), Slice::newaxis(), Slice::index(1)};
+  strided_slice_assign(a, column, Tensor::from_vector(I64{-1, -2}, TensorShape({2, 1})));
+  CHECK(a.to_vector<int64_t>() == I64{10, -1, 2, 20, -2, 5});
+  strided_slice_assign(a, {Slice::newaxis(), Slice::ellipsis(), Slice::range(1, 0, -1)},
+                       Tensor::from_vector(I64{7, 8}, TensorShape({1, 2, 1})));
+  CHECK(a.to_vector<int64_t>() == I64{10, 7, 2, 20, 8, 5});
+}
+
+TEST_CASE("bad ellipses and newaxes raise and change nothing", "[slice]") {
+  Tensor a = iota({2, 3});
+  const I64 before = a.to_vector<int64_t>();
+  const auto ell = Slice::ellipsis();
+  CHECK_THROWS_AS(strided_slice(a, {ell, Slice::index(0), ell}), ValueError);
+  CHECK_THROWS_WITH(strided_slice(a, {ell, ell}),
+                    Catch::Contains("Multiple ellipses in slice spec not allowed"));
+  CHECK_THROWS_AS(slice_shape(a.shape(), {ell, ell}), ValueError);
+  // Three dims consumed by a rank-2 tensor, with or without an ellipsis;
+  // newaxis consumes none.
+  CHECK_THROWS_WITH(strided_slice(a, {Slice::index(0), ell, Slice::index(0), Slice::index(0)}),
+                    Catch::Contains("too many indices: 3") && Catch::Contains("[2,3]"));
+  CHECK_NOTHROW(strided_slice(
+      a, {Slice::newaxis(), Slice::index(0), Slice::newaxis(), Slice::index(0), Slice::newaxis()}));
+  SliceSpec both = Slice::index(0);
+  both.is_newaxis = true;
+  CHECK_THROWS_WITH(strided_slice(a, {Slice::all(), both}),
+                    Catch::Contains("slice spec 1") && Catch::Contains("more than one"));
+
+  const std::vector<SliceSpec> column = {Slice::all(), Slice::newaxis(), Slice::index(1)};
+  CHECK_THROWS_WITH(strided_slice_assign(a, column, Tensor::from_vector(I64{1, 2}), "v"),
+                    Catch::Contains("\"v\"") && Catch::Contains("[2,1]") && Catch::Contains("[2]"));
+  CHECK_THROWS_AS(strided_slice_assign(a, {ell, ell}, a.clone()), ValueError);
+  CHECK_THROWS_AS(strided_slice_assign(a, {ell, Slice::index(3)}, Tensor::from_vector(I64{1, 2})),
+                  InvalidArgumentError);
+  CHECK(a.to_vector<int64_t>() == before);
+}

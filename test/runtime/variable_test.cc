@@ -360,8 +360,17 @@ TEST_CASE_METHOD(FreshGraph, "slices of a variable read and assign regions", "[v
   CHECK(A.slice({Slice::all(), Slice::range(std::nullopt, std::nullopt, -2)})
             .value()
             .to_vector<float>() == std::vector<float>{3, 22, 6, 22, 9, 7});
+  // A[..., 0] and A[:, tf.newaxis, 2] (the value carries the new dim).
+  CHECK(A.slice({Slice::ellipsis(), Slice::index(0)}).value().to_vector<float>() ==
+        std::vector<float>{22, 22, 7});
+  auto last_column = A.slice({Slice::all(), Slice::newaxis(), Slice::index(2)});
+  CHECK(last_column.shape() == TensorShape{3, 1});
+  last_column.assign(Tensor({{-3.f}, {-6.f}, {-9.f}}));
+  CHECK(A.value().to_vector<float>() == std::vector<float>{22, 22, -3, 22, 22, -6, 7, 8, -9});
   // No broadcasting; negative sizes raise; nothing changes on error.
   auto before = A.value().to_vector<float>();
+  CHECK_THROWS_AS(last_column.assign(Tensor({1.f, 2.f, 3.f})), InvalidArgumentError);
+  CHECK_THROWS_AS(A.slice({Slice::ellipsis(), Slice::ellipsis()}).assign(Tensor(1.f)), ValueError);
   CHECK_THROWS_AS(top_left.assign(Tensor(5.f)), InvalidArgumentError);
   CHECK_THROWS_AS(A.slice({Slice::range(2, 1)}).assign(Tensor::zeros(DType::kFloat, {0, 3})),
                   ValueError);

@@ -5,7 +5,9 @@
 #include "runtime/variable_internal.h"
 #include "tensor_util.h"
 #include "varstate/error.h"
+#include "varstate/placeholder.h"
 #include "varstate/random_seed.h"
+#include "varstate/variable_scope.h"
 #include "varstate/variables.h"
 
 using namespace varstate;
@@ -16,6 +18,21 @@ namespace {
 std::vector<std::string> names(const std::vector<Variable>& vars) {
   std::vector<std::string> out;
   for (const auto& v : vars) out.push_back(v.op_name());
+  return out;
+}
+
+// What TensorFlow's get_collection would print for each item: its name, or
+// for unnamed items their value.
+std::vector<std::string> item_names(const std::vector<std::any>& items) {
+  std::vector<std::string> out;
+  for (const std::any& item : items) {
+    if (const auto* v = std::any_cast<Variable>(&item)) out.push_back(v->name());
+    if (const auto* p = std::any_cast<PartitionedVariable>(&item)) out.push_back(p->name());
+    if (const auto* op = std::any_cast<Op>(&item)) out.push_back(op->name());
+    if (const auto* ph = std::any_cast<Placeholder>(&item)) out.push_back(ph->name() + ":0");
+    if (const auto* s = std::any_cast<std::string>(&item)) out.push_back("str " + *s);
+    if (const auto* i = std::any_cast<int>(&item)) out.push_back("int " + std::to_string(*i));
+  }
   return out;
 }
 }  // namespace
@@ -62,8 +79,64 @@ TEST_CASE_METHOD(FreshGraph, "user collections and scope filters", "[collections
         std::vector<std::string>{"encoder/w", "encoder/b"});
   CHECK(names(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, ".*_w")) ==
         std::vector<std::string>{"decoder_w"});
-  CHECK_THROWS_AS(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, "(unclosed"),
-                  InvalidArgumentError);
+  CHECK_THROWS_AS(get_collection_variables(GraphKeys::GLOBAL_VARIABLES, "(unclosed"), ValueError);
+}
+
+TEST_CASE_METHOD(FreshGraph, "get_collection(key, scope) is re.match(scope, item.name)",
+                 "[collections]") {
+  {
+    auto enc = variable_scope("enc");
+    get_variable("w", {.shape = TensorShape{2}});
+    PartitionedVariable emb =
+        get_variable("emb", {.shape = TensorShape{4, 2}, .partitioner = fixed_size_partitioner(2)});
+    add_to_collection("mixed", emb);
+  }
+  {
+    auto encoder = variable_scope("encoder");
+    get_variable("w", {.shape = TensorShape{2}, .trainable = false});
+  }
+  add_to_collection("mixed", placeholder(DType::kFloat, TensorShape{2}, "enc/x"));
+  add_to_collection("mixed", Op("enc/step", "NoOp", [] {}));
+  add_to_collection("mixed", std::string("enc/unnamed"));
+  add_to_collection("mixed", 7);
+  using V = std::vector<std::string>;
+  // No scope (or an empty one): every item, named or not.
+  CHECK(item_names(get_collection("mixed")) ==
+        V{"enc/emb", "enc/x:0", "enc/step", "str enc/unnamed", "int 7"});
+  CHECK(item_names(get_collection("mixed", "")) == item_names(get_collection("mixed")));
+  // A scope keeps named items matching at the start only; unnamed ones drop.
+  CHECK(item_names(get_collection("mixed", "enc")) == V{"enc/emb", "enc/x:0", "enc/step"});
+  CHECK(item_names(get_collection("mixed", "enc/[xs]")) == V{"enc/x:0", "enc/step"});
+  CHECK(item_names(get_collection("mixed", "enc/.*:0$")) == V{"enc/x:0"});
+  CHECK(item_names(get_collection("mixed", "x")).empty());
+  CHECK(item_names(get_collection(GraphKeys::GLOBAL_VARIABLES, "enc/")) ==
+        V{"enc/w:0", "enc/emb/part_0:0", "enc/emb/part_1:0"});
+  CHECK(get_default_graph().get_collection(GraphKeys::GLOBAL_VARIABLES, "encoder").size() == 1);
+  // The per-kind helpers take the same scope.
+  CHECK(names(global_variables("enc")) ==
+        V{"enc/w", "enc/emb/part_0", "enc/emb/part_1", "encoder/w"});
+  CHECK(names(global_variables(".*/w")) == V{"enc/w", "encoder/w"});
+  CHECK(names(global_variables("w")).empty());
+  CHECK(names(trainable_variables("enc")) == V{"enc/w", "enc/emb/part_0", "enc/emb/part_1"});
+  CHECK(names(trainable_variables("encoder")).empty());
+  Variable local(Tensor(0.f), {.collections = std::vector<std::string>{GraphKeys::LOCAL_VARIABLES},
+                               .name = "dec/local"});
+  Variable model(Tensor(0.f), {.collections = std::vector<std::string>{GraphKeys::MODEL_VARIABLES},
+                               .name = "dec/model"});
+  Variable avg(Tensor(0.f),
+               {.collections = std::vector<std::string>{GraphKeys::MOVING_AVERAGE_VARIABLES},
+                .name = "dec/avg"});
+  CHECK(names(local_variables("dec")) == V{"dec/local"});
+  CHECK(names(local_variables("enc")).empty());
+  CHECK(names(model_variables("dec/m")) == V{"dec/model"});
+  CHECK(names(moving_average_variables("dec/a")) == V{"dec/avg"});
+  CHECK(names(moving_average_variables("dec/m")).empty());
+  // A malformed scope raises ValueError naming it.
+  CHECK_THROWS_WITH(get_collection("mixed", "(unclosed"),
+                    Catch::Contains("\"(unclosed\"") && Catch::Contains("regular expression"));
+  CHECK_THROWS_AS(get_default_graph().get_collection("mixed", "["), ValueError);
+  CHECK_THROWS_AS(global_variables("a{2,1}"), ValueError);
+  CHECK_THROWS_AS(local_variables("*"), ValueError);
 }
 
 TEST_CASE_METHOD(FreshGraph, "the initializer helpers", "[initialization]") {
