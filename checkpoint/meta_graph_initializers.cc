@@ -59,13 +59,13 @@ size_t value_bytes(const Tensor& t) {
 
 // The random op (full shape), a Slice to the part, then the scale and shift
 // TensorFlow's random_ops build: rnd * (max - min) + min, rnd * stddev + mean.
-void add_random(NodeWriter& w, const std::string& op, const BoundInitializer& bound) {
+void add_random(NodeWriter& w, const std::string& op, BoundInitializer& bound) {
   const InitializerRecipe& r = bound.recipe();
   const DType dtype = bound.dtype();
   const auto& p = bound.partition_info();
   const TensorShape full = p ? p->full_shape : bound.shape();
   const RandomOpForm form = random_op_form(r, full, dtype);
-  const SeedPair seeds = const_cast<BoundInitializer&>(bound).seeds();
+  const SeedPair seeds = bound.seeds();
   const std::string scope = op + "/Initializer/";
   const std::string shape = w.dims(scope + "shape", full.dims(), DType::kInt32);
   const bool is_int = std::string(form.op_type) == "RandomUniformInt";

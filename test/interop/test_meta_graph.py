@@ -125,8 +125,8 @@ def test_tf_reruns_exported_initializers(tmp_path):
     seed attrs, scale and shift, Fill, small Consts), not as their values:
     the meta graph stays small, and TensorFlow's initializers give
     varstate's values (uniform bit for bit, normals within the ulp bounds of
-    test_random.py), partitions included."""
-    from test_random import ULP_BOUND, ulp_diff
+    test_random.py before the shift by the mean, so within a few ulps of
+    the stddev after it), partitions included."""
     prefix = str(tmp_path / "model")
     tool("export_init_meta", prefix, tmp_path / "values.txt")
     want = read_tensors(tmp_path / "values.txt")
@@ -140,7 +140,7 @@ def test_tf_reruns_exported_initializers(tmp_path):
     for name, w in want.items():
         g = got[name]
         if "normal" in name or name in ("truncated", "scaling"):
-            worst = int(ulp_diff(g, w).max())
-            assert worst <= ULP_BOUND[str(w.dtype)], (name, f"{worst} ulps")
+            eps = np.finfo(w.dtype).eps
+            np.testing.assert_allclose(g, w, rtol=4 * eps, atol=16 * eps, err_msg=name)
         else:
             assert same_bits(g, w), name
