@@ -136,7 +136,8 @@ bool add_initial_value_nodes(tf::GraphDef* g, const Variable& v) {
   if (!fn) return false;
   std::shared_ptr<BoundInitializer> bound = bound_initializer(fn);
   if (!bound) {
-    std::optional<Tensor> host = small_value([&] { return v.initial_value(); }, v.shape(), v.dtype());
+    std::optional<Tensor> host =
+        small_value([&] { return v.initial_value(); }, v.shape(), v.dtype());
     if (!host) return false;
     w.constant(name, *host);
     return true;
@@ -293,8 +294,9 @@ std::optional<InitialValueFn> random_from_nodes(const NodeReader& r, const tf::N
     partition->full_shape = shape;
     shape = TensorShape(*part_shape);
   }
-  return varstate::bind(make_initializer(std::make_shared<const InitializerRecipe>(std::move(recipe))), shape,
-              dtype, partition);
+  return varstate::bind(
+      make_initializer(std::make_shared<const InitializerRecipe>(std::move(recipe))), shape, dtype,
+      partition);
 }
 
 }  // namespace
