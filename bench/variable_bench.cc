@@ -2,10 +2,19 @@
 // cached copy is returned as is; after 1 update it is refreshed (a copy of
 // the variable). Reported: time per read, and for the refreshing read the
 // copy bandwidth as a ratio of the same-run copy limit.
+//
+// BM_initializer_rss: resident memory for N MiB of initializer-made
+// variables (get_variable + glorot_uniform, then the initializers), as a
+// ratio of N (rss_per_byte; TensorFlow: 1.035 for 1 GiB; goal <= 1.05).
+#include <fstream>
+#include <string>
+
 #include "bench_util.h"
 #include "runtime/variable_internal.h"
 #include "varstate/device_manager.h"
+#include "varstate/initializers.h"
 #include "varstate/placement.h"
+#include "varstate/variable_scope.h"
 #include "varstate/variables.h"
 
 namespace varstate::bench {
@@ -53,6 +62,42 @@ void BM_gpu_cached_read_after_update(benchmark::State& s) { cached_read(s, true,
 void args(benchmark::internal::Benchmark* b) {
   b->Arg(sizes_mib({64}, {16})[0])->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 }
+
+// VmRSS of this process, bytes.
+int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  int64_t kib = 0;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      status >> kib;
+      break;
+    }
+  }
+  return kib * 1024;
+}
+
+void BM_initializer_rss(benchmark::State& state) {
+  const int64_t bytes = state.range(0) * kMiB;
+  const int64_t rows = 1024, cols = 16 * kMiB / (rows * int64_t{sizeof(float)});  // 16 MiB each
+  for (auto _ : state) {
+    reset_default_graph();
+    DeviceScope scope("/cpu:0");
+    const int64_t before = resident_bytes();
+    {
+      for (int64_t i = 0; i < bytes / (16 * kMiB); ++i) {
+        get_variable(
+            "w" + std::to_string(i),
+            {.shape = {rows, cols}, .initializer = glorot_uniform_initializer({.seed = 1})});
+      }
+      Session().run(global_variables_initializer());
+    }
+    state.counters["rss_per_byte"] =
+        static_cast<double>(resident_bytes() - before) / static_cast<double>(bytes);
+    reset_default_graph();
+  }
+}
+BENCHMARK(BM_initializer_rss)->Arg(256)->Arg(1024)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_cpu_cached_read_no_update)->Apply(args);
 BENCHMARK(BM_cpu_cached_read_after_update)->Apply(args);

@@ -12,6 +12,7 @@
 
 #include "base/logging_internal.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/meta_graph_initializers_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/meta_graph_ops_internal.h"
 #include "proto/meta_graph.pb.h"
@@ -142,12 +143,6 @@ MetaGraphDef from_proto(const tf::MetaGraphDef& in) {
 // every name the VariableDefs and the SaverDef refer to, the returned saver
 // restores our checkpoints and the variables' initializers run.
 
-// Initial values are stored in the graph (as TensorFlow stores a constant
-// initial value) while they total at most this many bytes; the others become
-// Placeholders to feed, keeping the meta graph (written with every save)
-// small and far from protobuf's 2 GiB limit.
-constexpr size_t kMaxInlineInitialValueBytes = size_t{64} << 20;
-
 tf::NodeDef* add_node(tf::GraphDef* g, const std::string& name, const std::string& op,
                       std::vector<std::string> inputs = {}, const std::string& device = {}) {
   tf::NodeDef* node = g->add_node();
@@ -195,44 +190,13 @@ std::string numbered(const std::string& name, size_t i) {
   return i == 0 ? name : name + "_" + std::to_string(i);
 }
 
-// The variable's initial value as a node named "<op>/initial_value": a Const
-// holding it, or a Placeholder when it is unknown (a variable recreated from
-// a VariableDef) or larger than what is left of `budget` (bytes).
-void add_initial_value(tf::GraphDef* g, const Variable& v, size_t& budget) {
-  const std::string name = v.op_name() + "/initial_value";
-  const auto dtype = static_cast<tf::DataType>(v.dtype());
-  std::optional<Tensor> value;
-  try {
-    Tensor t = v.initial_value();
-    if (t.dtype() == DType::kString || t.nbytes() <= budget) value = t.to_host();
-  } catch (const FailedPreconditionError&) {
-  }
-  if (value) {
-    size_t bytes = value->nbytes();
-    if (value->dtype() == DType::kString) {
-      bytes = 0;
-      for (const std::string& s : value->to_vector<std::string>()) bytes += s.size();
-    }
-    if (bytes > budget) {
-      value.reset();
-    } else {
-      budget -= bytes;
-    }
-  }
-  if (!value) {
-    tf::NodeDef* node = add_node(g, name, "Placeholder", {}, v.placement());
-    attr(node, "dtype").set_type(dtype);
-    set_shape(attr(node, "shape").mutable_shape(), v.shape().dims());
-    return;
-  }
-  tf::NodeDef* node = add_node(g, name, "Const", {}, v.placement());
-  attr(node, "dtype").set_type(dtype);
-  tensor_to_proto(*value, attr(node, "value").mutable_tensor());
-}
-
 // VariableV2 "<op>", its initial value, "<op>/Assign" (the initializer) and
-// "<op>/read" (the snapshot), as tf.compat.v1.Variable creates them.
-void add_variable_nodes(tf::GraphDef* g, const Variable& v, size_t& budget) {
+// "<op>/read" (the snapshot), as tf.compat.v1.Variable creates them. An
+// initial value without an op form (a large Tensor, a variable recreated
+// from a VariableDef) is omitted: "<op>/Assign" is then a NoOp, the
+// variable's name joins `no_initial_value`, and a warning is logged.
+void add_variable_nodes(tf::GraphDef* g, const Variable& v,
+                        std::set<std::string>& no_initial_value) {
   const std::string& op = v.op_name();
   const auto dtype = static_cast<tf::DataType>(v.dtype());
   tf::NodeDef* var = add_node(g, op, "VariableV2", {}, v.placement());
@@ -241,17 +205,27 @@ void add_variable_nodes(tf::GraphDef* g, const Variable& v, size_t& budget) {
   attr(var, "container").set_s("");
   attr(var, "shared_name").set_s("");
 
-  add_initial_value(g, v, budget);
+  tf::NodeDef* read = add_node(g, op + "/read", "Identity", {op}, v.placement());
+  attr(read, "T").set_type(dtype);
+  set_colocation(read, op);
+
+  if (!internal::add_initial_value_nodes(g, v)) {
+    logger().warn(
+        "export_meta_graph: the initial value of {} has no op form (a tensor over {} bytes, a "
+        "callable's value, or none): it is not stored; its initializer is a NoOp, so restore the "
+        "variable from a checkpoint after import",
+        quoted(op), internal::kMaxInlineInitialValueBytes);
+    tf::NodeDef* noop = add_node(g, op + "/Assign", "NoOp", {}, v.placement());
+    set_colocation(noop, op);
+    no_initial_value.insert(v.name());
+    return;
+  }
   tf::NodeDef* assign =
       add_node(g, op + "/Assign", "Assign", {op, op + "/initial_value"}, v.placement());
   attr(assign, "T").set_type(dtype);
   attr(assign, "use_locking").set_b(true);
   attr(assign, "validate_shape").set_b(true);
   set_colocation(assign, op);
-
-  tf::NodeDef* read = add_node(g, op + "/read", "Identity", {op}, v.placement());
-  attr(read, "T").set_type(dtype);
-  set_colocation(read, op);
 }
 
 std::string shape_and_slice_of(const Saver::Item& item) {
@@ -402,11 +376,11 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Sav
 }
 
 tf::GraphDef build_graph_def(Graph& graph, const SaverDef* saver_def,
-                             const std::vector<Saver::Item>* items) {
+                             const std::vector<Saver::Item>* items,
+                             std::set<std::string>& no_initial_value) {
   tf::GraphDef g;
   g.mutable_versions()->set_producer(1);
-  size_t budget = kMaxInlineInitialValueBytes;
-  for (const Variable& v : graph.variables()) add_variable_nodes(&g, v, budget);
+  for (const Variable& v : graph.variables()) add_variable_nodes(&g, v, no_initial_value);
   if (saver_def && items && !items->empty()) add_saver_nodes(&g, *saver_def, *items);
   return g;
 }
@@ -446,7 +420,8 @@ std::map<const void*, std::string> export_ops(
 // holds nothing representable.
 std::optional<CollectionDef> export_collection(const std::string& key,
                                                const std::vector<std::any>& items,
-                                               const std::map<const void*, std::string>& op_names) {
+                                               const std::map<const void*, std::string>& op_names,
+                                               const std::set<std::string>& no_initial_value) {
   CollectionDef c;
   for (const std::any& item : items) {
     CollectionDef::Kind kind = CollectionDef::Kind::kNone;
@@ -471,7 +446,9 @@ std::optional<CollectionDef> export_collection(const std::string& key,
     }
     c.kind = kind;
     if (item.type() == typeid(Variable)) {
-      c.bytes_list.push_back(std::any_cast<const Variable&>(item).to_proto().serialize());
+      VariableDef def = std::any_cast<const Variable&>(item).to_proto();
+      if (no_initial_value.count(def.variable_name)) def.initial_value_name.clear();
+      c.bytes_list.push_back(def.serialize());
     } else if (item.type() == typeid(std::string)) {
       c.node_list.push_back(std::any_cast<const std::string&>(item));
     } else if (item.type() == typeid(const char*)) {
@@ -578,17 +555,18 @@ MetaGraphDef export_meta_graph_for_items(const ExportMetaGraphOptions& options,
     collections.emplace_back(key, graph.get_collection(key));
   }
   std::map<const void*, std::string> op_names;
+  std::set<std::string> no_initial_value;
   if (options.graph_def) {
     meta.graph_def = *options.graph_def;
     op_names = export_ops(nullptr, graph, collections);
   } else {
-    tf::GraphDef g =
-        build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr, &items);
+    tf::GraphDef g = build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr,
+                                     &items, no_initial_value);
     op_names = export_ops(&g, graph, collections);
     meta.graph_def = deterministic_bytes(g);
   }
   for (const auto& [key, items] : collections) {
-    if (auto c = export_collection(key, items, op_names))
+    if (auto c = export_collection(key, items, op_names, no_initial_value))
       meta.collection_def.emplace(key, std::move(*c));
   }
   if (!options.filename.empty()) {
@@ -718,8 +696,28 @@ std::vector<PendingVariable> collect_variables(const MetaGraphDef& meta_graph,
 }
 
 // Recreates the variables (or takes the graph's existing ones), by op name.
+// A recreated variable's initializer, from its initial value's nodes when
+// they are a form varstate knows (meta_graph_initializers_internal.h).
+void import_initializer(const tf::GraphDef& graph_def, const VariableDef& def, Variable& v) {
+  if (def.initial_value_name.empty()) return;
+  try {
+    if (!internal::import_initial_value(graph_def, def.initial_value_name, v)) {
+      logger().info(
+          "import_meta_graph: the initial value {} of {} is not a known form; the "
+          "variable has no initializer",
+          quoted(def.initial_value_name), quoted(v.op_name()));
+    }
+  } catch (const Error& e) {
+    logger().warn(
+        "import_meta_graph: the initial value {} of {} cannot be read ({}); the "
+        "variable has no initializer",
+        quoted(def.initial_value_name), quoted(v.op_name()), e.what());
+  }
+}
+
 std::map<std::string, Variable> recreate_variables(const std::vector<PendingVariable>& pending,
-                                                   Graph& graph, bool clear_devices) {
+                                                   const tf::GraphDef& graph_def, Graph& graph,
+                                                   bool clear_devices) {
   std::map<std::string, Variable> created;
   for (const PendingVariable& p : pending) {
     const std::string op = strip_output(p.def.variable_name);
@@ -734,12 +732,11 @@ std::map<std::string, Variable> recreate_variables(const std::vector<PendingVari
     vo.expected_shape = TensorShape(*p.node->shape);
     vo.variable_def = p.def;
     vo.graph = &graph;
-    if (!clear_devices && !p.node->device.empty()) {
-      DeviceScope scope(p.node->device);
-      created.emplace(op, Variable(vo));
-    } else {
-      created.emplace(op, Variable(vo));
-    }
+    std::optional<DeviceScope> scope;
+    if (!clear_devices && !p.node->device.empty()) scope.emplace(p.node->device);
+    Variable v(vo);
+    import_initializer(graph_def, p.def, v);
+    created.emplace(op, v);
   }
   return created;
 }
@@ -854,10 +851,10 @@ std::optional<Saver> import_meta_graph(const MetaGraphDef& meta_graph,
 
   // Validate everything, then recreate the variables, then the collections.
   const std::vector<PendingVariable> pending = collect_variables(meta_graph, nodes, graph);
-  const std::map<std::string, Variable> created =
-      recreate_variables(pending, graph, options.clear_devices);
   tf::GraphDef graph_def;
   if (!meta_graph.graph_def.empty()) graph_def.ParseFromString(meta_graph.graph_def);
+  const std::map<std::string, Variable> created =
+      recreate_variables(pending, graph_def, graph, options.clear_devices);
   restore_collections(meta_graph, graph_def, created, graph);
 
   if (created.empty()) return std::nullopt;

@@ -22,4 +22,5 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/live_save.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc
-  ${CMAKE_CURRENT_LIST_DIR}/meta_graph_ops.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/meta_graph_initializers.cc)

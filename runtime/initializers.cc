@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "runtime/initializer_recipe_internal.h"
 #include "runtime/random_ops_internal.h"
 #include "varstate/cast.h"
 #include "varstate/dense_update.h"
@@ -13,6 +14,8 @@
 namespace varstate {
 namespace {
 
+using internal::InitializerKind;
+using internal::InitializerRecipe;
 using internal::RandomDistribution;
 
 std::string dims_string(const std::vector<int64_t>& v) {
@@ -61,33 +64,21 @@ Fans compute_fans(const TensorShape& shape) {
 }
 
 // Generates the (slice of the) random tensor on the current device.
-Tensor generate(RandomDistribution distribution, const char* op_name, const char* op_type,
-                const TensorShape& shape, DType dtype, SeedPair seeds, const Tensor& a,
-                const Tensor& b, const PartitionInfo* p) {
-  Device& device = place({op_name, op_type});
+Tensor generate(const internal::RandomOpForm& form, const TensorShape& shape, DType dtype,
+                SeedPair seeds, const PartitionInfo* p, int64_t run) {
+  const bool uniform = form.distribution == RandomDistribution::kUniform;
+  const bool truncated = form.distribution == RandomDistribution::kTruncatedNormal;
+  Device& device = place({uniform     ? "random_uniform"
+                          : truncated ? "truncated_normal"
+                                      : "random_normal",
+                          form.op_type});
   if (p == nullptr) {
-    return internal::generate_random(distribution, dtype, shape, seeds, a, b, device);
+    return internal::generate_random(form.distribution, dtype, shape, seeds, form.a, form.b, device,
+                                     nullptr, run);
   }
   const internal::RandomSlice slice{p->full_shape, p->var_offset};
-  return internal::generate_random(distribution, dtype, shape, seeds, a, b, device, &slice);
-}
-
-Tensor uniform(const char* what, const TensorShape& shape, DType dtype, SeedPair seeds,
-               double limit, const PartitionInfo* p) {
-  Tensor lo = internal::scalar_param(Tensor(-limit), dtype, what, "minval");
-  Tensor hi = internal::scalar_param(Tensor(limit), dtype, what, "maxval");
-  return generate(RandomDistribution::kUniform, "random_uniform", "RandomUniform", shape, dtype,
-                  seeds, lo, hi, p);
-}
-
-Tensor normal(RandomDistribution distribution, const char* what, const TensorShape& shape,
-              DType dtype, SeedPair seeds, double stddev, const PartitionInfo* p) {
-  Tensor mean = internal::scalar_param(Tensor(0.0), dtype, what, "mean");
-  Tensor sd = internal::scalar_param(Tensor(stddev), dtype, what, "stddev");
-  const bool truncated = distribution == RandomDistribution::kTruncatedNormal;
-  return generate(distribution, truncated ? "truncated_normal" : "random_normal",
-                  truncated ? "TruncatedNormal" : "RandomStandardNormal", shape, dtype, seeds, mean,
-                  sd, p);
+  return internal::generate_random(form.distribution, dtype, shape, seeds, form.a, form.b, device,
+                                   &slice, run);
 }
 
 // A typed value converted to `dtype`: literals as tf.constant converts them,
@@ -140,73 +131,238 @@ std::string lower(std::string s) {
 
 }  // namespace
 
+namespace internal {
+
+struct InitializerAccess {
+  static const std::shared_ptr<const InitializerRecipe>& recipe(const Initializer& init) {
+    return init.recipe_;
+  }
+  static Initializer make(std::shared_ptr<const InitializerRecipe> recipe) {
+    Initializer init;
+    init.dtype_ = recipe->dtype;
+    init.recipe_ = std::move(recipe);
+    return init;
+  }
+};
+
+bool is_random(InitializerKind kind) {
+  return kind == InitializerKind::kRandomUniform || kind == InitializerKind::kRandomNormal ||
+         kind == InitializerKind::kTruncatedNormal ||
+         kind == InitializerKind::kUniformUnitScaling || kind == InitializerKind::kVarianceScaling;
+}
+
+const std::shared_ptr<const InitializerRecipe>& recipe_of(const Initializer& init) {
+  return InitializerAccess::recipe(init);
+}
+
+Initializer make_initializer(std::shared_ptr<const InitializerRecipe> recipe) {
+  return InitializerAccess::make(std::move(recipe));
+}
+
+RandomOpForm random_op_form(const InitializerRecipe& r, const TensorShape& full_shape,
+                            DType dtype) {
+  const char* what = "initializer";
+  auto uniform = [&](double limit) {
+    return RandomOpForm{RandomDistribution::kUniform, "RandomUniform",
+                        scalar_param(Tensor(-limit), dtype, what, "minval"),
+                        scalar_param(Tensor(limit), dtype, what, "maxval")};
+  };
+  auto normal = [&](RandomDistribution distribution, double stddev) {
+    return RandomOpForm{
+        distribution,
+        distribution == RandomDistribution::kNormal ? "RandomStandardNormal" : "TruncatedNormal",
+        scalar_param(Tensor(0.0), dtype, what, "mean"),
+        scalar_param(Tensor(stddev), dtype, what, "stddev")};
+  };
+  switch (r.kind) {
+    case InitializerKind::kRandomUniform:
+      return {RandomDistribution::kUniform,
+              dtype_is_integer(dtype) ? "RandomUniformInt" : "RandomUniform",
+              scalar_param(r.a, dtype, "random_uniform_initializer", "minval"),
+              scalar_param(r.b, dtype, "random_uniform_initializer", "maxval")};
+    case InitializerKind::kRandomNormal:
+      return {RandomDistribution::kNormal, "RandomStandardNormal",
+              scalar_param(r.a, dtype, "random_normal_initializer", "mean"),
+              scalar_param(r.b, dtype, "random_normal_initializer", "stddev")};
+    case InitializerKind::kTruncatedNormal:
+      return {RandomDistribution::kTruncatedNormal, "TruncatedNormal",
+              scalar_param(r.a, dtype, "truncated_normal_initializer", "mean"),
+              scalar_param(r.b, dtype, "truncated_normal_initializer", "stddev")};
+    case InitializerKind::kUniformUnitScaling: {
+      const auto& dims = full_shape.dims();
+      double input_size = 1.0;
+      for (size_t k = 0; k + 1 < dims.size(); ++k) input_size *= double(dims[k]);
+      return uniform(std::sqrt(3.0 / std::max(input_size, 1.0)) * r.scale);
+    }
+    case InitializerKind::kVarianceScaling: {
+      const Fans fans = compute_fans(full_shape);
+      const double n = r.mode == "fan_in"    ? fans.in
+                       : r.mode == "fan_out" ? fans.out
+                                             : (fans.in + fans.out) / 2.0;
+      const double s = r.scale / std::max(1.0, n);
+      if (r.distribution == "uniform") return uniform(std::sqrt(3.0 * s));
+      if (r.distribution == "untruncated_normal") {
+        return normal(RandomDistribution::kNormal, std::sqrt(s));
+      }
+      // Divided by the stddev of a unit normal truncated to [-2, 2].
+      return normal(RandomDistribution::kTruncatedNormal, std::sqrt(s) / 0.87962566103423978);
+    }
+    default:
+      throw InternalError("initializer: random_op_form of a recipe that is not random");
+  }
+}
+
+Tensor run_recipe(const InitializerRecipe& r, const TensorShape& shape, DType dtype,
+                  const PartitionInfo* p, SeedPair seeds, int64_t run) {
+  switch (r.kind) {
+    case InitializerKind::kCustom:
+      return r.custom(shape, dtype, p);
+    case InitializerKind::kZeros:
+      return Tensor::zeros(dtype, shape, place({"zeros", "Fill"}, dtype));
+    case InitializerKind::kOnes:
+      return filled_on(place({"ones", "Fill"}, dtype), dtype, shape, Tensor(1).cast(dtype));
+    case InitializerKind::kConstant:
+      return constant_value(r.value, shape, dtype);
+    default:
+      break;
+  }
+  const char* what = r.kind == InitializerKind::kRandomUniform     ? "random_uniform_initializer"
+                     : r.kind == InitializerKind::kRandomNormal    ? "random_normal_initializer"
+                     : r.kind == InitializerKind::kTruncatedNormal ? "truncated_normal_initializer"
+                     : r.kind == InitializerKind::kUniformUnitScaling
+                         ? "uniform_unit_scaling_initializer"
+                         : "variance_scaling_initializer";
+  if (r.kind == InitializerKind::kRandomUniform) {
+    check_uniform_dtype(dtype, r.has_maxval, what);
+  } else {
+    check_float_dtype(dtype, what);
+  }
+  const RandomOpForm form = random_op_form(r, scale_shape(shape, p), dtype);
+  if (r.kind == InitializerKind::kRandomUniform) check_uniform_range(form.a, form.b, what);
+  return generate(form, shape, dtype, seeds, p, run);
+}
+
+BoundInitializer::BoundInitializer(Initializer init, TensorShape shape, DType dtype,
+                                   std::optional<PartitionInfo> partition_info)
+    : init_(std::move(init)),
+      shape_(std::move(shape)),
+      dtype_(dtype),
+      partition_info_(std::move(partition_info)) {}
+
+SeedPair BoundInitializer::seeds_locked() {
+  if (!seeds_) {
+    const InitializerRecipe& r = recipe();
+    seeds_ = r.seeds ? *r.seeds : is_random(r.kind) ? resolve_seed(r.op_seed) : SeedPair{};
+  }
+  return *seeds_;
+}
+
+SeedPair BoundInitializer::seeds() {
+  std::lock_guard lock(mu_);
+  return seeds_locked();
+}
+
+Tensor BoundInitializer::run() {
+  const PartitionInfo* p = partition_info_ ? &*partition_info_ : nullptr;
+  // Validates before the run counts.
+  if (!init_) throw ValueError("initializer: calling an empty Initializer");
+  if (!shape_.is_fully_defined()) {
+    throw ValueError("initializer: shape " + shape_.to_string() + " is not fully defined");
+  }
+  if (p) check_partition(shape_, *p);
+  SeedPair seeds;
+  int64_t run;
+  {
+    std::lock_guard lock(mu_);
+    seeds = seeds_locked();
+    run = runs_;
+  }
+  Tensor out = run_recipe(recipe(), shape_, dtype_, p, seeds, run);
+  std::lock_guard lock(mu_);
+  runs_ = std::max(runs_, run + 1);
+  return out;
+}
+
+std::shared_ptr<BoundInitializer> bound_initializer(const InitialValueFn& fn) {
+  const auto* bound = fn.target<BoundInitializerFn>();
+  return bound ? bound->bound : nullptr;
+}
+
+}  // namespace internal
+
+Initializer::Initializer(DType dtype, Fn fn) : dtype_(dtype) {
+  if (!fn) return;
+  auto r = std::make_shared<InitializerRecipe>();
+  r->dtype = dtype;
+  r->custom = std::move(fn);
+  recipe_ = std::move(r);
+}
+
 Tensor Initializer::operator()(const TensorShape& shape, DType dtype,
                                const PartitionInfo* partition_info) const {
-  if (!fn_) throw ValueError("initializer: calling an empty Initializer");
+  if (!recipe_) throw ValueError("initializer: calling an empty Initializer");
   if (!shape.is_fully_defined()) {
     throw ValueError("initializer: shape " + shape.to_string() + " is not fully defined");
   }
   if (partition_info) check_partition(shape, *partition_info);
-  return fn_(shape, dtype, partition_info);
+  const InitializerRecipe& r = *recipe_;
+  SeedPair seeds;
+  if (r.seeds) {
+    seeds = *r.seeds;
+  } else if (internal::is_random(r.kind)) {
+    seeds = resolve_seed(r.op_seed);  // a new random op per call
+  }
+  return internal::run_recipe(r, shape, dtype, partition_info, seeds, 0);
 }
 
 InitialValueFn bind(const Initializer& init, TensorShape shape, DType dtype,
                     std::optional<PartitionInfo> partition_info) {
-  return [init, shape = std::move(shape), dtype, partition_info = std::move(partition_info)] {
-    return init(shape, dtype, partition_info ? &*partition_info : nullptr);
-  };
+  return internal::BoundInitializerFn{std::make_shared<internal::BoundInitializer>(
+      init, std::move(shape), dtype, std::move(partition_info))};
 }
+
+namespace {
+Initializer from_recipe(InitializerRecipe r) {
+  return internal::make_initializer(std::make_shared<const InitializerRecipe>(std::move(r)));
+}
+}  // namespace
 
 Initializer constant_initializer(Tensor value, DType dtype) {
   if (!value.valid()) throw ValueError("constant_initializer: the value is an empty tensor handle");
-  value = value.to_host();
-  return Initializer(dtype, [value](const TensorShape& shape, DType dt, const PartitionInfo*) {
-    return constant_value(value, shape, dt);
-  });
+  return from_recipe(
+      {.kind = InitializerKind::kConstant, .dtype = dtype, .value = value.to_host()});
 }
 
 Initializer zeros_initializer(DType dtype) {
-  return Initializer(dtype, [](const TensorShape& shape, DType dt, const PartitionInfo*) {
-    return Tensor::zeros(dt, shape, place({"zeros", "Fill"}, dt));
-  });
+  return from_recipe({.kind = InitializerKind::kZeros, .dtype = dtype});
 }
 
 Initializer ones_initializer(DType dtype) {
-  return Initializer(dtype, [](const TensorShape& shape, DType dt, const PartitionInfo*) {
-    return filled_on(place({"ones", "Fill"}, dt), dt, shape, Tensor(1).cast(dt));
-  });
+  return from_recipe({.kind = InitializerKind::kOnes, .dtype = dtype});
 }
 
 namespace {
 
-Initializer normal_family(RandomDistribution distribution, const char* what,
+Initializer normal_family(InitializerKind kind, const char* what,
                           const RandomNormalInitializerOptions& o) {
   internal::check_float_dtype(o.dtype, what);
   internal::scalar_param(o.mean, o.dtype, what, "mean");
   internal::scalar_param(o.stddev, o.dtype, what, "stddev");
-  const std::optional<int64_t> op_seed = o.seed;
-  Tensor mean = o.mean.to_host(), stddev = o.stddev.to_host();
-  return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
-    internal::check_float_dtype(dtype, what);
-    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
-    Tensor m = internal::scalar_param(mean, dtype, what, "mean");
-    Tensor s = internal::scalar_param(stddev, dtype, what, "stddev");
-    const bool truncated = distribution == RandomDistribution::kTruncatedNormal;
-    return generate(distribution, truncated ? "truncated_normal" : "random_normal",
-                    truncated ? "TruncatedNormal" : "RandomStandardNormal", shape, dtype, seeds, m,
-                    s, p);
-  });
+  return from_recipe({.kind = kind,
+                      .dtype = o.dtype,
+                      .a = o.mean.to_host(),
+                      .b = o.stddev.to_host(),
+                      .op_seed = o.seed});
 }
 
 }  // namespace
 
 Initializer random_normal_initializer(const RandomNormalInitializerOptions& options) {
-  return normal_family(RandomDistribution::kNormal, "random_normal_initializer", options);
+  return normal_family(InitializerKind::kRandomNormal, "random_normal_initializer", options);
 }
 
 Initializer truncated_normal_initializer(const RandomNormalInitializerOptions& options) {
-  return normal_family(RandomDistribution::kTruncatedNormal, "truncated_normal_initializer",
-                       options);
+  return normal_family(InitializerKind::kTruncatedNormal, "truncated_normal_initializer", options);
 }
 
 Initializer random_uniform_initializer(const RandomUniformInitializerOptions& o) {
@@ -217,33 +373,20 @@ Initializer random_uniform_initializer(const RandomUniformInitializerOptions& o)
   const Tensor maxval = has_max ? (o.maxval->valid() ? o.maxval->to_host() : *o.maxval) : Tensor(1);
   internal::check_uniform_range(internal::scalar_param(minval, o.dtype, what, "minval"),
                                 internal::scalar_param(maxval, o.dtype, what, "maxval"), what);
-  const std::optional<int64_t> op_seed = o.seed;
-  return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
-    internal::check_uniform_dtype(dtype, has_max, what);
-    Tensor lo = internal::scalar_param(minval, dtype, what, "minval");
-    Tensor hi = internal::scalar_param(maxval, dtype, what, "maxval");
-    internal::check_uniform_range(lo, hi, what);
-    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
-    return generate(RandomDistribution::kUniform, "random_uniform",
-                    dtype_is_integer(dtype) ? "RandomUniformInt" : "RandomUniform", shape, dtype,
-                    seeds, lo, hi, p);
-  });
+  return from_recipe({.kind = InitializerKind::kRandomUniform,
+                      .dtype = o.dtype,
+                      .a = minval,
+                      .b = maxval,
+                      .has_maxval = has_max,
+                      .op_seed = o.seed});
 }
 
 Initializer uniform_unit_scaling_initializer(const UniformUnitScalingOptions& o) {
-  const char* what = "uniform_unit_scaling_initializer";
-  internal::check_float_dtype(o.dtype, what);
-  const std::optional<int64_t> op_seed = o.seed;
-  const double factor = o.factor;
-  return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
-    internal::check_float_dtype(dtype, what);
-    const auto& dims = scale_shape(shape, p).dims();
-    double input_size = 1.0;
-    for (size_t k = 0; k + 1 < dims.size(); ++k) input_size *= double(dims[k]);
-    input_size = std::max(input_size, 1.0);
-    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
-    return uniform(what, shape, dtype, seeds, std::sqrt(3.0 / input_size) * factor, p);
-  });
+  internal::check_float_dtype(o.dtype, "uniform_unit_scaling_initializer");
+  return from_recipe({.kind = InitializerKind::kUniformUnitScaling,
+                      .dtype = o.dtype,
+                      .scale = o.factor,
+                      .op_seed = o.seed});
 }
 
 Initializer variance_scaling_initializer(const VarianceScalingOptions& o) {
@@ -252,31 +395,18 @@ Initializer variance_scaling_initializer(const VarianceScalingOptions& o) {
   if (o.mode != "fan_in" && o.mode != "fan_out" && o.mode != "fan_avg") {
     throw ValueError(std::string(what) + ": Invalid `mode` argument: " + o.mode);
   }
-  const std::string distribution = lower(o.distribution);
+  std::string distribution = lower(o.distribution);
   if (distribution != "normal" && distribution != "truncated_normal" &&
       distribution != "untruncated_normal" && distribution != "uniform") {
     throw ValueError(std::string(what) + ": Invalid `distribution` argument: " + o.distribution);
   }
   internal::check_float_dtype(o.dtype, what);
-  const std::optional<int64_t> op_seed = o.seed;
-  const double scale = o.scale;
-  const std::string mode = o.mode;
-  return Initializer(o.dtype, [=](const TensorShape& shape, DType dtype, const PartitionInfo* p) {
-    internal::check_float_dtype(dtype, what);
-    const Fans fans = compute_fans(scale_shape(shape, p));
-    double n = mode == "fan_in"    ? fans.in
-               : mode == "fan_out" ? fans.out
-                                   : (fans.in + fans.out) / 2.0;
-    const double s = scale / std::max(1.0, n);
-    const SeedPair seeds = resolve_seed(op_seed);  // a new random op per call
-    if (distribution == "uniform") return uniform(what, shape, dtype, seeds, std::sqrt(3.0 * s), p);
-    if (distribution == "untruncated_normal") {
-      return normal(RandomDistribution::kNormal, what, shape, dtype, seeds, std::sqrt(s), p);
-    }
-    // Divided by the stddev of a unit normal truncated to [-2, 2].
-    return normal(RandomDistribution::kTruncatedNormal, what, shape, dtype, seeds,
-                  std::sqrt(s) / 0.87962566103423978, p);
-  });
+  return from_recipe({.kind = InitializerKind::kVarianceScaling,
+                      .dtype = o.dtype,
+                      .scale = o.scale,
+                      .mode = o.mode,
+                      .distribution = std::move(distribution),
+                      .op_seed = o.seed});
 }
 
 Initializer glorot_uniform_initializer(const GlorotOptions& o) {

@@ -164,13 +164,35 @@ Tensor scalar_param(const Tensor& param, DType dtype, std::string_view what,
   return convert_to_dtype(param, dtype, who).to_host().reshaped(TensorShape{});
 }
 
+int64_t random_run_offset(RandomDistribution distribution, DType dtype, int64_t full_elements,
+                          int64_t run) {
+  if (run == 0) return 0;
+  // TensorFlow reserves 256 Philox samples per output element on each run.
+  // Uniform and normal values take one sample per group of 4 (2 for 64-bit
+  // types); a truncated normal group of 4 values (2 for double) owns a
+  // window of 256 (128) samples, i.e. 64 samples per value.
+  const int64_t group = dtype_size(dtype) == 8 ? 2 : 4;
+  const int64_t per_element =
+      distribution == RandomDistribution::kTruncatedNormal ? 4 : 256 * group;
+  int64_t offset = 0;
+  if (__builtin_mul_overflow(full_elements, per_element, &offset) ||
+      __builtin_mul_overflow(offset, run, &offset) || offset > (int64_t{1} << 62) - full_elements) {
+    throw OutOfRangeError("random op: run " + std::to_string(run) + " of a tensor of " +
+                          std::to_string(full_elements) +
+                          " elements is past the generator's 2^62 elements");
+  }
+  return offset;
+}
+
 Tensor generate_random(RandomDistribution distribution, DType dtype, const TensorShape& shape,
                        SeedPair seeds, const Tensor& a, const Tensor& b, Device& device,
-                       const RandomSlice* slice) {
+                       const RandomSlice* slice, int64_t run) {
   if (!shape.is_fully_defined()) {
     throw ValueError("random op: shape " + shape.to_string() + " is not fully defined");
   }
   if (slice) check_slice(shape, *slice);
+  const int64_t full_elements = slice ? slice->full_shape.num_elements() : shape.num_elements();
+  const int64_t base = random_run_offset(distribution, dtype, full_elements, run);
   Tensor out(dtype, shape, device);
   dispatch_random(dtype, "random op", [&](auto tag) {
     using T = decltype(tag);
@@ -178,7 +200,8 @@ Tensor generate_random(RandomDistribution distribution, DType dtype, const Tenso
     const T b_value = b.scalar<T>();
     T* data = static_cast<T*>(out.raw_data());  // on `device`
     for_each_run(shape, slice, [&](int64_t out_offset, int64_t first, int64_t length) {
-      fill_run<T>(distribution, device, data + out_offset, length, first, seeds, a_value, b_value);
+      fill_run<T>(distribution, device, data + out_offset, length, base + first, seeds, a_value,
+                  b_value);
     });
   });
   return out;

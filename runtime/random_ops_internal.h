@@ -51,9 +51,18 @@ Tensor scalar_param(const Tensor& param, DType dtype, std::string_view what,
 // partitioning and the device. dtype: half, bfloat16, float32, float64, and
 // int32/int64 for kUniform (callers validate; an integer range must be
 // non-empty). Throws ValueError for a shape that is not fully defined or a
-// slice that does not fit in its full shape.
+// slice that does not fit in its full shape. `run` numbers the runs of one
+// op (0 = first): run k draws what TensorFlow's op draws on its (k+1)-th
+// run, whose Philox counter has advanced by 256 samples per element of the
+// full tensor on each earlier run (random_run_offset).
 Tensor generate_random(RandomDistribution distribution, DType dtype, const TensorShape& shape,
                        SeedPair seeds, const Tensor& a, const Tensor& b, Device& device,
-                       const RandomSlice* slice = nullptr);
+                       const RandomSlice* slice = nullptr, int64_t run = 0);
+
+// The element index where run `run` of an op producing `full_elements`
+// values of `dtype` starts in the counter-based element numbering of
+// kernels/random_distributions.h. Throws OutOfRangeError past 2^62.
+int64_t random_run_offset(RandomDistribution distribution, DType dtype, int64_t full_elements,
+                          int64_t run);
 
 }  // namespace varstate::internal

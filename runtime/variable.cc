@@ -35,10 +35,17 @@ struct Variable::State {
   std::optional<SaveSliceInfo> slice_info;
   Op initializer;
 
-  // The initial value, computed once (from the Tensor or the callable).
+  // The initial value's recipe, not its value (TensorFlow keeps the
+  // initializer op, not its output): the Tensor as given (converted to the
+  // dtype, on the device it came on) or the callable, run by each run of
+  // the initializer. `pending` holds a value the callable gave before the
+  // variable was initialized (initial_value(), or at construction to learn
+  // the shape) until the initializer consumes it, as one TensorFlow step
+  // shares the output of the op.
   std::mutex init_mu;
   std::optional<Tensor> initial;
   InitialValueFn initial_fn;
+  std::optional<Tensor> pending;
 
   // The value; `mu` guards the handle and shape, not the buffer's bytes.
   mutable std::mutex mu;
@@ -276,7 +283,6 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
     if (options.dtype) v = initial_value_as(v, *options.dtype, s.op_name);
     s.dtype = v.dtype();
     s.shape = v.shape();
-    if (&v.device() != s.device) v = v.to(*s.device);
     s.initial = v.strongly_typed();
   } else if (fn) {
     s.dtype = *options.dtype;
@@ -284,9 +290,10 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
     if (options.expected_shape && options.expected_shape->is_fully_defined()) {
       s.shape = *options.expected_shape;
     } else {
-      // The shape must be known: evaluate now, as TensorFlow 1 does.
+      // The shape must be known: evaluate now, as TensorFlow 1 does; the
+      // value is the first run's, kept until it is used.
       s.shape = TensorShape::unknown();
-      s.shape = initial_value().shape();
+      s.shape = run_initial_value(/*keep=*/true).shape();
     }
   } else {
     s.dtype = *options.dtype;
@@ -294,15 +301,7 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
   }
   check_initial_shape(s.op_name, s.shape, options);
 
-  if (value || s.initial_fn) {
-    std::weak_ptr<State> weak = state_;
-    s.initializer = Op(s.op_name + "/Assign", "Assign", [weak] {
-      auto st = weak.lock();
-      if (!st) return;
-      Variable v(st);
-      internal::set_value(v, v.initial_value().clone());
-    });
-  }
+  if (value || s.initial_fn) make_initializer_op();
 
   s.remote = internal::make_remote_storage(s.op_name, s.placement, s.dtype, s.shape);
 
@@ -360,6 +359,7 @@ namespace internal {
 struct VariableAccess {
   static Variable::State& state(const Variable& v) { return *v.state_; }
   static const std::shared_ptr<Variable::State>& handle(const Variable& v) { return v.state_; }
+  static void make_initializer_op(Variable& v) { v.make_initializer_op(); }
   static Variable from_handle(const std::shared_ptr<void>& state) {
     return Variable(std::static_pointer_cast<Variable::State>(state));
   }
@@ -409,6 +409,37 @@ std::shared_ptr<VariableUpdateState> update_state(
   std::lock_guard lock(s.update_state_mu);
   if (!s.update_state) s.update_state = make();
   return s.update_state;
+}
+
+std::optional<Tensor> initial_tensor(const Variable& variable) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.init_mu);
+  return s.initial;
+}
+
+InitialValueFn initial_value_fn(const Variable& variable) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.init_mu);
+  return s.initial_fn;
+}
+
+void set_initial_value_fn(Variable& variable, InitialValueFn fn) {
+  auto& s = VariableAccess::state(variable);
+  {
+    std::lock_guard lock(s.init_mu);
+    if (s.initial || s.initial_fn) {
+      throw FailedPreconditionError("variable " + quoted(s.op_name) +
+                                    " already has an initial value");
+    }
+    s.initial_fn = std::move(fn);
+  }
+  VariableAccess::make_initializer_op(variable);
+}
+
+int64_t retained_initial_value_bytes(const Variable& variable) {
+  auto& s = VariableAccess::state(variable);
+  std::lock_guard lock(s.init_mu);
+  return s.pending ? static_cast<int64_t>(s.pending->nbytes()) : 0;
 }
 
 std::shared_ptr<void> state_handle(const Variable& variable) {
@@ -489,12 +520,28 @@ Tensor Variable::eval() const {
 }
 
 Tensor Variable::initial_value() const {
+  bool initialized = false;
+  if (!state_->remote) {
+    std::lock_guard lock(state_->mu);
+    initialized = state_->initialized;
+  } else {
+    initialized = state_->remote->is_initialized();
+  }
+  return run_initial_value(/*keep=*/!initialized);
+}
+
+Tensor Variable::run_initial_value(bool keep) const {
   State& s = *state_;
   std::lock_guard lock(s.init_mu);
-  if (s.initial) return *s.initial;
+  if (s.initial) return &s.initial->device() == s.device ? *s.initial : s.initial->to(*s.device);
   if (!s.initial_fn) {
     throw FailedPreconditionError("variable " + quoted(s.op_name) +
                                   " has no initial value (it was recreated from a VariableDef)");
+  }
+  if (s.pending) {
+    Tensor v = *s.pending;
+    if (!keep) s.pending.reset();
+    return v;
   }
   Tensor v;
   {
@@ -509,8 +556,25 @@ Tensor Variable::initial_value() const {
                      v.shape().to_string() + ", expected " + s.shape.to_string());
   }
   if (&v.device() != s.device) v = v.to(*s.device);
-  s.initial = v.strongly_typed();
-  return *s.initial;
+  v = v.strongly_typed();
+  if (keep) s.pending = v;
+  return v;
+}
+
+// The initializer Op: one run of the initial value, assigned as the new
+// buffer. A freshly computed value becomes the buffer itself (no copy); a
+// value someone else holds (the Tensor given, or one a callable returns
+// again) is copied first.
+void Variable::make_initializer_op() {
+  std::weak_ptr<State> weak = state_;
+  state_->initializer = Op(state_->op_name + "/Assign", "Assign", [weak] {
+    auto st = weak.lock();
+    if (!st) return;
+    Variable v(st);
+    Tensor value = v.run_initial_value(/*keep=*/false);
+    if (!value.sole_owner()) value = value.clone();
+    internal::set_value(v, value);
+  });
 }
 
 Tensor Variable::initialized_value() const {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,21 @@ std::shared_ptr<VariableUpdateState> update_state(
 // Throws it for the first of `parts` (a partitioned variable's) that is
 // not initialized.
 void check_initialized(const std::vector<Variable>& parts);
+
+// The initial value's recipe (Variable keeps no computed initial value):
+// the Tensor it was made from, as given (on the device it came on), if any.
+std::optional<Tensor> initial_tensor(const Variable& variable);
+// The callable it was made from (bind()'s BoundInitializerFn for an
+// initializer), if any.
+InitialValueFn initial_value_fn(const Variable& variable);
+// Gives a variable without an initial value (recreated from a VariableDef)
+// the callable `fn` and an initializer Op running it. Throws
+// FailedPreconditionError when it has one already.
+void set_initial_value_fn(Variable& variable, InitialValueFn fn);
+// Bytes of computed initial values the variable holds besides its value:
+// a callable's value computed before initialization, until the initializer
+// consumes it; 0 otherwise (the Tensor it was made from is not counted).
+int64_t retained_initial_value_bytes(const Variable& variable);
 
 // For Graph: type-erased state handles.
 std::shared_ptr<void> state_handle(const Variable& variable);

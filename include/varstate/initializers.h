@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,32 +59,52 @@ struct PartitionInfo {
   std::vector<int64_t> var_offset;
 };
 
+namespace internal {
+struct InitializerRecipe;
+struct InitializerAccess;
+}  // namespace internal
+
+// An initializer is a recipe (its kind, parameters and op seed), not a
+// value: a Variable made from bind(init, ...) keeps the recipe and computes
+// its value only when its initializer Op runs (TensorFlow keeps the
+// initializer op, not its output). Meta graphs export the recipe as
+// TensorFlow's ops (varstate/meta_graph.h).
 class Initializer {
  public:
-  // What an initializer runs: (shape, dtype, partition_info or nullptr) ->
-  // tensor on the current device. Called with arguments already validated.
+  // What a custom initializer runs: (shape, dtype, partition_info or
+  // nullptr) -> tensor on the current device. Called with arguments already
+  // validated. A custom initializer has no op form in a meta graph.
   using Fn = std::function<Tensor(const TensorShape&, DType, const PartitionInfo*)>;
 
   Initializer() = default;  // empty: calling it throws ValueError
-  Initializer(DType dtype, Fn fn) : dtype_(dtype), fn_(std::move(fn)) {}
+  Initializer(DType dtype, Fn fn);
 
   // A tensor of `shape` (fully defined) and `dtype` (default: the dtype the
   // initializer was created with). With partition_info, the part of the full
-  // variable's value at its var_offset.
+  // variable's value at its var_offset. Each call is a new op: a random
+  // initializer resolves its seed pair per call (see Seeds above).
   Tensor operator()(const TensorShape& shape) const { return (*this)(shape, dtype_); }
   Tensor operator()(const TensorShape& shape, DType dtype,
                     const PartitionInfo* partition_info = nullptr) const;
 
   DType dtype() const { return dtype_; }
-  explicit operator bool() const { return static_cast<bool>(fn_); }
+  explicit operator bool() const { return static_cast<bool>(recipe_); }
 
  private:
+  friend struct internal::InitializerAccess;
   DType dtype_ = DType::kFloat;
-  Fn fn_;
+  std::shared_ptr<const internal::InitializerRecipe> recipe_;
 };
 
-// A Variable's deferred initial value: init(shape, dtype, partition_info)
-// evaluated when the variable is initialized, on its device.
+// A Variable's deferred initial value: the initializer's op for this shape,
+// dtype and partition. Its first run resolves the seed pair (and advances
+// the graph's op counter when only a graph seed is set); each later run is
+// a new run of the same op: a random initializer draws new values, as
+// TensorFlow's random op does when its initializer runs again (the values
+// of run k are those TensorFlow's op gives on its (k+1)-th run: its Philox
+// counter advanced by 256 samples per element of the full variable per
+// run). The first run's values depend only on the seeds, and are the same
+// on the CPU and on a GPU and whatever the partitioning.
 InitialValueFn bind(const Initializer& init, TensorShape shape, DType dtype,
                     std::optional<PartitionInfo> partition_info = {});
 

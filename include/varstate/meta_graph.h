@@ -4,10 +4,21 @@
 // A MetaGraphDef (TensorFlow's meta_graph.proto, same field numbers, binary
 // or text format) records each variable with the nodes tf.compat.v1.Variable
 // creates: "w" (VariableV2 with its dtype, shape and device),
-// "w/initial_value" (a Const holding the initial value while the graph's
-// initial values total at most 64 MiB; else, or when it is unknown, a
-// Placeholder to feed), "w/Assign" (the
-// initializer) and "w/read"; the collections (variable collections as
+// "w/initial_value" (the initializer's recipe as the ops TensorFlow's graph
+// holds, not its value: RandomUniform / RandomUniformInt /
+// RandomStandardNormal / TruncatedNormal of the full variable's shape with
+// the resolved seed/seed2 attrs, a Slice for a partition, then the Mul/Add
+// (and Sub) scale and shift; Fill for zeros, ones and scalar constants; a
+// Const for a Tensor, a constant list or a custom initializer's value of at
+// most 64 KiB), "w/Assign" (the initializer) and "w/read". A value without
+// such a form (a larger Tensor or callable value, a variable recreated from
+// a VariableDef) is not stored: "w/Assign" is a NoOp, the VariableDef has
+// no initial_value_name and a warning is logged; restore such a variable
+// from a checkpoint. TensorFlow running the imported initializers gets
+// varstate's values (uniform bit for bit, normals within the ulps of the
+// random interop tests). import_meta_graph rebuilds these forms (and
+// TensorFlow's own initializer graphs) into initializer recipes, so a
+// round trip keeps initializers working; the collections (variable collections as
 // serialized VariableDefs in bytes_list, as TensorFlow stores them; names in
 // node_list; integers and floats in int64_list / float_list); the SaverDef
 // and the saver's nodes as tf.compat.v1.train.Saver builds them ("save/Const"

@@ -3,8 +3,11 @@
 // Like a TensorFlow resource variable, a Variable owns its state; Variable
 // objects are handles (copies share the state). A variable starts
 // uninitialized: its initializer() Op assigns the initial value (computed
-// once, so random values are picked once), as does any assign() or a
-// checkpoint restore. Reading or updating an uninitialized variable throws
+// when it runs; running it again runs the initializer again, so a random
+// initializer draws new values, as in TensorFlow), as does any assign() or
+// a checkpoint restore. After initialization the variable holds its value
+// once: it keeps the initializer's recipe (or the Tensor it was made from),
+// not a computed copy of the initial value. Reading or updating an uninitialized variable throws
 // FailedPreconditionError("Attempting to use uninitialized value NAME").
 //
 //   Variable w(Tensor({{1.f, 2.f}, {3.f, 4.f}}), {.name = "w"});
@@ -149,7 +152,16 @@ class Variable {
   // The value copied to the host, through `session` or the default session.
   Tensor eval(const Session& session) const;
   Tensor eval() const;
-  // The initial value (computed now if deferred), on the variable's device.
+  // The initial value, on the variable's device. The variable keeps the
+  // recipe, not the value (as TensorFlow keeps the initializer op): the
+  // Tensor it was made from (as given, on the device it came on; a copy is
+  // made on the variable's device when they differ) or the callable
+  // (bind(initializer, ...)). A callable's value computed before the
+  // variable is initialized is kept until the initializer Op consumes it
+  // (so v.initialized_value() and the initializer agree, as in one
+  // TensorFlow step); once initialized, each call runs the callable again:
+  // a random initializer gives new values, as TensorFlow's initial_value
+  // tensor does when evaluated again.
   Tensor initial_value() const;
   // The value if initialized, else the initial value: use it to initialize
   // another variable from this one (tf.Variable.initialized_value()).
@@ -215,6 +227,8 @@ class Variable {
             bool absolute_name = false);
   Tensor live_value() const;
   void raise_pending_errors(bool wait) const;
+  void make_initializer_op();
+  Tensor run_initial_value(bool keep) const;
   std::shared_ptr<State> state_;
 };
 

@@ -49,6 +49,10 @@
 //       as for save; with "deferred" also "deferred_w", [4,3] float32 from
 //       glorot_uniform_initializer(seed=3)), assigned SAVED_VARS' values,
 //       saved with their meta graph to PREFIX
+//   interop_tool export_init_meta PREFIX OUT
+//       variables made by get_variable from each kind of initializer (a
+//       partitioned one too), initialized (values to OUT, key: op name) and
+//       saved with their meta graph to PREFIX
 //   interop_tool import_meta META CHECKPOINT OUT
 //       imports a meta graph, restores CHECKPOINT with the returned saver and
 //       writes every global variable's value (key: op name) to OUT and the
@@ -755,6 +759,40 @@ int cmd_export_meta(const std::vector<std::string>& args) {
   return 0;
 }
 
+int cmd_export_init_meta(const std::vector<std::string>& args) {
+  get_default_graph().set_random_seed(5);
+  const TensorShape shape{7, 33};
+  auto make = [&](const char* name, Initializer init, DType dtype = DType::kFloat) {
+    return get_variable(name, {.shape = shape, .dtype = dtype, .initializer = init});
+  };
+  make("uniform", random_uniform_initializer({.minval = -2, .maxval = 3, .seed = 1}));
+  make("uniform_int",
+       random_uniform_initializer({.minval = -5, .maxval = 9, .seed = 2, .dtype = DType::kInt64}),
+       DType::kInt64);
+  make("normal", random_normal_initializer({.mean = 1.5, .stddev = 0.5, .seed = 3}));
+  make("truncated", truncated_normal_initializer({.mean = -1, .stddev = 2, .seed = 4}));
+  make("normal_f64", random_normal_initializer({.seed = 8, .dtype = DType::kDouble}),
+       DType::kDouble);
+  make("glorot_uniform", glorot_uniform_initializer({.seed = 5}));
+  make("glorot_normal", glorot_normal_initializer());  // graph seed only
+  make("scaling", variance_scaling_initializer(
+                      {.scale = 2, .mode = "fan_in", .distribution = "untruncated_normal"}));
+  make("unit_scaling", uniform_unit_scaling_initializer({.factor = 1.5, .seed = 6}));
+  make("zeros", zeros_initializer());
+  make("ones", ones_initializer(DType::kInt32), DType::kInt32);
+  make("constant", constant_initializer(Tensor({1.f, 2.f, 3.f})));
+  get_variable("part", {.shape = TensorShape{10, 4},
+                        .initializer = glorot_uniform_initializer({.seed = 7}),
+                        .partitioner = fixed_size_partitioner(3)});
+  Session sess;
+  sess.run(global_variables_initializer());
+  Output out(args.at(1));
+  for (const Variable& v : global_variables()) out.write(v.op_name(), v.eval(sess));
+  Saver saver;
+  saver.save(sess, args.at(0));
+  return 0;
+}
+
 int cmd_import_meta(const std::vector<std::string>& args) {
   std::optional<Saver> saver = import_meta_graph(args.at(0));
   if (!saver)
@@ -922,8 +960,8 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: interop_tool "
                  "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
-                 "sharing|export_meta|import_meta|export_train|run_train|partition ARGS...
-";
+                 "sharing|export_meta|export_init_meta|import_meta|export_train|run_train|"
+                 "partition ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -944,6 +982,7 @@ int main(int argc, char** argv) {
     if (cmd == "sharing") return cmd_sharing(args);
     if (cmd == "export_meta") return cmd_export_meta(args);
     if (cmd == "import_meta") return cmd_import_meta(args);
+    if (cmd == "export_init_meta") return cmd_export_init_meta(args);
     if (cmd == "export_train") return cmd_export_train(args);
     if (cmd == "run_train") return cmd_run_train(args);
     std::cerr << "interop_tool: unknown command " << cmd << "\n";

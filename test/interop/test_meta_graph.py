@@ -118,3 +118,29 @@ def test_varstate_imports_tf_meta_graph(tmp_path, resource):
     assert same_bits(np.concatenate([got[k] for k in parts]), want["net/emb"])
     trainable = open(str(tmp_path / "out.txt") + ".trainable").read().split()
     assert "net/step" not in trainable and "net/w" in trainable and len(trainable) == 5
+
+
+def test_tf_reruns_exported_initializers(tmp_path):
+    """Initializers are exported as TensorFlow's ops (random ops with their
+    seed attrs, scale and shift, Fill, small Consts), not as their values:
+    the meta graph stays small, and TensorFlow's initializers give
+    varstate's values (uniform bit for bit, normals within the ulp bounds of
+    test_random.py before the shift by the mean, so within a few ulps of
+    the stddev after it), partitions included."""
+    prefix = str(tmp_path / "model")
+    tool("export_init_meta", prefix, tmp_path / "values.txt")
+    want = read_tensors(tmp_path / "values.txt")
+    assert os.path.getsize(prefix + ".meta") < 64 * 1024
+    with tf.Graph().as_default():
+        tf1.train.import_meta_graph(prefix + ".meta")
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            got = {v.op.name: sess.run(v) for v in tf1.global_variables()}
+    assert set(got) == set(want)
+    for name, w in want.items():
+        g = got[name]
+        if "normal" in name or name in ("truncated", "scaling"):
+            eps = np.finfo(w.dtype).eps
+            np.testing.assert_allclose(g, w, rtol=4 * eps, atol=16 * eps, err_msg=name)
+        else:
+            assert same_bits(g, w), name

@@ -13,6 +13,7 @@
 #include "tensor_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
+#include "varstate/initializers.h"
 #include "varstate/math_ops.h"
 #include "varstate/placement.h"
 #include "varstate/variables.h"
@@ -118,7 +119,99 @@ TEST_CASE_METHOD(FreshGraph, "initialized_value picks random values once", "[var
   // Once initialized, initialized_value is the current value.
   v.assign_add(1.f);
   CHECK(v.initialized_value().to_vector<float>()[0] == vv[0] + 1.f);
-  CHECK(v.initial_value().to_vector<float>()[0] == vv[0]);
+  // Once initialized, initial_value runs the callable again (TensorFlow
+  // evaluates the initial value's ops again).
+  CHECK(v.initial_value().to_vector<float>()[0] != vv[0]);
+  CHECK(calls == 2);
+}
+
+TEST_CASE_METHOD(FreshGraph, "an initialized variable holds its value once", "[variable]") {
+  Variable v(bind(random_normal_initializer({.seed = 3}), {64, 16}, DType::kFloat),
+             {.name = "v", .dtype = DType::kFloat, .expected_shape = TensorShape{64, 16}});
+  Session sess;
+  sess.run(v.initializer());
+  CHECK(internal::retained_initial_value_bytes(v) == 0);
+  // The live buffer is the only copy: the variable's handle and this one.
+  Tensor live = v.ref();
+  Tensor copy = live;
+  CHECK_FALSE(live.sole_owner());
+  live = Tensor();
+  CHECK_FALSE(copy.sole_owner());  // the variable's own handle
+  CHECK_FALSE(internal::initial_tensor(v).has_value());
+
+  SECTION("a value read before initialization is consumed by the initializer") {
+    Variable w(bind(ones_initializer(), {4}, DType::kFloat),
+               {.name = "w", .dtype = DType::kFloat, .expected_shape = TensorShape{4}});
+    CHECK(w.initialized_value().to_vector<float>() == std::vector<float>(4, 1.f));
+    CHECK(internal::retained_initial_value_bytes(w) == 16);
+    sess.run(w.initializer());
+    CHECK(internal::retained_initial_value_bytes(w) == 0);
+  }
+  SECTION("a Tensor is kept as given: no copy on the variable's device") {
+    Tensor host = Tensor::from_vector<float>({1, 2, 3});
+    Variable t(host, {.name = "t"});
+    sess.run(t.initializer());
+    REQUIRE(internal::initial_tensor(t).has_value());
+    CHECK(internal::initial_tensor(t)->raw_data() == host.raw_data());
+    CHECK(t.ref().raw_data() != host.raw_data());  // the value is a copy
+    t.assign_add(1.f);
+    CHECK(host.to_vector<float>() == std::vector<float>{1, 2, 3});
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph, "re-running a random initializer draws new values as TensorFlow",
+                 "[variable][initializers]") {
+  // Expectations from TensorFlow 2.21 (tf.compat.v1 graph mode): the
+  // initializer run twice; the second run's Philox counter has advanced.
+  Variable v(bind(random_normal_initializer({.seed = 1}), {3, 2}, DType::kFloat),
+             {.name = "v", .dtype = DType::kFloat, .expected_shape = TensorShape{3, 2}});
+  Variable u(bind(random_uniform_initializer({.seed = 1}), {5}, DType::kFloat),
+             {.name = "u", .dtype = DType::kFloat, .expected_shape = TensorShape{5}});
+  Variable t(bind(truncated_normal_initializer({.seed = 1}), {3}, DType::kFloat),
+             {.name = "t", .dtype = DType::kFloat, .expected_shape = TensorShape{3}});
+  Session sess;
+  const std::vector<std::vector<float>> tf_v = {
+      {-0.8113182187080383f, 1.4845987558364868f, 0.06532937288284302f, -2.442704200744629f,
+       0.09924840182065964f, 0.5912243127822876f},
+      {-0.6759059429168701f, 0.28665831685066223f, 0.3215886950492859f, 1.2124637365341187f,
+       -0.8058571219444275f, -0.1334945410490036f}};
+  const std::vector<std::vector<float>> tf_u = {
+      {0.2390373945236206f, 0.92039954662323f, 0.05051243305206299f, 0.4957444667816162f,
+       0.8355222940444946f},
+      {0.9337030649185181f, 0.7188416719436646f, 0.8537777662277222f, 0.779289960861206f,
+       0.5249730348587036f}};
+  const std::vector<std::vector<float>> tf_t = {
+      {-0.8113182187080383f, 1.4845987558364868f, 0.06532937288284302f},
+      {0.5517124533653259f, -0.13107551634311676f, -0.044813863933086395f}};
+  for (int run = 0; run < 2; ++run) {
+    CAPTURE(run);
+    sess.run(Op::group({v.initializer(), u.initializer(), t.initializer()}, "init"));
+    CHECK_THAT(v.eval(sess).to_vector<float>(), Catch::Matchers::Approx(tf_v[run]).epsilon(1e-6));
+    CHECK(u.eval(sess).to_vector<float>() == tf_u[run]);
+    CHECK_THAT(t.eval(sess).to_vector<float>(), Catch::Matchers::Approx(tf_t[run]).epsilon(1e-6));
+  }
+  // A new variable with the same seed starts again from the first values.
+  Variable v2(bind(random_normal_initializer({.seed = 1}), {3, 2}, DType::kFloat),
+              {.name = "v2", .dtype = DType::kFloat, .expected_shape = TensorShape{3, 2}});
+  sess.run(v2.initializer());
+  CHECK_THAT(v2.eval(sess).to_vector<float>(), Catch::Matchers::Approx(tf_v[0]).epsilon(1e-6));
+}
+
+TEST_CASE_METHOD(FreshGraph, "re-run partitions stay slices of the re-run whole",
+                 "[variable][initializers]") {
+  const Initializer init = glorot_uniform_initializer({.seed = 9});
+  Variable whole(bind(init, {6, 4}, DType::kFloat),
+                 {.name = "whole", .dtype = DType::kFloat, .expected_shape = TensorShape{6, 4}});
+  PartitionInfo bottom{TensorShape{6, 4}, {4, 0}};
+  Variable part(bind(init, {2, 4}, DType::kFloat, bottom),
+                {.name = "part", .dtype = DType::kFloat, .expected_shape = TensorShape{2, 4}});
+  Session sess;
+  for (int run = 0; run < 3; ++run) {
+    CAPTURE(run);
+    sess.run(Op::group({whole.initializer(), part.initializer()}, "init"));
+    std::vector<float> w = whole.eval(sess).to_vector<float>();
+    CHECK(part.eval(sess).to_vector<float>() == std::vector<float>(w.begin() + 16, w.end()));
+  }
 }
 
 TEST_CASE_METHOD(FreshGraph, "constructor arguments and their errors", "[variable]") {
