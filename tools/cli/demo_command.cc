@@ -570,11 +570,9 @@ void print_times(const Timings& time, double total) {
 
 // ---- The program -----------------------------------------------------------
 
-int demo(const DemoOptions& o) {
-  check_sizes(o);
-  ensure_writable_dir("--checkpoint_dir", o.checkpoint_dir);
-  const std::vector<std::string> devices = chosen_devices(o.device);
-  const int64_t shards = table_shards(o, devices.size());
+// The run itself, once the flags are known to be usable: data, model,
+// training, report.
+int run_demo(const DemoOptions& o, const std::vector<std::string>& devices, int64_t shards) {
   const auto t_start = Clock::now();
   Timings time;
   std::printf(
@@ -618,6 +616,26 @@ int demo(const DemoOptions& o) {
   print_summary(o, run, rmse, model);
   print_times(time, seconds_since(t_start));
   return 0;
+}
+
+int demo(const DemoOptions& o) {
+  // Every flag is checked before anything is created or allocated.
+  check_sizes(o);
+  const std::vector<std::string> devices = chosen_devices(o.device);
+  const int64_t shards = table_shards(o, devices.size());
+  std::error_code ec;
+  const bool made_dir = !std::filesystem::exists(o.checkpoint_dir, ec);
+  ensure_writable_dir("--checkpoint_dir", o.checkpoint_dir);
+  try {
+    return run_demo(o, devices, shards);
+  } catch (...) {
+    // A run that fails before writing anything (out of memory building the
+    // tables, say) leaves no folder behind that it made itself.
+    if (made_dir && std::filesystem::is_empty(o.checkpoint_dir, ec)) {
+      std::filesystem::remove(o.checkpoint_dir, ec);
+    }
+    throw;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,6 +144,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s: %s\n", who.c_str(),
                    std::string(varstate::error_code_name(e.code())).c_str(),
                    one_line(e.what()).c_str());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      // A standard container that could not grow: the same class as a
+      // tensor that cannot be allocated.
+      std::fprintf(stderr, "%s: ResourceExhaustedError: out of host memory\n", who.c_str());
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: %s\n", who.c_str(), one_line(e.what()).c_str());
