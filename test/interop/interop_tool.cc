@@ -99,6 +99,7 @@
 #include <thread>
 #include <vector>
 
+#include "placement_cases.h"
 #include "runtime/variable_internal.h"
 #include "sharing_cases.h"
 #include "tensor_text.h"
@@ -958,10 +959,11 @@ int cmd_partition(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   using namespace varstate::interop;
   if (argc < 2) {
-    std::cerr << "usage: interop_tool "
-                 "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
-                 "sharing|export_meta|export_init_meta|import_meta|export_train|run_train|"
-                 "partition ARGS...\n";
+    std::cerr
+        << "usage: interop_tool "
+           "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
+           "sharing|placement|export_meta|export_init_meta|import_meta|export_train|run_train|"
+           "partition ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -980,6 +982,7 @@ int main(int argc, char** argv) {
     if (cmd == "collection") return cmd_collection(args);
     if (cmd == "errors") return cmd_errors(args);
     if (cmd == "sharing") return cmd_sharing(args);
+    if (cmd == "placement") return cmd_placement(args);
     if (cmd == "export_meta") return cmd_export_meta(args);
     if (cmd == "import_meta") return cmd_import_meta(args);
     if (cmd == "export_init_meta") return cmd_export_init_meta(args);
