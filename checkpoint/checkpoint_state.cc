@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/logging_internal.h"
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
 #include "proto/checkpoint_state.pb.h"
@@ -35,7 +36,7 @@ std::string relative_to(const std::string& p, const std::string& start) {
   return out.empty() ? "." : out;
 }
 
-std::string state_file_path(const std::string& dir, const std::string& latest_filename) {
+std::string state_file_in(const std::string& dir, const std::string& latest_filename) {
   std::string name = latest_filename.empty() ? kDefaultStateFile : latest_filename;
   if (name.find('/') != std::string::npos) {
     throw ValueError("latest_filename " + name + " must not contain a path separator");
@@ -90,7 +91,7 @@ std::optional<CheckpointState> get_checkpoint_state(const std::string& checkpoin
                                                     const std::string& latest_filename,
                                                     FileSystem* fs) {
   FileSystem& files = fs ? *fs : *default_file_system();
-  const std::string path = state_file_path(checkpoint_dir, latest_filename);
+  const std::string path = state_file_in(checkpoint_dir, latest_filename);
   if (!files.file_exists(path)) return std::nullopt;
   CheckpointState state;
   try {
@@ -113,7 +114,7 @@ void update_checkpoint_state(const std::string& save_dir, const std::string& mod
                              const std::string& latest_filename,
                              const UpdateCheckpointStateOptions& options) {
   FileSystem& files = options.file_system ? *options.file_system : *default_file_system();
-  const std::string path = state_file_path(save_dir, latest_filename);
+  const std::string path = state_file_in(save_dir, latest_filename);
 
   CheckpointState state;
   state.model_checkpoint_path = model_checkpoint_path;
@@ -186,6 +187,14 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,
   if (checkpoint_exists(state->model_checkpoint_path, fs)) return state->model_checkpoint_path;
   logger().error("Couldn't match files for checkpoint {}", state->model_checkpoint_path);
   return std::nullopt;
+}
+
+void remove_checkpoint(const std::string& prefix, const std::string& meta_graph_suffix,
+                       FileSystem* fs) {
+  FileSystem& files = fs ? *fs : *default_file_system();
+  delete_checkpoint_files(
+      files, prefix,
+      meta_graph_suffix.empty() ? std::string() : meta_graph_filename(prefix, meta_graph_suffix));
 }
 
 }  // namespace varstate

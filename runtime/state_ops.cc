@@ -1,5 +1,6 @@
 #include "varstate/state_ops.h"
 
+#include <algorithm>
 #include <array>
 #include <type_traits>
 #include <utility>
@@ -70,12 +71,24 @@ Op update_op(Ref ref, const char* type, Inputs inputs, const UpdateOptions& opti
   form->inputs = inputs;
   form->use_locking = locking;
   std::vector<Placeholder> placeholders = placeholders_of(inputs);
+  // A value fed through a placeholder of partial shape has no static shape:
+  // TensorFlow's kernel finds a mismatch at run time (InvalidArgumentError),
+  // where a static one fails the graph builder (ValueError).
+  const bool runtime_shape =
+      std::any_of(placeholders.begin(), placeholders.end(),
+                  [](const Placeholder& p) { return !p.shape().is_fully_defined(); });
   return internal::make_op(
       name_of(ref) + "/" + type, type,
-      [ref, inputs = std::move(inputs), stored = StoredOptions(options), apply]() mutable {
+      [ref, inputs = std::move(inputs), stored = StoredOptions(options), apply,
+       runtime_shape]() mutable {
         std::array<Tensor, N> values;
         for (size_t i = 0; i < N; ++i) values[i] = inputs[i].second.get();
-        apply(ref, values, stored.get());
+        try {
+          apply(ref, values, stored.get());
+        } catch (const ValueError& e) {
+          if (!runtime_shape) throw;
+          throw InvalidArgumentError(e.what());
+        }
       },
       std::move(form), std::move(placeholders));
 }

@@ -71,4 +71,12 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoint_dir,
 // `prefix`.
 bool checkpoint_exists(const std::string& prefix, FileSystem* fs = nullptr);
 
+// tf.compat.v1.train.remove_checkpoint: deletes checkpoint `prefix` — a V2
+// index (first, so that a deletion cut short never leaves an index without
+// its data), its data shards and "<prefix>.<meta_graph_suffix>" (none when
+// the suffix is empty), or the V1 files matching `prefix`. A file that
+// cannot be deleted is logged and skipped; the state file is not changed.
+void remove_checkpoint(const std::string& prefix, const std::string& meta_graph_suffix = "meta",
+                       FileSystem* fs = nullptr);
+
 }  // namespace varstate

@@ -129,3 +129,17 @@ TEST_CASE("a failed state update keeps the old state", "[checkpoint_state][fault
     CHECK(get_checkpoint_state(dir.path(), "", &fs)->model_checkpoint_path == dir / "model-1");
   }
 }
+
+TEST_CASE("remove_checkpoint deletes one checkpoint's files and nothing else",
+          "[checkpoint_state]") {
+  TempDir dir;
+  save_empty_bundle(dir / "model-1");
+  save_empty_bundle(dir / "model-10");
+  write_file(dir / "model-1.meta", "graph");
+  REQUIRE(checkpoint_exists(dir / "model-1"));
+  remove_checkpoint(dir / "model-1");
+  CHECK_FALSE(checkpoint_exists(dir / "model-1"));
+  CHECK_FALSE(std::filesystem::exists(dir / "model-1.meta"));
+  CHECK(match_files(*default_file_system(), dir / "model-1.*").empty());
+  CHECK(checkpoint_exists(dir / "model-10"));  // "model-1" is no prefix of its files
+}

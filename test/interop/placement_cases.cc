@@ -15,8 +15,12 @@ namespace {
 using Scopes = std::vector<std::unique_ptr<DeviceScope>>;
 using Scope = std::function<std::unique_ptr<DeviceScope>()>;
 
-Scope device(const char* spec) { return [=] { return std::make_unique<DeviceScope>(spec); }; }
-Scope none() { return [] { return std::make_unique<DeviceScope>(DeviceFunction{}); }; }
+Scope device(const char* spec) {
+  return [=] { return std::make_unique<DeviceScope>(spec); };
+}
+Scope none() {
+  return [] { return std::make_unique<DeviceScope>(DeviceFunction{}); };
+}
 Scope setter(ReplicaDeviceSetterOptions options) {
   return [=] { return std::make_unique<DeviceScope>(replica_device_setter(options)); };
 }

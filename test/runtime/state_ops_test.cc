@@ -110,6 +110,32 @@ TEST_CASE_METHOD(FreshSession, "placeholders are fed to each run", "[state_ops][
   CHECK(v.eval().scalar<float>() == 2.5f);
 }
 
+// TensorFlow (tf.compat.v1): a shape the graph builder knows fails there
+// with ValueError; fed through a placeholder of partial shape it is found
+// by the kernel at run time, InvalidArgumentError.
+TEST_CASE_METHOD(FreshSession, "a shape known only from a feed fails as at run time",
+                 "[state_ops][placeholder][errors]") {
+  Variable emb(Tensor::zeros(DType::kFloat, {4, 2}), {.name = "emb"});
+  Variable v(Tensor::zeros(DType::kFloat, {2}), {.name = "v"});
+  Placeholder ids = placeholder(DType::kInt32, TensorShape{-1}, "ids");
+  Placeholder rows = placeholder(DType::kFloat, TensorShape{-1, -1}, "rows");
+  Placeholder delta = placeholder(DType::kFloat, TensorShape{-1}, "delta");
+  session.run(global_variables_initializer());
+  CHECK_THROWS_AS(
+      session.run(scatter_add_op(emb, ids, rows),
+                  {{ids, Tensor({1, 3})}, {rows, Tensor::zeros(DType::kFloat, {2, 3})}}),
+      InvalidArgumentError);
+  CHECK_THROWS_AS(session.run(assign_add_op(v, delta), {{delta, Tensor({1.f, 2.f, 3.f})}}),
+                  InvalidArgumentError);
+  // The same mistakes with static shapes are the graph builder's ValueError.
+  CHECK_THROWS_AS(
+      session.run(scatter_add_op(emb, Tensor({1, 3}), Tensor::zeros(DType::kFloat, {2, 3}))),
+      ValueError);
+  CHECK_THROWS_AS(session.run(assign_add_op(v, Tensor({1.f, 2.f, 3.f}))), ValueError);
+  CHECK(emb.eval().to_vector<float>() == std::vector<float>(8, 0.f));
+  CHECK(v.eval().to_vector<float>() == std::vector<float>(2, 0.f));
+}
+
 TEST_CASE_METHOD(FreshSession, "feeds are checked before anything runs",
                  "[state_ops][placeholder]") {
   Variable a(Tensor(1.f), {.name = "a"});

@@ -39,6 +39,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -357,6 +359,7 @@ class Checkpoints {
     const auto t0 = Clock::now();
     const std::vector<std::string> listed = listed_checkpoints();
     saver_.recover_last_checkpoints(listed);
+    remove_orphans(listed);
     for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
       try {
         saver_.restore(sess, *it);
@@ -384,6 +387,34 @@ class Checkpoints {
   }
 
  private:
+  // A run killed between writing the state file and deleting its oldest
+  // checkpoint leaves that checkpoint on disk, unlisted (as TensorFlow's
+  // Saver would). The folder is the demo's and it keeps no hour-based
+  // checkpoints, so every unlisted "model-N" older than the newest listed
+  // one is such a leftover: removed, so that retention holds across kills.
+  void remove_orphans(const std::vector<std::string>& listed) const {
+    if (listed.empty()) return;
+    const auto step_of = [](const std::string& name) -> std::optional<int64_t> {
+      static const std::regex pattern("model-([0-9]{1,18})");
+      std::smatch m;
+      if (!std::regex_match(name, m, pattern)) return std::nullopt;
+      return std::stoll(m[1].str());
+    };
+    const std::optional<int64_t> newest =
+        step_of(std::filesystem::path(listed.back()).filename().string());
+    if (!newest) return;
+    std::set<std::string> kept;
+    for (const std::string& p : listed) kept.insert(std::filesystem::path(p).filename().string());
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+      if (entry.path().extension() != ".index") continue;
+      const std::string name = entry.path().stem().string();
+      const std::optional<int64_t> step = step_of(name);
+      if (!step || *step >= *newest || kept.count(name)) continue;
+      remove_checkpoint((std::filesystem::path(dir_) / name).string());
+    }
+  }
+
   // The state file's checkpoints, oldest first, each taken from DIR: a
   // state file written with absolute paths (by TensorFlow, or before the
   // folder was copied) names files of the original folder, which a copy
