@@ -10,4 +10,8 @@ shift
 # On failure the script has printed its one "interop: FAILED ..." line.
 python=$(bash "$here/../../tools/interop_venv.sh") || exit 1
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONDONTWRITEBYTECODE=1
-exec "$python" -m pytest -q -p no:cacheprovider --rootdir "$here" "$here" "$@"
+# A private base for tmp_path: pytest prunes old numbered folders under the
+# shared default base, which races with another suite running at the same time.
+basetemp=$(mktemp -d)
+trap 'rm -rf "$basetemp"' EXIT
+"$python" -m pytest -q -p no:cacheprovider --basetemp "$basetemp/t" --rootdir "$here" "$here" "$@"
