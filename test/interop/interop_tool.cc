@@ -259,13 +259,20 @@ int cmd_restore(const std::vector<std::string>& args) {
   return 0;
 }
 
-int cmd_random(const std::vector<std::string>& args) {
-  std::ifstream in(args.at(0));
-  Output out(args.at(1));
+// Calls fn(fields, line) for each non-empty line of the case file `path`,
+// its fields split at spaces.
+template <typename Fn>
+void for_each_case(const std::string& path, Fn fn) {
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> f = split(line, ' ');
+    if (!line.empty()) fn(split(line, ' '), line);
+  }
+}
+
+int cmd_random(const std::vector<std::string>& args) {
+  Output out(args.at(1));
+  for_each_case(args.at(0), [&](const std::vector<std::string>& f, const std::string& line) {
     if (f.size() != 8) throw InvalidArgumentError("interop_tool random: bad line " + quoted(line));
     if (f[0].empty() || f[0][0] != '+') {
       reset_default_graph();
@@ -287,7 +294,7 @@ int cmd_random(const std::vector<std::string>& args) {
       t = f[1] == "normal" ? random_normal(shape, o) : truncated_normal(shape, o);
     }
     out.write(f[0], t);
-  }
+  });
   return 0;
 }
 
@@ -328,12 +335,8 @@ Initializer make_initializer(const std::vector<std::string>& f, DType dtype) {
 }
 
 int cmd_init(const std::vector<std::string>& args) {
-  std::ifstream in(args.at(0));
   Output out(args.at(1));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> f = split(line, ' ');
+  for_each_case(args.at(0), [&](const std::vector<std::string>& f, const std::string& line) {
     if (f.size() < 7) throw InvalidArgumentError("interop_tool init: bad line " + quoted(line));
     reset_default_graph();
     get_default_graph().set_random_seed(parse_opt_int(f[4]));
@@ -342,7 +345,7 @@ int cmd_init(const std::vector<std::string>& args) {
     const Initializer init = make_initializer(f, dtype);
     const int calls = std::stoi(f[6]);
     for (int k = 0; k < calls; ++k) out.write(f[0] + "#" + std::to_string(k), init(shape, dtype));
-  }
+  });
   return 0;
 }
 
@@ -420,29 +423,21 @@ void write_error(Output& out, const std::string& id, const Error& e) {
 }
 
 int cmd_slice(const std::vector<std::string>& args) {
-  std::ifstream in(args.at(0));
   Output out(args.at(1));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> f = split(line, ' ');
+  for_each_case(args.at(0), [&](const std::vector<std::string>& f, const std::string&) {
     const Tensor t = iota(TensorShape(parse_dims(f.at(1))));
     try {
       out.write(f[0], strided_slice(t, parse_slice(f.at(2))));
     } catch (const Error& e) {
       write_error(out, f[0], e);
     }
-  }
+  });
   return 0;
 }
 
 int cmd_slice_assign(const std::vector<std::string>& args) {
-  std::ifstream in(args.at(0));
   Output out(args.at(1));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> f = split(line, ' ');
+  for_each_case(args.at(0), [&](const std::vector<std::string>& f, const std::string&) {
     reset_default_graph();
     Variable v(iota(TensorShape(parse_dims(f.at(1)))), {.name = "v"});
     Session().run(v.initializer());
@@ -453,7 +448,7 @@ int cmd_slice_assign(const std::vector<std::string>& args) {
     } catch (const Error& e) {
       write_error(out, f[0], e);
     }
-  }
+  });
   return 0;
 }
 
@@ -913,12 +908,8 @@ Partitioner make_partitioner(const std::vector<std::string>& f) {
 }
 
 int cmd_partition(const std::vector<std::string>& args) {
-  std::ifstream in(args.at(0));
   Output out(args.at(1));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> f = split(line, ' ');
+  for_each_case(args.at(0), [&](const std::vector<std::string>& f, const std::string&) {
     const std::string id = hex_encode(f[0].data(), f[0].size());
     try {
       const DType dtype = static_cast<DType>(std::stoi(f.at(1)));
@@ -949,7 +940,7 @@ int cmd_partition(const std::vector<std::string>& args) {
     } catch (const Error& e) {
       out.write_line(id + " error " + std::string(error_code_name(e.code())));
     }
-  }
+  });
   return 0;
 }
 

@@ -162,6 +162,29 @@ bool all_close(const std::vector<T>& got, const std::vector<T>& want, int64_t* w
   return true;
 }
 
+// The GPU result against the CPU's: bit for bit when `exact`, else within
+// close()'s per-dtype tolerance. Reports the first element that differs.
+template <typename T>
+void check_matches_cpu(const std::vector<T>& got, const std::vector<T>& want, bool exact) {
+  if (exact) {
+    const int64_t diff = first_difference(got, want);
+    INFO("first element differing from the CPU: " << diff);
+    CHECK(diff == -1);
+  } else {
+    int64_t where = -1;
+    const bool same = all_close(got, want, &where);
+    INFO("first mismatch at element " << where);
+    CHECK(same);
+  }
+}
+
+// Device and host complex multiplication and division may round
+// differently; everything else is the same serial computation.
+template <typename T>
+bool serial_result_is_exact(ScatterOp op) {
+  return !(is_complex<T>::value && (op == ScatterOp::kMul || op == ScatterOp::kDiv));
+}
+
 constexpr int64_t kGuardRows = 2;
 
 template <typename T>
@@ -228,10 +251,7 @@ void check_atomic_path(uint64_t seed) {
             } else {
               const auto want =
                   run_cpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar);
-              int64_t where = -1;
-              const bool same = all_close(got, want, &where);
-              INFO("first mismatch at element " << where);
-              CHECK(same);
+              check_matches_cpu(got, want, /*exact=*/false);
             }
             ++seed;
           }
@@ -259,18 +279,7 @@ void check_deterministic_path(uint64_t seed) {
         CHECK(first_difference(first, second) == -1);
         const auto want =
             run_cpu<T, Index>(op, table, base, kRows, width, indices, updates, scalar);
-        // Device and host complex multiplication and division may round
-        // differently; everything else is the same serial computation.
-        if (is_complex<T>::value && (op == ScatterOp::kMul || op == ScatterOp::kDiv)) {
-          int64_t where = -1;
-          const bool same = all_close(first, want, &where);
-          INFO("first mismatch at element " << where);
-          CHECK(same);
-        } else {
-          const int64_t diff = first_difference(first, want);
-          INFO("first element differing from the CPU: " << diff);
-          CHECK(diff == -1);
-        }
+        check_matches_cpu(first, want, serial_result_is_exact<T>(op));
         ++seed;
       }
     }
@@ -479,16 +488,7 @@ TEST_CASE("gpu complex128 scatter on one hot row equals the cpu", "[scatter][gpu
           const bool exact =
               op == ScatterOp::kUpdate ||
               ((op == ScatterOp::kAdd || op == ScatterOp::kSub) && (!general || deterministic));
-          if (!exact) {
-            int64_t where = -1;
-            const bool same = all_close(got, want, &where);
-            INFO("first mismatch at element " << where);
-            CHECK(same);
-          } else {
-            const int64_t diff = first_difference(got, want);
-            INFO("first element differing from the CPU: " << diff);
-            CHECK(diff == -1);
-          }
+          check_matches_cpu(got, want, exact);
         }
       }
     }
@@ -517,16 +517,7 @@ TEMPLATE_TEST_CASE("gpu scatter on a table misaligned by one element, odd row wi
                                              deterministic);
         const auto want =
             run_cpu<T, int32_t>(op, table, base, rows, width, indices, updates, false);
-        if (is_complex<T>::value && (op == ScatterOp::kMul || op == ScatterOp::kDiv)) {
-          int64_t where = -1;
-          const bool same = all_close(got, want, &where);
-          INFO("first mismatch at element " << where);
-          CHECK(same);
-        } else {
-          const int64_t diff = first_difference(got, want);
-          INFO("first element differing from the CPU: " << diff);
-          CHECK(diff == -1);
-        }
+        check_matches_cpu(got, want, serial_result_is_exact<T>(op));
       }
     }
   }
