@@ -12,6 +12,7 @@
 
 #include "base/logging_internal.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/graph_def_builder_internal.h"
 #include "checkpoint/meta_graph_initializers_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/meta_graph_ops_internal.h"
@@ -142,20 +143,6 @@ MetaGraphDef from_proto(const tf::MetaGraphDef& in) {
 // their names and attrs, so that tf.compat.v1.train.import_meta_graph finds
 // every name the VariableDefs and the SaverDef refer to, the returned saver
 // restores our checkpoints and the variables' initializers run.
-
-tf::NodeDef* add_node(tf::GraphDef* g, const std::string& name, const std::string& op,
-                      std::vector<std::string> inputs = {}, const std::string& device = {}) {
-  tf::NodeDef* node = g->add_node();
-  node->set_name(name);
-  node->set_op(op);
-  for (std::string& in : inputs) node->add_input(std::move(in));
-  if (!device.empty()) node->set_device(device);
-  return node;
-}
-
-tf::AttrValue& attr(tf::NodeDef* node, const std::string& key) {
-  return (*node->mutable_attr())[key];
-}
 
 void set_colocation(tf::NodeDef* node, const std::string& with) {
   attr(node, "_class").mutable_list()->add_s("loc:@" + with);

@@ -20,19 +20,12 @@ class NodeWriter {
 
   std::string node(const std::string& name, const std::string& op,
                    std::vector<std::string> inputs = {}, DType t = DType::kInvalid) {
-    tf::NodeDef* n = g_->add_node();
-    n->set_name(name);
-    n->set_op(op);
-    for (std::string& in : inputs) n->add_input(std::move(in));
-    if (!v_.placement().empty()) n->set_device(v_.placement());
-    if (t != DType::kInvalid) attr(n, "T").set_type(static_cast<tf::DataType>(t));
-    last_ = n;
+    last_ = add_node(g_, name, op, std::move(inputs), v_.placement());
+    if (t != DType::kInvalid) attr(last_, "T").set_type(static_cast<tf::DataType>(t));
     return name;
   }
   std::string constant(const std::string& name, const Tensor& host) {
-    node(name, "Const");
-    attr(last_, "dtype").set_type(static_cast<tf::DataType>(host.dtype()));
-    tensor_to_proto(host, attr(last_, "value").mutable_tensor());
+    last_ = add_const(g_, name, host, v_.placement());
     return name;
   }
   std::string dims(const std::string& name, const std::vector<int64_t>& d, DType dtype) {
@@ -41,7 +34,6 @@ class NodeWriter {
     }
     return constant(name, Tensor::from_vector<int64_t>(d));
   }
-  tf::AttrValue& attr(tf::NodeDef* n, const std::string& key) { return (*n->mutable_attr())[key]; }
   tf::NodeDef* last() { return last_; }
 
  private:
@@ -73,20 +65,20 @@ void add_random(NodeWriter& w, const std::string& op, BoundInitializer& bound) {
   if (is_int) {
     rnd = w.node(scope + form.op_type, form.op_type,
                  {shape, w.constant(scope + "min", form.a), w.constant(scope + "max", form.b)});
-    w.attr(w.last(), "Tout").set_type(static_cast<tf::DataType>(dtype));
+    attr(w.last(), "Tout").set_type(static_cast<tf::DataType>(dtype));
   } else {
     rnd = w.node(scope + form.op_type, form.op_type, {shape});
-    w.attr(w.last(), "dtype").set_type(static_cast<tf::DataType>(dtype));
+    attr(w.last(), "dtype").set_type(static_cast<tf::DataType>(dtype));
   }
-  w.attr(w.last(), "T").set_type(tf::DT_INT32);
-  w.attr(w.last(), "seed").set_i(seeds.seed);
-  w.attr(w.last(), "seed2").set_i(seeds.seed2);
+  attr(w.last(), "T").set_type(tf::DT_INT32);
+  attr(w.last(), "seed").set_i(seeds.seed);
+  attr(w.last(), "seed2").set_i(seeds.seed2);
   if (p) {
     rnd = w.node(scope + "Slice", "Slice",
                  {rnd, w.dims(scope + "begin", p->var_offset, DType::kInt64),
                   w.dims(scope + "size", bound.shape().dims(), DType::kInt64)},
                  dtype);
-    w.attr(w.last(), "Index").set_type(tf::DT_INT64);
+    attr(w.last(), "Index").set_type(tf::DT_INT64);
   }
   if (is_int) {
     w.node(op + "/initial_value", "Identity", {rnd}, dtype);
@@ -161,7 +153,7 @@ bool add_initial_value_nodes(tf::GraphDef* g, const Variable& v) {
            {w.dims(scope + "shape", shape.dims(), DType::kInt32),
             w.constant(scope + "value", scalar.reshaped(TensorShape{}))},
            dtype);
-    w.attr(w.last(), "index_type").set_type(tf::DT_INT32);
+    attr(w.last(), "index_type").set_type(tf::DT_INT32);
     return true;
   }
   std::optional<Tensor> host =

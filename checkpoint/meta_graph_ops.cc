@@ -13,10 +13,6 @@
 namespace varstate {
 namespace {
 
-tf::AttrValue& attr(tf::NodeDef* node, const std::string& key) {
-  return (*node->mutable_attr())[key];
-}
-
 // "^x", "x:0" -> "x".
 std::string node_of(const std::string& input) {
   std::string name = input;
@@ -58,17 +54,6 @@ constexpr size_t kMaxConstBytes = size_t{64} << 20;
 
 }  // namespace
 
-void tensor_to_proto(const Tensor& host, tf::TensorProto* proto) {
-  proto->set_dtype(static_cast<tf::DataType>(host.dtype()));
-  shape_to_proto(host.shape().dims(), proto->mutable_tensor_shape());
-  if (host.dtype() == DType::kString) {
-    for (const std::string& s : host.to_vector<std::string>()) proto->add_string_val(s);
-  } else {
-    proto->set_tensor_content(
-        std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Writing
 
@@ -86,21 +71,14 @@ std::string OpNodeWriter::unique(const std::string& name) {
 
 tf::NodeDef* OpNodeWriter::node(const std::string& name, const std::string& op,
                                 const std::vector<std::string>& inputs, const std::string& device) {
-  tf::NodeDef* n = g_->add_node();
-  n->set_name(name);
-  n->set_op(op);
-  if (!device.empty()) n->set_device(device);
-  for (const std::string& in : inputs) n->add_input(in);
-  return n;
+  return add_node(g_, name, op, inputs, device);
 }
 
 std::string OpNodeWriter::write_const(const std::string& name, const Tensor& value,
                                       const std::string& device) {
   const Tensor host = value.to_host();
   const std::string unique_name = unique(name);
-  tf::NodeDef* c = node(unique_name, "Const", {}, device);
-  attr(c, "dtype").set_type(static_cast<tf::DataType>(host.dtype()));
-  tensor_to_proto(host, attr(c, "value").mutable_tensor());
+  add_const(g_, unique_name, host, device);
   return unique_name;
 }
 

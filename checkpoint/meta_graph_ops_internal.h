@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/graph_def_builder_internal.h"
 #include "proto/graph.pb.h"
 #include "varstate/graph.h"
 #include "varstate/session.h"
@@ -19,10 +20,6 @@ namespace varstate {
 namespace internal {
 struct OpGraphForm;
 }  // namespace internal
-
-// `host` (a host tensor) as a TensorProto: dtype, shape and tensor_content
-// (string_val for strings).
-void tensor_to_proto(const Tensor& host, tf::TensorProto* proto);
 
 // Adds Ops to a GraphDef that already holds the graph's variable nodes:
 // an update becomes its TensorFlow node ("AssignAdd", "ScatterAdd", ...)

@@ -8,6 +8,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tensor_slice.cc
   ${CMAKE_CURRENT_LIST_DIR}/ordered_code.cc
   ${CMAKE_CURRENT_LIST_DIR}/proto_convert.cc
+  ${CMAKE_CURRENT_LIST_DIR}/graph_def_builder.cc
   ${CMAKE_CURRENT_LIST_DIR}/table.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
