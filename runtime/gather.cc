@@ -6,6 +6,7 @@
 #include "kernels/cpu/gather.h"
 #include "runtime/gather_internal.h"
 #include "runtime/partitioned_variable_internal.h"
+#include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/device.h"
 #include "varstate/device_spec.h"
@@ -75,13 +76,8 @@ std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows, const 
                     std::string(dtype_name(indices.dtype())));
   }
   std::vector<int64_t> idx = internal::host_indices(indices);
-  for (size_t i = 0; i < idx.size(); ++i) {
-    if (idx[i] < 0 || idx[i] >= rows) {
-      throw InvalidArgumentError(who + ": indices[" + std::to_string(i) +
-                                 "] = " + std::to_string(idx[i]) + " is not in [0, " +
-                                 std::to_string(rows) + ")");
-    }
-  }
+  // The scatters' check: a bad index named by its coordinates, as TensorFlow does.
+  internal::check_index_values(idx, indices.shape(), rows, who);
   return idx;
 }
 

@@ -102,6 +102,9 @@ TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the 
                        Message("gather: indices[1] = 5 is not in [0, 5)"));
   CHECK_THROWS_MATCHES(gather(params, Tensor::from_vector<int32_t>({-1}), {.name = "lookup"}),
                        InvalidArgumentError, Message("lookup: indices[0] = -1 is not in [0, 5)"));
+  // Indices of rank 2: the bad one named by its coordinates, as TensorFlow does.
+  CHECK_THROWS_MATCHES(gather(params, Tensor::from_vector<int64_t>({0, 1, 4, 7}, {2, 2})),
+                       InvalidArgumentError, Message("gather: indices[1,1] = 7 is not in [0, 5)"));
   CHECK_THROWS_AS(gather(params, Tensor::from_vector<float>({1.0f})), TypeError);
   CHECK_THROWS_WITH(gather(Tensor(1.0f), Tensor(int64_t{0})),
                     Contains("params must be at least 1-D, got shape []"));
