@@ -261,6 +261,9 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
 void DistributedSaver::restore(const std::string& save_path) {
   Impl& m = *impl_;
   Cluster& cluster = *m.cluster;
+  // What other tasks wrote to these variables before restoring (the chief's
+  // initializer, say) must not land after this task's restored values.
+  cluster.barrier();
   std::exception_ptr error;
   try {
     Session session;

@@ -21,7 +21,9 @@
 // naming the previous one. The directory must be on a file system every
 // task sees (one machine, or a shared mount).
 //
-// restore() is collective: every task restores the variables it holds
+// restore() is collective and starts with a barrier, so what any task wrote
+// before it (a chief's initializer) lands before the restored values: every
+// task restores the variables it holds
 // (and each process its local variables) from the checkpoint through
 // Saver's restore (checked first, then assigned), so a checkpoint written
 // by N tasks restores into M tasks, into a different partitioning, and into
