@@ -56,12 +56,14 @@ void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<
                 [&](int64_t begin, int64_t end) {
                   for (int64_t r = begin; r < end; ++r) {
                     const T* g = grad + r * row_width;
-                    rowwise_adagrad_row(p, slots, r, row_width, [g](int64_t c) { return load_as<C>(g[c]); });
+                    rowwise_adagrad_row(p, slots, r, row_width,
+                                        [g](int64_t c) { return load_as<C>(g[c]); });
                   }
                 });
     } else {
       for_range(n, bytes, 8.0, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) update_element<kOp, false>(p, slots, i, load_as<C>(grad[i]));
+        for (int64_t i = begin; i < end; ++i)
+          update_element<kOp, false>(p, slots, i, load_as<C>(grad[i]));
       });
     }
   });
@@ -116,21 +118,22 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       for_range(num_segments, bytes, 8.0 * w, [&](int64_t begin, int64_t end) {
         for (int64_t s = begin; s < end; ++s) {
           const int64_t base = row_of(s) * w;
-          for (int64_t c = 0; c < w; ++c) update_element<kOp, true>(p, slots, base + c, summed(s, c));
+          for (int64_t c = 0; c < w; ++c)
+            update_element<kOp, true>(p, slots, base + c, summed(s, c));
         }
       });
     }
   });
 }
 
-#define VARSTATE_INSTANTIATE(E, T)                                                                \
-  template void apply_dense<T>(TrainingOp, const TrainingHyper&, const TrainingSlots<T>&,         \
-                               const T*, int64_t, int64_t);                                       \
-  template void apply_sparse<T, int32_t>(TrainingOp, const TrainingHyper&,                        \
-                                         const TrainingSlots<T>&, int64_t, int64_t,               \
-                                         const int32_t*, int64_t, const T*, bool);                \
-  template void apply_sparse<T, int64_t>(TrainingOp, const TrainingHyper&,                        \
-                                         const TrainingSlots<T>&, int64_t, int64_t,               \
+#define VARSTATE_INSTANTIATE(E, T)                                                        \
+  template void apply_dense<T>(TrainingOp, const TrainingHyper&, const TrainingSlots<T>&, \
+                               const T*, int64_t, int64_t);                               \
+  template void apply_sparse<T, int32_t>(TrainingOp, const TrainingHyper&,                \
+                                         const TrainingSlots<T>&, int64_t, int64_t,       \
+                                         const int32_t*, int64_t, const T*, bool);        \
+  template void apply_sparse<T, int64_t>(TrainingOp, const TrainingHyper&,                \
+                                         const TrainingSlots<T>&, int64_t, int64_t,       \
                                          const int64_t*, int64_t, const T*, bool);
 VARSTATE_FOR_EACH_TRAINING_TYPE(VARSTATE_INSTANTIATE)
 #undef VARSTATE_INSTANTIATE

@@ -108,7 +108,8 @@ __global__ void adam_sparse_kernel(TrainingParams<C> p, TrainingSlots<T> s, Sort
     const int64_t k = run_of_row[i / width];
     if (k >= 0) {
       const int64_t e = run_end(run, k, n);
-      update_element<TrainingOp::kAdam, true>(p, s, i, run_sum<C>(run, k, e, grad, width, i % width));
+      update_element<TrainingOp::kAdam, true>(p, s, i,
+                                              run_sum<C>(run, k, e, grad, width, i % width));
     } else {
       adam_decay_element(p, s, i);
     }
@@ -213,17 +214,15 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
   });
 }
 
-#define VARSTATE_INSTANTIATE(E, T)                                                               \
-  template void apply_dense<T>(TrainingOp, const TrainingHyper&, const TrainingSlots<T>&,        \
-                               const T*, int64_t, int64_t, cudaStream_t);                        \
-  template void apply_sparse<T, int32_t>(TrainingOp, const TrainingHyper&,                       \
-                                         const TrainingSlots<T>&, int64_t, int64_t,              \
-                                         const int32_t*, int64_t, const T*, bool,                \
-                                         const ScratchAllocator&, cudaStream_t);                 \
-  template void apply_sparse<T, int64_t>(TrainingOp, const TrainingHyper&,                       \
-                                         const TrainingSlots<T>&, int64_t, int64_t,              \
-                                         const int64_t*, int64_t, const T*, bool,                \
-                                         const ScratchAllocator&, cudaStream_t);
+#define VARSTATE_INSTANTIATE(E, T)                                                                 \
+  template void apply_dense<T>(TrainingOp, const TrainingHyper&, const TrainingSlots<T>&,          \
+                               const T*, int64_t, int64_t, cudaStream_t);                          \
+  template void apply_sparse<T, int32_t>(                                                          \
+      TrainingOp, const TrainingHyper&, const TrainingSlots<T>&, int64_t, int64_t, const int32_t*, \
+      int64_t, const T*, bool, const ScratchAllocator&, cudaStream_t);                             \
+  template void apply_sparse<T, int64_t>(                                                          \
+      TrainingOp, const TrainingHyper&, const TrainingSlots<T>&, int64_t, int64_t, const int64_t*, \
+      int64_t, const T*, bool, const ScratchAllocator&, cudaStream_t);
 VARSTATE_FOR_EACH_TRAINING_TYPE(VARSTATE_INSTANTIATE)
 #undef VARSTATE_INSTANTIATE
 

@@ -94,8 +94,8 @@ void compare(TrainingOp op, int64_t rows, int64_t width, const std::vector<Index
   if (indices == nullptr) {
     cpu::apply_dense<T>(op, h, want.slots(), want.grad.data(), rows * width, width);
   } else {
-    cpu::apply_sparse<T, Index>(op, h, want.slots(), rows, width, indices->data(),
-                                grad_rows, want.grad.data(), true);
+    cpu::apply_sparse<T, Index>(op, h, want.slots(), rows, width, indices->data(), grad_rows,
+                                want.grad.data(), true);
   }
   const TrainingData<T> got = run_gpu<T, Index>(op, h, input, rows, width, indices);
   CHECK(training_difference(got.var, want.var) == "");
@@ -108,8 +108,8 @@ void compare(TrainingOp op, int64_t rows, int64_t width, const std::vector<Index
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("gpu training ops equal the cpu kernels", "[training][gpu]", float, double,
-                   half, bfloat16) {
+TEMPLATE_TEST_CASE("gpu training ops equal the cpu kernels", "[training][gpu]", float, double, half,
+                   bfloat16) {
   for (TrainingOp op : all_training_ops()) {
     for (auto [rows, width] : {std::pair{1, 1}, {7, 3}, {300, 64}, {1025, 129}}) {
       if (op != TrainingOp::kLazyAdam) compare<TestType, int64_t>(op, rows, width, nullptr);

@@ -39,12 +39,12 @@ template <typename T, typename Index>
 void sparse_case(TrainingOp op, int64_t rows, int64_t width, int64_t n, bool duplicates) {
   CAPTURE(static_cast<int>(op), rows, width, n, duplicates, dtype_name(dtype_of<T>));
   const auto h = test_hyper(false);
-  const std::vector<Index> indices = duplicates ? duplicate_indices<Index>(n, rows, kSeed)
-                                                : unique_indices<Index>(n, rows, kSeed);
+  const std::vector<Index> indices =
+      duplicates ? duplicate_indices<Index>(n, rows, kSeed) : unique_indices<Index>(n, rows, kSeed);
   TrainingData<T> got = training_data<T>(rows * width, rows, n * width, kSeed + rows);
   TrainingData<T> want = got;
-  cpu::apply_sparse<T, Index>(op, h, got.slots(), rows, width, indices.data(), n,
-                              got.grad.data(), /*deterministic=*/false);
+  cpu::apply_sparse<T, Index>(op, h, got.slots(), rows, width, indices.data(), n, got.grad.data(),
+                              /*deterministic=*/false);
   reference_apply<T, Index>(op, h, want, rows, width, &indices);
   check_same(got, want);
 }

@@ -20,10 +20,11 @@ namespace varstate::testing {
 using kernels::TrainingOp;
 
 inline const std::vector<TrainingOp>& all_training_ops() {
-  static const std::vector<TrainingOp> ops = {
-      TrainingOp::kGradientDescent, TrainingOp::kMomentum, TrainingOp::kAdagrad,
-      TrainingOp::kAdam,            TrainingOp::kLazyAdam, TrainingOp::kRMSProp,
-      TrainingOp::kCenteredRMSProp, TrainingOp::kFtrl,     TrainingOp::kRowwiseAdagrad};
+  static const std::vector<TrainingOp> ops = {TrainingOp::kGradientDescent, TrainingOp::kMomentum,
+                                              TrainingOp::kAdagrad,         TrainingOp::kAdam,
+                                              TrainingOp::kLazyAdam,        TrainingOp::kRMSProp,
+                                              TrainingOp::kCenteredRMSProp, TrainingOp::kFtrl,
+                                              TrainingOp::kRowwiseAdagrad};
   return ops;
 }
 
@@ -52,9 +53,7 @@ template <typename T>
 struct TrainingData {
   std::vector<T> var, s0, s1, s2, grad;
 
-  kernels::TrainingSlots<T> slots() {
-    return {var.data(), s0.data(), s1.data(), s2.data()};
-  }
+  kernels::TrainingSlots<T> slots() { return {var.data(), s0.data(), s1.data(), s2.data()}; }
 };
 
 template <typename T>
@@ -93,8 +92,8 @@ void reference_apply(TrainingOp op, const kernels::TrainingHyper& h, TrainingDat
     for (size_t i = 0; i < indices->size(); ++i) {
       auto [it, fresh] = summed.try_emplace((*indices)[i], std::vector<C>(width, C(0)));
       for (int64_t c = 0; c < width; ++c) {
-        it->second[c] = kernels::round_through<T>(
-            it->second[c] + kernels::load_as<C>(d.grad[i * width + c]));
+        it->second[c] =
+            kernels::round_through<T>(it->second[c] + kernels::load_as<C>(d.grad[i * width + c]));
       }
     }
   }
