@@ -66,9 +66,9 @@ Tensor rms_prop(Variable& var, Variable* mg, Variable& ms, Variable& mom, const 
   const bool centered = mg != nullptr;
   std::vector<internal::TrainingSlot> slots = {{&ms, "ms"}, {&mom, "mom"}};
   if (centered) slots.push_back({mg, "mg"});
-  const char* name = centered ? pick(kSparse<Grad>, "ApplyCenteredRMSProp",
-                                     "SparseApplyCenteredRMSProp")
-                              : pick(kSparse<Grad>, "ApplyRMSProp", "SparseApplyRMSProp");
+  const char* name = centered
+                         ? pick(kSparse<Grad>, "ApplyCenteredRMSProp", "SparseApplyCenteredRMSProp")
+                         : pick(kSparse<Grad>, "ApplyRMSProp", "SparseApplyRMSProp");
   TrainingCall call(centered ? TrainingOp::kCenteredRMSProp : TrainingOp::kRMSProp, name, var,
                     std::move(slots), options);
   kernels::TrainingHyper& h = call.hyper();
@@ -93,7 +93,8 @@ Tensor ftrl(Variable& var, Variable& accum, Variable& linear, const Grad& grad, 
   h.l2 = call.scalar(l2, "l2");
   if (l2_shrinkage) h.l2_shrinkage = call.scalar(*l2_shrinkage, "l2_shrinkage");
   h.lr_power = call.scalar(lr_power, "lr_power");
-  if (!(h.lr > 0)) throw InvalidArgumentError(call.who() + ": lr is not positive: " + std::to_string(h.lr));
+  if (!(h.lr > 0))
+    throw InvalidArgumentError(call.who() + ": lr is not positive: " + std::to_string(h.lr));
   if (h.l1 < 0 || h.l2 < 0 || h.l2_shrinkage < 0 || h.lr_power > 0) {
     throw InvalidArgumentError(call.who() +
                                ": l1, l2 and l2_shrinkage must be >= 0 and lr_power <= 0");
@@ -157,10 +158,10 @@ Tensor sparse_apply_rowwise_adagrad(Variable& var, Variable& accum, const Tensor
 
 Tensor apply_adam(Variable& var, Variable& m, Variable& v, const Tensor& beta1_power,
                   const Tensor& beta2_power, const Tensor& lr, const Tensor& beta1,
-                  const Tensor& beta2, const Tensor& epsilon, const Tensor& grad,
-                  bool use_nesterov, const UpdateOptions& options) {
-  return adam(TrainingOp::kAdam, "ApplyAdam", var, m, v, beta1_power, beta2_power, lr, beta1,
-              beta2, epsilon, grad, use_nesterov, options);
+                  const Tensor& beta2, const Tensor& epsilon, const Tensor& grad, bool use_nesterov,
+                  const UpdateOptions& options) {
+  return adam(TrainingOp::kAdam, "ApplyAdam", var, m, v, beta1_power, beta2_power, lr, beta1, beta2,
+              epsilon, grad, use_nesterov, options);
 }
 Tensor sparse_apply_adam(Variable& var, Variable& m, Variable& v, const Tensor& beta1_power,
                          const Tensor& beta2_power, const Tensor& lr, const Tensor& beta1,
@@ -171,10 +172,10 @@ Tensor sparse_apply_adam(Variable& var, Variable& m, Variable& v, const Tensor& 
 }
 Tensor sparse_apply_lazy_adam(Variable& var, Variable& m, Variable& v, const Tensor& beta1_power,
                               const Tensor& beta2_power, const Tensor& lr, const Tensor& beta1,
-                              const Tensor& beta2, const Tensor& epsilon,
-                              const IndexedSlices& grad, const UpdateOptions& options) {
-  return adam(TrainingOp::kLazyAdam, "SparseApplyLazyAdam", var, m, v, beta1_power, beta2_power,
-              lr, beta1, beta2, epsilon, grad, false, options);
+                              const Tensor& beta2, const Tensor& epsilon, const IndexedSlices& grad,
+                              const UpdateOptions& options) {
+  return adam(TrainingOp::kLazyAdam, "SparseApplyLazyAdam", var, m, v, beta1_power, beta2_power, lr,
+              beta1, beta2, epsilon, grad, false, options);
 }
 
 Tensor apply_rms_prop(Variable& var, Variable& ms, Variable& mom, const Tensor& lr,
@@ -183,9 +184,8 @@ Tensor apply_rms_prop(Variable& var, Variable& ms, Variable& mom, const Tensor& 
   return rms_prop(var, nullptr, ms, mom, lr, rho, momentum_value, epsilon, grad, options);
 }
 Tensor sparse_apply_rms_prop(Variable& var, Variable& ms, Variable& mom, const Tensor& lr,
-                             const Tensor& rho, const Tensor& momentum_value,
-                             const Tensor& epsilon, const IndexedSlices& grad,
-                             const UpdateOptions& options) {
+                             const Tensor& rho, const Tensor& momentum_value, const Tensor& epsilon,
+                             const IndexedSlices& grad, const UpdateOptions& options) {
   return rms_prop(var, nullptr, ms, mom, lr, rho, momentum_value, epsilon, grad, options);
 }
 Tensor apply_centered_rms_prop(Variable& var, Variable& mg, Variable& ms, Variable& mom,

@@ -109,8 +109,8 @@ Tensor sparse_apply_adam(Variable& var, Variable& m, Variable& v, const Tensor& 
 // var -= alpha * m / (sqrt(v) + epsilon) on those rows.
 Tensor sparse_apply_lazy_adam(Variable& var, Variable& m, Variable& v, const Tensor& beta1_power,
                               const Tensor& beta2_power, const Tensor& lr, const Tensor& beta1,
-                              const Tensor& beta2, const Tensor& epsilon,
-                              const IndexedSlices& grad, const UpdateOptions& options = {});
+                              const Tensor& beta2, const Tensor& epsilon, const IndexedSlices& grad,
+                              const UpdateOptions& options = {});
 
 // ms += (grad^2 - ms) * (1 - rho);
 // mom = mom * momentum + lr * grad / sqrt(ms + epsilon); var -= mom.

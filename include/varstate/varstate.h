@@ -18,6 +18,8 @@
 #include "varstate/logging.h"
 #include "varstate/math_ops.h"
 #include "varstate/meta_graph.h"
+#include "varstate/optimizer.h"
+#include "varstate/optimizers.h"
 #include "varstate/partitioned_variable.h"
 #include "varstate/partitioners.h"
 #include "varstate/placeholder.h"

@@ -275,34 +275,34 @@ TEST_CASE_METHOD(FreshGraph, "training op errors name the op and the variable, a
     apply_adam(w, m, v, 0.9f, 0.999f, lr, 0.9f, 0.999f, 1e-8f, g);
   };
   CHECK_ERROR(adam(Tensor::zeros(DType::kFloat, {2, 3}), 0.1f), InvalidArgumentError,
-                       Catch::Equals("ApplyAdam on \"w\": var and grad do not have the same "
-                                      "shape: [3,2] vs [2,3]"));
+              Catch::Equals("ApplyAdam on \"w\": var and grad do not have the same "
+                            "shape: [3,2] vs [2,3]"));
   CHECK_ERROR(adam(grad.cast(DType::kDouble), 0.1f), TypeError,
-                       Catch::Contains("grad is float64, expected float32"));
+              Catch::Contains("grad is float64, expected float32"));
   CHECK_ERROR(adam(grad, Tensor({0.1f, 0.2f})), InvalidArgumentError,
-                       Catch::Equals("ApplyAdam on \"w\": lr is not a scalar: [2]"));
+              Catch::Equals("ApplyAdam on \"w\": lr is not a scalar: [2]"));
   CHECK_ERROR(adam(grad, Tensor::from_vector<double>({0.1}, {})), TypeError,
-                       Catch::Contains("lr is float64, expected float32"));
+              Catch::Contains("lr is float64, expected float32"));
   const IndexedSlices bad_rows(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), Tensor({1, 3}));
   CHECK_ERROR(sparse_apply_adagrad(w, m, 0.1f, bad_rows), InvalidArgumentError,
-                       Catch::Equals("SparseApplyAdagrad on \"w\": indices[1] = 3 is not in "
-                                      "[0, 3)"));
+              Catch::Equals("SparseApplyAdagrad on \"w\": indices[1] = 3 is not in "
+                            "[0, 3)"));
   const IndexedSlices bad_width(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), Tensor({1}));
   CHECK_ERROR(sparse_apply_adagrad(w, m, 0.1f, bad_width), InvalidArgumentError,
-                       Catch::Contains("var and grad.values do not match beyond dimension 0"));
+              Catch::Contains("var and grad.values do not match beyond dimension 0"));
   Variable short_slot = make_var({1, 2}, {2}, "short");
   CHECK_ERROR(apply_adagrad(w, short_slot, 0.1f, grad), InvalidArgumentError,
-                       Catch::Contains("var and accum do not have the same shape: [3,2] vs [2]"));
+              Catch::Contains("var and accum do not have the same shape: [3,2] vs [2]"));
   CHECK_ERROR(apply_adam(w, m, m, 0.9f, 0.999f, 0.1f, 0.9f, 0.999f, 1e-8f, grad),
-                       InvalidArgumentError, Catch::Contains("v is the same variable as m"));
+              InvalidArgumentError, Catch::Contains("v is the same variable as m"));
   Variable uninitialized(Tensor::zeros(DType::kFloat, {3, 2}), {.name = "later"});
   CHECK_THROWS_AS(apply_adagrad(w, uninitialized, 0.1f, grad), FailedPreconditionError);
   Variable ints(Tensor::from_vector<int32_t>({1, 2}, {2}), {.name = "ints"});
   ints.initializer().run();
   CHECK_ERROR(apply_gradient_descent(ints, 1, Tensor({1, 1})), TypeError,
-                       Catch::Contains("float16, bfloat16, float32 or float64 only, got int32"));
+              Catch::Contains("float16, bfloat16, float32 or float64 only, got int32"));
   CHECK_ERROR(apply_ftrl(w, m, v, grad, -0.1f, 0.f, 0.f, -0.5f), InvalidArgumentError,
-                       Catch::Contains("lr is not positive"));
+              Catch::Contains("lr is not positive"));
   CHECK(before.same(all));
 }
 
@@ -316,6 +316,6 @@ TEST_CASE_METHOD(FreshGraph, "a slot on another device than its variable is refu
     acc = make_var(std::vector<float>(6, 0.5f), {3, 2}, "acc");
   }
   CHECK_ERROR(apply_adagrad(w, *acc, 0.1f, Tensor::from_vector<float>(kGrad, {3, 2})),
-                       InvalidArgumentError, Catch::Contains("slots live on their variable's"));
+              InvalidArgumentError, Catch::Contains("slots live on their variable's"));
   CHECK(floats(w) == kVar);
 }
