@@ -189,7 +189,9 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     var = var - g * p.lr;
   } else if constexpr (Op == TrainingOp::kMomentum) {
     s0 = s0 * p.momentum + g;
-    if (p.use_nesterov) {
+    if (p.use_nesterov && Sparse) {
+      var = var - (g * p.lr + s0 * (p.momentum * p.lr));  // SparseApplyMomentum's order
+    } else if (p.use_nesterov) {
       var = var - (g * p.lr + s0 * p.momentum * p.lr);
     } else {
       var = var - s0 * p.lr;
@@ -205,7 +207,13 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     } else {
       var = var - (s0 * p.alpha) / (sqrt_of(s1) + p.epsilon);
     }
-  } else if constexpr (Op == TrainingOp::kAdam || Op == TrainingOp::kLazyAdam) {
+  } else if constexpr (Op == TrainingOp::kAdam) {
+    // The compat.v1 graph computes (g * g) * (1 - beta2); TensorFlow's
+    // graph optimizer (on by default) reassociates it to g * (g * (1 - beta2)).
+    s0 = s0 * p.beta1 + g * p.one_minus_beta1;
+    s1 = s1 * p.beta2 + g * (g * p.one_minus_beta2);
+    var = var - (p.alpha * s0) / (sqrt_of(s1) + p.epsilon);
+  } else if constexpr (Op == TrainingOp::kLazyAdam) {
     s0 = s0 * p.beta1 + g * p.one_minus_beta1;
     s1 = s1 * p.beta2 + (g * g) * p.one_minus_beta2;
     var = var - (p.alpha * s0) / (sqrt_of(s1) + p.epsilon);

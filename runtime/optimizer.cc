@@ -90,8 +90,8 @@ bool Optimizer::use_locking() const { return state_->use_locking; }
 double Optimizer::read(const Hyperparameter& h, std::string_view what) const {
   const double v = h.value();
   if (!std::isfinite(v)) {
-    throw InvalidArgumentError(state_->name + ": " + std::string(what) + " is not finite: " +
-                               std::to_string(v));
+    throw InvalidArgumentError(state_->name + ": " + std::string(what) +
+                               " is not finite: " + std::to_string(v));
   }
   return v;
 }
@@ -129,8 +129,8 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
     const DType dtype = global_step->dtype();
     if ((dtype != DType::kInt32 && dtype != DType::kInt64) || global_step->shape().rank() != 0) {
       throw TypeError(state_->name + ": global_step " + quoted(global_step->op_name()) +
-                      " must be an int32 or int64 scalar, got " +
-                      std::string(dtype_name(dtype)) + " " + global_step->shape().to_string());
+                      " must be an int32 or int64 scalar, got " + std::string(dtype_name(dtype)) +
+                      " " + global_step->shape().to_string());
     }
   }
   std::vector<Variable> vars;
@@ -151,10 +151,9 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
 
 void Optimizer::create_slots(const std::vector<Variable>& var_list) {
   if (var_list.empty()) return;
-  auto first = std::min_element(var_list.begin(), var_list.end(),
-                                [](const Variable& a, const Variable& b) {
-                                  return a.op_name() < b.op_name();
-                                });
+  auto first = std::min_element(
+      var_list.begin(), var_list.end(),
+      [](const Variable& a, const Variable& b) { return a.op_name() < b.op_name(); });
   make_non_slot_variables(*first);
   for (const Variable& var : var_list) make_slots(var);
 }
@@ -173,8 +172,8 @@ Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name
     options.save_slice_info =
         slot_slice(*info, name.substr(var.op_name().size() + 1), shape.has_value());
   }
-  Variable slot = colocated_variable(var, var.dtype(), shape.value_or(var.shape()), value,
-                                     std::move(options));
+  Variable slot =
+      colocated_variable(var, var.dtype(), shape.value_or(var.shape()), value, std::move(options));
   return per_var.emplace(key_of(var), std::pair{var, slot}).first->second.second;
 }
 

@@ -130,19 +130,19 @@ void AdamOptimizer::prepare() {
 
 void AdamOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_), Tensor(beta2_power_),
-             Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2),
-             Tensor(options_.epsilon), grad, false, {.use_locking = use_locking()});
+             Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2), Tensor(options_.epsilon),
+             grad, false, {.use_locking = use_locking()});
 }
 
 void AdamOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
-  sparse_apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_),
-                    Tensor(beta2_power_), Tensor(lr_), Tensor(options_.beta1),
-                    Tensor(options_.beta2), Tensor(options_.epsilon), grad,
-                    {.use_locking = use_locking()});
+  sparse_apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_), Tensor(beta2_power_),
+                    Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2),
+                    Tensor(options_.epsilon), grad, {.use_locking = use_locking()});
 }
 
 void AdamOptimizer::finish() {
-  for (auto [name, beta] : {std::pair{"beta1_power", options_.beta1}, {"beta2_power", options_.beta2}}) {
+  for (auto [name, beta] :
+       {std::pair{"beta1_power", options_.beta1}, {"beta2_power", options_.beta2}}) {
     Variable& power = non_slot_variable(name);
     power.assign(power.value() * Tensor::filled(power.dtype(), {}, Tensor(beta), power.device()),
                  {.use_locking = use_locking()});

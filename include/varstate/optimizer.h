@@ -52,7 +52,7 @@ struct GradientAndVariable {
 // learning-rate schedule assigns it; checkpoints save it).
 class Hyperparameter {
  public:
-  Hyperparameter(double value) : value_(value) {}                 // NOLINT: implicit
+  Hyperparameter(double value) : value_(value) {}                    // NOLINT: implicit
   Hyperparameter(const Variable& variable) : variable_(variable) {}  // NOLINT: implicit
   // The current value. A Variable must hold a numeric scalar
   // (InvalidArgumentError naming it otherwise).

@@ -10,11 +10,14 @@
 //
 // Formulas are TensorFlow's, evaluated in the same order (see
 // kernels/training_functors.h), so float32/float64 results on the CPU match
-// TensorFlow's CPU kernels bit for bit except where TensorFlow's Eigen
-// vectorizes rsqrt (Adagrad, sparse RMSProp: a few ulp) or pow (Ftrl with
-// lr_power != -0.5). float16/bfloat16 compute in float32 and round once per
-// stored value (TensorFlow rounds after every operation: results may
-// differ in the last bit). Dtypes: float16, bfloat16, float32, float64.
+// TensorFlow 2.21's compat.v1 optimizers bit for bit (test/interop/
+// test_optimizers.py), except Adagrad, whose TensorFlow kernel uses the
+// CPU's approximate rsqrt (a few ulp), and Ftrl with lr_power != -0.5
+// (Eigen's vectorized pow). A GPU gives the CPU's bits (same functors, no
+// FMA contraction), except Ftrl with lr_power != -0.5. float16/bfloat16
+// compute in float32 and round once per stored value (TensorFlow rounds
+// after every operation: results may differ in the last bit). Dtypes:
+// float16, bfloat16, float32, float64.
 //
 // Sparse forms take an IndexedSlices whose values have shape
 // [n] + var.shape[1:]. Unlike the raw SparseApply* ops, and like every

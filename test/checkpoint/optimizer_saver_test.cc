@@ -38,10 +38,9 @@ struct Model {
           {.name = "w"}),
         emb(Tensor::from_vector<float>(std::vector<float>(24, 0.125f), {8, 3}), {.name = "emb"}),
         step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"}) {
-    PartitionedVariable table = get_variable(
-        "table", {.shape = TensorShape{6, 3},
-                  .initializer = constant_initializer(0.375f),
-                  .partitioner = fixed_size_partitioner(2)});
+    PartitionedVariable table = get_variable("table", {.shape = TensorShape{6, 3},
+                                                       .initializer = constant_initializer(0.375f),
+                                                       .partitioner = fixed_size_partitioner(2)});
     parts = table.variables();
     Session().run(global_variables_initializer());
   }
@@ -55,9 +54,8 @@ struct Model {
         Tensor({k % 8, 5, k % 8}));
     std::vector<GradientAndVariable> grads = {{dense, w}, {rows, emb}};
     for (Variable& part : parts) {
-      grads.push_back({IndexedSlices(Tensor::from_vector<float>({s, s, -s}, {1, 3}),
-                                     Tensor({k % 3})),
-                       part});
+      grads.push_back(
+          {IndexedSlices(Tensor::from_vector<float>({s, s, -s}, {1, 3}), Tensor({k % 3})), part});
     }
     opt.apply_gradients(grads, &step);
   }
@@ -115,18 +113,27 @@ TEST_CASE_METHOD(FreshGraph, "every optimizer restores and continues bit-exactly
       {"sgd", [] { return std::make_unique<GradientDescentOptimizer>(0.1); }},
       {"momentum", [] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); }},
       {"nesterov",
-       [] { return std::make_unique<MomentumOptimizer>(0.1, 0.9, MomentumOptions{.use_nesterov = true}); }},
+       [] {
+         return std::make_unique<MomentumOptimizer>(0.1, 0.9,
+                                                    MomentumOptions{.use_nesterov = true});
+       }},
       {"adagrad", [] { return std::make_unique<AdagradOptimizer>(0.1); }},
       {"rowwise-adagrad", [] { return std::make_unique<RowwiseAdagradOptimizer>(0.1); }},
       {"adam", [] { return std::make_unique<AdamOptimizer>(AdamOptions{.learning_rate = 0.01}); }},
       {"lazy-adam",
-       [] { return std::make_unique<LazyAdamOptimizer>(AdamOptions{.learning_rate = 0.01, .name = "LazyAdam"}); }},
+       [] {
+         return std::make_unique<LazyAdamOptimizer>(
+             AdamOptions{.learning_rate = 0.01, .name = "LazyAdam"});
+       }},
       {"rmsprop",
        [] { return std::make_unique<RMSPropOptimizer>(0.01, RMSPropOptions{.momentum = 0.5}); }},
       {"centered-rmsprop",
        [] { return std::make_unique<RMSPropOptimizer>(0.01, RMSPropOptions{.centered = true}); }},
       {"ftrl",
-       [] { return std::make_unique<FtrlOptimizer>(0.1, FtrlOptions{.l1_regularization_strength = 0.01}); }},
+       [] {
+         return std::make_unique<FtrlOptimizer>(0.1,
+                                                FtrlOptions{.l1_regularization_strength = 0.01});
+       }},
   };
   TempDir dir;
   for (const auto& [name, make] : optimizers) {

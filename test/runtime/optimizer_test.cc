@@ -30,8 +30,7 @@ Variable make_var(const std::vector<float>& values, const TensorShape& shape,
 }
 
 Variable make_step() {
-  Variable step(Tensor::from_vector<int64_t>({0}, {}),
-                {.trainable = false, .name = "global_step"});
+  Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
   step.initializer().run();
   return step;
 }
@@ -66,24 +65,23 @@ TEST_CASE_METHOD(FreshGraph, "Adam's slots and beta powers are named and kept as
                          &step);
   }
   // tf.compat.v1 in the same graph: the TF venv gives exactly these names.
-  CHECK(names(global_variables()) ==
-        std::vector<std::string>{"s/w", "b", "global_step", "train/beta1_power",
-                                 "train/beta2_power", "s/w/Adam", "s/w/Adam_1", "b/Adam",
-                                 "b/Adam_1"});
+  CHECK(names(global_variables()) == std::vector<std::string>{"s/w", "b", "global_step",
+                                                              "train/beta1_power",
+                                                              "train/beta2_power", "s/w/Adam",
+                                                              "s/w/Adam_1", "b/Adam", "b/Adam_1"});
   CHECK(names(trainable_variables()) == std::vector<std::string>{"s/w", "b"});
   CHECK(adam.get_slot_names() == std::vector<std::string>{"m", "v"});
   CHECK(adam.get_slot(w, "m")->op_name() == "s/w/Adam");
   CHECK(adam.get_slot(w, "v")->op_name() == "s/w/Adam_1");
   CHECK_FALSE(adam.get_slot(w, "accumulator").has_value());
   CHECK(&adam.get_slot(w, "m")->device() == &w.device());
-  CHECK(names(adam.variables()) ==
-        std::vector<std::string>{"b/Adam", "b/Adam_1", "s/w/Adam", "s/w/Adam_1",
-                                 "train/beta1_power", "train/beta2_power"});
+  CHECK(names(adam.variables()) == std::vector<std::string>{"b/Adam", "b/Adam_1", "s/w/Adam",
+                                                            "s/w/Adam_1", "train/beta1_power",
+                                                            "train/beta2_power"});
   CHECK(step.value().to_vector<int64_t>() == std::vector<int64_t>{1});
 }
 
-TEST_CASE_METHOD(FreshGraph, "slot names of RMSProp, Ftrl, Momentum and Adagrad",
-                 "[optimizer]") {
+TEST_CASE_METHOD(FreshGraph, "slot names of RMSProp, Ftrl, Momentum and Adagrad", "[optimizer]") {
   Variable w = make_var(kW, {2, 3}, "w");
   const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
   RMSPropOptimizer centered(0.1, {.centered = true});
@@ -155,15 +153,15 @@ TEST_CASE_METHOD(FreshGraph, "each optimizer's steps equal its training op appli
 
 TEST_CASE_METHOD(FreshGraph, "slots of a partitioned variable are partitions of the whole slot",
                  "[optimizer]") {
-  PartitionedVariable emb = get_variable(
-      "emb", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(2)});
+  PartitionedVariable emb =
+      get_variable("emb", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(2)});
   for (const Variable& part : emb.variables()) Variable(part).initializer().run();
   AdagradOptimizer adagrad(0.1);
   RowwiseAdagradOptimizer rowwise(0.1);
   std::vector<GradientAndVariable> grads;
   for (const Variable& part : emb.variables()) {
-    grads.push_back({IndexedSlices(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), Tensor({1})),
-                     part});
+    grads.push_back(
+        {IndexedSlices(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), Tensor({1})), part});
   }
   adagrad.apply_gradients(grads);
   rowwise.apply_gradients(grads);

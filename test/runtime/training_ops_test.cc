@@ -205,7 +205,8 @@ TEST_CASE_METHOD(FreshGraph, "sparse training ops sum duplicate indices, then up
       reference(var, s0, s1, s2, [&](size_t i, float& v, float& m, float& vv, float&) {
         if (lazy && !touched[i]) return;
         m = touched[i] ? m * b1 + g[i] * (1.0f - b1) : m * b1;
-        vv = touched[i] ? vv * b2 + (g[i] * g[i]) * (1.0f - b2) : vv * b2;
+        const float v_step = lazy ? (g[i] * g[i]) * (1.0f - b2) : g[i] * (g[i] * (1.0f - b2));
+        vv = touched[i] ? vv * b2 + v_step : vv * b2;
         v = v - (alpha * m) / (std::sqrt(vv) + eps);
       });
       CHECK(floats(w) == var);
