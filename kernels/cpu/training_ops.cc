@@ -80,13 +80,14 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
   segments(indices, num_indices, order, heads);
   const int64_t num_segments = static_cast<int64_t>(heads.size()) - 1;
   const int64_t w = row_width;
-  // The summed gradient of segment s at column c.
-  auto summed = [&](int64_t s, int64_t c) {
-    C g = 0;
-    for (int64_t q = heads[s]; q < heads[s + 1]; ++q) {
-      g = round_through<T>(g + load_as<C>(grad[order[q] * w + c]));
+  // Segment s's gradient row, summed into buf (row_width elements).
+  auto sum_row = [&](int64_t s, C* buf) {
+    const T* first = grad + order[heads[s]] * w;
+    for (int64_t c = 0; c < w; ++c) buf[c] = round_through<T>(C(0) + load_as<C>(first[c]));
+    for (int64_t q = heads[s] + 1; q < heads[s + 1]; ++q) {
+      const T* row = grad + order[q] * w;
+      for (int64_t c = 0; c < w; ++c) buf[c] = round_through<T>(buf[c] + load_as<C>(row[c]));
     }
-    return g;
   };
   auto row_of = [&](int64_t s) { return static_cast<int64_t>(indices[order[heads[s]]]); };
   dispatch_training_op(op, [&](auto tag) {
@@ -96,30 +97,29 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       std::vector<int64_t> segment_of(rows, -1);
       for (int64_t s = 0; s < num_segments; ++s) segment_of[row_of(s)] = s;
       for_range(rows, bytes, 12.0 * w, [&](int64_t begin, int64_t end) {
+        std::vector<C> buf(w);
         for (int64_t r = begin; r < end; ++r) {
           const int64_t s = segment_of[r];
-          for (int64_t c = 0; c < w; ++c) {
-            const int64_t i = r * w + c;
-            if (s >= 0) {
-              update_element<kOp, true>(p, slots, i, summed(s, c));
-            } else {
-              adam_decay_element(p, slots, i);
-            }
+          if (s < 0) {
+            for (int64_t i = r * w; i < (r + 1) * w; ++i) adam_decay_element(p, slots, i);
+            continue;
           }
-        }
-      });
-    } else if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {
-      for_range(num_segments, bytes, 8.0 * w, [&](int64_t begin, int64_t end) {
-        for (int64_t s = begin; s < end; ++s) {
-          rowwise_adagrad_row(p, slots, row_of(s), w, [&](int64_t c) { return summed(s, c); });
+          sum_row(s, buf.data());
+          for (int64_t c = 0; c < w; ++c) update_element<kOp, true>(p, slots, r * w + c, buf[c]);
         }
       });
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       for_range(num_segments, bytes, 8.0 * w, [&](int64_t begin, int64_t end) {
+        std::vector<C> buf(w);
         for (int64_t s = begin; s < end; ++s) {
-          const int64_t base = row_of(s) * w;
-          for (int64_t c = 0; c < w; ++c)
-            update_element<kOp, true>(p, slots, base + c, summed(s, c));
+          sum_row(s, buf.data());
+          const int64_t row = row_of(s);
+          if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {
+            rowwise_adagrad_row(p, slots, row, w, [&buf](int64_t c) { return buf[c]; });
+          } else {
+            for (int64_t c = 0; c < w; ++c)
+              update_element<kOp, true>(p, slots, row * w + c, buf[c]);
+          }
         }
       });
     }
