@@ -39,8 +39,8 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
       {"ftrl",
        [] {
          return std::make_unique<FtrlOptimizer>(
-             0.1, FtrlOptions{.l1_regularization_strength = 0.01,
-                              .l2_regularization_strength = 0.02});
+             0.1,
+             FtrlOptions{.l1_regularization_strength = 0.01, .l2_regularization_strength = 0.02});
        }},
       {"ftrl_shrinkage",
        [] {
@@ -79,10 +79,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
   if (restore != "-") Saver().restore(session, restore);
   for (int s = first; s < last; ++s) {
     const std::string p = std::to_string(s) + "/";
-    opt->apply_gradients(
-        {{in.at(p + "w"), w},
-         {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb}},
-        &step);
+    opt->apply_gradients({{in.at(p + "w"), w},
+                          {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb}},
+                         &step);
   }
   std::ofstream out(args.at(4));
   if (!out) throw NotFoundError("interop_tool optimize: cannot write " + quoted(args.at(4)));
