@@ -135,7 +135,7 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
   }
   std::vector<Variable> vars;
   for (const GradientAndVariable* gv : todo) vars.push_back(gv->var);
-  create_slots(vars);
+  create_slots_locked(vars);
   prepare();
   for (const GradientAndVariable* gv : todo) {
     Variable var = gv->var;
@@ -150,6 +150,11 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
 }
 
 void Optimizer::create_slots(const std::vector<Variable>& var_list) {
+  std::lock_guard lock(state_->mu);
+  create_slots_locked(var_list);
+}
+
+void Optimizer::create_slots_locked(const std::vector<Variable>& var_list) {
   if (var_list.empty()) return;
   auto first = std::min_element(
       var_list.begin(), var_list.end(),

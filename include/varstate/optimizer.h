@@ -20,8 +20,9 @@
 // name sorts first: everything needed to continue training bit-exactly
 // after a restore is a variable.
 //
-// Thread safety: an Optimizer serializes its own apply_gradients calls; the
-// updates follow the training ops' rules (varstate/training_ops.h).
+// Thread safety: an Optimizer serializes its own apply_gradients and
+// create_slots calls; the updates follow the training ops' rules
+// (varstate/training_ops.h).
 #pragma once
 
 #include <memory>
@@ -129,6 +130,8 @@ class Optimizer {
   bool use_locking() const;
 
  private:
+  void create_slots_locked(const std::vector<Variable>& var_list);
+
   struct State;
   std::unique_ptr<State> state_;
 };
