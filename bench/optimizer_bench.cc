@@ -67,8 +67,10 @@ const char* op_label(Op op) {
 
 std::string name_of(const Config& c) {
   return std::string("optimizer/") + (c.gpu ? "gpu/" : "cpu/") + op_label(c.op) + "/" +
-         (c.dense ? "dense" : c.deterministic ? "deterministic" : "default") + "/N" +
-         std::to_string(c.rows) + "xD" + std::to_string(c.width) + "/M" +
+         (c.dense           ? "dense"
+          : c.deterministic ? "deterministic"
+                            : "default") +
+         "/N" + std::to_string(c.rows) + "xD" + std::to_string(c.width) + "/M" +
          std::to_string(c.dense ? 0 : c.ids);
 }
 

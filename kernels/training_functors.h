@@ -42,10 +42,10 @@ enum class TrainingOp {
   kRowwiseAdagrad,
 };
 
-// The storage types the training ops are defined for: TensorFlow's
-// Apply*/SparseApply* CPU and GPU kernels take half, bfloat16, float and
-// double (complex too, which varstate's optimizers do not offer). The one
-// list every backend instantiates and the runtime dispatches on.
+// The storage types the training ops are defined for: the floating types
+// of TensorFlow's Apply*/SparseApply* CPU kernels (which also take complex
+// types, except Ftrl; varstate's do not). The one list every backend
+// instantiates and the runtime dispatches on.
 #define VARSTATE_FOR_EACH_TRAINING_TYPE(X) \
   X(kHalf, ::varstate::half)               \
   X(kBFloat16, ::varstate::bfloat16)       \

@@ -17,7 +17,9 @@
 // FMA contraction), except Ftrl with lr_power != -0.5. float16/bfloat16
 // compute in float32 and round once per stored value (TensorFlow rounds
 // after every operation: results may differ in the last bit). Dtypes:
-// float16, bfloat16, float32, float64.
+// float16, bfloat16, float32, float64 — TensorFlow 2.21's CPU kernels take
+// these (but no bfloat16 SparseApplyRMSProp) and also complex64/complex128
+// (not Ftrl), which varstate's training ops do not.
 //
 // Sparse forms take an IndexedSlices whose values have shape
 // [n] + var.shape[1:]. Unlike the raw SparseApply* ops, and like every
