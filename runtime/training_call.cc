@@ -189,7 +189,9 @@ void TrainingCall::run(const Tensor& grad, const Tensor* indices) {
   const int64_t width = row_width(table_.shape());
   const int64_t rows = table_.shape().rank() > 0 ? table_.shape().dim(0) : 1;
   const int64_t n = indices ? indices->num_elements() : table_.num_elements();
-  if (n == 0 || width == 0) return;
+  // compat.v1 sparse Adam decays every row, even for a batch without rows.
+  const bool updates_all_rows = indices != nullptr && op_ == TrainingOp::kAdam;
+  if (table_.num_elements() == 0 || (n == 0 && !updates_all_rows)) return;
   const bool deterministic = options_.deterministic.value_or(true);
   dispatch_training_dtype(table_.dtype(), who_, [&](auto t) {
     using T = decltype(t);

@@ -31,7 +31,8 @@ void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<
 // rows of the variable (rows x row_width), each in [0, rows) (runtime/
 // checks them). kAdam follows TensorFlow's compat.v1 AdamOptimizer: every
 // row's m and v decay and every row moves, the rows in the batch with their
-// gradient; kLazyAdam touches only the rows in the batch. Not for
+// gradient (with num_indices == 0 too); kLazyAdam touches only the rows in
+// the batch. Not for
 // kGradientDescent (a scatter_sub). Index is int32_t or int64_t.
 template <typename T, typename Index>
 void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,

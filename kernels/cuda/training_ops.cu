@@ -177,7 +177,8 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
                   int64_t rows, int64_t row_width, const Index* indices, int64_t num_indices,
                   const T* grad, bool /*deterministic*/, const ScratchAllocator& scratch,
                   cudaStream_t stream) {
-  if (num_indices == 0 || row_width == 0) return;
+  // compat.v1 sparse Adam decays every row, even for a batch without rows.
+  if (rows == 0 || row_width == 0 || (num_indices == 0 && op != TrainingOp::kAdam)) return;
   if (num_indices >= scatter_internal::ScatterConfig::kMaxSortItems) {
     throw InvalidArgumentError("sparse training op: " + std::to_string(num_indices) +
                                " indices on a GPU (at most 2^31 - 1)");
@@ -188,19 +189,23 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
   const TrainingSlots<D> s = device_slots<D>(slots);
   const D* g = reinterpret_cast<const D*>(grad);
   const int64_t n = num_indices;
-  const size_t sort_bytes = scatter_internal::sort_scratch_bytes(n, rows);
+  const size_t sort_bytes = n > 0 ? scatter_internal::sort_scratch_bytes(n, rows) : 0;
   const size_t map_bytes = op == TrainingOp::kAdam ? static_cast<size_t>(rows) * 8 : 0;
   Scratch memory(scratch, sort_bytes + map_bytes);
-  const SortedRun run = scatter_internal::sort_indices(
-      indices, n, rows, static_cast<char*>(memory.get()) + map_bytes, stream);
+  const SortedRun run =
+      n > 0 ? scatter_internal::sort_indices(indices, n, rows,
+                                             static_cast<char*>(memory.get()) + map_bytes, stream)
+            : SortedRun{nullptr, nullptr, false};
   constexpr int kThreads = TrainingConfig::kThreads;
   dispatch_training_op(op, [&](auto tag) {
     constexpr TrainingOp kOp = decltype(tag)::value;
     if constexpr (kOp == TrainingOp::kAdam) {
       auto* run_of_row = static_cast<int64_t*>(memory.get());
       VARSTATE_CUDA_CHECK(cudaMemsetAsync(run_of_row, 0xFF, map_bytes, stream));
-      mark_runs_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(run, n, run_of_row);
-      VARSTATE_CUDA_CHECK_LAUNCH();
+      if (n > 0) {
+        mark_runs_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(run, n, run_of_row);
+        VARSTATE_CUDA_CHECK_LAUNCH();
+      }
       adam_sparse_kernel<C, D><<<grid_for(rows * row_width, kThreads), kThreads, 0, stream>>>(
           p, s, run, n, run_of_row, g, rows, row_width);
     } else if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {

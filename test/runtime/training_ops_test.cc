@@ -231,6 +231,25 @@ TEST_CASE_METHOD(FreshGraph, "sparse training ops sum duplicate indices, then up
   CHECK(floats(b) == s1);
 }
 
+TEST_CASE_METHOD(FreshGraph, "compat.v1 sparse Adam decays every row even for an empty batch",
+                 "[training_ops]") {
+  Variable w = make_var(kVar, {3, 2}, "w");
+  Variable m = make_var(std::vector<float>(6, 0.5f), {3, 2}, "m");
+  Variable v = make_var(std::vector<float>(6, 0.25f), {3, 2}, "v");
+  const IndexedSlices empty(Tensor::zeros(DType::kFloat, {0, 2}),
+                            Tensor::zeros(DType::kInt64, {0}));
+  sparse_apply_adam(w, m, v, 0.9f, 0.999f, 0.1f, 0.9f, 0.999f, 1e-8f, empty);
+  const float alpha = 0.1f * std::sqrt(1.0f - 0.999f) / (1.0f - 0.9f);
+  std::vector<float> want = kVar;
+  for (float& x : want) x = x - (alpha * (0.5f * 0.9f)) / (std::sqrt(0.25f * 0.999f) + 1e-8f);
+  CHECK(floats(w) == want);
+  CHECK(floats(m) == std::vector<float>(6, 0.5f * 0.9f));
+  Variable lazy_m = make_var(std::vector<float>(6, 0.5f), {3, 2}, "lazy_m");
+  sparse_apply_lazy_adam(w, lazy_m, v, 0.9f, 0.999f, 0.1f, 0.9f, 0.999f, 1e-8f, empty);
+  CHECK(floats(w) == want);
+  CHECK(floats(lazy_m) == std::vector<float>(6, 0.5f));
+}
+
 TEST_CASE_METHOD(FreshGraph, "training ops take float16, bfloat16 and float64 variables",
                  "[training_ops]") {
   for (DType dtype : {DType::kHalf, DType::kBFloat16, DType::kDouble}) {
