@@ -13,13 +13,16 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_int.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/training_ops.cc)
 # The random transforms must round every operation as written, so that host
 # and device give the same bits (nvcc already runs with --fmad=false).
 # Without errno and trap semantics, which change no value, GCC can vectorize
 # the transforms (sqrt and a guarded division become plain vector operations).
+# The training ops too, so that their results match TensorFlow's (no
+# contraction into FMA) and their loops vectorize.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
-  PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/training_ops.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu
@@ -39,5 +42,6 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_half.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int_wide.cu
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/slice.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/slice.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/training_ops.cu)
 endif()

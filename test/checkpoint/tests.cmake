@@ -59,3 +59,6 @@ if(VARSTATE_BUILD_FUZZERS)
   add_test(NAME checkpoint_fuzz_smoke COMMAND checkpoint_fuzz -runs=2000 -seed=1 ${checkpoint_fuzz_corpus})
   set_tests_properties(checkpoint_fuzz_smoke PROPERTIES LABELS "cpu;fuzz" FIXTURES_REQUIRED checkpoint_fuzz_seeds)
 endif()
+# Optimizer state in checkpoints: restore and continue, on each device.
+varstate_add_test(test_optimizer_checkpoints DEVICES SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_saver_test.cc)

@@ -99,6 +99,7 @@
 #include <thread>
 #include <vector>
 
+#include "optimizer_cases.h"
 #include "placement_cases.h"
 #include "runtime/variable_internal.h"
 #include "sharing_cases.h"
@@ -954,7 +955,7 @@ int main(int argc, char** argv) {
         << "usage: interop_tool "
            "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
            "sharing|placement|export_meta|export_init_meta|import_meta|export_train|run_train|"
-           "partition ARGS...\n";
+           "partition|optimize ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -979,6 +980,7 @@ int main(int argc, char** argv) {
     if (cmd == "export_init_meta") return cmd_export_init_meta(args);
     if (cmd == "export_train") return cmd_export_train(args);
     if (cmd == "run_train") return cmd_run_train(args);
+    if (cmd == "optimize") return cmd_optimize(args);
     std::cerr << "interop_tool: unknown command " << cmd << "\n";
     return 2;
   } catch (const varstate::Error& e) {

@@ -8,7 +8,8 @@ if(VARSTATE_BUILD_INTEROP_TESTS)
   add_executable(interop_tool ${CMAKE_CURRENT_LIST_DIR}/interop_tool.cc
                               ${CMAKE_CURRENT_LIST_DIR}/tensor_text.cc
                               ${CMAKE_CURRENT_LIST_DIR}/sharing_cases.cc
-                              ${CMAKE_CURRENT_LIST_DIR}/placement_cases.cc)
+                              ${CMAKE_CURRENT_LIST_DIR}/placement_cases.cc
+                              ${CMAKE_CURRENT_LIST_DIR}/optimizer_cases.cc)
   target_link_libraries(interop_tool PRIVATE varstate_private)
   add_test(NAME interop_tensorflow
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_interop.sh $<TARGET_FILE:interop_tool>)

@@ -19,3 +19,15 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc)
   target_link_libraries(test_kernels_scatter_gpu PRIVATE CUDA::cudart)
 endif()
+varstate_add_test(test_kernels_training SOURCES ${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc)
+if(VARSTATE_HAVE_CUDA)
+  varstate_add_test(test_kernels_training_gpu GPU SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/training_ops_gpu_test.cc)
+  target_link_libraries(test_kernels_training_gpu PRIVATE CUDA::cudart)
+endif()
+# The reference loop must round as the kernels do (no contraction into FMA).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/training_ops_gpu_test.cc PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+add_test(NAME test_kernels_training_3_threads COMMAND test_kernels_training "[threads]")
+set_tests_properties(test_kernels_training_3_threads PROPERTIES
+  LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=3)

@@ -46,7 +46,7 @@ using nlohmann::json;
 // The suite, in the order it runs.
 const char* const kBenchmarks[] = {"bench_dense_update", "bench_math_ops", "bench_variables",
                                    "bench_scatter",      "bench_random",   "bench_checkpoint",
-                                   "bench_sharing"};
+                                   "bench_sharing",      "bench_optimizer"};
 
 struct BenchOptions {
   std::string filter = ".";

@@ -1,0 +1,139 @@
+// Optimizer: the base of TensorFlow 1.x's optimizers
+// (tf.compat.v1.train.Optimizer) — applies gradients the caller computed
+// (there is no autodiff) to variables, keeping per-variable state in slot
+// variables. The optimizers themselves are in varstate/optimizers.h.
+//
+//   AdamOptimizer opt({.learning_rate = 0.001});
+//   opt.apply_gradients({{grad_w, w}, {IndexedSlices(rows, ids), emb}}, &global_step);
+//   Variable m = *opt.get_slot(w, "m");   // "w/Adam", on w's device
+//
+// Slots are created on the first apply_gradients (or create_slots) for a
+// variable, colocated with it (same device), named as TensorFlow names them
+// ("<var>/<optimizer name>", then "_1", "_2" for the next slots of that
+// variable, outside any name scope), initialized at once, not trainable and
+// in GLOBAL_VARIABLES, so a Saver built afterwards saves them. A slot of a
+// partition ("emb/part_1") is a partition of the slot of the whole variable
+// ("emb/part_1/Adam" is a slice of "emb/Adam"), as in TensorFlow, so
+// checkpoints restore into either library and across repartitioning.
+// Non-slot state (Adam's beta1_power / beta2_power) are variables too,
+// created in the current name scope and colocated with the variable whose
+// name sorts first: everything needed to continue training bit-exactly
+// after a restore is a variable.
+//
+// Thread safety: an Optimizer serializes its own apply_gradients and
+// create_slots calls; the updates follow the training ops' rules
+// (varstate/training_ops.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "varstate/indexed_slices.h"
+#include "varstate/tensor.h"
+#include "varstate/tensor_shape.h"
+#include "varstate/variable.h"
+
+namespace varstate {
+
+// A gradient: dense (the variable's shape) or rows of it. An empty Tensor
+// is TensorFlow's None: that variable is skipped.
+using Gradient = std::variant<Tensor, IndexedSlices>;
+
+// One (gradient, variable) pair of apply_gradients.
+struct GradientAndVariable {
+  Gradient grad;
+  Variable var;
+};
+
+// A hyperparameter: a number, or a Variable read at every apply (a
+// learning-rate schedule assigns it; checkpoints save it).
+class Hyperparameter {
+ public:
+  Hyperparameter(double value) : value_(value) {}                    // NOLINT: implicit
+  Hyperparameter(const Variable& variable) : variable_(variable) {}  // NOLINT: implicit
+  // The current value. A Variable must hold a numeric scalar
+  // (InvalidArgumentError naming it otherwise).
+  double value() const;
+
+ private:
+  double value_ = 0;
+  std::optional<Variable> variable_;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // "Adam", or the name given.
+  const std::string& get_name() const;
+
+  // Applies each gradient to its variable, then (when global_step is
+  // given) adds 1 to global_step. IndexedSlices gradients update only their
+  // rows (Adam: see AdamOptimizer), their duplicate indices summed first.
+  // Everything is checked before anything is written, so a call that throws
+  // leaves every variable, slot and global_step as it was: ValueError for
+  // an empty list, no gradient at all or a variable given twice;
+  // FailedPreconditionError for an uninitialized variable; TypeError and
+  // InvalidArgumentError for gradients as varstate/training_ops.h, for a
+  // hyperparameter that is not a numeric scalar, and for a global_step that
+  // is not an integer scalar.
+  void apply_gradients(const std::vector<GradientAndVariable>& grads_and_vars,
+                       Variable* global_step = nullptr);
+
+  // Creates the slots and non-slot variables of `var_list` now, as building
+  // TensorFlow's train op does, so that a Saver built next can restore them
+  // before the first step. Variables that have them are skipped.
+  void create_slots(const std::vector<Variable>& var_list);
+
+  // The slot `name` ("m") of `var`; nullopt if there is none (yet).
+  std::optional<Variable> get_slot(const Variable& var, std::string_view name) const;
+  // The slot names this optimizer uses, sorted ({"m", "v"}).
+  std::vector<std::string> get_slot_names() const;
+  // The optimizer's variables (slots and non-slot variables) in the
+  // default graph, sorted by name.
+  std::vector<Variable> variables() const;
+
+ protected:
+  Optimizer(std::string name, bool use_locking);
+
+  // TensorFlow's hooks: the slots of one variable; reading the
+  // hyperparameters once per apply, after the slots exist and before any
+  // update (throw there); one update; the work after all updates.
+  virtual void make_slots(const Variable& var) = 0;
+  virtual void prepare() {}
+  virtual void apply_dense(const Tensor& grad, Variable& var) = 0;
+  virtual void apply_sparse(const IndexedSlices& grad, Variable& var) = 0;
+  virtual void finish() {}
+  // Non-slot variables, created for the first variable of a create_slots
+  // call (`first`: the one whose name sorts first).
+  virtual void make_non_slot_variables(const Variable& first) {}
+
+  // Slot helpers: a slot of `var` filled with `value` (shape: var's, or
+  // `shape` for per-row slots whose partitions follow var's rows), and the
+  // slot itself.
+  Variable& make_slot(const Variable& var, const std::string& slot_name, double value,
+                      std::optional<TensorShape> shape = std::nullopt);
+  Variable& slot(const Variable& var, const std::string& slot_name);
+  // A non-slot variable `name` of `dtype` (created once per graph, in the
+  // current name scope, colocated with `colocate_with`) and its lookup.
+  Variable& make_non_slot_variable(const std::string& name, double value, DType dtype,
+                                   const Variable& colocate_with);
+  Variable& non_slot_variable(const std::string& name);
+  // A hyperparameter's value, checked in prepare(): a finite number.
+  double read(const Hyperparameter& h, std::string_view what) const;
+  bool use_locking() const;
+
+ private:
+  void create_slots_locked(const std::vector<Variable>& var_list);
+
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace varstate

@@ -1,0 +1,205 @@
+// TensorFlow 1.x's optimizers (tf.compat.v1.train.*Optimizer) on the
+// training ops of varstate/training_ops.h, and two that are not
+// TensorFlow's (marked below). The shared behaviour — apply_gradients,
+// slots, names, checkpoints — is Optimizer's (varstate/optimizer.h).
+//
+//   GradientDescentOptimizer sgd(0.1);
+//   MomentumOptimizer momentum(0.1, 0.9, {.use_nesterov = true});
+//   AdamOptimizer adam({.learning_rate = 0.001});
+//   AdagradOptimizer adagrad(lr_variable);  // a Variable: read at each apply
+//
+// Each takes its arguments in TensorFlow's order, with TensorFlow's
+// defaults; the hyperparameters are converted to each variable's dtype.
+// Slots, in creation order (so their names: "w/<name>", "w/<name>_1", ...):
+//   GradientDescent  none
+//   Momentum         momentum                 zeros
+//   Adagrad          accumulator              initial_accumulator_value
+//   Adam             m, v                     zeros; plus beta1_power and
+//                                             beta2_power (initial beta1,
+//                                             beta2; multiplied by them after
+//                                             each apply_gradients)
+//   RMSProp          rms, (mg if centered,) momentum   ones, zeros, zeros
+//   Ftrl             accum, linear            initial_accumulator_value, zeros
+#pragma once
+
+#include <string>
+
+#include "varstate/optimizer.h"
+
+namespace varstate {
+
+struct GradientDescentOptions {
+  bool use_locking = false;
+  std::string name = "GradientDescent";
+};
+
+// var -= learning_rate * grad (sparse: per duplicate, as TensorFlow).
+class GradientDescentOptimizer : public Optimizer {
+ public:
+  explicit GradientDescentOptimizer(Hyperparameter learning_rate,
+                                    GradientDescentOptions options = {});
+
+ protected:
+  void make_slots(const Variable&) override {}
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_;
+  double lr_ = 0;
+};
+
+struct MomentumOptions {
+  bool use_locking = false;
+  std::string name = "Momentum";
+  bool use_nesterov = false;
+};
+
+class MomentumOptimizer : public Optimizer {
+ public:
+  MomentumOptimizer(Hyperparameter learning_rate, Hyperparameter momentum,
+                    MomentumOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_, momentum_;
+  bool use_nesterov_;
+  double lr_ = 0, momentum_value_ = 0;
+};
+
+struct AdagradOptions {
+  double initial_accumulator_value = 0.1;
+  bool use_locking = false;
+  std::string name = "Adagrad";
+};
+
+class AdagradOptimizer : public Optimizer {
+ public:
+  explicit AdagradOptimizer(Hyperparameter learning_rate, AdagradOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+  Hyperparameter learning_rate_;
+  double initial_accumulator_value_;
+  double lr_ = 0;
+};
+
+// Not TensorFlow's: row-wise Adagrad (varstate/training_ops.h), one
+// accumulator per row ("w/RowwiseAdagrad", shape [rows]) — the memory of
+// an embedding table's Adagrad state divided by its width. Variables of
+// rank >= 1.
+class RowwiseAdagradOptimizer : public AdagradOptimizer {
+ public:
+  explicit RowwiseAdagradOptimizer(Hyperparameter learning_rate,
+                                   AdagradOptions options = {.name = "RowwiseAdagrad"});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+};
+
+struct AdamOptions {
+  Hyperparameter learning_rate = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  bool use_locking = false;
+  std::string name = "Adam";
+};
+
+// Dense gradients: ApplyAdam. IndexedSlices: as TensorFlow's compat.v1
+// AdamOptimizer, m and v of every row decay and every row moves
+// (sparse_apply_adam) — use LazyAdamOptimizer to touch only the batch.
+class AdamOptimizer : public Optimizer {
+ public:
+  explicit AdamOptimizer(AdamOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void make_non_slot_variables(const Variable& first) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+  void finish() override;
+
+  AdamOptions options_;
+  double lr_ = 0, beta1_power_ = 0, beta2_power_ = 0;
+};
+
+// Not TensorFlow's (TensorFlow Addons' LazyAdam): IndexedSlices gradients
+// update m, v and var on the batch's rows only (sparse_apply_lazy_adam);
+// dense gradients as AdamOptimizer.
+class LazyAdamOptimizer : public AdamOptimizer {
+ public:
+  explicit LazyAdamOptimizer(AdamOptions options = {.name = "LazyAdam"});
+
+ protected:
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+};
+
+struct RMSPropOptions {
+  double decay = 0.9;
+  double momentum = 0.0;
+  double epsilon = 1e-10;
+  bool use_locking = false;
+  bool centered = false;
+  std::string name = "RMSProp";
+};
+
+class RMSPropOptimizer : public Optimizer {
+ public:
+  explicit RMSPropOptimizer(Hyperparameter learning_rate, RMSPropOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_;
+  RMSPropOptions options_;
+  double lr_ = 0;
+};
+
+struct FtrlOptions {
+  double learning_rate_power = -0.5;
+  double initial_accumulator_value = 0.1;
+  double l1_regularization_strength = 0.0;
+  double l2_regularization_strength = 0.0;
+  bool use_locking = false;
+  std::string name = "Ftrl";
+  double l2_shrinkage_regularization_strength = 0.0;
+};
+
+class FtrlOptimizer : public Optimizer {
+ public:
+  // ValueError (as TensorFlow) for a negative
+  // initial_accumulator_value, l1, l2 or l2_shrinkage, or a positive
+  // learning_rate_power.
+  explicit FtrlOptimizer(Hyperparameter learning_rate, FtrlOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_;
+  FtrlOptions options_;
+  double lr_ = 0;
+};
+
+}  // namespace varstate

@@ -1,0 +1,42 @@
+// CPU training ops: the optimizer updates of kernels/training_functors.h,
+// dense (every element) and sparse (the rows named by indices), each one
+// fused pass over the variable and its slots on the Eigen pool.
+//
+// Sparse updates combine duplicate indices first, as TensorFlow's
+// optimizers do (_deduplicate_indexed_slices: the gradient rows of one
+// index are summed, from zero, in their original order, rounding to T
+// after each addition). The positions are sorted stably by index and each
+// distinct row is updated by exactly one thread, so results are bitwise
+// the same run to run and for every thread count; `deterministic` changes
+// nothing on the CPU. Work below kParallelBytesThreshold runs on the
+// calling thread.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/training_functors.h"
+
+namespace varstate::kernels::cpu {
+
+// For every element i of the n-element variable: apply op with gradient
+// grad[i] (kRowwiseAdagrad: the variable is n / row_width rows). The slots
+// the op uses (TrainingSlots) are non-null and do not overlap. Preconditions
+// are checked by runtime/. Defined for T in {half, bfloat16, float, double};
+// op is not kLazyAdam (dense lazy Adam is Adam).
+template <typename T>
+void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,
+                 const T* grad, int64_t n, int64_t row_width);
+
+// The sparse update: grad is num_indices rows of row_width; indices are
+// rows of the variable (rows x row_width), each in [0, rows) (runtime/
+// checks them). kAdam follows TensorFlow's compat.v1 AdamOptimizer: every
+// row's m and v decay and every row moves, the rows in the batch with their
+// gradient (with num_indices == 0 too); kLazyAdam touches only the rows in
+// the batch. Not for
+// kGradientDescent (a scatter_sub). Index is int32_t or int64_t.
+template <typename T, typename Index>
+void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,
+                  int64_t rows, int64_t row_width, const Index* indices, int64_t num_indices,
+                  const T* grad, bool deterministic);
+
+}  // namespace varstate::kernels::cpu

@@ -1,0 +1,241 @@
+#include "varstate/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "runtime/training_ops_internal.h"
+#include "runtime/variable_internal.h"
+#include "varstate/error.h"
+#include "varstate/graph.h"
+#include "varstate/placement.h"
+#include "varstate/session.h"
+
+namespace varstate {
+namespace {
+
+// Slots and non-slot variables are keyed by graph and name, as TensorFlow
+// keys them.
+using Key = std::pair<const Graph*, std::string>;
+
+Key key_of(const Variable& var) { return {&var.graph(), var.op_name()}; }
+
+bool has_gradient(const Gradient& grad) {
+  const Tensor* dense = std::get_if<Tensor>(&grad);
+  return dense == nullptr || dense->valid();
+}
+
+// A new variable holding `value` (on `colocate_with`'s device), initialized
+// at once, not trainable, in GLOBAL_VARIABLES.
+Variable colocated_variable(const Variable& colocate_with, DType dtype, const TensorShape& shape,
+                            double value, VariableOptions options) {
+  DeviceScope clear{DeviceFunction{}};
+  DeviceScope here(colocate_with.placement());
+  options.trainable = false;
+  options.graph = &colocate_with.graph();
+  options.collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES};
+  Variable v(Tensor::filled(dtype, shape, Tensor(value), colocate_with.device()),
+             std::move(options));
+  v.initializer().run();
+  return v;
+}
+
+// The slice of the whole slot that a partition's slot holds: the
+// partition's slice (its first dimension only for a per-row slot).
+SaveSliceInfo slot_slice(const SaveSliceInfo& part, const std::string& suffix, bool per_row) {
+  SaveSliceInfo info = part;
+  info.full_name = part.full_name + "/" + suffix;
+  if (per_row) {
+    info.full_shape.resize(1);
+    info.var_offset.resize(1);
+    info.var_shape.resize(1);
+  }
+  return info;
+}
+
+}  // namespace
+
+double Hyperparameter::value() const {
+  if (!variable_) return value_;
+  const Tensor t = variable_->value();
+  if (t.rank() != 0 || !dtype_is_numeric(t.dtype()) || dtype_is_complex(t.dtype())) {
+    throw InvalidArgumentError("hyperparameter " + quoted(variable_->op_name()) +
+                               " is not a real scalar: " + std::string(dtype_name(t.dtype())) +
+                               " " + t.shape().to_string());
+  }
+  return t.to_host().cast(DType::kDouble).scalar<double>();
+}
+
+struct Optimizer::State {
+  std::string name;
+  bool use_locking = false;
+  std::mutex mu;
+  // slot name -> variable -> (variable, slot)
+  std::map<std::string, std::map<Key, std::pair<Variable, Variable>>> slots;
+  std::map<Key, Variable> non_slot;
+};
+
+Optimizer::Optimizer(std::string name, bool use_locking) : state_(std::make_unique<State>()) {
+  state_->name = std::move(name);
+  state_->use_locking = use_locking;
+}
+
+Optimizer::~Optimizer() = default;
+
+const std::string& Optimizer::get_name() const { return state_->name; }
+bool Optimizer::use_locking() const { return state_->use_locking; }
+
+double Optimizer::read(const Hyperparameter& h, std::string_view what) const {
+  const double v = h.value();
+  if (!std::isfinite(v)) {
+    throw InvalidArgumentError(state_->name + ": " + std::string(what) +
+                               " is not finite: " + std::to_string(v));
+  }
+  return v;
+}
+
+void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_and_vars,
+                                Variable* global_step) {
+  std::lock_guard lock(state_->mu);
+  if (grads_and_vars.empty()) throw ValueError(state_->name + ": No variables provided.");
+  std::vector<const GradientAndVariable*> todo;
+  std::string names;
+  for (const GradientAndVariable& gv : grads_and_vars) {
+    names += (names.empty() ? "" : ", ") + quoted(gv.var.op_name());
+    for (const GradientAndVariable* seen : todo) {
+      if (seen->var.same_as(gv.var)) {
+        throw ValueError(state_->name + ": variable " + quoted(gv.var.op_name()) +
+                         " is given twice");
+      }
+    }
+    if (has_gradient(gv.grad)) todo.push_back(&gv);
+  }
+  if (todo.empty()) {
+    throw ValueError(state_->name + ": No gradients provided for any variable: [" + names + "]");
+  }
+  for (const GradientAndVariable* gv : todo) {
+    const std::string who = state_->name + " on " + quoted(gv->var.op_name());
+    if (!gv->var.is_initialized()) internal::throw_uninitialized(gv->var.op_name());
+    if (const Tensor* dense = std::get_if<Tensor>(&gv->grad)) {
+      internal::checked_dense_gradient(*dense, gv->var, who);
+    } else {
+      internal::check_sparse_gradient(std::get<IndexedSlices>(gv->grad), gv->var, who);
+    }
+  }
+  if (global_step != nullptr) {
+    if (!global_step->is_initialized()) internal::throw_uninitialized(global_step->op_name());
+    const DType dtype = global_step->dtype();
+    if ((dtype != DType::kInt32 && dtype != DType::kInt64) || global_step->shape().rank() != 0) {
+      throw TypeError(state_->name + ": global_step " + quoted(global_step->op_name()) +
+                      " must be an int32 or int64 scalar, got " + std::string(dtype_name(dtype)) +
+                      " " + global_step->shape().to_string());
+    }
+  }
+  std::vector<Variable> vars;
+  for (const GradientAndVariable* gv : todo) vars.push_back(gv->var);
+  create_slots_locked(vars);
+  prepare();
+  for (const GradientAndVariable* gv : todo) {
+    Variable var = gv->var;
+    if (const Tensor* dense = std::get_if<Tensor>(&gv->grad)) {
+      apply_dense(*dense, var);
+    } else {
+      apply_sparse(std::get<IndexedSlices>(gv->grad), var);
+    }
+  }
+  finish();
+  if (global_step != nullptr) global_step->assign_add(Tensor(1), {.use_locking = true});
+}
+
+void Optimizer::create_slots(const std::vector<Variable>& var_list) {
+  std::lock_guard lock(state_->mu);
+  create_slots_locked(var_list);
+}
+
+void Optimizer::create_slots_locked(const std::vector<Variable>& var_list) {
+  if (var_list.empty()) return;
+  auto first = std::min_element(
+      var_list.begin(), var_list.end(),
+      [](const Variable& a, const Variable& b) { return a.op_name() < b.op_name(); });
+  make_non_slot_variables(*first);
+  for (const Variable& var : var_list) make_slots(var);
+}
+
+Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name, double value,
+                               std::optional<TensorShape> shape) {
+  auto& per_var = state_->slots[slot_name];
+  auto found = per_var.find(key_of(var));
+  if (found != per_var.end()) return found->second.second;
+  Graph& graph = var.graph();
+  NameScope root(graph, "");
+  const std::string name = graph.unique_name(var.op_name() + "/" + state_->name, false);
+  VariableOptions options;
+  options.name = name;
+  if (const auto& info = var.save_slice_info()) {
+    options.save_slice_info =
+        slot_slice(*info, name.substr(var.op_name().size() + 1), shape.has_value());
+  }
+  Variable slot =
+      colocated_variable(var, var.dtype(), shape.value_or(var.shape()), value, std::move(options));
+  return per_var.emplace(key_of(var), std::pair{var, slot}).first->second.second;
+}
+
+Variable& Optimizer::slot(const Variable& var, const std::string& slot_name) {
+  return state_->slots.at(slot_name).at(key_of(var)).second;
+}
+
+Variable& Optimizer::make_non_slot_variable(const std::string& name, double value, DType dtype,
+                                            const Variable& colocate_with) {
+  const Key key{&colocate_with.graph(), name};
+  auto found = state_->non_slot.find(key);
+  if (found != state_->non_slot.end()) return found->second;
+  VariableOptions options;
+  options.name = name;
+  return state_->non_slot
+      .emplace(key, colocated_variable(colocate_with, dtype, {}, value, std::move(options)))
+      .first->second;
+}
+
+Variable& Optimizer::non_slot_variable(const std::string& name) {
+  for (auto& [key, var] : state_->non_slot) {
+    if (key.second == name && key.first == &get_default_graph()) return var;
+  }
+  for (auto& [key, var] : state_->non_slot) {
+    if (key.second == name) return var;
+  }
+  throw InternalError(state_->name + ": no non-slot variable " + quoted(name));
+}
+
+std::optional<Variable> Optimizer::get_slot(const Variable& var, std::string_view name) const {
+  auto per_var = state_->slots.find(std::string(name));
+  if (per_var == state_->slots.end()) return std::nullopt;
+  auto found = per_var->second.find(key_of(var));
+  if (found == per_var->second.end()) return std::nullopt;
+  return found->second.second;
+}
+
+std::vector<std::string> Optimizer::get_slot_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, per_var] : state_->slots) names.push_back(name);
+  return names;
+}
+
+std::vector<Variable> Optimizer::variables() const {
+  const Graph* graph = &get_default_graph();
+  std::vector<Variable> out;
+  for (const auto& [key, var] : state_->non_slot) {
+    if (key.first == graph) out.push_back(var);
+  }
+  for (const auto& [name, per_var] : state_->slots) {
+    for (const auto& [key, pair] : per_var) {
+      if (key.first == graph) out.push_back(pair.second);
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Variable& a, const Variable& b) { return a.name() < b.name(); });
+  return out;
+}
+
+}  // namespace varstate

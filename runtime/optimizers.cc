@@ -1,0 +1,254 @@
+#include "varstate/optimizers.h"
+
+#include "varstate/error.h"
+#include "varstate/math_ops.h"
+#include "varstate/training_ops.h"
+
+namespace varstate {
+
+// ---------------------------------------------------------------------------
+// GradientDescent
+
+GradientDescentOptimizer::GradientDescentOptimizer(Hyperparameter learning_rate,
+                                                   GradientDescentOptions options)
+    : Optimizer(std::move(options.name), options.use_locking),
+      learning_rate_(std::move(learning_rate)) {}
+
+void GradientDescentOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
+
+void GradientDescentOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_gradient_descent(var, Tensor(lr_), grad, {.use_locking = use_locking()});
+}
+
+void GradientDescentOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_gradient_descent(var, Tensor(lr_), grad, {.use_locking = use_locking()});
+}
+
+// ---------------------------------------------------------------------------
+// Momentum
+
+MomentumOptimizer::MomentumOptimizer(Hyperparameter learning_rate, Hyperparameter momentum,
+                                     MomentumOptions options)
+    : Optimizer(std::move(options.name), options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      momentum_(std::move(momentum)),
+      use_nesterov_(options.use_nesterov) {}
+
+void MomentumOptimizer::make_slots(const Variable& var) { make_slot(var, "momentum", 0.0); }
+
+void MomentumOptimizer::prepare() {
+  lr_ = read(learning_rate_, "learning_rate");
+  momentum_value_ = read(momentum_, "momentum");
+}
+
+void MomentumOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_momentum(var, slot(var, "momentum"), Tensor(lr_), grad, Tensor(momentum_value_),
+                 use_nesterov_, {.use_locking = use_locking()});
+}
+
+void MomentumOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_momentum(var, slot(var, "momentum"), Tensor(lr_), grad, Tensor(momentum_value_),
+                        use_nesterov_, {.use_locking = use_locking()});
+}
+
+// ---------------------------------------------------------------------------
+// Adagrad and row-wise Adagrad
+
+AdagradOptimizer::AdagradOptimizer(Hyperparameter learning_rate, AdagradOptions options)
+    : Optimizer(std::move(options.name), options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      initial_accumulator_value_(options.initial_accumulator_value) {
+  if (!(initial_accumulator_value_ > 0)) {
+    throw ValueError(get_name() + ": initial_accumulator_value must be positive: " +
+                     std::to_string(initial_accumulator_value_));
+  }
+}
+
+void AdagradOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "accumulator", initial_accumulator_value_);
+}
+
+void AdagradOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
+
+void AdagradOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_adagrad(var, slot(var, "accumulator"), Tensor(lr_), grad, {.use_locking = use_locking()});
+}
+
+void AdagradOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_adagrad(var, slot(var, "accumulator"), Tensor(lr_), grad,
+                       {.use_locking = use_locking()});
+}
+
+RowwiseAdagradOptimizer::RowwiseAdagradOptimizer(Hyperparameter learning_rate,
+                                                 AdagradOptions options)
+    : AdagradOptimizer(std::move(learning_rate), std::move(options)) {}
+
+void RowwiseAdagradOptimizer::make_slots(const Variable& var) {
+  const TensorShape shape = var.shape();
+  if (shape.rank() < 1) {
+    throw InvalidArgumentError(get_name() + " on " + quoted(var.op_name()) +
+                               ": var must be at least 1 dimensional, got shape " +
+                               shape.to_string());
+  }
+  make_slot(var, "accumulator", initial_accumulator_value_, TensorShape({shape.dim(0)}));
+}
+
+void RowwiseAdagradOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_rowwise_adagrad(var, slot(var, "accumulator"), Tensor(lr_), grad,
+                        {.use_locking = use_locking()});
+}
+
+void RowwiseAdagradOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_rowwise_adagrad(var, slot(var, "accumulator"), Tensor(lr_), grad,
+                               {.use_locking = use_locking()});
+}
+
+// ---------------------------------------------------------------------------
+// Adam and lazy Adam
+
+AdamOptimizer::AdamOptimizer(AdamOptions options)
+    : Optimizer(options.name, options.use_locking), options_(std::move(options)) {}
+
+void AdamOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "m", 0.0);
+  make_slot(var, "v", 0.0);
+}
+
+void AdamOptimizer::make_non_slot_variables(const Variable& first) {
+  make_non_slot_variable("beta1_power", options_.beta1, first.dtype(), first);
+  make_non_slot_variable("beta2_power", options_.beta2, first.dtype(), first);
+}
+
+void AdamOptimizer::prepare() {
+  lr_ = read(options_.learning_rate, "learning_rate");
+  auto power = [this](const char* name) {
+    return non_slot_variable(name).value().to_host().cast(DType::kDouble).scalar<double>();
+  };
+  beta1_power_ = power("beta1_power");
+  beta2_power_ = power("beta2_power");
+}
+
+void AdamOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_), Tensor(beta2_power_),
+             Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2), Tensor(options_.epsilon),
+             grad, false, {.use_locking = use_locking()});
+}
+
+void AdamOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_), Tensor(beta2_power_),
+                    Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2),
+                    Tensor(options_.epsilon), grad, {.use_locking = use_locking()});
+}
+
+void AdamOptimizer::finish() {
+  for (auto [name, beta] :
+       {std::pair{"beta1_power", options_.beta1}, {"beta2_power", options_.beta2}}) {
+    Variable& power = non_slot_variable(name);
+    power.assign(power.value() * Tensor::filled(power.dtype(), {}, Tensor(beta), power.device()),
+                 {.use_locking = use_locking()});
+  }
+}
+
+LazyAdamOptimizer::LazyAdamOptimizer(AdamOptions options) : AdamOptimizer(std::move(options)) {}
+
+void LazyAdamOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_lazy_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_),
+                         Tensor(beta2_power_), Tensor(lr_), Tensor(options_.beta1),
+                         Tensor(options_.beta2), Tensor(options_.epsilon), grad,
+                         {.use_locking = use_locking()});
+}
+
+// ---------------------------------------------------------------------------
+// RMSProp
+
+RMSPropOptimizer::RMSPropOptimizer(Hyperparameter learning_rate, RMSPropOptions options)
+    : Optimizer(options.name, options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      options_(std::move(options)) {}
+
+void RMSPropOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "rms", 1.0);
+  if (options_.centered) make_slot(var, "mg", 0.0);
+  make_slot(var, "momentum", 0.0);
+}
+
+void RMSPropOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
+
+void RMSPropOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  const UpdateOptions o{.use_locking = use_locking()};
+  const Tensor lr(lr_), rho(options_.decay), momentum(options_.momentum), eps(options_.epsilon);
+  if (options_.centered) {
+    apply_centered_rms_prop(var, slot(var, "mg"), slot(var, "rms"), slot(var, "momentum"), lr, rho,
+                            momentum, eps, grad, o);
+  } else {
+    apply_rms_prop(var, slot(var, "rms"), slot(var, "momentum"), lr, rho, momentum, eps, grad, o);
+  }
+}
+
+void RMSPropOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  const UpdateOptions o{.use_locking = use_locking()};
+  const Tensor lr(lr_), rho(options_.decay), momentum(options_.momentum), eps(options_.epsilon);
+  if (options_.centered) {
+    sparse_apply_centered_rms_prop(var, slot(var, "mg"), slot(var, "rms"), slot(var, "momentum"),
+                                   lr, rho, momentum, eps, grad, o);
+  } else {
+    sparse_apply_rms_prop(var, slot(var, "rms"), slot(var, "momentum"), lr, rho, momentum, eps,
+                          grad, o);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Ftrl
+
+FtrlOptimizer::FtrlOptimizer(Hyperparameter learning_rate, FtrlOptions options)
+    : Optimizer(options.name, options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      options_(std::move(options)) {
+  auto check = [this](bool ok, const std::string& what, double value) {
+    if (!ok) throw ValueError(get_name() + ": " + what + " = " + std::to_string(value));
+  };
+  check(options_.initial_accumulator_value >= 0, "initial_accumulator_value must be >= 0",
+        options_.initial_accumulator_value);
+  check(options_.learning_rate_power <= 0, "learning_rate_power must be <= 0",
+        options_.learning_rate_power);
+  check(options_.l1_regularization_strength >= 0, "l1_regularization_strength must be >= 0",
+        options_.l1_regularization_strength);
+  check(options_.l2_regularization_strength >= 0, "l2_regularization_strength must be >= 0",
+        options_.l2_regularization_strength);
+  check(options_.l2_shrinkage_regularization_strength >= 0,
+        "l2_shrinkage_regularization_strength must be >= 0",
+        options_.l2_shrinkage_regularization_strength);
+}
+
+void FtrlOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "accum", options_.initial_accumulator_value);
+  make_slot(var, "linear", 0.0);
+}
+
+void FtrlOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
+
+void FtrlOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  const UpdateOptions o{.use_locking = use_locking()};
+  const Tensor lr(lr_), l1(options_.l1_regularization_strength),
+      l2(options_.l2_regularization_strength), power(options_.learning_rate_power);
+  if (options_.l2_shrinkage_regularization_strength > 0) {
+    apply_ftrl_v2(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2,
+                  Tensor(options_.l2_shrinkage_regularization_strength), power, o);
+  } else {
+    apply_ftrl(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2, power, o);
+  }
+}
+
+void FtrlOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  const UpdateOptions o{.use_locking = use_locking()};
+  const Tensor lr(lr_), l1(options_.l1_regularization_strength),
+      l2(options_.l2_regularization_strength), power(options_.learning_rate_power);
+  if (options_.l2_shrinkage_regularization_strength > 0) {
+    sparse_apply_ftrl_v2(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2,
+                         Tensor(options_.l2_shrinkage_regularization_strength), power, o);
+  } else {
+    sparse_apply_ftrl(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2, power, o);
+  }
+}
+
+}  // namespace varstate

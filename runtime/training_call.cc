@@ -1,0 +1,243 @@
+#include "runtime/training_ops_internal.h"
+
+#include <mutex>
+
+#include "kernels/cpu/training_ops.h"
+#include "runtime/remote_storage_internal.h"
+#include "runtime/scatter_validate_internal.h"
+#include "runtime/variable_internal.h"
+#include "varstate/device.h"
+#include "varstate/error.h"
+#ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/training_ops.h"
+#endif
+
+namespace varstate::internal {
+namespace {
+
+using kernels::TrainingOp;
+
+bool training_dtype(DType dtype) {
+  switch (dtype) {
+#define VARSTATE_CASE(E, T) case DType::E:
+    VARSTATE_FOR_EACH_TRAINING_TYPE(VARSTATE_CASE)
+#undef VARSTATE_CASE
+    return true;
+    default:
+      return false;
+  }
+}
+
+// fn(T{}) for the storage type T of a training dtype.
+template <typename Fn>
+void dispatch_training_dtype(DType dtype, const std::string& who, Fn&& fn) {
+  switch (dtype) {
+#define VARSTATE_CASE(E, T) \
+  case DType::E:            \
+    return fn(T{});
+    VARSTATE_FOR_EACH_TRAINING_TYPE(VARSTATE_CASE)
+#undef VARSTATE_CASE
+    default:
+      throw_unsupported_dtype(dtype, who);
+  }
+}
+
+// Checks `grad` (named `what`) against `dtype` and converts a weakly typed
+// one.
+Tensor converted(const Tensor& grad, DType dtype, std::string_view what, const std::string& who) {
+  if (!grad.valid()) throw InvalidArgumentError(who + ": " + std::string(what) + " is empty");
+  if (grad.dtype() == dtype) return grad;
+  if (grad.weakly_typed()) return grad.cast(dtype);
+  throw TypeError(who + ": " + std::string(what) + " is " + std::string(dtype_name(grad.dtype())) +
+                  ", expected " + std::string(dtype_name(dtype)) + " (the variable's dtype)");
+}
+
+int64_t row_width(const TensorShape& shape) {
+  return shape.rank() > 0 ? shape.tail(1).num_elements() : 1;
+}
+
+std::string subject(std::string_view tf_name, std::string_view name, const Variable& var) {
+  std::string s(tf_name);
+  if (!name.empty()) s += " " + quoted(name);
+  return s + " on " + quoted(var.op_name());
+}
+
+}  // namespace
+
+Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who) {
+  Tensor g = converted(grad, var.dtype(), "grad", who);
+  if (g.shape() != var.shape()) {
+    throw InvalidArgumentError(who + ": var and grad do not have the same shape: " +
+                               var.shape().to_string() + " vs " + g.shape().to_string());
+  }
+  return g;
+}
+
+void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who) {
+  const TensorShape shape = var.shape();
+  if (shape.rank() < 1) {
+    throw InvalidArgumentError(who + ": var must be at least 1 dimensional, got shape " +
+                               shape.to_string());
+  }
+  check_dense_shape(grad, shape, who);
+  const Tensor values = converted(grad.values(), var.dtype(), "grad.values", who);
+  if (values.rank() != shape.rank() || values.shape().tail(1) != shape.tail(1)) {
+    throw InvalidArgumentError(who + ": var and grad.values do not match beyond dimension 0: " +
+                               shape.to_string() + " vs " + values.shape().to_string());
+  }
+  const Tensor& indices = grad.indices();
+  check_index_values(indices.on_cpu() ? indices : indices.to_host(), shape.dim(0), who);
+}
+
+TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& var,
+                           std::vector<TrainingSlot> slots, const UpdateOptions& options)
+    : op_(op),
+      var_(var),
+      slots_(std::move(slots)),
+      options_(options),
+      who_(subject(tf_name, options.name, var)) {
+  auto check_local = [this](const Variable& v) {
+    if (remote_storage(v) != nullptr) {
+      throw UnimplementedError(who_ + ": " + quoted(v.op_name()) +
+                               " is held by another task; training ops run on local variables");
+    }
+  };
+  check_local(var_);
+  table_ = var_.ref();
+  if (!training_dtype(table_.dtype())) {
+    throw TypeError(who_ + ": variables of float16, bfloat16, float32 or float64 only, got " +
+                    std::string(dtype_name(table_.dtype())));
+  }
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    const TrainingSlot& slot = slots_[k];
+    check_local(*slot.var);
+    for (size_t j = 0; j <= k; ++j) {
+      const bool is_var = j == k;
+      if ((is_var ? var_ : *slots_[j].var).same_as(*slot.var)) {
+        throw InvalidArgumentError(who_ + ": " + slot.role + " is the same variable as " +
+                                   (is_var ? "var" : slots_[j].role));
+      }
+    }
+    slot_tables_.push_back(slot.var->ref());
+    check_slot(slot, slot_tables_.back());
+  }
+}
+
+void TrainingCall::check_slot(const TrainingSlot& slot, const Tensor& table) const {
+  const std::string name = std::string(slot.role) + " (" + quoted(slot.var->op_name()) + ")";
+  if (table.dtype() != table_.dtype()) {
+    throw TypeError(who_ + ": " + name + " is " + std::string(dtype_name(table.dtype())) +
+                    ", expected " + std::string(dtype_name(table_.dtype())));
+  }
+  TensorShape expected = table_.shape();
+  if (op_ == TrainingOp::kRowwiseAdagrad) {
+    if (expected.rank() < 1) {
+      throw InvalidArgumentError(who_ + ": var must be at least 1 dimensional, got shape " +
+                                 expected.to_string());
+    }
+    expected = TensorShape({expected.dim(0)});
+  }
+  if (table.shape() != expected) {
+    throw InvalidArgumentError(who_ + ": var and " + slot.role + " do not have the same shape" +
+                               (op_ == TrainingOp::kRowwiseAdagrad ? "[0]" : "") + ": " +
+                               expected.to_string() + " vs " + table.shape().to_string());
+  }
+  if (&table.device() != &table_.device()) {
+    throw InvalidArgumentError(who_ + ": " + name + " is on " + table.device().name() +
+                               ", the variable on " + table_.device().name() +
+                               " (slots live on their variable's device)");
+  }
+}
+
+double TrainingCall::scalar(const Tensor& t, std::string_view what) const {
+  const std::string name(what);
+  if (!t.valid()) throw InvalidArgumentError(who_ + ": " + name + " is empty");
+  if (t.rank() != 0) {
+    throw InvalidArgumentError(who_ + ": " + name + " is not a scalar: " + t.shape().to_string());
+  }
+  if (!t.weakly_typed() && t.dtype() != table_.dtype()) {
+    throw TypeError(who_ + ": " + name + " is " + std::string(dtype_name(t.dtype())) +
+                    ", expected " + std::string(dtype_name(table_.dtype())));
+  }
+  return t.to_host().cast(DType::kDouble).scalar<double>();
+}
+
+Tensor TrainingCall::apply_dense(const Tensor& grad) {
+  Tensor g = checked_dense_gradient(grad, var_, who_);
+  if (&g.device() != &table_.device()) g = g.to(table_.device());
+  run(g, nullptr);
+  return table_;
+}
+
+Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
+  check_sparse_gradient(grad, var_, who_);
+  Tensor values = converted(grad.values(), var_.dtype(), "grad.values", who_);
+  Tensor indices = grad.indices();
+  Device& device = table_.device();
+  if (&values.device() != &device) values = values.to(device);
+  if (&indices.device() != &device) indices = indices.to(device);
+  run(values, &indices);
+  return table_;
+}
+
+void TrainingCall::run(const Tensor& grad, const Tensor* indices) {
+  std::vector<std::unique_lock<std::mutex>> locks;
+  if (options_.use_locking.value_or(false)) {
+    locks.emplace_back(update_mutex(var_));
+    for (const TrainingSlot& slot : slots_) locks.emplace_back(update_mutex(*slot.var));
+  }
+  const int64_t width = row_width(table_.shape());
+  const int64_t rows = table_.shape().rank() > 0 ? table_.shape().dim(0) : 1;
+  const int64_t n = indices ? indices->num_elements() : table_.num_elements();
+  // compat.v1 sparse Adam decays every row, even for a batch without rows.
+  const bool updates_all_rows = indices != nullptr && op_ == TrainingOp::kAdam;
+  if (table_.num_elements() == 0 || (n == 0 && !updates_all_rows)) return;
+  const bool deterministic = options_.deterministic.value_or(true);
+  dispatch_training_dtype(table_.dtype(), who_, [&](auto t) {
+    using T = decltype(t);
+    kernels::TrainingSlots<T> s{static_cast<T*>(table_.raw_data())};
+    T** slot_ptrs[3] = {&s.s0, &s.s1, &s.s2};
+    for (size_t k = 0; k < slot_tables_.size(); ++k) {
+      *slot_ptrs[k] = static_cast<T*>(slot_tables_[k].raw_data());
+    }
+    const T* g = static_cast<const T*>(grad.raw_data());
+    auto with_index = [&](auto run_with) {
+      if (indices->dtype() == DType::kInt32) {
+        run_with(static_cast<const int32_t*>(indices->raw_data()));
+      } else {
+        run_with(static_cast<const int64_t*>(indices->raw_data()));
+      }
+    };
+    if (table_.on_cpu()) {
+      if (indices == nullptr) {
+        kernels::cpu::apply_dense<T>(op_, hyper_, s, g, n, width);
+      } else {
+        with_index([&](auto* ids) {
+          kernels::cpu::apply_sparse(op_, hyper_, s, rows, width, ids, n, g, deterministic);
+        });
+      }
+      return;
+    }
+#ifdef VARSTATE_HAVE_CUDA
+    Device& device = table_.device();
+    DeviceGuard guard(device);
+    if (indices == nullptr) {
+      kernels::cuda::apply_dense<T>(op_, hyper_, s, g, n, width, device.stream());
+    } else {
+      const kernels::cuda::ScratchAllocator scratch{
+          [&device](size_t bytes) { return device.allocate(bytes); },
+          [&device](void* ptr) { device.deallocate(ptr); }};
+      with_index([&](auto* ids) {
+        kernels::cuda::apply_sparse(op_, hyper_, s, rows, width, ids, n, g, deterministic, scratch,
+                                    device.stream());
+      });
+    }
+#else
+    throw InternalError(who_ + ": a GPU variable in a build without CUDA");
+#endif
+  });
+  mark_updated(var_);
+  for (const TrainingSlot& slot : slots_) mark_updated(*slot.var);
+}
+
+}  // namespace varstate::internal

@@ -1,0 +1,95 @@
+#include "optimizer_cases.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "tensor_text.h"
+#include "varstate/error.h"
+#include "varstate/graph.h"
+#include "varstate/optimizers.h"
+#include "varstate/saver.h"
+#include "varstate/session.h"
+#include "varstate/variables.h"
+
+namespace varstate::interop {
+namespace {
+
+// The optimizers of test_optimizers.py, with its hyperparameters.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
+  using Make = std::function<std::unique_ptr<Optimizer>()>;
+  static const std::map<std::string, Make> optimizers = {
+      {"sgd", [] { return std::make_unique<GradientDescentOptimizer>(0.1); }},
+      {"momentum", [] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); }},
+      {"nesterov",
+       [] {
+         return std::make_unique<MomentumOptimizer>(0.1, 0.9,
+                                                    MomentumOptions{.use_nesterov = true});
+       }},
+      {"adagrad", [] { return std::make_unique<AdagradOptimizer>(0.1); }},
+      {"adam", [] { return std::make_unique<AdamOptimizer>(AdamOptions{.learning_rate = 0.01}); }},
+      {"rmsprop",
+       [] { return std::make_unique<RMSPropOptimizer>(0.01, RMSPropOptions{.momentum = 0.5}); }},
+      {"rmsprop_centered",
+       [] {
+         return std::make_unique<RMSPropOptimizer>(
+             0.01, RMSPropOptions{.momentum = 0.5, .centered = true});
+       }},
+      {"ftrl",
+       [] {
+         return std::make_unique<FtrlOptimizer>(
+             0.1,
+             FtrlOptions{.l1_regularization_strength = 0.01, .l2_regularization_strength = 0.02});
+       }},
+      {"ftrl_shrinkage",
+       [] {
+         return std::make_unique<FtrlOptimizer>(
+             0.1, FtrlOptions{.l2_shrinkage_regularization_strength = 0.05});
+       }},
+      {"ftrl_power",
+       [] {
+         return std::make_unique<FtrlOptimizer>(0.1, FtrlOptions{.learning_rate_power = -0.3});
+       }},
+  };
+  auto found = optimizers.find(name);
+  if (found == optimizers.end()) {
+    throw InvalidArgumentError("interop_tool optimize: unknown optimizer " + quoted(name));
+  }
+  return found->second();
+}
+
+}  // namespace
+
+int cmd_optimize(const std::vector<std::string>& args) {
+  std::map<std::string, Tensor> in;
+  for (const TextTensor& t : read_text_file(args.at(1))) in.emplace(t.key, to_tensor(t));
+  const int first = std::stoi(args.at(2));
+  const int last = std::stoi(args.at(3));
+  const std::string restore = args.size() > 5 ? args.at(5) : "-";
+  const std::string save = args.size() > 6 ? args.at(6) : "-";
+  reset_default_graph();
+  Variable w(in.at("w"), {.name = "w"});
+  Variable emb(in.at("emb"), {.name = "emb"});
+  Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
+  Session session;
+  session.run(global_variables_initializer());
+  std::unique_ptr<Optimizer> opt = make_optimizer(args.at(0));
+  opt->create_slots({w, emb});
+  if (restore != "-") Saver().restore(session, restore);
+  for (int s = first; s < last; ++s) {
+    const std::string p = std::to_string(s) + "/";
+    opt->apply_gradients({{in.at(p + "w"), w},
+                          {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb}},
+                         &step);
+  }
+  std::ofstream out(args.at(4));
+  if (!out) throw NotFoundError("interop_tool optimize: cannot write " + quoted(args.at(4)));
+  for (const Variable& v : global_variables()) {
+    out << format_line(v.op_name(), v.value().to_host()) << "\n";
+  }
+  if (save != "-") Saver().save(session, save).wait();
+  return 0;
+}
+
+}  // namespace varstate::interop

@@ -1,0 +1,109 @@
+// CPU training-op kernels against the naive reference loop
+// (training_test_util.h): every op and dtype, dense and sparse, odd sizes,
+// sizes large enough for the thread pool, unique and duplicate indices of
+// both index types, byte for byte. [threads] runs again under
+// VARSTATE_CPU_THREADS=3 (tests.cmake): the results must not change.
+#include <catch2/catch.hpp>
+
+#include "kernels/cpu/training_ops.h"
+#include "training_test_util.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+namespace cpu = varstate::kernels::cpu;
+
+namespace {
+
+template <typename T>
+void check_same(TrainingData<T>& got, TrainingData<T>& want) {
+  CHECK(training_difference(got.var, want.var) == "");
+  CHECK(training_difference(got.s0, want.s0) == "");
+  CHECK(training_difference(got.s1, want.s1) == "");
+  CHECK(training_difference(got.s2, want.s2) == "");
+}
+
+template <typename T>
+void dense_case(TrainingOp op, int64_t rows, int64_t width, bool nesterov, double lr_power) {
+  CAPTURE(static_cast<int>(op), rows, width, nesterov, lr_power, dtype_name(dtype_of<T>));
+  const int64_t n = rows * width;
+  const auto h = test_hyper(nesterov, lr_power, lr_power == -0.5 ? 0.0 : 0.03);
+  TrainingData<T> got = training_data<T>(n, rows, n, kSeed + n);
+  TrainingData<T> want = got;
+  cpu::apply_dense<T>(op, h, got.slots(), got.grad.data(), n, width);
+  reference_apply<T, int64_t>(op, h, want, rows, width, nullptr);
+  check_same(got, want);
+  if (n > 1) CHECK(got.var != training_data<T>(n, rows, n, kSeed + n).var);  // not a no-op
+}
+
+template <typename T, typename Index>
+void sparse_case(TrainingOp op, int64_t rows, int64_t width, int64_t n, bool duplicates) {
+  CAPTURE(static_cast<int>(op), rows, width, n, duplicates, dtype_name(dtype_of<T>));
+  const auto h = test_hyper(false);
+  const std::vector<Index> indices =
+      duplicates ? duplicate_indices<Index>(n, rows, kSeed) : unique_indices<Index>(n, rows, kSeed);
+  TrainingData<T> got = training_data<T>(rows * width, rows, n * width, kSeed + rows);
+  TrainingData<T> want = got;
+  cpu::apply_sparse<T, Index>(op, h, got.slots(), rows, width, indices.data(), n, got.grad.data(),
+                              /*deterministic=*/false);
+  reference_apply<T, Index>(op, h, want, rows, width, &indices);
+  check_same(got, want);
+}
+
+template <typename T>
+void all_cases() {
+  for (TrainingOp op : all_training_ops()) {
+    if (op != TrainingOp::kLazyAdam) {
+      for (auto [rows, width] : {std::pair{1, 1}, {7, 3}, {33, 64}, {1001, 97}}) {
+        dense_case<T>(op, rows, width, false, -0.5);
+      }
+      dense_case<T>(op, 5, 13, true, -0.3);
+    }
+    if (op == TrainingOp::kGradientDescent) continue;
+    sparse_case<T, int32_t>(op, 1, 1, 3, true);
+    sparse_case<T, int64_t>(op, 50, 3, 20, false);
+    sparse_case<T, int32_t>(op, 50, 64, 200, true);
+    sparse_case<T, int64_t>(op, 4000, 65, 3000, true);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("training ops: float32 kernels equal the reference loop", "[training][threads]") {
+  all_cases<float>();
+}
+
+TEST_CASE("training ops: float64 kernels equal the reference loop", "[training][threads]") {
+  all_cases<double>();
+}
+
+TEST_CASE("training ops: float16 and bfloat16 kernels equal the reference loop",
+          "[training][threads]") {
+  all_cases<half>();
+  all_cases<bfloat16>();
+}
+
+TEST_CASE("training ops: a large dense Adam is split across threads identically",
+          "[training][threads]") {
+  dense_case<float>(TrainingOp::kAdam, 1 << 12, 257, false, -0.5);
+  dense_case<float>(TrainingOp::kFtrl, 1 << 12, 129, false, -0.5);
+}
+
+TEST_CASE("training ops: sparse Adam decays the rows without a gradient; lazy Adam leaves them",
+          "[training]") {
+  const auto h = test_hyper(false);
+  for (TrainingOp op : {TrainingOp::kAdam, TrainingOp::kLazyAdam}) {
+    TrainingData<float> d = training_data<float>(6, 3, 2, kSeed);
+    const TrainingData<float> before = d;
+    const std::vector<int32_t> indices = {1};
+    cpu::apply_sparse<float, int32_t>(op, h, d.slots(), 3, 2, indices.data(), 1, d.grad.data(),
+                                      false);
+    CHECK(d.var[2] != before.var[2]);
+    if (op == TrainingOp::kAdam) {
+      CHECK(d.s0[0] == before.s0[0] * 0.9f);
+      CHECK(d.var[5] != before.var[5]);
+    } else {
+      CHECK(d.s0[0] == before.s0[0]);
+      CHECK(d.var[5] == before.var[5]);
+    }
+  }
+}

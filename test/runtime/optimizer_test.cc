@@ -1,0 +1,212 @@
+// The optimizers (varstate/optimizers.h): TensorFlow's slot names, devices,
+// collections and partition slices; each optimizer's steps equal the
+// training ops applied by hand; global_step; learning rates in variables;
+// and errors that leave every variable, slot and global_step unchanged.
+// Runs on each device (test_optimizers_on_gpu).
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <memory>
+
+#include "device_fixture.h"
+#include "varstate/error.h"
+#include "varstate/graph.h"
+#include "varstate/optimizers.h"
+#include "varstate/partitioners.h"
+#include "varstate/training_ops.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+
+namespace {
+
+Variable make_var(const std::vector<float>& values, const TensorShape& shape,
+                  const std::string& name) {
+  Variable v(Tensor::from_vector<float>(values, shape), {.name = name});
+  v.initializer().run();
+  return v;
+}
+
+Variable make_step() {
+  Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
+  step.initializer().run();
+  return step;
+}
+
+std::vector<float> floats(const Variable& v) { return v.value().to_vector<float>(); }
+
+std::vector<std::string> names(const std::vector<Variable>& vars) {
+  std::vector<std::string> out;
+  for (const Variable& v : vars) out.push_back(v.op_name());
+  return out;
+}
+
+const std::vector<float> kW = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f, 0.75f};
+const std::vector<float> kG = {0.1f, -0.2f, 0.3f, -0.4f, 0.5f, -0.6f};
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "Adam's slots and beta powers are named and kept as TensorFlow's",
+                 "[optimizer]") {
+  Variable w = [] {
+    NameScope scope("s");
+    return make_var(kW, {2, 3}, "w");
+  }();
+  Variable b = make_var({0.f, 0.f, 0.f}, {3}, "b");
+  Variable step = make_step();
+  AdamOptimizer adam({.learning_rate = 0.1});
+  CHECK(adam.get_slot_names().empty());
+  {
+    NameScope train("train");
+    adam.apply_gradients({{Tensor::from_vector<float>(kG, {2, 3}), w},
+                          {Tensor::from_vector<float>({1, 1, 1}, {3}), b}},
+                         &step);
+  }
+  // tf.compat.v1 in the same graph: the TF venv gives exactly these names.
+  CHECK(names(global_variables()) == std::vector<std::string>{"s/w", "b", "global_step",
+                                                              "train/beta1_power",
+                                                              "train/beta2_power", "s/w/Adam",
+                                                              "s/w/Adam_1", "b/Adam", "b/Adam_1"});
+  CHECK(names(trainable_variables()) == std::vector<std::string>{"s/w", "b"});
+  CHECK(adam.get_slot_names() == std::vector<std::string>{"m", "v"});
+  CHECK(adam.get_slot(w, "m")->op_name() == "s/w/Adam");
+  CHECK(adam.get_slot(w, "v")->op_name() == "s/w/Adam_1");
+  CHECK_FALSE(adam.get_slot(w, "accumulator").has_value());
+  CHECK(&adam.get_slot(w, "m")->device() == &w.device());
+  CHECK(names(adam.variables()) == std::vector<std::string>{"b/Adam", "b/Adam_1", "s/w/Adam",
+                                                            "s/w/Adam_1", "train/beta1_power",
+                                                            "train/beta2_power"});
+  CHECK(step.value().to_vector<int64_t>() == std::vector<int64_t>{1});
+}
+
+TEST_CASE_METHOD(FreshGraph, "slot names of RMSProp, Ftrl, Momentum and Adagrad", "[optimizer]") {
+  Variable w = make_var(kW, {2, 3}, "w");
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  RMSPropOptimizer centered(0.1, {.centered = true});
+  centered.apply_gradients({{g, w}});
+  CHECK(centered.get_slot(w, "rms")->op_name() == "w/RMSProp");
+  CHECK(centered.get_slot(w, "mg")->op_name() == "w/RMSProp_1");
+  CHECK(centered.get_slot(w, "momentum")->op_name() == "w/RMSProp_2");
+  FtrlOptimizer ftrl(0.1);
+  ftrl.apply_gradients({{g, w}});
+  CHECK(ftrl.get_slot(w, "accum")->op_name() == "w/Ftrl");
+  CHECK(ftrl.get_slot(w, "linear")->op_name() == "w/Ftrl_1");
+  MomentumOptimizer momentum(0.1, 0.9);
+  momentum.apply_gradients({{g, w}});
+  CHECK(momentum.get_slot(w, "momentum")->op_name() == "w/Momentum");
+  AdagradOptimizer adagrad(0.1);
+  adagrad.create_slots({w});
+  CHECK(adagrad.get_slot(w, "accumulator")->op_name() == "w/Adagrad");
+  CHECK(adagrad.get_slot(w, "accumulator")->value().to_vector<float>() ==
+        std::vector<float>(6, 0.1f));
+  RowwiseAdagradOptimizer rowwise(0.1);
+  rowwise.create_slots({w});
+  CHECK(rowwise.get_slot(w, "accumulator")->shape() == TensorShape({2}));
+  CHECK(rowwise.get_slot(w, "accumulator")->op_name() == "w/RowwiseAdagrad");
+}
+
+TEST_CASE_METHOD(FreshGraph, "each optimizer's steps equal its training op applied by hand",
+                 "[optimizer]") {
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  const IndexedSlices sparse(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}),
+                             Tensor({1, 1}));
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable e = make_var(kW, {2, 3}, "e");
+  Variable step = make_step();
+  Variable hw = make_var(kW, {2, 3}, "hw");
+  Variable he = make_var(kW, {2, 3}, "he");
+  Variable m1 = make_var(std::vector<float>(6, 0), {2, 3}, "m1");
+  Variable v1 = make_var(std::vector<float>(6, 0), {2, 3}, "v1");
+  Variable m2 = make_var(std::vector<float>(6, 0), {2, 3}, "m2");
+  Variable v2 = make_var(std::vector<float>(6, 0), {2, 3}, "v2");
+  AdamOptimizer adam({.learning_rate = 0.01});
+  float b1p = 0.9f, b2p = 0.999f;
+  for (int i = 0; i < 3; ++i) {
+    adam.apply_gradients({{g, w}, {sparse, e}}, &step);
+    apply_adam(hw, m1, v1, b1p, b2p, 0.01f, 0.9f, 0.999f, 1e-8f, g);
+    sparse_apply_adam(he, m2, v2, b1p, b2p, 0.01f, 0.9f, 0.999f, 1e-8f, sparse);
+    b1p = b1p * 0.9f;
+    b2p = b2p * 0.999f;
+  }
+  CHECK(floats(w) == floats(hw));
+  CHECK(floats(e) == floats(he));
+  CHECK(floats(*adam.get_slot(e, "v")) == floats(v2));
+  CHECK(step.value().to_vector<int64_t>() == std::vector<int64_t>{3});
+  for (const Variable& power : adam.variables()) {
+    if (power.op_name() == "beta1_power") CHECK(power.value().scalar<float>() == b1p);
+    if (power.op_name() == "beta2_power") CHECK(power.value().scalar<float>() == b2p);
+  }
+
+  Variable lr = make_var({0.5f}, {}, "lr");
+  Variable s = make_var(kW, {2, 3}, "s");
+  GradientDescentOptimizer sgd(lr);
+  sgd.apply_gradients({{g, s}});
+  lr.assign(Tensor(0.25f));
+  sgd.apply_gradients({{sparse, s}});
+  std::vector<float> want = kW;
+  for (size_t i = 0; i < 6; ++i) want[i] = want[i] - kG[i] * 0.5f;
+  for (int c = 0; c < 3; ++c) want[3 + c] = (want[3 + c] - (1.f + c) * 0.25f) - (4.f + c) * 0.25f;
+  CHECK(floats(s) == want);
+}
+
+TEST_CASE_METHOD(FreshGraph, "slots of a partitioned variable are partitions of the whole slot",
+                 "[optimizer]") {
+  PartitionedVariable emb =
+      get_variable("emb", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(2)});
+  for (const Variable& part : emb.variables()) Variable(part).initializer().run();
+  AdagradOptimizer adagrad(0.1);
+  RowwiseAdagradOptimizer rowwise(0.1);
+  std::vector<GradientAndVariable> grads;
+  for (const Variable& part : emb.variables()) {
+    grads.push_back(
+        {IndexedSlices(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), Tensor({1})), part});
+  }
+  adagrad.apply_gradients(grads);
+  rowwise.apply_gradients(grads);
+  const Variable& part1 = emb.variables()[1];
+  const Variable slot = *adagrad.get_slot(part1, "accumulator");
+  CHECK(slot.op_name() == "emb/part_1/Adagrad");
+  REQUIRE(slot.save_slice_info().has_value());
+  CHECK(slot.save_slice_info()->full_name == "emb/Adagrad");
+  CHECK(slot.save_slice_info()->full_shape == part1.save_slice_info()->full_shape);
+  CHECK(slot.save_slice_info()->var_offset == part1.save_slice_info()->var_offset);
+  const Variable row_slot = *rowwise.get_slot(part1, "accumulator");
+  CHECK(row_slot.save_slice_info()->full_name == "emb/RowwiseAdagrad");
+  CHECK(row_slot.save_slice_info()->full_shape == std::vector<int64_t>{10});
+  CHECK(row_slot.save_slice_info()->var_offset == std::vector<int64_t>{5});
+}
+
+TEST_CASE_METHOD(FreshGraph, "a failing apply_gradients changes no variable, slot or global_step",
+                 "[optimizer][errors]") {
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable e = make_var(kW, {2, 3}, "e");
+  Variable step = make_step();
+  AdamOptimizer adam({.learning_rate = 0.01});
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  adam.apply_gradients({{g, w}, {g, e}}, &step);
+  auto state = [&] {
+    std::vector<std::vector<float>> out = {floats(w), floats(e)};
+    for (const Variable& v : adam.variables()) out.push_back(floats(v));
+    out.push_back({static_cast<float>(step.value().to_vector<int64_t>()[0])});
+    return out;
+  };
+  const auto before = state();
+  const IndexedSlices out_of_range(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), Tensor({2}));
+  CHECK_THROWS_AS(adam.apply_gradients({{g, w}, {out_of_range, e}}, &step), InvalidArgumentError);
+  CHECK_THROWS_WITH(adam.apply_gradients({{g, w}, {out_of_range, e}}, &step),
+                    Catch::Contains("Adam on \"e\": indices[0] = 2 is not in [0, 2)"));
+  CHECK_THROWS_AS(adam.apply_gradients({{g, w}, {Tensor::zeros(DType::kFloat, {3}), e}}, &step),
+                  InvalidArgumentError);
+  CHECK_THROWS_AS(adam.apply_gradients({{g, w}, {g, w}}, &step), ValueError);
+  CHECK_THROWS_AS(adam.apply_gradients({{Tensor(), w}}, &step), ValueError);
+  CHECK_THROWS_AS(adam.apply_gradients({}, &step), ValueError);
+  Variable float_step = make_var({0.f}, {}, "float_step");
+  CHECK_THROWS_AS(adam.apply_gradients({{g, w}}, &float_step), TypeError);
+  Variable bad_lr = make_var({0.1f, 0.2f}, {2}, "bad_lr");
+  GradientDescentOptimizer sgd(bad_lr);
+  CHECK_THROWS_AS(sgd.apply_gradients({{g, w}}, &step), InvalidArgumentError);
+  CHECK(state() == before);
+  CHECK_THROWS_AS(FtrlOptimizer(0.1, {.learning_rate_power = 0.5}), ValueError);
+}

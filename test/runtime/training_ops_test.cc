@@ -1,0 +1,341 @@
+// The training ops (varstate/training_ops.h) on variables: each op, dense
+// and sparse (duplicate indices summed), against a scalar reference written
+// out by hand in TensorFlow's order of operations (float32, compared
+// exactly); and every error path, after which the variable and its slots
+// are bit-identical. Runs on each device (test_optimizers_on_gpu).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+
+#include "device_fixture.h"
+#include "varstate/error.h"
+#include "varstate/training_ops.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+
+// The call throws `Type` and its message matches `matcher`.
+#define CHECK_ERROR(expr, Type, matcher) \
+  do {                                   \
+    CHECK_THROWS_AS(expr, Type);         \
+    CHECK_THROWS_WITH(expr, matcher);    \
+  } while (false)
+
+namespace {
+
+Variable make_var(const std::vector<float>& values, const TensorShape& shape,
+                  const std::string& name) {
+  Variable v(Tensor::from_vector<float>(values, shape), {.name = name});
+  v.initializer().run();
+  return v;
+}
+
+std::vector<float> floats(const Variable& v) { return v.value().to_vector<float>(); }
+
+const std::vector<float> kVar = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f, 0.75f};
+const std::vector<float> kGrad = {0.1f, -0.2f, 0.3f, -0.4f, 0.5f, -0.6f};
+
+// Element-wise reference for a dense op: fn(i, var, s0, s1, s2) updates in place.
+using ElementFn = std::function<void(size_t, float&, float&, float&, float&)>;
+
+void reference(std::vector<float>& var, std::vector<float>& s0, std::vector<float>& s1,
+               std::vector<float>& s2, const ElementFn& fn) {
+  for (size_t i = 0; i < var.size(); ++i) {
+    float dummy = 0;
+    fn(i, var[i], s0.empty() ? dummy : s0[i], s1.empty() ? dummy : s1[i],
+       s2.empty() ? dummy : s2[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "apply_gradient_descent: var -= alpha * delta", "[training_ops]") {
+  Variable w = make_var(kVar, {2, 3}, "w");
+  apply_gradient_descent(w, 0.5f, Tensor::from_vector<float>(kGrad, {2, 3}));
+  std::vector<float> want = kVar;
+  for (size_t i = 0; i < want.size(); ++i) want[i] = want[i] - kGrad[i] * 0.5f;
+  CHECK(floats(w) == want);
+}
+
+TEST_CASE_METHOD(FreshGraph, "sparse_apply_gradient_descent applies duplicates one by one",
+                 "[training_ops]") {
+  Variable w = make_var(kVar, {3, 2}, "w");
+  const Tensor values = Tensor::from_vector<float>({0.1f, 0.2f, 0.3f, 0.4f}, {2, 2});
+  sparse_apply_gradient_descent(w, 0.5f, IndexedSlices(values, Tensor({2, 2})));
+  std::vector<float> want = kVar;
+  want[4] = (want[4] - 0.1f * 0.5f) - 0.3f * 0.5f;
+  want[5] = (want[5] - 0.2f * 0.5f) - 0.4f * 0.5f;
+  CHECK(floats(w) == want);
+}
+
+TEST_CASE_METHOD(FreshGraph, "dense training ops follow TensorFlow's formulas exactly",
+                 "[training_ops]") {
+  const Tensor grad = Tensor::from_vector<float>(kGrad, {2, 3});
+  const float lr = 0.1f, mom = 0.9f, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f, rho = 0.9f;
+  std::vector<float> var = kVar, s0(6, 0.5f), s1(6, 0.25f), s2(6, 0.125f);
+  Variable w = make_var(var, {2, 3}, "w");
+  Variable a = make_var(s0, {2, 3}, "a");
+  Variable b = make_var(s1, {2, 3}, "b");
+  Variable c = make_var(s2, {2, 3}, "c");
+  auto check = [&] {
+    CHECK(floats(w) == var);
+    CHECK(floats(a) == s0);
+    CHECK(floats(b) == s1);
+    CHECK(floats(c) == s2);
+  };
+  SECTION("momentum and nesterov") {
+    for (bool nesterov : {false, true}) {
+      apply_momentum(w, a, lr, grad, mom, nesterov);
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float&, float&) {
+        acc = acc * mom + kGrad[i];
+        v = nesterov ? v - (kGrad[i] * lr + acc * mom * lr) : v - acc * lr;
+      });
+      check();
+    }
+  }
+  SECTION("adagrad") {
+    apply_adagrad(w, a, lr, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float&, float&) {
+      acc = acc + kGrad[i] * kGrad[i];
+      v = v - kGrad[i] * lr * (1.0f / std::sqrt(acc));
+    });
+    check();
+  }
+  SECTION("adam and nesterov adam") {
+    for (bool nesterov : {false, true}) {
+      const float b1p = 0.81f, b2p = 0.998f;
+      apply_adam(w, a, b, b1p, b2p, lr, b1, b2, eps, grad, nesterov);
+      const float alpha = lr * std::sqrt(1.0f - b2p) / (1.0f - b1p);
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float& m, float& vv, float&) {
+        const float g = kGrad[i];
+        m = m + (g - m) * (1.0f - b1);
+        vv = vv + (g * g - vv) * (1.0f - b2);
+        const float num = nesterov ? (g * (1.0f - b1) + b1 * m) : m;
+        v = v - (num * alpha) / (std::sqrt(vv) + eps);
+      });
+      check();
+    }
+  }
+  SECTION("rmsprop and centered rmsprop") {
+    apply_rms_prop(w, a, b, lr, rho, mom, eps, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& ms, float& mo, float&) {
+      const float g = kGrad[i];
+      ms = ms + (g * g - ms) * (1.0f - rho);
+      mo = mo * mom + (g * lr) / std::sqrt(ms + eps);
+      v = v - mo;
+    });
+    check();
+    apply_centered_rms_prop(w, c, a, b, lr, rho, mom, eps, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& ms, float& mo, float& mg) {
+      const float g = kGrad[i];
+      ms = ms + (g * g - ms) * (1.0f - rho);
+      mg = mg + (g - mg) * (1.0f - rho);
+      mo = mo * mom + (g * lr) / std::sqrt((ms - mg * mg) + eps);
+      v = v - mo;
+    });
+    check();
+  }
+  SECTION("ftrl, ftrl with another lr_power, ftrl_v2") {
+    const float l1 = 0.05f, l2 = 0.02f, shrink = 0.1f;
+    auto ftrl_ref = [&](float power, float shrinkage) {
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float& lin, float&) {
+        const float g = kGrad[i];
+        const float gs = shrinkage > 0 ? g + 2.0f * shrinkage * v : g;
+        const float na = acc + g * g;
+        const float pn = power == -0.5f ? std::sqrt(na) : std::pow(na, -power);
+        const float po = power == -0.5f ? std::sqrt(acc) : std::pow(acc, -power);
+        lin = lin + (gs - (pn - po) / lr * v);
+        const float clamped = std::max(std::min(lin, l1), -l1);
+        v = (clamped - lin) / (pn / lr + 2.0f * l2);
+        acc = na;
+      });
+    };
+    apply_ftrl(w, a, b, grad, lr, l1, l2, -0.5f);
+    ftrl_ref(-0.5f, 0);
+    check();
+    apply_ftrl(w, a, b, grad, lr, l1, l2, -0.3f);
+    ftrl_ref(-0.3f, 0);
+    CHECK_THAT(floats(w), Catch::Approx(var).epsilon(1e-6));
+    var = floats(w), s0 = floats(a), s1 = floats(b);
+    apply_ftrl_v2(w, a, b, grad, lr, l1, l2, shrink, -0.5f);
+    ftrl_ref(-0.5f, shrink);
+    check();
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph, "sparse training ops sum duplicate indices, then update each row once",
+                 "[training_ops]") {
+  // Rows 2, 0, 2: row 2's gradient is (0 + g0) + g2, rows without a gradient unchanged.
+  const std::vector<float> values = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  const IndexedSlices grad(Tensor::from_vector<float>(values, {3, 2}), Tensor({2, 0, 2}));
+  const std::vector<float> g = {0.3f, 0.4f, 0, 0, 0.1f + 0.5f, 0.2f + 0.6f};
+  const std::vector<bool> touched = {true, true, false, false, true, true};
+  const float lr = 0.1f;
+  std::vector<float> var = kVar, s0(6, 0.5f), s1(6, 0.25f), s2;
+  Variable w = make_var(var, {3, 2}, "w");
+  Variable a = make_var(s0, {3, 2}, "a");
+  Variable b = make_var(s1, {3, 2}, "b");
+  SECTION("adagrad") {
+    sparse_apply_adagrad(w, a, lr, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float&, float&) {
+      if (!touched[i]) return;
+      acc = acc + g[i] * g[i];
+      v = v - g[i] * lr * (1.0f / std::sqrt(acc));
+    });
+  }
+  SECTION("sparse rmsprop uses the sparse kernel's order") {
+    sparse_apply_rms_prop(w, a, b, lr, 0.9f, 0.5f, 1e-7f, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& ms, float& mo, float&) {
+      if (!touched[i]) return;
+      ms = ms * 0.9f + (g[i] * g[i]) * (1.0f - 0.9f);
+      mo = mo * 0.5f + (1.0f / std::sqrt(ms + 1e-7f)) * lr * g[i];
+      v = v - mo;
+    });
+  }
+  SECTION("compat.v1 sparse adam decays every row; lazy adam only the batch's") {
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    const float alpha = lr * std::sqrt(1.0f - 0.999f) / (1.0f - 0.9f);
+    for (bool lazy : {false, true}) {
+      if (lazy) {
+        sparse_apply_lazy_adam(w, a, b, 0.9f, 0.999f, lr, b1, b2, eps, grad);
+      } else {
+        sparse_apply_adam(w, a, b, 0.9f, 0.999f, lr, b1, b2, eps, grad);
+      }
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float& m, float& vv, float&) {
+        if (lazy && !touched[i]) return;
+        m = touched[i] ? m * b1 + g[i] * (1.0f - b1) : m * b1;
+        const float v_step = lazy ? (g[i] * g[i]) * (1.0f - b2) : g[i] * (g[i] * (1.0f - b2));
+        vv = touched[i] ? vv * b2 + v_step : vv * b2;
+        v = v - (alpha * m) / (std::sqrt(vv) + eps);
+      });
+      CHECK(floats(w) == var);
+    }
+  }
+  SECTION("row-wise adagrad keeps one accumulator per row") {
+    Variable acc = make_var({0.1f, 0.2f, 0.3f}, {3}, "acc");
+    sparse_apply_rowwise_adagrad(w, acc, lr, grad);
+    std::vector<float> want_acc = {0.1f, 0.2f, 0.3f};
+    for (int r : {0, 2}) {
+      const float sum = g[2 * r] * g[2 * r] + g[2 * r + 1] * g[2 * r + 1];
+      want_acc[r] = want_acc[r] + sum / 2.0f;
+      for (int c = 0; c < 2; ++c) {
+        var[2 * r + c] = var[2 * r + c] - g[2 * r + c] * lr * (1.0f / std::sqrt(want_acc[r]));
+      }
+    }
+    CHECK(acc.value().to_vector<float>() == want_acc);
+    s0 = floats(a);
+  }
+  CHECK(floats(w) == var);
+  CHECK(floats(a) == s0);
+  CHECK(floats(b) == s1);
+}
+
+TEST_CASE_METHOD(FreshGraph, "compat.v1 sparse Adam decays every row even for an empty batch",
+                 "[training_ops]") {
+  Variable w = make_var(kVar, {3, 2}, "w");
+  Variable m = make_var(std::vector<float>(6, 0.5f), {3, 2}, "m");
+  Variable v = make_var(std::vector<float>(6, 0.25f), {3, 2}, "v");
+  const IndexedSlices empty(Tensor::zeros(DType::kFloat, {0, 2}),
+                            Tensor::zeros(DType::kInt64, {0}));
+  sparse_apply_adam(w, m, v, 0.9f, 0.999f, 0.1f, 0.9f, 0.999f, 1e-8f, empty);
+  const float alpha = 0.1f * std::sqrt(1.0f - 0.999f) / (1.0f - 0.9f);
+  std::vector<float> want = kVar;
+  for (float& x : want) x = x - (alpha * (0.5f * 0.9f)) / (std::sqrt(0.25f * 0.999f) + 1e-8f);
+  CHECK(floats(w) == want);
+  CHECK(floats(m) == std::vector<float>(6, 0.5f * 0.9f));
+  Variable lazy_m = make_var(std::vector<float>(6, 0.5f), {3, 2}, "lazy_m");
+  sparse_apply_lazy_adam(w, lazy_m, v, 0.9f, 0.999f, 0.1f, 0.9f, 0.999f, 1e-8f, empty);
+  CHECK(floats(w) == want);
+  CHECK(floats(lazy_m) == std::vector<float>(6, 0.5f));
+}
+
+TEST_CASE_METHOD(FreshGraph, "training ops take float16, bfloat16 and float64 variables",
+                 "[training_ops]") {
+  for (DType dtype : {DType::kHalf, DType::kBFloat16, DType::kDouble}) {
+    CAPTURE(dtype_name(dtype));
+    Variable w(Tensor::from_vector<float>(kVar, {2, 3}).cast(dtype), {.name = "w"});
+    Variable acc(Tensor::from_vector<float>(std::vector<float>(6, 0.5f), {2, 3}).cast(dtype),
+                 {.name = "acc"});
+    w.initializer().run();
+    acc.initializer().run();
+    apply_adagrad(w, acc, 0.1, Tensor::from_vector<float>(kGrad, {2, 3}).cast(dtype));
+    const std::vector<double> got = w.value().cast(DType::kDouble).to_vector<double>();
+    for (size_t i = 0; i < kVar.size(); ++i) {
+      const double want = kVar[i] - kGrad[i] * 0.1 / std::sqrt(0.5 + kGrad[i] * kGrad[i]);
+      CHECK(got[i] == Approx(want).epsilon(dtype == DType::kDouble ? 1e-6 : 2e-2));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors: raised before anything is written.
+
+namespace {
+
+struct Snapshot {
+  std::vector<std::vector<float>> values;
+  explicit Snapshot(const std::vector<Variable*>& vars) {
+    for (Variable* v : vars) values.push_back(floats(*v));
+  }
+  bool same(const std::vector<Variable*>& vars) const { return Snapshot(vars).values == values; }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "training op errors name the op and the variable, and change nothing",
+                 "[training_ops][errors]") {
+  Variable w = make_var(kVar, {3, 2}, "w");
+  Variable m = make_var(std::vector<float>(6, 0.5f), {3, 2}, "m");
+  Variable v = make_var(std::vector<float>(6, 0.5f), {3, 2}, "v");
+  const std::vector<Variable*> all = {&w, &m, &v};
+  const Snapshot before(all);
+  const Tensor grad = Tensor::from_vector<float>(kGrad, {3, 2});
+  auto adam = [&](const Tensor& g, const Tensor& lr) {
+    apply_adam(w, m, v, 0.9f, 0.999f, lr, 0.9f, 0.999f, 1e-8f, g);
+  };
+  CHECK_ERROR(adam(Tensor::zeros(DType::kFloat, {2, 3}), 0.1f), InvalidArgumentError,
+              Catch::Equals("ApplyAdam on \"w\": var and grad do not have the same "
+                            "shape: [3,2] vs [2,3]"));
+  CHECK_ERROR(adam(grad.cast(DType::kDouble), 0.1f), TypeError,
+              Catch::Contains("grad is float64, expected float32"));
+  CHECK_ERROR(adam(grad, Tensor({0.1f, 0.2f})), InvalidArgumentError,
+              Catch::Equals("ApplyAdam on \"w\": lr is not a scalar: [2]"));
+  CHECK_ERROR(adam(grad, Tensor::from_vector<double>({0.1}, {})), TypeError,
+              Catch::Contains("lr is float64, expected float32"));
+  const IndexedSlices bad_rows(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), Tensor({1, 3}));
+  CHECK_ERROR(sparse_apply_adagrad(w, m, 0.1f, bad_rows), InvalidArgumentError,
+              Catch::Equals("SparseApplyAdagrad on \"w\": indices[1] = 3 is not in "
+                            "[0, 3)"));
+  const IndexedSlices bad_width(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), Tensor({1}));
+  CHECK_ERROR(sparse_apply_adagrad(w, m, 0.1f, bad_width), InvalidArgumentError,
+              Catch::Contains("var and grad.values do not match beyond dimension 0"));
+  Variable short_slot = make_var({1, 2}, {2}, "short");
+  CHECK_ERROR(apply_adagrad(w, short_slot, 0.1f, grad), InvalidArgumentError,
+              Catch::Contains("var and accum do not have the same shape: [3,2] vs [2]"));
+  CHECK_ERROR(apply_adam(w, m, m, 0.9f, 0.999f, 0.1f, 0.9f, 0.999f, 1e-8f, grad),
+              InvalidArgumentError, Catch::Contains("v is the same variable as m"));
+  Variable uninitialized(Tensor::zeros(DType::kFloat, {3, 2}), {.name = "later"});
+  CHECK_THROWS_AS(apply_adagrad(w, uninitialized, 0.1f, grad), FailedPreconditionError);
+  Variable ints(Tensor::from_vector<int32_t>({1, 2}, {2}), {.name = "ints"});
+  ints.initializer().run();
+  CHECK_ERROR(apply_gradient_descent(ints, 1, Tensor({1, 1})), TypeError,
+              Catch::Contains("float16, bfloat16, float32 or float64 only, got int32"));
+  CHECK_ERROR(apply_ftrl(w, m, v, grad, -0.1f, 0.f, 0.f, -0.5f), InvalidArgumentError,
+              Catch::Contains("lr is not positive"));
+  CHECK(before.same(all));
+}
+
+TEST_CASE_METHOD(FreshGraph, "a slot on another device than its variable is refused",
+                 "[training_ops][errors]") {
+  if (!testing_on_gpu()) return;  // needs a second device
+  Variable w = make_var(kVar, {3, 2}, "w");
+  std::optional<Variable> acc;
+  {
+    DeviceScope cpu("/device:CPU:0");
+    acc = make_var(std::vector<float>(6, 0.5f), {3, 2}, "acc");
+  }
+  CHECK_ERROR(apply_adagrad(w, *acc, 0.1f, Tensor::from_vector<float>(kGrad, {3, 2})),
+              InvalidArgumentError, Catch::Contains("slots live on their variable's"));
+  CHECK(floats(w) == kVar);
+}
