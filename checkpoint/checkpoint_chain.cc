@@ -1,0 +1,294 @@
+#include "checkpoint/checkpoint_chain_internal.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/file_system.h"
+#include "varstate/checkpoint_chain.h"
+#include "varstate/checkpoint_state.h"
+#include "varstate/error.h"
+
+namespace varstate {
+namespace {
+
+constexpr const char* kIdsSuffix = "/.delta_ids";
+constexpr const char* kRowsSuffix = "/.delta_rows";
+
+std::string part_suffix(std::optional<int64_t> part_offset) {
+  return part_offset ? "@" + std::to_string(*part_offset) : "";
+}
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+std::string in_chain(const std::string& head) { return "checkpoint chain of " + quoted(head); }
+
+// The shape of a row entry holding n rows of a tensor of `full` shape.
+std::vector<int64_t> rows_shape(int64_t n, const std::vector<int64_t>& full) {
+  std::vector<int64_t> shape{n};
+  shape.insert(shape.end(), full.begin() + 1, full.end());
+  return shape;
+}
+
+TensorInfo as_whole(TensorInfo info) {
+  info.slices.clear();
+  info.shard = -1;
+  info.offset = -1;
+  info.size = -1;
+  return info;
+}
+
+}  // namespace
+
+std::string delta_ids_key(const std::string& key, std::optional<int64_t> part_offset) {
+  return key + kIdsSuffix + part_suffix(part_offset);
+}
+
+std::string delta_rows_key(const std::string& key, std::optional<int64_t> part_offset) {
+  return key + kRowsSuffix + part_suffix(part_offset);
+}
+
+uint32_t index_checksum(FileSystem& fs, const std::string& prefix) {
+  const std::string bytes = read_file_to_string(fs, bundle_index_filename(prefix));
+  return crc32c::extend(0, bytes.data(), bytes.size());
+}
+
+std::vector<std::string> chain_record_strings(const std::vector<ChainRecordLink>& links) {
+  std::vector<std::string> out{kChainMagic};
+  for (const ChainRecordLink& l : links) out.push_back(l.name + "\t" + hex32(l.index_crc32c));
+  return out;
+}
+
+std::optional<std::vector<ChainRecordLink>> read_chain_record(const BundleReader& bundle) {
+  if (!bundle.contains(kChainKey)) return std::nullopt;
+  const std::vector<std::string> lines = bundle.read(kChainKey).values<std::string>();
+  auto bad = [&](const std::string& why) {
+    return DataLossError("checkpoint " + quoted(bundle.path()) + ": its chain record " +
+                         quoted(kChainKey) + " " + why);
+  };
+  if (lines.empty() || lines[0] != kChainMagic)
+    throw bad("does not start with " + quoted(kChainMagic));
+  if (lines.size() < 2) throw bad("names no base");
+  std::vector<ChainRecordLink> links;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto tab = lines[i].rfind('\t');
+    if (tab == std::string::npos || tab == 0 || lines[i].size() - tab != 9 ||
+        lines[i].find('/') != std::string::npos) {
+      throw bad("has a malformed link " + quoted(lines[i]));
+    }
+    ChainRecordLink link{lines[i].substr(0, tab), 0};
+    link.index_crc32c = static_cast<uint32_t>(std::stoul(lines[i].substr(tab + 1), nullptr, 16));
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
+std::vector<std::unique_ptr<BundleReader>> open_chain(std::unique_ptr<BundleReader> head,
+                                                      FileSystem& fs) {
+  std::vector<std::unique_ptr<BundleReader>> out;
+  const std::optional<std::vector<ChainRecordLink>> record = read_chain_record(*head);
+  if (!record) {
+    out.push_back(std::move(head));
+    return out;
+  }
+  const std::string dir = dirname_of(head->path());
+  for (size_t i = 0; i < record->size(); ++i) {
+    const ChainRecordLink& link = (*record)[i];
+    const std::string path = join_path(dir, link.name);
+    const std::string index = bundle_index_filename(path);
+    const std::string what = in_chain(head->path()) + ": " + (i == 0 ? "base " : "delta ");
+    if (!fs.file_exists(index)) {
+      throw NotFoundError(what + quoted(path) + " is missing (no file " + quoted(index) + ")");
+    }
+    const uint32_t crc = index_checksum(fs, path);
+    if (crc != link.index_crc32c) {
+      throw DataLossError(what + quoted(index) +
+                          " is not the file the delta was saved on, or is corrupt: crc32c "
+                          "expected 0x" +
+                          hex32(link.index_crc32c) + ", got 0x" + hex32(crc));
+    }
+    auto reader = std::make_unique<BundleReader>(path, &fs);
+    const auto own = read_chain_record(*reader);
+    const std::vector<ChainRecordLink> expected(record->begin(),
+                                                record->begin() + static_cast<ptrdiff_t>(i));
+    if ((i == 0 && own) || (i > 0 && (!own || *own != expected))) {
+      throw DataLossError(what + quoted(path) + " belongs to another chain" +
+                          (i == 0 ? " (it is a delta, not a full checkpoint)" : ""));
+    }
+    out.push_back(std::move(reader));
+  }
+  out.push_back(std::move(head));
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// ChainReader
+
+ChainReader::ChainReader(std::vector<std::unique_ptr<BundleReader>> links)
+    : CheckpointReader(links.back()->path()), links_(std::move(links)) {
+  rows_.resize(links_.size());
+  for (size_t i = 1; i < links_.size(); ++i) {
+    for (const TensorInfo& info : links_[i]->list()) {
+      const auto at = info.name.rfind(kIdsSuffix);
+      if (at == std::string::npos) continue;
+      rows_[i][info.name.substr(0, at)].push_back(info.name.substr(at + std::strlen(kIdsSuffix)));
+    }
+    check_delta(i);
+  }
+}
+
+void ChainReader::check_delta(size_t link) const {
+  const BundleReader& delta = *links_[link];
+  const BundleReader& base = *links_[0];
+  auto bad = [&](const std::string& key, const std::string& why) {
+    return DataLossError(in_chain(path()) + ": delta " + quoted(delta.path()) + ", " + quoted(key) +
+                         ": " + why);
+  };
+  for (const TensorInfo& info : delta.list()) {
+    if (info.name == kChainKey || info.name.find("/.delta_") != std::string::npos) continue;
+    const std::optional<TensorInfo> b = base.find(info.name);
+    if (!b) throw bad(info.name, "not in the base " + quoted(base.path()));
+    if (b->dtype != info.dtype || b->shape != info.shape) {
+      throw bad(info.name, "dtype/shape " + std::string(dtype_name(info.dtype)) +
+                               shape_string(info.shape) + " differ from the base's " +
+                               std::string(dtype_name(b->dtype)) + shape_string(b->shape));
+    }
+  }
+  for (const auto& [key, suffixes] : rows_[link]) {
+    const std::optional<TensorInfo> b = base.find(key);
+    if (!b || b->shape.empty()) throw bad(key, "row entries for a tensor the base has no rows of");
+    for (const std::string& suffix : suffixes) {
+      const std::string ids = key + kIdsSuffix + suffix;
+      const std::string rows = key + kRowsSuffix + suffix;
+      const TensorInfo i = delta.info(ids);
+      const std::optional<TensorInfo> r = delta.find(rows);
+      if (i.dtype != DType::kInt64 || i.shape.size() != 1) {
+        throw bad(ids, "must be a vector of int64, is " + std::string(dtype_name(i.dtype)) +
+                           shape_string(i.shape));
+      }
+      if (!r) throw bad(rows, "missing (its ids are there)");
+      const std::vector<int64_t> want = rows_shape(i.shape[0], b->shape);
+      if (r->dtype != b->dtype || r->shape != want) {
+        throw bad(rows, "must be " + std::string(dtype_name(b->dtype)) + shape_string(want) +
+                            ", is " + std::string(dtype_name(r->dtype)) + shape_string(r->shape));
+      }
+    }
+  }
+}
+
+std::vector<TensorInfo> ChainReader::list() const {
+  std::vector<TensorInfo> out;
+  for (TensorInfo& info : links_[0]->list()) out.push_back(as_whole(std::move(info)));
+  return out;
+}
+
+std::optional<TensorInfo> ChainReader::find(std::string_view name) const {
+  std::optional<TensorInfo> info = links_[0]->find(name);
+  if (!info) return std::nullopt;
+  return as_whole(std::move(*info));
+}
+
+void ChainReader::check_stored(const TensorInfo& /*info*/, int /*slice_index*/) const {}
+
+void ChainReader::apply_rows(const BundleReader& delta, const std::string& key,
+                             const std::string& suffix, TensorData& value) const {
+  const std::vector<int64_t> ids = delta.read(key + kIdsSuffix + suffix).values<int64_t>();
+  const TensorData rows = delta.read(key + kRowsSuffix + suffix);
+  const int64_t num_rows = value.shape[0];
+  const int64_t width = num_rows == 0 ? 0 : value.num_elements() / num_rows;
+  const size_t elem = value.dtype == DType::kString ? 1 : dtype_size(value.dtype);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0 || ids[k] >= num_rows) {
+      throw DataLossError(in_chain(path()) + ": delta " + quoted(delta.path()) + ", " +
+                          quoted(key + kIdsSuffix + suffix) + ": row " + std::to_string(ids[k]) +
+                          " is not in [0, " + std::to_string(num_rows) + ")");
+    }
+    const auto src = static_cast<size_t>(static_cast<int64_t>(k) * width);
+    const auto dst = static_cast<size_t>(ids[k] * width);
+    const auto n = static_cast<size_t>(width);
+    if (value.dtype == DType::kString) {
+      std::copy_n(rows.strings.begin() + static_cast<ptrdiff_t>(src), n,
+                  value.strings.begin() + static_cast<ptrdiff_t>(dst));
+    } else if (n > 0) {
+      std::memcpy(value.bytes.data() + dst * elem, rows.bytes.data() + src * elem, n * elem);
+    }
+  }
+}
+
+TensorData ChainReader::read_stored(const TensorInfo& info, int /*slice_index*/) const {
+  {
+    std::lock_guard lock(cache_mu_);
+    if (cache_ && cache_key_ == info.name) return *cache_;
+  }
+  TensorData value = links_[0]->read(info.name);
+  const TensorSlice whole = TensorSlice::full(static_cast<int>(value.shape.size()));
+  for (size_t i = 1; i < links_.size(); ++i) {
+    const BundleReader& delta = *links_[i];
+    if (const std::optional<TensorInfo> stored = delta.find(info.name)) {
+      if (stored->slices.empty()) {
+        value = delta.read(info.name);
+      } else {
+        for (const TensorSlice& s : stored->slices) {
+          copy_slice_region(delta.read_slice(info.name, s), s, value, whole, s, value.shape);
+        }
+      }
+    }
+    const auto rows = rows_[i].find(info.name);
+    if (rows == rows_[i].end()) continue;
+    for (const std::string& suffix : rows->second) apply_rows(delta, info.name, suffix, value);
+  }
+  std::lock_guard lock(cache_mu_);
+  cache_key_ = info.name;
+  cache_ = std::make_shared<const TensorData>(value);
+  return value;
+}
+
+// ---------------------------------------------------------------------------
+// Public API
+
+std::vector<ChainLink> checkpoint_chain(const std::string& checkpoint, FileSystem* fs) {
+  FileSystem& files = fs ? *fs : *default_file_system();
+  if (!files.file_exists(bundle_index_filename(checkpoint))) {
+    if (checkpoint_exists(checkpoint, &files)) return {{checkpoint, false}};  // V1
+    throw ValueError("The passed save_path is not a valid checkpoint: " + checkpoint);
+  }
+  std::vector<ChainLink> out;
+  for (const auto& link : open_chain(std::make_unique<BundleReader>(checkpoint, &files), files)) {
+    out.push_back({link->path(), !out.empty()});
+  }
+  return out;
+}
+
+void compact_checkpoint(const std::string& checkpoint, const std::string& output_prefix,
+                        FileSystem* fs) {
+  FileSystem& files = fs ? *fs : *default_file_system();
+  try {
+    std::unique_ptr<CheckpointReader> reader = open_checkpoint(checkpoint, &files);
+    {
+      BundleWriter writer(output_prefix, {.file_system = &files});
+      for (const TensorInfo& info : reader->list())
+        writer.add(info.name, reader->read(info.name).view());
+      writer.finish();
+    }
+    const std::string meta = meta_graph_filename(checkpoint, "meta");
+    if (files.file_exists(meta)) {
+      write_file_atomically(files, meta_graph_filename(output_prefix, "meta"),
+                            read_file_to_string(files, meta));
+    }
+  } catch (...) {
+    try {
+      delete_checkpoint_files(files, output_prefix, meta_graph_filename(output_prefix, "meta"));
+    } catch (...) {
+    }
+    rethrow_with_context("compacting checkpoint " + quoted(checkpoint) + " into " +
+                         quoted(output_prefix));
+  }
+}
+
+}  // namespace varstate
