@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/crc32c.h"
@@ -42,6 +43,41 @@ TensorInfo as_whole(TensorInfo info) {
   info.offset = -1;
   info.size = -1;
   return info;
+}
+
+int64_t stored_bytes(const TensorInfo& info) {
+  if (info.size >= 0) return info.size;
+  const int64_t elem =
+      info.dtype == DType::kString ? 8 : static_cast<int64_t>(dtype_size(info.dtype));
+  int64_t n = 0;
+  for (const TensorSlice& s : info.slices) n += num_elements(s.slice_shape(info.shape));
+  return n * elem;
+}
+
+// Per key: the rows a delta holds and their bytes, or the whole tensor's.
+std::vector<DeltaEntry> delta_entries(const BundleReader& delta) {
+  std::map<std::string, DeltaEntry> by_key;
+  for (const TensorInfo& info : delta.list()) {
+    if (info.name == kChainKey) continue;
+    std::string key = info.name;
+    bool rows = false;
+    for (const char* suffix : {kIdsSuffix, kRowsSuffix}) {
+      const auto at = info.name.rfind(suffix);
+      if (at != std::string::npos) {
+        key = info.name.substr(0, at);
+        rows = true;
+      }
+    }
+    DeltaEntry& e = by_key[key];
+    e.key = key;
+    e.bytes += stored_bytes(info);
+    if (rows && info.name.find(kIdsSuffix) != std::string::npos) {
+      e.rows = std::max<int64_t>(e.rows, 0) + info.shape.at(0);
+    }
+  }
+  std::vector<DeltaEntry> out;
+  for (auto& [key, e] : by_key) out.push_back(std::move(e));
+  return out;
 }
 
 }  // namespace
@@ -260,7 +296,8 @@ std::vector<ChainLink> checkpoint_chain(const std::string& checkpoint, FileSyste
   }
   std::vector<ChainLink> out;
   for (const auto& link : open_chain(std::make_unique<BundleReader>(checkpoint, &files), files)) {
-    out.push_back({link->path(), !out.empty()});
+    out.push_back({link->path(), !out.empty(), {}});
+    if (out.back().is_delta) out.back().entries = delta_entries(*link);
   }
   return out;
 }

@@ -481,20 +481,27 @@ void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& 
 }
 
 void Saver::Impl::delete_unneeded(const std::string& old, const std::string& meta_graph_suffix) {
-  needs.erase(old);
-  deferred_deletions.push_back(old);
-  std::vector<std::string> still;
-  for (const std::string& path : deferred_deletions) {
+  // Candidates: `old`, the links it needed (a recovered delta's base may
+  // never have been listed here), and what was deferred before.
+  std::vector<std::string> candidates = std::move(deferred_deletions);
+  candidates.push_back(old);
+  if (auto it = needs.find(old); it != needs.end()) {
+    candidates.insert(candidates.end(), it->second.begin(), it->second.end());
+    needs.erase(it);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  deferred_deletions.clear();
+  for (const std::string& path : candidates) {
     const bool needed = std::any_of(needs.begin(), needs.end(), [&](const auto& entry) {
       return std::find(entry.second.begin(), entry.second.end(), path) != entry.second.end();
     });
     if (needed) {
-      still.push_back(path);
-    } else {
+      deferred_deletions.push_back(path);
+    } else if (path == old || checkpoint_exists(path, fs)) {
       delete_checkpoint_files(*fs, path, recorded_meta_graph(path, meta_graph_suffix));
     }
   }
-  deferred_deletions = std::move(still);
 }
 
 std::shared_ptr<internal::DeltaPlan> Saver::Impl::plan_save(const std::string& checkpoint,
@@ -870,8 +877,8 @@ void Saver::Impl::record_needs_of(const std::string& checkpoint) {
   try {
     std::optional<std::vector<ChainRecordLink>> record =
         read_chain_record(BundleReader(checkpoint, fs));
-    if (!record) return;
     std::vector<std::string> links;
+    if (!record) record.emplace();  // a full checkpoint needs itself
     for (const ChainRecordLink& l : *record)
       links.push_back(join_path(dirname_of(checkpoint), l.name));
     links.push_back(checkpoint);

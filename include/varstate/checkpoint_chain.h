@@ -38,10 +38,18 @@ namespace varstate {
 
 class FileSystem;
 
+// What a delta holds for one tensor (the parts of a partitioned one summed).
+struct DeltaEntry {
+  std::string key;
+  int64_t rows = -1;  // rows held; -1 when held whole
+  int64_t bytes = 0;  // data bytes (ids included)
+};
+
 // One checkpoint of a chain.
 struct ChainLink {
-  std::string path;       // the checkpoint prefix
-  bool is_delta = false;  // false for the base
+  std::string path;                 // the checkpoint prefix
+  bool is_delta = false;            // false for the base
+  std::vector<DeltaEntry> entries;  // a delta's tensors, by key
 };
 
 // The chain of `checkpoint`: its base first, `checkpoint` last (just

@@ -313,3 +313,34 @@ TEST_CASE("a failed delta save leaves the latest checkpoint restorable; the next
 }
 
 }  // namespace varstate
+
+namespace varstate {
+
+TEST_CASE("after a restart, retention deletes a recovered chain once nothing kept needs it",
+          "[saver][incremental]") {
+  TempDir dir;
+  reset_default_graph();
+  Session sess;
+  Variable v(iota_of(DType::kFloat, kRows, 1.0f), {.name = "v"});
+  sess.run(global_variables_initializer());
+  auto path = [&](int step) { return dir / ("m-" + std::to_string(step)); };
+  {
+    Saver first({.max_to_keep = 2});
+    for (int step = 0; step < 4; ++step) {
+      touch(v, {int64_t{step}}, step);
+      first.save(sess, dir / "m", {.global_step = step, .incremental = true});
+    }
+  }
+  Saver second({.max_to_keep = 2});
+  second.recover_last_checkpoints({path(2), path(3)});
+  touch(v, {9}, 4);
+  second.save(sess, dir / "m", {.global_step = 4, .incremental = true});
+  CHECK(checkpoint_chain(path(4)).size() == 1);                               // a new base
+  for (int step = 0; step < 4; ++step) CHECK(checkpoint_exists(path(step)));  // m-3 needs them
+  touch(v, {10}, 5);
+  second.save(sess, dir / "m", {.global_step = 5, .incremental = true});
+  for (int step = 0; step < 4; ++step) CHECK_FALSE(checkpoint_exists(path(step)));
+  CHECK(checkpoint_chain(path(5)).size() == 2);
+}
+
+}  // namespace varstate
