@@ -233,56 +233,114 @@ std::optional<TensorInfo> ChainReader::find(std::string_view name) const {
 void ChainReader::check_stored(const TensorInfo& /*info*/, int /*slice_index*/) const {}
 
 void ChainReader::apply_rows(const BundleReader& delta, const std::string& key,
-                             const std::string& suffix, TensorData& value) const {
+                             const std::string& suffix, const RowTarget& t) const {
   const std::vector<int64_t> ids = delta.read(key + kIdsSuffix + suffix).values<int64_t>();
   const TensorData rows = delta.read(key + kRowsSuffix + suffix);
-  const int64_t num_rows = value.shape[0];
-  const int64_t width = num_rows == 0 ? 0 : value.num_elements() / num_rows;
-  const size_t elem = value.dtype == DType::kString ? 1 : dtype_size(value.dtype);
+  const int64_t num_rows = t.shape[0];
+  const int64_t width = num_elements(std::span<const int64_t>(t.shape).subspan(1));
+  const size_t elem = t.dtype == DType::kString ? 1 : dtype_size(t.dtype);
+  const auto n = static_cast<size_t>(width);
   for (size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] < 0 || ids[k] >= num_rows) {
       throw DataLossError(in_chain(path()) + ": delta " + quoted(delta.path()) + ", " +
                           quoted(key + kIdsSuffix + suffix) + ": row " + std::to_string(ids[k]) +
                           " is not in [0, " + std::to_string(num_rows) + ")");
     }
-    const auto src = static_cast<size_t>(static_cast<int64_t>(k) * width);
-    const auto dst = static_cast<size_t>(ids[k] * width);
-    const auto n = static_cast<size_t>(width);
-    if (value.dtype == DType::kString) {
+    if (ids[k] < t.begin || ids[k] >= t.end || n == 0) continue;
+    const size_t src = k * n;
+    const auto dst = static_cast<size_t>(ids[k] - t.begin) * n;
+    if (t.dtype == DType::kString) {
       std::copy_n(rows.strings.begin() + static_cast<ptrdiff_t>(src), n,
-                  value.strings.begin() + static_cast<ptrdiff_t>(dst));
-    } else if (n > 0) {
-      std::memcpy(value.bytes.data() + dst * elem, rows.bytes.data() + src * elem, n * elem);
+                  t.strings + static_cast<ptrdiff_t>(dst));
+    } else {
+      std::memcpy(t.bytes + dst * elem, rows.bytes.data() + src * elem, n * elem);
     }
   }
 }
 
-TensorData ChainReader::read_stored(const TensorInfo& info, int /*slice_index*/) const {
-  {
-    std::lock_guard lock(cache_mu_);
-    if (cache_ && cache_key_ == info.name) return *cache_;
-  }
-  TensorData value = links_[0]->read(info.name);
-  const TensorSlice whole = TensorSlice::full(static_cast<int>(value.shape.size()));
+void ChainReader::apply_all_rows(const std::string& key, const RowTarget& target) const {
   for (size_t i = 1; i < links_.size(); ++i) {
-    const BundleReader& delta = *links_[i];
-    if (const std::optional<TensorInfo> stored = delta.find(info.name)) {
-      if (stored->slices.empty()) {
-        value = delta.read(info.name);
-      } else {
-        for (const TensorSlice& s : stored->slices) {
-          copy_slice_region(delta.read_slice(info.name, s), s, value, whole, s, value.shape);
-        }
-      }
-    }
-    const auto rows = rows_[i].find(info.name);
+    const auto rows = rows_[i].find(key);
     if (rows == rows_[i].end()) continue;
-    for (const std::string& suffix : rows->second) apply_rows(delta, info.name, suffix, value);
+    for (const std::string& suffix : rows->second) apply_rows(*links_[i], key, suffix, target);
   }
-  std::lock_guard lock(cache_mu_);
-  cache_key_ = info.name;
-  cache_ = std::make_shared<const TensorData>(value);
-  return value;
+}
+
+void ChainReader::apply_pieces(size_t link, const std::string& key, const TensorSlice& region,
+                               TensorData& out) const {
+  const std::optional<TensorInfo> stored = links_[link]->find(key);
+  if (!stored) return;
+  std::vector<TensorSlice> pieces = stored->slices;
+  if (pieces.empty()) pieces.push_back(TensorSlice::full(static_cast<int>(stored->shape.size())));
+  for (const TensorSlice& piece : pieces) {
+    const std::optional<TensorSlice> meet = piece.intersect(region, stored->shape);
+    if (!meet || num_elements(meet->slice_shape(stored->shape)) == 0) continue;
+    copy_slice_region(links_[link]->read_slice(key, *meet), *meet, out, region, *meet,
+                      stored->shape);
+  }
+}
+
+TensorData ChainReader::read_region(std::string_view name, const TensorSlice& region) const {
+  const std::string key(name);
+  const TensorInfo info = links_[0]->info(key);
+  const int rank = static_cast<int>(info.shape.size());
+  bool whole_rows = rank > 0;
+  for (int d = 1; d < rank; ++d) {
+    whole_rows = whole_rows && region.start_at(d) == 0 &&
+                 region.length_at(d, info.shape) == info.shape[static_cast<size_t>(d)];
+  }
+  if (!whole_rows && !region.covers(info.shape)) {
+    // Rows only partly inside the region: merge the whole tensor, then cut.
+    const TensorSlice full = TensorSlice::full(rank);
+    const TensorData whole = read_region(name, full);
+    TensorData out;
+    out.dtype = info.dtype;
+    out.shape = region.slice_shape(info.shape);
+    if (info.dtype == DType::kString) {
+      out.strings.resize(static_cast<size_t>(out.num_elements()));
+    } else {
+      out.bytes.resize(static_cast<size_t>(out.num_elements()) * dtype_size(info.dtype));
+    }
+    copy_slice_region(whole, full, out, region, region, info.shape);
+    return out;
+  }
+  TensorData out = links_[0]->read_slice(key, region);
+  for (size_t i = 1; i < links_.size(); ++i) {
+    apply_pieces(i, key, region, out);
+    const auto rows = rows_[i].find(key);
+    if (rows == rows_[i].end() || rank == 0) continue;
+    const int64_t begin = region.start_at(0);
+    const RowTarget target{
+        info.dtype,       info.shape,        begin, begin + region.length_at(0, info.shape),
+        out.bytes.data(), out.strings.data()};
+    for (const std::string& suffix : rows->second) apply_rows(*links_[i], key, suffix, target);
+  }
+  return out;
+}
+
+bool ChainReader::read_into(std::string_view name, std::span<std::byte> dst) const {
+  const std::string key(name);
+  const TensorInfo info = links_[0]->info(key);
+  if (info.dtype == DType::kString) return false;
+  bool pieces = false;
+  for (size_t i = 1; i < links_.size(); ++i) pieces = pieces || links_[i]->contains(key);
+  if (pieces || info.shape.empty() || !links_[0]->read_into(key, dst)) {
+    const TensorData value =
+        read_region(name, TensorSlice::full(static_cast<int>(info.shape.size())));
+    if (value.bytes.size() != dst.size()) {
+      throw InvalidArgumentError("reading " + quoted(key) + " into a buffer of " +
+                                 std::to_string(dst.size()) + " bytes: it has " +
+                                 std::to_string(value.bytes.size()));
+    }
+    std::copy(value.bytes.begin(), value.bytes.end(), dst.begin());
+    return true;
+  }
+  apply_all_rows(key, {info.dtype, info.shape, 0, info.shape[0], dst.data(), nullptr});
+  return true;
+}
+
+TensorData ChainReader::read_stored(const TensorInfo& info, int /*slice_index*/) const {
+  return read_region(info.name, TensorSlice::full(static_cast<int>(info.shape.size())));
 }
 
 // ---------------------------------------------------------------------------

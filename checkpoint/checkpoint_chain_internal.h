@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +64,15 @@ class ChainReader final : public CheckpointReader {
   // The opened links, base first.
   const std::vector<std::unique_ptr<BundleReader>>& links() const { return links_; }
 
+  // Reads the fixed-width tensor `name`, base and deltas applied, straight
+  // into `dst` (exactly its bytes): the restore path with no intermediate
+  // copy of the base when the deltas hold its rows. False, reading nothing,
+  // for a string tensor. Throws as read().
+  bool read_into(std::string_view name, std::span<std::byte> dst) const;
+  // The box `region` of `name`, base and deltas applied, reading only the
+  // pieces of the base and the delta rows inside it (a partition's restore).
+  TensorData read_region(std::string_view name, const TensorSlice& region) const;
+
  protected:
   TensorData read_stored(const TensorInfo& info, int slice_index) const override;
   void check_stored(const TensorInfo& info, int slice_index) const override;
@@ -72,17 +81,27 @@ class ChainReader final : public CheckpointReader {
   // Per link, per key: the suffixes ("" or "@<offset>") of its row entries.
   using RowEntries = std::map<std::string, std::vector<std::string>, std::less<>>;
 
+  // Where delta rows go: rows [begin, end) of a tensor of `shape`, held
+  // from `bytes` (or `strings`), whole in every other dimension.
+  struct RowTarget {
+    DType dtype;
+    std::vector<int64_t> shape;
+    int64_t begin, end;
+    std::byte* bytes;
+    std::string* strings;
+  };
   void check_delta(size_t link) const;
+  // Applies the row entries of `key` in every delta.
+  void apply_all_rows(const std::string& key, const RowTarget& target) const;
   void apply_rows(const BundleReader& delta, const std::string& key, const std::string& suffix,
-                  TensorData& value) const;
+                  const RowTarget& target) const;
+  // Copies the whole or sliced entries of `key` in delta `link` that meet
+  // `region` into `out` (which holds `region`).
+  void apply_pieces(size_t link, const std::string& key, const TensorSlice& region,
+                    TensorData& out) const;
 
   std::vector<std::unique_ptr<BundleReader>> links_;
   std::vector<RowEntries> rows_;
-  // The last tensor merged, for the parts of a partitioned variable that
-  // read it one slice at a time.
-  mutable std::mutex cache_mu_;
-  mutable std::string cache_key_;
-  mutable std::shared_ptr<const TensorData> cache_;
 };
 
 }  // namespace varstate

@@ -564,13 +564,20 @@ Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
   Device& device = item.variable.device();
   // The fast path: a V2 tensor stored whole, read straight into its buffer
   // (a host buffer first for a GPU variable, then one staged copy).
-  if (!step.region && item.variable.dtype() != DType::kString) {
-    if (const auto* bundle = dynamic_cast<const BundleReader*>(&reader)) {
-      Tensor host(item.variable.dtype(), step.shape,
-                  device.is_cpu() ? device : DeviceManager::instance().cpu());
-      std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
-      if (bundle->read_into(item.key, dst)) return device.is_cpu() ? host : host.to(device);
+  // A chain (incremental checkpoint) likewise, its delta rows applied in
+  // place; a partition reads only its region of the base and deltas.
+  const auto* bundle = dynamic_cast<const BundleReader*>(&reader);
+  const auto* chain = dynamic_cast<const ChainReader*>(&reader);
+  if (!step.region && item.variable.dtype() != DType::kString && (bundle || chain)) {
+    Tensor host(item.variable.dtype(), step.shape,
+                device.is_cpu() ? device : DeviceManager::instance().cpu());
+    std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
+    if (bundle ? bundle->read_into(item.key, dst) : chain->read_into(item.key, dst)) {
+      return device.is_cpu() ? host : host.to(device);
     }
+  }
+  if (chain && step.region) {
+    return tensor_from_data(chain->read_region(item.key, *step.region), step.shape, device);
   }
   TensorData data = step.region ? reader.read_slice(item.key, *step.region) : reader.read(item.key);
   return tensor_from_data(data, step.shape, device);
