@@ -367,8 +367,19 @@ void compact_checkpoint(const std::string& checkpoint, const std::string& output
     std::unique_ptr<CheckpointReader> reader = open_checkpoint(checkpoint, &files);
     {
       BundleWriter writer(output_prefix, {.file_system = &files});
-      for (const TensorInfo& info : reader->list())
-        writer.add(info.name, reader->read(info.name).view());
+      const auto* chain = dynamic_cast<const ChainReader*>(reader.get());
+      for (const TensorInfo& info : reader->list()) {
+        // A fixed-width tensor of a chain is merged in one uninitialized
+        // buffer (no zero fill, no intermediate copy of the base).
+        if (chain && info.dtype != DType::kString && dtype_is_valid(static_cast<int>(info.dtype))) {
+          const size_t n = static_cast<size_t>(num_elements(info.shape)) * dtype_size(info.dtype);
+          std::unique_ptr<std::byte[]> buf(new std::byte[std::max<size_t>(n, 1)]);
+          chain->read_into(info.name, {buf.get(), n});
+          writer.add(info.name, TensorView{info.dtype, info.shape, {buf.get(), n}, {}});
+        } else {
+          writer.add(info.name, reader->read(info.name).view());
+        }
+      }
       writer.finish();
     }
     const std::string meta = meta_graph_filename(checkpoint, "meta");
