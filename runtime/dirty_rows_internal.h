@@ -11,6 +11,13 @@
 // clears them) before it reads the variable, so an update that lands after
 // the take is marked for the next delta.
 //
+// A scatter marks its rows before it writes them, so it holds a Writing
+// guard from before its marks until its write is enqueued: a take that
+// overlaps one leaves the rows it returns marked, for the next delta too.
+// On a GPU, a scatter whose indices are checked on the device marks the rows
+// in its index-check kernel, in a byte map on the device that take() copies
+// to the host and clears, in the device's stream order.
+//
 // A Saver that saves incrementally remembers the generation a take returned;
 // when the next take sees another generation (another saver took the marks
 // in between), it reports everything dirty.
@@ -22,6 +29,7 @@
 #include <mutex>
 #include <vector>
 
+#include "varstate/device.h"
 #include "varstate/variable.h"
 
 namespace varstate::internal {
@@ -30,10 +38,31 @@ class DirtyRows {
  public:
   using Marks = std::shared_ptr<std::atomic<uint8_t>[]>;
 
+  DirtyRows() = default;
+  ~DirtyRows();
+  DirtyRows(const DirtyRows&) = delete;
+  DirtyRows& operator=(const DirtyRows&) = delete;
+
+  // Held by a scatter from its marks to its write (see above).
+  class Writing {
+   public:
+    explicit Writing(DirtyRows& rows) : rows_(rows) { rows_.writing_.fetch_add(1); }
+    ~Writing() { rows_.writing_.fetch_sub(1); }
+    Writing(const Writing&) = delete;
+    Writing& operator=(const Writing&) = delete;
+
+   private:
+    DirtyRows& rows_;
+  };
+
   // The marks of a buffer of `rows` rows; a different row count than the
   // last call's allocates fresh marks and marks everything dirty. The
   // returned array stays valid while held. Thread-safe.
   Marks marks(int64_t rows);
+  // The device-side marks of a buffer of `rows` rows on `device` (a GPU):
+  // one byte per row, zero when allocated, set by the scatter's index-check
+  // kernel. Valid until the row count or device changes. Thread-safe.
+  uint8_t* device_marks(Device& device, int64_t rows);
   // Everything is dirty. Thread-safe.
   void mark_all();
   // Rows [begin, end) of a buffer of `rows` rows are dirty. Thread-safe.
@@ -49,11 +78,19 @@ class DirtyRows {
   Taken take(int64_t rows, uint64_t generation);
 
  private:
+  // (Re)sizes the host marks for `rows` rows; a new size is all dirty.
+  void resize(int64_t rows);
+  // Moves the device marks into the host marks and clears them.
+  void collect_device_marks();
+
   std::mutex mu_;
   int64_t rows_ = -1;
   Marks bits_;
   bool all_ = true;
   uint64_t generation_ = 1;
+  std::atomic<int> writing_{0};
+  Device* device_ = nullptr;
+  void* device_bits_ = nullptr;
 };
 
 // The variable's dirty rows (one per variable, for its whole life).
@@ -61,11 +98,5 @@ DirtyRows& dirty_rows(const Variable& variable);
 // Marks an in-place update whose rows were marked already (bumps the
 // version, leaves the dirty rows alone); mark_updated marks all rows.
 void mark_rows_updated(Variable& variable);
-
-// Marks marks[i] for each of the n indices (all in [0, rows)).
-template <typename Index>
-inline void mark_rows(std::atomic<uint8_t>* marks, const Index* indices, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) marks[indices[i]].store(1, std::memory_order_relaxed);
-}
 
 }  // namespace varstate::internal

@@ -163,9 +163,10 @@ void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& 
 #ifdef VARSTATE_HAVE_CUDA
 using kernels::cuda::IndexCheck;
 
-// Enqueues the checks still to do (into `check`, when given) and the scatter.
+// Enqueues the checks still to do (into `check`, when given; the index
+// check marking rows in `marks`, when given) and the scatter.
 void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool deterministic,
-                 IndexCheck* check, const std::string& who) {
+                 IndexCheck* check, const std::string& who, uint8_t* marks = nullptr) {
   Device& device = table.device();
   cudaStream_t stream = device.stream();
   DeviceGuard guard(device);
@@ -174,10 +175,10 @@ void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool determinis
     if (!p.indices_checked) {
       if (p.indices.dtype() == DType::kInt32) {
         kernels::cuda::validate_indices(static_cast<const int32_t*>(p.indices.raw_data()), p.n,
-                                        p.rows, check, stream);
+                                        p.rows, check, stream, marks);
       } else {
         kernels::cuda::validate_indices(static_cast<const int64_t*>(p.indices.raw_data()), p.n,
-                                        p.rows, check, stream);
+                                        p.rows, check, stream, marks);
       }
     }
     if (integer_division(op, table.dtype()) && !p.divisors_checked) {
@@ -226,12 +227,16 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
+  // The rows are marked as the indices are checked, before the write.
+  internal::DirtyRows& dirty = internal::dirty_rows(ref);
+  const internal::DirtyRows::Writing writing(dirty);
   const internal::DirtyRows::Marks marks =
-      internal::dirty_rows(ref).marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
+      dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
   Prepared p = prepare(op, table, indices, updates, who, marks.get());
-  // Rows checked on the host are marked; a check on the device marks all.
+  // Rows checked on the host are marked there, on the device by its check.
+  uint8_t* device_marks = nullptr;
   auto mark = [&] {
-    if (p.indices_checked) {
+    if (p.indices_checked || device_marks != nullptr) {
       internal::mark_rows_updated(ref);
     } else {
       internal::mark_updated(ref);
@@ -262,7 +267,8 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   ScatterState::Slot slot = state->acquire(device);
   std::shared_ptr<Event> event;
   try {
-    enqueue_gpu(op, table, p, deterministic, slot.check, who);
+    if (!p.indices_checked) device_marks = dirty.device_marks(device, p.rows);
+    enqueue_gpu(op, table, p, deterministic, slot.check, who, device_marks);
     device.copy_to_host_async(slot.host, slot.check, sizeof(IndexCheck));
     event = device.record_event();
   } catch (...) {

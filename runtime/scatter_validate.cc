@@ -63,7 +63,7 @@ void check_and_mark(const Index* indices, int64_t n, const TensorShape& shape, i
     if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(rows)) {
       throw InvalidArgumentError(bad_index_message(who, i, shape, v, rows));
     }
-    marks[v].store(1, std::memory_order_relaxed);
+    marks[v].store(1, std::memory_order_release);
   }
 }
 

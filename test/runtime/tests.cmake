@@ -26,4 +26,5 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/initializers_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_gpu_test.cc)
