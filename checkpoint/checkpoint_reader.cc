@@ -1,5 +1,6 @@
 #include "varstate/checkpoint_reader.h"
 
+#include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/v1_reader.h"
@@ -109,8 +110,12 @@ TensorData CheckpointReader::read_slice(std::string_view name, const TensorSlice
 
 std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, FileSystem* fs) {
   FileSystem& files = fs ? *fs : *default_file_system();
-  if (files.file_exists(bundle_index_filename(path)))
-    return std::make_unique<BundleReader>(path, &files);
+  if (files.file_exists(bundle_index_filename(path))) {
+    auto bundle = std::make_unique<BundleReader>(path, &files);
+    // A delta of an incremental checkpoint reads through its chain.
+    if (!bundle->contains(kChainKey)) return bundle;
+    return std::make_unique<ChainReader>(open_chain(std::move(bundle), files));
+  }
   std::vector<std::string> matches = match_files(files, path);
   if (matches.empty()) {
     throw NotFoundError(

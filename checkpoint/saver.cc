@@ -12,8 +12,10 @@
 #include <thread>
 
 #include "base/logging_internal.h"
+#include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_retention.h"
+#include "checkpoint/delta_save_internal.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
@@ -21,6 +23,7 @@
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/v1_writer.h"
+#include "runtime/gather_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
@@ -115,15 +118,38 @@ struct Saver::Impl {
   mutable std::mutex mu;
   internal::CheckpointRetention retention;
 
+  // Incremental saves: the chain the next delta extends (base first; the
+  // last link is the previous save), unset when the next save must be a
+  // base; per item, the generation of its dirty rows' last take.
+  std::optional<std::vector<ChainRecordLink>> chain;
+  std::string chain_dir;
+  std::vector<uint64_t> generations;
+  // The checkpoints each known delta needs (its links), and checkpoints
+  // out of the retention list kept for a delta that needs them.
+  std::map<std::string, std::vector<std::string>> needs;
+  std::vector<std::string> deferred_deletions;
+
   void wait_pending() {
     if (worker.joinable()) worker.join();
   }
 
   void build();
   void check_built(const char* what) const;
-  void write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot);
+  void write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot,
+                        const internal::DeltaPlan* delta);
   void write_shard(const std::string& prefix, const std::vector<size_t>& which,
-                   const std::vector<Tensor>& snapshot);
+                   const std::vector<Tensor>& snapshot, const internal::DeltaPlan* delta,
+                   bool with_record);
+  // Takes every item's dirty rows (V2 saves) and plans a delta when
+  // `incremental` and the chain allows one.
+  std::shared_ptr<internal::DeltaPlan> plan_save(const std::string& checkpoint, bool incremental);
+  // After `checkpoint` (a delta when `delta`) was written: the chain it
+  // ends, recorded as the checkpoint's needs.
+  std::vector<ChainRecordLink> chain_after(const std::string& checkpoint,
+                                           const internal::DeltaPlan* delta);
+  // Deletes `old` (out of the retention list) unless a kept delta needs it,
+  // then the deferred ones no longer needed.
+  void delete_unneeded(const std::string& old, const std::string& meta_graph_suffix);
   void write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot);
   // The path a save to `prefix` records: the prefix, or for a sharded V1
   // checkpoint the pattern of its files ("model-?????-of-00002"), as
@@ -140,13 +166,15 @@ struct Saver::Impl {
   // Writes the checkpoint (from `snapshot`, or the live variables when
   // empty) and its meta graph, then records it.
   void save_files(const std::string& checkpoint, const SaveOptions& options,
-                  const std::vector<Tensor>& snapshot);
+                  const std::vector<Tensor>& snapshot, std::shared_ptr<internal::DeltaPlan> delta);
   // Snapshots the variables, then runs save_files on `worker`, reporting
   // to `state`; `live` stays registered until it ends.
   void save_in_background(std::shared_ptr<SaveHandle::State> state,
                           std::shared_ptr<internal::LiveSave> live, const std::string& checkpoint,
-                          const SaveOptions& options);
+                          const SaveOptions& options, std::shared_ptr<internal::DeltaPlan> delta);
   void restore(const std::string& save_path);
+  // After a restart: the links a recovered delta needs, read from its record.
+  void record_needs_of(const std::string& checkpoint);
 };
 
 void Saver::Impl::check_built(const char* what) const {
@@ -299,17 +327,37 @@ void Saver::Impl::build() {
 // Saving
 
 void Saver::Impl::write_shard(const std::string& prefix, const std::vector<size_t>& which,
-                              const std::vector<Tensor>& snapshot) {
+                              const std::vector<Tensor>& snapshot, const internal::DeltaPlan* delta,
+                              bool with_record) {
   BundleWriter writer(prefix, {.file_system = fs});
   StagingBuffers staging(options.staging_buffer_bytes);
+  if (delta != nullptr && with_record) {
+    const std::vector<std::string> record = chain_record_strings(delta->links);
+    writer.add(kChainKey, TensorView{DType::kString,
+                                     {static_cast<int64_t>(record.size())},
+                                     {},
+                                     std::span<const std::string>(record)});
+  }
   for (size_t i : which) {
     const Item& item = items[i];
-    if (snapshot.empty()) {
-      // A blocking save reads the live buffer under the variable's lock.
-      std::lock_guard lock(internal::update_mutex(item.variable));
-      write_variable_tensor(writer, item.key, item.slice, item.variable.ref(), staging);
+    const internal::ItemDelta* rows =
+        delta != nullptr && !delta->items[i].whole ? &delta->items[i] : nullptr;
+    if (!snapshot.empty()) {
+      // An asynchronous save's snapshot holds the rows already gathered.
+      if (rows != nullptr) {
+        internal::write_item_rows(writer, item, *rows, snapshot[i], staging);
+      } else {
+        write_variable_tensor(writer, item.key, item.slice, snapshot[i], staging);
+      }
+      continue;
+    }
+    // A blocking save reads the live buffer under the variable's lock.
+    std::lock_guard lock(internal::update_mutex(item.variable));
+    if (rows != nullptr) {
+      internal::write_item_rows(writer, item, *rows,
+                                internal::gather_rows(item.variable.ref(), rows->rows), staging);
     } else {
-      write_variable_tensor(writer, item.key, item.slice, snapshot[i], staging);
+      write_variable_tensor(writer, item.key, item.slice, item.variable.ref(), staging);
     }
   }
   writer.finish();
@@ -368,12 +416,13 @@ void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>&
   }
 }
 
-void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot) {
+void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot,
+                                   const internal::DeltaPlan* delta) {
   if (def.version == CheckpointFormatVersion::kV1) return write_v1(prefix, snapshot);
   if (!def.sharded) {
     std::vector<size_t> all(items.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    write_shard(prefix, all, snapshot);
+    write_shard(prefix, all, snapshot, delta, true);
     return;
   }
   // One shard per device, in the order of the devices' canonical names.
@@ -386,13 +435,14 @@ void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<
   int shard = 0;
   for (const auto& [device, which] : by_device) {
     shard_prefixes.push_back(sharded_prefix(temp, shard, n));
-    threads.emplace_back([this, &errors, &snapshot, shard, p = shard_prefixes.back(), w = &which] {
-      try {
-        write_shard(p, *w, snapshot);
-      } catch (...) {
-        errors[static_cast<size_t>(shard)] = std::current_exception();
-      }
-    });
+    threads.emplace_back(
+        [this, &errors, &snapshot, delta, shard, p = shard_prefixes.back(), w = &which] {
+          try {
+            write_shard(p, *w, snapshot, delta, shard == 0);
+          } catch (...) {
+            errors[static_cast<size_t>(shard)] = std::current_exception();
+          }
+        });
     ++shard;
   }
   for (auto& t : threads) t.join();
@@ -426,8 +476,78 @@ void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& 
   std::lock_guard lock(mu);
   retention = std::move(next);
   for (const std::string& old : retention.take_deletions()) {
-    delete_checkpoint_files(*fs, old, recorded_meta_graph(old, save_options.meta_graph_suffix));
+    delete_unneeded(old, save_options.meta_graph_suffix);
   }
+}
+
+void Saver::Impl::delete_unneeded(const std::string& old, const std::string& meta_graph_suffix) {
+  // Candidates: `old`, the links it needed (a recovered delta's base may
+  // never have been listed here), and what was deferred before.
+  std::vector<std::string> candidates = std::move(deferred_deletions);
+  candidates.push_back(old);
+  if (auto it = needs.find(old); it != needs.end()) {
+    candidates.insert(candidates.end(), it->second.begin(), it->second.end());
+    needs.erase(it);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  deferred_deletions.clear();
+  for (const std::string& path : candidates) {
+    const bool needed = std::any_of(needs.begin(), needs.end(), [&](const auto& entry) {
+      return std::find(entry.second.begin(), entry.second.end(), path) != entry.second.end();
+    });
+    if (needed) {
+      deferred_deletions.push_back(path);
+    } else if (path == old || checkpoint_exists(path, fs)) {
+      delete_checkpoint_files(*fs, path, recorded_meta_graph(path, meta_graph_suffix));
+    }
+  }
+}
+
+std::shared_ptr<internal::DeltaPlan> Saver::Impl::plan_save(const std::string& checkpoint,
+                                                            bool incremental) {
+  if (!incremental) return nullptr;
+  if (def.version != CheckpointFormatVersion::kV2) {
+    throw InvalidArgumentError("saving " + quoted(checkpoint) +
+                               " incrementally: deltas are V2 tensor bundles, the saver "
+                               "writes V1");
+  }
+  generations.resize(items.size(), 0);
+  std::vector<internal::DirtyRows::Taken> taken;
+  std::vector<TensorShape> shapes;
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::lock_guard lock(internal::update_mutex(items[i].variable));
+    shapes.push_back(items[i].variable.shape());
+    const int64_t rows = shapes.back().rank() > 0 ? shapes.back().dim(0) : 1;
+    taken.push_back(internal::dirty_rows(items[i].variable).take(rows, generations[i]));
+    generations[i] = taken.back().generation;
+  }
+  const bool extends =
+      chain && static_cast<int>(chain->size()) <= options.max_deltas_per_base &&
+      std::none_of(chain->begin(), chain->end(),
+                   [&](const ChainRecordLink& l) { return l.name == basename_of(checkpoint); }) &&
+      dirname_of(checkpoint) == chain_dir;
+  if (!extends) return nullptr;
+  auto plan = std::make_shared<internal::DeltaPlan>();
+  plan->links = *chain;
+  int64_t delta = 0;
+  int64_t full = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    plan->items.push_back(internal::plan_item_delta(items[i], shapes[i], std::move(taken[i])));
+    delta += internal::delta_bytes(items[i], shapes[i], plan->items.back());
+    full += internal::full_bytes(items[i], shapes[i]);
+  }
+  if (static_cast<double>(delta) > options.max_delta_fraction * static_cast<double>(full)) {
+    return nullptr;
+  }
+  return plan;
+}
+
+std::vector<ChainRecordLink> Saver::Impl::chain_after(const std::string& checkpoint,
+                                                      const internal::DeltaPlan* delta) {
+  std::vector<ChainRecordLink> links = delta ? delta->links : std::vector<ChainRecordLink>{};
+  links.push_back({basename_of(checkpoint), index_checksum(*fs, checkpoint)});
+  return links;
 }
 
 // ---------------------------------------------------------------------------
@@ -444,13 +564,20 @@ Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
   Device& device = item.variable.device();
   // The fast path: a V2 tensor stored whole, read straight into its buffer
   // (a host buffer first for a GPU variable, then one staged copy).
-  if (!step.region && item.variable.dtype() != DType::kString) {
-    if (const auto* bundle = dynamic_cast<const BundleReader*>(&reader)) {
-      Tensor host(item.variable.dtype(), step.shape,
-                  device.is_cpu() ? device : DeviceManager::instance().cpu());
-      std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
-      if (bundle->read_into(item.key, dst)) return device.is_cpu() ? host : host.to(device);
+  // A chain (incremental checkpoint) likewise, its delta rows applied in
+  // place; a partition reads only its region of the base and deltas.
+  const auto* bundle = dynamic_cast<const BundleReader*>(&reader);
+  const auto* chain = dynamic_cast<const ChainReader*>(&reader);
+  if (!step.region && item.variable.dtype() != DType::kString && (bundle || chain)) {
+    Tensor host(item.variable.dtype(), step.shape,
+                device.is_cpu() ? device : DeviceManager::instance().cpu());
+    std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
+    if (bundle ? bundle->read_into(item.key, dst) : chain->read_into(item.key, dst)) {
+      return device.is_cpu() ? host : host.to(device);
     }
+  }
+  if (chain && step.region) {
+    return tensor_from_data(chain->read_region(item.key, *step.region), step.shape, device);
   }
   TensorData data = step.region ? reader.read_slice(item.key, *step.region) : reader.read(item.key);
   return tensor_from_data(data, step.shape, device);
@@ -608,13 +735,26 @@ std::vector<std::string> Saver::Impl::files_of_save(const std::string& checkpoin
 }
 
 void Saver::Impl::save_files(const std::string& checkpoint, const SaveOptions& save_options,
-                             const std::vector<Tensor>& snapshot) {
+                             const std::vector<Tensor>& snapshot,
+                             std::shared_ptr<internal::DeltaPlan> delta) {
   const std::string recorded = recorded_path(checkpoint);
   // Saving again to an existing checkpoint replaces it in place; anything
   // else that fails leaves nothing new behind.
   const bool replacing = checkpoint_exists(recorded, fs);
+  // Until an incremental save succeeds, the next one must be a base.
+  std::optional<std::vector<ChainRecordLink>> next_chain;
+  if (save_options.incremental) chain.reset();
   try {
-    write_checkpoint(checkpoint, snapshot);
+    write_checkpoint(checkpoint, snapshot, delta.get());
+    if (save_options.incremental) {
+      next_chain = chain_after(checkpoint, delta.get());
+      std::vector<std::string> links;
+      for (const ChainRecordLink& l : *next_chain) {
+        links.push_back(join_path(dirname_of(checkpoint), l.name));
+      }
+      std::lock_guard lock(mu);
+      needs[recorded] = std::move(links);
+    }
     if (save_options.write_meta_graph) {
       ExportMetaGraphOptions meta{
           .filename = meta_graph_filename(checkpoint, save_options.meta_graph_suffix),
@@ -624,7 +764,15 @@ void Saver::Impl::save_files(const std::string& checkpoint, const SaveOptions& s
       export_meta_graph_for_items(meta, items);
     }
     finish_save(recorded, save_options);
+    if (save_options.incremental) {
+      chain = std::move(next_chain);
+      chain_dir = dirname_of(checkpoint);
+    }
   } catch (...) {
+    {
+      std::lock_guard lock(mu);
+      needs.erase(recorded);
+    }
     if (!replacing) {
       remove_failed_checkpoint(*fs, recorded,
                                save_options.write_meta_graph
@@ -638,21 +786,26 @@ void Saver::Impl::save_files(const std::string& checkpoint, const SaveOptions& s
 
 void Saver::Impl::save_in_background(std::shared_ptr<SaveHandle::State> state,
                                      std::shared_ptr<internal::LiveSave> live,
-                                     const std::string& checkpoint,
-                                     const SaveOptions& save_options) {
-  // Snapshot: a device-side copy of each variable, taken under its lock.
+                                     const std::string& checkpoint, const SaveOptions& save_options,
+                                     std::shared_ptr<internal::DeltaPlan> delta) {
+  // Snapshot: a device-side copy of each variable (of a delta's rows),
+  // taken under its lock.
   std::vector<Tensor> snapshot;
   snapshot.reserve(items.size());
-  for (const Item& item : items) {
-    std::lock_guard lock(internal::update_mutex(item.variable));
-    snapshot.push_back(item.variable.ref().clone());
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::lock_guard lock(internal::update_mutex(items[i].variable));
+    if (delta && !delta->items[i].whole) {
+      snapshot.push_back(internal::gather_rows(items[i].variable.ref(), delta->items[i].rows));
+    } else {
+      snapshot.push_back(items[i].variable.ref().clone());
+    }
   }
   state->done = false;
-  worker =
-      std::thread([this, state, live, checkpoint, save_options, snapshot = std::move(snapshot)] {
+  worker = std::thread(
+      [this, state, live, checkpoint, save_options, delta, snapshot = std::move(snapshot)] {
         try {
           try {
-            save_files(checkpoint, save_options, snapshot);
+            save_files(checkpoint, save_options, snapshot, delta);
           } catch (...) {
             rethrow_with_context("saving checkpoint " + quoted(*state->path) + " (asynchronously)");
           }
@@ -685,12 +838,13 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
       *s.fs, save_path, checkpoint, state_file_path(save_path, options.latest_filename));
   auto state = std::make_shared<SaveHandle::State>();
   state->path = s.recorded_path(checkpoint);
+  std::shared_ptr<internal::DeltaPlan> delta = s.plan_save(checkpoint, options.incremental);
   if (options.async) {
-    s.save_in_background(state, std::move(live), checkpoint, options);
+    s.save_in_background(state, std::move(live), checkpoint, options, std::move(delta));
     return SaveHandle(state);
   }
   try {
-    s.save_files(checkpoint, options, {});
+    s.save_files(checkpoint, options, {}, std::move(delta));
   } catch (...) {
     rethrow_with_context("saving checkpoint " + quoted(checkpoint));
   }
@@ -725,6 +879,23 @@ void Saver::set_last_checkpoints_with_time(
   impl_->retention.set_last(last_checkpoints_with_time);
 }
 
+void Saver::Impl::record_needs_of(const std::string& checkpoint) {
+  if (!fs->file_exists(bundle_index_filename(checkpoint))) return;
+  try {
+    std::optional<std::vector<ChainRecordLink>> record =
+        read_chain_record(BundleReader(checkpoint, fs));
+    std::vector<std::string> links;
+    if (!record) record.emplace();  // a full checkpoint needs itself
+    for (const ChainRecordLink& l : *record)
+      links.push_back(join_path(dirname_of(checkpoint), l.name));
+    links.push_back(checkpoint);
+    std::lock_guard lock(mu);
+    needs[checkpoint] = std::move(links);
+  } catch (const Error& e) {
+    logger().warn("recovering checkpoint {}: {}", checkpoint, e.what());
+  }
+}
+
 void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths) {
   std::vector<std::pair<std::string, double>> found;
   for (const std::string& path : checkpoint_paths) {
@@ -742,6 +913,7 @@ void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_
           static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
     }
     found.emplace_back(path, mtime);
+    impl_->record_needs_of(path);
   }
   set_last_checkpoints_with_time(found);
 }

@@ -11,6 +11,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/graph_def_builder.cc
   ${CMAKE_CURRENT_LIST_DIR}/table.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_chain.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle_writer.cc
@@ -19,6 +20,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_restore.cc
+  ${CMAKE_CURRENT_LIST_DIR}/delta_save.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_def.cc
   ${CMAKE_CURRENT_LIST_DIR}/live_save.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc

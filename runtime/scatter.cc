@@ -4,6 +4,7 @@
 #include "runtime/scatter_validate_internal.h"
 #include "runtime/update_options_internal.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/scatter.h"
+#include "runtime/dirty_rows_internal.h"
 #include "runtime/gather_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "varstate/device_manager.h"
@@ -68,9 +70,11 @@ struct Prepared : internal::ScatterArgs {
 };
 
 // Validates a scatter into a table of `dtype` and `shape` on `device`
-// (a variable's, or a remote variable's with the CPU as device).
+// (a variable's, or a remote variable's with the CPU as device). Indices
+// checked on the host mark their rows in `marks` when given.
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
-                 const Tensor& indices, const Tensor& updates, const std::string& who) {
+                 const Tensor& indices, const Tensor& updates, const std::string& who,
+                 std::atomic<uint8_t>* marks = nullptr) {
   Prepared p;
   static_cast<internal::ScatterArgs&>(p) =
       internal::check_scatter_args(op, dtype, shape, indices, updates, who);
@@ -83,7 +87,7 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
   const bool table_on_cpu = device.is_cpu();
   if (table_on_cpu) move_to_table();
   if (internal::check_on_host(p.indices.on_cpu(), table_on_cpu)) {
-    internal::check_index_values(p.indices, p.rows, who);
+    internal::check_index_values(p.indices, p.rows, who, marks);
     p.indices_checked = true;
   }
   if (integer_division(op, dtype) && internal::check_on_host(p.updates.on_cpu(), table_on_cpu)) {
@@ -95,9 +99,9 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
 }
 
 Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
-                 const std::string& who) {
+                 const std::string& who, std::atomic<uint8_t>* marks = nullptr) {
   if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
-  return prepare(op, table.dtype(), table.shape(), table.device(), indices, updates, who);
+  return prepare(op, table.dtype(), table.shape(), table.device(), indices, updates, who, marks);
 }
 
 #ifdef VARSTATE_HAVE_CUDA
@@ -159,9 +163,10 @@ void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& 
 #ifdef VARSTATE_HAVE_CUDA
 using kernels::cuda::IndexCheck;
 
-// Enqueues the checks still to do (into `check`, when given) and the scatter.
+// Enqueues the checks still to do (into `check`, when given; the index
+// check marking rows in `marks`, when given) and the scatter.
 void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool deterministic,
-                 IndexCheck* check, const std::string& who) {
+                 IndexCheck* check, const std::string& who, uint8_t* marks = nullptr) {
   Device& device = table.device();
   cudaStream_t stream = device.stream();
   DeviceGuard guard(device);
@@ -170,10 +175,10 @@ void enqueue_gpu(ScatterOp op, Tensor& table, const Prepared& p, bool determinis
     if (!p.indices_checked) {
       if (p.indices.dtype() == DType::kInt32) {
         kernels::cuda::validate_indices(static_cast<const int32_t*>(p.indices.raw_data()), p.n,
-                                        p.rows, check, stream);
+                                        p.rows, check, stream, marks);
       } else {
         kernels::cuda::validate_indices(static_cast<const int64_t*>(p.indices.raw_data()), p.n,
-                                        p.rows, check, stream);
+                                        p.rows, check, stream, marks);
       }
     }
     if (integer_division(op, table.dtype()) && !p.divisors_checked) {
@@ -222,7 +227,21 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
-  Prepared p = prepare(op, table, indices, updates, who);
+  // The rows are marked as the indices are checked, before the write.
+  internal::DirtyRows& dirty = internal::dirty_rows(ref);
+  const internal::DirtyRows::Writing writing(dirty);
+  const internal::DirtyRows::Marks marks =
+      dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
+  Prepared p = prepare(op, table, indices, updates, who, marks.get());
+  // Rows checked on the host are marked there, on the device by its check.
+  uint8_t* device_marks = nullptr;
+  auto mark = [&] {
+    if (p.indices_checked || device_marks != nullptr) {
+      internal::mark_rows_updated(ref);
+    } else {
+      internal::mark_updated(ref);
+    }
+  };
   const bool deterministic = resolve(options.deterministic, deterministic_default());
   const bool synchronous = resolve(options.synchronous, synchronous_default());
   std::shared_ptr<ScatterState> state = scatter_state(ref);
@@ -235,20 +254,21 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
     run_cpu(op, table, p, who);
-    internal::mark_updated(ref);
+    mark();
     return table;
   }
 #ifdef VARSTATE_HAVE_CUDA
   if (!needs_device_check(op, table.dtype(), p)) {
     enqueue_gpu(op, table, p, deterministic, nullptr, who);
-    internal::mark_updated(ref);
+    mark();
     return table;
   }
   Device& device = table.device();
   ScatterState::Slot slot = state->acquire(device);
   std::shared_ptr<Event> event;
   try {
-    enqueue_gpu(op, table, p, deterministic, slot.check, who);
+    if (!p.indices_checked) device_marks = dirty.device_marks(device, p.rows);
+    enqueue_gpu(op, table, p, deterministic, slot.check, who, device_marks);
     device.copy_to_host_async(slot.host, slot.check, sizeof(IndexCheck));
     event = device.record_event();
   } catch (...) {
@@ -256,7 +276,7 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
     throw;
   }
   state->push(slot.index, std::move(event), who, p.indices.shape(), p.updates.shape(), p.rows);
-  internal::mark_updated(ref);
+  mark();
   serial.unlock();
   if (locked.owns_lock()) locked.unlock();
   if (synchronous) state->raise_pending_errors(/*wait=*/true);
@@ -287,6 +307,20 @@ void scatter_into(ScatterOp op, Variable& ref, const Tensor& indices, const Tens
   } else {
     scatter_local(op, ref, indices, updates, options, who);
   }
+}
+
+// Marks the rows of `indices` (all valid) in the parts [begin[k],
+// begin[k+1]) they fall in.
+void mark_part_rows(std::vector<Variable>& parts, const std::vector<int64_t>& begin,
+                    std::span<const int64_t> indices) {
+  std::vector<DirtyRows::Marks> marks;
+  for (const Variable& part : parts) marks.push_back(dirty_rows(part).marks(part.shape().dim(0)));
+  for (int64_t i : indices) {
+    const auto k =
+        static_cast<size_t>(std::upper_bound(begin.begin(), begin.end(), i) - begin.begin() - 1);
+    marks[k][i - begin[k]].store(1, std::memory_order_relaxed);
+  }
+  for (Variable& part : parts) mark_rows_updated(part);
 }
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
@@ -320,7 +354,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
         op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
         row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar);
   });
-  for (Variable& part : parts) internal::mark_updated(part);
+  mark_part_rows(parts, begin, indices);
 }
 
 }  // namespace internal

@@ -1,5 +1,6 @@
 #include "runtime/scatter_validate_internal.h"
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -50,6 +51,20 @@ void check_values(const Index* indices, int64_t n, const TensorShape& shape, int
                   const std::string& who) {
   const int64_t bad = kernels::cpu::validate_indices(indices, n, rows);
   if (bad >= 0) throw InvalidArgumentError(bad_index_message(who, bad, shape, indices[bad], rows));
+}
+
+// check_values that also marks each index's row in `marks`, in the same
+// pass (a bad index leaves the rows before it marked, which is harmless).
+template <typename Index>
+void check_and_mark(const Index* indices, int64_t n, const TensorShape& shape, int64_t rows,
+                    const std::string& who, std::atomic<uint8_t>* marks) {
+  for (int64_t i = 0; i < n; ++i) {
+    const auto v = static_cast<int64_t>(indices[i]);
+    if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(rows)) {
+      throw InvalidArgumentError(bad_index_message(who, i, shape, v, rows));
+    }
+    marks[v].store(1, std::memory_order_release);
+  }
 }
 
 // Position of the first zero among the n elements of `bytes`-sized
@@ -119,9 +134,18 @@ void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
   }
 }
 
-void check_index_values(const Tensor& indices, int64_t rows, const std::string& who) {
+void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
+                        std::atomic<uint8_t>* marks) {
   const int64_t n = indices.num_elements();
   if (n == 0) return;
+  if (marks != nullptr) {
+    if (indices.dtype() == DType::kInt32) {
+      check_and_mark(indices.data<int32_t>(), n, indices.shape(), rows, who, marks);
+    } else {
+      check_and_mark(indices.data<int64_t>(), n, indices.shape(), rows, who, marks);
+    }
+    return;
+  }
   if (indices.dtype() == DType::kInt32) {
     check_values(indices.data<int32_t>(), n, indices.shape(), rows, who);
   } else {

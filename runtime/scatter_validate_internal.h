@@ -5,6 +5,7 @@
 // starts with `who`, the scatter's subject (scatter_subject).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -62,7 +63,10 @@ void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
 
 // Throws InvalidArgumentError naming the first index (by its position in
 // the indices' shape) not in [0, rows). `indices`: int32/int64 on the host.
-void check_index_values(const Tensor& indices, int64_t rows, const std::string& who);
+// With `marks` (a variable's dirty rows, runtime/dirty_rows_internal.h),
+// marks each index's row in the same pass.
+void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
+                        std::atomic<uint8_t>* marks = nullptr);
 // The same for indices read as int64 (shape: the caller's indices' shape).
 void check_index_values(std::span<const int64_t> indices, const TensorShape& shape, int64_t rows,
                         const std::string& who);

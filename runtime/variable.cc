@@ -1,11 +1,13 @@
 #include "varstate/variable.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <ostream>
 
 #include "proto/variable.pb.h"
 #include "runtime/dense_update_internal.h"
+#include "runtime/dirty_rows_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/update_options_internal.h"
 #include "runtime/variable_internal.h"
@@ -54,6 +56,8 @@ struct Variable::State {
   bool initialized = false;
   std::atomic<uint64_t> version{0};
   std::mutex update_mu;  // use_locking
+  // Rows changed since the last save that took them (incremental saves).
+  internal::DirtyRows dirty;
 
   // Kept by update ops (scatter) across calls; set once, then read-only.
   mutable std::mutex update_state_mu;
@@ -399,9 +403,18 @@ void set_value(Variable& variable, const Tensor& value) {
   s.shape = value.shape();
   s.initialized = true;
   s.version.fetch_add(1);
+  s.dirty.mark_all();
 }
 
-void mark_updated(Variable& variable) { VariableAccess::state(variable).version.fetch_add(1); }
+void mark_updated(Variable& variable) {
+  auto& s = VariableAccess::state(variable);
+  s.dirty.mark_all();
+  s.version.fetch_add(1);
+}
+
+void mark_rows_updated(Variable& variable) { VariableAccess::state(variable).version.fetch_add(1); }
+
+DirtyRows& dirty_rows(const Variable& variable) { return VariableAccess::state(variable).dirty; }
 
 std::shared_ptr<VariableUpdateState> update_state(
     const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make) {
@@ -743,6 +756,28 @@ Tensor Variable::count_up_to(int64_t limit) {
 // ---------------------------------------------------------------------------
 // Slices
 
+namespace {
+
+// Marks the rows along axis 0 that `specs` select: one row for an index,
+// the span of a forward range, else every row.
+void mark_slice_rows(Variable& variable, const std::vector<SliceSpec>& specs,
+                     const TensorShape& shape) {
+  const SliceSpec* first = specs.empty() ? nullptr : &specs.front();
+  if (shape.rank() == 0 || first == nullptr || first->is_ellipsis || first->is_newaxis ||
+      first->step.value_or(1) <= 0) {
+    internal::mark_updated(variable);
+    return;
+  }
+  const int64_t rows = shape.dim(0);
+  auto normalize = [rows](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rows : i, 0, rows); };
+  const int64_t begin = normalize(first->begin.value_or(0));
+  const int64_t end = first->is_index ? begin + 1 : normalize(first->end.value_or(rows));
+  internal::dirty_rows(variable).mark_range(rows, begin, end);
+  internal::mark_rows_updated(variable);
+}
+
+}  // namespace
+
 VariableSlice Variable::slice(std::vector<SliceSpec> specs) const {
   return VariableSlice(*this, std::move(specs));
 }
@@ -768,7 +803,7 @@ Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) 
   }
   Tensor target = variable_.ref();
   strided_slice_assign(target, specs_, value, variable_.op_name());
-  internal::mark_updated(variable_);
+  mark_slice_rows(variable_, specs_, target.shape());
   return target;
 }
 

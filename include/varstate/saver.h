@@ -39,6 +39,11 @@
 // succeeds restores even while other threads update a variable without its
 // lock (its values may then be torn).
 //
+// Incremental saves ({.incremental = true}, varstate/checkpoint_chain.h)
+// write only the rows changed since the previous save, as a delta whose
+// chain (its base and earlier deltas) restore() applies in order; the
+// retention never deletes a base or delta that a kept checkpoint needs.
+//
 // Restore is all-or-nothing: the whole checkpoint is checked against the
 // variables first (keys, dtypes, shapes, slice coverage), then every tensor
 // is read (checksums verified) into fresh buffers on its variable's device,
@@ -149,6 +154,12 @@ struct SaverOptions {
   size_t staging_buffer_bytes = size_t{64} << 20;
   // Seconds since the Unix epoch, for checkpoint timestamps (tests inject one).
   std::function<double()> clock;
+  // Incremental saves (SaveOptions::incremental): a save writes a new base
+  // (a full checkpoint) instead of a delta once the chain holds this many
+  // deltas, or when the delta would take more than this fraction of a full
+  // save's bytes.
+  int max_deltas_per_base = 10;
+  double max_delta_fraction = 0.5;
 };
 
 // A global step: an integer or a scalar int32/int64 Variable.
@@ -163,6 +174,17 @@ struct SaveOptions {
   bool write_meta_graph = true;
   // Return after the snapshot; write in the background (SaveHandle::wait).
   bool async = false;
+  // Write a delta (varstate/checkpoint_chain.h): only the rows changed since
+  // this saver's previous incremental save, on top of that checkpoint, which
+  // must be in the same directory. The save is a full base instead when
+  // there is none (or it failed, or was to this same prefix), when the chain
+  // holds max_deltas_per_base deltas, or when the delta would exceed
+  // max_delta_fraction of a full save. Saves without `incremental` write
+  // full checkpoints outside any chain. V2 only (InvalidArgumentError for
+  // write_version V1). Savers sharing a variable should not both save it
+  // incrementally: each then finds the other took its changed rows and
+  // writes it whole.
+  bool incremental = false;
 };
 
 // The outcome of a save. Handles are cheap to copy and share one state.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "varstate/cast.h"
+#include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/dense_update.h"

@@ -23,15 +23,17 @@ struct ValidateConfig {
 template <typename Index>
 __global__ void __launch_bounds__(ValidateConfig::kThreads)
     validate_indices_kernel(const Index* __restrict__ indices, int64_t n, uint64_t rows,
-                            IndexCheck* check) {
+                            IndexCheck* check, uint8_t* __restrict__ marks) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    if (static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= rows) {
+    const auto index = static_cast<uint64_t>(static_cast<int64_t>(indices[i]));
+    if (index >= rows) {
       atomicMin(reinterpret_cast<unsigned long long*>(&check->first_bad_position),
                 static_cast<unsigned long long>(i));
       break;
     }
+    if (marks != nullptr) marks[index] = 1;
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
@@ -139,18 +141,18 @@ void reset_index_check(IndexCheck* check, cudaStream_t stream) {
 
 template <typename Index>
 void validate_indices(const Index* indices, int64_t n, int64_t rows, IndexCheck* check,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, uint8_t* marks) {
   if (n == 0) return;
   constexpr int kThreads = ValidateConfig::kThreads;
   validate_indices_kernel<Index><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      indices, n, static_cast<uint64_t>(rows), check);
+      indices, n, static_cast<uint64_t>(rows), check, marks);
   VARSTATE_CUDA_CHECK_LAUNCH();
 }
 
-template void validate_indices<int32_t>(const int32_t*, int64_t, int64_t, IndexCheck*,
-                                        cudaStream_t);
-template void validate_indices<int64_t>(const int64_t*, int64_t, int64_t, IndexCheck*,
-                                        cudaStream_t);
+template void validate_indices<int32_t>(const int32_t*, int64_t, int64_t, IndexCheck*, cudaStream_t,
+                                        uint8_t*);
+template void validate_indices<int64_t>(const int64_t*, int64_t, int64_t, IndexCheck*, cudaStream_t,
+                                        uint8_t*);
 
 void validate_nonzero(const void* values, int64_t n, int elem_bytes, IndexCheck* check,
                       cudaStream_t stream) {

@@ -76,10 +76,12 @@ void reset_index_check(IndexCheck* check, cudaStream_t stream);
 // [0, rows): lowers check->first_bad_position to the first bad position and
 // sets check->bad_index. One call per reset_index_check. One pass over the
 // indices; no host synchronization. Defined for Index in {int32_t, int64_t}.
-// Throws InternalError if the launch fails.
+// Throws InternalError if the launch fails. With `marks` (one byte per row,
+// device memory: a variable's dirty rows, runtime/dirty_rows_internal.h),
+// also sets marks[indices[i]] = 1 for each index in range, in the same pass.
 template <typename Index>
 void validate_indices(const Index* indices, int64_t n, int64_t rows, IndexCheck* check,
-                      cudaStream_t stream);
+                      cudaStream_t stream, uint8_t* marks = nullptr);
 
 // Enqueues the check that none of values[0, n) is zero, for the integer
 // divisors of kDiv (device memory; elements of `elem_bytes` in {1, 2, 4, 8}

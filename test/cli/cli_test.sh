@@ -46,7 +46,7 @@ expect_ok() {
 
 expect_ok '^varstate [0-9]+\.[0-9]+\.[0-9]+$' --version
 expect_ok 'Subcommands:' --help
-for cmd in demo devices inspect bench; do expect_ok "Usage: varstate $cmd" "$cmd" --help; done
+for cmd in demo devices inspect compact bench; do expect_ok "Usage: varstate $cmd" "$cmd" --help; done
 
 expect 2 '^varstate: A subcommand is required'
 expect 2 '^varstate: unknown command "trian" \(commands: .*demo' trian
@@ -114,6 +114,8 @@ expect 1 '^varstate inspect: NotFoundError: .*no_such_tensor' \
   inspect "$testdata/tensorflow/half_plus_two_v2/variables" --tensor no_such_tensor
 expect 2 '^varstate inspect: --tensor: a tensor name is required, got ""' \
   inspect "$testdata/tensorflow/half_plus_two_v2/variables" --tensor ""
+expect 2 '^varstate compact: output is required' compact "$tmp/no_such_ckpt"
+expect 1 '^varstate compact: ValueError: .*no_such_ckpt' compact "$tmp/no_such_ckpt" "$tmp/out"
 # A named pipe where a file should be: refused at once, never waited on.
 mkfifo "$tmp/pipe.index" "$tmp/pipe_v1"
 expect 1 '^varstate inspect: InvalidArgumentError: opening ".*pipe.index": not a regular file' inspect "$tmp/pipe"

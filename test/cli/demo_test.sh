@@ -10,14 +10,19 @@
 #   5. a copied checkpoint folder resumes from its own files (the state file
 #      holds relative paths) with the original gone;
 #   6. a latest checkpoint missing a data shard is skipped with a warning and
-#      --resume continues from the one before it.
+#      --resume continues from the one before it;
+#   7. incremental checkpoints (the default; 1-6 use --full_checkpoints to
+#      compare files): `inspect` shows the chain, --resume restores from a
+#      delta and ends with the values of a run of full checkpoints, a run
+#      killed mid-save resumes from its latest checkpoint, and `compact`
+#      writes the same values as one checkpoint.
 #   tools/demo_test.sh PATH/TO/varstate
 set -euo pipefail
 cli=${1:?usage: demo_test.sh VARSTATE_BIN}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 small=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
-       --learning_rate 0.05 --save_every 500 --max_to_keep 2 --device cpu)
+       --learning_rate 0.05 --save_every 500 --max_to_keep 2 --device cpu --full_checkpoints)
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$cli" demo "${small[@]}" --steps 2000 --seed 7 --checkpoint_dir "$tmp/a" | tee "$tmp/a.log"
@@ -80,7 +85,7 @@ count_up_to_latest() {
   echo "$n"
 }
 often=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
-       --learning_rate 0.05 --save_every 100 --max_to_keep 2 --device cpu --seed 7)
+       --learning_rate 0.05 --save_every 100 --max_to_keep 2 --device cpu --seed 7 --full_checkpoints)
 "$cli" demo "${often[@]}" --steps 100 --checkpoint_dir "$tmp/f" >/dev/null
 for delay in 0.3 0.5 0.7 0.4 0.6 0.8; do
   "$cli" demo "${often[@]}" --steps 1000000 --checkpoint_dir "$tmp/f" --resume >/dev/null 2>&1 &
@@ -120,3 +125,38 @@ grep -Eq "^warning: --resume: skipping checkpoint .*/model-2000: .*model-2000\.d
   "$tmp/h.err" || fail "no warning naming the skipped model-2000 and its shard: $(cat "$tmp/h.err")"
 same_checkpoint "$tmp/g" "$tmp/d.moved" 2500 || fail "the fallback run ends in another checkpoint"
 echo "ok: a checkpoint missing a data shard is skipped for the one before"
+
+# 7. Incremental checkpoints: tables large enough, saves frequent enough, that
+# a save holds a fraction of the rows.
+sparse=(--users 50000 --items 10000 --rank 8 --ratings_per_user 10 --batch_size 512
+        --save_every 10 --max_to_keep 3 --device cpu --seed 7)
+values() {  # CHECKPOINT: name dtype shape min max mean of each tensor
+  "$cli" inspect "$1" | awk '$2 ~ /^(int64|float32)$/ { print $1, $2, $3, $(NF-2), $(NF-1), $NF }'
+}
+"$cli" demo "${sparse[@]}" --steps 40 --checkpoint_dir "$tmp/i" >/dev/null
+"$cli" inspect "$tmp/i/model-40" >"$tmp/i.inspect"
+grep -Eq "^chain of 4 checkpoint\(s\): base .*/model-10 \(step 10\)$" "$tmp/i.inspect" ||
+  fail "no chain of 4 in: $(head -3 "$tmp/i.inspect")"
+grep -Eq "^    recommender/users/embedding +[0-9]+ rows +[0-9]+ bytes$" "$tmp/i.inspect" ||
+  fail "no rows of the users table in the delta: $(head -8 "$tmp/i.inspect")"
+"$cli" demo "${sparse[@]}" --steps 60 --checkpoint_dir "$tmp/i" --resume >"$tmp/i.log"
+grep -Eq "^resumed from .*/model-40 at step 40$" "$tmp/i.log" || fail "no resume from the delta model-40"
+"$cli" demo "${sparse[@]}" --steps 60 --checkpoint_dir "$tmp/j" --full_checkpoints >/dev/null
+[ "$(values "$tmp/i/model-60")" = "$(values "$tmp/j/model-60")" ] && [ -n "$(values "$tmp/j/model-60")" ] ||
+  fail "incremental + resume and full checkpoints end with different values"
+echo "ok: incremental checkpoints form a chain, resume from a delta, end with the same values"
+"$cli" compact "$tmp/i/model-40" "$tmp/compact/model" >/dev/null || fail "compact failed"
+"$cli" demo "${sparse[@]}" --steps 40 --checkpoint_dir "$tmp/k" --full_checkpoints >/dev/null
+[ "$(values "$tmp/compact/model")" = "$(values "$tmp/k/model-40")" ] || fail "compacted values differ"
+"$cli" inspect "$tmp/compact/model" | grep -q "^chain of" && fail "the compacted checkpoint is a chain"
+echo "ok: compact writes the chain's values as one checkpoint"
+for delay in 0.4 0.7 1.0; do
+  "$cli" demo "${sparse[@]}" --steps 1000000 --checkpoint_dir "$tmp/i" --resume >/dev/null 2>&1 &
+  sleep "$delay"
+  kill -9 $! && wait $! 2>/dev/null || true
+done
+latest=$(latest_step "$tmp/i")
+"$cli" demo "${sparse[@]}" --steps $((latest + 10)) --checkpoint_dir "$tmp/i" --resume >"$tmp/i.log"
+grep -q "^resumed from .*/model-$latest at step $latest$" "$tmp/i.log" ||
+  fail "no resume from model-$latest after killed incremental runs: $(grep resum "$tmp/i.log")"
+echo "ok: killed incremental runs resume from their latest checkpoint (step $latest)"

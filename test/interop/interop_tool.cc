@@ -8,6 +8,11 @@
 //       DEVICE "-" or a device string (a separate shard when sharded);
 //       SLICE "-" or "FULL_DIMS;OFFSET": the line is a partition of the
 //       variable KEY of shape FULL_DIMS at OFFSET. Saves with a Saver.
+//   interop_tool save_chain VARS PREFIX OUT
+//       saves the variables of VARS incrementally: a base PREFIX-0, then a
+//       delta PREFIX-1 after row 1 := row 0 and a delta PREFIX-2 after
+//       row n-1 := row 0 in every non-string variable of 2+ rows; compacts
+//       PREFIX-2 into the full checkpoint OUT.
 //   interop_tool dump CHECKPOINT OUT      every tensor of a V1/V2 checkpoint
 //   interop_tool restore CHECKPOINT VARS OUT
 //       creates the variables of VARS (DATA ignored) and restores them with a
@@ -104,8 +109,10 @@
 #include "runtime/variable_internal.h"
 #include "sharing_cases.h"
 #include "tensor_text.h"
+#include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/error.h"
+#include "varstate/gather.h"
 #include "varstate/graph.h"
 #include "varstate/initializers.h"
 #include "varstate/math_ops.h"
@@ -225,6 +232,25 @@ int cmd_save(const std::vector<std::string>& args) {
                .write_version = v1 ? CheckpointFormatVersion::kV1 : CheckpointFormatVersion::kV2});
   Session sess;
   saver.save(sess, args.at(1), {.write_meta_graph = false});
+  return 0;
+}
+
+int cmd_save_chain(const std::vector<std::string>& args) {
+  const std::vector<VarLine> lines = read_vars(args.at(0));
+  std::vector<Variable> vars = make_variables(lines, /*zeros=*/false);
+  Saver saver({.var_list = vars, .max_to_keep = 0});
+  Session sess;
+  const std::string prefix = args.at(1);
+  saver.save(sess, prefix, {.global_step = 0, .write_meta_graph = false, .incremental = true});
+  for (int64_t step = 1; step <= 2; ++step) {
+    for (Variable& v : vars) {
+      if (v.dtype() == DType::kString || v.shape().rank() == 0 || v.shape().dim(0) < 2) continue;
+      const int64_t row = step == 1 ? 1 : v.shape().dim(0) - 1;
+      scatter_update(v, Tensor(row), gather(v, Tensor(int64_t{0})));
+    }
+    saver.save(sess, prefix, {.global_step = step, .write_meta_graph = false, .incremental = true});
+  }
+  compact_checkpoint(prefix + "-2", args.at(2));
   return 0;
 }
 
@@ -962,6 +988,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (cmd == "save") return cmd_save(args);
+    if (cmd == "save_chain") return cmd_save_chain(args);
     if (cmd == "dump") return cmd_dump(args);
     if (cmd == "restore") return cmd_restore(args);
     if (cmd == "random") return cmd_random(args);

@@ -85,6 +85,30 @@ def test_tf_reads_every_dtype(tmp_path):
         assert same_bits(got, arr), key
 
 
+def test_tf_reads_compacted_incremental_checkpoint(tmp_path):
+    """A base and two deltas (rows 1 and n-1 set to row 0), compacted: TF reads
+    the chain's values; each delta is itself a bundle TF opens."""
+    tensors = varstate_tensors()
+    write_tensors(tmp_path / "vars.txt",
+                  [encode(k, a, enum_of(d)) for k, (d, a) in tensors.items()])
+    prefix = str(tmp_path / "model")
+    compacted = str(tmp_path / "compacted")
+    tool("save_chain", tmp_path / "vars.txt", prefix, compacted)
+    reader = tf.train.load_checkpoint(compacted)
+    assert set(reader.get_variable_to_shape_map()) == set(tensors)
+    for key, (name, arr) in tensors.items():
+        want = np.array(arr, copy=True)
+        if name != "string" and want.ndim >= 1 and want.shape[0] >= 2:
+            want[1] = want[0]
+            want[-1] = want[0]
+        assert same_bits(reader.get_tensor(key), want), key
+    delta = tf.train.load_checkpoint(prefix + "-2")
+    keys = delta.get_variable_to_shape_map()
+    assert "big/.delta_ids" in keys and "big/.delta_rows" in keys
+    assert list(delta.get_tensor("big/.delta_ids")) == [999]
+    assert same_bits(delta.get_tensor("big/.delta_rows")[0], tensors["big"][1][0])
+
+
 def test_tf_saver_restores_into_tf_variables(tmp_path):
     """tf.compat.v1.train.Saver.restore into TF variables (quantized types
     cannot be TF variables: DT_QINT* has no Assign kernel)."""

@@ -1,6 +1,7 @@
 varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cast_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_test.cc
@@ -25,6 +26,7 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/initializers_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_gpu_test.cc)
 # The training ops and the optimizers, on each device.
 varstate_add_test(test_optimizers DEVICES SOURCES

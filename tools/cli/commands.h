@@ -17,6 +17,7 @@ namespace varstate::cli {
 using Action = std::function<int()>;
 
 Action add_bench_command(CLI::App& app);
+Action add_compact_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
 Action add_devices_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);

@@ -12,14 +12,16 @@
 //     per-rating gradients of the squared error (plus L2) and applies them
 //     with scatter_sub, duplicates adding up; global_step counts with
 //     assign_add;
-//   * a sharded Saver every --save_every steps (max_to_keep), --resume
-//     restoring the latest checkpoint (or, when it does not restore, the
-//     newest listed one that does) and continuing with the same batches an
-//     uninterrupted run would have seen; max_to_keep counts the previous
-//     runs' checkpoints too.
+//   * a sharded Saver every --save_every steps (max_to_keep), incremental
+//     (deltas of the changed rows on a base) unless --full_checkpoints,
+//     --resume restoring the latest checkpoint (or, when it does not
+//     restore, the newest listed one that does; a delta through its chain)
+//     and continuing with the same batches an uninterrupted run would have
+//     seen; max_to_keep counts the previous runs' checkpoints too.
 //
-// The batch of step s depends only on (seed, s), so the same --seed gives a
-// bit-identical final checkpoint, resumed or not.
+// The batch of step s depends only on (seed, s), so the same --seed gives
+// the same final values, resumed or not (with --full_checkpoints, a
+// bit-identical final checkpoint).
 //
 // Read it as the program to copy, phase by phase: build_model (variables,
 // partitioning, placement), SgdStep (one training step), Evaluator (RMSE),
@@ -70,6 +72,7 @@ struct DemoOptions {
   int64_t save_every = 1'000;
   int64_t max_to_keep = 3;
   bool resume = false;
+  bool full_checkpoints = false;  // incremental (delta) checkpoints unless set
   int64_t seed = 2026;
   std::string device;  // cpu, gpu or all; default: gpu when there are GPUs, else cpu
   int64_t shards = 0;  // 0: two per device
@@ -335,14 +338,18 @@ class Evaluator {
 // writing DIR/model-STEP: one data shard per device that holds variables, an
 // index, the meta graph, and the "checkpoint" file naming the latest (what
 // tf.train.latest_checkpoint reads). Older checkpoints beyond max_to_keep
-// are deleted. The state file's paths are relative to DIR, so a copied or
-// moved folder resumes from its own files.
+// are deleted, except a base or delta a kept one needs. Saves are
+// incremental (only the embedding rows changed since the previous save, on
+// top of it; varstate/checkpoint_chain.h) unless --full_checkpoints. The
+// state file's paths are relative to DIR, so a copied or moved folder
+// resumes from its own files.
 class Checkpoints {
  public:
   explicit Checkpoints(const DemoOptions& o)
       : saver_({.sharded = true,
                 .max_to_keep = static_cast<int>(o.max_to_keep),
                 .save_relative_paths = true}),
+        incremental_(!o.full_checkpoints),
         dir_(o.checkpoint_dir),
         prefix_((std::filesystem::path(o.checkpoint_dir) / "model").string()) {}
 
@@ -383,7 +390,8 @@ class Checkpoints {
 
   // saver.save(sess, dir/model, global_step=global_step): the path written.
   std::string save(Session& sess, const Model& m) {
-    return *saver_.save(sess, prefix_, {.global_step = m.global_step}).path();
+    return *saver_.save(sess, prefix_, {.global_step = m.global_step, .incremental = incremental_})
+                .path();
   }
 
  private:
@@ -404,7 +412,15 @@ class Checkpoints {
         step_of(std::filesystem::path(listed.back()).filename().string());
     if (!newest) return;
     std::set<std::string> kept;
-    for (const std::string& p : listed) kept.insert(std::filesystem::path(p).filename().string());
+    for (const std::string& p : listed) {
+      kept.insert(std::filesystem::path(p).filename().string());
+      try {  // the base and deltas a listed delta needs
+        for (const ChainLink& link : checkpoint_chain(p)) {
+          kept.insert(std::filesystem::path(link.path).filename().string());
+        }
+      } catch (const Error&) {  // restore_latest reports it
+      }
+    }
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
       if (entry.path().extension() != ".index") continue;
@@ -441,6 +457,7 @@ class Checkpoints {
   }
 
   Saver saver_;
+  bool incremental_;
   std::string dir_, prefix_;
 };
 
@@ -714,6 +731,9 @@ Action add_demo_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--resume", o->resume,
                 "restore the latest checkpoint in --checkpoint_dir and continue from its step");
+  cmd->add_flag("--full_checkpoints", o->full_checkpoints,
+                "write every checkpoint in full (default: incremental, only the rows changed "
+                "since the previous save)");
   cmd->add_option("--seed", o->seed, "seed of the data, the initializers and the batch order")
       ->check(count_at_least(0))
       ->capture_default_str();

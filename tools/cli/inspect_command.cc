@@ -2,7 +2,10 @@
 //
 // Lists every tensor of a checkpoint (varstate's, TensorFlow V2 or V1):
 // name, dtype, shape, data shard (or saved slices), bytes, and min / max /
-// mean of numeric tensors. With --tensor, prints that tensor's values.
+// mean of numeric tensors. With --tensor, prints that tensor's values. For
+// a delta of an incremental checkpoint, first shows its chain (the base,
+// each delta's step, rows and bytes per tensor); the listing is then of the
+// values the chain restores.
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -14,6 +17,7 @@
 #include <type_traits>
 
 #include "commands.h"
+#include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/error.h"
 #include "varstate/tensor.h"
@@ -78,6 +82,34 @@ Tensor to_tensor(const TensorData& data) {
   return t;
 }
 
+// The step of a checkpoint named "<prefix>-<step>", or "-".
+std::string step_of(const std::string& path) {
+  const auto dash = path.rfind('-');
+  if (dash == std::string::npos || dash + 1 == path.size() ||
+      path.find_first_not_of("0123456789", dash + 1) != std::string::npos) {
+    return "-";
+  }
+  return path.substr(dash + 1);
+}
+
+// An incremental checkpoint's chain: the base, then per delta its step and
+// the rows and bytes of each tensor it holds.
+void print_chain(const std::vector<ChainLink>& chain) {
+  std::printf("chain of %zu checkpoint(s): base %s (step %s)\n", chain.size(),
+              chain.front().path.c_str(), step_of(chain.front().path).c_str());
+  for (size_t i = 1; i < chain.size(); ++i) {
+    int64_t total = 0;
+    for (const DeltaEntry& e : chain[i].entries) total += e.bytes;
+    std::printf("  delta %s (step %s): %lld bytes\n", chain[i].path.c_str(),
+                step_of(chain[i].path).c_str(), static_cast<long long>(total));
+    for (const DeltaEntry& e : chain[i].entries) {
+      std::printf("    %-38s %14s %14lld bytes\n", e.key.c_str(),
+                  e.rows < 0 ? "whole" : (std::to_string(e.rows) + " rows").c_str(),
+                  static_cast<long long>(e.bytes));
+    }
+  }
+}
+
 int inspect(const std::string& path, const std::string& tensor) {
   std::unique_ptr<CheckpointReader> reader = open_checkpoint(path);
 
@@ -88,6 +120,9 @@ int inspect(const std::string& path, const std::string& tensor) {
     return 0;
   }
 
+  if (const std::vector<ChainLink> chain = checkpoint_chain(path); chain.size() > 1) {
+    print_chain(chain);
+  }
   const std::vector<TensorInfo> infos = reader->list();
   std::printf("checkpoint %s: %zu tensor(s)\n", reader->path().c_str(), infos.size());
   std::printf("%-40s %-10s %-16s %-10s %14s %14s %14s %14s\n", "name", "dtype", "shape", "shard",

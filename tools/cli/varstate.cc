@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, cli::Action>> commands;
   for (auto add : {cli::add_demo_command, cli::add_devices_command, cli::add_inspect_command,
-                   cli::add_bench_command}) {
+                   cli::add_compact_command, cli::add_bench_command}) {
     cli::Action action = add(app);
     commands.emplace_back(app.get_subcommands([](CLI::App*) { return true; }).back(),
                           std::move(action));

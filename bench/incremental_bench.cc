@@ -1,0 +1,254 @@
+// Incremental checkpoints against full ones, in one run (varstate/
+// checkpoint_chain.h): embedding tables of --mib MiB in all (float32 rows of
+// 64 elements, four tables), then
+//   - full save vs delta save with 1 % and 10 % of the rows changed (time
+//     and bytes on disk; best of --reps, each delta timed next to a full
+//     save of the same values: the disk's speed drifts over a run);
+//   - restore of base + 10 deltas (1 % each) vs restore of a full
+//     checkpoint of the same values;
+//   - compaction of that chain vs a full save timed just before it;
+//   - delta bytes vs the bytes of the rows it holds (ids included);
+//   - the dirty-row marks' cost in a scatter_update of 65,536 rows: the
+//     index check with marks minus without, over the whole scatter call.
+// A plain timed program (not Google Benchmark): it prints one JSON object,
+// written to --out too. Files go to --dir (default /tmp/varstate_incr_bench).
+//   bench_incremental [--mib N] [--reps N] [--dir D] [--out FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/dirty_rows_internal.h"
+#include "runtime/scatter_validate_internal.h"
+#include "varstate/checkpoint_chain.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/saver.h"
+#include "varstate/scatter.h"
+#include "varstate/variables.h"
+
+namespace varstate {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kWidth = 64;  // float32 elements per row: 256-byte rows
+constexpr int kTables = 4;
+
+double seconds(const std::function<void()>& body) {
+  const auto t0 = Clock::now();
+  body();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double best_of(int reps, const std::function<void()>& setup, const std::function<void()>& body) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    setup();
+    best = std::min(best, seconds(body));
+  }
+  return best;
+}
+
+uint64_t checkpoint_bytes(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  uint64_t n = 0;
+  const fs::path p(prefix);
+  for (const auto& e : fs::directory_iterator(p.parent_path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(p.filename().string() + ".", 0) == 0 && e.path().extension() != ".meta") {
+      n += e.file_size();
+    }
+  }
+  return n;
+}
+
+struct Tables {
+  std::vector<Variable> vars;
+  int64_t rows = 0;  // per table
+  std::mt19937_64 rng{2026};
+
+  // Sets `fraction` of each table's rows (distinct, random) to new values;
+  // returns the rows changed in all.
+  int64_t change(double fraction) {
+    const auto n = static_cast<int64_t>(fraction * static_cast<double>(rows));
+    for (Variable& v : vars) {
+      std::vector<int64_t> ids(static_cast<size_t>(rows));
+      for (int64_t i = 0; i < rows; ++i) ids[static_cast<size_t>(i)] = i;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      ids.resize(static_cast<size_t>(n));
+      std::sort(ids.begin(), ids.end());
+      std::vector<float> values(static_cast<size_t>(n * kWidth), static_cast<float>(rng() % 1000));
+      scatter_update(v, Tensor::from_vector<int64_t>(ids, {n}),
+                     Tensor::from_vector<float>(values, {n, kWidth}));
+    }
+    return n * kTables;
+  }
+};
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (argv[i] == name) return argv[i + 1];
+  }
+  return fallback;
+}
+
+// The marks' share of a scatter_update of 65,536 rows into a 1M-row table.
+std::pair<double, double> marking_cost(int reps) {
+  const int64_t rows = 1 << 20, n = 65536, width = 16;
+  Variable table(Tensor::zeros(DType::kFloat, {rows, width}), {.name = "scatter_table"});
+  Session().run(table.initializer());
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (auto& i : ids) i = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  const Tensor indices = Tensor::from_vector<int64_t>(ids, {n});
+  const Tensor updates = Tensor::zeros(DType::kFloat, {n, width});
+  auto marks = internal::dirty_rows(table).marks(rows);
+  auto many = [&](const std::function<void()>& f) {
+    return [&, f] {
+      for (int k = 0; k < 50; ++k) f();
+    };
+  };
+  const double scatter = best_of(
+      reps, [] {}, many([&] { scatter_update(table, indices, updates); }));
+  const double check = best_of(
+      reps, [] {}, many([&] { internal::check_index_values(indices, rows, "bench"); }));
+  const double check_marked = best_of(
+      reps, [] {},
+      many([&] { internal::check_index_values(indices, rows, "bench", marks.get()); }));
+  return {scatter / 50, (check_marked - check) / scatter};
+}
+
+int run(int argc, char** argv) {
+  const int64_t mib = std::stoll(arg(argc, argv, "--mib", "256"));
+  const int reps = std::stoi(arg(argc, argv, "--reps", "3"));
+  const std::string dir = arg(argc, argv, "--dir", "/tmp/varstate_incr_bench");
+  const std::string out = arg(argc, argv, "--out", "");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+
+  Session sess;
+  Tables t;
+  t.rows = mib * (int64_t{1} << 20) / kTables / (kWidth * 4);
+  for (int k = 0; k < kTables; ++k) {
+    t.vars.emplace_back(Tensor::zeros(DType::kFloat, {t.rows, kWidth}),
+                        VariableOptions{.name = "emb_" + std::to_string(k)});
+  }
+  sess.run(global_variables_initializer());
+  const SaveOptions no_meta{.write_meta_graph = false};
+  Saver full({.max_to_keep = 1});
+  int step = 0;
+  auto full_save = [&] {
+    SaveOptions o = no_meta;
+    o.global_step = int64_t{++step};
+    return *full.save(sess, dir + "/full", o).path();
+  };
+  std::string last_full;
+  const double t_full = best_of(
+      reps, [] {}, [&] { last_full = full_save(); });
+  const uint64_t full_bytes = checkpoint_bytes(last_full);
+
+  // Delta saves at 1 % and 10 %: a base, then each rep changes rows and saves.
+  Saver inc({.max_to_keep = 0, .max_deltas_per_base = 1000});
+  auto inc_save = [&] {
+    SaveOptions o = no_meta;
+    o.global_step = int64_t{++step};
+    o.incremental = true;
+    return *inc.save(sess, dir + "/inc", o).path();
+  };
+  inc_save();
+  // Each delta is timed next to a full save of the same values, so that
+  // both see the disk in the same state.
+  struct Delta {
+    double fraction, seconds, full_seconds;
+    uint64_t bytes;
+    int64_t rows;
+  };
+  std::vector<Delta> deltas;
+  for (double f : {0.01, 0.10}) {
+    Delta d{f, 1e30, 1e30, 0, 0};
+    for (int r = 0; r < reps; ++r) {
+      d.rows = t.change(f);
+      std::string p;
+      d.seconds = std::min(d.seconds, seconds([&] { p = inc_save(); }));
+      d.full_seconds = std::min(d.full_seconds, seconds([&] { full_save(); }));
+      d.bytes = checkpoint_bytes(p);
+    }
+    deltas.push_back(d);
+  }
+
+  // A chain of base + 10 deltas of 1 %, against a full save of the same values.
+  Saver chain_saver({.max_to_keep = 0, .max_deltas_per_base = 10});
+  SaveOptions o = no_meta;
+  o.incremental = true;
+  o.global_step = int64_t{0};
+  chain_saver.save(sess, dir + "/chain", o);
+  std::string head;
+  for (int k = 1; k <= 10; ++k) {
+    t.change(0.01);
+    o.global_step = int64_t{k};
+    head = *chain_saver.save(sess, dir + "/chain", o).path();
+  }
+  const size_t links = checkpoint_chain(head).size();
+  const std::string same = full_save();
+  Saver restorer({.max_to_keep = 0});
+  const double t_restore_full = best_of(
+      reps, [] {}, [&] { restorer.restore(sess, same); });
+  const double t_restore_chain = best_of(
+      reps, [] {}, [&] { restorer.restore(sess, head); });
+  int compactions = 0;
+  const double t_compact = best_of(
+      reps, [] {},
+      [&] { compact_checkpoint(head, dir + "/compact-" + std::to_string(compactions++)); });
+  // A full save again, next to the compaction in time (the disk's state
+  // changes over the run).
+  const double t_full_after = best_of(
+      reps, [] {}, [&] { full_save(); });
+  const double t_read_chain = best_of(
+      reps, [] {},
+      [&] {
+        auto reader = open_checkpoint(head);
+        for (const TensorInfo& info : reader->list()) reader->read(info.name);
+      });
+  const auto [t_scatter, mark_share] = marking_cost(reps);
+
+  char buf[4096];
+  const Delta& d1 = deltas[0];
+  const Delta& d10 = deltas[1];
+  const double row_bytes = kWidth * 4;
+  std::snprintf(
+      buf, sizeof buf,
+      "{\n  \"table_mib\": %lld, \"tables\": %d, \"rows_per_table\": %lld, \"row_bytes\": %.0f,\n"
+      "  \"full_save_s\": %.4f, \"full_bytes\": %llu,\n"
+      "  \"delta_1pct_save_s\": %.4f, \"delta_1pct_bytes\": %llu, \"delta_1pct_rows\": %lld,\n"
+      "  \"delta_10pct_save_s\": %.4f, \"delta_10pct_bytes\": %llu, \"delta_10pct_rows\": %lld,\n"
+      "  \"speedup_1pct\": %.2f, \"size_ratio_1pct\": %.2f, \"speedup_10pct\": %.2f,\n"
+      "  \"delta_bytes_per_row_bytes_1pct\": %.4f, \"delta_bytes_per_row_bytes_10pct\": %.4f,\n"
+      "  \"chain_links\": %zu, \"restore_full_s\": %.4f, \"restore_chain_s\": %.4f,\n"
+      "  \"restore_chain_vs_full\": %.2f, \"read_chain_s\": %.4f, \"compact_s\": %.4f, "
+      "\"full_save_again_s\": %.4f, \"compact_vs_full_save\": %.2f,\n"
+      "  \"scatter_65536_s\": %.6f, \"dirty_marks_share_of_scatter\": %.4f\n}\n",
+      static_cast<long long>(mib), kTables, static_cast<long long>(t.rows), row_bytes, t_full,
+      static_cast<unsigned long long>(full_bytes), d1.seconds,
+      static_cast<unsigned long long>(d1.bytes), static_cast<long long>(d1.rows), d10.seconds,
+      static_cast<unsigned long long>(d10.bytes), static_cast<long long>(d10.rows),
+      d1.full_seconds / d1.seconds, static_cast<double>(full_bytes) / static_cast<double>(d1.bytes),
+      d10.full_seconds / d10.seconds,
+      static_cast<double>(d1.bytes) / (static_cast<double>(d1.rows) * row_bytes),
+      static_cast<double>(d10.bytes) / (static_cast<double>(d10.rows) * row_bytes), links,
+      t_restore_full, t_restore_chain, t_restore_chain / t_restore_full, t_read_chain, t_compact,
+      t_full_after, t_compact / t_full_after, t_scatter, mark_share);
+  std::fputs(buf, stdout);
+  if (!out.empty()) std::ofstream(out) << buf;
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace varstate
+
+int main(int argc, char** argv) { return varstate::run(argc, argv); }

@@ -1,0 +1,69 @@
+#include "checkpoint/delta_save_internal.h"
+
+#include <cstring>
+
+#include "runtime/remote_storage_internal.h"
+
+namespace varstate::internal {
+namespace {
+
+// True when the item's rows are whole rows of the full tensor.
+bool rows_are_whole(const Saver::Item& item) {
+  if (!item.slice) return true;
+  const SaveSliceInfo& s = *item.slice;
+  for (size_t d = 1; d < s.full_shape.size(); ++d) {
+    if (s.var_offset[d] != 0 || s.var_shape[d] != s.full_shape[d]) return false;
+  }
+  return true;
+}
+
+int64_t element_bytes(DType dtype) {
+  return dtype == DType::kString ? 8 : static_cast<int64_t>(dtype_size(dtype));
+}
+
+}  // namespace
+
+ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape,
+                          DirtyRows::Taken taken) {
+  ItemDelta d;
+  const Variable& v = item.variable;
+  if (taken.all || shape.rank() == 0 || v.dtype() == DType::kString ||
+      remote_storage(v) != nullptr || !rows_are_whole(item) ||
+      full_bytes(item, shape) < kSmallBytes ||
+      static_cast<int64_t>(taken.rows.size()) * 2 > shape.dim(0)) {
+    return d;
+  }
+  d.whole = false;
+  d.rows = std::move(taken.rows);
+  return d;
+}
+
+int64_t full_bytes(const Saver::Item& item, const TensorShape& shape) {
+  return shape.num_elements() * element_bytes(item.variable.dtype());
+}
+
+int64_t delta_bytes(const Saver::Item& item, const TensorShape& shape, const ItemDelta& delta) {
+  if (delta.whole) return full_bytes(item, shape);
+  const int64_t row = shape.dim(0) == 0 ? 0 : full_bytes(item, shape) / shape.dim(0);
+  return static_cast<int64_t>(delta.rows.size()) * (row + 8);
+}
+
+void write_item_rows(BundleWriter& writer, const Saver::Item& item, const ItemDelta& delta,
+                     const Tensor& rows, StagingBuffers& staging) {
+  const std::optional<int64_t> part =
+      item.slice ? std::optional<int64_t>(item.slice->var_offset[0]) : std::nullopt;
+  std::vector<int64_t> ids = delta.rows;
+  if (part) {
+    for (int64_t& id : ids) id += *part;
+  }
+  const auto n = static_cast<int64_t>(ids.size());
+  writer.add(delta_ids_key(item.key, part),
+             TensorView{DType::kInt64,
+                        {n},
+                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(ids.data()),
+                                                   ids.size() * sizeof(int64_t)),
+                        {}});
+  write_variable_tensor(writer, delta_rows_key(item.key, part), std::nullopt, rows, staging);
+}
+
+}  // namespace varstate::internal

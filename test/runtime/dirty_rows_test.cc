@@ -1,0 +1,118 @@
+// Dirty-row tracking (runtime/dirty_rows_internal.h): which update paths
+// mark which rows, how a take clears them, and the generation check that
+// reports everything dirty to a saver whose marks another take consumed.
+#include <catch2/catch.hpp>
+
+#include "device_fixture.h"
+#include "runtime/dirty_rows_internal.h"
+#include "scatter_test_util.h"
+#include "varstate/partitioned_variable.h"
+#include "varstate/partitioners.h"
+#include "varstate/scatter.h"
+#include "varstate/variable_scope.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+using internal::dirty_rows;
+
+namespace {
+
+// A take after a first take that cleared the "all dirty" of initialization.
+struct Tracked {
+  Variable var;
+  uint64_t generation;
+};
+
+Tracked tracked(const Variable& var) {
+  return {var, dirty_rows(var).take(var.shape().dim(0), 0).generation};
+}
+
+internal::DirtyRows::Taken take(Tracked& t) {
+  auto taken = dirty_rows(t.var).take(t.var.shape().dim(0), t.generation);
+  t.generation = taken.generation;
+  return taken;
+}
+
+using Rows = std::vector<int64_t>;
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows: a new variable is all dirty, a take clears",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor({{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}}), "v");
+  auto first = dirty_rows(v).take(3, 0);
+  CHECK(first.all);
+  auto second = dirty_rows(v).take(3, first.generation);
+  CHECK_FALSE(second.all);
+  CHECK(second.rows.empty());
+}
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows: scatters mark the rows they index, every op",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {8, 2}), "v");
+  Tracked t = tracked(v);
+  scatter_update(v, Tensor::from_vector<int32_t>({5, 1, 5}), Tensor::zeros(DType::kFloat, {3, 2}));
+  scatter_add(v, Tensor(int64_t{7}), Tensor({1.f, 1.f}));
+  scatter_max(v, Tensor::from_vector<int64_t>({1}), Tensor::zeros(DType::kFloat, {1, 2}));
+  auto taken = take(t);
+  CHECK_FALSE(taken.all);
+  CHECK(taken.rows == Rows{1, 5, 7});
+  CHECK(take(t).rows.empty());
+}
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows: a bad index marks at most rows before it",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {4, 1}), "v");
+  Tracked t = tracked(v);
+  CHECK_THROWS_AS(scatter_update(v, Tensor::from_vector<int32_t>({2, 9}), Tensor({{1.f}, {2.f}})),
+                  InvalidArgumentError);
+  auto taken = take(t);
+  CHECK_FALSE(taken.all);
+  CHECK(taken.rows == Rows{2});  // over-marked, never under-marked
+}
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows: dense updates and assign mark everything",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {4, 1}), "v");
+  Tracked t = tracked(v);
+  v.assign_add(Tensor::zeros(DType::kFloat, {4, 1}));
+  CHECK(take(t).all);
+  v.assign(Tensor::zeros(DType::kFloat, {4, 1}));
+  CHECK(take(t).all);
+  v.assign(Tensor::zeros(DType::kFloat, {6, 1}), {.validate_shape = false});
+  CHECK(dirty_rows(v).take(6, t.generation).all);
+}
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows: slice assign marks its rows", "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {6, 2}), "v");
+  Tracked t = tracked(v);
+  v.slice({Slice::range(1, 3)}).assign(Tensor::zeros(DType::kFloat, {2, 2}));
+  CHECK(take(t).rows == Rows{1, 2});
+  v.slice({Slice::index(-1), Slice::index(0)}).assign(Tensor(1.f));
+  CHECK(take(t).rows == Rows{5});
+  v.slice({Slice::ellipsis(), Slice::index(0)}).assign(Tensor::zeros(DType::kFloat, {6}));
+  CHECK(take(t).all);
+}
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows: another saver's take makes the next one all dirty",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {4, 1}), "v");
+  Tracked t = tracked(v);
+  dirty_rows(v).take(4, 0);  // someone else
+  scatter_update(v, Tensor(1), Tensor({1.f}));
+  CHECK(take(t).all);
+}
+
+TEST_CASE_METHOD(FreshSession, "dirty rows: a partitioned scatter marks each part's own rows",
+                 "[dirty_rows][partitioned]") {
+  PartitionedVariable w =
+      get_variable("w", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(3)});
+  session.run(global_variables_initializer());
+  std::vector<Tracked> parts;
+  for (const Variable& p : w.variables()) parts.push_back(tracked(p));
+  w.scatter_add(Tensor::from_vector<int64_t>({0, 9, 4, 3}), Tensor::zeros(DType::kFloat, {4, 3}));
+  // fixed_size_partitioner(3) on 10 rows: [0,4), [4,7), [7,10).
+  CHECK(take(parts[0]).rows == Rows{0, 3});
+  CHECK(take(parts[1]).rows == Rows{0});
+  CHECK(take(parts[2]).rows == Rows{2});
+}
