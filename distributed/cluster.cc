@@ -214,7 +214,12 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
   Impl* impl = impl_.get();
   internal::set_remote_storage_factory(
       [impl](const std::string& op_name, const std::string& placement, DType dtype,
-             const TensorShape& shape) { return impl->make(op_name, placement, dtype, shape); });
+             const TensorShape& shape) { return impl->make(op_name, placement, dtype, shape); },
+      [impl] { internal::begin_mpi_batch(*impl->shared); },
+      [impl] {
+        internal::end_mpi_batch(*impl->shared, impl->rank,
+                                [impl](int rc, const std::string& what) { impl->check(rc, what); });
+      });
 }
 
 Cluster::~Cluster() {
@@ -332,5 +337,9 @@ std::vector<int> ClusterAccess::allgather(Cluster& cluster, int value) {
 }
 
 int ClusterAccess::owner_rank(const Variable& v) { return mpi_owner_rank(remote_storage(v)); }
+
+WireStats ClusterAccess::wire_stats(Cluster& cluster) {
+  return mpi_wire_stats(*cluster.impl_->shared);
+}
 
 }  // namespace varstate::internal

@@ -29,17 +29,26 @@
 // Variables without a job in their placement stay in this process.
 //
 // Ops: reads are MPI_Get; assign an element-wise atomic replace;
-// assign_add/sub one MPI_Get_accumulate(SUM) (sub adds the negation);
-// scatter_update/add/sub/mul/min/max one accumulate (REPLACE, SUM, PROD,
-// MIN, MAX) per call with an indexed datatype of the touched rows, after
-// combining duplicate rows locally (float sums of duplicates are rounded
-// once, not once per duplicate); scatter_div, float16/bfloat16 arithmetic
-// and slice assigns read-modify-write the touched rows under the owner's
-// exclusive lock (exact for integers). count_up_to is a compare-and-swap
-// loop. Concurrent updates from many tasks lose nothing. Validation is the
-// single-process API's and happens before anything is sent. A caching
-// device caches remote reads, refreshed only when the owner's version
-// counter moved. ref() of a remote variable is a snapshot, not a live view.
+// assign_add/sub one MPI_Get_accumulate(SUM) (sub adds the negation).
+// Sparse ops move rows, not tables: gather and scatter_update/add/sub/mul/
+// min/max (of a Variable or a PartitionedVariable) reduce their indices to
+// the distinct rows first -- a scatter's duplicates combined locally with
+// the op's own semantics (float sums of duplicates are rounded once, not
+// once per duplicate; update keeps the last) -- and move exactly those rows
+// plus their offsets, in one accumulate (REPLACE, SUM, PROD, MIN, MAX) or
+// one get through an indexed datatype. The parts of one partitioned
+// variable that sit on one task share one MPI window, so a partitioned
+// gather or scatter is one exchange per owning task (8 parts on 2 ps tasks:
+// 2), the owners' exchanges overlapped. scatter_div, float16/bfloat16
+// arithmetic and slice assigns read-modify-write the touched rows under
+// the owner's exclusive lock (exact for integers). The Tensor returned by
+// a scatter_* on a single remote Variable is a read of its whole value
+// (that op's contract); PartitionedVariable scatters return nothing and
+// move rows only. count_up_to is a compare-and-swap loop. Concurrent
+// updates from many tasks lose nothing. Validation is the single-process
+// API's and happens before anything is sent. A caching device caches
+// remote reads, refreshed only when the owner's version counter moved.
+// ref() of a remote variable is a snapshot, not a live view.
 //
 // Progress: the owner does not serve requests (passive-target RMA:
 // MPI_Win_lock / MPI_Win_unlock per operation). A ps task only has to stay

@@ -4,6 +4,8 @@
 //   ops                every remote op against a local reference, errors,
 //                      concurrent updates, count_up_to, partitioned
 //                      variables, caching (np 4: 2 ps + 2 workers)
+//   sparse             bytes on the wire of remote gathers and scatters,
+//                      exchanges per partitioned op (np 4)
 //   save DIR           a DistributedSaver checkpoint of a known model (np 4)
 //   restore DIR        restores it into 1 ps + 2 workers, another partitioning (np 3)
 //   check DIR          restores it into one process with a plain Saver (no mpirun)
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "checkpoint/file_system.h"
+#include "distributed/cluster_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "varstate/varstate.h"
 
@@ -362,6 +365,131 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
 }
 
 // ---------------------------------------------------------------------------
+// sparse: bytes on the wire and exchanges per op (2 ps + 2 workers)
+
+// Traffic of this process during `f`.
+internal::WireStats traffic(Cluster& cluster, const std::function<void()>& f) {
+  const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
+  f();
+  const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
+  return {after.exchanges - before.exchanges, after.data_bytes - before.data_bytes,
+          after.index_bytes - before.index_bytes, after.header_bytes - before.header_bytes};
+}
+
+#define EXPECT_EQ_U(a, b)                                                                   \
+  do {                                                                                      \
+    const uint64_t x_ = (a), y_ = (b);                                                      \
+    if (x_ != y_) {                                                                         \
+      ++g_failures;                                                                         \
+      std::fprintf(stderr, "[rank %d] %s:%d: %s = %llu, expected %llu\n", g_rank, __FILE__, \
+                   __LINE__, #a, static_cast<unsigned long long>(x_),                       \
+                   static_cast<unsigned long long>(y_));                                    \
+    }                                                                                       \
+  } while (0)
+
+// A remote gather / scatter of a few rows of a big table moves those rows
+// (distinct ones, once) and their offsets, in one exchange.
+void test_row_traffic(Cluster& cluster) {
+  constexpr int64_t kRows = 4096, kWidth = 16;
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable table(make<float>({kRows, kWidth}, [](int64_t i) { return static_cast<float>(i % 97); }),
+                 {.name = "table"});
+  if (cluster.is_chief()) Session().run(table.initializer());
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    const Tensor ids = i64({7, 4095, 7, 100, 7});  // 3 distinct rows
+    constexpr uint64_t kRowBytes = kWidth * 4;
+    EXPECT(table.is_initialized());
+    Tensor got;
+    internal::WireStats t = traffic(cluster, [&] { got = gather(table, ids); });
+    EXPECT_EQ_U(t.exchanges, 1);
+    EXPECT_EQ_U(t.data_bytes, 3 * kRowBytes);
+    EXPECT_EQ_U(t.index_bytes, 3 * 8);
+    EXPECT_EQ_U(t.header_bytes, 0);
+    EXPECT(got.shape() == TensorShape({5, kWidth}));
+    EXPECT(got.to_vector<float>()[kWidth * 1] == static_cast<float>(4095 * kWidth % 97));
+    // The duplicates of a scatter_add are combined before they travel.
+    const Tensor rows =
+        Tensor::filled(DType::kFloat, {5, kWidth}, Tensor(1.f), DeviceManager::instance().cpu());
+    t = traffic(cluster, [&] { scatter_add(table, ids, rows); });
+    // The returned value of a single-variable scatter is a read of the whole.
+    EXPECT_EQ_U(t.data_bytes, 3 * kRowBytes + kRows * kRowBytes);
+    EXPECT_EQ_U(t.exchanges, 2);
+    EXPECT_EQ_U(t.index_bytes, 3 * 8);
+    EXPECT(gather(table, i64({7})).to_vector<float>()[0] ==
+           static_cast<float>(7 * kWidth % 97) + 3.f);
+  }
+  cluster.barrier();
+}
+
+// A partitioned variable of 8 parts on 2 ps tasks: every sparse op is one
+// exchange per owner (2), and matches the same op on a local copy.
+void test_exchanges_per_owner(Cluster& cluster) {
+  const Tensor init =
+      make<float>({40, 3}, [](int64_t i) { return 1.f + static_cast<float>(i % 7); });
+  const Tensor init_i =
+      make<int32_t>({40, 3}, [](int64_t i) { return static_cast<int32_t>(i * 5 + 9); });
+  PartitionedVariable local =
+      get_variable("sp_local", {.initializer = init, .partitioner = fixed_size_partitioner(8)});
+  PartitionedVariable local_i =
+      get_variable("sp_local_i", {.initializer = init_i, .partitioner = fixed_size_partitioner(8)});
+  Session().run(std::vector<Op>{local.initializer(), local_i.initializer()});
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  PartitionedVariable emb =
+      get_variable("sp", {.initializer = init, .partitioner = fixed_size_partitioner(8)});
+  PartitionedVariable emb_i =
+      get_variable("sp_i", {.initializer = init_i, .partitioner = fixed_size_partitioner(8)});
+  std::vector<int> owners(2, 0);
+  for (const Variable& part : emb.variables()) {
+    const int owner = internal::ClusterAccess::owner_rank(part);
+    EXPECT(owner == 0 || owner == 1);
+    if (owner == 0 || owner == 1) ++owners[static_cast<size_t>(owner)];
+  }
+  EXPECT(owners[0] == 4 && owners[1] == 4);
+  if (cluster.is_chief()) Session().run(std::vector<Op>{emb.initializer(), emb_i.initializer()});
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    EXPECT(same(emb.as_tensor(), init));
+    const Tensor ids = i64({0, 39, 5, 5, 17, 22, 31, 8, 0});  // every part, duplicates
+    const Tensor rows = make<float>({9, 3}, [](int64_t i) { return 0.5f + static_cast<float>(i); });
+    using PartOp =
+        void (PartitionedVariable::*)(const Tensor&, const Tensor&, const UpdateOptions&);
+    const std::vector<std::pair<const char*, PartOp>> ops = {
+        {"scatter_update", &PartitionedVariable::scatter_update},
+        {"scatter_add", &PartitionedVariable::scatter_add},
+        {"scatter_sub", &PartitionedVariable::scatter_sub},
+        {"scatter_mul", &PartitionedVariable::scatter_mul},
+        {"scatter_div", &PartitionedVariable::scatter_div},
+        {"scatter_min", &PartitionedVariable::scatter_min},
+        {"scatter_max", &PartitionedVariable::scatter_max}};
+    for (const auto& [name, op] : ops) {
+      const internal::WireStats t = traffic(cluster, [&] { (emb.*op)(ids, rows, {}); });
+      (local.*op)(ids, rows, {});
+      if (t.exchanges != 2 || !same(emb.as_tensor(), local.as_tensor())) {
+        ++g_failures;
+        std::fprintf(stderr, "[rank %d] %s: %llu exchanges (expected 2), values %s\n", g_rank, name,
+                     static_cast<unsigned long long>(t.exchanges),
+                     same(emb.as_tensor(), local.as_tensor()) ? "equal" : "differ");
+      }
+    }
+    // int32 division: exact, read-modify-write under the exclusive lock.
+    const Tensor div =
+        make<int32_t>({9, 3}, [](int64_t i) { return static_cast<int32_t>(i % 4 + 1); });
+    const internal::WireStats t = traffic(cluster, [&] { emb_i.scatter_div(ids, div); });
+    local_i.scatter_div(ids, div);
+    EXPECT_EQ_U(t.exchanges, 2);
+    EXPECT(same(emb_i.as_tensor(), local_i.as_tensor()));
+    Tensor got;
+    const internal::WireStats g = traffic(cluster, [&] { got = gather(emb, ids); });
+    EXPECT_EQ_U(g.exchanges, 2);
+    EXPECT_EQ_U(g.data_bytes, 7 * 3 * 4);  // 7 distinct rows
+    EXPECT(same(got, gather(local, ids)));
+    EXPECT(same(gather(emb, i64({3})), gather(local, i64({3}))));  // one part: one exchange
+  }
+  cluster.barrier();
+}
+
+// ---------------------------------------------------------------------------
 // The checkpointed model: its variables and their known values.
 
 Tensor w_value() {
@@ -582,6 +710,11 @@ int main(int argc, char** argv) {
       EXPECT(Cluster::current() == nullptr);
       EXPECT_THROWS(UnavailableError, keep[0].value(), "the Cluster has shut down");
       if (g_failures != before) code = 1;
+    } else if (mode == "sparse") {
+      Cluster cluster({.ps_tasks = 2});
+      test_row_traffic(cluster);
+      test_exchanges_per_owner(cluster);
+      code = finish(&cluster);
     } else if (mode == "save_after_kill") {
       // The restarted job: its next distributed save into the directory of
       // the killed one removes the temporary folder the dead task's save

@@ -27,6 +27,7 @@ function(varstate_mpi_test name)
 endfunction()
 
 varstate_mpi_test(mpi_ops ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> ops)
+varstate_mpi_test(mpi_sparse ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> sparse)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
 add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
