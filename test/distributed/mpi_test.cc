@@ -13,6 +13,8 @@
 //   check_killed DIR   the latest checkpoint is still step 1 and restores (no mpirun)
 //   save_after_kill DIR  a restarted job (max_to_keep 1) recovers the list,
 //                      saves step 3: the dead save's folder and step 1 go (np 4)
+//   corrupt DIR        a restore from a corrupt or incomplete checkpoint fails on
+//                      every task alike, naming the file; nothing changes (np 4)
 //   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
 //                      set_last_checkpoints agreed on every task) and a save
 //                      failing on a directory in its way (np 4)
@@ -578,6 +580,54 @@ class DyingFileSystem : public FileSystem {
   size_t limit_;
 };
 
+// Flips one byte of `path` at `offset`.
+void corrupt_byte(const std::string& path, long offset) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  EXPECT(f != nullptr);
+  if (!f) return;
+  std::fseek(f, offset, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, offset, SEEK_SET);
+  std::fputc(c ^ 0x5a, f);
+  std::fclose(f);
+}
+
+// A checkpoint whose shard of ps task 1 is corrupt, then one missing a
+// shard: restore fails on every task with the same error naming the file,
+// and no task's variables change.
+void test_corrupt_restore(Cluster& cluster, Model& m, const std::string& dir) {
+  DistributedSaver saver(cluster);
+  if (cluster.is_chief()) set_model(m, 7);
+  cluster.barrier();
+  const std::string path = saver.save(dir + "/model", 7);
+  const std::string shard1 = path + ".data-00001-of-00002";
+  const std::string shard0 = path + ".data-00000-of-00002";
+  if (cluster.is_chief()) {
+    corrupt_byte(shard1, 2);
+    m.w.assign(Tensor::zeros(DType::kFloat, {6, 4}));
+    m.emb.assign(Tensor::zeros(DType::kFloat, {10, 3}));
+    m.step.assign(Tensor(int64_t{9}));
+  }
+  cluster.barrier();
+  auto unchanged = [&] {
+    EXPECT(same(m.w.value(), Tensor::zeros(DType::kFloat, {6, 4})));
+    EXPECT(same(m.emb.as_tensor(), Tensor::zeros(DType::kFloat, {10, 3})));
+    EXPECT(m.step.value().scalar<int64_t>() == 9);
+  };
+  EXPECT_THROWS(AbortedError, saver.restore(path), "/job:ps/task:1, no variable changed");
+  EXPECT_THROWS(AbortedError, saver.restore(path), shard1);
+  unchanged();
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    corrupt_byte(shard1, 2);  // repaired
+    default_file_system()->delete_file(shard0);
+  }
+  cluster.barrier();
+  EXPECT_THROWS(AbortedError, saver.restore(path), shard0);
+  unchanged();
+  cluster.barrier();
+}
+
 // Entries of `dir` holding "_temp_", and checkpoint indexes in it.
 int temporaries(const std::string& dir) {
   int n = 0;
@@ -740,6 +790,12 @@ int main(int argc, char** argv) {
         EXPECT(indexes(dir) == 1);
       }
       cluster.barrier();
+      code = finish(&cluster);
+    } else if (mode == "corrupt") {
+      Cluster cluster({.ps_tasks = 2});
+      DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+      Model m = build_model(2);
+      test_corrupt_restore(cluster, m, dir);
       code = finish(&cluster);
     } else if (mode == "retain") {
       Cluster cluster({.ps_tasks = 2});

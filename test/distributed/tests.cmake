@@ -19,6 +19,7 @@ endif()
 set(_ckpt ${CMAKE_CURRENT_BINARY_DIR}/mpi_ckpt)
 set(_killed ${CMAKE_CURRENT_BINARY_DIR}/mpi_killed_ckpt)
 set(_retain ${CMAKE_CURRENT_BINARY_DIR}/mpi_retain_ckpt)
+set(_corrupt ${CMAKE_CURRENT_BINARY_DIR}/mpi_corrupt_ckpt)
 set(_ps_worker ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
 
 function(varstate_mpi_test name)
@@ -31,7 +32,7 @@ varstate_mpi_test(mpi_sparse ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> sparse)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
 add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
-                                      ${_ps_worker})
+                                      ${_ps_worker} ${_corrupt})
 set_tests_properties(mpi_ckpt_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_clean)
 varstate_mpi_test(mpi_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save ${_ckpt})
 set_tests_properties(mpi_save PROPERTIES FIXTURES_SETUP mpi_ckpt FIXTURES_REQUIRED mpi_clean)
@@ -51,6 +52,10 @@ varstate_mpi_test(mpi_save_after_kill ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> s
                   ${_killed})
 set_tests_properties(mpi_save_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed
                      DEPENDS mpi_after_kill)
+
+# All-or-nothing restore: a corrupt shard, then a missing one.
+varstate_mpi_test(mpi_corrupt_restore ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> corrupt ${_corrupt})
+set_tests_properties(mpi_corrupt_restore PROPERTIES FIXTURES_REQUIRED mpi_clean)
 
 # max_to_keep across a restart; a save failing on a directory in its way.
 add_test(NAME mpi_retain_mkdir COMMAND ${CMAKE_COMMAND} -E make_directory ${_retain})
