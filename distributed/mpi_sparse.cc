@@ -35,7 +35,8 @@ Distinct distinct_rows(const std::vector<int64_t>& rows) {
   for (size_t p = 0; p < rows.size(); ++p) {
     const auto j = std::lower_bound(d.unique.begin(), d.unique.end(), rows[p]) - d.unique.begin();
     d.local[p] = j;
-    if (d.first[static_cast<size_t>(j)] < 0) d.first[static_cast<size_t>(j)] = static_cast<int64_t>(p);
+    if (d.first[static_cast<size_t>(j)] < 0)
+      d.first[static_cast<size_t>(j)] = static_cast<int64_t>(p);
   }
   return d;
 }
@@ -304,8 +305,8 @@ void mpi_gather(std::vector<SparseJob>& jobs, const MpiCallCheck& check) {
     const MpiVar& v = *job.var;
     Prepared p{distinct_rows(job.rows), Tensor(), Tensor()};
     p.compact = Tensor(
-        v.dtype, TensorShape({static_cast<int64_t>(p.d.unique.size())}).concatenate(v.shape.tail(1)),
-        cpu);
+        v.dtype,
+        TensorShape({static_cast<int64_t>(p.d.unique.size())}).concatenate(v.shape.tail(1)), cpu);
     prepared.push_back(std::move(p));
   }
   std::vector<Group> groups = group_jobs(jobs);

@@ -1,6 +1,53 @@
 #include "distributed/mpi_window.h"
 
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "varstate/error.h"
+
 namespace varstate::internal {
+namespace {
+
+// Whether process `pid` of this host has exited (or is a zombie, when
+// `thorough`).
+bool process_gone(int pid, bool thorough) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  if (!thorough) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
+void check_peer_alive(MpiContext& context, int rank, bool thorough) {
+  const int known = context.dead_rank.load();
+  const size_t r = static_cast<size_t>(rank);
+  if (known != rank &&
+      (r >= context.local_pids.size() || !process_gone(context.local_pids[r], thorough))) {
+    return;
+  }
+  int expected = -1;
+  context.dead_rank.compare_exchange_strong(expected, rank);
+  const std::string pid =
+      r < context.local_pids.size() ? ", process " + std::to_string(context.local_pids[r]) : "";
+  throw UnavailableError("task " + context.task_names[r] + " (rank " + std::to_string(rank) + pid +
+                         ") has exited; the job cannot continue: MPI has no recovery from a "
+                         "dead peer, restart it from the last checkpoint");
+}
+
+void check_peers_alive(MpiContext& context) {
+  if (const int dead = context.dead_rank.load(); dead >= 0) check_peer_alive(context, dead, false);
+  for (size_t r = 0; r < context.local_pids.size(); ++r) {
+    check_peer_alive(context, static_cast<int>(r), /*thorough=*/true);
+  }
+}
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
@@ -40,9 +87,11 @@ MPI_Datatype mpi_type(DType dtype) {
   }
 }
 
-Epoch::Epoch(MpiContext& context, MPI_Win win, int lock_type, int target,
-             const MpiCallCheck& check)
+Epoch::Epoch(MpiContext& context, MPI_Win win, int lock_type, int target, const MpiCallCheck& check)
     : win_(win), target_(target), check_(&check) {
+  // A dead owner's memory may still be mapped here: fail instead of
+  // reading what it left, or waiting for a lock it held.
+  check_peer_alive(context, target, /*thorough=*/false);
   check(MPI_Win_lock(lock_type, target, 0, win), "MPI_Win_lock");
   open_ = true;
   context.exchanges.fetch_add(1);

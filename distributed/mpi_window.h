@@ -44,16 +44,28 @@ struct MpiContext {
   std::mutex mu;
   bool alive = true;
   MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<std::string> task_names;  // by rank
-  std::vector<MPI_Win> windows;         // creation order; freed at shutdown
-  int batch_depth = 0;                                   // open creation batches
+  std::vector<std::string> task_names;                  // by rank
+  std::vector<MPI_Win> windows;                         // creation order; freed at shutdown
+  int batch_depth = 0;                                  // open creation batches
   std::vector<std::shared_ptr<RemoteStorage>> pending;  // created in the batch
   std::atomic<uint64_t> exchanges{0}, data_bytes{0}, index_bytes{0}, header_bytes{0};
+  // Liveness: each rank's process id when it runs on this host (0 for the
+  // others), and the first rank found dead (-1: none), after which no
+  // collective is attempted again.
+  std::vector<int> local_pids;
+  std::atomic<int> dead_rank{-1};
 
   WireStats stats() const {
     return {exchanges.load(), data_bytes.load(), index_bytes.load(), header_bytes.load()};
   }
 };
+
+// Throws UnavailableError naming the task when `rank` is known dead or its
+// process on this host has exited (`thorough` also counts an unreaped
+// zombie, reading /proc; the quick check is one kill(pid, 0)).
+void check_peer_alive(MpiContext& context, int rank, bool thorough);
+// The same for every rank.
+void check_peers_alive(MpiContext& context);
 
 // Header fields, relative to a variable's base.
 constexpr MPI_Aint kFlagOffset = 0;

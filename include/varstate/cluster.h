@@ -59,6 +59,23 @@
 //
 // Errors of MPI calls surface as UnavailableError (AbortedError for a
 // failed collective) naming the task and rank.
+//
+// A dead task. MPI (without ULFM) cannot continue a job once a rank has
+// died, so the guarantee is a clear error instead of a hang: under
+// mpirun's default, the launcher ends every rank within seconds of one
+// exiting abnormally. When the launcher lets the others run on (OpenMPI:
+// --mca orte_abort_on_non_zero_status 0), every task notices a dead task
+// of its own host: the polled waits of barrier(), join() and
+// DistributedSaver's collectives check the peers' processes every ~0.1 s,
+// and every remote op checks its owner's before it starts, each raising
+// UnavailableError("... task /job:ps/task:1 (rank 1, process N) has
+// exited; the job cannot continue ...") within a second. shutdown() after
+// that frees nothing collectively and does not finalize MPI: the process
+// should exit and the job restart from the last checkpoint, which a save
+// interrupted by the death never replaced. A task on another host is only
+// noticed through the launcher (its default ends the job). A task that
+// dies while holding an owner's exclusive lock (scatter_div, float16
+// arithmetic) blocks the ops on that owner that follow.
 #pragma once
 
 #include <memory>
@@ -117,6 +134,7 @@ class Cluster {
   void barrier();
   // Waits (polling MPI, yielding the CPU) until every task has called
   // join() or shutdown(): what a ps task does after building the graph.
+  // UnavailableError when a task of this host has died meanwhile.
   void join();
   // join(), then frees every remote variable's window (collective) and
   // finalizes MPI if the Cluster initialized it. Remote variables used

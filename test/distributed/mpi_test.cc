@@ -15,6 +15,9 @@
 //                      saves step 3: the dead save's folder and step 1 go (np 4)
 //   corrupt DIR        a restore from a corrupt or incomplete checkpoint fails on
 //                      every task alike, naming the file; nothing changes (np 4)
+//   die_in_save DIR    ps task 1 dies mid-save; the survivors get an error
+//                      naming it within seconds (np 4, job not aborted)
+//   die_in_op          ps task 1 is killed while workers scatter into it (np 4)
 //   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
 //                      set_last_checkpoints agreed on every task) and a save
 //                      failing on a directory in its way (np 4)
@@ -24,12 +27,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/file_system.h"
@@ -628,6 +634,72 @@ void test_corrupt_restore(Cluster& cluster, Model& m, const std::string& dir) {
   cluster.barrier();
 }
 
+// ---------------------------------------------------------------------------
+// A task dying under a job that lets the others run on (mpirun --mca
+// orte_abort_on_non_zero_status 0): every survivor gets an UnavailableError
+// naming the dead task within seconds, prints "survivor ok", and exits
+// without finalizing MPI (which would wait for the dead task).
+
+double seconds_since(const std::chrono::steady_clock::time_point& t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+[[noreturn]] void survive(Cluster& cluster, const std::string& error, double seconds) {
+  EXPECT(error.find("task /job:ps/task:1 (rank 1") != std::string::npos);
+  EXPECT(error.find("has exited") != std::string::npos);
+  EXPECT(seconds < 30);
+  cluster.shutdown();  // local only: a task has died
+  std::fprintf(stderr, "[rank %d] survivor %s after %.1f s: %s\n", g_rank,
+               g_failures ? "FAILED" : "ok", seconds, error.c_str());
+  // mpirun ends the job once a process exits without finalizing: give the
+  // other survivors (each noticing within ~0.2 s) time to report first.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::_Exit(g_failures ? 1 : 0);
+}
+
+// ps task 1 dies in the middle of writing its shard of step 2.
+void die_in_save(Cluster& cluster, const std::string& dir) {
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Model m = build_model(2);
+  DyingFileSystem dying(/*limit=*/24);
+  DistributedSaver saver(cluster, {.file_system = cluster.rank() == 1 ? &dying : nullptr});
+  if (cluster.is_chief()) set_model(m, 1);
+  cluster.barrier();
+  saver.save(dir + "/model", 1);
+  dying.armed = true;
+  cluster.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    saver.save(dir + "/model", 2);
+  } catch (const UnavailableError& e) {
+    survive(cluster, e.what(), seconds_since(t0));
+  }
+  EXPECT(false);  // the save cannot succeed without ps task 1
+}
+
+// ps task 1 is killed (SIGKILL) while the workers scatter into its
+// variable and ps task 0 waits in join().
+void die_in_op(Cluster& cluster) {
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable a(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "a"});  // ps 0
+  Variable b(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "b"});  // ps 1
+  if (cluster.is_chief()) Session().run(std::vector<Op>{a.initializer(), b.initializer()});
+  cluster.barrier();
+  if (cluster.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::fprintf(stderr, "[rank 1] killing itself mid-operation, as the test asks\n");
+    raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (cluster.job_name() == "ps") cluster.join();
+    while (seconds_since(t0) < 60) scatter_add(b, i64({1, 2, 1}), Tensor(1.f));
+  } catch (const UnavailableError& e) {
+    survive(cluster, e.what(), seconds_since(t0));
+  }
+  EXPECT(false);
+}
+
 // Entries of `dir` holding "_temp_", and checkpoint indexes in it.
 int temporaries(const std::string& dir) {
   int n = 0;
@@ -796,6 +868,11 @@ int main(int argc, char** argv) {
       DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
       Model m = build_model(2);
       test_corrupt_restore(cluster, m, dir);
+      code = finish(&cluster);
+    } else if (mode == "die_in_save" || mode == "die_in_op") {
+      Cluster cluster({.ps_tasks = 2});
+      if (mode == "die_in_save") die_in_save(cluster, dir);
+      if (mode == "die_in_op") die_in_op(cluster);
       code = finish(&cluster);
     } else if (mode == "retain") {
       Cluster cluster({.ps_tasks = 2});

@@ -20,6 +20,7 @@ set(_ckpt ${CMAKE_CURRENT_BINARY_DIR}/mpi_ckpt)
 set(_killed ${CMAKE_CURRENT_BINARY_DIR}/mpi_killed_ckpt)
 set(_retain ${CMAKE_CURRENT_BINARY_DIR}/mpi_retain_ckpt)
 set(_corrupt ${CMAKE_CURRENT_BINARY_DIR}/mpi_corrupt_ckpt)
+set(_died ${CMAKE_CURRENT_BINARY_DIR}/mpi_died_ckpt)
 set(_ps_worker ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
 
 function(varstate_mpi_test name)
@@ -32,7 +33,7 @@ varstate_mpi_test(mpi_sparse ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> sparse)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
 add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
-                                      ${_ps_worker} ${_corrupt})
+                                      ${_ps_worker} ${_corrupt} ${_died})
 set_tests_properties(mpi_ckpt_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_clean)
 varstate_mpi_test(mpi_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save ${_ckpt})
 set_tests_properties(mpi_save PROPERTIES FIXTURES_SETUP mpi_ckpt FIXTURES_REQUIRED mpi_clean)
@@ -56,6 +57,20 @@ set_tests_properties(mpi_save_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed
 # All-or-nothing restore: a corrupt shard, then a missing one.
 varstate_mpi_test(mpi_corrupt_restore ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> corrupt ${_corrupt})
 set_tests_properties(mpi_corrupt_restore PROPERTIES FIXTURES_REQUIRED mpi_clean)
+
+# A task dies and mpirun lets the others run on: every survivor reports an
+# error naming it within 30 s (bounded by timeout), then a fresh process
+# restores the last committed checkpoint.
+set(_survivors "survivor ok[^\n]*\n(.*\n)?.*survivor ok[^\n]*\n(.*\n)?.*survivor ok")
+foreach(_where save op)
+  varstate_mpi_test(mpi_die_in_${_where} timeout -k 5 30 ${_mpirun} --mca orte_abort_on_non_zero_status 0
+                    -np 4 $<TARGET_FILE:mpi_test> die_in_${_where} ${_died})
+  set_tests_properties(mpi_die_in_${_where} PROPERTIES PASS_REGULAR_EXPRESSION "${_survivors}"
+                       FAIL_REGULAR_EXPRESSION "survivor FAILED;EXPECT failed")
+endforeach()
+set_tests_properties(mpi_die_in_save PROPERTIES FIXTURES_SETUP mpi_died FIXTURES_REQUIRED mpi_clean)
+varstate_mpi_test(mpi_after_death $<TARGET_FILE:mpi_test> check_killed ${_died})
+set_tests_properties(mpi_after_death PROPERTIES FIXTURES_REQUIRED mpi_died)
 
 # max_to_keep across a restart; a save failing on a directory in its way.
 add_test(NAME mpi_retain_mkdir COMMAND ${CMAKE_COMMAND} -E make_directory ${_retain})
