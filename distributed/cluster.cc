@@ -105,8 +105,9 @@ struct Cluster::Impl {
                           ", which is not a task of the cluster (" + describe() + ")");
     }
     if (dtype == DType::kString) {
-      throw InvalidArgumentError("variable " + quoted(op_name) + " on " + where +
-                                 ": string variables cannot live on another task");
+      throw UnimplementedError("variable " + quoted(op_name) + " is placed on " + where +
+                               ": string variables cannot live on a cluster task (their "
+                               "elements have no fixed size); place it without a job");
     }
     if (!shape.is_fully_defined()) {
       throw ValueError("variable " + quoted(op_name) + " on " + where +

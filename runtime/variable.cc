@@ -627,9 +627,13 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   if (s.remote) {
     Tensor v = convert_to_dtype(value, s.dtype, subject).to_host();
     if (!options.validate_shape && v.shape() != s.shape) {
-      throw InvalidArgumentError(subject +
-                                 ": a remote variable cannot change shape: target shape " +
-                                 s.shape.to_string() + ", value shape " + v.shape().to_string());
+      // Its bytes are a fixed-size MPI window on the owner, allocated with
+      // every task's agreement when the variable was created.
+      throw UnimplementedError(
+          subject + ": variable " + quoted(s.op_name) + " on " + s.remote->task() +
+          " cannot change shape (validate_shape=False): a remote "
+          "variable keeps the shape it was created with, " +
+          s.shape.to_string() + ", got a value of shape " + v.shape().to_string());
     }
     internal::check_dense_update_shape(subject, s.shape, v.shape(), /*scalar_ok=*/false);
     s.remote->write(v);

@@ -25,7 +25,12 @@
 // collective: every task must create the same cluster variables (shape
 // and dtype fully defined, not string) in the same order, as TensorFlow 1's
 // between-graph replication builds the same graph in every task. A
-// placement naming a task the cluster lacks raises NotFoundError.
+// placement naming a task the cluster lacks raises NotFoundError. What
+// stays out, each an UnimplementedError naming the variable: string
+// variables (their elements have no fixed size for an MPI window), and
+// growing or shrinking a remote variable (assign with validate_shape=false
+// and a value of another shape): its window is sized once, with every
+// task's agreement, when it is created.
 // Variables without a job in their placement stay in this process.
 //
 // Ops: reads are MPI_Get; assign an element-wise atomic replace;

@@ -260,6 +260,15 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     EXPECT_THROWS(OutOfRangeError, counter.count_up_to(2), "Reached limit of 2");
     EXPECT(counter.value().scalar<int64_t>() == 2);
   }
+  // What remote variables do not do: a clear UnimplementedError naming
+  // the variable (every task: no window is created).
+  {
+    EXPECT_THROWS(UnimplementedError, Variable(Tensor("s"), {.name = "text"}),
+                  "variable \"text\" is placed on /job:ps/task:");
+    EXPECT_THROWS(UnimplementedError,
+                  a.assign(Tensor::zeros(DType::kFloat, {7, 4}), {.validate_shape = false}),
+                  "variable \"a\" on /job:ps/task:0 cannot change shape (validate_shape=False)");
+  }
   // A placement naming a task the cluster lacks (every task: no window is
   // created, so the collective order stays intact).
   {
