@@ -25,11 +25,13 @@ struct Distinct {
   std::vector<int64_t> first;
 };
 
-Distinct distinct_rows(const std::vector<int64_t>& rows) {
+// `positions`: also `local` and `first` (always computed with duplicates).
+Distinct distinct_rows(const std::vector<int64_t>& rows, bool positions) {
   Distinct d;
   d.unique = rows;
   std::sort(d.unique.begin(), d.unique.end());
   d.unique.erase(std::unique(d.unique.begin(), d.unique.end()), d.unique.end());
+  if (!positions && d.unique.size() == rows.size()) return d;
   d.local.resize(rows.size());
   d.first.assign(d.unique.size(), -1);
   for (size_t p = 0; p < rows.size(); ++p) {
@@ -97,12 +99,20 @@ struct Prepared {
   Distinct d;
   Tensor flat;     // the updates, [n] + row shape (or the scalar)
   Tensor compact;  // [unique] + row shape
+  // Without duplicates the rows travel in the order given (compact row i
+  // is the job's rows[i]), else ascending (d.unique).
+  bool as_given = false;
+
+  const std::vector<int64_t>& sent_rows(const SparseJob& job) const {
+    return as_given ? job.rows : d.unique;
+  }
 };
 
 Prepared prepare_scatter(ScatterOp op, const SparseJob& job, bool scalar) {
   const MpiVar& v = *job.var;
   Device& cpu = DeviceManager::instance().cpu();
-  Prepared p{distinct_rows(job.rows), Tensor(), Tensor()};
+  const bool combine = !accumulates(v, op) || op == ScatterOp::kSub;
+  Prepared p{distinct_rows(job.rows, combine), Tensor(), Tensor()};
   const TensorShape row_shape = v.shape.tail(1);
   const int64_t n = static_cast<int64_t>(job.rows.size());
   const TensorShape compact_shape =
@@ -110,6 +120,12 @@ Prepared prepare_scatter(ScatterOp op, const SparseJob& job, bool scalar) {
   p.flat = scalar ? job.values : job.values.reshaped(TensorShape({n}).concatenate(row_shape));
   if (!accumulates(v, op)) {
     p.compact = Tensor(v.dtype, compact_shape, cpu);
+    return p;
+  }
+  if (p.d.unique.size() == job.rows.size() && op != ScatterOp::kSub) {
+    // No duplicates: the updates travel as they are, no copy.
+    p.as_given = true;
+    p.compact = scalar ? Tensor::filled(v.dtype, compact_shape, job.values, cpu) : p.flat;
     return p;
   }
   switch (op) {
@@ -161,11 +177,10 @@ std::vector<Group> group_jobs(const std::vector<SparseJob>& jobs) {
   return groups;
 }
 
-// The group's rows (each job's `unique`, in job order) as one committed
+// The group's rows (each job's sent rows, in job order) as one committed
 // datatype of the window, and the matching element count of the buffer.
 void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
-                   const std::vector<const std::vector<int64_t>*>& unique,
-                   const MpiCallCheck& check) {
+                   const std::vector<Prepared>& prepared, const MpiCallCheck& check) {
   const MpiVar& first = *jobs[g.jobs[0]].var;
   const bool typed = first.type != MPI_DATATYPE_NULL;
   g.element = typed ? first.type : MPI_BYTE;
@@ -175,7 +190,7 @@ void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
   for (size_t k = 0; k < g.jobs.size(); ++k) {
     const MpiVar& v = *jobs[g.jobs[k]].var;
     const int64_t width = typed ? v.row_width : v.row_bytes();
-    for (int64_t row : *unique[k]) {
+    for (int64_t row : prepared[g.jobs[k]].sent_rows(jobs[g.jobs[k]])) {
       lengths.push_back(static_cast<int>(width));
       displacements.push_back(v.data() + static_cast<MPI_Aint>(row * v.row_bytes()));
       total += width;
@@ -187,9 +202,17 @@ void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
                              " elements to one task in one call; at most 2^31-1 are supported");
   }
   g.count = static_cast<int>(total);
-  check(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
-                                 displacements.data(), g.element, &g.rows),
-        "MPI_Type_create_hindexed");
+  const bool one_width =
+      std::all_of(lengths.begin(), lengths.end(), [&](int n) { return n == lengths.front(); });
+  if (one_width && !lengths.empty()) {
+    check(MPI_Type_create_hindexed_block(static_cast<int>(lengths.size()), lengths.front(),
+                                         displacements.data(), g.element, &g.rows),
+          "MPI_Type_create_hindexed_block");
+  } else {
+    check(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
+                                   displacements.data(), g.element, &g.rows),
+          "MPI_Type_create_hindexed");
+  }
   check(MPI_Type_commit(&g.rows), "MPI_Type_commit");
   first.context->index_bytes.fetch_add(8 * displacements.size());
 }
@@ -207,8 +230,24 @@ void size_buffer(Group& g, const std::vector<Prepared>& prepared) {
   g.buffer.resize(bytes);
 }
 
-// Copies between the group's buffer and its jobs' compact tensors.
+// Where the group's rows are sent from or received into: its one job's
+// compact tensor, or the buffer (sized) for several.
+void* group_data(Group& g, std::vector<Prepared>& prepared) {
+  if (g.jobs.size() == 1) return prepared[g.jobs[0]].compact.raw_data();
+  size_buffer(g, prepared);
+  return g.buffer.data();
+}
+
+size_t group_bytes(const Group& g, const std::vector<Prepared>& prepared) {
+  size_t bytes = 0;
+  for (size_t j : g.jobs) bytes += prepared[j].compact.nbytes();
+  return bytes;
+}
+
+// Copies between the group's buffer and its jobs' compact tensors (nothing
+// to copy for a group of one job).
 void pack(Group& g, const std::vector<Prepared>& prepared) {
+  if (g.jobs.size() == 1) return;
   size_buffer(g, prepared);
   size_t at = 0;
   for (size_t j : g.jobs) {
@@ -218,6 +257,7 @@ void pack(Group& g, const std::vector<Prepared>& prepared) {
 }
 
 void unpack(const Group& g, std::vector<Prepared>& prepared) {
+  if (g.jobs.size() == 1) return;
   size_t at = 0;
   for (size_t j : g.jobs) {
     std::memcpy(prepared[j].compact.raw_data(), g.buffer.data() + at, prepared[j].compact.nbytes());
@@ -227,15 +267,17 @@ void unpack(const Group& g, std::vector<Prepared>& prepared) {
 
 // Accumulates every group's combined rows: one epoch (shared lock) per
 // group, all open at once.
-void accumulate_groups(ScatterOp op, std::vector<Group>& groups, const std::vector<SparseJob>& jobs,
-                       MpiContext& context, const MpiCallCheck& check) {
+void accumulate_groups(ScatterOp op, std::vector<Group>& groups, std::vector<Prepared>& prepared,
+                       const std::vector<SparseJob>& jobs, MpiContext& context,
+                       const MpiCallCheck& check) {
   std::vector<Epoch> epochs;
   for (Group& g : groups) {
+    pack(g, prepared);
+    void* data = group_data(g, prepared);
     epochs.emplace_back(context, g.win, MPI_LOCK_SHARED, g.owner, check);
-    check(MPI_Accumulate(g.buffer.data(), g.count, g.element, g.owner, 0, 1, g.rows, mpi_op(op),
-                         g.win),
+    check(MPI_Accumulate(data, g.count, g.element, g.owner, 0, 1, g.rows, mpi_op(op), g.win),
           "MPI_Accumulate");
-    context.data_bytes.fetch_add(g.buffer.size());
+    context.data_bytes.fetch_add(group_bytes(g, prepared));
     for (size_t j : g.jobs) mark_updated(*jobs[j].var, /*initialize=*/false, check);
   }
   for (Epoch& e : epochs) e.close();
@@ -250,8 +292,8 @@ void modify_groups(ScatterOp op, std::vector<Group>& groups, std::vector<Prepare
   std::vector<Epoch> epochs;
   for (Group& g : groups) {
     epochs.emplace_back(context, g.win, MPI_LOCK_EXCLUSIVE, g.owner, check);
-    size_buffer(g, prepared);
-    check(MPI_Get(g.buffer.data(), g.count, g.element, g.owner, 0, 1, g.rows, g.win), "MPI_Get");
+    check(MPI_Get(group_data(g, prepared), g.count, g.element, g.owner, 0, 1, g.rows, g.win),
+          "MPI_Get");
   }
   for (size_t k = 0; k < groups.size(); ++k) {
     Group& g = groups[k];
@@ -262,8 +304,9 @@ void modify_groups(ScatterOp op, std::vector<Group>& groups, std::vector<Prepare
                   prepared[j].flat, jobs[j].var->op_name);
     }
     pack(g, prepared);
-    check(MPI_Put(g.buffer.data(), g.count, g.element, g.owner, 0, 1, g.rows, g.win), "MPI_Put");
-    context.data_bytes.fetch_add(2 * g.buffer.size());
+    check(MPI_Put(group_data(g, prepared), g.count, g.element, g.owner, 0, 1, g.rows, g.win),
+          "MPI_Put");
+    context.data_bytes.fetch_add(2 * group_bytes(g, prepared));
     epochs[k].flush();
     for (size_t j : g.jobs) mark_updated(*jobs[j].var, /*initialize=*/false, check);
   }
@@ -284,14 +327,11 @@ void mpi_scatter(ScatterOp op, std::vector<SparseJob>& jobs, bool updates_scalar
     ~Free() { free_types(g); }
   } free_on_exit{groups};
   for (Group& g : groups) {
-    std::vector<const std::vector<int64_t>*> unique;
-    for (size_t j : g.jobs) unique.push_back(&prepared[j].d.unique);
-    describe_rows(g, jobs, unique, check);
+    describe_rows(g, jobs, prepared, check);
   }
   MpiContext& context = *jobs[0].var->context;
   if (accumulates(*jobs[0].var, op)) {
-    for (Group& g : groups) pack(g, prepared);
-    accumulate_groups(op, groups, jobs, context, check);
+    accumulate_groups(op, groups, prepared, jobs, context, check);
   } else {
     modify_groups(op, groups, prepared, jobs, context, check);
   }
@@ -303,7 +343,9 @@ void mpi_gather(std::vector<SparseJob>& jobs, const MpiCallCheck& check) {
   std::vector<Prepared> prepared;
   for (const SparseJob& job : jobs) {
     const MpiVar& v = *job.var;
-    Prepared p{distinct_rows(job.rows), Tensor(), Tensor()};
+    Prepared p{distinct_rows(job.rows, /*positions=*/false), Tensor(), Tensor()};
+    // Without duplicates the rows arrive in the order asked, in place.
+    p.as_given = p.d.unique.size() == job.rows.size();
     p.compact = Tensor(
         v.dtype,
         TensorShape({static_cast<int64_t>(p.d.unique.size())}).concatenate(v.shape.tail(1)), cpu);
@@ -317,25 +359,24 @@ void mpi_gather(std::vector<SparseJob>& jobs, const MpiCallCheck& check) {
   MpiContext& context = *jobs[0].var->context;
   std::vector<Epoch> epochs;
   for (Group& g : groups) {
-    std::vector<const std::vector<int64_t>*> unique;
-    for (size_t j : g.jobs) unique.push_back(&prepared[j].d.unique);
-    describe_rows(g, jobs, unique, check);
-    size_buffer(g, prepared);
+    describe_rows(g, jobs, prepared, check);
+    void* data = group_data(g, prepared);
     epochs.emplace_back(context, g.win, MPI_LOCK_SHARED, g.owner, check);
     if (g.element != MPI_BYTE) {
       // Element-wise atomic with respect to concurrent accumulates.
-      check(MPI_Get_accumulate(nullptr, 0, g.element, g.buffer.data(), g.count, g.element, g.owner,
-                               0, 1, g.rows, MPI_NO_OP, g.win),
+      check(MPI_Get_accumulate(nullptr, 0, g.element, data, g.count, g.element, g.owner, 0, 1,
+                               g.rows, MPI_NO_OP, g.win),
             "MPI_Get_accumulate");
     } else {
-      check(MPI_Get(g.buffer.data(), g.count, MPI_BYTE, g.owner, 0, 1, g.rows, g.win), "MPI_Get");
+      check(MPI_Get(data, g.count, MPI_BYTE, g.owner, 0, 1, g.rows, g.win), "MPI_Get");
     }
-    context.data_bytes.fetch_add(g.buffer.size());
+    context.data_bytes.fetch_add(group_bytes(g, prepared));
   }
   for (Epoch& e : epochs) e.close();
   for (Group& g : groups) unpack(g, prepared);
   for (size_t j = 0; j < jobs.size(); ++j) {
-    jobs[j].values = gather_rows(prepared[j].compact, prepared[j].d.local);
+    jobs[j].values = prepared[j].as_given ? std::move(prepared[j].compact)
+                                          : gather_rows(prepared[j].compact, prepared[j].d.local);
   }
 }
 
