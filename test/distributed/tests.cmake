@@ -102,3 +102,12 @@ foreach(_run 1 2 3)
                        PASS_REGULAR_EXPRESSION "${_expect}" FIXTURES_REQUIRED "${_requires}"
                        FIXTURES_SETUP mpi_ps_worker_${_run})
 endforeach()
+
+# The distributed demo (tools/cli/demo_ps.cc): 2 ps tasks + 2 workers reach
+# one process's test RMSE, and resume from their DistributedSaver checkpoint.
+if(TARGET varstate_cli)
+  add_test(NAME mpi_demo_ps COMMAND ${CMAKE_CURRENT_LIST_DIR}/demo_ps_test.sh
+                                    $<TARGET_FILE:varstate_cli> ${_mpirun})
+  set_tests_properties(mpi_demo_ps PROPERTIES LABELS "mpi;cpu;cli" TIMEOUT 300
+                       ENVIRONMENT "${_mpi_env}")
+endif()
