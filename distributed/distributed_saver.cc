@@ -10,14 +10,12 @@
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/saver_io_internal.h"
-#include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "distributed/cluster_internal.h"
-#include "varstate/checkpoint_reader.h"
+#include "distributed/restore_share.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
-#include "varstate/session.h"
 
 namespace varstate {
 namespace {
@@ -76,7 +74,6 @@ struct DistributedSaver::Impl {
   std::vector<Saver::Item> items;           // every variable's key and slice
   std::vector<Saver::Item> writes;          // what this task writes
   std::vector<Saver::Item> restores;        // what this task restores
-  std::unique_ptr<Saver> restorer;          // over `restores`
   internal::CheckpointRetention retention;  // recorded checkpoints (rank 0)
   Graph* graph = nullptr;
   SaverDef saver_def;
@@ -90,8 +87,6 @@ struct DistributedSaver::Impl {
   std::exception_ptr write_shard(const std::string& shard_prefix) const;
   std::string commit(const std::string& prefix, const ShardPlan& shards, const std::string& temp,
                      const std::string& latest_filename);
-  // The first step of restore().
-  std::string verify(const std::string& save_path) const;
   // Rank 0's `paths` (those that exist when `only_existing`) become every
   // task's list.
   void agree_on_last(const std::vector<std::string>& paths, bool only_existing);
@@ -111,17 +106,11 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   m.items = keys.items();
   m.saver_def = keys.as_saver_def();
   m.graph = &graph;
-  std::vector<Variable> restores;
   for (const Saver::Item& item : m.items) {
     const int owner = ClusterAccess::owner_rank(item.variable);
     if (owner == cluster.rank() || (owner < 0 && cluster.rank() == 0)) m.writes.push_back(item);
-    if (owner == cluster.rank() || owner < 0) {
-      restores.push_back(item.variable);
-      m.restores.push_back(item);
-    }
+    if (owner == cluster.rank() || owner < 0) m.restores.push_back(item);
   }
-  m.restorer = std::make_unique<Saver>(SaverOptions{
-      .var_list = restores, .allow_empty = true, .graph = &graph, .file_system = m.fs});
   m.retention.set_policy(options.max_to_keep, std::numeric_limits<double>::infinity(), 0);
   m.options = std::move(options);
 }
@@ -266,39 +255,21 @@ std::string DistributedSaver::save(const std::string& save_path, std::optional<i
   return prefix;
 }
 
-// Checks this task's share of checkpoint `save_path` without changing a
-// variable: present, every key with its dtype and shape or slice coverage
-// (plan_restore), every tensor's bytes read and checksummed, one at a time.
-// Returns what failed ("" when all is well).
-std::string DistributedSaver::Impl::verify(const std::string& save_path) const {
-  try {
-    if (restores.empty()) return "";
-    if (!fs->file_exists(bundle_index_filename(save_path)) && !checkpoint_exists(save_path, fs)) {
-      throw ValueError("The passed save_path is not a valid checkpoint: " + save_path);
-    }
-    const std::unique_ptr<CheckpointReader> reader = open_checkpoint(save_path, fs);
-    for (const Saver::Item& item : restores) {
-      const internal::RestoreStep step = internal::plan_restore(item, *reader, /*reshape=*/false);
-      if (step.region) {
-        reader->read_slice(item.key, *step.region);
-      } else {
-        reader->read(item.key);
-      }
-    }
-  } catch (const std::exception& e) {
-    return e.what()[0] != '\0' ? e.what() : "unknown error";
-  }
-  return "";
-}
-
 void DistributedSaver::restore(const std::string& save_path) {
   Impl& m = *impl_;
   Cluster& cluster = *m.cluster;
   // What other tasks wrote to these variables before restoring (the chief's
   // initializer, say) must not land after this task's restored values.
   cluster.barrier();
-  // 1. Every task verifies its share; all agree before any variable changes.
-  const std::string failure = m.verify(save_path);
+  // 1. Every task reads and checks its share; all agree before any
+  // variable changes.
+  std::vector<Tensor> values;
+  std::string failure;
+  try {
+    values = internal::read_restore_share(m.restores, save_path, m.fs);
+  } catch (const std::exception& e) {
+    failure = e.what()[0] != '\0' ? e.what() : "unknown error";
+  }
   const std::vector<int> verified = ClusterAccess::allgather(cluster, failure.empty() ? 1 : 0);
   if (!all_ok(verified)) {
     const int first =
@@ -311,8 +282,7 @@ void DistributedSaver::restore(const std::string& save_path) {
   // 2. Every task assigns its variables.
   std::exception_ptr error;
   try {
-    Session session;
-    m.restorer->restore(session, save_path);
+    internal::assign_restore_share(m.restores, values);
   } catch (...) {
     error = std::current_exception();
   }

@@ -18,6 +18,8 @@
 //   die_in_save DIR    ps task 1 dies mid-save; the survivors get an error
 //                      naming it within seconds (np 4, job not aborted)
 //   die_in_op          ps task 1 is killed while workers scatter into it (np 4)
+//   reshard_save DIR   np-1 ps tasks save two tables of np-1 parts
+//   reshard_restore DIR  restore them into np-1 ps tasks (another count), bitwise
 //   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
 //                      set_last_checkpoints agreed on every task) and a save
 //                      failing on a directory in its way (np 4)
@@ -99,6 +101,12 @@ Tensor make(std::vector<int64_t> dims, const std::function<T(int64_t)>& f) {
 }
 
 Tensor i64(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v); }
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
 
 int finish(Cluster* cluster) {
   int failures = g_failures, total = 0;
@@ -709,6 +717,55 @@ void die_in_op(Cluster& cluster) {
   EXPECT(false);
 }
 
+// ---------------------------------------------------------------------------
+// reshard: a checkpoint written by N ps tasks (tables in N parts) restores
+// into M ps tasks (M parts), bitwise; each task reads only its slices.
+
+Tensor reshard_floats() {
+  return make<float>({1000, 8}, [](int64_t i) { return static_cast<float>(i) * 0.37f - 11.f; });
+}
+Tensor reshard_ints() {
+  return make<int64_t>({257, 3}, [](int64_t i) { return i * 1000003 - 7; });
+}
+
+struct Resharded {
+  PartitionedVariable floats, ints;
+};
+
+// Under a Cluster of np ranks: np-1 ps tasks, the tables in np-1 parts.
+Resharded reshard_model(Cluster& cluster) {
+  const int ps = cluster.num_tasks("ps");
+  DeviceScope scope(replica_device_setter({.ps_tasks = ps}));
+  return {get_variable("floats", {.shape = {1000, 8},
+                                  .initializer = zeros_initializer(),
+                                  .partitioner = fixed_size_partitioner(ps)}),
+          get_variable("ints", {.shape = {257, 3},
+                                .dtype = DType::kInt64,
+                                .initializer = zeros_initializer(DType::kInt64),
+                                .partitioner = fixed_size_partitioner(ps)})};
+}
+
+void reshard(Cluster& cluster, const std::string& mode, const std::string& dir) {
+  Resharded m = reshard_model(cluster);
+  if (cluster.is_chief())
+    Session().run(std::vector<Op>{m.floats.initializer(), m.ints.initializer()});
+  cluster.barrier();
+  DistributedSaver saver(cluster);
+  if (mode == "reshard_save") {
+    if (cluster.is_chief()) {
+      m.floats.assign(reshard_floats());
+      m.ints.assign(reshard_ints());
+    }
+    cluster.barrier();
+    saver.save(dir + "/model", 1);
+    return;
+  }
+  saver.restore(dir + "/model-1");
+  EXPECT(same(m.floats.as_tensor(), reshard_floats()));
+  EXPECT(same(m.ints.as_tensor(), reshard_ints()));
+  cluster.barrier();
+}
+
 // Entries of `dir` holding "_temp_", and checkpoint indexes in it.
 int temporaries(const std::string& dir) {
   int n = 0;
@@ -882,6 +939,10 @@ int main(int argc, char** argv) {
       Cluster cluster({.ps_tasks = 2});
       if (mode == "die_in_save") die_in_save(cluster, dir);
       if (mode == "die_in_op") die_in_op(cluster);
+      code = finish(&cluster);
+    } else if (mode == "reshard_save" || mode == "reshard_restore") {
+      Cluster cluster({.ps_tasks = std::max(1, world_size() - 1)});
+      reshard(cluster, mode, dir);
       code = finish(&cluster);
     } else if (mode == "retain") {
       Cluster cluster({.ps_tasks = 2});

@@ -33,7 +33,10 @@ varstate_mpi_test(mpi_sparse ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> sparse)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
 add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
-                                      ${_ps_worker} ${_corrupt} ${_died})
+                                      ${_ps_worker} ${_corrupt} ${_died}
+                                      ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_2
+                                      ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_3
+                                      ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_4)
 set_tests_properties(mpi_ckpt_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_clean)
 varstate_mpi_test(mpi_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save ${_ckpt})
 set_tests_properties(mpi_save PROPERTIES FIXTURES_SETUP mpi_ckpt FIXTURES_REQUIRED mpi_clean)
@@ -71,6 +74,23 @@ endforeach()
 set_tests_properties(mpi_die_in_save PROPERTIES FIXTURES_SETUP mpi_died FIXTURES_REQUIRED mpi_clean)
 varstate_mpi_test(mpi_after_death $<TARGET_FILE:mpi_test> check_killed ${_died})
 set_tests_properties(mpi_after_death PROPERTIES FIXTURES_REQUIRED mpi_died)
+
+# N -> M restore: checkpoints of 4, 2 and 3 ps tasks (tables in as many
+# parts) restored into 2, 4 and 1 ps tasks, bitwise.
+foreach(_pair "4;2" "2;4" "3;1")
+  list(GET _pair 0 _n)
+  list(GET _pair 1 _m)
+  math(EXPR _np_save "${_n} + 1")
+  math(EXPR _np_restore "${_m} + 1")
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_${_n})
+  varstate_mpi_test(mpi_reshard_save_${_n} ${_mpirun} -np ${_np_save} $<TARGET_FILE:mpi_test>
+                    reshard_save ${_dir})
+  set_tests_properties(mpi_reshard_save_${_n} PROPERTIES FIXTURES_SETUP mpi_reshard_${_n}
+                       FIXTURES_REQUIRED mpi_clean)
+  varstate_mpi_test(mpi_reshard_${_n}_to_${_m} ${_mpirun} -np ${_np_restore}
+                    $<TARGET_FILE:mpi_test> reshard_restore ${_dir})
+  set_tests_properties(mpi_reshard_${_n}_to_${_m} PROPERTIES FIXTURES_REQUIRED mpi_reshard_${_n})
+endforeach()
 
 # max_to_keep across a restart; a save failing on a directory in its way.
 add_test(NAME mpi_retain_mkdir COMMAND ${CMAKE_COMMAND} -E make_directory ${_retain})
