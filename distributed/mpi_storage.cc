@@ -107,19 +107,14 @@ class MpiStorage final : public internal::RemoteStorage {
   void write(const Tensor& value) override {
     std::lock_guard lock(shared_->mu);
     alive();
-    if (type_ != MPI_DATATYPE_NULL) {
-      // Element-wise atomic with respect to concurrent accumulates.
-      Epoch e(*shared_, var_.win, MPI_LOCK_SHARED, owner_, check_);
-      accumulate_all(value.raw_data(), MPI_REPLACE);
-      mark(e, /*initialize=*/true);
-      e.close();
-    } else {
-      Epoch e(*shared_, var_.win, MPI_LOCK_EXCLUSIVE, owner_, check_);
-      put_all(value.raw_data());
-      e.flush();
-      mark(e, /*initialize=*/true);
-      e.close();
-    }
+    // Under the exclusive lock no other task's op overlaps the put, so it is
+    // atomic with respect to them, and a plain copy (an element-wise
+    // REPLACE accumulate is several times slower).
+    Epoch e(*shared_, var_.win, MPI_LOCK_EXCLUSIVE, owner_, check_);
+    put_all(value.raw_data());
+    e.flush();
+    mark(e, /*initialize=*/true);
+    e.close();
     initialized_.store(true);
   }
 
@@ -306,20 +301,13 @@ class MpiStorage final : public internal::RemoteStorage {
   }
   void put_all(const void* in) {
     shared_->data_bytes.fetch_add(static_cast<uint64_t>(elements_ * esize_));
-    for (int64_t begin = 0; begin < elements_; begin += kChunk) {
-      const int bytes = static_cast<int>(std::min(kChunk, elements_ - begin) * esize_);
+    // Byte counts are ints: at most 1 GiB per call.
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 30) / esize_);
+    for (int64_t begin = 0; begin < elements_; begin += chunk) {
+      const int bytes = static_cast<int>(std::min(chunk, elements_ - begin) * esize_);
       const MPI_Aint off = var_.data() + static_cast<MPI_Aint>(begin * esize_);
       check(MPI_Put(byte_at(in, begin), bytes, MPI_BYTE, owner_, off, bytes, MPI_BYTE, var_.win),
             "MPI_Put");
-    }
-  }
-  void accumulate_all(const void* in, MPI_Op op) {
-    shared_->data_bytes.fetch_add(static_cast<uint64_t>(elements_ * esize_));
-    for (int64_t begin = 0; begin < elements_; begin += kChunk) {
-      const int n = static_cast<int>(std::min(kChunk, elements_ - begin));
-      const MPI_Aint off = var_.data() + static_cast<MPI_Aint>(begin * esize_);
-      check(MPI_Accumulate(byte_at(in, begin), n, type_, owner_, off, n, type_, op, var_.win),
-            "MPI_Accumulate");
     }
   }
 

@@ -62,13 +62,13 @@ PsModel build_ps_model(const PsDemoOptions& o, int64_t shards) {
     users = embedding_table("users", o.users, o.rank, init_stddev, 1);
     items = embedding_table("items", o.items, o.rank, init_stddev, 2);
   }
-  Variable step = get_variable(
-      "global_step",
-      {.shape = TensorShape{},
-       .dtype = DType::kInt64,
-       .initializer = zeros_initializer(DType::kInt64),
-       .trainable = false,
-       .collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
+  Variable step =
+      get_variable("global_step", {.shape = TensorShape{},
+                                   .dtype = DType::kInt64,
+                                   .initializer = zeros_initializer(DType::kInt64),
+                                   .trainable = false,
+                                   .collections = std::vector<std::string>{
+                                       GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
   return {*users, *items, step};
 }
 
@@ -272,9 +272,8 @@ int run_job(const PsDemoOptions& o, Cluster& cluster) {
   train(o, cluster, m, saver, data ? &*data : nullptr, run);
   const double seconds = seconds_since(t0);
   if (cluster.is_chief()) {
-    std::printf("\n%lld steps in %.2f s: %.1f steps/s\n",
-                static_cast<long long>(run.step - first), seconds,
-                static_cast<double>(run.step - first) / std::max(seconds, 1e-9));
+    std::printf("\n%lld steps in %.2f s: %.1f steps/s\n", static_cast<long long>(run.step - first),
+                seconds, static_cast<double>(run.step - first) / std::max(seconds, 1e-9));
     std::printf("test RMSE after: %.4f (train %.4f; noise level %.4f)\n",
                 rmse(m, data->test, o.rank), rmse(m, data->train, o.rank), o.noise);
     std::printf("global_step = %lld; latest checkpoint: %s\n",
