@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_system.h"
 #include "distributed/cluster_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "varstate/varstate.h"
@@ -353,9 +354,125 @@ void run_sparse(Cluster& cluster, const std::string& out, const std::string& mac
   cluster.shutdown();
 }
 
+// ---------------------------------------------------------------------------
+// reshard: a [ROWS, 64] float table in N parts on N ps tasks (np N+1)
+// saved by DistributedSaver, then restored into M parts on M ps tasks (np
+// M+1):
+//   mpirun -np N+1 bench_mpi reshard_save DIR ROWS
+//   mpirun -np M+1 bench_mpi reshard_restore DIR ROWS OUT.json [MACHINE]
+// Restore throughput (data bytes / slowest task's time) against a raw
+// sequential read of the same data files (page cache warm for both, as
+// after the save), and each task's peak extra memory (VmHWM during the
+// restore minus VmRSS before, the high-water mark reset first) against
+// one slice of the table (its bytes / M) + 64 MiB.
+
+constexpr int64_t kReshardWidth = 64;
+
+// A /proc/self/status field in bytes.
+int64_t status_bytes(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::strlen(field) + 1)) * 1024;
+  }
+  return 0;
+}
+
+PartitionedVariable reshard_table(Cluster& cluster, int64_t rows) {
+  const int ps = cluster.num_tasks("ps");
+  DeviceScope scope(replica_device_setter({.ps_tasks = ps}));
+  return get_variable("table", {.shape = {rows, kReshardWidth},
+                                .initializer = zeros_initializer(),
+                                .partitioner = fixed_size_partitioner(ps)});
+}
+
+// Seconds to read `paths` whole, sequentially, through a 64 MiB buffer.
+double raw_read(const std::vector<std::string>& paths, int64_t& bytes) {
+  std::vector<char> buffer(64 << 20);
+  bytes = 0;
+  const double t0 = now();
+  for (const std::string& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+      bytes += in.gcount();
+    }
+  }
+  return now() - t0;
+}
+
+void run_reshard(Cluster& cluster, const std::string& mode, const std::string& dir, int64_t rows,
+                 const std::string& out, const std::string& machine) {
+  PartitionedVariable table = reshard_table(cluster, rows);
+  DistributedSaver saver(cluster);
+  if (mode == "reshard_save") {
+    if (cluster.is_chief()) {
+      Session().run(table.initializer());
+      table.assign(Tensor::filled(DType::kFloat, {rows, kReshardWidth}, Tensor(0.5f),
+                                  DeviceManager::instance().cpu()));
+    }
+    cluster.barrier();
+    saver.save(dir + "/model", 1);
+    cluster.shutdown();
+    return;
+  }
+  const int64_t rss = status_bytes("VmRSS:");
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM
+  cluster.barrier();
+  const double t0 = now();
+  saver.restore(dir + "/model-1");
+  const double mine = now() - t0;
+  const int64_t extra = status_bytes("VmHWM:") - rss;
+  double slowest = 0;
+  int64_t most = 0;
+  MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&extra, &most, 1, MPI_INT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (cluster.rank() == 0) {
+    std::vector<std::string> data;
+    for (const std::string& name : default_file_system()->list_dir(dir)) {
+      if (name.find("model-1.data-") == 0) data.push_back(dir + "/" + name);
+    }
+    int64_t bytes = 0;
+    const double raw = raw_read(data, bytes);
+    const int m = cluster.num_tasks("ps");
+    const double slice = static_cast<double>(rows * kReshardWidth * 4) / m;
+    char json[2048];
+    std::snprintf(
+        json, sizeof json,
+        "{\n  \"benchmark\": \"mpi_reshard_restore\",\n  \"machine\": \"%s\",\n"
+        "  \"table\": [%lld, %lld],\n  \"saved_by_tasks\": %zu,\n"
+        "  \"restored_into_tasks\": %d,\n  \"data_bytes\": %lld,\n"
+        "  \"restore_GBps\": %.3f,\n  \"raw_read_GBps\": %.3f,\n"
+        "  \"restore_over_raw_read\": %.3f,\n"
+        "  \"peak_extra_MiB_per_task\": %.1f,\n  \"slice_MiB\": %.1f,\n"
+        "  \"peak_over_slice_plus_64MiB\": %.3f\n}\n",
+        machine.c_str(), static_cast<long long>(rows), static_cast<long long>(kReshardWidth),
+        data.size(), m, static_cast<long long>(bytes), bytes / slowest / 1e9, bytes / raw / 1e9,
+        raw / slowest, most / 1048576.0, slice / 1048576.0, most / (slice + 64.0 * 1048576.0));
+    std::fputs(json, stdout);
+    if (!out.empty()) std::ofstream(out) << json;
+  }
+  cluster.shutdown();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 3 && std::string(argv[1]).rfind("reshard_", 0) == 0) {
+    const std::string mode = argv[1], dir = argv[2];
+    const int64_t rows = std::stoll(argv[3]);
+    const std::string out = argc > 4 ? argv[4] : "";
+    const std::string machine = argc > 5 ? argv[5] : "2-core CPU VM, no GPU, OpenMPI 4.1.4";
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    {
+      Cluster cluster({.ps_tasks = std::max(1, size - 1)});
+      run_reshard(cluster, mode, dir, rows, out, machine);
+    }
+    MPI_Finalize();
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "sparse") {
     const std::string out = argc > 2 ? argv[2] : "bench/results/mpi-sparse-vm-2cpu-nogpu.json";
     const std::string machine =
