@@ -33,7 +33,7 @@
 // task's agreement, when it is created.
 // Variables without a job in their placement stay in this process.
 //
-// Ops: reads are MPI_Get; assign an element-wise atomic replace;
+// Ops: reads are MPI_Get; assign one put under the owner's exclusive lock;
 // assign_add/sub one MPI_Get_accumulate(SUM) (sub adds the negation).
 // Sparse ops move rows, not tables: gather and scatter_update/add/sub/mul/
 // min/max (of a Variable or a PartitionedVariable) reduce their indices to

@@ -23,12 +23,13 @@
 //
 // restore() is collective and starts with a barrier, so what any task wrote
 // before it (a chief's initializer) lands before the restored values: every
-// task restores the variables it holds
-// (and each process its local variables) from the checkpoint through
-// Saver's restore (checked first, then assigned), so a checkpoint written
-// by N tasks restores into M tasks, into a different partitioning, and into
-// a single process with a plain Saver. Partitioned variables are stored as
-// slices of one full tensor, as Saver stores them.
+// task restores the variables it holds (and each process its local
+// variables) with Saver::restore's checks, reading only their slices from
+// the stored pieces that overlap them, so a checkpoint written by N tasks
+// restores into M tasks, into a different partitioning, and into a single
+// process with a plain Saver, without any task gathering a whole table.
+// Partitioned variables are stored as slices of one full tensor, as Saver
+// stores them.
 //
 // A save on rank 0 first removes what interrupted saves of the same path
 // left in the directory (temporary folders, as Saver does). A save that
