@@ -6,8 +6,11 @@
 // Each task reads only the slices of the variables it holds, straight from
 // the stored pieces that overlap them, whatever partitioning and task count
 // wrote the checkpoint (N tasks or parts restore into M): no task gathers
-// the whole table. Peak extra memory: the task's own variables' bytes, plus
-// one stored piece while a slice is cut from it.
+// the whole table. A slice of whole rows (axis-0 partitioning, the usual
+// case) is read straight into its buffer, the rest of each overlapping
+// piece only checksummed through an 8 MiB buffer: peak extra memory is the
+// task's own variables' bytes plus that buffer. Other layouts go through
+// CheckpointReader::read_slice (plus one stored piece at a time).
 #pragma once
 
 #include <string>
