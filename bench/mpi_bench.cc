@@ -7,16 +7,22 @@
 // 2. remote read bandwidth: Variable::value() of a variable on ps task 0,
 //    against a raw MPI_Get of the same bytes from a plain window on the same
 //    task, in the same run; and a cached read of an unchanged variable.
-// Rank 2 (the first worker) writes the JSON.
+// Rank 2 (the first worker) writes the JSON. The "sparse" mode (below)
+// measures the row-level path.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_system.h"
+#include "distributed/cluster_internal.h"
+#include "runtime/remote_storage_internal.h"
 #include "varstate/varstate.h"
 
 using namespace varstate;
@@ -169,9 +175,318 @@ void run(Cluster& cluster, const std::string& out, const std::string& machine) {
   cluster.shutdown();
 }
 
+// ---------------------------------------------------------------------------
+// sparse: the row-level path of issue #28, on any rank count >= 2 (2 ps
+// tasks, the rest workers; the last rank measures, the others wait).
+//   mpirun -np N build/bench/bench_mpi sparse [OUT.json] [MACHINE] [TABLE_ROWS]
+// 1. gather / scatter_add of 4,096 random rows of a [TABLE_ROWS, 64] float
+//    table on ps task 0 (another rank): bytes on the wire (the Cluster's
+//    counters) and time, against a raw MPI_Get / MPI_Accumulate of the same
+//    rows (an indexed datatype built per call, as the op does) on a plain
+//    window of the same size on the same rank, interleaved; the fastest
+//    of 50 ops each.
+// 2. a partitioned [TABLE_ROWS / 8, 64] table of 8 parts on the 2 ps tasks:
+//    exchanges per gather and per scatter_add of 4,096 rows.
+
+constexpr int64_t kSparseWidth = 64;
+constexpr int64_t kSparseRows = 4096;
+constexpr int kSparseIters = 50;
+
+// Per-op times are the fastest of kSparseIters (the machine is shared: the
+// minimum is what the op costs, the rest is other processes' load).
+struct SparseTimings {
+  double gather = 1e9, raw_get = 1e9, scatter = 1e9, raw_accumulate = 1e9;
+  double gather_bytes = 0, scatter_bytes = 0, rows_bytes = 0, ids_bytes = 0;
+  double part_gather_exchanges = 0, part_scatter_exchanges = 0, part_gather = 0, part_scatter = 0;
+};
+
+// A raw one-sided transfer of rows `ids` (ascending, distinct) of `win` on
+// rank 0: the datatype built, one epoch, one call.
+void raw_rows(MPI_Win win, const std::vector<int64_t>& ids, std::vector<float>& buffer,
+              bool accumulate) {
+  std::vector<MPI_Aint> displacements(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    displacements[i] = static_cast<MPI_Aint>(ids[i] * kSparseWidth * 4);
+  }
+  MPI_Datatype rows;
+  MPI_Type_create_hindexed_block(static_cast<int>(ids.size()), static_cast<int>(kSparseWidth),
+                                 displacements.data(), MPI_FLOAT, &rows);
+  MPI_Type_commit(&rows);
+  const int count = static_cast<int>(ids.size() * kSparseWidth);
+  MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+  if (accumulate) {
+    MPI_Accumulate(buffer.data(), count, MPI_FLOAT, 0, 0, 1, rows, MPI_SUM, win);
+  } else {
+    MPI_Get(buffer.data(), count, MPI_FLOAT, 0, 0, 1, rows, win);
+  }
+  MPI_Win_unlock(0, win);
+  MPI_Type_free(&rows);
+}
+
+// kSparseIters batches of kSparseRows distinct random ids below `rows`.
+std::vector<std::vector<int64_t>> sparse_batches(int64_t rows) {
+  std::mt19937_64 rng(28);
+  std::uniform_int_distribution<int64_t> row(0, rows - 1);
+  std::vector<std::vector<int64_t>> out;
+  for (int b = 0; b < kSparseIters; ++b) {
+    std::vector<int64_t> ids;
+    while (static_cast<int64_t>(ids.size()) < kSparseRows) {
+      ids.push_back(row(rng));
+      if (ids.size() == static_cast<size_t>(kSparseRows)) {
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      }
+    }
+    out.push_back(ids);
+  }
+  return out;
+}
+
+void time_sparse_table(Cluster& cluster, const Variable& table, MPI_Win raw, int64_t rows,
+                       SparseTimings& t) {
+  const auto batches_ = sparse_batches(rows);
+  std::vector<float> buffer(static_cast<size_t>(kSparseRows * kSparseWidth), 1.f);
+  const Tensor updates = Tensor::filled(DType::kFloat, {kSparseRows, kSparseWidth}, Tensor(1.f),
+                                        DeviceManager::instance().cpu());
+  gather(table, Tensor::from_vector<int64_t>(batches_[0]));  // warm up
+  raw_rows(raw, batches_[0], buffer, false);
+  const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
+  for (const auto& ids : batches_) {
+    const Tensor idt = Tensor::from_vector<int64_t>(ids);
+    double t0 = now();
+    gather(table, idt);
+    t.gather = std::min(t.gather, now() - t0);
+    t0 = now();
+    raw_rows(raw, ids, buffer, false);
+    t.raw_get = std::min(t.raw_get, now() - t0);
+  }
+  const internal::WireStats mid = internal::ClusterAccess::wire_stats(cluster);
+  // The row path of a scatter_add, as a partitioned variable's parts take
+  // it (a single Variable's scatter_add also returns its whole value).
+  internal::RemoteStorage* remote = internal::remote_storage(table);
+  for (const auto& ids : batches_) {
+    double t0 = now();
+    remote->scatter(kernels::ScatterOp::kAdd, ids, updates, false);
+    t.scatter = std::min(t.scatter, now() - t0);
+    t0 = now();
+    raw_rows(raw, ids, buffer, true);
+    t.raw_accumulate = std::min(t.raw_accumulate, now() - t0);
+  }
+  const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
+  t.gather_bytes = static_cast<double>(mid.data_bytes + mid.index_bytes - before.data_bytes -
+                                       before.index_bytes) /
+                   kSparseIters;
+  t.scatter_bytes =
+      static_cast<double>(after.data_bytes + after.index_bytes - mid.data_bytes - mid.index_bytes) /
+      kSparseIters;
+  t.rows_bytes = static_cast<double>(kSparseRows * kSparseWidth * 4);
+  t.ids_bytes = static_cast<double>(kSparseRows * 8);
+}
+
+void time_sparse_parts(Cluster& cluster, PartitionedVariable& parts, int64_t rows,
+                       SparseTimings& t) {
+  const auto batches_ = sparse_batches(rows);
+  const Tensor updates = Tensor::filled(DType::kFloat, {kSparseRows, kSparseWidth}, Tensor(1.f),
+                                        DeviceManager::instance().cpu());
+  const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
+  double t0 = now();
+  for (const auto& ids : batches_) gather(parts, Tensor::from_vector<int64_t>(ids));
+  t.part_gather = now() - t0;
+  const internal::WireStats mid = internal::ClusterAccess::wire_stats(cluster);
+  t0 = now();
+  for (const auto& ids : batches_) parts.scatter_add(Tensor::from_vector<int64_t>(ids), updates);
+  t.part_scatter = now() - t0;
+  const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
+  t.part_gather_exchanges = static_cast<double>(mid.exchanges - before.exchanges) / kSparseIters;
+  t.part_scatter_exchanges = static_cast<double>(after.exchanges - mid.exchanges) / kSparseIters;
+}
+
+void write_sparse_json(const std::string& out, const std::string& machine, int ranks, int64_t rows,
+                       const SparseTimings& t) {
+  const double bytes = t.rows_bytes;  // per op
+  const double ops = kSparseIters;
+  char json[4096];
+  std::snprintf(
+      json, sizeof json,
+      "{\n  \"benchmark\": \"mpi_sparse\",\n  \"machine\": \"%s\",\n  \"ranks\": %d,\n"
+      "  \"table\": [%lld, %lld],\n  \"rows_per_op\": %lld,\n"
+      "  \"rows_bytes_per_op\": %.0f,\n  \"ids_bytes_per_op\": %.0f,\n"
+      "  \"gather_wire_bytes_per_op\": %.0f,\n  \"scatter_add_wire_bytes_per_op\": %.0f,\n"
+      "  \"gather_GBps\": %.3f,\n  \"raw_mpi_get_GBps\": %.3f,\n  \"gather_over_raw_get\": %.3f,\n"
+      "  \"scatter_add_GBps\": %.3f,\n  \"raw_mpi_accumulate_GBps\": %.3f,\n"
+      "  \"scatter_add_over_raw_accumulate\": %.3f,\n"
+      "  \"partitioned_8_parts_2_owners\": {\"gather_exchanges_per_op\": %.2f, "
+      "\"scatter_add_exchanges_per_op\": %.2f, \"gather_ops_per_s\": %.0f, "
+      "\"scatter_add_ops_per_s\": %.0f}\n}\n",
+      machine.c_str(), ranks, static_cast<long long>(rows), static_cast<long long>(kSparseWidth),
+      static_cast<long long>(kSparseRows), t.rows_bytes, t.ids_bytes, t.gather_bytes,
+      t.scatter_bytes, bytes / t.gather / 1e9, bytes / t.raw_get / 1e9, t.raw_get / t.gather,
+      bytes / t.scatter / 1e9, bytes / t.raw_accumulate / 1e9, t.raw_accumulate / t.scatter,
+      t.part_gather_exchanges, t.part_scatter_exchanges, ops / t.part_gather, ops / t.part_scatter);
+  std::fputs(json, stdout);
+  std::ofstream(out) << json;
+}
+
+void run_sparse(Cluster& cluster, const std::string& out, const std::string& machine,
+                int64_t rows) {
+  const bool reporter = cluster.rank() == cluster.size() - 1;
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable table = get_variable(
+      "table", {.shape = {rows, kSparseWidth}, .initializer = zeros_initializer()});  // ps task 0
+  PartitionedVariable parts = get_variable("parts", {.shape = {rows / 8, kSparseWidth},
+                                                     .initializer = zeros_initializer(),
+                                                     .partitioner = fixed_size_partitioner(8)});
+  float* raw_base = nullptr;
+  MPI_Win raw;
+  const MPI_Aint raw_bytes = cluster.rank() == 0 ? rows * kSparseWidth * 4 : 0;
+  MPI_Win_allocate(raw_bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &raw_base, &raw);
+  if (cluster.rank() == 0) std::memset(raw_base, 0, static_cast<size_t>(raw_bytes));
+  if (reporter) Session().run(std::vector<Op>{table.initializer(), parts.initializer()});
+  cluster.barrier();
+  if (reporter) {
+    SparseTimings t;
+    time_sparse_table(cluster, table, raw, rows, t);
+    time_sparse_parts(cluster, parts, rows / 8, t);
+    write_sparse_json(out, machine, cluster.size(), rows, t);
+  }
+  cluster.barrier();
+  MPI_Win_free(&raw);
+  cluster.shutdown();
+}
+
+// ---------------------------------------------------------------------------
+// reshard: a [ROWS, 64] float table in N parts on N ps tasks (np N+1)
+// saved by DistributedSaver, then restored into M parts on M ps tasks (np
+// M+1):
+//   mpirun -np N+1 bench_mpi reshard_save DIR ROWS
+//   mpirun -np M+1 bench_mpi reshard_restore DIR ROWS OUT.json [MACHINE]
+// Restore throughput (data bytes / slowest task's time) against a raw
+// sequential read of the same data files (page cache warm for both, as
+// after the save), and each task's peak extra memory (VmHWM during the
+// restore minus VmRSS before, the high-water mark reset first) against
+// one slice of the table (its bytes / M) + 64 MiB.
+
+constexpr int64_t kReshardWidth = 64;
+
+// A /proc/self/status field in bytes.
+int64_t status_bytes(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::strlen(field) + 1)) * 1024;
+  }
+  return 0;
+}
+
+PartitionedVariable reshard_table(Cluster& cluster, int64_t rows) {
+  const int ps = cluster.num_tasks("ps");
+  DeviceScope scope(replica_device_setter({.ps_tasks = ps}));
+  return get_variable("table", {.shape = {rows, kReshardWidth},
+                                .initializer = zeros_initializer(),
+                                .partitioner = fixed_size_partitioner(ps)});
+}
+
+// Seconds to read `paths` whole, sequentially, through a 64 MiB buffer.
+double raw_read(const std::vector<std::string>& paths, int64_t& bytes) {
+  std::vector<char> buffer(64 << 20);
+  bytes = 0;
+  const double t0 = now();
+  for (const std::string& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+      bytes += in.gcount();
+    }
+  }
+  return now() - t0;
+}
+
+void run_reshard(Cluster& cluster, const std::string& mode, const std::string& dir, int64_t rows,
+                 const std::string& out, const std::string& machine) {
+  PartitionedVariable table = reshard_table(cluster, rows);
+  DistributedSaver saver(cluster);
+  if (mode == "reshard_save") {
+    if (cluster.is_chief()) {
+      Session().run(table.initializer());
+      table.assign(Tensor::filled(DType::kFloat, {rows, kReshardWidth}, Tensor(0.5f),
+                                  DeviceManager::instance().cpu()));
+    }
+    cluster.barrier();
+    saver.save(dir + "/model", 1);
+    cluster.shutdown();
+    return;
+  }
+  const int64_t rss = status_bytes("VmRSS:");
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM
+  cluster.barrier();
+  const double t0 = now();
+  saver.restore(dir + "/model-1");
+  const double mine = now() - t0;
+  const int64_t extra = status_bytes("VmHWM:") - rss;
+  double slowest = 0;
+  int64_t most = 0;
+  MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&extra, &most, 1, MPI_INT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (cluster.rank() == 0) {
+    std::vector<std::string> data;
+    for (const std::string& name : default_file_system()->list_dir(dir)) {
+      if (name.find("model-1.data-") == 0) data.push_back(dir + "/" + name);
+    }
+    int64_t bytes = 0;
+    const double raw = raw_read(data, bytes);
+    const int m = cluster.num_tasks("ps");
+    const double slice = static_cast<double>(rows * kReshardWidth * 4) / m;
+    char json[2048];
+    std::snprintf(
+        json, sizeof json,
+        "{\n  \"benchmark\": \"mpi_reshard_restore\",\n  \"machine\": \"%s\",\n"
+        "  \"table\": [%lld, %lld],\n  \"saved_by_tasks\": %zu,\n"
+        "  \"restored_into_tasks\": %d,\n  \"data_bytes\": %lld,\n"
+        "  \"restore_GBps\": %.3f,\n  \"raw_read_GBps\": %.3f,\n"
+        "  \"restore_over_raw_read\": %.3f,\n"
+        "  \"peak_extra_MiB_per_task\": %.1f,\n  \"slice_MiB\": %.1f,\n"
+        "  \"peak_over_slice_plus_64MiB\": %.3f\n}\n",
+        machine.c_str(), static_cast<long long>(rows), static_cast<long long>(kReshardWidth),
+        data.size(), m, static_cast<long long>(bytes), bytes / slowest / 1e9, bytes / raw / 1e9,
+        raw / slowest, most / 1048576.0, slice / 1048576.0, most / (slice + 64.0 * 1048576.0));
+    std::fputs(json, stdout);
+    if (!out.empty()) std::ofstream(out) << json;
+  }
+  cluster.shutdown();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 3 && std::string(argv[1]).rfind("reshard_", 0) == 0) {
+    const std::string mode = argv[1], dir = argv[2];
+    const int64_t rows = std::stoll(argv[3]);
+    const std::string out = argc > 4 ? argv[4] : "";
+    const std::string machine = argc > 5 ? argv[5] : "2-core CPU VM, no GPU, OpenMPI 4.1.4";
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    {
+      Cluster cluster({.ps_tasks = std::max(1, size - 1)});
+      run_reshard(cluster, mode, dir, rows, out, machine);
+    }
+    MPI_Finalize();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "sparse") {
+    const std::string out = argc > 2 ? argv[2] : "bench/results/mpi-sparse-vm-2cpu-nogpu.json";
+    const std::string machine =
+        argc > 3 ? argv[3] : "2-core CPU VM, no GPU, OpenMPI 4.1.4, shared-memory transport";
+    const int64_t rows = argc > 4 ? std::stoll(argv[4]) : int64_t{4} << 20;
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    {
+      Cluster cluster({.ps_tasks = 2});
+      run_sparse(cluster, out, machine, rows);
+    }
+    MPI_Finalize();
+    return 0;
+  }
   const std::string out = argc > 1 ? argv[1] : "bench/results/mpi-vm-2cpu-nogpu.json";
   const std::string machine =
       argc > 2

@@ -166,6 +166,13 @@ class BundleReader : public CheckpointReader {
   // for a string tensor or one saved as slices (use read()). Throws as
   // read(); on a throw `dst` holds unspecified bytes.
   bool read_into(std::string_view name, std::span<std::byte> dst) const;
+  // Bytes [begin, begin + dst.size()) of stored slice `slice_index` of
+  // `info` straight into `dst`, the rest of the slice read through a fixed
+  // 8 MiB buffer so that its whole crc32c is verified (DataLossError
+  // otherwise): peak memory the buffer, not the slice. False (nothing read)
+  // for strings.
+  bool read_slice_range_into(const TensorInfo& info, int slice_index, uint64_t begin,
+                             std::span<std::byte> dst) const;
 
  protected:
   TensorData read_stored(const TensorInfo& info, int slice_index) const override;

@@ -243,6 +243,54 @@ bool BundleReader::read_into(std::string_view name, std::span<std::byte> dst) co
   return true;
 }
 
+bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index, uint64_t begin,
+                                         std::span<std::byte> dst) const {
+  std::string key;
+  const StoredEntry& e = slice_entry(info, slice_index, &key);
+  if (e.dtype == static_cast<int>(DType::kString)) return false;
+  std::string where;
+  const RandomAccessFile& file = check_entry(
+      key, e,
+      info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")",
+      &where);
+  const uint64_t size = static_cast<uint64_t>(e.size);
+  if (begin > size || dst.size() > size - begin) {
+    throw InvalidArgumentError(where + ": bytes [" + std::to_string(begin) + ", " +
+                               std::to_string(begin + dst.size()) + ") are not in the stored " +
+                               std::to_string(size));
+  }
+  uint32_t crc = 0;
+  auto read = [&](uint64_t from, size_t n, std::byte* into) {
+    size_t got = 0;
+    try {
+      got = file.read(static_cast<uint64_t>(e.offset) + from, n, into);
+    } catch (...) {
+      rethrow_with_context(where);
+    }
+    if (got != n) {
+      throw DataLossError(where + ": truncated read: got " + std::to_string(got) + " of " +
+                          std::to_string(n) + " bytes at " + std::to_string(from));
+    }
+    crc = crc32c::extend(crc, into, n);
+  };
+  std::vector<std::byte> scratch(static_cast<size_t>(std::min<uint64_t>(size, 8 << 20)));
+  auto skip = [&](uint64_t from, uint64_t to) {
+    for (uint64_t at = from; at < to; at += scratch.size()) {
+      read(at, static_cast<size_t>(std::min<uint64_t>(scratch.size(), to - at)), scratch.data());
+    }
+  };
+  skip(0, begin);
+  if (!dst.empty()) read(begin, dst.size(), dst.data());
+  skip(begin + dst.size(), size);
+  const uint32_t stored_crc = crc32c::unmask(e.masked_crc32c);
+  if (crc != stored_crc) {
+    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
+                        hex32(crc) + ")");
+  }
+  if (byte_swap_) byte_swap(static_cast<DType>(e.dtype), dst);
+  return true;
+}
+
 TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e,
                                     const std::string& tensor_name) const {
   std::string where;

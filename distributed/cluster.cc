@@ -2,6 +2,7 @@
 #include "distributed/cluster_internal.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -56,18 +57,33 @@ struct Cluster::Impl {
     }
     wait(request, what);
   }
-  // Completes a nonblocking collective, polling with short sleeps.
+  // Completes a nonblocking collective, polling with short sleeps; every
+  // kLivenessPolls polls (about 0.1 s), checks that no task of this host
+  // has exited, so a dead peer is an error rather than a hang.
   void wait(MPI_Request& request, const char* what) {
-    for (;;) {
+    constexpr int kLivenessPolls = 500;
+    for (int polls = 1;; ++polls) {
       int done = 0;
       {
         std::lock_guard lock(shared->mu);
         check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
       }
       if (done) return;
+      if (polls % kLivenessPolls == 0) alive_or_throw(what);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+  // UnavailableError naming `what` and the dead task, if one is.
+  void alive_or_throw(const std::string& what) {
+    try {
+      internal::check_peers_alive(*shared);
+    } catch (const UnavailableError& e) {
+      throw UnavailableError(what + " on " + shared->task_names[static_cast<size_t>(rank)] + ": " +
+                             e.what());
+    }
+  }
+  // Every rank's process id, kept for the ranks on this host.
+  void exchange_pids();
 
   std::shared_ptr<internal::RemoteStorage> make(const std::string& op_name,
                                                 const std::string& placement, DType dtype,
@@ -89,8 +105,9 @@ struct Cluster::Impl {
                           ", which is not a task of the cluster (" + describe() + ")");
     }
     if (dtype == DType::kString) {
-      throw InvalidArgumentError("variable " + quoted(op_name) + " on " + where +
-                                 ": string variables cannot live on another task");
+      throw UnimplementedError("variable " + quoted(op_name) + " is placed on " + where +
+                               ": string variables cannot live on a cluster task (their "
+                               "elements have no fixed size); place it without a job");
     }
     if (!shape.is_fully_defined()) {
       throw ValueError("variable " + quoted(op_name) + " on " + where +
@@ -146,6 +163,26 @@ void Cluster::Impl::init_mpi() {
   MPI_Comm_set_errhandler(shared->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(shared->comm, &rank);
   MPI_Comm_size(shared->comm, &size);
+  exchange_pids();
+}
+
+void Cluster::Impl::exchange_pids() {
+  constexpr int kHostChars = 256;
+  std::vector<char> hosts(static_cast<size_t>(kHostChars * size), '\0');
+  std::vector<char> mine(kHostChars, '\0');
+  ::gethostname(mine.data(), kHostChars - 1);
+  check(MPI_Allgather(mine.data(), kHostChars, MPI_CHAR, hosts.data(), kHostChars, MPI_CHAR,
+                      shared->comm),
+        "MPI_Allgather of host names");
+  const int pid = static_cast<int>(::getpid());
+  shared->local_pids.assign(static_cast<size_t>(size), 0);
+  check(MPI_Allgather(&pid, 1, MPI_INT, shared->local_pids.data(), 1, MPI_INT, shared->comm),
+        "MPI_Allgather of process ids");
+  for (int r = 0; r < size; ++r) {
+    if (std::string(hosts.data() + r * kHostChars) != std::string(mine.data())) {
+      shared->local_pids[static_cast<size_t>(r)] = 0;
+    }
+  }
 }
 
 std::map<std::string, std::vector<int>> Cluster::Impl::tasks_by_job(const ClusterOptions& options) {
@@ -214,7 +251,12 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
   Impl* impl = impl_.get();
   internal::set_remote_storage_factory(
       [impl](const std::string& op_name, const std::string& placement, DType dtype,
-             const TensorShape& shape) { return impl->make(op_name, placement, dtype, shape); });
+             const TensorShape& shape) { return impl->make(op_name, placement, dtype, shape); },
+      [impl] { internal::begin_mpi_batch(*impl->shared); },
+      [impl] {
+        internal::end_mpi_batch(*impl->shared, impl->rank,
+                                [impl](int rc, const std::string& what) { impl->check(rc, what); });
+      });
 }
 
 Cluster::~Cluster() {
@@ -281,13 +323,22 @@ void Cluster::join() {
 void Cluster::shutdown() {
   Impl& m = *impl_;
   if (m.shut_down) return;
-  join();
+  if (m.shared->dead_rank.load() < 0) {
+    try {
+      join();
+    } catch (const UnavailableError&) {
+      if (m.shared->dead_rank.load() < 0) throw;
+    }
+  }
   m.shut_down = true;
   internal::set_remote_storage_factory(nullptr);
   Cluster* self = this;
   g_current.compare_exchange_strong(self, nullptr);
   std::lock_guard lock(m.shared->mu);
   m.shared->alive = false;
+  // After a task died every collective would wait for it forever: nothing
+  // is freed collectively and MPI is not finalized; the process exits.
+  if (m.shared->dead_rank.load() >= 0) return;
   for (MPI_Win& win : m.shared->windows) MPI_Win_free(&win);
   m.shared->windows.clear();
   MPI_Comm_free(&m.shared->comm);
@@ -332,5 +383,9 @@ std::vector<int> ClusterAccess::allgather(Cluster& cluster, int value) {
 }
 
 int ClusterAccess::owner_rank(const Variable& v) { return mpi_owner_rank(remote_storage(v)); }
+
+WireStats ClusterAccess::wire_stats(Cluster& cluster) {
+  return mpi_wire_stats(*cluster.impl_->shared);
+}
 
 }  // namespace varstate::internal

@@ -1,9 +1,11 @@
-// Collectives of a Cluster for DistributedSaver (distributed/distributed_saver.cc).
+// Collectives of a Cluster for DistributedSaver (distributed/distributed_saver.cc),
+// and its traffic counters for tests and benchmarks.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "distributed/mpi_window.h"
 #include "varstate/cluster.h"
 #include "varstate/variable.h"
 
@@ -16,6 +18,8 @@ struct ClusterAccess {
   static std::vector<int> allgather(Cluster& cluster, int value);
   // The rank holding `v`, or -1 when `v` lives in this process.
   static int owner_rank(const Variable& v);
+  // This process's remote-variable traffic so far (tests, benchmarks).
+  static WireStats wire_stats(Cluster& cluster);
 };
 
 }  // namespace varstate::internal

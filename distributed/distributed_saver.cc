@@ -12,10 +12,10 @@
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "distributed/cluster_internal.h"
+#include "distributed/restore_share.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
-#include "varstate/session.h"
 
 namespace varstate {
 namespace {
@@ -73,7 +73,7 @@ struct DistributedSaver::Impl {
   FileSystem* fs = nullptr;
   std::vector<Saver::Item> items;           // every variable's key and slice
   std::vector<Saver::Item> writes;          // what this task writes
-  std::unique_ptr<Saver> restorer;          // over what this task restores
+  std::vector<Saver::Item> restores;        // what this task restores
   internal::CheckpointRetention retention;  // recorded checkpoints (rank 0)
   Graph* graph = nullptr;
   SaverDef saver_def;
@@ -106,14 +106,11 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   m.items = keys.items();
   m.saver_def = keys.as_saver_def();
   m.graph = &graph;
-  std::vector<Variable> restores;
   for (const Saver::Item& item : m.items) {
     const int owner = ClusterAccess::owner_rank(item.variable);
     if (owner == cluster.rank() || (owner < 0 && cluster.rank() == 0)) m.writes.push_back(item);
-    if (owner == cluster.rank() || owner < 0) restores.push_back(item.variable);
+    if (owner == cluster.rank() || owner < 0) m.restores.push_back(item);
   }
-  m.restorer = std::make_unique<Saver>(SaverOptions{
-      .var_list = restores, .allow_empty = true, .graph = &graph, .file_system = m.fs});
   m.retention.set_policy(options.max_to_keep, std::numeric_limits<double>::infinity(), 0);
   m.options = std::move(options);
 }
@@ -264,10 +261,28 @@ void DistributedSaver::restore(const std::string& save_path) {
   // What other tasks wrote to these variables before restoring (the chief's
   // initializer, say) must not land after this task's restored values.
   cluster.barrier();
+  // 1. Every task reads and checks its share; all agree before any
+  // variable changes.
+  std::vector<Tensor> values;
+  std::string failure;
+  try {
+    values = internal::read_restore_share(m.restores, save_path, m.fs);
+  } catch (const std::exception& e) {
+    failure = e.what()[0] != '\0' ? e.what() : "unknown error";
+  }
+  const std::vector<int> verified = ClusterAccess::allgather(cluster, failure.empty() ? 1 : 0);
+  if (!all_ok(verified)) {
+    const int first =
+        static_cast<int>(std::find(verified.begin(), verified.end(), 0) - verified.begin());
+    const std::string reason =
+        ClusterAccess::broadcast(cluster, cluster.rank() == first ? failure : "", first);
+    throw AbortedError("distributed restore from " + quoted(save_path) + " failed on " +
+                       failed_tasks(cluster, verified) + ", no variable changed: " + reason);
+  }
+  // 2. Every task assigns its variables.
   std::exception_ptr error;
   try {
-    Session session;
-    m.restorer->restore(session, save_path);
+    internal::assign_restore_share(m.restores, values);
   } catch (...) {
     error = std::current_exception();
   }

@@ -2,13 +2,13 @@
 // Internal: Cluster (cluster.cc) creates it, Variable uses it through
 // runtime/remote_storage_internal.h.
 //
-// Each remote variable is one MPI window, allocated collectively by every
-// rank and holding bytes only on its owner: a 16-byte header (int64
-// initialized flag, int64 version counter), then the value. Reads are
-// MPI_Get(_accumulate), assign is MPI_Put or an MPI_REPLACE accumulate,
-// assign_add and the scatters are MPI_Accumulate (SUM/PROD/MIN/MAX/REPLACE)
-// where MPI has the element type, count_up_to is Fetch_and_op +
-// Compare_and_swap; dtypes MPI cannot add are updated by
+// Each creation batch (one variable, or the parts of one partitioned
+// variable) is one MPI window, allocated collectively by every rank; each
+// owner's segment holds its variables (distributed/mpi_window.h). Reads
+// are MPI_Get(_accumulate), assign is MPI_Put or an MPI_REPLACE
+// accumulate, assign_add is MPI_Get_accumulate(SUM), the sparse ops move
+// only their rows (distributed/mpi_sparse.h), count_up_to is Fetch_and_op
+// + Compare_and_swap; dtypes MPI cannot add are updated by
 // read-modify-write under an exclusive window lock.
 #pragma once
 
@@ -20,21 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "distributed/mpi_window.h"
 #include "runtime/remote_storage_internal.h"
 #include "varstate/dtype.h"
 #include "varstate/tensor_shape.h"
 
 namespace varstate::internal {
-
-// What every remote variable of one Cluster shares: the communicator, the
-// task names, and the mutex serializing this process's MPI calls.
-struct MpiContext {
-  std::mutex mu;
-  bool alive = true;
-  MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<std::string> task_names;  // by rank
-  std::vector<MPI_Win> windows;         // creation order; freed at shutdown
-};
 
 // The text of MPI error code `rc`.
 std::string mpi_error_string(int rc);
@@ -51,6 +42,16 @@ std::shared_ptr<RemoteStorage> create_mpi_storage(std::shared_ptr<MpiContext> co
                                                   const std::string& op_name, int owner,
                                                   DType dtype, const TensorShape& shape,
                                                   const MpiCheck& check);
+
+// Creation batches (runtime/remote_storage_internal.h): while one is open,
+// create_mpi_storage only records the variable; ending the outermost
+// allocates one window for all of them (collective; nothing when the batch
+// created no cluster variable, the same on every rank).
+void begin_mpi_batch(MpiContext& context);
+void end_mpi_batch(MpiContext& context, int rank, const MpiCheck& check);
+
+// The Cluster's traffic so far.
+WireStats mpi_wire_stats(const MpiContext& context);
 
 // The rank owning `storage` when it is MPI storage, else -1.
 int mpi_owner_rank(const RemoteStorage* storage);

@@ -6,6 +6,7 @@
 #include "kernels/cpu/gather.h"
 #include "runtime/gather_internal.h"
 #include "runtime/partitioned_variable_internal.h"
+#include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/device.h"
@@ -95,6 +96,25 @@ Tensor gather_checked(const Tensor& params, const TensorShape& index_shape,
       .reshaped(index_shape.concatenate(params.shape().tail(1)));
 }
 
+// The rows `local[k]` of each part k held by another task, fetched in one
+// batched exchange per owning task (an invalid tensor for the other parts).
+std::vector<Tensor> gather_remote_parts(const std::vector<Variable>& parts,
+                                        const std::vector<std::vector<int64_t>>& local) {
+  std::vector<Tensor> out(parts.size());
+  std::vector<internal::RemotePart> batch;
+  std::vector<size_t> which;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    internal::RemoteStorage* remote = internal::remote_storage(parts[k]);
+    if (remote == nullptr || local[k].empty()) continue;
+    batch.push_back({remote, local[k], Tensor()});
+    which.push_back(k);
+  }
+  if (batch.empty()) return out;
+  batch[0].storage->gather_parts(batch);
+  for (size_t j = 0; j < batch.size(); ++j) out[which[j]] = std::move(batch[j].values);
+  return out;
+}
+
 }  // namespace
 
 Tensor gather(const Tensor& params, const Tensor& indices, const GatherOptions& options) {
@@ -108,6 +128,11 @@ Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions
   const std::string who = op_label(options) + " on " + quoted(params.op_name());
   check_params_rank(params.shape(), who);
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  if (internal::RemoteStorage* remote = internal::remote_storage(params)) {
+    // Only the distinct indexed rows travel.
+    if (!remote->is_initialized()) internal::throw_uninitialized(params.op_name());
+    return remote->gather(idx).reshaped(indices.shape().concatenate(params.shape().tail(1)));
+  }
   return gather_checked(params.value(), indices.shape(), idx);
 }
 
@@ -129,8 +154,9 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   const size_t num_parts = parts.size();
   const TensorShape row_shape = params.shape().tail(1);
   const int64_t n = static_cast<int64_t>(idx.size());
-  const bool all_on_cpu = std::all_of(parts.begin(), parts.end(),
-                                      [](const Variable& v) { return v.device().is_cpu(); });
+  const bool all_on_cpu = std::all_of(parts.begin(), parts.end(), [](const Variable& v) {
+    return v.device().is_cpu() && internal::remote_storage(v) == nullptr;
+  });
   if (target.is_cpu() && all_on_cpu && params.dtype() != DType::kString) {
     // Rows copied straight from the parts' buffers.
     std::vector<Tensor> values;
@@ -155,6 +181,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
     local[at.part].push_back(at.local);
     positions[at.part].push_back(static_cast<int64_t>(i));
   }
+  const std::vector<Tensor> remote_rows = gather_remote_parts(parts, local);
   // The parts' rows one after another (part order) on the target, then put
   // back in index order by one more gather.
   Tensor by_part(params.dtype(), TensorShape({n}).concatenate(row_shape), target);
@@ -162,7 +189,8 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   int64_t next = 0;
   for (size_t k = 0; k < num_parts; ++k) {
     if (local[k].empty()) continue;
-    Tensor rows = internal::gather_rows(parts[k].value(), local[k]);
+    Tensor rows =
+        remote_rows[k].valid() ? remote_rows[k] : internal::gather_rows(parts[k].value(), local[k]);
     if (&rows.device() != &target) rows = rows.to(target);
     const int64_t m = static_cast<int64_t>(local[k].size());
     if (m == n) return rows.reshaped(indices.shape().concatenate(row_shape));  // one part

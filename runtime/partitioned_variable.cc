@@ -240,7 +240,8 @@ bool all_local_cpu(const std::vector<Variable>& parts) {
 }
 
 // Parts on a GPU or on another task: each part receives its own indices
-// (re-based to the part) and update rows, in one scatter per part.
+// (re-based to the part) and update rows, in one scatter per local part
+// and one batched exchange per task holding remote parts.
 void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<const int64_t> idx,
                     const internal::ScatterArgs& args, const UpdateOptions& options) {
   const std::vector<Variable>& parts = var.variables();
@@ -258,9 +259,10 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
   const Tensor& upd = args.updates;
   Tensor flat_updates =
       args.updates_scalar ? upd : upd.reshaped(TensorShape({n}).concatenate(var.shape().tail(1)));
+  // Parts on other tasks go in one batch: one exchange per owning task.
+  std::vector<internal::RemotePart> remote;
   for (size_t k = 0; k < parts.size(); ++k) {
     if (part_rows[k].empty()) continue;
-    Tensor part_indices = Tensor::from_vector<int64_t>(part_rows[k]);
     Tensor part_updates;
     if (args.updates_scalar) {
       part_updates = upd;
@@ -269,10 +271,16 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
     } else {
       part_updates = internal::gather_rows(flat_updates, positions[k]);
     }
+    if (internal::RemoteStorage* storage = internal::remote_storage(parts[k])) {
+      remote.push_back({storage, std::move(part_rows[k]), part_updates.to_host()});
+      continue;
+    }
     Variable part = parts[k];
-    // A part on another task: one batched exchange with its owner.
-    internal::scatter_into(op, part, part_indices, part_updates, options,
-                           internal::scatter_subject(op, options.name, part.op_name()));
+    internal::scatter_into(op, part, Tensor::from_vector<int64_t>(part_rows[k]), part_updates,
+                           options, internal::scatter_subject(op, options.name, part.op_name()));
+  }
+  if (!remote.empty() && args.row_width > 0) {
+    remote[0].storage->scatter_parts(op, remote, args.updates_scalar);
   }
 }
 

@@ -24,6 +24,18 @@ class Variable;
 
 namespace varstate::internal {
 
+class RemoteStorage;
+
+// One variable's share of a sparse op on several remote variables (the
+// parts of a partitioned variable): its rows (in the variable, each in
+// range) and, for a scatter, their updates ([rows.size()] + the row
+// shape, or the op's scalar); a gather fills `values` with the rows.
+struct RemotePart {
+  RemoteStorage* storage = nullptr;
+  std::vector<int64_t> rows;
+  Tensor values;
+};
+
 // The value of one variable held by one task. Tensors passed in and
 // returned are on the host, of the variable's dtype; the caller has
 // validated shapes, indices and divisors (nothing here throws for bad
@@ -51,9 +63,19 @@ class RemoteStorage {
   // task reads or updates it meanwhile) and writes the result back.
   virtual Tensor modify(const std::function<void(Tensor&)>& fn) = 0;
   // ref[rows[p]] (op)= updates[p] (or the scalar `updates`), with the
-  // single-process scatter's semantics for duplicates.
+  // single-process scatter's semantics for duplicates. Only the distinct
+  // touched rows travel.
   virtual void scatter(kernels::ScatterOp op, const std::vector<int64_t>& rows,
                        const Tensor& updates, bool updates_scalar) = 0;
+  // The rows `rows` of the value, [rows.size()] + shape[1:]: only the
+  // distinct rows travel. FailedPreconditionError when uninitialized.
+  virtual Tensor gather(const std::vector<int64_t>& rows) = 0;
+  // The sparse op on several variables of this storage's transport (every
+  // parts[i].storage is one; this one need not be among them): one batched
+  // exchange per owning task, the owners' exchanges overlapped.
+  virtual void scatter_parts(kernels::ScatterOp op, std::vector<RemotePart>& parts,
+                             bool updates_scalar) = 0;
+  virtual void gather_parts(std::vector<RemotePart>& parts) = 0;
   // Atomically: the scalar before the increment; OutOfRangeError (naming
   // `op_name`) when it has reached `limit`.
   virtual int64_t count_up_to(int64_t limit, const std::string& op_name) = 0;
@@ -66,10 +88,31 @@ using RemoteStorageFactory = std::function<std::shared_ptr<RemoteStorage>(
     const TensorShape& shape)>;
 
 // Installs (or, with nullptr, removes) the process's factory. Thread-safe.
-void set_remote_storage_factory(RemoteStorageFactory factory);
+// `begin_batch` / `end_batch` (optional) bracket a creation batch.
+void set_remote_storage_factory(RemoteStorageFactory factory,
+                                std::function<void()> begin_batch = nullptr,
+                                std::function<void()> end_batch = nullptr);
 std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
                                                    const std::string& placement, DType dtype,
                                                    const TensorShape& shape);
+
+// A creation batch: the remote variables created while one is open (the
+// parts of one partitioned variable) share one allocation per owning task,
+// so that a sparse op over them is one exchange per owner. Every task opens
+// and finishes the same batches (creation is collective). finish() ends it
+// (and throws what allocating failed with); the destructor ends an
+// unfinished one without throwing.
+class RemoteCreationBatch {
+ public:
+  RemoteCreationBatch();
+  ~RemoteCreationBatch();
+  RemoteCreationBatch(const RemoteCreationBatch&) = delete;
+  RemoteCreationBatch& operator=(const RemoteCreationBatch&) = delete;
+  void finish();
+
+ private:
+  std::function<void()> end_;
+};
 
 // The variable's remote storage, or nullptr when its bytes are local.
 RemoteStorage* remote_storage(const Variable& v);

@@ -77,30 +77,57 @@ struct Variable::State {
 namespace internal {
 
 namespace {
+struct Hooks {
+  RemoteStorageFactory make;
+  std::function<void()> begin_batch, end_batch;
+};
 std::mutex& factory_mutex() {
   static std::mutex mu;
   return mu;
 }
-RemoteStorageFactory& factory() {
-  static RemoteStorageFactory f;
-  return f;
+Hooks& hooks() {
+  static Hooks h;
+  return h;
+}
+Hooks current_hooks() {
+  std::lock_guard lock(factory_mutex());
+  return hooks();
 }
 }  // namespace
 
-void set_remote_storage_factory(RemoteStorageFactory f) {
+void set_remote_storage_factory(RemoteStorageFactory f, std::function<void()> begin_batch,
+                                std::function<void()> end_batch) {
   std::lock_guard lock(factory_mutex());
-  factory() = std::move(f);
+  hooks() = {std::move(f), std::move(begin_batch), std::move(end_batch)};
 }
 
 std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
                                                    const std::string& placement, DType dtype,
                                                    const TensorShape& shape) {
-  RemoteStorageFactory f;
-  {
-    std::lock_guard lock(factory_mutex());
-    f = factory();
-  }
+  const RemoteStorageFactory f = current_hooks().make;
   return f ? f(op_name, placement, dtype, shape) : nullptr;
+}
+
+RemoteCreationBatch::RemoteCreationBatch() {
+  Hooks h = current_hooks();
+  if (h.begin_batch && h.end_batch) {
+    h.begin_batch();
+    end_ = std::move(h.end_batch);
+  }
+}
+
+RemoteCreationBatch::~RemoteCreationBatch() {
+  try {
+    if (end_) end_();
+  } catch (const std::exception&) {
+    // The creation that failed is already propagating its own error.
+  }
+}
+
+void RemoteCreationBatch::finish() {
+  std::function<void()> end = std::move(end_);
+  end_ = nullptr;
+  if (end) end();
 }
 
 }  // namespace internal
@@ -613,9 +640,13 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   if (s.remote) {
     Tensor v = convert_to_dtype(value, s.dtype, subject).to_host();
     if (!options.validate_shape && v.shape() != s.shape) {
-      throw InvalidArgumentError(subject +
-                                 ": a remote variable cannot change shape: target shape " +
-                                 s.shape.to_string() + ", value shape " + v.shape().to_string());
+      // Its bytes are a fixed-size MPI window on the owner, allocated with
+      // every task's agreement when the variable was created.
+      throw UnimplementedError(
+          subject + ": variable " + quoted(s.op_name) + " on " + s.remote->task() +
+          " cannot change shape (validate_shape=False): a remote "
+          "variable keeps the shape it was created with, " +
+          s.shape.to_string() + ", got a value of shape " + v.shape().to_string());
     }
     internal::check_dense_update_shape(subject, s.shape, v.shape(), /*scalar_ok=*/false);
     s.remote->write(v);

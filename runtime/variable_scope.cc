@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/remote_storage_internal.h"
 #include "runtime/scope_names.h"
 #include "varstate/error.h"
 #include "varstate/slice.h"
@@ -315,6 +316,8 @@ PartitionedVariable create_partitioned(Graph& graph, ScopeStore& st, const std::
   GetVariableOptions part_options = o;
   part_options.dtype = r.dtype;
   std::vector<Variable> parts;
+  // Parts on one task share one remote allocation: one exchange per owner.
+  internal::RemoteCreationBatch batch;
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t> part_shape(r.shape.dims().begin(), r.shape.dims().end());
     part_shape[a] = dim / n + (i < excess ? 1 : 0);
@@ -323,6 +326,7 @@ PartitionedVariable create_partitioned(Graph& graph, ScopeStore& st, const std::
                                Reuse(false), pending));
     offset[a] += part_shape[a];
   }
+  batch.finish();
   PartitionedVariable pv(name, r.shape, r.dtype, std::move(parts), r.partitions);
   st.partitioned.emplace(name, pv);
   return pv;

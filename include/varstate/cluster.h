@@ -25,21 +25,35 @@
 // collective: every task must create the same cluster variables (shape
 // and dtype fully defined, not string) in the same order, as TensorFlow 1's
 // between-graph replication builds the same graph in every task. A
-// placement naming a task the cluster lacks raises NotFoundError.
+// placement naming a task the cluster lacks raises NotFoundError. What
+// stays out, each an UnimplementedError naming the variable: string
+// variables (their elements have no fixed size for an MPI window), and
+// growing or shrinking a remote variable (assign with validate_shape=false
+// and a value of another shape): its window is sized once, with every
+// task's agreement, when it is created.
 // Variables without a job in their placement stay in this process.
 //
-// Ops: reads are MPI_Get; assign an element-wise atomic replace;
-// assign_add/sub one MPI_Get_accumulate(SUM) (sub adds the negation);
-// scatter_update/add/sub/mul/min/max one accumulate (REPLACE, SUM, PROD,
-// MIN, MAX) per call with an indexed datatype of the touched rows, after
-// combining duplicate rows locally (float sums of duplicates are rounded
-// once, not once per duplicate); scatter_div, float16/bfloat16 arithmetic
-// and slice assigns read-modify-write the touched rows under the owner's
-// exclusive lock (exact for integers). count_up_to is a compare-and-swap
-// loop. Concurrent updates from many tasks lose nothing. Validation is the
-// single-process API's and happens before anything is sent. A caching
-// device caches remote reads, refreshed only when the owner's version
-// counter moved. ref() of a remote variable is a snapshot, not a live view.
+// Ops: reads are MPI_Get; assign one put under the owner's exclusive lock;
+// assign_add/sub one MPI_Get_accumulate(SUM) (sub adds the negation).
+// Sparse ops move rows, not tables: gather and scatter_update/add/sub/mul/
+// min/max (of a Variable or a PartitionedVariable) reduce their indices to
+// the distinct rows first -- a scatter's duplicates combined locally with
+// the op's own semantics (float sums of duplicates are rounded once, not
+// once per duplicate; update keeps the last) -- and move exactly those rows
+// plus their offsets, in one accumulate (REPLACE, SUM, PROD, MIN, MAX) or
+// one get through an indexed datatype. The parts of one partitioned
+// variable that sit on one task share one MPI window, so a partitioned
+// gather or scatter is one exchange per owning task (8 parts on 2 ps tasks:
+// 2), the owners' exchanges overlapped. scatter_div, float16/bfloat16
+// arithmetic and slice assigns read-modify-write the touched rows under
+// the owner's exclusive lock (exact for integers). The Tensor returned by
+// a scatter_* on a single remote Variable is a read of its whole value
+// (that op's contract); PartitionedVariable scatters return nothing and
+// move rows only. count_up_to is a compare-and-swap loop. Concurrent
+// updates from many tasks lose nothing. Validation is the single-process
+// API's and happens before anything is sent. A caching device caches
+// remote reads, refreshed only when the owner's version counter moved.
+// ref() of a remote variable is a snapshot, not a live view.
 //
 // Progress: the owner does not serve requests (passive-target RMA:
 // MPI_Win_lock / MPI_Win_unlock per operation). A ps task only has to stay
@@ -50,6 +64,23 @@
 //
 // Errors of MPI calls surface as UnavailableError (AbortedError for a
 // failed collective) naming the task and rank.
+//
+// A dead task. MPI (without ULFM) cannot continue a job once a rank has
+// died, so the guarantee is a clear error instead of a hang: under
+// mpirun's default, the launcher ends every rank within seconds of one
+// exiting abnormally. When the launcher lets the others run on (OpenMPI:
+// --mca orte_abort_on_non_zero_status 0), every task notices a dead task
+// of its own host: the polled waits of barrier(), join() and
+// DistributedSaver's collectives check the peers' processes every ~0.1 s,
+// and every remote op checks its owner's before it starts, each raising
+// UnavailableError("... task /job:ps/task:1 (rank 1, process N) has
+// exited; the job cannot continue ...") within a second. shutdown() after
+// that frees nothing collectively and does not finalize MPI: the process
+// should exit and the job restart from the last checkpoint, which a save
+// interrupted by the death never replaced. A task on another host is only
+// noticed through the launcher (its default ends the job). A task that
+// dies while holding an owner's exclusive lock (scatter_div, float16
+// arithmetic) blocks the ops on that owner that follow.
 #pragma once
 
 #include <memory>
@@ -108,6 +139,7 @@ class Cluster {
   void barrier();
   // Waits (polling MPI, yielding the CPU) until every task has called
   // join() or shutdown(): what a ps task does after building the graph.
+  // UnavailableError when a task of this host has died meanwhile.
   void join();
   // join(), then frees every remote variable's window (collective) and
   // finalizes MPI if the Cluster initialized it. Remote variables used

@@ -23,12 +23,13 @@
 //
 // restore() is collective and starts with a barrier, so what any task wrote
 // before it (a chief's initializer) lands before the restored values: every
-// task restores the variables it holds
-// (and each process its local variables) from the checkpoint through
-// Saver's restore (checked first, then assigned), so a checkpoint written
-// by N tasks restores into M tasks, into a different partitioning, and into
-// a single process with a plain Saver. Partitioned variables are stored as
-// slices of one full tensor, as Saver stores them.
+// task restores the variables it holds (and each process its local
+// variables) with Saver::restore's checks, reading only their slices from
+// the stored pieces that overlap them, so a checkpoint written by N tasks
+// restores into M tasks, into a different partitioning, and into a single
+// process with a plain Saver, without any task gathering a whole table.
+// Partitioned variables are stored as slices of one full tensor, as Saver
+// stores them.
 //
 // A save on rank 0 first removes what interrupted saves of the same path
 // left in the directory (temporary folders, as Saver does). A save that
@@ -37,9 +38,20 @@
 // anything is merged) removes what it wrote and leaves the state file and
 // last_checkpoints() as they were.
 //
-// Errors: a failure on any task raises AbortedError on every task naming
-// the failing task(s) (the failing task itself raises its own error). A
-// restore that fails on one task may have restored the others.
+// restore() is all-or-nothing across tasks: first every task verifies its
+// share of the checkpoint without changing a variable (the files present,
+// every key with its dtype and shape or slice coverage, every tensor read
+// and its checksum verified, one tensor in memory at a time); only when
+// every task has succeeded does any task assign. If one fails, no variable
+// changes on any task and every task raises the same AbortedError, naming
+// the failing task(s) and the first failing task's error (which names the
+// file: a missing shard, a checksum mismatch in "<prefix>.data-0000k-of-
+// 0000n"). A failure after that point (the transport failing mid-assign)
+// can leave some variables restored; a second restore repairs them.
+//
+// Errors of save(): a failure on any task raises AbortedError on every
+// task naming the failing task(s) (the failing task itself raises its own
+// error).
 #pragma once
 
 #include <cstdint>

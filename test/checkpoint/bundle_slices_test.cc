@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <random>
+#include <span>
 
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
@@ -114,6 +116,38 @@ TEST_CASE("restoring into a different partitioning", "[bundle][slices]") {
       TensorSlice s({a, b, {}});
       CHECK(reader.read_slice("t", s).values<int32_t>() == naive_slice(s));
     }
+}
+
+TEST_CASE("a byte range of a stored slice reads straight, the whole slice checksummed",
+          "[bundle][slices]") {
+  TempDir dir;
+  save_partitioned(dir / "three", {3, 1, 1});  // rows [0,3) [3,5) [5,7)
+  BundleReader reader(dir / "three");
+  const TensorInfo info = reader.info("t");
+  const int64_t row_bytes = kShape[1] * kShape[2] * 4;
+  // Rows 1 and 2 of the first piece.
+  std::vector<int32_t> got(static_cast<size_t>(2 * kShape[1] * kShape[2]), -1);
+  std::span<std::byte> dst(reinterpret_cast<std::byte*>(got.data()), got.size() * 4);
+  REQUIRE(reader.read_slice_range_into(info, 0, static_cast<uint64_t>(row_bytes), dst));
+  CHECK(got == naive_slice(TensorSlice({{1, 2}, {}, {}})));
+  std::span<std::byte> none;
+  CHECK(reader.read_slice_range_into(info, 2, 0, none));  // nothing copied, still checked
+  CHECK_THROWS_AS(reader.read_slice_range_into(info, 0, static_cast<uint64_t>(2 * row_bytes), dst),
+                  InvalidArgumentError);
+  // A flipped byte outside the range read is still caught.
+  const std::string data = dir / "three.data-00000-of-00001";
+  {
+    std::FILE* f = std::fopen(data.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    std::fseek(f, 1, SEEK_SET);  // in row 0 of the first piece
+    const int c = std::fgetc(f);
+    std::fseek(f, 1, SEEK_SET);
+    std::fputc(c ^ 0x41, f);
+    std::fclose(f);
+  }
+  BundleReader corrupt(dir / "three");
+  CHECK_THROWS_WITH(corrupt.read_slice_range_into(info, 0, static_cast<uint64_t>(row_bytes), dst),
+                    Catch::Contains("crc32c mismatch") && Catch::Contains("three.data-00000"));
 }
 
 TEST_CASE("missing slices are reported", "[bundle][slices]") {

@@ -4,6 +4,8 @@
 //   ops                every remote op against a local reference, errors,
 //                      concurrent updates, count_up_to, partitioned
 //                      variables, caching (np 4: 2 ps + 2 workers)
+//   sparse             bytes on the wire of remote gathers and scatters,
+//                      exchanges per partitioned op (np 4)
 //   save DIR           a DistributedSaver checkpoint of a known model (np 4)
 //   restore DIR        restores it into 1 ps + 2 workers, another partitioning (np 3)
 //   check DIR          restores it into one process with a plain Saver (no mpirun)
@@ -11,6 +13,13 @@
 //   check_killed DIR   the latest checkpoint is still step 1 and restores (no mpirun)
 //   save_after_kill DIR  a restarted job (max_to_keep 1) recovers the list,
 //                      saves step 3: the dead save's folder and step 1 go (np 4)
+//   corrupt DIR        a restore from a corrupt or incomplete checkpoint fails on
+//                      every task alike, naming the file; nothing changes (np 4)
+//   die_in_save DIR    ps task 1 dies mid-save; the survivors get an error
+//                      naming it within seconds (np 4, job not aborted)
+//   die_in_op          ps task 1 is killed while workers scatter into it (np 4)
+//   reshard_save DIR   np-1 ps tasks save two tables of np-1 parts
+//   reshard_restore DIR  restore them into np-1 ps tasks (another count), bitwise
 //   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
 //                      set_last_checkpoints agreed on every task) and a save
 //                      failing on a directory in its way (np 4)
@@ -20,15 +29,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/file_system.h"
+#include "distributed/cluster_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "varstate/varstate.h"
 
@@ -88,6 +101,12 @@ Tensor make(std::vector<int64_t> dims, const std::function<T(int64_t)>& f) {
 }
 
 Tensor i64(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v); }
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
 
 int finish(Cluster* cluster) {
   int failures = g_failures, total = 0;
@@ -249,6 +268,15 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     EXPECT_THROWS(OutOfRangeError, counter.count_up_to(2), "Reached limit of 2");
     EXPECT(counter.value().scalar<int64_t>() == 2);
   }
+  // What remote variables do not do: a clear UnimplementedError naming
+  // the variable (every task: no window is created).
+  {
+    EXPECT_THROWS(UnimplementedError, Variable(Tensor("s"), {.name = "text"}),
+                  "variable \"text\" is placed on /job:ps/task:");
+    EXPECT_THROWS(UnimplementedError,
+                  a.assign(Tensor::zeros(DType::kFloat, {7, 4}), {.validate_shape = false}),
+                  "variable \"a\" on /job:ps/task:0 cannot change shape (validate_shape=False)");
+  }
   // A placement naming a task the cluster lacks (every task: no window is
   // created, so the collective order stays intact).
   {
@@ -362,6 +390,131 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
 }
 
 // ---------------------------------------------------------------------------
+// sparse: bytes on the wire and exchanges per op (2 ps + 2 workers)
+
+// Traffic of this process during `f`.
+internal::WireStats traffic(Cluster& cluster, const std::function<void()>& f) {
+  const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
+  f();
+  const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
+  return {after.exchanges - before.exchanges, after.data_bytes - before.data_bytes,
+          after.index_bytes - before.index_bytes, after.header_bytes - before.header_bytes};
+}
+
+#define EXPECT_EQ_U(a, b)                                                                   \
+  do {                                                                                      \
+    const uint64_t x_ = (a), y_ = (b);                                                      \
+    if (x_ != y_) {                                                                         \
+      ++g_failures;                                                                         \
+      std::fprintf(stderr, "[rank %d] %s:%d: %s = %llu, expected %llu\n", g_rank, __FILE__, \
+                   __LINE__, #a, static_cast<unsigned long long>(x_),                       \
+                   static_cast<unsigned long long>(y_));                                    \
+    }                                                                                       \
+  } while (0)
+
+// A remote gather / scatter of a few rows of a big table moves those rows
+// (distinct ones, once) and their offsets, in one exchange.
+void test_row_traffic(Cluster& cluster) {
+  constexpr int64_t kRows = 4096, kWidth = 16;
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable table(make<float>({kRows, kWidth}, [](int64_t i) { return static_cast<float>(i % 97); }),
+                 {.name = "table"});
+  if (cluster.is_chief()) Session().run(table.initializer());
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    const Tensor ids = i64({7, 4095, 7, 100, 7});  // 3 distinct rows
+    constexpr uint64_t kRowBytes = kWidth * 4;
+    EXPECT(table.is_initialized());
+    Tensor got;
+    internal::WireStats t = traffic(cluster, [&] { got = gather(table, ids); });
+    EXPECT_EQ_U(t.exchanges, 1);
+    EXPECT_EQ_U(t.data_bytes, 3 * kRowBytes);
+    EXPECT_EQ_U(t.index_bytes, 3 * 8);
+    EXPECT_EQ_U(t.header_bytes, 0);
+    EXPECT(got.shape() == TensorShape({5, kWidth}));
+    EXPECT(got.to_vector<float>()[kWidth * 1] == static_cast<float>(4095 * kWidth % 97));
+    // The duplicates of a scatter_add are combined before they travel.
+    const Tensor rows =
+        Tensor::filled(DType::kFloat, {5, kWidth}, Tensor(1.f), DeviceManager::instance().cpu());
+    t = traffic(cluster, [&] { scatter_add(table, ids, rows); });
+    // The returned value of a single-variable scatter is a read of the whole.
+    EXPECT_EQ_U(t.data_bytes, 3 * kRowBytes + kRows * kRowBytes);
+    EXPECT_EQ_U(t.exchanges, 2);
+    EXPECT_EQ_U(t.index_bytes, 3 * 8);
+    EXPECT(gather(table, i64({7})).to_vector<float>()[0] ==
+           static_cast<float>(7 * kWidth % 97) + 3.f);
+  }
+  cluster.barrier();
+}
+
+// A partitioned variable of 8 parts on 2 ps tasks: every sparse op is one
+// exchange per owner (2), and matches the same op on a local copy.
+void test_exchanges_per_owner(Cluster& cluster) {
+  const Tensor init =
+      make<float>({40, 3}, [](int64_t i) { return 1.f + static_cast<float>(i % 7); });
+  const Tensor init_i =
+      make<int32_t>({40, 3}, [](int64_t i) { return static_cast<int32_t>(i * 5 + 9); });
+  PartitionedVariable local =
+      get_variable("sp_local", {.initializer = init, .partitioner = fixed_size_partitioner(8)});
+  PartitionedVariable local_i =
+      get_variable("sp_local_i", {.initializer = init_i, .partitioner = fixed_size_partitioner(8)});
+  Session().run(std::vector<Op>{local.initializer(), local_i.initializer()});
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  PartitionedVariable emb =
+      get_variable("sp", {.initializer = init, .partitioner = fixed_size_partitioner(8)});
+  PartitionedVariable emb_i =
+      get_variable("sp_i", {.initializer = init_i, .partitioner = fixed_size_partitioner(8)});
+  std::vector<int> owners(2, 0);
+  for (const Variable& part : emb.variables()) {
+    const int owner = internal::ClusterAccess::owner_rank(part);
+    EXPECT(owner == 0 || owner == 1);
+    if (owner == 0 || owner == 1) ++owners[static_cast<size_t>(owner)];
+  }
+  EXPECT(owners[0] == 4 && owners[1] == 4);
+  if (cluster.is_chief()) Session().run(std::vector<Op>{emb.initializer(), emb_i.initializer()});
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    EXPECT(same(emb.as_tensor(), init));
+    const Tensor ids = i64({0, 39, 5, 5, 17, 22, 31, 8, 0});  // every part, duplicates
+    const Tensor rows = make<float>({9, 3}, [](int64_t i) { return 0.5f + static_cast<float>(i); });
+    using PartOp =
+        void (PartitionedVariable::*)(const Tensor&, const Tensor&, const UpdateOptions&);
+    const std::vector<std::pair<const char*, PartOp>> ops = {
+        {"scatter_update", &PartitionedVariable::scatter_update},
+        {"scatter_add", &PartitionedVariable::scatter_add},
+        {"scatter_sub", &PartitionedVariable::scatter_sub},
+        {"scatter_mul", &PartitionedVariable::scatter_mul},
+        {"scatter_div", &PartitionedVariable::scatter_div},
+        {"scatter_min", &PartitionedVariable::scatter_min},
+        {"scatter_max", &PartitionedVariable::scatter_max}};
+    for (const auto& [name, op] : ops) {
+      const internal::WireStats t = traffic(cluster, [&] { (emb.*op)(ids, rows, {}); });
+      (local.*op)(ids, rows, {});
+      if (t.exchanges != 2 || !same(emb.as_tensor(), local.as_tensor())) {
+        ++g_failures;
+        std::fprintf(stderr, "[rank %d] %s: %llu exchanges (expected 2), values %s\n", g_rank, name,
+                     static_cast<unsigned long long>(t.exchanges),
+                     same(emb.as_tensor(), local.as_tensor()) ? "equal" : "differ");
+      }
+    }
+    // int32 division: exact, read-modify-write under the exclusive lock.
+    const Tensor div =
+        make<int32_t>({9, 3}, [](int64_t i) { return static_cast<int32_t>(i % 4 + 1); });
+    const internal::WireStats t = traffic(cluster, [&] { emb_i.scatter_div(ids, div); });
+    local_i.scatter_div(ids, div);
+    EXPECT_EQ_U(t.exchanges, 2);
+    EXPECT(same(emb_i.as_tensor(), local_i.as_tensor()));
+    Tensor got;
+    const internal::WireStats g = traffic(cluster, [&] { got = gather(emb, ids); });
+    EXPECT_EQ_U(g.exchanges, 2);
+    EXPECT_EQ_U(g.data_bytes, 7 * 3 * 4);  // 7 distinct rows
+    EXPECT(same(got, gather(local, ids)));
+    EXPECT(same(gather(emb, i64({3})), gather(local, i64({3}))));  // one part: one exchange
+  }
+  cluster.barrier();
+}
+
+// ---------------------------------------------------------------------------
 // The checkpointed model: its variables and their known values.
 
 Tensor w_value() {
@@ -449,6 +602,169 @@ class DyingFileSystem : public FileSystem {
   };
   size_t limit_;
 };
+
+// Flips one byte of `path` at `offset`.
+void corrupt_byte(const std::string& path, long offset) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  EXPECT(f != nullptr);
+  if (!f) return;
+  std::fseek(f, offset, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, offset, SEEK_SET);
+  std::fputc(c ^ 0x5a, f);
+  std::fclose(f);
+}
+
+// A checkpoint whose shard of ps task 1 is corrupt, then one missing a
+// shard: restore fails on every task with the same error naming the file,
+// and no task's variables change.
+void test_corrupt_restore(Cluster& cluster, Model& m, const std::string& dir) {
+  DistributedSaver saver(cluster);
+  if (cluster.is_chief()) set_model(m, 7);
+  cluster.barrier();
+  const std::string path = saver.save(dir + "/model", 7);
+  const std::string shard1 = path + ".data-00001-of-00002";
+  const std::string shard0 = path + ".data-00000-of-00002";
+  if (cluster.is_chief()) {
+    corrupt_byte(shard1, 2);
+    m.w.assign(Tensor::zeros(DType::kFloat, {6, 4}));
+    m.emb.assign(Tensor::zeros(DType::kFloat, {10, 3}));
+    m.step.assign(Tensor(int64_t{9}));
+  }
+  cluster.barrier();
+  auto unchanged = [&] {
+    EXPECT(same(m.w.value(), Tensor::zeros(DType::kFloat, {6, 4})));
+    EXPECT(same(m.emb.as_tensor(), Tensor::zeros(DType::kFloat, {10, 3})));
+    EXPECT(m.step.value().scalar<int64_t>() == 9);
+  };
+  EXPECT_THROWS(AbortedError, saver.restore(path), "/job:ps/task:1, no variable changed");
+  EXPECT_THROWS(AbortedError, saver.restore(path), shard1);
+  unchanged();
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    corrupt_byte(shard1, 2);  // repaired
+    default_file_system()->delete_file(shard0);
+  }
+  cluster.barrier();
+  EXPECT_THROWS(AbortedError, saver.restore(path), shard0);
+  unchanged();
+  cluster.barrier();
+}
+
+// ---------------------------------------------------------------------------
+// A task dying under a job that lets the others run on (mpirun --mca
+// orte_abort_on_non_zero_status 0): every survivor gets an UnavailableError
+// naming the dead task within seconds, prints "survivor ok", and exits
+// without finalizing MPI (which would wait for the dead task).
+
+double seconds_since(const std::chrono::steady_clock::time_point& t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+[[noreturn]] void survive(Cluster& cluster, const std::string& error, double seconds) {
+  EXPECT(error.find("task /job:ps/task:1 (rank 1") != std::string::npos);
+  EXPECT(error.find("has exited") != std::string::npos);
+  EXPECT(seconds < 30);
+  cluster.shutdown();  // local only: a task has died
+  std::fprintf(stderr, "[rank %d] survivor %s after %.1f s: %s\n", g_rank,
+               g_failures ? "FAILED" : "ok", seconds, error.c_str());
+  // mpirun ends the job once a process exits without finalizing: give the
+  // other survivors (each noticing within ~0.2 s) time to report first.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::_Exit(g_failures ? 1 : 0);
+}
+
+// ps task 1 dies in the middle of writing its shard of step 2.
+void die_in_save(Cluster& cluster, const std::string& dir) {
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Model m = build_model(2);
+  DyingFileSystem dying(/*limit=*/24);
+  DistributedSaver saver(cluster, {.file_system = cluster.rank() == 1 ? &dying : nullptr});
+  if (cluster.is_chief()) set_model(m, 1);
+  cluster.barrier();
+  saver.save(dir + "/model", 1);
+  dying.armed = true;
+  cluster.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    saver.save(dir + "/model", 2);
+  } catch (const UnavailableError& e) {
+    survive(cluster, e.what(), seconds_since(t0));
+  }
+  EXPECT(false);  // the save cannot succeed without ps task 1
+}
+
+// ps task 1 is killed (SIGKILL) while the workers scatter into its
+// variable and ps task 0 waits in join().
+void die_in_op(Cluster& cluster) {
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable a(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "a"});  // ps 0
+  Variable b(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "b"});  // ps 1
+  if (cluster.is_chief()) Session().run(std::vector<Op>{a.initializer(), b.initializer()});
+  cluster.barrier();
+  if (cluster.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::fprintf(stderr, "[rank 1] killing itself mid-operation, as the test asks\n");
+    raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (cluster.job_name() == "ps") cluster.join();
+    while (seconds_since(t0) < 60) scatter_add(b, i64({1, 2, 1}), Tensor(1.f));
+  } catch (const UnavailableError& e) {
+    survive(cluster, e.what(), seconds_since(t0));
+  }
+  EXPECT(false);
+}
+
+// ---------------------------------------------------------------------------
+// reshard: a checkpoint written by N ps tasks (tables in N parts) restores
+// into M ps tasks (M parts), bitwise; each task reads only its slices.
+
+Tensor reshard_floats() {
+  return make<float>({1000, 8}, [](int64_t i) { return static_cast<float>(i) * 0.37f - 11.f; });
+}
+Tensor reshard_ints() {
+  return make<int64_t>({257, 3}, [](int64_t i) { return i * 1000003 - 7; });
+}
+
+struct Resharded {
+  PartitionedVariable floats, ints;
+};
+
+// Under a Cluster of np ranks: np-1 ps tasks, the tables in np-1 parts.
+Resharded reshard_model(Cluster& cluster) {
+  const int ps = cluster.num_tasks("ps");
+  DeviceScope scope(replica_device_setter({.ps_tasks = ps}));
+  return {get_variable("floats", {.shape = {1000, 8},
+                                  .initializer = zeros_initializer(),
+                                  .partitioner = fixed_size_partitioner(ps)}),
+          get_variable("ints", {.shape = {257, 3},
+                                .dtype = DType::kInt64,
+                                .initializer = zeros_initializer(DType::kInt64),
+                                .partitioner = fixed_size_partitioner(ps)})};
+}
+
+void reshard(Cluster& cluster, const std::string& mode, const std::string& dir) {
+  Resharded m = reshard_model(cluster);
+  if (cluster.is_chief())
+    Session().run(std::vector<Op>{m.floats.initializer(), m.ints.initializer()});
+  cluster.barrier();
+  DistributedSaver saver(cluster);
+  if (mode == "reshard_save") {
+    if (cluster.is_chief()) {
+      m.floats.assign(reshard_floats());
+      m.ints.assign(reshard_ints());
+    }
+    cluster.barrier();
+    saver.save(dir + "/model", 1);
+    return;
+  }
+  saver.restore(dir + "/model-1");
+  EXPECT(same(m.floats.as_tensor(), reshard_floats()));
+  EXPECT(same(m.ints.as_tensor(), reshard_ints()));
+  cluster.barrier();
+}
 
 // Entries of `dir` holding "_temp_", and checkpoint indexes in it.
 int temporaries(const std::string& dir) {
@@ -582,6 +898,11 @@ int main(int argc, char** argv) {
       EXPECT(Cluster::current() == nullptr);
       EXPECT_THROWS(UnavailableError, keep[0].value(), "the Cluster has shut down");
       if (g_failures != before) code = 1;
+    } else if (mode == "sparse") {
+      Cluster cluster({.ps_tasks = 2});
+      test_row_traffic(cluster);
+      test_exchanges_per_owner(cluster);
+      code = finish(&cluster);
     } else if (mode == "save_after_kill") {
       // The restarted job: its next distributed save into the directory of
       // the killed one removes the temporary folder the dead task's save
@@ -607,6 +928,21 @@ int main(int argc, char** argv) {
         EXPECT(indexes(dir) == 1);
       }
       cluster.barrier();
+      code = finish(&cluster);
+    } else if (mode == "corrupt") {
+      Cluster cluster({.ps_tasks = 2});
+      DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+      Model m = build_model(2);
+      test_corrupt_restore(cluster, m, dir);
+      code = finish(&cluster);
+    } else if (mode == "die_in_save" || mode == "die_in_op") {
+      Cluster cluster({.ps_tasks = 2});
+      if (mode == "die_in_save") die_in_save(cluster, dir);
+      if (mode == "die_in_op") die_in_op(cluster);
+      code = finish(&cluster);
+    } else if (mode == "reshard_save" || mode == "reshard_restore") {
+      Cluster cluster({.ps_tasks = std::max(1, world_size() - 1)});
+      reshard(cluster, mode, dir);
       code = finish(&cluster);
     } else if (mode == "retain") {
       Cluster cluster({.ps_tasks = 2});

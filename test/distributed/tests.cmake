@@ -19,6 +19,8 @@ endif()
 set(_ckpt ${CMAKE_CURRENT_BINARY_DIR}/mpi_ckpt)
 set(_killed ${CMAKE_CURRENT_BINARY_DIR}/mpi_killed_ckpt)
 set(_retain ${CMAKE_CURRENT_BINARY_DIR}/mpi_retain_ckpt)
+set(_corrupt ${CMAKE_CURRENT_BINARY_DIR}/mpi_corrupt_ckpt)
+set(_died ${CMAKE_CURRENT_BINARY_DIR}/mpi_died_ckpt)
 set(_ps_worker ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
 
 function(varstate_mpi_test name)
@@ -27,10 +29,14 @@ function(varstate_mpi_test name)
 endfunction()
 
 varstate_mpi_test(mpi_ops ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> ops)
+varstate_mpi_test(mpi_sparse ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> sparse)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
 add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
-                                      ${_ps_worker})
+                                      ${_ps_worker} ${_corrupt} ${_died}
+                                      ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_2
+                                      ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_3
+                                      ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_4)
 set_tests_properties(mpi_ckpt_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_clean)
 varstate_mpi_test(mpi_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> save ${_ckpt})
 set_tests_properties(mpi_save PROPERTIES FIXTURES_SETUP mpi_ckpt FIXTURES_REQUIRED mpi_clean)
@@ -50,6 +56,41 @@ varstate_mpi_test(mpi_save_after_kill ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> s
                   ${_killed})
 set_tests_properties(mpi_save_after_kill PROPERTIES FIXTURES_REQUIRED mpi_killed
                      DEPENDS mpi_after_kill)
+
+# All-or-nothing restore: a corrupt shard, then a missing one.
+varstate_mpi_test(mpi_corrupt_restore ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> corrupt ${_corrupt})
+set_tests_properties(mpi_corrupt_restore PROPERTIES FIXTURES_REQUIRED mpi_clean)
+
+# A task dies and mpirun lets the others run on: every survivor reports an
+# error naming it within 30 s (bounded by timeout), then a fresh process
+# restores the last committed checkpoint.
+set(_survivors "survivor ok[^\n]*\n(.*\n)?.*survivor ok[^\n]*\n(.*\n)?.*survivor ok")
+foreach(_where save op)
+  varstate_mpi_test(mpi_die_in_${_where} timeout -k 5 30 ${_mpirun} --mca orte_abort_on_non_zero_status 0
+                    -np 4 $<TARGET_FILE:mpi_test> die_in_${_where} ${_died})
+  set_tests_properties(mpi_die_in_${_where} PROPERTIES PASS_REGULAR_EXPRESSION "${_survivors}"
+                       FAIL_REGULAR_EXPRESSION "survivor FAILED;EXPECT failed")
+endforeach()
+set_tests_properties(mpi_die_in_save PROPERTIES FIXTURES_SETUP mpi_died FIXTURES_REQUIRED mpi_clean)
+varstate_mpi_test(mpi_after_death $<TARGET_FILE:mpi_test> check_killed ${_died})
+set_tests_properties(mpi_after_death PROPERTIES FIXTURES_REQUIRED mpi_died)
+
+# N -> M restore: checkpoints of 4, 2 and 3 ps tasks (tables in as many
+# parts) restored into 2, 4 and 1 ps tasks, bitwise.
+foreach(_pair "4;2" "2;4" "3;1")
+  list(GET _pair 0 _n)
+  list(GET _pair 1 _m)
+  math(EXPR _np_save "${_n} + 1")
+  math(EXPR _np_restore "${_m} + 1")
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_${_n})
+  varstate_mpi_test(mpi_reshard_save_${_n} ${_mpirun} -np ${_np_save} $<TARGET_FILE:mpi_test>
+                    reshard_save ${_dir})
+  set_tests_properties(mpi_reshard_save_${_n} PROPERTIES FIXTURES_SETUP mpi_reshard_${_n}
+                       FIXTURES_REQUIRED mpi_clean)
+  varstate_mpi_test(mpi_reshard_${_n}_to_${_m} ${_mpirun} -np ${_np_restore}
+                    $<TARGET_FILE:mpi_test> reshard_restore ${_dir})
+  set_tests_properties(mpi_reshard_${_n}_to_${_m} PROPERTIES FIXTURES_REQUIRED mpi_reshard_${_n})
+endforeach()
 
 # max_to_keep across a restart; a save failing on a directory in its way.
 add_test(NAME mpi_retain_mkdir COMMAND ${CMAKE_COMMAND} -E make_directory ${_retain})
@@ -81,3 +122,12 @@ foreach(_run 1 2 3)
                        PASS_REGULAR_EXPRESSION "${_expect}" FIXTURES_REQUIRED "${_requires}"
                        FIXTURES_SETUP mpi_ps_worker_${_run})
 endforeach()
+
+# The distributed demo (tools/cli/demo_ps.cc): 2 ps tasks + 2 workers reach
+# one process's test RMSE, and resume from their DistributedSaver checkpoint.
+if(TARGET varstate_cli)
+  add_test(NAME mpi_demo_ps COMMAND ${CMAKE_CURRENT_LIST_DIR}/demo_ps_test.sh
+                                    $<TARGET_FILE:varstate_cli> ${_mpirun})
+  set_tests_properties(mpi_demo_ps PROPERTIES LABELS "mpi;cpu;cli" TIMEOUT 300
+                       ENVIRONMENT "${_mpi_env}")
+endif()

@@ -48,6 +48,7 @@
 
 #include "commands.h"
 #include "demo_data.h"
+#include "demo_ps.h"
 
 namespace varstate::cli {
 namespace {
@@ -686,6 +687,27 @@ int demo(const DemoOptions& o) {
   }
 }
 
+// The flags of a distributed run (`mpirun -np N varstate demo --ps K`,
+// demo_ps.h).
+PsDemoOptions ps_options(const DemoOptions& o, int ps) {
+  return {.users = o.users,
+          .items = o.items,
+          .rank = o.rank,
+          .ratings_per_user = o.ratings_per_user,
+          .noise = o.noise,
+          .steps = o.steps,
+          .batch_size = o.batch_size,
+          .learning_rate = o.learning_rate,
+          .l2 = o.l2,
+          .checkpoint_dir = o.checkpoint_dir,
+          .save_every = o.save_every,
+          .max_to_keep = o.max_to_keep,
+          .resume = o.resume,
+          .seed = o.seed,
+          .shards = o.shards,
+          .ps = ps};
+}
+
 }  // namespace
 
 Action add_demo_command(CLI::App& app) {
@@ -743,7 +765,21 @@ Action add_demo_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "gpu", "all"}));
   cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")
       ->check(count_at_least(1));
-  return [o] { return demo(*o); };
+  auto ps = std::make_shared<int>(0);
+  cmd->add_option(
+         "--ps", *ps,
+         "run as a multi-process job under mpirun: the tables on this many parameter-server "
+         "tasks (the first ranks), trained by the other ranks (default --shards: two per "
+         "ps task)")
+      ->check(count_at_least(1));
+  return [o, ps] {
+    if (*ps > 0) {
+      check_sizes(*o);
+      ensure_writable_dir("--checkpoint_dir", o->checkpoint_dir);
+      return demo_ps(ps_options(*o, *ps));
+    }
+    return demo(*o);
+  };
 }
 
 }  // namespace varstate::cli

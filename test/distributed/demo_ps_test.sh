@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `mpirun -np 4 varstate demo --ps 2` on a small configuration:
+#   1. every rank says what it is (2 ps tasks holding the tables' parts, 2
+#      workers), and the test RMSE matches one process with the same
+#      --shards and --seed (within 1e-3);
+#   2. stopping at step 300 and --resume to 600 restores the
+#      DistributedSaver checkpoint and ends at global_step 600 with the same
+#      RMSE as the uninterrupted run.
+#   demo_ps_test.sh PATH/TO/varstate MPIRUN [MPIRUN FLAGS...]
+set -euo pipefail
+cli=${1:?usage: demo_ps_test.sh VARSTATE_BIN MPIRUN [FLAGS...]}
+shift
+mpirun=("$@")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+small=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
+       --learning_rate 0.05 --save_every 150 --max_to_keep 2 --shards 4 --seed 7)
+fail() { echo "FAIL: $*"; exit 1; }
+after() { sed -nE 's/^test RMSE(: [0-9.]+ before,| after:) ([0-9.]+).*/\2/p' "$1"; }
+near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d < 0.001 && d > -0.001) }'; }
+
+"$cli" demo "${small[@]}" --device cpu --steps 600 --checkpoint_dir "$tmp/one" > "$tmp/one.log"
+one=$(after "$tmp/one.log")
+[ -n "$one" ] || fail "no RMSE from the single process"
+
+timeout -k 5 240 "${mpirun[@]}" -np 4 "$cli" demo "${small[@]}" --ps 2 --steps 600 \
+  --checkpoint_dir "$tmp/ps" | tee "$tmp/ps.log"
+for who in "ps/task:0: holds 4 table parts" "ps/task:1: holds 4 table parts" \
+           "worker/task:0: trains its 1/2 of every batch (chief" "worker/task:1: trains its 1/2"; do
+  grep -q "/job:$who" "$tmp/ps.log" || fail "no line for /job:$who"
+done
+ps=$(after "$tmp/ps.log")
+near "$one" "$ps" || fail "test RMSE $ps with 2 ps tasks, $one in one process"
+echo "ok: test RMSE $ps with 2 ps tasks + 2 workers, $one in one process"
+
+timeout -k 5 240 "${mpirun[@]}" -np 4 "$cli" demo "${small[@]}" --ps 2 --steps 300 \
+  --checkpoint_dir "$tmp/r" > /dev/null
+timeout -k 5 240 "${mpirun[@]}" -np 4 "$cli" demo "${small[@]}" --ps 2 --steps 600 --resume \
+  --checkpoint_dir "$tmp/r" | tee "$tmp/r.log"
+grep -q "test RMSE at step 300" "$tmp/r.log" || fail "the resumed job does not start at step 300"
+grep -q "global_step = 600; latest checkpoint: $tmp/r/model-600" "$tmp/r.log" ||
+  fail "the resumed job does not end at step 600"
+resumed=$(after "$tmp/r.log")
+near "$ps" "$resumed" || fail "test RMSE $resumed resumed, $ps uninterrupted"
+echo "ok: stop at 300 + --resume to 600: test RMSE $resumed (uninterrupted $ps)"
