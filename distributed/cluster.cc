@@ -382,6 +382,28 @@ std::vector<int> ClusterAccess::allgather(Cluster& cluster, int value) {
   return out;
 }
 
+std::vector<std::string> ClusterAccess::allgather_bytes(Cluster& cluster,
+                                                        const std::string& value) {
+  Cluster::Impl& m = *cluster.impl_;
+  const std::vector<int> sizes = allgather(cluster, static_cast<int>(value.size()));
+  std::vector<int> offsets(sizes.size(), 0);
+  for (size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  std::string all(static_cast<size_t>(offsets.back() + sizes.back()), '\0');
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(m.shared->mu);
+    m.check(MPI_Iallgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(),
+                            sizes.data(), offsets.data(), MPI_CHAR, m.shared->comm, &request),
+            "MPI_Iallgatherv");
+  }
+  m.wait(request, "MPI_Iallgatherv");
+  std::vector<std::string> out;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    out.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(sizes[r])));
+  }
+  return out;
+}
+
 int ClusterAccess::owner_rank(const Variable& v) { return mpi_owner_rank(remote_storage(v)); }
 
 WireStats ClusterAccess::wire_stats(Cluster& cluster) {

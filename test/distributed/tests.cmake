@@ -131,3 +131,6 @@ if(TARGET varstate_cli)
   set_tests_properties(mpi_demo_ps PROPERTIES LABELS "mpi;cpu;cli" TIMEOUT 300
                        ENVIRONMENT "${_mpi_env}")
 endif()
+
+# RestoreShare's checksum layout in one process, each task simulated.
+varstate_add_test(test_distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/restore_share_test.cc)
