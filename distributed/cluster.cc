@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -36,6 +37,7 @@ struct Cluster::Impl {
   std::map<std::string, std::vector<int>> tasks_of_job;  // job -> task index by position
   std::vector<std::pair<std::string, int>> task_of_rank;
   ClusterSpec spec;
+  MPI_Comm job_comm = MPI_COMM_NULL;  // this task's job (barrier(job))
 
   [[noreturn]] void fail(int rc, const std::string& what) const {
     throw AbortedError(what + " on " +
@@ -49,11 +51,11 @@ struct Cluster::Impl {
 
   // A nonblocking barrier polled with short sleeps, so that oversubscribed
   // ranks do not spin against each other.
-  void polled_barrier(const char* what) {
+  void polled_barrier(const char* what, MPI_Comm comm) {
     MPI_Request request = MPI_REQUEST_NULL;
     {
       std::lock_guard lock(shared->mu);
-      check(MPI_Ibarrier(shared->comm, &request), what);
+      check(MPI_Ibarrier(comm, &request), what);
     }
     wait(request, what);
   }
@@ -62,6 +64,7 @@ struct Cluster::Impl {
   // has exited, so a dead peer is an error rather than a hang.
   void wait(MPI_Request& request, const char* what) {
     constexpr int kLivenessPolls = 500;
+    constexpr int kYieldPolls = 200;
     for (int polls = 1;; ++polls) {
       int done = 0;
       {
@@ -70,7 +73,14 @@ struct Cluster::Impl {
       }
       if (done) return;
       if (polls % kLivenessPolls == 0) alive_or_throw(what);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      // Yield first (a peer about to arrive is not kept waiting by a
+      // sleeping poller; the CPU still goes to whoever is runnable), then
+      // sleep between polls.
+      if (polls <= kYieldPolls) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     }
   }
   // UnavailableError naming `what` and the dead task, if one is.
@@ -243,8 +253,12 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
   m.init_mpi();
   // Jobs in rank order: ps, worker, then the others by name.
   m.assign_ranks(m.tasks_by_job(options));
+  const int color =
+      static_cast<int>(std::find(m.jobs.begin(), m.jobs.end(), m.job) - m.jobs.begin());
+  m.check(MPI_Comm_split(m.shared->comm, color, m.rank, &m.job_comm), "MPI_Comm_split");
   Cluster* expected = nullptr;
   if (!g_current.compare_exchange_strong(expected, this)) {
+    MPI_Comm_free(&m.job_comm);
     MPI_Comm_free(&m.shared->comm);
     throw AlreadyExistsError("Cluster: another Cluster is active in this process");
   }
@@ -311,12 +325,22 @@ std::string Cluster::task_name_of_rank(int rank) const {
 
 void Cluster::barrier() {
   if (impl_->shut_down) throw UnavailableError("Cluster::barrier: the Cluster has shut down");
-  impl_->polled_barrier("MPI_Ibarrier");
+  impl_->polled_barrier("MPI_Ibarrier", impl_->shared->comm);
+}
+
+void Cluster::barrier(const std::string& job) {
+  Impl& m = *impl_;
+  if (m.shut_down) throw UnavailableError("Cluster::barrier: the Cluster has shut down");
+  if (job != m.job) {
+    throw InvalidArgumentError("Cluster::barrier(" + quoted(job) + ") on " + task_name() +
+                               ": a task joins the barrier of its own job only");
+  }
+  m.polled_barrier("MPI_Ibarrier (job)", m.job_comm);
 }
 
 void Cluster::join() {
   if (impl_->joined || impl_->shut_down) return;
-  impl_->polled_barrier("MPI_Ibarrier (join)");
+  impl_->polled_barrier("MPI_Ibarrier (join)", impl_->shared->comm);
   impl_->joined = true;
 }
 
@@ -341,6 +365,7 @@ void Cluster::shutdown() {
   if (m.shared->dead_rank.load() >= 0) return;
   for (MPI_Win& win : m.shared->windows) MPI_Win_free(&win);
   m.shared->windows.clear();
+  MPI_Comm_free(&m.job_comm);
   MPI_Comm_free(&m.shared->comm);
   if (m.owns_mpi) MPI_Finalize();
 }

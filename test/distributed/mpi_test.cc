@@ -129,6 +129,12 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   EXPECT(cluster.rank_of("ps", 1) == 1 && cluster.rank_of("worker", 1) == 3);
   EXPECT(cluster.task_name_of_rank(3) == "/job:worker/task:1");
   EXPECT_THROWS(NotFoundError, cluster.rank_of("ps", 2), "/job:ps/task:2");
+  // A job's barrier: only its tasks take part (the ps tasks pass theirs
+  // while the workers are in their own, twice).
+  for (int k = 0; k < 2; ++k) cluster.barrier(cluster.job_name());
+  EXPECT_THROWS(InvalidArgumentError, cluster.barrier(cluster.job_name() == "ps" ? "worker" : "ps"),
+                "a task joins the barrier of its own job only");
+  cluster.barrier();
 
   const Tensor a0 =
       make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
