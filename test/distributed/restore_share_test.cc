@@ -31,9 +31,9 @@ std::vector<float> iota(int64_t n) {
 std::string save_table(const TempDir& dir) {
   reset_default_graph();
   Session sess;
-  PartitionedVariable t = get_variable(
-      "t", {.initializer = Tensor::from_vector<float>(iota(120), {40, 3}),
-            .partitioner = fixed_size_partitioner(2)});
+  PartitionedVariable t =
+      get_variable("t", {.initializer = Tensor::from_vector<float>(iota(120), {40, 3}),
+                         .partitioner = fixed_size_partitioner(2)});
   sess.run(global_variables_initializer());
   return *Saver().save(sess, dir / "ckpt").path();
 }
