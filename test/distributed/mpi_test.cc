@@ -18,6 +18,7 @@
 //   die_in_save DIR    ps task 1 dies mid-save; the survivors get an error
 //                      naming it within seconds (np 4, job not aborted)
 //   die_in_op          ps task 1 is killed while workers scatter into it (np 4)
+//   die_in_create      ps task 1 is killed before a variable's creation (np 4)
 //   reshard_save DIR   np-1 ps tasks save two tables of np-1 parts
 //   reshard_restore DIR  restore them into np-1 ps tasks (another count), bitwise
 //   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
@@ -723,6 +724,24 @@ void die_in_op(Cluster& cluster) {
   EXPECT(false);
 }
 
+// ps task 1 dies before the tasks create a variable together: the
+// creation (collective) raises naming it rather than waiting for it.
+void die_in_create(Cluster& cluster) {
+  if (cluster.rank() == 1) {
+    std::fprintf(stderr, "[rank 1] killing itself before a creation, as the test asks\n");
+    raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+    Variable a(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "a"});
+  } catch (const UnavailableError& e) {
+    EXPECT(std::string(e.what()).find("creating \"a\"") != std::string::npos);
+    survive(cluster, e.what(), seconds_since(t0));
+  }
+  EXPECT(false);
+}
+
 // ---------------------------------------------------------------------------
 // reshard: a checkpoint written by N ps tasks (tables in N parts) restores
 // into M ps tasks (M parts), bitwise; each task reads only its slices.
@@ -961,10 +980,11 @@ int main(int argc, char** argv) {
       Model m = build_model(2);
       test_corrupt_restore(cluster, m, dir);
       code = finish(&cluster);
-    } else if (mode == "die_in_save" || mode == "die_in_op") {
+    } else if (mode == "die_in_save" || mode == "die_in_op" || mode == "die_in_create") {
       Cluster cluster({.ps_tasks = 2});
       if (mode == "die_in_save") die_in_save(cluster, dir);
       if (mode == "die_in_op") die_in_op(cluster);
+      if (mode == "die_in_create") die_in_create(cluster);
       code = finish(&cluster);
     } else if (mode == "reshard_save" || mode == "reshard_restore") {
       Cluster cluster({.ps_tasks = std::max(1, world_size() - 1)});

@@ -65,7 +65,7 @@ set_tests_properties(mpi_corrupt_restore PROPERTIES FIXTURES_REQUIRED mpi_clean)
 # error naming it within 30 s (bounded by timeout), then a fresh process
 # restores the last committed checkpoint.
 set(_survivors "survivor ok[^\n]*\n(.*\n)?.*survivor ok[^\n]*\n(.*\n)?.*survivor ok")
-foreach(_where save op)
+foreach(_where save op create)
   varstate_mpi_test(mpi_die_in_${_where} timeout -k 5 30 ${_mpirun} --mca orte_abort_on_non_zero_status 0
                     -np 4 $<TARGET_FILE:mpi_test> die_in_${_where} ${_died})
   set_tests_properties(mpi_die_in_${_where} PROPERTIES PASS_REGULAR_EXPRESSION "${_survivors}"
