@@ -38,6 +38,7 @@ struct Cluster::Impl {
   std::vector<std::pair<std::string, int>> task_of_rank;
   ClusterSpec spec;
   MPI_Comm job_comm = MPI_COMM_NULL;  // this task's job (barrier(job))
+  std::unique_ptr<internal::LockWatchdog> watchdog;
 
   [[noreturn]] void fail(int rc, const std::string& what) const {
     throw AbortedError(what + " on " +
@@ -185,6 +186,7 @@ void Cluster::Impl::exchange_pids() {
                       shared->comm),
         "MPI_Allgather of host names");
   const int pid = static_cast<int>(::getpid());
+  shared->my_rank = rank;
   shared->local_pids.assign(static_cast<size_t>(size), 0);
   check(MPI_Allgather(&pid, 1, MPI_INT, shared->local_pids.data(), 1, MPI_INT, shared->comm),
         "MPI_Allgather of process ids");
@@ -262,6 +264,7 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
     MPI_Comm_free(&m.shared->comm);
     throw AlreadyExistsError("Cluster: another Cluster is active in this process");
   }
+  m.watchdog = std::make_unique<internal::LockWatchdog>(*m.shared);
   Impl* impl = impl_.get();
   internal::set_remote_storage_factory(
       [impl](const std::string& op_name, const std::string& placement, DType dtype,
@@ -355,6 +358,7 @@ void Cluster::shutdown() {
     }
   }
   m.shut_down = true;
+  m.watchdog.reset();
   internal::set_remote_storage_factory(nullptr);
   Cluster* self = this;
   g_current.compare_exchange_strong(self, nullptr);

@@ -19,6 +19,7 @@
 //                      naming it within seconds (np 4, job not aborted)
 //   die_in_op          ps task 1 is killed while workers scatter into it (np 4)
 //   die_in_create      ps task 1 is killed before a variable's creation (np 4)
+//   die_holding_lock   worker task 1 is killed holding ps task 0's exclusive lock (np 4)
 //   reshard_save DIR   np-1 ps tasks save two tables of np-1 parts
 //   reshard_restore DIR  restore them into np-1 ps tasks (another count), bitwise
 //   retain DIR         max_to_keep 2 across a restart (recover_last_checkpoints,
@@ -742,6 +743,40 @@ void die_in_create(Cluster& cluster) {
   EXPECT(false);
 }
 
+// worker task 1 dies holding ps task 0's exclusive lock (an assign), as
+// worker task 0 keeps updating a variable there: worker 0's lock request
+// can never be granted, and its lock watchdog ends it within seconds with
+// the error naming the dead task; the ps tasks notice in join().
+void die_holding_lock(Cluster& cluster) {
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable a(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "a"});  // ps 0
+  if (cluster.is_chief()) Session().run(std::vector<Op>{a.initializer()});
+  cluster.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (cluster.rank() == 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    internal::set_epoch_locked_hook([](int lock_type, int) {
+      if (lock_type != MPI_LOCK_EXCLUSIVE) return;
+      std::fprintf(stderr, "[rank 3] killing itself holding ps task 0's lock, as the test asks\n");
+      raise(SIGKILL);
+    });
+    a.assign(Tensor::zeros(DType::kFloat, {64, 8}));
+  }
+  try {
+    if (cluster.job_name() == "ps") cluster.join();
+    while (seconds_since(t0) < 60) scatter_add(a, i64({1, 2, 1}), Tensor(1.f));
+  } catch (const UnavailableError& e) {
+    const std::string error = e.what();
+    EXPECT(error.find("task /job:worker/task:1 (rank 3") != std::string::npos);
+    cluster.shutdown();
+    std::fprintf(stderr, "[rank %d] survivor %s after %.1f s: %s\n", g_rank,
+                 g_failures ? "FAILED" : "ok", seconds_since(t0), error.c_str());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::_Exit(g_failures ? 1 : 0);
+  }
+  EXPECT(false);
+}
+
 // ---------------------------------------------------------------------------
 // reshard: a checkpoint written by N ps tasks (tables in N parts) restores
 // into M ps tasks (M parts), bitwise; each task reads only its slices.
@@ -980,11 +1015,13 @@ int main(int argc, char** argv) {
       Model m = build_model(2);
       test_corrupt_restore(cluster, m, dir);
       code = finish(&cluster);
-    } else if (mode == "die_in_save" || mode == "die_in_op" || mode == "die_in_create") {
+    } else if (mode == "die_in_save" || mode == "die_in_op" || mode == "die_in_create" ||
+               mode == "die_holding_lock") {
       Cluster cluster({.ps_tasks = 2});
       if (mode == "die_in_save") die_in_save(cluster, dir);
       if (mode == "die_in_op") die_in_op(cluster);
       if (mode == "die_in_create") die_in_create(cluster);
+      if (mode == "die_holding_lock") die_holding_lock(cluster);
       code = finish(&cluster);
     } else if (mode == "reshard_save" || mode == "reshard_restore") {
       Cluster cluster({.ps_tasks = std::max(1, world_size() - 1)});
