@@ -316,7 +316,11 @@ uint32_t BundleReader::read_slice_range_crc(const TensorInfo& info, int slice_in
     crc = crc32c::extend(crc, into, n);
   };
   if (dst != nullptr) {
-    if (end > begin) read(begin, static_cast<size_t>(end - begin), dst);
+    // In 1 MiB reads, each checksummed while it is still in the cache.
+    constexpr uint64_t kStep = uint64_t{1} << 20;
+    for (uint64_t at = begin; at < end; at += kStep) {
+      read(at, static_cast<size_t>(std::min(kStep, end - at)), dst + (at - begin));
+    }
     if (byte_swap_) {
       byte_swap(static_cast<DType>(e.dtype),
                 std::span<std::byte>(dst, static_cast<size_t>(end - begin)));
