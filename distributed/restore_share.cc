@@ -310,23 +310,15 @@ std::vector<uint32_t> RestoreShare::my_checksums() const {
 }
 
 std::vector<uint32_t> RestoreShare::read() {
-  if (my_items_.empty()) {
-    // No value to read, but the same verdict to reach: the layout only
-    // (when the checkpoint cannot be opened, the tasks reading fail).
-    try {
-      reader_ = open_checkpoint(save_path_, fs_);
-      bundle_ = dynamic_cast<const BundleReader*>(reader_.get());
-      plan_layout();
-    } catch (const std::exception&) {
-      pieces_.clear();
-    }
-    return {};
-  }
   if (!fs_->file_exists(bundle_index_filename(save_path_)) && !checkpoint_exists(save_path_, fs_)) {
     throw ValueError("The passed save_path is not a valid checkpoint: " + save_path_);
   }
   reader_ = open_checkpoint(save_path_, fs_);
   bundle_ = dynamic_cast<const BundleReader*>(reader_.get());
+  if (my_items_.empty()) {
+    plan_layout();  // no value to read, but the same verdict to reach
+    return {};
+  }
   // Every key, dtype and shape checked before any data is read.
   std::vector<RestoreStep> steps;
   steps.reserve(my_items_.size());
