@@ -8,8 +8,10 @@
 //     variable_scopes, partitioned by fixed_size_partitioner and spread
 //     round-robin over the chosen devices (every GPU when there are GPUs,
 //     the CPU otherwise), initialized by a seeded random_normal_initializer;
-//   * SGD: each step reads the rows of one mini-batch, computes the
-//     per-rating gradients of the squared error (plus L2) and applies them
+//   * SGD: each step gathers the rows of one mini-batch, computes the
+//     gradients of the squared error (plus L2) for the whole batch at once
+//     with varstate's tensor ops on the tables' device (a GPU when the
+//     tables are there: the step never waits for the host) and applies them
 //     with scatter_sub, duplicates adding up; global_step counts with
 //     assign_add;
 //   * a sharded Saver every --save_every steps (max_to_keep), --resume
@@ -22,7 +24,8 @@
 // bit-identical final checkpoint, resumed or not.
 //
 // Read it as the program to copy, phase by phase: build_model (variables,
-// partitioning, placement), SgdStep (one training step), Evaluator (RMSE),
+// partitioning, placement), Predictor (the forward pass), SgdStep (one
+// training step), Evaluator (RMSE),
 // Checkpoints (save and resume), train (the loop) and demo(), which checks
 // the sizes and runs the phases in order. The synthetic data and the batch
 // order are in demo_data.h.
@@ -38,6 +41,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <regex>
 #include <set>
@@ -205,127 +209,159 @@ Model build_model(const DemoOptions& o, const std::vector<std::string>& devices,
   return Model{*users, *items, make_global_step()};
 }
 
-// ---- Training: one SGD step ------------------------------------------------
+// ---- The model's math: predictions on the tables' device -------------------
 
-// One step of SGD on a mini-batch, what sess.run(train_op) does in TF1: a
-// tf.gather of the batch's rows from each table, the gradients of the
-// squared error plus L2 (computed on the host here), tf.scatter_sub of
-// learning_rate x gradient into those rows, and global_step += 1.
-class SgdStep {
+// A batch of ratings as the step's inputs (the feed_dict of TF1): the ids
+// stay on the host, where gather and scatter_sub route each row to its part;
+// the ratings go to the device the math runs on, as a [n, 1] column.
+struct Batch {
+  Tensor user_ids, item_ids;  // int64 [n]
+  Tensor ratings;             // float32 [n, 1]
+};
+
+// The rows a batch read and its prediction errors (u.v - rating), [n, 1].
+struct Forward {
+  Tensor user_rows, item_rows;  // [n, rank]
+  Tensor errors;                // [n, 1]
+};
+
+// The forward pass, batched with varstate's ops on the device of the first
+// part of the user table (a GPU when the tables are on GPUs): gather the
+// batch's rows there and take every rating's dot product at once.
+class Predictor {
  public:
-  explicit SgdStep(const DemoOptions& o)
-      : rank_(static_cast<size_t>(o.rank)),
-        lr_(static_cast<float>(o.learning_rate)),
-        l2_(static_cast<float>(o.l2)) {}
+  Predictor(const Model& m, int64_t rank)
+      : device_(m.users.variables().front().device()),
+        ones_(Tensor::filled(DType::kFloat, TensorShape{rank, 1}, Tensor(1.0f), device_)) {}
 
-  // Trains on the training ratings at `positions`; adds their squared
-  // errors (before the update) to `squared_error`.
-  void run(Model& m, const Ratings& train, const uint32_t* positions, size_t count,
-           double& squared_error, Timings& time) {
-    const auto t0 = Clock::now();
+  Device& device() const { return device_; }
+
+  // The ratings of `r` at positions[0..count).
+  Batch feed(const Ratings& r, const uint32_t* positions, size_t count) {
     user_ids_.resize(count);
     item_ids_.resize(count);
+    ratings_.resize(count);
     for (size_t k = 0; k < count; ++k) {
-      user_ids_[k] = train.user[positions[k]];
-      item_ids_[k] = train.item[positions[k]];
+      user_ids_[k] = r.user[positions[k]];
+      item_ids_[k] = r.item[positions[k]];
+      ratings_[k] = r.value[positions[k]];
     }
-    const Tensor uid = Tensor::from_vector(user_ids_), iid = Tensor::from_vector(item_ids_);
-    // Only the batch's rows travel: each part gathers its own on its device.
-    const Tensor user_rows = gather(m.users, uid, {.device = "/cpu:0"});
-    const Tensor item_rows = gather(m.items, iid, {.device = "/cpu:0"});
+    const TensorShape column{static_cast<int64_t>(count), 1};
+    return {Tensor::from_vector(user_ids_), Tensor::from_vector(item_ids_),
+            Tensor::from_vector(ratings_, column).to(device_)};
+  }
+
+  // tf.gather of each table's rows, then
+  // errors = tf.reduce_sum(u * v, axis=1, keepdims=True) - ratings, the
+  // row sums taken as one matrix product with a column of ones.
+  Forward forward(const Model& m, const Batch& b) const {
+    Forward f{gather(m.users, b.user_ids, {.device = device_.name()}),
+              gather(m.items, b.item_ids, {.device = device_.name()}), Tensor()};
+    f.errors = matmul(f.user_rows * f.item_rows, ones_) - b.ratings;
+    return f;
+  }
+
+ private:
+  Device& device_;
+  Tensor ones_;  // [rank, 1]
+  std::vector<int64_t> user_ids_, item_ids_;
+  std::vector<float> ratings_;
+};
+
+// The sum of a [n, 1] column's squares as a [1, 1] tensor on its device
+// (tf.reduce_sum(tf.square(e))): errors' transpose times themselves.
+Tensor sum_of_squares(const Tensor& column) { return matmul(column, column, true); }
+
+// ---- Training: one SGD step ------------------------------------------------
+
+// One step of SGD on a mini-batch, what sess.run(train_op) does in TF1 with
+// GradientDescentOptimizer: the forward pass, the gradients of the squared
+// error plus L2 for the batch's rows (tensors on the tables' device),
+// tf.scatter_sub of learning_rate x gradient into those rows, and
+// global_step += 1. Nothing travels back to the host: the training loss
+// accumulates on the device until take_squared_error() reads it.
+class SgdStep {
+ public:
+  SgdStep(const DemoOptions& o, const Model& m)
+      : predictor_(m, o.rank),
+        learning_rate_(Tensor(static_cast<float>(o.learning_rate)).to(predictor_.device())),
+        decay_(Tensor(static_cast<float>(o.learning_rate * o.l2)).to(predictor_.device())),
+        squared_error_(Tensor::zeros(DType::kFloat, TensorShape{1, 1}, predictor_.device())) {}
+
+  // Trains on the ratings of `train` at positions[0..count).
+  void run(Model& m, const Ratings& train, const uint32_t* positions, size_t count, Timings& time) {
+    const auto t0 = Clock::now();
+    const Batch batch = predictor_.feed(train, positions, count);
+    const Forward f = predictor_.forward(m, batch);
     const auto t1 = Clock::now();
     time.read += std::chrono::duration<double>(t1 - t0).count();
-    gradients(train, positions, count, user_rows, item_rows, squared_error);
-    const TensorShape update_shape{static_cast<int64_t>(count), static_cast<int64_t>(rank_)};
-    const Tensor ug = Tensor::from_vector(user_grads_, update_shape),
-                 ig = Tensor::from_vector(item_grads_, update_shape);
+    // The gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2 with
+    // respect to u and v, times the learning rate:
+    //   lr (err v + l2 u) and lr (err u + l2 v), each [n, rank].
+    squared_error_ = squared_error_ + sum_of_squares(f.errors);
+    const Tensor scaled = f.errors * learning_rate_;  // [n, 1], broadcast over rank
+    const Tensor user_deltas = scaled * f.item_rows + f.user_rows * decay_;
+    const Tensor item_deltas = scaled * f.user_rows + f.item_rows * decay_;
     const auto t2 = Clock::now();
     time.grads += std::chrono::duration<double>(t2 - t1).count();
-    // Duplicate rows in a batch add up; the deterministic path keeps the
-    // sums' order fixed on GPUs too, for bit-identical runs.
-    m.users.scatter_sub(uid, ug, {.deterministic = true});
-    m.items.scatter_sub(iid, ig, {.deterministic = true});
+    apply(m, batch, user_deltas, item_deltas);
     const auto t3 = Clock::now();
     time.scatter += std::chrono::duration<double>(t3 - t2).count();
     m.global_step.assign_add(one_);
     time.step += seconds_since(t3);
   }
 
- private:
-  // learning_rate x the gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2
-  // for each rating's rows u and v, into user_grads_ and item_grads_.
-  void gradients(const Ratings& train, const uint32_t* positions, size_t count,
-                 const Tensor& user_rows, const Tensor& item_rows, double& squared_error) {
-    user_grads_.resize(count * rank_);
-    item_grads_.resize(count * rank_);
-    for (size_t k = 0; k < count; ++k) {
-      const float* ua = user_rows.data<float>() + k * rank_;
-      const float* vb = item_rows.data<float>() + k * rank_;
-      float dot = 0;
-      for (size_t j = 0; j < rank_; ++j) dot += ua[j] * vb[j];
-      const float err = dot - train.value[positions[k]];
-      squared_error += static_cast<double>(err) * err;
-      float* gu = &user_grads_[k * rank_];
-      float* gv = &item_grads_[k * rank_];
-      for (size_t j = 0; j < rank_; ++j) {
-        gu[j] = lr_ * (err * vb[j] + l2_ * ua[j]);
-        gv[j] = lr_ * (err * ua[j] + l2_ * vb[j]);
-      }
-    }
+  // The squared errors (before each update) summed since the last call.
+  // Reads one number from the device.
+  double take_squared_error() {
+    const double sum = squared_error_.to_host().data<float>()[0];
+    squared_error_ = Tensor::zeros(DType::kFloat, TensorShape{1, 1}, predictor_.device());
+    return sum;
   }
 
-  size_t rank_;
-  float lr_, l2_;
+ private:
+  // The update, one call: plain SGD subtracts the deltas from the batch's
+  // rows, duplicates adding up. The deterministic path keeps the sums'
+  // order fixed on GPUs too, for bit-identical runs.
+  static void apply(Model& m, const Batch& batch, const Tensor& user_deltas,
+                    const Tensor& item_deltas) {
+    m.users.scatter_sub(batch.user_ids, user_deltas, {.deterministic = true});
+    m.items.scatter_sub(batch.item_ids, item_deltas, {.deterministic = true});
+  }
+
+  Predictor predictor_;
+  Tensor learning_rate_, decay_;     // lr and lr x l2, scalars on the device
+  Tensor squared_error_;             // [1, 1] on the device
   Tensor one_ = Tensor(int64_t{1});  // a scalar, as in global_step.assign_add(1)
-  std::vector<int64_t> user_ids_, item_ids_;
-  std::vector<float> user_grads_, item_grads_;
 };
 
 // ---- Evaluation: RMSE --------------------------------------------------------
 
-// Host views of an embedding table's parts (the live buffers on the CPU, a
-// copy of each GPU part), to read rows by global index.
-class TableView {
- public:
-  TableView(const PartitionedVariable& table, int64_t width) : width_(width) {
-    for (const Variable& part : table.variables()) parts_.push_back(part.value().to_host());
-    offsets_ = table.offsets();
-  }
-  const float* row(int64_t index) const {
-    const size_t p = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
-                                         offsets_.begin() - 1);
-    return parts_[p].data<float>() + (index - offsets_[p]) * width_;
-  }
-
- private:
-  int64_t width_;
-  std::vector<Tensor> parts_;
-  std::vector<int64_t> offsets_;
-};
-
-// The model as evaluated: the tables read once (sess.run(table) in TF1),
-// a rating predicted by the dot product of its user's and item's rows.
+// The model as evaluated: every rating predicted by the same forward pass
+// as training, in chunks, on the tables' device; one number per chunk
+// comes back to the host.
 class Evaluator {
  public:
-  Evaluator(const Model& m, int64_t rank)
-      : users_(m.users, rank), items_(m.items, rank), rank_(rank) {}
+  Evaluator(const Model& m, int64_t rank) : model_(m), rank_(rank) {}
 
   // Root mean squared error of the predictions of `r` (0 for no ratings).
   double rmse(const Ratings& r) const {
+    Predictor predictor(model_, rank_);
+    std::vector<uint32_t> positions(r.size());
+    std::iota(positions.begin(), positions.end(), 0u);
     double sum = 0;
-    for (size_t k = 0; k < r.size(); ++k) {
-      const float* a = users_.row(r.user[k]);
-      const float* b = items_.row(r.item[k]);
-      float dot = 0;
-      for (int64_t j = 0; j < rank_; ++j) dot += a[j] * b[j];
-      const double e = dot - r.value[k];
-      sum += e * e;
+    for (size_t begin = 0; begin < r.size(); begin += kChunk) {
+      const size_t count = std::min(kChunk, r.size() - begin);
+      const Forward f = predictor.forward(model_, predictor.feed(r, &positions[begin], count));
+      sum += sum_of_squares(f.errors).to_host().data<float>()[0];
     }
     return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;
   }
 
  private:
-  TableView users_, items_;
+  // Ratings per chunk: bounds the rows held at once.
+  static constexpr size_t kChunk = 32'768;
+  const Model& model_;
   int64_t rank_;
 };
 
@@ -500,7 +536,6 @@ class Progress {
         last_(last),
         every_(std::max<int64_t>(1, (last - first) / (tty_ ? 200 : 10))) {}
 
-  double& squared_error() { return squared_error_; }
   void count_step(size_t ratings) {
     ratings_ += static_cast<int64_t>(ratings);
     ++steps_;
@@ -509,21 +544,22 @@ class Progress {
   void exclude(double seconds) {
     start_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
-  void maybe_report(int64_t step) {
+  // Whether `step` gets a report.
+  bool due(int64_t step) const {
+    return (step % every_ == 0 && (!tty_ || seconds_since(start_) >= 0.2)) || step == last_;
+  }
+  // Reports `step`, given the squared errors of the steps since the last report.
+  void report(int64_t step, double squared_error) {
     const double dt = seconds_since(start_);
-    if ((step % every_ == 0 && (!tty_ || dt >= 0.2)) || step == last_) {
-      report_progress(tty_, step, first_, last_, steps_ / dt, 2.0 * ratings_ / dt,
-                      std::sqrt(squared_error_ / static_cast<double>(ratings_)));
-      squared_error_ = 0;
-      ratings_ = steps_ = 0;
-      start_ = Clock::now();
-    }
+    report_progress(tty_, step, first_, last_, steps_ / dt, 2.0 * ratings_ / dt,
+                    std::sqrt(squared_error / static_cast<double>(ratings_)));
+    ratings_ = steps_ = 0;
+    start_ = Clock::now();
   }
 
  private:
   bool tty_;
   int64_t first_, last_, every_;
-  double squared_error_ = 0;
   int64_t ratings_ = 0, steps_ = 0;
   Clock::time_point start_ = Clock::now();
 };
@@ -550,11 +586,11 @@ TrainResult train(const DemoOptions& o, const Dataset& data, Model& model, Sessi
       o.learning_rate, o.l2, static_cast<long long>(o.save_every), o.checkpoint_dir.c_str());
   TrainResult result{.first_step = step};
   Progress progress(step, o.steps);
-  SgdStep sgd(o);
+  SgdStep sgd(o, model);
   const auto start = Clock::now();
   while (step < o.steps) {
     const auto [positions, count] = batches.batch(step);
-    sgd.run(model, data.train, positions, count, progress.squared_error(), time);
+    sgd.run(model, data.train, positions, count, time);
     ++step;
     progress.count_step(count);
     result.row_updates += 2 * static_cast<int64_t>(count);
@@ -565,7 +601,7 @@ TrainResult train(const DemoOptions& o, const Dataset& data, Model& model, Sessi
       time.save += saving;
       progress.exclude(saving);
     }
-    progress.maybe_report(step);
+    if (progress.due(step)) progress.report(step, sgd.take_squared_error());
   }
   result.seconds = seconds_since(start);
   result.last_step = step;
