@@ -77,6 +77,7 @@ struct DemoOptions {
   int64_t seed = 2026;
   std::string device;  // cpu, gpu or all; default: gpu when there are GPUs, else cpu
   int64_t shards = 0;  // 0: two per device
+  std::string json;    // where to write the run's summary as JSON; empty: nowhere
 };
 
 // ---- Sizes: checked before anything is allocated -----------------------------
@@ -635,6 +636,34 @@ void print_times(const Timings& time, double total) {
       time.save, time.eval, total - time.accounted());
 }
 
+// The run's summary for scripts (bench/compare_tf_demo.py): sizes,
+// throughput over the training steps without the checkpoint saves, RMSE
+// and the phases' seconds, as one JSON object in `path`.
+void write_json(const std::string& path, const DemoOptions& o, const TrainResult& run,
+                const Rmse& rmse, const Timings& time, double total) {
+  const int64_t steps = run.last_step - run.first_step;
+  const double training = std::max(run.seconds - time.save, 1e-9);
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw InvalidArgumentError("--json: cannot open \"" + path + "\" for writing");
+  std::fprintf(f,
+               "{\"users\": %lld, \"items\": %lld, \"rank\": %lld, \"batch_size\": %lld, "
+               "\"train_ratings_per_user\": %lld, \"steps\": %lld, \"train_seconds\": %.6f, "
+               "\"steps_per_s\": %.3f, \"rmse_before\": %.6f, \"rmse_after\": %.6f, "
+               "\"rmse_train\": %.6f, \"seconds\": {\"total\": %.6f, \"row_gathers\": %.6f, "
+               "\"gradients\": %.6f, \"scatter_sub\": %.6f, \"global_step\": %.6f, "
+               "\"checkpoints\": %.6f, \"rmse\": %.6f}}\n",
+               static_cast<long long>(o.users), static_cast<long long>(o.items),
+               static_cast<long long>(o.rank), static_cast<long long>(o.batch_size),
+               static_cast<long long>(o.ratings_per_user - o.ratings_per_user / 10),
+               static_cast<long long>(steps), training, steps / training, rmse.before, rmse.after,
+               rmse.train, total, time.read, time.grads, time.scatter, time.step, time.save,
+               time.eval);
+  const bool written = std::ferror(f) == 0;
+  if (std::fclose(f) != 0 || !written) {
+    throw InvalidArgumentError("--json: writing \"" + path + "\" failed");
+  }
+}
+
 // ---- The program -----------------------------------------------------------
 
 // The run itself, once the flags are known to be usable: data, model,
@@ -682,6 +711,7 @@ int run_demo(const DemoOptions& o, const std::vector<std::string>& devices, int6
   time.eval += seconds_since(t0);
   print_summary(o, run, rmse, model);
   print_times(time, seconds_since(t_start));
+  if (!o.json.empty()) write_json(o.json, o, run, rmse, time, seconds_since(t_start));
   return 0;
 }
 
@@ -759,6 +789,9 @@ Action add_demo_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "gpu", "all"}));
   cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")
       ->check(count_at_least(1));
+  cmd->add_option("--json", o->json,
+                  "also write the run's summary (throughput without the checkpoint saves, "
+                  "RMSE, phase times) as JSON to this file");
   return [o] { return demo(*o); };
 }
 
