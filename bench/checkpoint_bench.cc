@@ -492,14 +492,13 @@ BENCHMARK(BM_Restore)
 BENCHMARK(BM_AsyncSaveStall)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SaveInitializers)
     ->ArgNames({"mib", "sync"})
-    ->ArgsProduct({{256, 1024}, {1, 0}})
+    ->ArgsProduct({sizes_mib({256, 1024}, {16}), {1, 0}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RestoreInitializers)
     ->ArgName("mib")
-    ->Arg(256)
-    ->Arg(1024)
+    ->ArgsProduct({sizes_mib({256, 1024}, {16})})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
