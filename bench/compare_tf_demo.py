@@ -11,11 +11,11 @@ embedding lookups give sparse (IndexedSlices) gradients, applied to the rows
 with scatter_sub. Reference variables, 2 intra-op and 2 inter-op threads.
 
 The ratings are the demo's own: demo_data.cc's SplitMix64 generator and
-Box-Muller transform redone in NumPy (equal up to the last bit of a rare
-value, where NumPy's log/cos round differently from the C library's). The
-batch order (a NumPy permutation per epoch) and the initial values (each
-library's own seeded generator) differ: the RMSEs agree statistically, not
-bit for bit.
+Box-Muller transform redone in NumPy (checked equal bit for bit at small
+sizes; NumPy's log/cos could round a rare value differently from the C
+library's). The batch order (a NumPy permutation per epoch, the same in
+every repetition) and the initial values (each library's own seeded
+generator) differ: the RMSEs agree statistically, not bit for bit.
 
 Throughput counts the training steps only: varstate's "train_seconds"
 (--json, without the checkpoint saves; the demo saves once, at the end), and
@@ -24,7 +24,8 @@ TensorFlow's loop of sess.run(train_op, feed_dict). Prints one JSON object
 ratio, and the test RMSEs.
 
   ~/.cache/varstate/venv-tf2.21/bin/python bench/compare_tf_demo.py \\
-      --varstate build/tools/cli/varstate [--steps 4000] [--reps 3] [--out FILE]
+      --varstate build/tools/cli/varstate [--steps 4000] [--reps 3] [--also_one_thread]
+      [--out FILE]
 """
 import argparse
 import json
@@ -121,7 +122,7 @@ def rmse(users, items, data):
     return float(np.sqrt(np.mean((pred - value).astype(np.float64) ** 2)))
 
 
-def run_tf(tf, model, train, test, o, rep):
+def run_tf(tf, model, train, test, o):
     sess, init_op, train_op, (uid, iid, rating), full = model
     sess.run(init_op)
     before = rmse(*sess.run(full), test)
@@ -131,7 +132,7 @@ def run_tf(tf, model, train, test, o, rep):
     t0 = time.perf_counter()
     for step in range(o.steps):
         if step % per_epoch == 0:
-            order = np.random.default_rng([o.seed, rep, step // per_epoch]).permutation(n)
+            order = np.random.default_rng([o.seed, step // per_epoch]).permutation(n)
         pos = order[(step % per_epoch) * b:(step % per_epoch + 1) * b]
         sess.run(train_op, {uid: train[0][pos], iid: train[1][pos], rating: train[2][pos]})
     seconds = time.perf_counter() - t0
@@ -141,16 +142,20 @@ def run_tf(tf, model, train, test, o, rep):
             "rmse_train": rmse(users, items, train)}
 
 
-def run_varstate(o, workdir, rep):
-    out = os.path.join(workdir, f"demo-{rep}.json")
-    ckpt = os.path.join(workdir, f"ckpt-{rep}")
+def run_varstate(o, workdir, rep, threads=None):
+    """One `varstate demo` run; `threads` sets VARSTATE_CPU_THREADS."""
+    out = os.path.join(workdir, f"demo-{rep}-{threads}.json")
+    ckpt = os.path.join(workdir, f"ckpt-{rep}-{threads}")
+    env = dict(os.environ)
+    if threads:
+        env["VARSTATE_CPU_THREADS"] = str(threads)
     cmd = [o.varstate, "demo", "--device", "cpu", "--checkpoint_dir", ckpt, "--json", out,
            "--users", str(o.users), "--items", str(o.items), "--rank", str(o.rank),
            "--ratings_per_user", str(o.ratings_per_user), "--noise", str(o.noise),
            "--steps", str(o.steps), "--batch_size", str(o.batch_size),
            "--learning_rate", str(o.learning_rate), "--l2", str(o.l2),
            "--seed", str(o.seed), "--save_every", str(o.steps), "--max_to_keep", "1"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
         return json.load(f)
 
@@ -169,6 +174,8 @@ def main():
     ap.add_argument("--l2", type=float, default=0.002)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--also_one_thread", action="store_true",
+                    help="also run varstate with VARSTATE_CPU_THREADS=1 (\"varstate_1_thread\")")
     ap.add_argument("--out", default="")
     o = ap.parse_args()
 
@@ -180,14 +187,19 @@ def main():
     model = tf_model(tf, o)
     result = {"config": {k: v for k, v in vars(o).items() if k not in ("out", "reps")},
               "tensorflow_version": tf.__version__, "cpu_count": os.cpu_count(),
-              "loadavg_start": os.getloadavg(), "varstate": [], "tensorflow": []}
+              "loadavg_start": os.getloadavg(), "varstate_cpu_threads":
+              os.environ.get("VARSTATE_CPU_THREADS", "default"), "varstate": [], "tensorflow": []}
+    if o.also_one_thread:
+        result["varstate_1_thread"] = []
     with tempfile.TemporaryDirectory(prefix="varstate-compare-demo-") as workdir:
         for rep in range(o.reps):  # interleaved: the machine's load hits both alike
             result["varstate"].append(run_varstate(o, workdir, rep))
-            result["tensorflow"].append(run_tf(tf, model, train, test, o, rep))
+            if o.also_one_thread:
+                result["varstate_1_thread"].append(run_varstate(o, workdir, rep, threads=1))
+            result["tensorflow"].append(run_tf(tf, model, train, test, o))
             print(f"rep {rep}: varstate {result['varstate'][-1]['steps_per_s']:.0f} steps/s, "
-                  f"TensorFlow {result['tensorflow'][-1]['steps_per_s']:.0f} steps/s",
-                  flush=True)
+                  f"TensorFlow {result['tensorflow'][-1]['steps_per_s']:.0f} steps/s, load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
     result["loadavg_end"] = os.getloadavg()
     best = {k: max(r["steps_per_s"] for r in result[k]) for k in ("varstate", "tensorflow")}
     result["summary"] = {
@@ -197,6 +209,10 @@ def main():
         "varstate_test_rmse": result["varstate"][-1]["rmse_after"],
         "tensorflow_test_rmse": result["tensorflow"][-1]["rmse_after"],
     }
+    if o.also_one_thread:
+        one = max(r["steps_per_s"] for r in result["varstate_1_thread"])
+        result["summary"]["varstate_1_thread_steps_per_s"] = one
+        result["summary"]["ratio_1_thread"] = one / best["tensorflow"]
     text = json.dumps(result, indent=2)
     print(text)
     if o.out:
