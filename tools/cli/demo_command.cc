@@ -277,16 +277,17 @@ Tensor sum_of_squares(const Tensor& column) { return matmul(column, column, true
 
 // One step of SGD on a mini-batch, what sess.run(train_op) does in TF1 with
 // GradientDescentOptimizer: the forward pass, the gradients of the squared
-// error plus L2 for the batch's rows (tensors on the tables' device),
-// tf.scatter_sub of learning_rate x gradient into those rows, and
-// global_step += 1. Nothing travels back to the host: the training loss
-// accumulates on the device until take_squared_error() reads it.
+// error plus L2 for the batch's rows (tensors on the tables' device), then
+// apply_gradients: tf.scatter_sub of learning_rate x gradient into those
+// rows, and global_step += 1. Nothing travels back to the host: the
+// training loss accumulates on the device until take_squared_error() reads
+// it.
 class SgdStep {
  public:
   SgdStep(const DemoOptions& o, const Model& m)
       : predictor_(m, o.rank),
         learning_rate_(Tensor(static_cast<float>(o.learning_rate)).to(predictor_.device())),
-        decay_(Tensor(static_cast<float>(o.learning_rate * o.l2)).to(predictor_.device())),
+        l2_(Tensor(static_cast<float>(o.l2)).to(predictor_.device())),
         squared_error_(Tensor::zeros(DType::kFloat, TensorShape{1, 1}, predictor_.device())) {}
 
   // Trains on the ratings of `train` at positions[0..count).
@@ -297,15 +298,14 @@ class SgdStep {
     const auto t1 = Clock::now();
     time.read += std::chrono::duration<double>(t1 - t0).count();
     // The gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2 with
-    // respect to u and v, times the learning rate:
-    //   lr (err v + l2 u) and lr (err u + l2 v), each [n, rank].
+    // respect to u and v: err v + l2 u and err u + l2 v, each [n, rank]
+    // (errors [n, 1] broadcast over the rank).
     squared_error_ = squared_error_ + sum_of_squares(f.errors);
-    const Tensor scaled = f.errors * learning_rate_;  // [n, 1], broadcast over rank
-    const Tensor user_deltas = scaled * f.item_rows + f.user_rows * decay_;
-    const Tensor item_deltas = scaled * f.user_rows + f.item_rows * decay_;
+    const Tensor user_grads = f.errors * f.item_rows + f.user_rows * l2_;
+    const Tensor item_grads = f.errors * f.user_rows + f.item_rows * l2_;
     const auto t2 = Clock::now();
     time.grads += std::chrono::duration<double>(t2 - t1).count();
-    apply(m, batch, user_deltas, item_deltas);
+    apply_gradients(m, batch, user_grads, item_grads);
     const auto t3 = Clock::now();
     time.scatter += std::chrono::duration<double>(t3 - t2).count();
     m.global_step.assign_add(one_);
@@ -321,17 +321,18 @@ class SgdStep {
   }
 
  private:
-  // The update, one call: plain SGD subtracts the deltas from the batch's
-  // rows, duplicates adding up. The deterministic path keeps the sums'
-  // order fixed on GPUs too, for bit-identical runs.
-  static void apply(Model& m, const Batch& batch, const Tensor& user_deltas,
-                    const Tensor& item_deltas) {
-    m.users.scatter_sub(batch.user_ids, user_deltas, {.deterministic = true});
-    m.items.scatter_sub(batch.item_ids, item_deltas, {.deterministic = true});
+  // The update, one call (an optimizer's apply_gradients): plain SGD
+  // subtracts learning_rate x gradient from the batch's rows, duplicates
+  // adding up. The deterministic path keeps the sums' order fixed on GPUs
+  // too, for bit-identical runs.
+  void apply_gradients(Model& m, const Batch& batch, const Tensor& user_grads,
+                       const Tensor& item_grads) const {
+    m.users.scatter_sub(batch.user_ids, user_grads * learning_rate_, {.deterministic = true});
+    m.items.scatter_sub(batch.item_ids, item_grads * learning_rate_, {.deterministic = true});
   }
 
   Predictor predictor_;
-  Tensor learning_rate_, decay_;     // lr and lr x l2, scalars on the device
+  Tensor learning_rate_, l2_;        // scalars on the device
   Tensor squared_error_;             // [1, 1] on the device
   Tensor one_ = Tensor(int64_t{1});  // a scalar, as in global_step.assign_add(1)
 };
