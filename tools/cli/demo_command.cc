@@ -243,9 +243,10 @@ class Predictor {
     item_ids_.resize(count);
     ratings_.resize(count);
     for (size_t k = 0; k < count; ++k) {
-      user_ids_[k] = r.user[positions[k]];
-      item_ids_[k] = r.item[positions[k]];
-      ratings_[k] = r.value[positions[k]];
+      const Rating& x = r.rows[positions[k]];
+      user_ids_[k] = x.user;
+      item_ids_[k] = x.item;
+      ratings_[k] = x.value;
     }
     const TensorShape column{static_cast<int64_t>(count), 1};
     return {Tensor::from_vector(user_ids_), Tensor::from_vector(item_ids_),
