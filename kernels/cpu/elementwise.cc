@@ -75,8 +75,18 @@ void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, 
   int64_t i = first;
   while (i < last) {
     const int64_t row_end = std::min(last, i + (inner - idx[r - 1]));
-    for (; i < row_end; ++i, oa += sa, ob += sb)
-      out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
+    // The common rows get loops the compiler vectorizes: one operand
+    // contiguous and the other one value ([n,1] * [n,k]), or both contiguous.
+    if (sa == 1 && sb == 0) {
+      const auto vb = load(b[ob]);
+      for (; i < row_end; ++i, ++oa) out[i] = store<Out>(f(load(a[oa]), vb, err));
+    } else if (sa == 0 && sb == 1) {
+      const auto va = load(a[oa]);
+      for (; i < row_end; ++i, ++ob) out[i] = store<Out>(f(va, load(b[ob]), err));
+    } else {
+      for (; i < row_end; ++i, oa += sa, ob += sb)
+        out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
+    }
     if (i == last) break;
     oa -= inner * sa;
     ob -= inner * sb;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `varstate demo` on a small configuration:
 #   1. the test RMSE falls from ~1 to near the noise level (0.1);
-#   2. the same --seed gives a bit-identical final checkpoint, another seed
-#      a different one;
+#   2. the same --seed gives a bit-identical final checkpoint, whatever the
+#      CPU thread count (VARSTATE_CPU_THREADS), another seed a different one;
 #   3. stopping at step 1000 and --resume to 2000 prints "resumed from ...
 #      at step 1000" and ends in the same checkpoint as one uninterrupted run;
 #   4. --max_to_keep spans restarts: after many resumed runs, and after runs
@@ -28,8 +28,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$cli" demo "${small[@]}" --steps 2000 --seed 7 --checkpoint_dir "$tmp/a" | tee "$tmp/a.log"
 line=$(grep -E '^test RMSE: [0-9.]+ before, [0-9.]+ after' "$tmp/a.log") || fail "no RMSE summary"
 read -r before after < <(echo "$line" | sed -E 's/^test RMSE: ([0-9.]+) before, ([0-9.]+) after.*/\1 \2/')
-awk -v b="$before" -v a="$after" 'BEGIN { exit !(b > 0.8 && a < 0.15 && a < b / 5) }' ||
-  fail "test RMSE $before -> $after: want > 0.8 before, < 0.15 (noise 0.1) after"
+awk -v b="$before" -v a="$after" 'BEGIN { exit !(b > 0.8 && a < 0.13 && a < b / 5) }' ||
+  fail "test RMSE $before -> $after: want > 0.8 before, < 0.13 (noise 0.1) after"
 echo "ok: test RMSE $before -> $after (noise 0.1)"
 grep -q '^step 2000/2000 ' "$tmp/a.log" || fail "no plain progress line for step 2000 (stdout is not a terminal)"
 # max_to_keep 2: model-1500 and model-2000 remain.
@@ -48,6 +48,13 @@ same_checkpoint() {  # DIR1 DIR2 STEP: index and every data shard byte-identical
 "$cli" demo "${small[@]}" --steps 2000 --seed 7 --checkpoint_dir "$tmp/b" >/dev/null
 same_checkpoint "$tmp/a" "$tmp/b" 2000 || fail "same --seed, different final checkpoints"
 echo "ok: same seed -> bit-identical final checkpoint"
+for threads in 1 3; do
+  VARSTATE_CPU_THREADS=$threads "$cli" demo "${small[@]}" --steps 2000 --seed 7 \
+    --checkpoint_dir "$tmp/t$threads" >/dev/null
+  same_checkpoint "$tmp/a" "$tmp/t$threads" 2000 ||
+    fail "VARSTATE_CPU_THREADS=$threads gives another final checkpoint than the default"
+done
+echo "ok: 1 and 3 CPU threads -> the default's final checkpoint"
 "$cli" demo "${small[@]}" --steps 2000 --seed 8 --checkpoint_dir "$tmp/c" >/dev/null
 same_checkpoint "$tmp/a" "$tmp/c" 2000 && fail "--seed 7 and --seed 8 gave the same checkpoint"
 echo "ok: another seed -> another checkpoint"
