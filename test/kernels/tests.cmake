@@ -19,3 +19,11 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc)
   target_link_libraries(test_kernels_scatter_gpu PRIVATE CUDA::cudart)
 endif()
+# The split over the thread pool: the same tests on 1, 2 and 5 pool threads.
+varstate_add_test(test_kernels_threading SOURCES ${CMAKE_CURRENT_LIST_DIR}/threading_test.cc)
+add_test(NAME test_kernels_threading_1_thread COMMAND test_kernels_threading)
+set_tests_properties(test_kernels_threading_1_thread PROPERTIES
+  LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=1)
+add_test(NAME test_kernels_threading_5_threads COMMAND test_kernels_threading)
+set_tests_properties(test_kernels_threading_5_threads PROPERTIES
+  LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=5)
