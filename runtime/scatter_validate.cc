@@ -134,6 +134,14 @@ void check_index_values(std::span<const int64_t> indices, const TensorShape& sha
   check_values(indices.data(), static_cast<int64_t>(indices.size()), shape, rows, who);
 }
 
+void throw_bad_index(const Tensor& indices, int64_t position, int64_t rows,
+                     const std::string& who) {
+  const int64_t value = indices.dtype() == DType::kInt32
+                            ? int64_t{indices.data<int32_t>()[position]}
+                            : indices.data<int64_t>()[position];
+  throw InvalidArgumentError(bad_index_message(who, position, indices.shape(), value, rows));
+}
+
 void check_divisors(ScatterOp op, const Tensor& updates, const std::string& who) {
   if (!integer_division(op, updates.dtype())) return;
   const int64_t zero =

@@ -67,6 +67,11 @@ void check_index_values(const Tensor& indices, int64_t rows, const std::string& 
 void check_index_values(std::span<const int64_t> indices, const TensorShape& shape, int64_t rows,
                         const std::string& who);
 
+// Throws the InvalidArgumentError of check_index_values for the index at
+// flat `position` of `indices` (int32/int64 on the host).
+[[noreturn]] void throw_bad_index(const Tensor& indices, int64_t position, int64_t rows,
+                                  const std::string& who);
+
 // For integer division: throws InvalidArgumentError naming the first zero
 // among `updates` (already of the table's dtype, on the host).
 void check_divisors(kernels::ScatterOp op, const Tensor& updates, const std::string& who);
