@@ -15,7 +15,8 @@ machine load; ours/tf > 1 means varstate is faster.
              and Zipf(1.05) indices (the same draws as scatter_bench.cc);
   dense      bench_dense_update BM_cpu_assign / BM_cpu_assign_add (4, 64 MiB);
   init       bench_random BM_cpu_{random_uniform,random_normal,
-             truncated_normal}_op (16, 64 MiB): a new tensor per call;
+             truncated_normal}_op (16, 64 MiB, its quick sizes): a new tensor
+             per call;
   partitioned  bench_sharing BM_partitioned_scatter_add_cpu (quick size:
              [1M, 64] in 4 parts, 65,536 updates) against TensorFlow's way
              for a partitioned variable: dynamic_partition of indices and
@@ -28,15 +29,17 @@ Writes bench/results/compare-tf-ops-<machine>.json (--out to change) with
 the load average before and after each pair.
 
   ~/.cache/varstate/venv-tf2.21/bin/python bench/compare_tf_ops.py \\
-      --build build --machine vm-2cpu-nogpu [--only scatter,dense] [--filter M65536]
+      --build build --machine vm-2cpu-nogpu [--only scatter,dense] [--filter 'M65536|update.*M1048576']
 """
 import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -87,9 +90,12 @@ def timed(sess, ops, rounds, reps):
 def run_ours(binary, pattern, env=None):
     """The Google Benchmark JSON record of the one benchmark matching pattern."""
     full_env = dict(os.environ, **(env or {}))
-    out = subprocess.run([binary, f"--benchmark_filter={pattern}", "--benchmark_format=json"],
-                         check=True, capture_output=True, text=True, env=full_env).stdout
-    runs = [b for b in json.loads(out)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([binary, f"--benchmark_filter={pattern}", f"--benchmark_out={out.name}",
+                        "--benchmark_out_format=json"], check=True, capture_output=True,
+                       env=full_env)
+        data = json.load(open(out.name))
+    runs = [b for b in data["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
     return runs[0] if runs else None
 
 
@@ -241,7 +247,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="scatter,dense,init,partitioned,memory")
-    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--filter", default="", help="only cases whose name matches this regex")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     tf1.disable_eager_execution()
@@ -249,10 +255,21 @@ def main():
     sections = {
         "scatter": (scatter_cases, "bench_scatter", {"VARSTATE_BENCH_SET": "tf"}),
         "dense": (dense_cases, "bench_dense_update", {}),
-        "init": (init_cases, "bench_random", {}),
+        "init": (init_cases, "bench_random", {"VARSTATE_BENCH_QUICK": "1"}),
         "partitioned": (partitioned_cases, "bench_sharing", {"VARSTATE_BENCH_QUICK": "1"}),
     }
+    meta = {"tensorflow": tf.__version__, "variables": "reference (use_resource=False)",
+            "threads": args.threads, "rounds": args.rounds, "machine": args.machine,
+            "host": platform.node(), "cpus": os.cpu_count(), "zipf_s": ZIPF_S}
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   f"compare-tf-ops-{args.machine}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     results = []
+
+    def save():  # after each case, so that an interrupted run keeps what it measured
+        with open(out, "w") as f:
+            json.dump({"context": meta, "results": results}, f, indent=1)
+
     for section in args.only.split(","):
         if section == "memory":
             load0 = loadavg()
@@ -264,10 +281,11 @@ def main():
             results.append(r)
             print(f"{'memory: resident bytes per variable byte (256 MiB)':72s} ours "
                   f"{r['ours_rss_per_byte']:.3f}  tf {theirs:.3f}", flush=True)
+            save()
             continue
         cases, binary, env = sections[section]
         for name, tf_fn in cases(args):
-            if args.filter not in name:
+            if not re.search(args.filter, name):
                 continue
             load0 = loadavg()
             pattern = "^" + name.replace(".", "[.]") + "(/|$)"
@@ -284,14 +302,8 @@ def main():
             results.append(r)
             print(f"{name:72s} ours {ours_s * 1e3:9.3f} ms  tf {tf_s * 1e3:9.3f} ms  "
                   f"ours/tf {r['ours_over_tf']:6.2f}  load {load0:.1f}", flush=True)
-    meta = {"tensorflow": tf.__version__, "variables": "reference (use_resource=False)",
-            "threads": args.threads, "rounds": args.rounds, "machine": args.machine,
-            "host": platform.node(), "cpus": os.cpu_count(), "zipf_s": ZIPF_S}
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"compare-tf-ops-{args.machine}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"context": meta, "results": results}, f, indent=1)
+            save()
+    save()
     print(f"wrote {out}")
     return 0
 

@@ -13,23 +13,25 @@ namespace varstate::kernels::cpu {
 
 // Per-op work (bytes read + written, or elements produced) from which a
 // kernel splits its work over the pool; below it runs on the calling
-// thread. Measured as the crossover of one thread against the pool on a
-// 2-core x86-64 VM (bench/threading_bench.cc: each op at doubling sizes,
-// serial and pool interleaved, medians; bench/results/
-// threading-crossover-vm-2cpu-nogpu.json), then raised to the next power of
-// two at least twice the crossover, so that a loaded machine, where a pool
-// thread starts late, does not lose either.
-//   scatter (every op)   crossover ~1 MiB touched        -> 2 MiB
-//   gather               crossover ~512 KiB copied       -> 1 MiB
-//   dense update         crossover ~1 MiB touched        -> 2 MiB
-//   random fills         crossover ~64 Ki uniform floats -> 128 Ki
-//   elementwise          crossover ~512 KiB touched      -> 1 MiB
+// thread. Measured with bench/threading_bench.cc (each op at doubling sizes,
+// serial and pool interleaved, medians of 15) on the 2-vCPU development VM
+// while other builds kept its load average at 4-8: there the pool never
+// beat one thread by more than noise, so each threshold is the smallest size
+// from which the pool came within about 5 % of one thread in the
+// least-loaded run (load 3.9; bench/results/threading-crossover-*.json),
+// taken to a power of two; below it a split only loses. worth_splitting
+// then raises them further while splits do not pay.
+//   scatter (every op)   ~100 MB touched   -> 64 MiB
+//   gather               ~4 MB copied      -> 8 MiB
+//   dense update         ~6 MB touched     -> 8 MiB
+//   random fills         ~512 Ki floats    -> 512 Ki (uniform-float units)
+//   elementwise          ~0.8-3 MB touched -> 4 MiB
 struct ParallelThresholds {
-  int64_t scatter_bytes = int64_t{2} << 20;
-  int64_t gather_bytes = int64_t{1} << 20;
-  int64_t dense_update_bytes = int64_t{2} << 20;
-  int64_t random_elements = int64_t{128} << 10;  // in uniform-float units
-  int64_t elementwise_bytes = int64_t{1} << 20;
+  int64_t scatter_bytes = int64_t{64} << 20;
+  int64_t gather_bytes = int64_t{8} << 20;
+  int64_t dense_update_bytes = int64_t{8} << 20;
+  int64_t random_elements = int64_t{512} << 10;
+  int64_t elementwise_bytes = int64_t{4} << 20;
 };
 
 // The thresholds in use. Tests and benchmarks may change them (to force
