@@ -21,13 +21,14 @@ namespace varstate::kernels::cpu {
 // least-loaded run (load 3.9; bench/results/threading-crossover-*.json),
 // taken to a power of two; below it a split only loses. worth_splitting
 // then raises them further while splits do not pay.
-//   scatter (every op)   ~100 MB touched   -> 64 MiB
+//   scatter (every op)   only ~100 MB once -> 1 GiB (default vs one thread,
+//                        bench/compare_threads.py: 0.63-0.84 at 200-800 MB)
 //   gather               ~4 MB copied      -> 8 MiB
 //   dense update         ~6 MB touched     -> 8 MiB
 //   random fills         ~512 Ki floats    -> 512 Ki (uniform-float units)
 //   elementwise          ~0.8-3 MB touched -> 4 MiB
 struct ParallelThresholds {
-  int64_t scatter_bytes = int64_t{64} << 20;
+  int64_t scatter_bytes = int64_t{1} << 30;
   int64_t gather_bytes = int64_t{8} << 20;
   int64_t dense_update_bytes = int64_t{8} << 20;
   int64_t random_elements = int64_t{512} << 10;
