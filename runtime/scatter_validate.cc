@@ -153,9 +153,31 @@ void check_index_values(const Tensor& indices, int64_t rows, const std::string& 
   }
 }
 
+void mark_index_rows(const Tensor& indices, std::atomic<uint8_t>* marks) {
+  if (marks == nullptr) return;
+  auto mark = [&](const auto* ids) {
+    for (int64_t i = 0, n = indices.num_elements(); i < n; ++i) {
+      marks[static_cast<int64_t>(ids[i])].store(1, std::memory_order_release);
+    }
+  };
+  if (indices.dtype() == DType::kInt32) {
+    mark(indices.data<int32_t>());
+  } else {
+    mark(indices.data<int64_t>());
+  }
+}
+
 void check_index_values(std::span<const int64_t> indices, const TensorShape& shape, int64_t rows,
                         const std::string& who) {
   check_values(indices.data(), static_cast<int64_t>(indices.size()), shape, rows, who);
+}
+
+void throw_bad_index(const Tensor& indices, int64_t position, int64_t rows,
+                     const std::string& who) {
+  const int64_t value = indices.dtype() == DType::kInt32
+                            ? int64_t{indices.data<int32_t>()[position]}
+                            : indices.data<int64_t>()[position];
+  throw InvalidArgumentError(bad_index_message(who, position, indices.shape(), value, rows));
 }
 
 void check_divisors(ScatterOp op, const Tensor& updates, const std::string& who) {

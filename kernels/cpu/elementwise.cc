@@ -45,16 +45,11 @@ T store(const C& v) {
   }
 }
 
-// Runs body(first, last) over [0, n): inline when small, else in blocks
-// over the Eigen thread pool.
+// Runs body(first, last) over [0, n): inline when small, else in ranges
+// over the pool (elementwise threshold, bytes read + written).
 template <typename Body>
 void parallel_for(int64_t n, int64_t bytes_per_element, const Body& body) {
-  if (n * bytes_per_element < kParallelBytesThreshold) {
-    body(int64_t{0}, n);
-    return;
-  }
-  eigen_device().parallelFor(n, Eigen::TensorOpCost(static_cast<double>(bytes_per_element), 0, 1),
-                             [&](Eigen::Index first, Eigen::Index last) { body(first, last); });
+  for_ranges(n, 64, n * bytes_per_element, parallel_thresholds().elementwise_bytes, body);
 }
 
 // Output elements [first, last) of a broadcast: walks the innermost

@@ -12,15 +12,11 @@ namespace {
 // latency-bound, and a copy loop alone keeps too few misses in flight.
 constexpr int64_t kPrefetchRows = 16;
 
-// copy(first, last) over [0, n), on several threads above the threshold.
+// copy(first, last) over [0, n), on several threads above the gather
+// threshold (bytes read + written).
 template <typename Copy>
 void for_rows(int64_t n, int64_t row_bytes, const Copy& copy) {
-  if (n * row_bytes < kParallelBytesThreshold || eigen_device().numThreads() <= 1) {
-    copy(0, n);
-    return;
-  }
-  eigen_device().parallelFor(n, Eigen::TensorOpCost(2.0 * row_bytes, 2.0 * row_bytes, 0),
-                             [&](Eigen::Index first, Eigen::Index last) { copy(first, last); });
+  for_ranges(n, 1, 2 * n * row_bytes, parallel_thresholds().gather_bytes, copy);
 }
 
 }  // namespace
