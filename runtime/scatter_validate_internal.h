@@ -67,6 +67,10 @@ void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
 // marks each index's row in the same pass.
 void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
                         std::atomic<uint8_t>* marks = nullptr);
+// The same marking each index's row in every one of `marks` (a variable's
+// and its optimizer slots' dirty rows, which share the row count `rows`).
+void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
+                        std::span<std::atomic<uint8_t>* const> marks);
 // The same for indices read as int64 (shape: the caller's indices' shape).
 void check_index_values(std::span<const int64_t> indices, const TensorShape& shape, int64_t rows,
                         const std::string& who);
