@@ -123,7 +123,8 @@ TEST_CASE_METHOD(FreshSession, "dirty rows: a partitioned scatter marks each par
   CHECK(take(parts[2]).rows == Rows{2});
 }
 
-TEST_CASE_METHOD(FreshSession, "dirty rows: sparse training ops mark the batch's rows in every slot",
+TEST_CASE_METHOD(FreshSession,
+                 "dirty rows: sparse training ops mark the batch's rows in every slot",
                  "[dirty_rows][optimizer]") {
   using Factory = std::function<std::unique_ptr<Optimizer>()>;
   // compat.v1 sparse Adam decays m and v of every row: it marks everything.
@@ -153,8 +154,7 @@ TEST_CASE_METHOD(FreshSession, "dirty rows: sparse training ops mark the batch's
     for (const std::string& slot : opt->get_slot_names()) {
       tracked_vars.push_back(tracked(*opt->get_slot(v, slot)));
     }
-    const IndexedSlices grad(ones({3, 3}),
-                             Tensor::from_vector<int64_t>({7, 2, 7}));
+    const IndexedSlices grad(ones({3, 3}), Tensor::from_vector<int64_t>({7, 2, 7}));
     opt->apply_gradients({GradientAndVariable{grad, v}});
     for (Tracked& t : tracked_vars) {
       CAPTURE(t.var.op_name());
