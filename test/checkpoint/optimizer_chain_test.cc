@@ -43,8 +43,8 @@ struct Model {
       : w(Tensor::from_vector<float>({0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f}, {2, 3}),
           {.name = "w"}),
         step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"}),
-        emb(get_variable("emb", {.shape = TensorShape{5000, 8},
-                                 .initializer = constant_initializer(0.125f)})),
+        emb(get_variable(
+            "emb", {.shape = TensorShape{5000, 8}, .initializer = constant_initializer(0.125f)})),
         table(get_variable("table", {.shape = TensorShape{4096, 4},
                                      .initializer = constant_initializer(0.375f),
                                      .partitioner = fixed_size_partitioner(2)})) {
@@ -112,8 +112,11 @@ Saved train_and_save(const Factory& make, int n, const std::string& prefix, bool
   for (int k = 0; k < n; ++k) {
     model.train(*opt, k);
     if ((k + 1) % kEvery != 0) continue;
-    saved.last = *saver.save(Session(), prefix, {.global_step = k + 1, .write_meta_graph = false, .incremental = incremental})
-                      .path();
+    saved.last =
+        *saver
+             .save(Session(), prefix,
+                   {.global_step = k + 1, .write_meta_graph = false, .incremental = incremental})
+             .path();
   }
   saved.emb_keys = {model.emb.op_name()};
   for (const std::string& slot : opt->get_slot_names()) {
@@ -146,21 +149,22 @@ void check_same(const std::map<std::string, std::string>& got,
 
 }  // namespace
 
-TEST_CASE_METHOD(FreshGraph, "a delta holds the rows a sparse Adagrad step changed, in its slot too",
+TEST_CASE_METHOD(FreshGraph,
+                 "a delta holds the rows a sparse Adagrad step changed, in its slot too",
                  "[optimizer][saver][incremental]") {
   TempDir dir;
-  Variable v = get_variable("v", {.shape = TensorShape{1000, 8},
-                                  .initializer = constant_initializer(0.5f)});
+  Variable v =
+      get_variable("v", {.shape = TensorShape{1000, 8}, .initializer = constant_initializer(0.5f)});
   Session().run(global_variables_initializer());
   AdagradOptimizer opt(0.1);
   opt.create_slots({v});
   Saver saver;
   saver.save(Session(), dir / "m", {.global_step = 0, .incremental = true});
   std::vector<float> g(24, 0.25f);
-  opt.apply_gradients({GradientAndVariable{
-      IndexedSlices(Tensor::from_vector<float>(g, {3, 8}),
-                    Tensor::from_vector<int64_t>({640, 3, 17})),
-      v}});
+  opt.apply_gradients(
+      {GradientAndVariable{IndexedSlices(Tensor::from_vector<float>(g, {3, 8}),
+                                         Tensor::from_vector<int64_t>({640, 3, 17})),
+                           v}});
   const std::string delta =
       *saver.save(Session(), dir / "m", {.global_step = 1, .incremental = true}).path();
   const BundleReader reader(delta);
