@@ -79,6 +79,12 @@ class RemoteStorage {
   // Atomically: the scalar before the increment; OutOfRangeError (naming
   // `op_name`) when it has reached `limit`.
   virtual int64_t count_up_to(int64_t limit, const std::string& op_name) = 0;
+  // The rows updated since the last call, ascending (every row after a
+  // whole-value update), and clears their marks: every task's updates mark
+  // the rows they write in the owner's storage, where the rows live. For
+  // the owner's incremental saves (DistributedSaver); one taker per
+  // variable.
+  virtual std::vector<int64_t> take_marked_rows() = 0;
 };
 
 // (op name, placement, dtype, shape) -> storage, or nullptr for a variable
