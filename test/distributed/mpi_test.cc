@@ -864,7 +864,8 @@ std::vector<int64_t> delta_ids(const std::string& checkpoint, int64_t part_offse
 
 // Base at step 1, deltas at 2 and 3, each task updating rows of both parts
 // (rows of the other task's part are marked at their owner); a full save of
-// step 3 by another saver beside it, in DIR/full.
+// step 3 by another saver beside it, in DIR/full. max_to_keep 2 keeps the
+// base the kept deltas need.
 void incremental_save(Cluster& cluster, const std::string& dir) {
   Tables t = build_tables();
   if (cluster.is_chief()) {
@@ -874,7 +875,7 @@ void incremental_save(Cluster& cluster, const std::string& dir) {
     t.step.assign(Tensor(int64_t{1}));
   }
   cluster.barrier();
-  DistributedSaver saver(cluster, {.write_meta_graph = false});
+  DistributedSaver saver(cluster, {.max_to_keep = 2, .write_meta_graph = false});
   EXPECT(saver.save(dir + "/model", {.global_step = 1, .incremental = true}) == dir + "/model-1");
   if (cluster.is_chief()) {
     t.emb.scatter_update(i64({3, 4000}), filled(2, 7.f));
@@ -903,6 +904,8 @@ void incremental_save(Cluster& cluster, const std::string& dir) {
   full.save(dir + "/full/model", 3);
   if (cluster.is_chief()) {
     EXPECT(checkpoint_chain(third).size() == 3);
+    EXPECT(saver.last_checkpoints() == (std::vector<std::string>{second, third}));
+    EXPECT(default_file_system()->file_exists(dir + "/model-1.index"));
     EXPECT(delta_ids(third, 0) == (std::vector<int64_t>{100}));
     EXPECT(delta_ids(third, 2048) == (std::vector<int64_t>{3000}));
   }
