@@ -23,8 +23,8 @@ int64_t element_bytes(DType dtype) {
 
 }  // namespace
 
-ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape,
-                          DirtyRows::Taken taken, bool owner_marks) {
+ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape, DirtyRows::Taken taken,
+                          bool owner_marks) {
   ItemDelta d;
   const Variable& v = item.variable;
   if (taken.all || shape.rank() == 0 || v.dtype() == DType::kString ||

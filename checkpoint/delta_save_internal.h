@@ -33,8 +33,8 @@ struct DeltaPlan {
 // RemoteStorage::take_marked_rows), a partition cut along another axis than
 // 0, one under kSmallBytes, or one with more than half its rows changed.
 inline constexpr int64_t kSmallBytes = 16 << 10;
-ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape,
-                          DirtyRows::Taken taken, bool owner_marks = false);
+ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape, DirtyRows::Taken taken,
+                          bool owner_marks = false);
 
 // The bytes the item takes in the delta, and in a full save.
 int64_t delta_bytes(const Saver::Item& item, const TensorShape& shape, const ItemDelta& delta);

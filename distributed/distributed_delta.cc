@@ -52,7 +52,8 @@ std::vector<ChainRecordLink> decode_links(const std::string& encoded) {
     const size_t n = std::stoul(encoded.substr(pos, colon - pos));
     const std::string link = encoded.substr(colon + 1, n);
     const size_t space = link.find(' ');
-    out.push_back({link.substr(space + 1), static_cast<uint32_t>(std::stoul(link.substr(0, space)))});
+    out.push_back(
+        {link.substr(space + 1), static_cast<uint32_t>(std::stoul(link.substr(0, space)))});
     pos = colon + 1 + n;
   }
   return out;

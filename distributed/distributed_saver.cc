@@ -9,11 +9,11 @@
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_retention.h"
+#include "checkpoint/delta_save_internal.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/saver_io_internal.h"
-#include "checkpoint/delta_save_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "distributed/cluster_internal.h"
 #include "distributed/distributed_delta.h"
@@ -191,7 +191,7 @@ ShardPlan DistributedSaver::Impl::plan_shards(const std::string& temp) {
 }
 
 std::shared_ptr<internal::DeltaPlan> DistributedSaver::Impl::plan_delta(const std::string& prefix,
-                                                                      std::exception_ptr& error) {
+                                                                        std::exception_ptr& error) {
   // A base takes the marks too: the next delta holds what changed since.
   std::vector<internal::DirtyRows::Taken> taken;
   try {
@@ -203,9 +203,8 @@ std::shared_ptr<internal::DeltaPlan> DistributedSaver::Impl::plan_delta(const st
   if (cluster->rank() == 0 && chain &&
       static_cast<int>(chain->size()) <= options.max_deltas_per_base &&
       dirname_of(prefix) == chain_dir &&
-      std::none_of(chain->begin(), chain->end(), [&](const ChainRecordLink& l) {
-        return l.name == basename_of(prefix);
-      })) {
+      std::none_of(chain->begin(), chain->end(),
+                   [&](const ChainRecordLink& l) { return l.name == basename_of(prefix); })) {
     links = internal::encode_links(*chain);
   }
   links = ClusterAccess::broadcast(*cluster, links, 0);
@@ -353,9 +352,8 @@ std::string DistributedSaver::save(const std::string& save_path,
   Impl& m = *impl_;
   Cluster& cluster = *m.cluster;
   const std::string& latest_filename = options.latest_filename;
-  const std::string prefix = options.global_step
-                                 ? save_path + "-" + std::to_string(*options.global_step)
-                                 : save_path;
+  const std::string prefix =
+      options.global_step ? save_path + "-" + std::to_string(*options.global_step) : save_path;
   // Rank 0 removes what interrupted saves left (a task that died mid-save
   // leaves its temporary folder), then registers this save while in flight.
   std::optional<internal::LiveSave> live;

@@ -224,8 +224,8 @@ void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
   check(MPI_Type_commit(&g.rows), "MPI_Type_commit");
   first.context->index_bytes.fetch_add(8 * displacements.size());
   if (!with_marks || marks.empty()) return;
-  check(MPI_Type_create_hindexed_block(static_cast<int>(marks.size()), 1, marks.data(),
-                                       MPI_UINT8_T, &g.marks),
+  check(MPI_Type_create_hindexed_block(static_cast<int>(marks.size()), 1, marks.data(), MPI_UINT8_T,
+                                       &g.marks),
         "MPI_Type_create_hindexed_block");
   check(MPI_Type_commit(&g.marks), "MPI_Type_commit");
   g.ones.assign(marks.size(), 1);

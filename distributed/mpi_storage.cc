@@ -3,9 +3,9 @@
 #include "distributed/mpi_sparse.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/gather_internal.h"

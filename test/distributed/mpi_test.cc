@@ -892,8 +892,8 @@ void incremental_save(Cluster& cluster, const std::string& dir) {
   }
   cluster.barrier();
   if (cluster.is_chief()) {
-    t.w.assign_add(Tensor::filled(DType::kFloat, {6, 4}, Tensor(1.f),
-                                  DeviceManager::instance().cpu()));
+    t.w.assign_add(
+        Tensor::filled(DType::kFloat, {6, 4}, Tensor(1.f), DeviceManager::instance().cpu()));
     t.step.assign(Tensor(int64_t{3}));
   } else {
     t.emb.scatter_update(i64({100, 3000}), filled(2, -2.f));
