@@ -8,6 +8,12 @@
 
 namespace varstate::internal {
 
+void start_marking(const std::vector<Saver::Item>& items) {
+  for (const Saver::Item& item : items) {
+    if (RemoteStorage* remote = remote_storage(item.variable)) remote->start_marking();
+  }
+}
+
 std::vector<DirtyRows::Taken> take_changed_rows(const std::vector<Saver::Item>& items,
                                                 std::vector<uint64_t>& generations) {
   generations.resize(items.size(), 0);

@@ -15,6 +15,10 @@
 
 namespace varstate::internal {
 
+// Turns on this process's row marks of every cluster-held variable among
+// `items` (RemoteStorage::start_marking; local variables always mark).
+void start_marking(const std::vector<Saver::Item>& items);
+
 // The rows of each of `items` changed since the previous take, clearing
 // the marks: a variable held by the cluster from its owner's storage (this
 // task owns it), a local variable from its dirty rows (`generations[i]`

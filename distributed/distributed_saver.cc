@@ -360,6 +360,11 @@ std::string DistributedSaver::save(const std::string& save_path,
   if (cluster.rank() == 0) {
     live.emplace(*m.fs, save_path, prefix, state_file_path(prefix, latest_filename));
   }
+  // Row marks are off until the first incremental save: turned on here,
+  // before plan_shards' allgather, every update any task makes after it is
+  // marked, and every earlier one has landed before the owners take their
+  // marks below (that first save is a base, which holds them).
+  if (options.incremental) internal::start_marking(m.items);
   // One temporary prefix for all tasks, picked by rank 0; every task writes
   // its shard in parallel.
   const std::string temp =

@@ -200,7 +200,7 @@ void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
     for (int64_t row : prepared[g.jobs[k]].sent_rows(jobs[g.jobs[k]])) {
       lengths.push_back(static_cast<int>(width));
       displacements.push_back(v.data() + static_cast<MPI_Aint>(row * v.row_bytes()));
-      marks.push_back(v.marks + static_cast<MPI_Aint>(row));
+      if (v.marking->load()) marks.push_back(v.marks + static_cast<MPI_Aint>(row));
       total += width;
     }
   }

@@ -203,6 +203,8 @@ class MpiStorage final : public internal::RemoteStorage {
     for (size_t k = 0; k < parts.size(); ++k) parts[k].values = std::move(jobs[k].values);
   }
 
+  void start_marking() override { var_.marking->store(true); }
+
   std::vector<int64_t> take_marked_rows() override {
     std::vector<uint8_t> marks(static_cast<size_t>(var_.rows));
     const std::vector<uint8_t> zeros(marks.size(), 0);

@@ -132,6 +132,7 @@ void mark_updated(const MpiVar& v, bool initialize, const MpiCallCheck& check) {
 }
 
 void mark_all_rows(const MpiVar& v, const MpiCallCheck& check) {
+  if (!v.marking->load()) return;
   // The origin buffer must stay valid until the epoch ends: a constant one.
   static const std::vector<uint8_t> kOnes(size_t{1} << 20, 1);
   const auto chunk = static_cast<int64_t>(kOnes.size());

@@ -32,7 +32,7 @@ class RemoteStorage;
 // An exchange is one access epoch with one owner (lock ... unlock); bytes
 // count what the transfers carry: row data, row offsets of indexed
 // datatypes (8 bytes a row: the "ids"), and header words (flag, version)
-// and row marks (a byte a row).
+// and row marks (a byte a row, once an incremental save turned them on).
 struct WireStats {
   uint64_t exchanges = 0;
   uint64_t data_bytes = 0;
@@ -99,6 +99,9 @@ struct MpiVar {
   int64_t row_width = 1;  // elements of one row (shape[1:])
   int64_t rows = 1;       // rows along axis 0 (1 for a scalar): one mark each
   MPI_Aint marks = 0;     // its row marks' offset in the owner's segment
+  // Whether this process's updates mark rows: off until an incremental
+  // save turns it on (a mark costs a transfer per sparse update).
+  std::shared_ptr<std::atomic<bool>> marking = std::make_shared<std::atomic<bool>>(false);
 
   int64_t row_bytes() const { return row_width * esize; }
   MPI_Aint data() const { return base + kDataOffset; }
@@ -128,7 +131,7 @@ class Epoch {
 // accumulate ordering.
 void mark_updated(const MpiVar& v, bool initialize, const MpiCallCheck& check);
 // Marks every row of `v` updated (a whole-value update), within an epoch on
-// its owner.
+// its owner, when `v.marking`.
 void mark_all_rows(const MpiVar& v, const MpiCallCheck& check);
 
 }  // namespace varstate::internal

@@ -65,14 +65,15 @@
 // owner takes and clears the marks when it saves; a process's local
 // variables use their own marks (rank 0 writes them). Let one incremental
 // saver save a given variable: two would each see only the rows changed
-// since the other's save. Rank 0 decides, for all tasks, when a save
-// writes a base instead: no chain yet (the first save, or after a failed
-// one), a chain of max_deltas_per_base deltas, a checkpoint in another
-// directory, or a task whose delta would exceed max_delta_fraction of its
-// full share. max_to_keep never deletes a base or delta that a kept
-// checkpoint needs. restore() of a delta verifies the whole chain (every
-// link present with its recorded index checksum, every tensor read and its
-// checksum checked) on every task before any variable changes.
+// since the other's save. The marks cost one more (small) transfer per
+// remote sparse update; they are off until a saver's first incremental
+// save (always a base) turns them on, so other programs do not pay it. Rank 0 decides, for all
+// tasks, when a save writes a base instead: no chain yet (the first save, or after a failed one), a
+// chain of max_deltas_per_base deltas, a checkpoint in another directory, or a task whose delta
+// would exceed max_delta_fraction of its full share. max_to_keep never deletes a base or delta that
+// a kept checkpoint needs. restore() of a delta verifies the whole chain (every link present with
+// its recorded index checksum, every tensor read and its checksum checked) on every task before any
+// variable changes.
 #pragma once
 
 #include <cstdint>
