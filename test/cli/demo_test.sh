@@ -15,7 +15,13 @@
 #      compare files): `inspect` shows the chain, --resume restores from a
 #      delta and ends with the values of a run of full checkpoints, a run
 #      killed mid-save resumes from its latest checkpoint, and `compact`
-#      writes the same values as one checkpoint.
+#      writes the same values as one checkpoint;
+#   8. --optimizer momentum, adagrad, adam, rowwise-adagrad: the checkpoints
+#      hold the slots (`inspect` lists ".../Adam", ".../Adam_1",
+#      "beta1_power"), and a run stopped half way and resumed ends bit for
+#      bit where one uninterrupted run does, with full checkpoints (the same
+#      files) and with incremental ones (compacted: the same data files);
+#      adam gives the same checkpoint for any CPU thread count.
 #   tools/demo_test.sh PATH/TO/varstate
 set -euo pipefail
 cli=${1:?usage: demo_test.sh VARSTATE_BIN}
@@ -167,3 +173,39 @@ latest=$(latest_step "$tmp/i")
 grep -q "^resumed from .*/model-$latest at step $latest$" "$tmp/i.log" ||
   fail "no resume from model-$latest after killed incremental runs: $(grep resum "$tmp/i.log")"
 echo "ok: killed incremental runs resume from their latest checkpoint (step $latest)"
+
+# 8. The optimizers: slots in the checkpoints, bit-identical resumes.
+optimizer_run=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
+               --save_every 250 --max_to_keep 2 --device cpu --seed 7)
+for opt in momentum adagrad adam rowwise-adagrad; do
+  o=(--optimizer "$opt" "${optimizer_run[@]}")
+  "$cli" demo "${o[@]}" --steps 1000 --full_checkpoints --checkpoint_dir "$tmp/$opt-full" >"$tmp/$opt.log"
+  grep -q "optimizer $opt, learning rate" "$tmp/$opt.log" || fail "$opt: no 'optimizer $opt' line"
+  "$cli" demo "${o[@]}" --steps 500 --full_checkpoints --checkpoint_dir "$tmp/$opt-full-resumed" >/dev/null
+  "$cli" demo "${o[@]}" --steps 1000 --full_checkpoints --checkpoint_dir "$tmp/$opt-full-resumed" \
+    --resume >"$tmp/$opt-resumed.log"
+  grep -Eq "^resumed from .*/model-500 at step 500$" "$tmp/$opt-resumed.log" || fail "$opt: no resume at 500"
+  same_checkpoint "$tmp/$opt-full" "$tmp/$opt-full-resumed" 1000 ||
+    fail "$opt: 500 steps + --resume to 1000 differs from 1000 steps (full checkpoints)"
+  "$cli" demo "${o[@]}" --steps 500 --checkpoint_dir "$tmp/$opt-incr" >/dev/null
+  "$cli" demo "${o[@]}" --steps 1000 --checkpoint_dir "$tmp/$opt-incr" --resume >/dev/null
+  "$cli" compact "$tmp/$opt-incr/model-1000" "$tmp/$opt-incr-compact/model-1000" >/dev/null
+  for f in "$tmp/$opt-full"/model-1000.data-*; do  # the values (the indexes name other files)
+    cmp -s "$f" "$tmp/$opt-incr-compact/$(basename "$f")" ||
+      fail "$opt: incremental, 500 steps + --resume to 1000 differs from 1000 steps ($(basename "$f"))"
+  done
+done
+"$cli" inspect "$tmp/adam-full/model-1000" >"$tmp/adam.inspect"
+for name in recommender/users/embedding/Adam recommender/users/embedding/Adam_1 \
+            recommender/items/embedding/Adam beta1_power beta2_power global_step; do
+  grep -Eq "^$name +float32|^$name +int64" "$tmp/adam.inspect" || fail "inspect lists no $name: $(cat "$tmp/adam.inspect")"
+done
+"$cli" inspect "$tmp/adagrad-full/model-1000" | grep -Eq "^recommender/items/embedding/Adagrad +float32 +\[500,8\]" ||
+  fail "inspect lists no recommender/items/embedding/Adagrad"
+"$cli" inspect "$tmp/rowwise-adagrad-full/model-1000" |
+  grep -Eq "^recommender/users/embedding/RowwiseAdagrad +float32 +\[2000\]" ||
+  fail "inspect lists no recommender/users/embedding/RowwiseAdagrad of shape [2000]"
+VARSTATE_CPU_THREADS=1 "$cli" demo --optimizer adam "${optimizer_run[@]}" --steps 1000 --full_checkpoints \
+  --checkpoint_dir "$tmp/adam-1thread" >/dev/null
+same_checkpoint "$tmp/adam-full" "$tmp/adam-1thread" 1000 || fail "adam: 1 CPU thread gives another checkpoint"
+echo "ok: momentum, adagrad, adam, rowwise-adagrad: slots saved, resumed runs bit-identical (full and incremental)"
