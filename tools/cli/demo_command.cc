@@ -40,12 +40,14 @@
 
 #include <varstate/varstate.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -734,26 +736,35 @@ void write_json(const std::string& path, const DemoOptions& o, const TrainResult
                 const Rmse& rmse, const Timings& time, double total) {
   const int64_t steps = run.last_step - run.first_step;
   const double training = std::max(run.seconds - time.save, 1e-9);
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  // nlohmann::json writes a non-finite number (a diverged run's RMSE) as
+  // null, so the file stays valid JSON.
+  const nlohmann::json summary = {
+      {"users", o.users},
+      {"items", o.items},
+      {"rank", o.rank},
+      {"batch_size", o.batch_size},
+      {"train_ratings_per_user", o.ratings_per_user - o.ratings_per_user / 10},
+      {"optimizer", o.optimizer},
+      {"learning_rate", o.learning_rate},
+      {"first_step", run.first_step},
+      {"steps", steps},
+      {"train_seconds", training},
+      {"steps_per_s", static_cast<double>(steps) / training},
+      {"rmse_before", rmse.before},
+      {"rmse_after", rmse.after},
+      {"rmse_train", rmse.train},
+      {"seconds",
+       {{"total", total},
+        {"row_gathers", time.read},
+        {"gradients", time.grads},
+        {"apply_gradients", time.apply},
+        {"checkpoints", time.save},
+        {"rmse", time.eval}}}};
+  std::ofstream f(path);
   if (!f) throw InvalidArgumentError("--json: cannot open \"" + path + "\" for writing");
-  std::fprintf(f,
-               "{\"users\": %lld, \"items\": %lld, \"rank\": %lld, \"batch_size\": %lld, "
-               "\"train_ratings_per_user\": %lld, \"optimizer\": \"%s\", \"learning_rate\": %g, "
-               "\"first_step\": %lld, \"steps\": %lld, \"train_seconds\": %.6f, "
-               "\"steps_per_s\": %.3f, \"rmse_before\": %.6f, \"rmse_after\": %.6f, "
-               "\"rmse_train\": %.6f, \"seconds\": {\"total\": %.6f, \"row_gathers\": %.6f, "
-               "\"gradients\": %.6f, \"apply_gradients\": %.6f, \"checkpoints\": %.6f, "
-               "\"rmse\": %.6f}}\n",
-               static_cast<long long>(o.users), static_cast<long long>(o.items),
-               static_cast<long long>(o.rank), static_cast<long long>(o.batch_size),
-               static_cast<long long>(o.ratings_per_user - o.ratings_per_user / 10),
-               o.optimizer.c_str(), o.learning_rate, static_cast<long long>(run.first_step),
-               static_cast<long long>(steps), training, steps / training, rmse.before, rmse.after,
-               rmse.train, total, time.read, time.grads, time.apply, time.save, time.eval);
-  const bool written = std::ferror(f) == 0;
-  if (std::fclose(f) != 0 || !written) {
-    throw InvalidArgumentError("--json: writing \"" + path + "\" failed");
-  }
+  f << summary.dump() << '\n';
+  f.close();
+  if (!f) throw InvalidArgumentError("--json: writing \"" + path + "\" failed");
 }
 
 // ---- The program -----------------------------------------------------------
