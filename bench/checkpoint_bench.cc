@@ -39,9 +39,13 @@
 #include "checkpoint/crc32c.h"
 #include "runtime/variable_internal.h"
 #include "varstate/device_manager.h"
+#include "varstate/graph.h"
+#include "varstate/initializers.h"
 #include "varstate/placement.h"
 #include "varstate/replica_device_setter.h"
 #include "varstate/saver.h"
+#include "varstate/session.h"
+#include "varstate/variable_scope.h"
 #include "varstate/variables.h"
 
 namespace varstate::bench {
@@ -359,6 +363,87 @@ void BM_AsyncSaveStall(benchmark::State& state) {
   remove_checkpoints();
 }
 
+// The comparison with TensorFlow's Saver (bench/compare_tf_checkpoint.py
+// runs the same model in TensorFlow): `mib` MiB of float32 variables in the
+// mixed sizes, each made by get_variable with a seeded
+// random_uniform_initializer, saved as TensorFlow's Saver().save() does it,
+// meta graph included. Counters: meta_bytes (the .meta file), data_bytes
+// (index + data shards).
+struct InitializedModel {
+  Graph graph;
+  size_t bytes = 0;
+  int64_t count = 0;
+  explicit InitializedModel(size_t total) {
+    auto guard = graph.as_default();
+    for (int64_t n : mixed_sizes(total)) {
+      get_variable("v" + std::to_string(count),
+                   {.shape = TensorShape{n},
+                    .initializer = random_uniform_initializer({.seed = count + 1})});
+      bytes += static_cast<size_t>(n) * 4;
+      ++count;
+    }
+    Session sess;
+    sess.run(global_variables_initializer());
+  }
+};
+
+size_t checkpoint_bytes(const std::string& prefix) {
+  size_t total = std::filesystem::file_size(prefix + ".index");
+  for (const std::string& f : data_files(prefix)) total += std::filesystem::file_size(f);
+  return total;
+}
+
+// Save, with (sync:1, the default) and without (sync:0) the fsyncs.
+void BM_SaveInitializers(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
+  const bool sync = state.range(1) != 0;
+  InitializedModel model(bytes);
+  Saver saver({.graph = &model.graph, .sync = sync});
+  Session sess;
+  const std::string prefix = bench_dir() + "/initialized";
+  double total = 0;
+  for (auto _ : state) {
+    remove_checkpoints();
+    ::sync();
+    auto t0 = Clock::now();
+    saver.save(sess, prefix);
+    double s = since(t0);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["GBps"] = static_cast<double>(model.bytes) / (total / n) / 1e9;
+  state.counters["meta_bytes"] = static_cast<double>(std::filesystem::file_size(prefix + ".meta"));
+  state.counters["data_bytes"] = static_cast<double>(checkpoint_bytes(prefix));
+  state.counters["variables"] = static_cast<double>(model.count);
+  state.counters["peak_rss_GiB"] = peak_rss_gib();
+  remove_checkpoints();
+}
+
+// Restore of that checkpoint (page cache dropped first when root can).
+void BM_RestoreInitializers(benchmark::State& state) {
+  InitializedModel model(static_cast<size_t>(state.range(0)) << 20);
+  Saver saver({.graph = &model.graph});
+  Session sess;
+  const std::string prefix = bench_dir() + "/initialized";
+  remove_checkpoints();
+  saver.save(sess, prefix);
+  double total = 0;
+  bool dropped = true;
+  for (auto _ : state) {
+    dropped = drop_page_cache() && dropped;
+    auto t0 = Clock::now();
+    saver.restore(sess, prefix);
+    double s = since(t0);
+    state.SetIterationTime(s);
+    total += s;
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["GBps"] = static_cast<double>(model.bytes) / (total / n) / 1e9;
+  state.counters["cache_dropped"] = dropped ? 1 : 0;
+  remove_checkpoints();
+}
+
 // GPU variables: end-to-end save against min(pinned D2H, disk write).
 void BM_GpuSave(benchmark::State& state) {
   Device* gpu = gpu_or_skip(state);
@@ -405,6 +490,18 @@ BENCHMARK(BM_Restore)
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AsyncSaveStall)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SaveInitializers)
+    ->ArgNames({"mib", "sync"})
+    ->ArgsProduct({sizes_mib({256, 1024}, {16}), {1, 0}})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RestoreInitializers)
+    ->ArgName("mib")
+    ->ArgsProduct({sizes_mib({256, 1024}, {16})})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GpuSave)
     ->ArgName("async")
     ->Arg(0)

@@ -13,6 +13,10 @@
 // A plain timed program (not Google Benchmark): it prints one JSON object,
 // written to --out too. Files go to --dir (default /tmp/varstate_incr_bench).
 //   bench_incremental [--mib N] [--reps N] [--dir D] [--out FILE]
+// With --sweep, only save time and bytes vs the fraction of rows changed
+// (0.1 % to 50 %), full save vs delta save, each delta timed next to a full
+// save of the same values; bench/plot_incremental_sweep.py draws it.
+//   bench_incremental --sweep [--mib N] [--reps N] [--dir D] [--out FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -123,6 +127,54 @@ std::pair<double, double> marking_cost(int reps) {
   return {scatter / 50, (check_marked - check) / scatter};
 }
 
+// Full vs delta save at each fraction of rows changed. The delta policy is
+// opened up (max_delta_fraction 1) so that every save is a delta, and each
+// delta extends the same base (a chain of up to 1000).
+std::string sweep(Session& sess, Tables& t, int reps, const std::string& dir) {
+  const SaveOptions no_meta{.write_meta_graph = false};
+  Saver full({.max_to_keep = 1});
+  Saver inc({.max_to_keep = 0, .max_deltas_per_base = 1000, .max_delta_fraction = 1.0});
+  int step = 0;
+  auto save = [&](Saver& saver, const std::string& name, bool incremental) {
+    SaveOptions o = no_meta;
+    o.global_step = int64_t{++step};
+    o.incremental = incremental;
+    return *saver.save(sess, dir + "/" + name, o).path();
+  };
+  save(inc, "inc", true);  // the base
+  const double row_bytes = kWidth * 4;
+  std::string out = "{\n  \"table_mib\": " + std::to_string(t.rows * kTables * kWidth * 4 >> 20) +
+                    ", \"tables\": " + std::to_string(kTables) +
+                    ", \"rows_per_table\": " + std::to_string(t.rows) +
+                    ", \"row_bytes\": " + std::to_string(static_cast<int>(row_bytes)) +
+                    ",\n  \"sweep\": [";
+  bool first = true;
+  for (double f : {0.001, 0.01, 0.05, 0.10, 0.25, 0.50}) {
+    double delta_s = 1e30, full_s = 1e30;
+    uint64_t delta_bytes = 0, full_bytes = 0;
+    int64_t rows = 0;
+    for (int r = 0; r < reps; ++r) {
+      rows = t.change(f);
+      std::string p;
+      delta_s = std::min(delta_s, seconds([&] { p = save(inc, "inc", true); }));
+      delta_bytes = checkpoint_bytes(p);
+      full_s = std::min(full_s, seconds([&] { p = save(full, "full", false); }));
+      full_bytes = checkpoint_bytes(p);
+    }
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "%s\n    {\"fraction\": %.4f, \"rows\": %lld, \"full_save_s\": %.4f, "
+                  "\"delta_save_s\": %.4f, \"full_bytes\": %llu, \"delta_bytes\": %llu, "
+                  "\"speedup\": %.2f}",
+                  first ? "" : ",", f, static_cast<long long>(rows), full_s, delta_s,
+                  static_cast<unsigned long long>(full_bytes),
+                  static_cast<unsigned long long>(delta_bytes), full_s / delta_s);
+    out += buf;
+    first = false;
+  }
+  return out + "\n  ]\n}\n";
+}
+
 int run(int argc, char** argv) {
   const int64_t mib = std::stoll(arg(argc, argv, "--mib", "256"));
   const int reps = std::stoi(arg(argc, argv, "--reps", "3"));
@@ -139,6 +191,14 @@ int run(int argc, char** argv) {
                         VariableOptions{.name = "emb_" + std::to_string(k)});
   }
   sess.run(global_variables_initializer());
+  if (std::find_if(argv + 1, argv + argc,
+                   [](const char* a) { return std::string(a) == "--sweep"; }) != argv + argc) {
+    const std::string json = sweep(sess, t, reps, dir);
+    std::fputs(json.c_str(), stdout);
+    if (!out.empty()) std::ofstream(out) << json;
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
   const SaveOptions no_meta{.write_meta_graph = false};
   Saver full({.max_to_keep = 1});
   int step = 0;

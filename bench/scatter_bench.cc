@@ -16,7 +16,13 @@
 //   onerow   every update on row 0 (worst-case contention);
 //   nocheck  the kernel alone, without the bounds check the API runs,
 //            next to the same API call ("checked"): their ratio is the cost
-//            of checking and dispatch.
+//            of checking and dispatch (the CPU kernel now checks in its
+//            first pass, so on the CPU both check);
+//   tf       (VARSTATE_BENCH_SET=tf, instead of the sets above) the shapes
+//            of bench/compare_tf_ops.py: [1,000,000, 16] and [100,000, 64],
+//            M in {1,024, 65,536, 1,048,576}, uniform and Zipf, every
+//            scatter op and gather (tf.gather: reads M rows into a new
+//            tensor; bytes moved 2 * M * D * elem).
 // On the CPU the default set keeps to tables of at most 256 MiB and skips
 // D = 256 (a 2-core machine runs it in a few minutes); set
 // VARSTATE_BENCH_FULL=1 for the whole set. The GPU always runs it all.
@@ -30,6 +36,7 @@
 #include "bench_util.h"
 #include "kernels/cpu/scatter.h"
 #include "varstate/device_manager.h"
+#include "varstate/gather.h"
 #include "varstate/graph.h"
 #include "varstate/placement.h"
 #include "varstate/scatter.h"
@@ -50,7 +57,12 @@ enum class Dist {
 enum class BenchOp {
   kUpdate,
   kAdd,
-  kMul
+  kSub,
+  kMul,
+  kDiv,
+  kMin,
+  kMax,
+  kGather
 };
 
 struct Config {
@@ -69,14 +81,34 @@ struct Config {
 };
 
 const char* op_label(BenchOp op) {
-  return op == BenchOp::kUpdate ? "update" : op == BenchOp::kAdd ? "add" : "mul";
+  switch (op) {
+    case BenchOp::kUpdate:
+      return "update";
+    case BenchOp::kAdd:
+      return "add";
+    case BenchOp::kSub:
+      return "sub";
+    case BenchOp::kMul:
+      return "mul";
+    case BenchOp::kDiv:
+      return "div";
+    case BenchOp::kMin:
+      return "min";
+    case BenchOp::kMax:
+      return "max";
+    case BenchOp::kGather:
+      break;
+  }
+  return "gather";
 }
 const char* dist_label(Dist d) {
   return d == Dist::kUniform ? "uniform" : d == Dist::kZipf ? "zipf1.05" : "onerow";
 }
 
 std::string name_of(const Config& c) {
-  std::string s = std::string("scatter/") + (c.gpu ? "gpu/" : "cpu/") + op_label(c.op) + "/" +
+  const bool gather = c.op == BenchOp::kGather;
+  std::string s = std::string(gather ? "gather/" : "scatter/") + (c.gpu ? "gpu/" : "cpu/") +
+                  (gather ? "" : op_label(c.op) + std::string("/")) +
                   (c.gpu ? (c.deterministic ? "deterministic" : "atomic") : "serial-order") + "/N" +
                   std::to_string(c.rows) + "xD" + std::to_string(c.width) + "/M" +
                   std::to_string(c.updates) + "/" + dist_label(c.dist) + "/" +
@@ -121,7 +153,7 @@ std::vector<int64_t> draw_indices(Dist dist, int64_t rows, int64_t m, uint64_t s
 Tensor make_updates(const Config& c, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::vector<float> v(c.updates * c.width);
-  if (c.op == BenchOp::kMul) {
+  if (c.op == BenchOp::kMul || c.op == BenchOp::kDiv) {
     for (auto& x : v) x = gen() % 2 ? 1.f + 1.f / 1024 : 1.f - 1.f / 1024;
   } else {
     std::uniform_real_distribution<float> d(-1.f, 1.f);
@@ -137,8 +169,18 @@ Tensor apply(BenchOp op, Variable& v, const Tensor& i, const Tensor& u, const Up
       return scatter_update(v, i, u, o);
     case BenchOp::kAdd:
       return scatter_add(v, i, u, o);
+    case BenchOp::kSub:
+      return scatter_sub(v, i, u, o);
     case BenchOp::kMul:
       return scatter_mul(v, i, u, o);
+    case BenchOp::kDiv:
+      return scatter_div(v, i, u, o);
+    case BenchOp::kMin:
+      return scatter_min(v, i, u, o);
+    case BenchOp::kMax:
+      return scatter_max(v, i, u, o);
+    case BenchOp::kGather:
+      return gather(v, i);
   }
   return {};
 }
@@ -182,7 +224,7 @@ void run(benchmark::State& state, const Config& c) {
   }
   Graph graph;
   DeviceScope scope(device->name());
-  const float initial = c.op == BenchOp::kMul ? 1.f : 0.f;
+  const float initial = c.op == BenchOp::kMul || c.op == BenchOp::kDiv ? 1.f : 0.f;
   Variable table(
       [&] {
         return Tensor::filled(c.dtype, {c.rows, c.width}, Tensor(initial), *device);
@@ -195,8 +237,8 @@ void run(benchmark::State& state, const Config& c) {
   Tensor buffer = table.ref();
 
   const double elem = static_cast<double>(dtype_size(c.dtype));
-  const double moved =
-      3.0 * c.updates * c.width * elem + double(c.updates) * dtype_size(c.index_dtype);
+  const double moved = (c.op == BenchOp::kGather ? 2.0 : 3.0) * c.updates * c.width * elem +
+                       double(c.updates) * dtype_size(c.index_dtype);
   const size_t copy_bytes = static_cast<size_t>(c.updates * c.width * elem);
   const double limit = c.gpu ? limit_gbps(Limit::kDeviceCopy, copy_bytes, device)
                              : limit_gbps(Limit::kHostMemcpy, copy_bytes);
@@ -237,7 +279,27 @@ void register_quick(bool gpu) {
   }
 }
 
+// The shapes of bench/compare_tf_ops.py.
+void register_tf(bool gpu) {
+  for (auto [rows, width] : {std::pair<int64_t, int64_t>{1'000'000, 16}, {100'000, 64}}) {
+    for (int64_t m : {int64_t{1'024}, int64_t{65'536}, int64_t{1'048'576}}) {
+      for (Dist dist : {Dist::kUniform, Dist::kZipf}) {
+        for (BenchOp op : {BenchOp::kUpdate, BenchOp::kAdd, BenchOp::kSub, BenchOp::kMul,
+                           BenchOp::kDiv, BenchOp::kMin, BenchOp::kMax, BenchOp::kGather}) {
+          add({.gpu = gpu, .op = op, .rows = rows, .width = width, .updates = m, .dist = dist});
+        }
+      }
+    }
+  }
+}
+
+bool tf_set() {
+  const char* v = std::getenv("VARSTATE_BENCH_SET");
+  return v != nullptr && std::string(v) == "tf";
+}
+
 void register_for(bool gpu) {
+  if (tf_set()) return register_tf(gpu);
   if (quick_run()) return register_quick(gpu);
   const bool full = gpu || full_cpu_set();
   const std::vector<bool> paths = gpu ? std::vector<bool>{false, true} : std::vector<bool>{false};

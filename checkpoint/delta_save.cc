@@ -23,12 +23,12 @@ int64_t element_bytes(DType dtype) {
 
 }  // namespace
 
-ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape,
-                          DirtyRows::Taken taken) {
+ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape, DirtyRows::Taken taken,
+                          bool owner_marks) {
   ItemDelta d;
   const Variable& v = item.variable;
   if (taken.all || shape.rank() == 0 || v.dtype() == DType::kString ||
-      remote_storage(v) != nullptr || !rows_are_whole(item) ||
+      (remote_storage(v) != nullptr && !owner_marks) || !rows_are_whole(item) ||
       full_bytes(item, shape) < kSmallBytes ||
       static_cast<int64_t>(taken.rows.size()) * 2 > shape.dim(0)) {
     return d;

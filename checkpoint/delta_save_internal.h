@@ -28,12 +28,13 @@ struct DeltaPlan {
 };
 
 // Rows, unless every row is dirty or the item is one a delta writes whole:
-// a scalar, a string tensor, a variable held by another task, a partition
-// cut along another axis than 0, one under kSmallBytes, or one with more
-// than half its rows changed.
+// a scalar, a string tensor, a variable held by another task (unless
+// `owner_marks`: `taken` then holds the rows its owner's storage marked,
+// RemoteStorage::take_marked_rows), a partition cut along another axis than
+// 0, one under kSmallBytes, or one with more than half its rows changed.
 inline constexpr int64_t kSmallBytes = 16 << 10;
-ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape,
-                          DirtyRows::Taken taken);
+ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape, DirtyRows::Taken taken,
+                          bool owner_marks = false);
 
 // The bytes the item takes in the delta, and in a full save.
 int64_t delta_bytes(const Saver::Item& item, const TensorShape& shape, const ItemDelta& delta);

@@ -22,6 +22,7 @@
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
+#include "checkpoint/unsynced_file_system.h"
 #include "checkpoint/v1_writer.h"
 #include "runtime/gather_internal.h"
 #include "runtime/variable_internal.h"
@@ -103,6 +104,7 @@ struct Saver::Impl {
   SaverOptions options;
   Graph* graph = nullptr;
   FileSystem* fs = nullptr;
+  std::unique_ptr<FileSystem> unsynced_fs;  // fs without syncs, when !options.sync
   std::function<double()> clock;
 
   bool built = false;
@@ -661,6 +663,10 @@ Saver::Saver(SaverOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.graph = options.graph ? options.graph : &get_default_graph();
   s.fs = options.file_system ? options.file_system : default_file_system();
+  if (!options.sync) {
+    s.unsynced_fs = internal::unsynced_file_system(*s.fs);
+    s.fs = s.unsynced_fs.get();
+  }
   s.clock = options.clock ? options.clock : std::function<double()>(system_seconds);
   s.options = std::move(options);
   if (!s.options.defer_build) s.build();

@@ -3,16 +3,21 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <map>
+#include <memory>
 #include <thread>
 
+#include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_retention.h"
+#include "checkpoint/delta_save_internal.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "distributed/cluster_internal.h"
+#include "distributed/distributed_delta.h"
 #include "distributed/restore_share.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
@@ -97,6 +102,17 @@ struct DistributedSaver::Impl {
   internal::CheckpointRetention retention;  // recorded checkpoints (rank 0)
   Graph* graph = nullptr;
   SaverDef saver_def;
+  // Incremental saves. Per item of `writes`, the generation of its local
+  // dirty rows' last take. Rank 0 only: the chain the next delta extends
+  // (base first; the last link is the previous save), unset when the next
+  // save must be a base; the checkpoints each known checkpoint needs (its
+  // links and itself), and those out of the retention list kept for a
+  // checkpoint that needs them.
+  std::vector<uint64_t> generations;
+  std::optional<std::vector<ChainRecordLink>> chain;
+  std::string chain_dir;
+  std::map<std::string, std::vector<std::string>> needs;
+  std::vector<std::string> deferred_deletions;
 
   std::string meta_graph_filename(const std::string& prefix) const {
     return prefix + "." + options.meta_graph_suffix;
@@ -104,9 +120,22 @@ struct DistributedSaver::Impl {
 
   // The steps of save().
   ShardPlan plan_shards(const std::string& temp);
-  std::exception_ptr write_shard(const std::string& shard_prefix) const;
+  // Takes this task's changed rows; the plan of a delta when every task
+  // agrees this save extends rank 0's chain (null: a base).
+  // A failure to take them goes to `error` (the save then fails).
+  std::shared_ptr<internal::DeltaPlan> plan_delta(const std::string& prefix,
+                                                  std::exception_ptr& error);
+  std::exception_ptr write_shard(const std::string& shard_prefix, const internal::DeltaPlan* delta,
+                                 bool with_record) const;
   std::string commit(const std::string& prefix, const ShardPlan& shards, const std::string& temp,
-                     const std::string& latest_filename);
+                     const DistributedSaveOptions& save_options, const internal::DeltaPlan* delta);
+  // Rank 0, after `prefix` was committed: the chain it ends and its needs.
+  void record_chain(const std::string& prefix, const internal::DeltaPlan* delta);
+  // Rank 0: what a checkpoint on disk needs, from its chain record.
+  void record_needs_of(const std::string& prefix);
+  // Rank 0: deletes `old` (out of the retention list) unless a kept
+  // checkpoint needs it, then the deferred ones no longer needed.
+  void delete_unneeded(const std::string& old);
   // Rank 0's `paths` (those that exist when `only_existing`) become every
   // task's list.
   void agree_on_last(const std::vector<std::string>& paths, bool only_existing);
@@ -153,6 +182,7 @@ void DistributedSaver::Impl::agree_on_last(const std::vector<std::string>& paths
   std::vector<internal::CheckpointRetention::Entry> last;
   for (const std::string& p : decode_paths(ClusterAccess::broadcast(*cluster, decided, 0))) {
     last.emplace_back(p, 0.0);
+    if (cluster->rank() == 0) record_needs_of(p);
   }
   retention.set_last(std::move(last));
 }
@@ -179,13 +209,62 @@ ShardPlan DistributedSaver::Impl::plan_shards(const std::string& temp) {
   return plan;
 }
 
-std::exception_ptr DistributedSaver::Impl::write_shard(const std::string& shard_prefix) const {
+std::shared_ptr<internal::DeltaPlan> DistributedSaver::Impl::plan_delta(const std::string& prefix,
+                                                                        std::exception_ptr& error) {
+  // A base takes the marks too: the next delta holds what changed since.
+  std::vector<internal::DirtyRows::Taken> taken;
+  try {
+    taken = internal::take_changed_rows(writes, generations);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::string links;
+  if (cluster->rank() == 0 && chain &&
+      static_cast<int>(chain->size()) <= options.max_deltas_per_base &&
+      dirname_of(prefix) == chain_dir &&
+      std::none_of(chain->begin(), chain->end(),
+                   [&](const ChainRecordLink& l) { return l.name == basename_of(prefix); })) {
+    links = internal::encode_links(*chain);
+  }
+  links = ClusterAccess::broadcast(*cluster, links, 0);
+  if (links.empty()) return nullptr;
+  auto plan = std::make_shared<internal::DeltaPlan>();
+  plan->links = internal::decode_links(links);
+  double delta = 0, full = 0;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    const TensorShape shape = writes[i].variable.shape();
+    plan->items.push_back(
+        internal::plan_item_delta(writes[i], shape, std::move(taken[i]), /*owner_marks=*/true));
+    delta += static_cast<double>(internal::delta_bytes(writes[i], shape, plan->items.back()));
+    full += static_cast<double>(internal::full_bytes(writes[i], shape));
+  }
+  const bool small = !error && delta <= options.max_delta_fraction * full;
+  if (!all_ok(ClusterAccess::allgather(*cluster, small ? 1 : 0))) return nullptr;
+  return plan;
+}
+
+std::exception_ptr DistributedSaver::Impl::write_shard(const std::string& shard_prefix,
+                                                       const internal::DeltaPlan* delta,
+                                                       bool with_record) const {
   try {
     BundleWriter writer(shard_prefix, {.file_system = fs});
     StagingBuffers unused(0);  // the values are host tensors
-    for (const Saver::Item& item : writes) {
-      write_variable_tensor(writer, item.key, item.slice, item.variable.read_value().to_host(),
-                            unused);
+    if (delta != nullptr && with_record) {
+      const std::vector<std::string> record = chain_record_strings(delta->links);
+      writer.add(kChainKey, TensorView{DType::kString,
+                                       {static_cast<int64_t>(record.size())},
+                                       {},
+                                       std::span<const std::string>(record)});
+    }
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const Saver::Item& item = writes[i];
+      if (delta != nullptr && !delta->items[i].whole) {
+        internal::write_item_rows(writer, item, delta->items[i],
+                                  internal::read_rows(item, delta->items[i].rows), unused);
+      } else {
+        write_variable_tensor(writer, item.key, item.slice, item.variable.read_value().to_host(),
+                              unused);
+      }
     }
     writer.finish();
   } catch (...) {
@@ -198,7 +277,11 @@ std::exception_ptr DistributedSaver::Impl::write_shard(const std::string& shard_
 // checkpoints beyond max_to_keep go. Returns what failed ("" on success).
 std::string DistributedSaver::Impl::commit(const std::string& prefix, const ShardPlan& shards,
                                            const std::string& temp,
-                                           const std::string& latest_filename) {
+                                           const DistributedSaveOptions& save_options,
+                                           const internal::DeltaPlan* delta) {
+  const std::string& latest_filename = save_options.latest_filename;
+  // Until an incremental save succeeds, the next one must be a base.
+  if (save_options.incremental) chain.reset();
   const std::string meta = options.write_meta_graph ? meta_graph_filename(prefix) : "";
   const bool replacing = checkpoint_exists(prefix, fs);
   try {
@@ -222,9 +305,8 @@ std::string DistributedSaver::Impl::commit(const std::string& prefix, const Shar
     update_checkpoint_state(dirname_of(prefix), prefix, next.last_paths(), latest_filename,
                             {.file_system = fs});
     retention = std::move(next);
-    for (const std::string& old : retention.take_deletions()) {
-      delete_checkpoint_files(*fs, old, meta_graph_filename(old));
-    }
+    if (save_options.incremental) record_chain(prefix, delta);
+    for (const std::string& old : retention.take_deletions()) delete_unneeded(old);
   } catch (const std::exception& e) {
     remove_temp_dir(*fs, temp);
     if (!replacing) remove_failed_checkpoint(*fs, prefix, meta, latest_filename);
@@ -233,35 +315,100 @@ std::string DistributedSaver::Impl::commit(const std::string& prefix, const Shar
   return "";
 }
 
+void DistributedSaver::Impl::record_chain(const std::string& prefix,
+                                          const internal::DeltaPlan* delta) {
+  std::vector<ChainRecordLink> links = delta ? delta->links : std::vector<ChainRecordLink>{};
+  links.push_back({basename_of(prefix), index_checksum(*fs, prefix)});
+  std::vector<std::string> paths;
+  for (const ChainRecordLink& l : links) paths.push_back(join_path(dirname_of(prefix), l.name));
+  needs[prefix] = std::move(paths);
+  chain = std::move(links);
+  chain_dir = dirname_of(prefix);
+}
+
+void DistributedSaver::Impl::record_needs_of(const std::string& prefix) {
+  try {
+    if (!fs->file_exists(bundle_index_filename(prefix))) return;
+    std::optional<std::vector<ChainRecordLink>> record =
+        read_chain_record(BundleReader(prefix, fs));
+    std::vector<std::string> paths;
+    for (const ChainRecordLink& l : record.value_or(std::vector<ChainRecordLink>{})) {
+      paths.push_back(join_path(dirname_of(prefix), l.name));
+    }
+    paths.push_back(prefix);
+    needs[prefix] = std::move(paths);
+  } catch (const Error&) {
+    // Unreadable: it restores nothing, so it keeps nothing either.
+  }
+}
+
+void DistributedSaver::Impl::delete_unneeded(const std::string& old) {
+  deferred_deletions.push_back(old);
+  std::vector<std::string> needed;
+  for (const std::string& kept : retention.last_paths()) {
+    auto it = needs.find(kept);
+    if (it != needs.end()) needed.insert(needed.end(), it->second.begin(), it->second.end());
+  }
+  std::vector<std::string> still;
+  for (const std::string& path : deferred_deletions) {
+    if (std::find(needed.begin(), needed.end(), path) != needed.end()) {
+      still.push_back(path);
+      continue;
+    }
+    needs.erase(path);
+    delete_checkpoint_files(*fs, path, meta_graph_filename(path));
+  }
+  deferred_deletions = std::move(still);
+}
+
 std::string DistributedSaver::save(const std::string& save_path, std::optional<int64_t> global_step,
                                    const std::string& latest_filename) {
+  return save(save_path, {.global_step = global_step, .latest_filename = latest_filename});
+}
+
+std::string DistributedSaver::save(const std::string& save_path,
+                                   const DistributedSaveOptions& options) {
   Impl& m = *impl_;
   Cluster& cluster = *m.cluster;
+  const std::string& latest_filename = options.latest_filename;
   const std::string prefix =
-      global_step ? save_path + "-" + std::to_string(*global_step) : save_path;
+      options.global_step ? save_path + "-" + std::to_string(*options.global_step) : save_path;
   // Rank 0 removes what interrupted saves left (a task that died mid-save
   // leaves its temporary folder), then registers this save while in flight.
   std::optional<internal::LiveSave> live;
   if (cluster.rank() == 0) {
     live.emplace(*m.fs, save_path, prefix, state_file_path(prefix, latest_filename));
   }
+  // Row marks are off until the first incremental save: turned on here,
+  // before plan_shards' allgather, every update any task makes after it is
+  // marked, and every earlier one has landed before the owners take their
+  // marks below (that first save is a base, which holds them).
+  if (options.incremental) internal::start_marking(m.items);
   // One temporary prefix for all tasks, picked by rank 0; every task writes
   // its shard in parallel.
   const std::string temp =
       ClusterAccess::broadcast(cluster, cluster.rank() == 0 ? temp_prefix_for(prefix) : "", 0);
   const ShardPlan shards = m.plan_shards(temp);
-  const std::exception_ptr error =
-      shards.mine >= 0 ? m.write_shard(shards.prefixes[static_cast<size_t>(shards.mine)]) : nullptr;
+  std::exception_ptr error;
+  std::shared_ptr<internal::DeltaPlan> delta;
+  if (options.incremental) delta = m.plan_delta(prefix, error);
+  if (!error && shards.mine >= 0) {
+    // The first shard carries a delta's chain record into the merged index.
+    error = m.write_shard(shards.prefixes[static_cast<size_t>(shards.mine)], delta.get(),
+                          shards.mine == 0);
+  }
   const std::vector<int> written = ClusterAccess::allgather(cluster, error ? 0 : 1);
   if (!all_ok(written)) {
     if (cluster.rank() == 0) remove_temp_dir(*m.fs, temp);
+    // The rows taken for this save are lost with it: the next is a base.
+    if (options.incremental) m.chain.reset();
     if (error) std::rethrow_exception(error);
     throw AbortedError("distributed save to " + quoted(prefix) + " failed on " +
                        failed_tasks(cluster, written) +
                        "; the previous checkpoint stays the latest");
   }
   const std::string failure = ClusterAccess::broadcast(
-      cluster, cluster.rank() == 0 ? m.commit(prefix, shards, temp, latest_filename) : "", 0);
+      cluster, cluster.rank() == 0 ? m.commit(prefix, shards, temp, options, delta.get()) : "", 0);
   if (!failure.empty()) {
     throw AbortedError("distributed save to " + quoted(prefix) + ": committing on " +
                        cluster.task_name_of_rank(0) + " failed: " + failure);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "runtime/gather_internal.h"
 #include "varstate/dense_update.h"
@@ -162,6 +164,8 @@ struct Group {
   MPI_Datatype rows = MPI_DATATYPE_NULL;  // the touched rows in the window
   int count = 0;                          // elements (or bytes) of `buffer`
   MPI_Datatype element = MPI_BYTE;
+  MPI_Datatype marks = MPI_DATATYPE_NULL;  // the touched rows' marks
+  std::vector<uint8_t> ones;               // one per touched row
 };
 
 // Groups by (owner, window), in order of first appearance; jobs without
@@ -184,14 +188,17 @@ std::vector<Group> group_jobs(const std::vector<SparseJob>& jobs) {
 }
 
 // The group's rows (each job's sent rows, in job order) as one committed
-// datatype of the window, and the matching element count of the buffer.
+// datatype of the window, and the matching element count of the buffer;
+// `with_marks` (a scatter), the rows' marks too.
 void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
-                   const std::vector<Prepared>& prepared, const MpiCallCheck& check) {
+                   const std::vector<Prepared>& prepared, const MpiCallCheck& check,
+                   bool with_marks) {
   const MpiVar& first = *jobs[g.jobs[0]].var;
   const bool typed = first.type != MPI_DATATYPE_NULL;
   g.element = typed ? first.type : MPI_BYTE;
   std::vector<int> lengths;
   std::vector<MPI_Aint> displacements;
+  std::vector<MPI_Aint> marks;
   int64_t total = 0;
   for (size_t k = 0; k < g.jobs.size(); ++k) {
     const MpiVar& v = *jobs[g.jobs[k]].var;
@@ -199,6 +206,7 @@ void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
     for (int64_t row : prepared[g.jobs[k]].sent_rows(jobs[g.jobs[k]])) {
       lengths.push_back(static_cast<int>(width));
       displacements.push_back(v.data() + static_cast<MPI_Aint>(row * v.row_bytes()));
+      if (v.marking->load()) marks.push_back(v.marks + static_cast<MPI_Aint>(row));
       total += width;
     }
   }
@@ -221,12 +229,29 @@ void describe_rows(Group& g, const std::vector<SparseJob>& jobs,
   }
   check(MPI_Type_commit(&g.rows), "MPI_Type_commit");
   first.context->index_bytes.fetch_add(8 * displacements.size());
+  if (!with_marks || marks.empty()) return;
+  check(MPI_Type_create_hindexed_block(static_cast<int>(marks.size()), 1, marks.data(), MPI_UINT8_T,
+                                       &g.marks),
+        "MPI_Type_create_hindexed_block");
+  check(MPI_Type_commit(&g.marks), "MPI_Type_commit");
+  g.ones.assign(marks.size(), 1);
 }
 
 void free_types(std::vector<Group>& groups) {
   for (Group& g : groups) {
     if (g.rows != MPI_DATATYPE_NULL) MPI_Type_free(&g.rows);
+    if (g.marks != MPI_DATATYPE_NULL) MPI_Type_free(&g.marks);
   }
+}
+
+// Marks the group's rows updated (for the owners' incremental saves),
+// within the epoch that writes them.
+void mark_rows(const Group& g, MpiContext& context, const MpiCallCheck& check) {
+  if (g.marks == MPI_DATATYPE_NULL) return;
+  check(MPI_Accumulate(g.ones.data(), static_cast<int>(g.ones.size()), MPI_UINT8_T, g.owner, 0, 1,
+                       g.marks, MPI_REPLACE, g.win),
+        "MPI_Accumulate");
+  context.header_bytes.fetch_add(g.ones.size());
 }
 
 // Sizes the group's buffer for its jobs' compact rows.
@@ -284,6 +309,7 @@ void accumulate_groups(ScatterOp op, std::vector<Group>& groups, std::vector<Pre
     check(MPI_Accumulate(data, g.count, g.element, g.owner, 0, 1, g.rows, mpi_op(op), g.win),
           "MPI_Accumulate");
     context.data_bytes.fetch_add(group_bytes(g, prepared));
+    mark_rows(g, context, check);
     for (size_t j : g.jobs) mark_updated(*jobs[j].var, /*initialize=*/false, check);
   }
   for (Epoch& e : epochs) e.close();
@@ -313,6 +339,7 @@ void modify_groups(ScatterOp op, std::vector<Group>& groups, std::vector<Prepare
     check(MPI_Put(group_data(g, prepared), g.count, g.element, g.owner, 0, 1, g.rows, g.win),
           "MPI_Put");
     context.data_bytes.fetch_add(2 * group_bytes(g, prepared));
+    mark_rows(g, context, check);
     epochs[k].flush();
     for (size_t j : g.jobs) mark_updated(*jobs[j].var, /*initialize=*/false, check);
   }
@@ -333,7 +360,7 @@ void mpi_scatter(ScatterOp op, std::vector<SparseJob>& jobs, bool updates_scalar
     ~Free() { free_types(g); }
   } free_on_exit{groups};
   for (Group& g : groups) {
-    describe_rows(g, jobs, prepared, check);
+    describe_rows(g, jobs, prepared, check, /*with_marks=*/true);
   }
   MpiContext& context = *jobs[0].var->context;
   if (accumulates(*jobs[0].var, op)) {
@@ -365,7 +392,7 @@ void mpi_gather(std::vector<SparseJob>& jobs, const MpiCallCheck& check) {
   MpiContext& context = *jobs[0].var->context;
   std::vector<Epoch> epochs;
   for (Group& g : groups) {
-    describe_rows(g, jobs, prepared, check);
+    describe_rows(g, jobs, prepared, check, /*with_marks=*/false);
     void* data = group_data(g, prepared);
     epochs.emplace_back(context, g.win, MPI_LOCK_SHARED, g.owner, check);
     if (g.element != MPI_BYTE) {

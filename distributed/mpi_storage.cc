@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -41,14 +42,16 @@ class MpiStorage final : public internal::RemoteStorage {
     check_ = [this](int rc, const char* what) { check(rc, what); };
     var_ = {shared_.get(), op_name_, task_, owner_, dtype_,    shape_,
             MPI_WIN_NULL,  0,        type_, esize_, row_width_};
+    var_.rows = shape_.rank() >= 1 ? shape_.dim(0) : 1;
   }
 
   void bind(MPI_Win win, MPI_Aint base) {
     var_.win = win;
     var_.base = base;
+    var_.marks = base + value_footprint();
   }
-  // Bytes of its header and value in the owner's segment.
-  MPI_Aint footprint() const { return kDataOffset + static_cast<MPI_Aint>(elements_ * esize_); }
+  // Bytes of its header, value and row marks in the owner's segment.
+  MPI_Aint footprint() const { return value_footprint() + static_cast<MPI_Aint>(var_.rows); }
   const MpiVar& var() const { return var_; }
 
   const std::string& task() const override { return task_; }
@@ -202,6 +205,38 @@ class MpiStorage final : public internal::RemoteStorage {
     for (size_t k = 0; k < parts.size(); ++k) parts[k].values = std::move(jobs[k].values);
   }
 
+  void start_marking() override { var_.marking->store(true); }
+
+  std::vector<int64_t> take_marked_rows() override {
+    std::vector<uint8_t> marks(static_cast<size_t>(var_.rows));
+    const std::vector<uint8_t> zeros(marks.size(), 0);
+    {
+      std::lock_guard lock(shared_->mu);
+      alive();
+      // Exclusive: no update lands between the read and the clear.
+      Epoch e(*shared_, var_.win, MPI_LOCK_EXCLUSIVE, owner_, check_);
+      for (int64_t begin = 0; begin < var_.rows; begin += kChunk) {
+        const int n = static_cast<int>(std::min(kChunk, var_.rows - begin));
+        check(MPI_Get(marks.data() + begin, n, MPI_UINT8_T, owner_, var_.marks + begin, n,
+                      MPI_UINT8_T, var_.win),
+              "MPI_Get");
+      }
+      e.flush();
+      for (int64_t begin = 0; begin < var_.rows; begin += kChunk) {
+        const int n = static_cast<int>(std::min(kChunk, var_.rows - begin));
+        check(MPI_Put(zeros.data() + begin, n, MPI_UINT8_T, owner_, var_.marks + begin, n,
+                      MPI_UINT8_T, var_.win),
+              "MPI_Put");
+      }
+      e.close();
+    }
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < var_.rows; ++r) {
+      if (marks[static_cast<size_t>(r)] != 0) rows.push_back(r);
+    }
+    return rows;
+  }
+
   int64_t count_up_to(int64_t limit, const std::string& op_name) override {
     std::lock_guard lock(shared_->mu);
     alive();
@@ -282,7 +317,15 @@ class MpiStorage final : public internal::RemoteStorage {
     e.flush();
     return value;
   }
-  void mark(Epoch&, bool initialize) { mark_updated(var_, initialize, check_); }
+  // A whole-value update: every row is marked.
+  void mark(Epoch&, bool initialize) {
+    mark_updated(var_, initialize, check_);
+    mark_all_rows(var_, check_);
+  }
+  MPI_Aint value_footprint() const {
+    const auto bytes = kDataOffset + static_cast<MPI_Aint>(elements_ * esize_);
+    return (bytes + kVariableAlign - 1) / kVariableAlign * kVariableAlign;
+  }
 
   void get_all(void* out) {
     shared_->data_bytes.fetch_add(static_cast<uint64_t>(elements_ * esize_));

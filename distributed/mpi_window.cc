@@ -2,11 +2,14 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <vector>
 
 #include "varstate/error.h"
 
@@ -182,6 +185,20 @@ void mark_updated(const MpiVar& v, bool initialize, const MpiCallCheck& check) {
                        MPI_SUM, v.win),
         "MPI_Accumulate");
   v.context->header_bytes.fetch_add(8);
+}
+
+void mark_all_rows(const MpiVar& v, const MpiCallCheck& check) {
+  if (!v.marking->load()) return;
+  // The origin buffer must stay valid until the epoch ends: a constant one.
+  static const std::vector<uint8_t> kOnes(size_t{1} << 20, 1);
+  const auto chunk = static_cast<int64_t>(kOnes.size());
+  for (int64_t begin = 0; begin < v.rows; begin += chunk) {
+    const int n = static_cast<int>(std::min(chunk, v.rows - begin));
+    check(MPI_Accumulate(kOnes.data(), n, MPI_UINT8_T, v.owner, v.marks + begin, n, MPI_UINT8_T,
+                         MPI_REPLACE, v.win),
+          "MPI_Accumulate");
+  }
+  v.context->header_bytes.fetch_add(static_cast<uint64_t>(v.rows));
 }
 
 }  // namespace varstate::internal

@@ -5,8 +5,10 @@
 // Layout: the variables of one creation batch (one variable, or the parts
 // of one partitioned variable) share one MPI window; each owner's segment
 // of it holds, per variable it owns, a 16-byte header (int64 initialized
-// flag, int64 version counter) then the value, each variable at a 64-byte
-// aligned offset (`base`).
+// flag, int64 version counter), the value, then one byte per row (axis 0;
+// one for a scalar) marking the rows updated since the owner last took the
+// marks (incremental saves, DistributedSaver), each variable at a 64-byte
+// aligned offset (`base`), its marks 64-byte aligned after the value.
 #pragma once
 
 #include <mpi.h>
@@ -31,7 +33,8 @@ class RemoteStorage;
 // Traffic of one Cluster's remote variables, for tests and benchmarks.
 // An exchange is one access epoch with one owner (lock ... unlock); bytes
 // count what the transfers carry: row data, row offsets of indexed
-// datatypes (8 bytes a row: the "ids"), and header words (flag, version).
+// datatypes (8 bytes a row: the "ids"), and header words (flag, version)
+// and row marks (a byte a row, once an incremental save turned them on).
 struct WireStats {
   uint64_t exchanges = 0;
   uint64_t data_bytes = 0;
@@ -101,6 +104,11 @@ struct MpiVar {
   MPI_Datatype type = MPI_DATATYPE_NULL;
   int64_t esize = 0;
   int64_t row_width = 1;  // elements of one row (shape[1:])
+  int64_t rows = 1;       // rows along axis 0 (1 for a scalar): one mark each
+  MPI_Aint marks = 0;     // its row marks' offset in the owner's segment
+  // Whether this process's updates mark rows: off until an incremental
+  // save turns it on (a mark costs a transfer per sparse update).
+  std::shared_ptr<std::atomic<bool>> marking = std::make_shared<std::atomic<bool>>(false);
 
   int64_t row_bytes() const { return row_width * esize; }
   MPI_Aint data() const { return base + kDataOffset; }
@@ -158,5 +166,8 @@ class LockWatchdog {
 // its owner: ordered after the update's accumulates by MPI's default
 // accumulate ordering.
 void mark_updated(const MpiVar& v, bool initialize, const MpiCallCheck& check);
+// Marks every row of `v` updated (a whole-value update), within an epoch on
+// its owner, when `v.marking`.
+void mark_all_rows(const MpiVar& v, const MpiCallCheck& check);
 
 }  // namespace varstate::internal

@@ -10,6 +10,7 @@
 #include "runtime/variable_internal.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
+#include "varstate/initializers.h"
 #include "varstate/placement.h"
 #include "varstate/session.h"
 
@@ -28,7 +29,9 @@ bool has_gradient(const Gradient& grad) {
 }
 
 // A new variable holding `value` (on `colocate_with`'s device), initialized
-// at once, not trainable, in GLOBAL_VARIABLES.
+// at once, not trainable, in GLOBAL_VARIABLES. Its initial value is a
+// constant_initializer's recipe, as TensorFlow's slot_creator makes it, so a
+// meta graph exports it as an op whatever the slot's size.
 Variable colocated_variable(const Variable& colocate_with, DType dtype, const TensorShape& shape,
                             double value, VariableOptions options) {
   DeviceScope clear{DeviceFunction{}};
@@ -36,8 +39,9 @@ Variable colocated_variable(const Variable& colocate_with, DType dtype, const Te
   options.trainable = false;
   options.graph = &colocate_with.graph();
   options.collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES};
-  Variable v(Tensor::filled(dtype, shape, Tensor(value), colocate_with.device()),
-             std::move(options));
+  options.dtype = dtype;
+  options.expected_shape = shape;
+  Variable v(bind(constant_initializer(Tensor(value), dtype), shape, dtype), std::move(options));
   v.initializer().run();
   return v;
 }

@@ -79,6 +79,14 @@ class RemoteStorage {
   // Atomically: the scalar before the increment; OutOfRangeError (naming
   // `op_name`) when it has reached `limit`.
   virtual int64_t count_up_to(int64_t limit, const std::string& op_name) = 0;
+  // Row marks, for the owner's incremental saves (DistributedSaver): after
+  // start_marking() this process's updates mark the rows they write in the
+  // owner's storage, where the rows live (a whole-value update every row);
+  // off before (a mark costs a transfer per sparse update).
+  // take_marked_rows() returns the marked rows, ascending, and clears them
+  // (one taker per variable).
+  virtual void start_marking() = 0;
+  virtual std::vector<int64_t> take_marked_rows() = 0;
 };
 
 // (op name, placement, dtype, shape) -> storage, or nullptr for a variable

@@ -70,11 +70,14 @@ struct Prepared : internal::ScatterArgs {
 };
 
 // Validates a scatter into a table of `dtype` and `shape` on `device`
-// (a variable's, or a remote variable's with the CPU as device). Indices
-// checked on the host mark their rows in `marks` when given.
+// (a variable's, or a remote variable's with the CPU as device). With
+// `cpu_kernel_checks` (the table is local, on the host) the index values
+// are left to the CPU kernel, which checks them in its own first pass over
+// the indices (run_cpu); the caller marks their rows after it. Otherwise
+// indices checked on the host mark their rows in `marks` when given.
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
                  const Tensor& indices, const Tensor& updates, const std::string& who,
-                 std::atomic<uint8_t>* marks = nullptr) {
+                 std::atomic<uint8_t>* marks = nullptr, bool cpu_kernel_checks = false) {
   Prepared p;
   static_cast<internal::ScatterArgs&>(p) =
       internal::check_scatter_args(op, dtype, shape, indices, updates, who);
@@ -87,7 +90,7 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
   const bool table_on_cpu = device.is_cpu();
   if (table_on_cpu) move_to_table();
   if (internal::check_on_host(p.indices.on_cpu(), table_on_cpu)) {
-    internal::check_index_values(p.indices, p.rows, who, marks);
+    if (!cpu_kernel_checks) internal::check_index_values(p.indices, p.rows, who, marks);
     p.indices_checked = true;
   }
   if (integer_division(op, dtype) && internal::check_on_host(p.updates.on_cpu(), table_on_cpu)) {
@@ -101,7 +104,8 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
 Prepared prepare(ScatterOp op, const Tensor& table, const Tensor& indices, const Tensor& updates,
                  const std::string& who, std::atomic<uint8_t>* marks = nullptr) {
   if (!table.valid()) throw InvalidArgumentError(who + ": the target is an empty tensor handle");
-  return prepare(op, table.dtype(), table.shape(), table.device(), indices, updates, who, marks);
+  return prepare(op, table.dtype(), table.shape(), table.device(), indices, updates, who, marks,
+                 /*cpu_kernel_checks=*/table.on_cpu());
 }
 
 #ifdef VARSTATE_HAVE_CUDA
@@ -149,15 +153,19 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
   }
 }
 
+// The CPU kernel checks each index in the pass that reads it first, and
+// writes nothing when one is bad: that error is raised here.
 void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who) {
+  int64_t bad = -1;
   dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
     using T = decltype(t);
     using Index = decltype(i);
-    kernels::cpu::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
-                                    static_cast<const Index*>(p.indices.raw_data()), p.n,
-                                    static_cast<const T*>(p.updates.raw_data()), p.updates_scalar,
-                                    /*deterministic=*/true);
+    bad = kernels::cpu::scatter<T, Index>(
+        op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+        static_cast<const Index*>(p.indices.raw_data()), p.n,
+        static_cast<const T*>(p.updates.raw_data()), p.updates_scalar, /*deterministic=*/true);
   });
+  if (bad >= 0) internal::throw_bad_index(p.indices, bad, p.rows, who);
 }
 
 #ifdef VARSTATE_HAVE_CUDA
@@ -227,7 +235,8 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
-  // The rows are marked as the indices are checked, before the write.
+  // The rows are marked as the indices are checked (before the write), or
+  // after the CPU kernel's own check; either under the Writing guard.
   internal::DirtyRows& dirty = internal::dirty_rows(ref);
   const internal::DirtyRows::Writing writing(dirty);
   const internal::DirtyRows::Marks marks =
@@ -254,6 +263,9 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
     run_cpu(op, table, p, who);
+    // The kernel checked the indices in its first pass; the rows are marked
+    // once it has, under the Writing guard.
+    internal::mark_index_rows(p.indices, marks.get());
     mark();
     return table;
   }
@@ -348,12 +360,17 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   const int64_t row_width = tables[0].shape().tail(1).num_elements();
   const int64_t n = static_cast<int64_t>(indices.size());
   if (n == 0 || row_width == 0) return;
+  int64_t bad = -1;
   dispatch_kernel(op, tables[0].dtype(), DType::kInt64, who, [&](auto t, auto) {
     using T = decltype(t);
-    kernels::cpu::scatter_parts<T, int64_t>(
+    bad = kernels::cpu::scatter_parts<T, int64_t>(
         op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
         row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar);
   });
+  if (bad >= 0) {  // the callers check first; the kernel's check is the last line
+    throw InvalidArgumentError(
+        internal::bad_index_message(who, bad, TensorShape{n}, indices[bad], begin.back()));
+  }
   mark_part_rows(parts, begin, indices);
 }
 

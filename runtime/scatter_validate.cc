@@ -53,17 +53,28 @@ void check_values(const Index* indices, int64_t n, const TensorShape& shape, int
   if (bad >= 0) throw InvalidArgumentError(bad_index_message(who, bad, shape, indices[bad], rows));
 }
 
-// check_values that also marks each index's row in `marks`, in the same
-// pass (a bad index leaves the rows before it marked, which is harmless).
-template <typename Index>
+// check_values that also marks each index's row, calling mark(row), in the
+// same pass (a bad index leaves the rows before it marked, which is
+// harmless).
+template <typename Index, typename Mark>
 void check_and_mark(const Index* indices, int64_t n, const TensorShape& shape, int64_t rows,
-                    const std::string& who, std::atomic<uint8_t>* marks) {
+                    const std::string& who, Mark&& mark) {
   for (int64_t i = 0; i < n; ++i) {
     const auto v = static_cast<int64_t>(indices[i]);
     if (static_cast<uint64_t>(v) >= static_cast<uint64_t>(rows)) {
       throw InvalidArgumentError(bad_index_message(who, i, shape, v, rows));
     }
-    marks[v].store(1, std::memory_order_release);
+    mark(v);
+  }
+}
+
+template <typename Mark>
+void check_and_mark(const Tensor& indices, int64_t rows, const std::string& who, Mark&& mark) {
+  const int64_t n = indices.num_elements();
+  if (indices.dtype() == DType::kInt32) {
+    check_and_mark(indices.data<int32_t>(), n, indices.shape(), rows, who, mark);
+  } else {
+    check_and_mark(indices.data<int64_t>(), n, indices.shape(), rows, who, mark);
   }
 }
 
@@ -139,11 +150,8 @@ void check_index_values(const Tensor& indices, int64_t rows, const std::string& 
   const int64_t n = indices.num_elements();
   if (n == 0) return;
   if (marks != nullptr) {
-    if (indices.dtype() == DType::kInt32) {
-      check_and_mark(indices.data<int32_t>(), n, indices.shape(), rows, who, marks);
-    } else {
-      check_and_mark(indices.data<int64_t>(), n, indices.shape(), rows, who, marks);
-    }
+    check_and_mark(indices, rows, who,
+                   [marks](int64_t r) { marks[r].store(1, std::memory_order_release); });
     return;
   }
   if (indices.dtype() == DType::kInt32) {
@@ -153,9 +161,40 @@ void check_index_values(const Tensor& indices, int64_t rows, const std::string& 
   }
 }
 
+void mark_index_rows(const Tensor& indices, std::atomic<uint8_t>* marks) {
+  if (marks == nullptr) return;
+  auto mark = [&](const auto* ids) {
+    for (int64_t i = 0, n = indices.num_elements(); i < n; ++i) {
+      marks[static_cast<int64_t>(ids[i])].store(1, std::memory_order_release);
+    }
+  };
+  if (indices.dtype() == DType::kInt32) {
+    mark(indices.data<int32_t>());
+  } else {
+    mark(indices.data<int64_t>());
+  }
+}
+
+void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
+                        std::span<std::atomic<uint8_t>* const> marks) {
+  if (marks.empty()) return check_index_values(indices, rows, who);
+  if (indices.num_elements() == 0) return;
+  check_and_mark(indices, rows, who, [marks](int64_t r) {
+    for (std::atomic<uint8_t>* m : marks) m[r].store(1, std::memory_order_release);
+  });
+}
+
 void check_index_values(std::span<const int64_t> indices, const TensorShape& shape, int64_t rows,
                         const std::string& who) {
   check_values(indices.data(), static_cast<int64_t>(indices.size()), shape, rows, who);
+}
+
+void throw_bad_index(const Tensor& indices, int64_t position, int64_t rows,
+                     const std::string& who) {
+  const int64_t value = indices.dtype() == DType::kInt32
+                            ? int64_t{indices.data<int32_t>()[position]}
+                            : indices.data<int64_t>()[position];
+  throw InvalidArgumentError(bad_index_message(who, position, indices.shape(), value, rows));
 }
 
 void check_divisors(ScatterOp op, const Tensor& updates, const std::string& who) {

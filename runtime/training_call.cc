@@ -1,8 +1,11 @@
 #include "runtime/training_ops_internal.h"
 
+#include <atomic>
+#include <deque>
 #include <mutex>
 
 #include "kernels/cpu/training_ops.h"
+#include "runtime/dirty_rows_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
@@ -73,7 +76,8 @@ Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std
   return g;
 }
 
-void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who) {
+void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
+                           std::span<std::atomic<uint8_t>* const> marks) {
   const TensorShape shape = var.shape();
   if (shape.rank() < 1) {
     throw InvalidArgumentError(who + ": var must be at least 1 dimensional, got shape " +
@@ -86,7 +90,7 @@ void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const
                                shape.to_string() + " vs " + values.shape().to_string());
   }
   const Tensor& indices = grad.indices();
-  check_index_values(indices.on_cpu() ? indices : indices.to_host(), shape.dim(0), who);
+  check_index_values(indices.on_cpu() ? indices : indices.to_host(), shape.dim(0), who, marks);
 }
 
 TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& var,
@@ -166,21 +170,54 @@ Tensor TrainingCall::apply_dense(const Tensor& grad) {
   Tensor g = checked_dense_gradient(grad, var_, who_);
   if (&g.device() != &table_.device()) g = g.to(table_.device());
   run(g, nullptr);
+  for (Variable* v : written()) mark_updated(*v);
   return table_;
 }
 
 Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
-  check_sparse_gradient(grad, var_, who_);
+  // The batch's rows of the variable and of each slot (all of them row
+  // shaped, row-wise Adagrad's [rows] accumulator too) are marked as the
+  // indices are checked, before the write, as a scatter marks them. The
+  // compat.v1 sparse Adam decays m and v of every row and so moves every
+  // row of the variable: it marks everything after the write instead.
+  const bool every_row = op_ == TrainingOp::kAdam;
+  std::deque<DirtyRows::Writing> writing;
+  std::vector<DirtyRows::Marks> held;
+  std::vector<std::atomic<uint8_t>*> marks;
+  auto hold = [&](const Variable& v, const Tensor& table) {
+    DirtyRows& dirty = dirty_rows(v);
+    writing.emplace_back(dirty);
+    held.push_back(dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0));
+    marks.push_back(held.back().get());
+  };
+  if (!every_row) {
+    hold(var_, table_);
+    for (size_t k = 0; k < slots_.size(); ++k) hold(*slots_[k].var, slot_tables_[k]);
+  }
+  check_sparse_gradient(grad, var_, who_, marks);
   Tensor values = converted(grad.values(), var_.dtype(), "grad.values", who_);
   Tensor indices = grad.indices();
   Device& device = table_.device();
   if (&values.device() != &device) values = values.to(device);
   if (&indices.device() != &device) indices = indices.to(device);
-  run(values, &indices);
+  if (!run(values, &indices)) return table_;
+  for (Variable* v : written()) {
+    if (every_row) {
+      mark_updated(*v);
+    } else {
+      mark_rows_updated(*v);
+    }
+  }
   return table_;
 }
 
-void TrainingCall::run(const Tensor& grad, const Tensor* indices) {
+std::vector<Variable*> TrainingCall::written() {
+  std::vector<Variable*> out = {&var_};
+  for (const TrainingSlot& slot : slots_) out.push_back(slot.var);
+  return out;
+}
+
+bool TrainingCall::run(const Tensor& grad, const Tensor* indices) {
   std::vector<std::unique_lock<std::mutex>> locks;
   if (options_.use_locking.value_or(false)) {
     locks.emplace_back(update_mutex(var_));
@@ -191,7 +228,7 @@ void TrainingCall::run(const Tensor& grad, const Tensor* indices) {
   const int64_t n = indices ? indices->num_elements() : table_.num_elements();
   // compat.v1 sparse Adam decays every row, even for a batch without rows.
   const bool updates_all_rows = indices != nullptr && op_ == TrainingOp::kAdam;
-  if (table_.num_elements() == 0 || (n == 0 && !updates_all_rows)) return;
+  if (table_.num_elements() == 0 || (n == 0 && !updates_all_rows)) return false;
   const bool deterministic = options_.deterministic.value_or(true);
   dispatch_training_dtype(table_.dtype(), who_, [&](auto t) {
     using T = decltype(t);
@@ -236,8 +273,7 @@ void TrainingCall::run(const Tensor& grad, const Tensor* indices) {
     throw InternalError(who_ + ": a GPU variable in a build without CUDA");
 #endif
   });
-  mark_updated(var_);
-  for (const TrainingSlot& slot : slots_) mark_updated(*slot.var);
+  return true;
 }
 
 }  // namespace varstate::internal

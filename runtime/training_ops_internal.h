@@ -3,6 +3,9 @@
 // (runtime/optimizer.cc) to check every gradient before anything changes.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +46,10 @@ class TrainingCall {
 
  private:
   void check_slot(const TrainingSlot& slot, const Tensor& table) const;
-  void run(const Tensor& grad, const Tensor* indices);
+  // Runs the kernel; false when there was nothing to write.
+  bool run(const Tensor& grad, const Tensor* indices);
+  // The variable and its slots.
+  std::vector<Variable*> written();
 
   kernels::TrainingOp op_;
   Variable& var_;
@@ -57,8 +63,11 @@ class TrainingCall {
 
 // The gradient for `var` converted to its dtype and checked against its
 // shape as apply_dense / apply_sparse would (InvalidArgumentError, TypeError
-// naming `who`); index values too. Nothing is written.
+// naming `who`); index values too. Nothing is written, but with `marks`
+// (dirty rows of the variable and its slots, runtime/dirty_rows_internal.h)
+// each index's row is marked in the pass that checks it.
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who);
-void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who);
+void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
+                           std::span<std::atomic<uint8_t>* const> marks = {});
 
 }  // namespace varstate::internal

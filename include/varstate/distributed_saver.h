@@ -54,6 +54,28 @@
 // Errors of save(): a failure on any task raises AbortedError on every
 // task naming the failing task(s) (the failing task itself raises its own
 // error).
+//
+// Incremental saves (save(path, {.incremental = true}), the single-process
+// Saver's chains, varstate/checkpoint_chain.h): each task writes, into its
+// shard, only the rows of its variables changed since this saver's
+// previous save, and rank 0's merged index records the chain (the
+// checkpoints it applies to), so the result is an ordinary delta that
+// Saver, compact_checkpoint and `varstate inspect` read too. The changed
+// rows are marked where they live: every task's update of a variable held
+// by the cluster marks the rows it writes in the owner's storage (one byte
+// a row, next to the value; a whole-value update marks every row), and the
+// owner takes and clears the marks when it saves; a process's local
+// variables use their own marks (rank 0 writes them). Let one incremental
+// saver save a given variable: two would each see only the rows changed
+// since the other's save. The marks cost one more (small) transfer per
+// remote sparse update; they are off until a saver's first incremental
+// save (always a base) turns them on, so other programs do not pay it. Rank 0 decides, for all
+// tasks, when a save writes a base instead: no chain yet (the first save, or after a failed one), a
+// chain of max_deltas_per_base deltas, a checkpoint in another directory, or a task whose delta
+// would exceed max_delta_fraction of its full share. max_to_keep never deletes a base or delta that
+// a kept checkpoint needs. restore() of a delta verifies the whole chain (every link present with
+// its recorded index checksum, every tensor read and its checksum checked) on every task before any
+// variable changes.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +102,18 @@ struct DistributedSaverOptions {
   std::string meta_graph_suffix = "meta";
   Graph* graph = nullptr;             // default: the thread's default graph
   FileSystem* file_system = nullptr;  // default: default_file_system()
+  // Incremental saves: a base after this many deltas, or when a task's
+  // delta would exceed this fraction of its full share (as SaverOptions).
+  int max_deltas_per_base = 10;
+  double max_delta_fraction = 0.5;
+};
+
+// The options of one save (the fields of Saver's SaveOptions it supports).
+struct DistributedSaveOptions {
+  std::optional<int64_t> global_step = std::nullopt;  // appended as "-<step>"
+  std::string latest_filename = "";                   // default "checkpoint"
+  // A delta of this saver's chain, or a new base (see above).
+  bool incremental = false;
 };
 
 class DistributedSaver {
@@ -94,6 +128,7 @@ class DistributedSaver {
   // prefix on every task.
   std::string save(const std::string& save_path, std::optional<int64_t> global_step = std::nullopt,
                    const std::string& latest_filename = "");
+  std::string save(const std::string& save_path, const DistributedSaveOptions& options);
   // Collective. Restores every variable from the checkpoint `save_path`.
   void restore(const std::string& save_path);
   // Checkpoints this saver keeps, oldest first: the newest max_to_keep it

@@ -25,9 +25,9 @@
 // buffers per device whose device-to-host copies overlap the file writes,
 // so host memory stays bounded whatever the model size.
 //
-// Crash safety: every file is written under a temporary name, synced and
-// renamed; the state file changes only after the checkpoint and its meta
-// graph are durable, and old checkpoints are deleted only after that. An
+// Crash safety: every file is written under a temporary name, synced
+// (unless SaverOptions::sync is false) and renamed; the state file changes only after the
+// checkpoint and its meta graph are durable, and old checkpoints are deleted only after that. An
 // interrupted save leaves latest_checkpoint() naming the previous
 // checkpoint. (Saving twice to the same prefix replaces the data before the
 // index; give each save its own global_step to keep the previous one intact.)
@@ -149,6 +149,15 @@ struct SaverOptions {
   // --- beyond TensorFlow ------------------------------------------------------
   Graph* graph = nullptr;             // default: the thread's default graph
   FileSystem* file_system = nullptr;  // default: default_file_system()
+  // Durability against crashes: by default every file of a save (data,
+  // index, meta graph, state file) is fsync()ed before it is renamed into
+  // place, and its directory synced, so a power loss leaves the previous
+  // checkpoint or the new one. false trades that durability for speed, as
+  // TensorFlow's Saver does (it never syncs): the files are written and
+  // renamed in the same order but left in the page cache, so a crash of the
+  // machine (not of the process) soon after a save can lose or tear that
+  // checkpoint while the state file already names it.
+  bool sync = true;
   // Bytes of each of the two pinned staging buffers per device for GPU
   // transfers.
   size_t staging_buffer_bytes = size_t{64} << 20;

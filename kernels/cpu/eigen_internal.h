@@ -1,11 +1,13 @@
 // Eigen glue for the CPU kernels: the process-wide Eigen thread pool and the
-// mapping from varstate storage types to Eigen's arithmetic types.
+// mapping from varstate storage types to Eigen's arithmetic types. When to
+// split work over the pool: kernels/cpu/parallel.h.
 #pragma once
 
 #define EIGEN_USE_THREADS
 #include <cstdint>
 #include <unsupported/Eigen/CXX11/Tensor>
 
+#include "kernels/cpu/parallel.h"
 #include "varstate/dtype.h"
 
 namespace varstate::kernels::cpu {
@@ -15,7 +17,8 @@ namespace varstate::kernels::cpu {
 const Eigen::ThreadPoolDevice& eigen_device();
 
 // Work below this many bytes runs on the calling thread: waking the pool
-// costs more than it saves.
+// costs more than it saves. For kernels with no measured threshold of their
+// own (ParallelThresholds in kernels/cpu/parallel.h).
 inline constexpr int64_t kParallelBytesThreshold = 256 * 1024;
 
 template <typename T>

@@ -45,16 +45,11 @@ T store(const C& v) {
   }
 }
 
-// Runs body(first, last) over [0, n): inline when small, else in blocks
-// over the Eigen thread pool.
+// Runs body(first, last) over [0, n): inline when small, else in ranges
+// over the pool (elementwise threshold, bytes read + written).
 template <typename Body>
 void parallel_for(int64_t n, int64_t bytes_per_element, const Body& body) {
-  if (n * bytes_per_element < kParallelBytesThreshold) {
-    body(int64_t{0}, n);
-    return;
-  }
-  eigen_device().parallelFor(n, Eigen::TensorOpCost(static_cast<double>(bytes_per_element), 0, 1),
-                             [&](Eigen::Index first, Eigen::Index last) { body(first, last); });
+  for_ranges(n, 64, n * bytes_per_element, parallel_thresholds().elementwise_bytes, body);
 }
 
 // Output elements [first, last) of a broadcast: walks the innermost
@@ -75,8 +70,18 @@ void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, 
   int64_t i = first;
   while (i < last) {
     const int64_t row_end = std::min(last, i + (inner - idx[r - 1]));
-    for (; i < row_end; ++i, oa += sa, ob += sb)
-      out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
+    // The common rows get loops the compiler vectorizes: one operand
+    // contiguous and the other one value ([n,1] * [n,k]), or both contiguous.
+    if (sa == 1 && sb == 0) {
+      const auto vb = load(b[ob]);
+      for (; i < row_end; ++i, ++oa) out[i] = store<Out>(f(load(a[oa]), vb, err));
+    } else if (sa == 0 && sb == 1) {
+      const auto va = load(a[oa]);
+      for (; i < row_end; ++i, ++ob) out[i] = store<Out>(f(va, load(b[ob]), err));
+    } else {
+      for (; i < row_end; ++i, oa += sa, ob += sb)
+        out[i] = store<Out>(f(load(a[oa]), load(b[ob]), err));
+    }
     if (i == last) break;
     oa -= inner * sa;
     ob -= inner * sb;

@@ -8,15 +8,15 @@
 namespace varstate::kernels::cpu {
 namespace {
 
-// copy(first, last) over [0, n), on several threads above the threshold.
+// Rows ahead whose first cache line is prefetched: random rows are
+// latency-bound, and a copy loop alone keeps too few misses in flight.
+constexpr int64_t kPrefetchRows = 16;
+
+// copy(first, last) over [0, n), on several threads above the gather
+// threshold (bytes read + written).
 template <typename Copy>
 void for_rows(int64_t n, int64_t row_bytes, const Copy& copy) {
-  if (n * row_bytes < kParallelBytesThreshold || eigen_device().numThreads() <= 1) {
-    copy(0, n);
-    return;
-  }
-  eigen_device().parallelFor(n, Eigen::TensorOpCost(2.0 * row_bytes, 2.0 * row_bytes, 0),
-                             [&](Eigen::Index first, Eigen::Index last) { copy(first, last); });
+  for_ranges(n, 1, 2 * n * row_bytes, parallel_thresholds().gather_bytes, copy);
 }
 
 }  // namespace
@@ -28,6 +28,9 @@ void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int
   char* dst = static_cast<char*>(out);
   auto copy = [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
+      if (i + kPrefetchRows < last) {
+        __builtin_prefetch(src + static_cast<int64_t>(indices[i + kPrefetchRows]) * row_bytes);
+      }
       std::memcpy(dst + i * row_bytes, src + static_cast<int64_t>(indices[i]) * row_bytes,
                   row_bytes);
     }
@@ -41,12 +44,15 @@ void gather_rows_parts(const void* const* parts, const int64_t* part_begin, int 
   if (n == 0 || row_bytes == 0) return;
   char* dst = static_cast<char*>(out);
   const int64_t* bounds = part_begin + 1;
+  auto source = [&](int64_t i) {
+    const int64_t r = static_cast<int64_t>(indices[i]);
+    const int k = static_cast<int>(std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds);
+    return static_cast<const char*>(parts[k]) + (r - part_begin[k]) * row_bytes;
+  };
   auto copy = [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
-      const int64_t r = static_cast<int64_t>(indices[i]);
-      const int k = static_cast<int>(std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds);
-      std::memcpy(dst + i * row_bytes,
-                  static_cast<const char*>(parts[k]) + (r - part_begin[k]) * row_bytes, row_bytes);
+      if (i + kPrefetchRows < last) __builtin_prefetch(source(i + kPrefetchRows));
+      std::memcpy(dst + i * row_bytes, source(i), row_bytes);
     }
   };
   for_rows(n, row_bytes, copy);

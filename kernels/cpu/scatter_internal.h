@@ -1,9 +1,18 @@
 // The CPU scatter template, shared by the files that instantiate it for
 // groups of dtypes (floating point in scatter.cc, scatter_int.cc,
 // scatter_complex.cc).
+//
+// One call reads the indices once per shard: that pass checks every index
+// against the table's rows and lists the positions whose row the shard
+// owns; only when no index is bad does the shard then apply its positions,
+// in order. Every shard scans all indices, so all of them agree on whether
+// the call is bad without waiting for one another, and nothing is written
+// when one index is. Below the scatter threshold there is one shard, on the
+// calling thread.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <complex>
 #include <cstdint>
 #include <cstring>
@@ -17,129 +26,136 @@
 
 namespace varstate::kernels::cpu::scatter_internal {
 
+struct ScatterTuning {
+  // Rows at least this wide are split by columns too (each thread a range
+  // of at least this many bytes of every row), so that a few very wide
+  // rows still spread over the threads.
+  static constexpr int64_t kMinColumnBytes = 4096;
+  // Rows are owned by shards in blocks of at least this many bytes (two
+  // cache lines), so that two threads rarely write the same line.
+  static constexpr int64_t kMinBlockBytes = 128;
+  // Updates ahead of the current one whose rows are prefetched.
+  static constexpr int64_t kPrefetchDistance = 12;
+};
+
 // How the table is cut into shards, each updated by one thread: row_parts
-// equal row ranges times column ranges of col_chunk elements.
+// sets of row blocks times col_parts column ranges of col_chunk elements.
 struct ShardPlan {
   int64_t row_parts = 1;
   int64_t col_parts = 1;
   int64_t col_chunk = 0;
+  int block_shift = 0;  // rows are owned in blocks of 2^block_shift
 };
 
-struct ScatterTuning {
-  // A thread's column range spans at least this many bytes (two cache lines,
-  // so that neighbouring threads never write the same line).
-  static constexpr int64_t kMinColumnBytes = 128;
-  // Row ranges per thread when rows are split: more than one evens out
-  // skewed indices at the cost of one more scan of the indices per range.
-  static constexpr int64_t kRowPartsPerThread = 2;
-  // Rows ahead of the current one whose first cache lines are prefetched.
-  static constexpr int64_t kPrefetchDistance = 8;
-};
-
-// Shards for `work_bytes` of updates into rows of `row_bytes` (element size
-// `elem_bytes`) on `threads` threads; a single shard below the threshold.
+// Shards for `work_bytes` touched in rows of `row_width` elements of
+// `elem_bytes` on `threads` threads; a single shard below the threshold.
 ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads);
+
+// The row part (of `parts`) that owns row r: blocks of rows spread by a
+// multiplicative hash, so that hot rows, even neighbouring ones (a
+// frequency-sorted vocabulary), land on different shards.
+inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
+  const uint32_t h = static_cast<uint32_t>(static_cast<uint64_t>(r) >> block_shift) * 0x9E3779B1u;
+  return static_cast<int64_t>((uint64_t{h} * static_cast<uint64_t>(parts)) >> 32);
+}
+
+// The first position in [0, n) whose index is not in [0, rows), or -1.
+// Checks blocks branch-free (so the compiler vectorizes the test) and looks
+// closer only at a failing block.
+template <typename Index>
+int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
+  constexpr int64_t kBlock = 256;
+  const uint64_t limit = static_cast<uint64_t>(rows);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    bool bad = false;
+    for (int64_t i = b; i < e; ++i) {
+      bad |= static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit;
+    }
+    if (!bad) continue;
+    for (int64_t i = b; i < e; ++i) {
+      if (static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit) return i;
+    }
+  }
+  return -1;
+}
 
 template <ScatterOp Op, bool Scalar, typename E>
 inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
   if constexpr (Op == ScatterOp::kUpdate && !Scalar) {
-    std::memcpy(dst, src, n * sizeof(E));
+    // An inline loop, not memcpy: rows are short, and a library call per
+    // row cost more than the copy.
+    for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
   } else {
     const E s = src[0];
     for (int64_t c = 0; c < n; ++c) dst[c] = scatter_combine<Op>(dst[c], Scalar ? s : src[c]);
   }
 }
 
-// Where row r of the table starts: a buffer holding rows from `first` on
-// (a whole table, or one part of a partitioned table)...
+// Row r of a whole table...
 template <typename E>
 struct TableRows {
   E* base;
-  int64_t first;
   int64_t row_width;
-  E* row(int64_t r) const { return base + (r - first) * row_width; }
+  E* row(int64_t r) const { return base + r * row_width; }
 };
 
-// ...or, for the updates of one call, the address of each update's row
-// (computed once for all threads): row(i) is update i's row.
+// ...or of a table split by rows into parts (a partitioned variable).
 template <typename E>
-struct PointerRows {
-  E* const* rows;
-  E* row(int64_t i) const { return rows[i]; }
-};
-
-// The indices 0, 1, 2, ... (positions into PointerRows).
-struct Positions {
-  int64_t operator[](int64_t i) const { return i; }
-};
-
-// Rows [r0, r1) of the table, reached through `rows`: the unit of work of
-// one thread (times a column range).
-template <typename Rows>
-struct RowRange {
-  Rows rows;
-  int64_t r0, r1;
-};
-
-// Appends `pieces` equal ranges covering rows [r0, r1).
-template <typename Rows>
-void split_rows(const Rows& rows, int64_t r0, int64_t r1, int64_t pieces,
-                std::vector<RowRange<Rows>>& out) {
-  const int64_t n = r1 - r0;
-  for (int64_t p = 0; p < pieces; ++p) {
-    out.push_back({rows, r0 + n * p / pieces, r0 + n * (p + 1) / pieces});
+struct PartRows {
+  E* const* parts;
+  const int64_t* part_begin;
+  int num_parts;
+  int64_t row_width;
+  E* row(int64_t r) const {
+    const int64_t* bounds = part_begin + 1;
+    int64_t k = 0;
+    if (num_parts <= 32) {  // branch-free for a few parts: rows are random
+      for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
+    } else {
+      k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
+    }
+    return parts[k] + (r - part_begin[k]) * row_width;
   }
-}
+};
 
-// Applies, in order, the indices at positions order[0, n) (all in the
-// range whose rows `table` reaches) to columns [c0, c1).
-template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_shard(const Rows& table, int64_t row_width, const Index* indices, const int64_t* order,
-                   int64_t n, const E* updates, int64_t c0, int64_t c1) {
+// The positions 0, 1, 2, ... (every index, in order).
+struct AllPositions {
+  int64_t operator[](int64_t j) const { return j; }
+};
+
+// Applies, in order, the updates at positions pos[0, n) to columns
+// [c0, c1) of their rows.
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index, typename Positions>
+void apply_positions(const Rows& table, int64_t row_width, const Index* indices,
+                     const Positions& pos, int64_t n, const E* updates, int64_t c0, int64_t c1) {
   constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
   const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
+  constexpr bool kSparsePositions = !std::is_same_v<Positions, AllPositions>;
   for (int64_t j = 0; j < n; ++j) {
     if (j + kAhead < n) {
-      // The table row, and the update row: rows of a range are not
-      // consecutive updates, so the hardware prefetcher misses them.
-      const int64_t ahead = order[j + kAhead];
+      // The table row, and (positions of one shard are not consecutive, so
+      // the hardware prefetcher misses them) the update row.
+      const int64_t ahead = pos[j + kAhead];
       const char* line = reinterpret_cast<const char*>(table.row(indices[ahead]) + c0);
       for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
-      if constexpr (!Scalar) {
+      if constexpr (!Scalar && kSparsePositions) {
         const char* src = reinterpret_cast<const char*>(updates + ahead * row_width + c0);
         for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
       }
     }
-    const int64_t i = order[j];
+    const int64_t i = pos[j];
     const E* src = Scalar ? updates : updates + i * row_width + c0;
-    apply_row<Op, Scalar>(table.row(indices[i]) + c0, src, c1 - c0);
+    apply_row<Op, Scalar>(table.row(static_cast<int64_t>(indices[i])) + c0, src, c1 - c0);
   }
 }
 
-// The same over every index, all in the one range (no order list).
-// `indices[i]` may be a pointer's element or a computed value.
-template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Indices>
-void scatter_all(const Rows& table, int64_t row_width, const Indices& indices, int64_t n,
-                 const E* updates, int64_t c0, int64_t c1) {
-  constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
-  const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const char* line = reinterpret_cast<const char*>(table.row(indices[i + kAhead]) + c0);
-      for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
-    }
-    const E* src = Scalar ? updates : updates + i * row_width + c0;
-    apply_row<Op, Scalar>(table.row(indices[i]) + c0, src, c1 - c0);
-  }
-}
-
-// Per-index scratch arrays kept by the calling thread from one call to the
-// next. Allocating them afresh on each call costs more than the kernel once
-// the heap is fragmented (a program that freed many small objects: malloc
-// then sorts its free lists on every large request). Buffers above
-// kMaxKept bytes are freed after the call. Slot tells apart buffers of one
-// element type that are in use at the same time.
-template <typename T, int Slot>
+// Per-index scratch arrays kept by each thread from one call to the next.
+// Allocating them afresh on each call costs more than the kernel once the
+// heap is fragmented (a program that freed many small objects: malloc then
+// sorts its free lists on every large request). Buffers above kMaxKept
+// bytes are freed after the call.
+template <typename T>
 class ThreadScratch {
  public:
   static constexpr size_t kMaxKept = size_t{64} << 20;
@@ -151,8 +167,6 @@ class ThreadScratch {
   }
   ThreadScratch(const ThreadScratch&) = delete;
   ThreadScratch& operator=(const ThreadScratch&) = delete;
-  // (A lambda run on a pool thread must use this pointer: it would name
-  // that thread's own buffer through kept().)
   T* data() { return buffer_.data(); }
 
  private:
@@ -163,83 +177,110 @@ class ThreadScratch {
   std::vector<T>& buffer_;
 };
 
-// The positions of the indices of each row range, in order (a stable
-// counting sort): range k's are order[start[k], start[k + 1]).
-struct RangeBuckets {
-  std::vector<int64_t> start;
-  const int64_t* order = nullptr;
-};
-
-// Fills `order` (n entries) and returns the buckets over it.
-template <typename Rows, typename Index>
-RangeBuckets bucket_by_range(const std::vector<RowRange<Rows>>& ranges, const Index* indices,
-                             int64_t n, int64_t* order) {
-  const int64_t num_ranges = static_cast<int64_t>(ranges.size());
-  std::vector<int64_t> bounds;  // first row of ranges 1..
-  for (int64_t k = 1; k < num_ranges; ++k) bounds.push_back(ranges[k].r0);
-  auto range_of = [&](int64_t r) -> int64_t {
-    if (bounds.size() <= 16) {
-      int64_t k = 0;
-      for (int64_t b : bounds) k += r >= b;
-      return k;
-    }
-    return std::upper_bound(bounds.begin(), bounds.end(), r) - bounds.begin();
-  };
-  RangeBuckets buckets;
-  ThreadScratch<int32_t, 0> scratch(static_cast<size_t>(n));
-  int32_t* const which = scratch.data();
-  std::vector<int64_t> next(static_cast<size_t>(num_ranges) + 1, 0);
+// The first pass of a shard over all indices: checks each, and lists in
+// order the positions of those whose row part `mine` accepts (branch-free:
+// a position is always written, and kept when it belongs). Returns the
+// count, or -1 when an index is bad.
+template <typename Index, typename Mine>
+int64_t list_positions(const Index* indices, int64_t n, int64_t rows, const ShardPlan& plan,
+                       const Mine& mine, int64_t* pos) {
+  const uint64_t limit = static_cast<uint64_t>(rows);
+  bool bad = false;
+  int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    which[i] = static_cast<int32_t>(range_of(indices[i]));
-    ++next[which[i] + 1];
+    const int64_t r = static_cast<int64_t>(indices[i]);
+    bad |= static_cast<uint64_t>(r) >= limit;
+    pos[count] = i;
+    count += mine(owner_of(r, plan.block_shift, plan.row_parts));
   }
-  for (int64_t k = 0; k < num_ranges; ++k) next[k + 1] += next[k];
-  buckets.start = next;
-  for (int64_t i = 0; i < n; ++i) order[next[which[i]]++] = i;
-  buckets.order = order;
-  return buckets;
+  return bad ? -1 : count;
 }
 
-// Each row range times each column range of `plan` is one shard, updated
-// by one thread. With several row ranges, the indices are first bucketed
-// by range, so that a thread reads only its own (in order: duplicates
-// apply as in a serial loop).
+// One shard: its row part times its column range. Returns false (nothing
+// written) when an index is bad.
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
-void scatter_op(const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan, int64_t row_width,
-                const Index* indices, int64_t num_indices, const E* updates) {
-  ThreadScratch<int64_t, 0> order(ranges.size() > 1 ? static_cast<size_t>(num_indices) : 0);
-  RangeBuckets buckets;
-  if (ranges.size() > 1) buckets = bucket_by_range(ranges, indices, num_indices, order.data());
-  auto run = [&](int64_t shard) {
-    const int64_t k = shard / plan.col_parts;
-    const int64_t c0 = std::min(row_width, shard % plan.col_parts * plan.col_chunk);
-    const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
-    if (c0 >= c1) return;
-    if (ranges.size() == 1) {
-      scatter_all<Op, Scalar>(ranges[0].rows, row_width, indices, num_indices, updates, c0, c1);
-    } else {
-      const int64_t first = buckets.start[k];
-      scatter_shard<Op, Scalar>(ranges[k].rows, row_width, indices, buckets.order + first,
-                                buckets.start[k + 1] - first, updates, c0, c1);
+bool run_shard(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t shard,
+               int64_t row_width, const Index* indices, int64_t n, const E* updates) {
+  const int64_t part = shard / plan.col_parts;
+  const int64_t c0 = std::min(row_width, shard % plan.col_parts * plan.col_chunk);
+  const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
+  ThreadScratch<int64_t> scratch(static_cast<size_t>(n));
+  const int64_t count = list_positions(
+      indices, n, rows, plan, [part](int64_t owner) { return owner == part; }, scratch.data());
+  if (count < 0) return false;
+  if (c0 < c1) {
+    apply_positions<Op, Scalar>(table, row_width, indices, scratch.data(), count, updates, c0, c1);
+  }
+  return true;
+}
+
+// Whole rows split by row part (one shard per part): part 0 is the calling
+// thread's, the others are offered to the pool. After its first pass (which
+// checked every index) the caller takes back the parts no pool thread has
+// started: with none started it applies every update itself, in order, as
+// the serial path does, so a late pool costs nothing but the offer.
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
+bool scatter_by_rows(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t row_width,
+                     const Index* indices, int64_t n, const E* updates) {
+  std::atomic<bool> any_bad{false};
+  auto pool_shard = [&](int64_t s) {
+    if (!run_shard<Op, Scalar>(table, rows, plan, s, row_width, indices, n, updates)) {
+      any_bad.store(true, std::memory_order_relaxed);
     }
   };
-  const int64_t shards = static_cast<int64_t>(ranges.size()) * plan.col_parts;
-  if (shards == 1) {
-    run(0);
-    return;
+  ShardOffer offer(plan.row_parts, pool_shard);
+  ThreadScratch<int64_t> scratch(static_cast<size_t>(n));
+  int64_t* const pos = scratch.data();
+  int64_t count = list_positions(
+      indices, n, rows, plan, [](int64_t owner) { return owner == 0; }, pos);
+  const int64_t taken_from = offer.close();
+  if (count < 0) return false;  // the pool's shards find the bad index too
+  if (taken_from == 1) {
+    apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0,
+                                row_width);
+    return true;
   }
-  const double bytes_per_shard =
-      num_indices * (3.0 * row_width * sizeof(E) + sizeof(Index)) / shards;
-  eigen_device().parallelFor(shards, Eigen::TensorOpCost(bytes_per_shard, 0, 0),
-                             [&](Eigen::Index first, Eigen::Index last) {
-                               for (Eigen::Index s = first; s < last; ++s) run(s);
-                             });
+  if (taken_from < plan.row_parts) {
+    auto mine = [taken_from](int64_t owner) { return owner == 0 || owner >= taken_from; };
+    count = list_positions(indices, n, rows, plan, mine, pos);
+  }
+  apply_positions<Op, Scalar>(table, row_width, indices, pos, count, updates, 0, row_width);
+  offer.wait();
+  return !any_bad.load();
+}
+
+// The whole call: returns the first bad position (nothing written) or -1.
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
+int64_t scatter_op(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t row_width,
+                   const Index* indices, int64_t n, const E* updates) {
+  const int64_t shards = plan.row_parts * plan.col_parts;
+  if (shards == 1) {
+    const int64_t bad = first_bad(indices, n, rows);
+    if (bad >= 0) return bad;
+    apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0,
+                                row_width);
+    return -1;
+  }
+  bool ok = true;
+  if (plan.col_parts == 1) {
+    ok = scatter_by_rows<Op, Scalar>(table, rows, plan, row_width, indices, n, updates);
+  } else {
+    std::atomic<bool> any_bad{false};
+    auto shard = [&](int64_t s) {
+      if (!run_shard<Op, Scalar>(table, rows, plan, s, row_width, indices, n, updates)) {
+        any_bad.store(true, std::memory_order_relaxed);
+      }
+    };
+    run_shards(shards, shard);
+    ok = !any_bad.load();
+  }
+  return ok ? -1 : first_bad(indices, n, rows);
 }
 
 // fn(std::integral_constant<ScatterOp, op>) for the runtime op; complex
 // types have no min/max.
 template <typename E, typename Fn>
-void with_op(ScatterOp op, Fn&& fn) {
+auto with_op(ScatterOp op, Fn&& fn) {
   switch (op) {
     case ScatterOp::kUpdate:
       return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});
@@ -261,20 +302,20 @@ void with_op(ScatterOp op, Fn&& fn) {
         return fn(std::integral_constant<ScatterOp, ScatterOp::kMax>{});
       }
   }
+  return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});  // not reached
 }
 
 template <typename E, typename Rows, typename Index>
-void scatter_rows(ScatterOp op, const std::vector<RowRange<Rows>>& ranges, const ShardPlan& plan,
-                  int64_t row_width, const Index* indices, int64_t num_indices, const E* updates,
-                  bool updates_scalar) {
-  with_op<E>(op, [&](auto kind) {
-    if (updates_scalar) {
-      scatter_op<decltype(kind)::value, true>(ranges, plan, row_width, indices, num_indices,
-                                              updates);
-    } else {
-      scatter_op<decltype(kind)::value, false>(ranges, plan, row_width, indices, num_indices,
-                                               updates);
-    }
+int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
+                     const Index* indices, int64_t n, const E* updates, bool updates_scalar) {
+  const ShardPlan plan =
+      plan_shards(n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)}), row_width,
+                  sizeof(E), eigen_device().numThreads());
+  return with_op<E>(op, [&](auto kind) {
+    constexpr ScatterOp kOp = decltype(kind)::value;
+    return updates_scalar
+               ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates)
+               : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
   });
 }
 
@@ -283,95 +324,40 @@ void scatter_rows(ScatterOp op, const std::vector<RowRange<Rows>>& ranges, const
 namespace varstate::kernels::cpu {
 
 template <typename T, typename Index>
-void scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
-             int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic) {
+int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
+                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
-  if (num_indices == 0 || row_width == 0) return;
-  const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
-                                     sizeof(E), eigen_device().numThreads());
-  std::vector<RowRange<TableRows<E>>> ranges;
-  split_rows(TableRows<E>{reinterpret_cast<E*>(table), 0, row_width}, 0, rows, plan.row_parts,
-             ranges);
-  scatter_rows(op, ranges, plan, row_width, indices, num_indices,
-               reinterpret_cast<const E*>(updates), updates_scalar);
+  (void)deterministic;
+  if (num_indices == 0) return -1;
+  if (row_width == 0) return first_bad(indices, num_indices, rows);
+  return scatter_rows(op, TableRows<E>{reinterpret_cast<E*>(table), row_width}, rows, row_width,
+                      indices, num_indices, reinterpret_cast<const E*>(updates), updates_scalar);
 }
 
 template <typename T, typename Index>
-void scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
-                   int64_t row_width, const Index* indices, int64_t num_indices, const T* updates,
-                   bool updates_scalar) {
+int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
+                      int64_t row_width, const Index* indices, int64_t num_indices,
+                      const T* updates, bool updates_scalar) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
   static_assert(sizeof(E) == sizeof(T));
-  if (num_indices == 0 || row_width == 0) return;
   const int64_t rows = part_begin[num_parts];
-  const ShardPlan plan = plan_shards(num_indices * row_width * int64_t{sizeof(E)}, row_width,
-                                     sizeof(E), eigen_device().numThreads());
-  const E* src = reinterpret_cast<const E*>(updates);
-  if (plan.row_parts == 1) {
-    // Threads split the columns only: the address of each update's row is
-    // found once, then every thread walks the updates in order as on one
-    // table.
-    ThreadScratch<E*, 0> scratch(static_cast<size_t>(num_indices));
-    E** const rows_of = scratch.data();
-    const int64_t* bounds = part_begin + 1;
-    auto locate = [&](Eigen::Index first, Eigen::Index last) {
-      for (int64_t i = first; i < last; ++i) {
-        const int64_t r = static_cast<int64_t>(indices[i]);
-        int64_t k = 0;  // branch-free for a few parts: rows are random
-        if (num_parts <= 32) {
-          for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
-        } else {
-          k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
-        }
-        rows_of[i] = reinterpret_cast<E*>(parts[k]) + (r - part_begin[k]) * row_width;
-      }
-    };
-    locate(0, num_indices);
-    with_op<E>(op, [&](auto kind) {
-      auto run = [&](int64_t cp) {
-        const int64_t c0 = std::min(row_width, cp * plan.col_chunk);
-        const int64_t c1 = std::min(row_width, c0 + plan.col_chunk);
-        if (c0 >= c1) return;
-        if (updates_scalar) {
-          scatter_all<decltype(kind)::value, true>(PointerRows<E>{rows_of}, row_width, Positions{},
-                                                   num_indices, src, c0, c1);
-        } else {
-          scatter_all<decltype(kind)::value, false>(PointerRows<E>{rows_of}, row_width, Positions{},
-                                                    num_indices, src, c0, c1);
-        }
-      };
-      if (plan.col_parts == 1) return run(0);
-      eigen_device().parallelFor(
-          plan.col_parts,
-          Eigen::TensorOpCost(num_indices * 3.0 * row_width * sizeof(E) / plan.col_parts, 0, 0),
-          [&](Eigen::Index first, Eigen::Index last) {
-            for (Eigen::Index cp = first; cp < last; ++cp) run(cp);
-          });
-    });
-    return;
-  }
-  // Each part is a table of its own: the plan's row ranges are shared out
-  // among the parts by their row counts, at least one each.
-  std::vector<RowRange<TableRows<E>>> ranges;
-  for (int k = 0; k < num_parts; ++k) {
-    const int64_t r0 = part_begin[k], r1 = part_begin[k + 1];
-    const int64_t pieces =
-        rows == 0 ? 1 : std::max<int64_t>(1, (plan.row_parts * (r1 - r0) + rows - 1) / rows);
-    split_rows(TableRows<E>{reinterpret_cast<E*>(parts[k]), r0, row_width}, r0, r1, pieces, ranges);
-  }
-  scatter_rows(op, ranges, plan, row_width, indices, num_indices, src, updates_scalar);
+  if (num_indices == 0) return -1;
+  if (row_width == 0) return first_bad(indices, num_indices, rows);
+  const PartRows<E> table{reinterpret_cast<E* const*>(parts), part_begin, num_parts, row_width};
+  return scatter_rows(op, table, rows, row_width, indices, num_indices,
+                      reinterpret_cast<const E*>(updates), updates_scalar);
 }
 
 }  // namespace varstate::kernels::cpu
 
 // Explicit instantiations for storage type T, inside namespace
 // varstate::kernels::cpu.
-#define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                                \
-  template void scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*, int64_t, \
-                                    const T*, bool, bool);                                    \
-  template void scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
-                                    const T*, bool, bool);                                    \
-  template void scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
-                                          const int64_t*, int64_t, const T*, bool);
+#define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                                   \
+  template int64_t scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*, int64_t, \
+                                       const T*, bool, bool);                                    \
+  template int64_t scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
+                                       const T*, bool, bool);                                    \
+  template int64_t scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
+                                             const int64_t*, int64_t, const T*, bool);

@@ -246,6 +246,42 @@ std::set<std::string> entries(const std::filesystem::path& dir) {
   return out;
 }
 
+TEST_CASE("SaverOptions::sync = false writes the same checkpoint without syncing",
+          "[saver][fault]") {
+  for (bool sharded : {false, true}) {
+    CAPTURE(sharded);
+    TempDir synced_dir, unsynced_dir;
+    Session sess;
+    Model model, twin;  // two graphs, so that both savers are named "save"
+    model.set_step(3);
+    twin.set_step(3);
+    FaultInjectionFileSystem synced_fs(default_file_system()), unsynced_fs(default_file_system());
+    Saver synced({.sharded = sharded, .graph = &twin.graph, .file_system = &synced_fs});
+    Saver unsynced(
+        {.sharded = sharded, .graph = &model.graph, .file_system = &unsynced_fs, .sync = false});
+    synced.save(sess, synced_dir / "m", {.global_step = 3});
+    unsynced.save(sess, unsynced_dir / "m", {.global_step = 3});
+    CHECK(synced_fs.count(FileOp::kSync) > 0);
+    CHECK(synced_fs.count(FileOp::kSyncDir) > 0);
+    CHECK(unsynced_fs.count(FileOp::kSync) == 0);
+    CHECK(unsynced_fs.count(FileOp::kSyncDir) == 0);
+    CHECK(unsynced_fs.count(FileOp::kRename) == synced_fs.count(FileOp::kRename));
+
+    // The same files (the state file names its own directory), and they restore.
+    const std::set<std::string> names = entries(synced_dir.path());
+    REQUIRE(names == entries(unsynced_dir.path()));
+    for (const std::string& name : names) {
+      CAPTURE(name);
+      if (name == "checkpoint") continue;
+      CHECK(read_file_to_string(*default_file_system(), synced_dir / name) ==
+            read_file_to_string(*default_file_system(), unsynced_dir / name));
+    }
+    model.set_step(9);
+    unsynced.restore(sess, *latest_checkpoint(unsynced_dir.path()));
+    CHECK(model.holds_step(3));
+  }
+}
+
 TEST_CASE("a directory in a save's way fails it before anything is written", "[saver][failure]") {
   for (bool sharded : {false, true}) {
     const std::string data = sharded ? "m-2.data-00001-of-00002" : "m-2.data-00000-of-00001";

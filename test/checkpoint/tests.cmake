@@ -62,4 +62,5 @@ if(VARSTATE_BUILD_FUZZERS)
 endif()
 # Optimizer state in checkpoints: restore and continue, on each device.
 varstate_add_test(test_optimizer_checkpoints DEVICES SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/optimizer_saver_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_saver_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_chain_test.cc)

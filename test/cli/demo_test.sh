@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `varstate demo` on a small configuration:
 #   1. the test RMSE falls from ~1 to near the noise level (0.1);
-#   2. the same --seed gives a bit-identical final checkpoint, another seed
-#      a different one;
+#   2. the same --seed gives a bit-identical final checkpoint, whatever the
+#      CPU thread count (VARSTATE_CPU_THREADS), another seed a different one;
 #   3. stopping at step 1000 and --resume to 2000 prints "resumed from ...
 #      at step 1000" and ends in the same checkpoint as one uninterrupted run;
 #   4. --max_to_keep spans restarts: after many resumed runs, and after runs
@@ -15,7 +15,13 @@
 #      compare files): `inspect` shows the chain, --resume restores from a
 #      delta and ends with the values of a run of full checkpoints, a run
 #      killed mid-save resumes from its latest checkpoint, and `compact`
-#      writes the same values as one checkpoint.
+#      writes the same values as one checkpoint;
+#   8. --optimizer momentum, adagrad, adam, rowwise-adagrad: the checkpoints
+#      hold the slots (`inspect` lists ".../Adam", ".../Adam_1",
+#      "beta1_power"), and a run stopped half way and resumed ends bit for
+#      bit where one uninterrupted run does, with full checkpoints (the same
+#      files) and with incremental ones (compacted: the same data files);
+#      adam gives the same checkpoint for any CPU thread count.
 #   tools/demo_test.sh PATH/TO/varstate
 set -euo pipefail
 cli=${1:?usage: demo_test.sh VARSTATE_BIN}
@@ -28,8 +34,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$cli" demo "${small[@]}" --steps 2000 --seed 7 --checkpoint_dir "$tmp/a" | tee "$tmp/a.log"
 line=$(grep -E '^test RMSE: [0-9.]+ before, [0-9.]+ after' "$tmp/a.log") || fail "no RMSE summary"
 read -r before after < <(echo "$line" | sed -E 's/^test RMSE: ([0-9.]+) before, ([0-9.]+) after.*/\1 \2/')
-awk -v b="$before" -v a="$after" 'BEGIN { exit !(b > 0.8 && a < 0.15 && a < b / 5) }' ||
-  fail "test RMSE $before -> $after: want > 0.8 before, < 0.15 (noise 0.1) after"
+awk -v b="$before" -v a="$after" 'BEGIN { exit !(b > 0.8 && a < 0.13 && a < b / 5) }' ||
+  fail "test RMSE $before -> $after: want > 0.8 before, < 0.13 (noise 0.1) after"
 echo "ok: test RMSE $before -> $after (noise 0.1)"
 grep -q '^step 2000/2000 ' "$tmp/a.log" || fail "no plain progress line for step 2000 (stdout is not a terminal)"
 # max_to_keep 2: model-1500 and model-2000 remain.
@@ -48,6 +54,13 @@ same_checkpoint() {  # DIR1 DIR2 STEP: index and every data shard byte-identical
 "$cli" demo "${small[@]}" --steps 2000 --seed 7 --checkpoint_dir "$tmp/b" >/dev/null
 same_checkpoint "$tmp/a" "$tmp/b" 2000 || fail "same --seed, different final checkpoints"
 echo "ok: same seed -> bit-identical final checkpoint"
+for threads in 1 3; do
+  VARSTATE_CPU_THREADS=$threads "$cli" demo "${small[@]}" --steps 2000 --seed 7 \
+    --checkpoint_dir "$tmp/t$threads" >/dev/null
+  same_checkpoint "$tmp/a" "$tmp/t$threads" 2000 ||
+    fail "VARSTATE_CPU_THREADS=$threads gives another final checkpoint than the default"
+done
+echo "ok: 1 and 3 CPU threads -> the default's final checkpoint"
 "$cli" demo "${small[@]}" --steps 2000 --seed 8 --checkpoint_dir "$tmp/c" >/dev/null
 same_checkpoint "$tmp/a" "$tmp/c" 2000 && fail "--seed 7 and --seed 8 gave the same checkpoint"
 echo "ok: another seed -> another checkpoint"
@@ -160,3 +173,39 @@ latest=$(latest_step "$tmp/i")
 grep -q "^resumed from .*/model-$latest at step $latest$" "$tmp/i.log" ||
   fail "no resume from model-$latest after killed incremental runs: $(grep resum "$tmp/i.log")"
 echo "ok: killed incremental runs resume from their latest checkpoint (step $latest)"
+
+# 8. The optimizers: slots in the checkpoints, bit-identical resumes.
+optimizer_run=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
+               --save_every 250 --max_to_keep 2 --device cpu --seed 7)
+for opt in momentum adagrad adam rowwise-adagrad; do
+  o=(--optimizer "$opt" "${optimizer_run[@]}")
+  "$cli" demo "${o[@]}" --steps 1000 --full_checkpoints --checkpoint_dir "$tmp/$opt-full" >"$tmp/$opt.log"
+  grep -q "optimizer $opt, learning rate" "$tmp/$opt.log" || fail "$opt: no 'optimizer $opt' line"
+  "$cli" demo "${o[@]}" --steps 500 --full_checkpoints --checkpoint_dir "$tmp/$opt-full-resumed" >/dev/null
+  "$cli" demo "${o[@]}" --steps 1000 --full_checkpoints --checkpoint_dir "$tmp/$opt-full-resumed" \
+    --resume >"$tmp/$opt-resumed.log"
+  grep -Eq "^resumed from .*/model-500 at step 500$" "$tmp/$opt-resumed.log" || fail "$opt: no resume at 500"
+  same_checkpoint "$tmp/$opt-full" "$tmp/$opt-full-resumed" 1000 ||
+    fail "$opt: 500 steps + --resume to 1000 differs from 1000 steps (full checkpoints)"
+  "$cli" demo "${o[@]}" --steps 500 --checkpoint_dir "$tmp/$opt-incr" >/dev/null
+  "$cli" demo "${o[@]}" --steps 1000 --checkpoint_dir "$tmp/$opt-incr" --resume >/dev/null
+  "$cli" compact "$tmp/$opt-incr/model-1000" "$tmp/$opt-incr-compact/model-1000" >/dev/null
+  for f in "$tmp/$opt-full"/model-1000.data-*; do  # the values (the indexes name other files)
+    cmp -s "$f" "$tmp/$opt-incr-compact/$(basename "$f")" ||
+      fail "$opt: incremental, 500 steps + --resume to 1000 differs from 1000 steps ($(basename "$f"))"
+  done
+done
+"$cli" inspect "$tmp/adam-full/model-1000" >"$tmp/adam.inspect"
+for name in recommender/users/embedding/Adam recommender/users/embedding/Adam_1 \
+            recommender/items/embedding/Adam beta1_power beta2_power global_step; do
+  grep -Eq "^$name +float32|^$name +int64" "$tmp/adam.inspect" || fail "inspect lists no $name: $(cat "$tmp/adam.inspect")"
+done
+"$cli" inspect "$tmp/adagrad-full/model-1000" | grep -Eq "^recommender/items/embedding/Adagrad +float32 +\[500,8\]" ||
+  fail "inspect lists no recommender/items/embedding/Adagrad"
+"$cli" inspect "$tmp/rowwise-adagrad-full/model-1000" |
+  grep -Eq "^recommender/users/embedding/RowwiseAdagrad +float32 +\[2000\]" ||
+  fail "inspect lists no recommender/users/embedding/RowwiseAdagrad of shape [2000]"
+VARSTATE_CPU_THREADS=1 "$cli" demo --optimizer adam "${optimizer_run[@]}" --steps 1000 --full_checkpoints \
+  --checkpoint_dir "$tmp/adam-1thread" >/dev/null
+same_checkpoint "$tmp/adam-full" "$tmp/adam-1thread" 1000 || fail "adam: 1 CPU thread gives another checkpoint"
+echo "ok: momentum, adagrad, adam, rowwise-adagrad: slots saved, resumed runs bit-identical (full and incremental)"

@@ -22,6 +22,7 @@ set(_retain ${CMAKE_CURRENT_BINARY_DIR}/mpi_retain_ckpt)
 set(_corrupt ${CMAKE_CURRENT_BINARY_DIR}/mpi_corrupt_ckpt)
 set(_died ${CMAKE_CURRENT_BINARY_DIR}/mpi_died_ckpt)
 set(_ps_worker ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
+set(_incr ${CMAKE_CURRENT_BINARY_DIR}/mpi_incr_ckpt)
 
 function(varstate_mpi_test name)
   add_test(NAME ${name} COMMAND ${ARGN})
@@ -33,7 +34,8 @@ varstate_mpi_test(mpi_sparse ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> sparse)
 # Fixtures: fresh directories, a checkpoint written by 4 tasks, restored
 # into 3 tasks and into one process.
 add_test(NAME mpi_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_ckpt} ${_killed} ${_retain}
-                                      ${_ps_worker} ${_corrupt} ${_died}
+                                      ${_ps_worker} ${_corrupt} ${_died} ${_incr}
+                                      ${_incr}_corrupt
                                       ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_2
                                       ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_3
                                       ${CMAKE_CURRENT_BINARY_DIR}/mpi_reshard_4)
@@ -141,6 +143,18 @@ if(TARGET varstate_cli)
   set_tests_properties(mpi_demo_ps PROPERTIES LABELS "mpi;cpu;cli" TIMEOUT 300
                        ENVIRONMENT "${_mpi_env}")
 endif()
+# Incremental saves: a base and 2 deltas written by 2 tasks; a fresh launch
+# restores the chain bitwise as a full save; a corrupt delta or a missing
+# base fails on every task, nothing restored.
+varstate_mpi_test(mpi_incremental_save ${_mpirun} -np 2 $<TARGET_FILE:mpi_test> incr_save ${_incr})
+set_tests_properties(mpi_incremental_save PROPERTIES FIXTURES_SETUP mpi_incr
+                     FIXTURES_REQUIRED mpi_clean)
+varstate_mpi_test(mpi_incremental_restore
+                  ${_mpirun} -np 2 $<TARGET_FILE:mpi_test> incr_restore ${_incr})
+set_tests_properties(mpi_incremental_restore PROPERTIES FIXTURES_REQUIRED mpi_incr)
+varstate_mpi_test(mpi_incremental_corrupt
+                  ${_mpirun} -np 2 $<TARGET_FILE:mpi_test> incr_corrupt ${_incr}_corrupt)
+set_tests_properties(mpi_incremental_corrupt PROPERTIES FIXTURES_REQUIRED mpi_clean)
 
 # RestoreShare's checksum layout in one process, each task simulated.
 varstate_add_test(test_distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/restore_share_test.cc)

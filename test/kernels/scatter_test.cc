@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cuda/compiled_arch.h"
 #include "scatter_test_util.h"
@@ -28,6 +29,28 @@ const bool kThreadsSet = [] {
 }();
 
 constexpr int64_t kGuardRows = 2;
+
+// Forces the serial path (every threshold out of reach) or the pool's
+// (every threshold 0) for the scope; both must give the same bytes.
+enum class Path {
+  kSerial,
+  kPool
+};
+class ForcedPath {
+ public:
+  explicit ForcedPath(Path path) : saved_(cpu::parallel_thresholds()) {
+    const int64_t t = path == Path::kSerial ? std::numeric_limits<int64_t>::max() : 0;
+    cpu::ParallelThresholds& p = cpu::parallel_thresholds();
+    p.scatter_bytes = p.gather_bytes = p.dense_update_bytes = p.random_elements =
+        p.elementwise_bytes = t;
+  }
+  ~ForcedPath() { cpu::parallel_thresholds() = saved_; }
+  ForcedPath(const ForcedPath&) = delete;
+  ForcedPath& operator=(const ForcedPath&) = delete;
+
+ private:
+  cpu::ParallelThresholds saved_;
+};
 
 // A rows x width table between guard rows; table() points past the guard.
 template <typename T>
@@ -65,9 +88,10 @@ void check_against_reference(ScatterOp op, int64_t rows, int64_t width,
   GuardedTable<T> want = got;
   const std::vector<T> updates =
       updates_for<T>(op, scalar ? 1 : indices.size() * width, seed + 1, general);
-  cpu::scatter<T, Index>(op, got.table(), rows, width, indices.data(),
-                         static_cast<int64_t>(indices.size()), updates.data(), scalar,
-                         /*deterministic=*/false);
+  const int64_t bad = cpu::scatter<T, Index>(op, got.table(), rows, width, indices.data(),
+                                             static_cast<int64_t>(indices.size()), updates.data(),
+                                             scalar, /*deterministic=*/false);
+  CHECK(bad == -1);
   reference_scatter<T, Index>(op, want.table(), width, indices, updates, scalar);
   const int64_t diff = first_difference(got.data, want.data);
   INFO("first differing element (guards included): " << diff);
@@ -99,15 +123,21 @@ void check_all_ops(uint64_t seed) {
 TEMPLATE_TEST_CASE("cpu scatter matches the reference loop for every op", "[scatter]", float,
                    double, half, bfloat16, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
                    uint32_t, uint64_t, complex64, complex128) {
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  CAPTURE(path == Path::kPool);
+  ForcedPath forced(path);
   check_all_ops<TestType, int32_t>(kSeed);
   check_all_ops<TestType, int64_t>(kSeed + 1000);
 }
 
 TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing duplicates",
                    "[scatter]", float, bfloat16, int8_t, int64_t, complex128) {
-  // Above the parallel threshold: row and column shards, skewed indices.
+  // Split over the pool: row shards, column shards for the widest rows,
+  // skewed indices.
+  ForcedPath forced(Path::kPool);
   uint64_t seed = kSeed + 7;
-  for (int64_t width : {1, 3, 32, 129, 512}) {
+  for (int64_t width : {int64_t{1}, int64_t{3}, int64_t{32}, int64_t{129}, int64_t{512},
+                        4096 / int64_t{sizeof(TestType)} * 2 + 3}) {
     for (ScatterOp op : {ScatterOp::kUpdate, ScatterOp::kAdd, ScatterOp::kMul}) {
       for (bool duplicates : {false, true}) {
         const int64_t rows = 3001;
@@ -140,10 +170,13 @@ TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole",
   for (int k = 0; k < num_parts; ++k) {
     begin.push_back(begin.back() + rows / num_parts + (k < rows % num_parts ? 1 : 0));
   }
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  ForcedPath forced(path);
   uint64_t seed = kSeed + 31;
   for (ScatterOp op : ops_for<T>()) {
     for (bool scalar : {false, true}) {
-      CAPTURE(dtype_name(dtype_of<T>), op_name(op), scalar, seed, rows, width, num_parts);
+      CAPTURE(dtype_name(dtype_of<T>), op_name(op), scalar, seed, rows, width, num_parts,
+              path == Path::kPool);
       const auto indices = duplicate_indices<int64_t>(num_indices, rows, seed);
       const auto table = random_ints<T>(rows * width, seed, 1, 8);
       const auto updates =
@@ -179,6 +212,44 @@ TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole",
   }
 }
 
+// The bounds check runs in the kernel's first pass over the indices: a bad
+// index anywhere (the last of a long batch included) is reported by its
+// position and nothing is written, on either path, for scatter and
+// scatter_parts.
+TEMPLATE_TEST_CASE("cpu scatter with a bad index writes nothing and names its position",
+                   "[scatter]", int32_t, int64_t) {
+  using Index = TestType;
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  ForcedPath forced(path);
+  const int64_t rows = 5000, width = 16, n = 200000;
+  const std::vector<int64_t> begin = {0, 1200, 3000, rows};
+  for (ScatterOp op : {ScatterOp::kUpdate, ScatterOp::kAdd, ScatterOp::kMax}) {
+    for (int64_t pos : {n - 1, n / 2, int64_t{0}}) {
+      for (Index bad : {Index(-1), Index(rows), std::numeric_limits<Index>::max()}) {
+        CAPTURE(path == Path::kPool, op_name(op), pos, static_cast<int64_t>(bad));
+        std::vector<Index> indices = duplicate_indices<Index>(n, rows, kSeed + pos);
+        indices[pos] = bad;
+        const std::vector<float> updates(n * width, 3.0f);
+        const std::vector<float> before = random_ints<float>(rows * width, kSeed, -8, 8);
+        std::vector<float> table = before;
+        CHECK(cpu::scatter<float, Index>(op, table.data(), rows, width, indices.data(), n,
+                                         updates.data(), false, false) == pos);
+        CHECK(first_difference(table, before) == -1);
+        if constexpr (sizeof(Index) == 8) {
+          std::vector<float*> parts;
+          for (size_t k = 0; k + 1 < begin.size(); ++k) {
+            parts.push_back(table.data() + begin[k] * width);
+          }
+          CHECK(cpu::scatter_parts<float, int64_t>(op, parts.data(), begin.data(), 3, width,
+                                                   indices.data(), n, updates.data(),
+                                                   false) == pos);
+          CHECK(first_difference(table, before) == -1);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu scatter_update with duplicates: the last occurrence wins", "[scatter]") {
   std::vector<float> table(6 * 2, 0.0f);
   const std::vector<int32_t> indices = {2, 5, 2, 0, 2};
@@ -186,6 +257,19 @@ TEST_CASE("cpu scatter_update with duplicates: the last occurrence wins", "[scat
   cpu::scatter<float, int32_t>(ScatterOp::kUpdate, table.data(), 6, 2, indices.data(), 5,
                                updates.data(), false, false);
   CHECK(table == std::vector<float>{4, 4, 0, 0, 5, 5, 0, 0, 0, 0, 2, 2});
+  // The same on the pool's path, every row hit many times.
+  ForcedPath forced(Path::kPool);
+  const int64_t rows = 300, width = 8, n = 50000;
+  const auto many = duplicate_indices<int32_t>(n, rows, kSeed);
+  std::vector<float> values(n * width);
+  for (int64_t i = 0; i < n * width; ++i) values[i] = static_cast<float>(i / width);
+  std::vector<float> got(rows * width, -1.0f), want = got;
+  CHECK(cpu::scatter<float, int32_t>(ScatterOp::kUpdate, got.data(), rows, width, many.data(), n,
+                                     values.data(), false, false) == -1);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < width; ++c) want[many[i] * width + c] = static_cast<float>(i);
+  }
+  CHECK(first_difference(got, want) == -1);
 }
 
 TEST_CASE("cpu scatter results do not depend on the deterministic flag", "[scatter]") {

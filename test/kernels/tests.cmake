@@ -31,3 +31,11 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc
 add_test(NAME test_kernels_training_3_threads COMMAND test_kernels_training "[threads]")
 set_tests_properties(test_kernels_training_3_threads PROPERTIES
   LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=3)
+# The split over the thread pool: the same tests on 1, 2 and 5 pool threads.
+varstate_add_test(test_kernels_threading SOURCES ${CMAKE_CURRENT_LIST_DIR}/threading_test.cc)
+add_test(NAME test_kernels_threading_1_thread COMMAND test_kernels_threading)
+set_tests_properties(test_kernels_threading_1_thread PROPERTIES
+  LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=1)
+add_test(NAME test_kernels_threading_5_threads COMMAND test_kernels_threading)
+set_tests_properties(test_kernels_threading_5_threads PROPERTIES
+  LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=5)

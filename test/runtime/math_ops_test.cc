@@ -34,6 +34,10 @@ const std::vector<std::pair<TensorShape, TensorShape>>& shape_pairs() {
       {{100003}, {100003}},
       {{513, 1}, {1, 301}},
       {{1, 1, 7}, {7}},
+      // A column against rows (per-row scaling, as the demo's gradients):
+      // large enough to split over threads mid-row.
+      {{4099, 1}, {4099, 17}},
+      {{4099, 17}, {4099, 1}},
   };
   return pairs;
 }

@@ -8,10 +8,15 @@
 //     variable_scopes, partitioned by fixed_size_partitioner and spread
 //     round-robin over the chosen devices (every GPU when there are GPUs,
 //     the CPU otherwise), initialized by a seeded random_normal_initializer;
-//   * SGD: each step reads the rows of one mini-batch, computes the
-//     per-rating gradients of the squared error (plus L2) and applies them
-//     with scatter_sub, duplicates adding up; global_step counts with
-//     assign_add;
+//   * training with a TensorFlow 1 optimizer (--optimizer: sgd, momentum,
+//     adagrad, adam, or varstate's rowwise-adagrad): each step gathers the
+//     rows of one mini-batch, computes the gradients of the squared error
+//     (plus L2) for the whole batch at once with varstate's tensor ops on
+//     the tables' device (a GPU when the tables are there: the step never
+//     waits for the host), splits them per part as IndexedSlices and
+//     applies them with one optimizer.apply_gradients call, which updates
+//     the parts and their slot variables (on the parts' devices) and counts
+//     global_step; op determinism makes every run bit-identical;
 //   * a sharded Saver every --save_every steps (max_to_keep), incremental
 //     (deltas of the changed rows on a base) unless --full_checkpoints,
 //     --resume restoring the latest checkpoint (or, when it does not
@@ -21,25 +26,31 @@
 //
 // The batch of step s depends only on (seed, s), so the same --seed gives
 // the same final values, resumed or not (with --full_checkpoints, a
-// bit-identical final checkpoint).
+// bit-identical final checkpoint). The checkpoints hold the optimizer's
+// slots ("recommender/users/embedding/Adam", ...) and Adam's beta1_power and
+// beta2_power, so a resumed run continues exactly as an uninterrupted one.
 //
 // Read it as the program to copy, phase by phase: build_model (variables,
-// partitioning, placement), SgdStep (one training step), Evaluator (RMSE),
-// Checkpoints (save and resume), train (the loop) and demo(), which checks
+// partitioning, placement, the optimizer), Predictor (the forward pass),
+// TrainStep (one training step), Evaluator (RMSE), Checkpoints (save and
+// resume), train (the loop) and demo(), which checks
 // the sizes and runs the phases in order. The synthetic data and the batch
 // order are in demo_data.h.
 #include <unistd.h>
 
 #include <varstate/varstate.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <regex>
 #include <set>
@@ -67,7 +78,8 @@ struct DemoOptions {
   double noise = 0.1;
   int64_t steps = 4'000;
   int64_t batch_size = 8'192;
-  double learning_rate = 0.1;
+  std::string optimizer = "sgd";
+  double learning_rate = 0;  // set from --optimizer unless --learning_rate is given
   double l2 = 0.002;
   std::string checkpoint_dir = (std::filesystem::temp_directory_path() / "varstate-demo").string();
   int64_t save_every = 1'000;
@@ -77,6 +89,7 @@ struct DemoOptions {
   int64_t seed = 2026;
   std::string device;  // cpu, gpu or all; default: gpu when there are GPUs, else cpu
   int64_t shards = 0;  // 0: two per device
+  std::string json;    // where to write the run's summary as JSON; empty: nowhere
 };
 
 // ---- Sizes: checked before anything is allocated -----------------------------
@@ -149,11 +162,8 @@ int64_t table_shards(const DemoOptions& o, size_t num_devices) {
 
 // Seconds spent in each phase, for the closing "time:" line.
 struct Timings {
-  double data = 0, init = 0, restore = 0, read = 0, grads = 0, scatter = 0, step = 0, save = 0,
-         eval = 0;
-  double accounted() const {
-    return data + init + restore + read + grads + scatter + step + save + eval;
-  }
+  double data = 0, init = 0, restore = 0, read = 0, grads = 0, apply = 0, save = 0, eval = 0;
+  double accounted() const { return data + init + restore + read + grads + apply + save + eval; }
 };
 
 // ---- The model: variables, partitioning, placement ---------------------------
@@ -163,6 +173,9 @@ struct Model {
   PartitionedVariable users;  // recommender/users/embedding: users x rank
   PartitionedVariable items;  // recommender/items/embedding: items x rank
   Variable global_step;       // int64 scalar on the CPU, in GraphKeys::GLOBAL_STEP
+  // The train op's optimizer; its slots (and Adam's beta powers) are
+  // variables next to each part, saved with the model.
+  std::shared_ptr<Optimizer> optimizer;
 };
 
 // with tf.variable_scope(scope): tf.get_variable("embedding", [rows, rank],
@@ -188,10 +201,49 @@ Variable make_global_step() {
                                           GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
 }
 
+// The optimizers of --optimizer: TensorFlow 1.x's, with TensorFlow's
+// defaults except the learning rate, which is each one's best for this
+// model at the default sizes unless --learning_rate is given. sgd, the
+// default, reaches the lowest test RMSE in 4,000 steps (docs/cli.md: the
+// comparison). rowwise-adagrad is varstate's, not TensorFlow's.
+struct OptimizerChoice {
+  const char* flag;      // the --optimizer value
+  double learning_rate;  // the default
+};
+constexpr OptimizerChoice kOptimizers[] = {
+    {"sgd", 0.1}, {"momentum", 0.01}, {"adagrad", 0.5}, {"adam", 0.03}, {"rowwise-adagrad", 0.5}};
+
+double default_learning_rate(const std::string& optimizer) {
+  for (const OptimizerChoice& c : kOptimizers) {
+    if (optimizer == c.flag) return c.learning_rate;
+  }
+  throw InvalidArgumentError("--optimizer \"" + optimizer + "\" is not one of the demo's");
+}
+
+// tf.compat.v1.train.GradientDescentOptimizer(lr), MomentumOptimizer(lr,
+// 0.9), AdagradOptimizer(lr), AdamOptimizer(lr) or varstate's
+// RowwiseAdagradOptimizer(lr).
+std::unique_ptr<Optimizer> make_optimizer(const std::string& optimizer, double learning_rate) {
+  if (optimizer == "sgd") return std::make_unique<GradientDescentOptimizer>(learning_rate);
+  if (optimizer == "momentum") return std::make_unique<MomentumOptimizer>(learning_rate, 0.9);
+  if (optimizer == "adagrad") return std::make_unique<AdagradOptimizer>(learning_rate);
+  if (optimizer == "adam") {
+    return std::make_unique<AdamOptimizer>(AdamOptions{.learning_rate = learning_rate});
+  }
+  if (optimizer == "rowwise-adagrad") {
+    return std::make_unique<RowwiseAdagradOptimizer>(learning_rate);
+  }
+  throw InvalidArgumentError("--optimizer \"" + optimizer + "\" is not one of the demo's");
+}
+
 // The graph of the recommender, fresh and seeded (tf.reset_default_graph(),
 // tf.set_random_seed): both tables under variable_scope("recommender") with
 // fixed_size_partitioner(shards), their parts placed round-robin on
-// `devices` by a device function (with tf.device(fn)), and the global step.
+// `devices` by a device function (with tf.device(fn)), the global step, and
+// the optimizer with its slots made now, as building the train op does, so
+// that the Saver built next saves and restores them. Op determinism
+// (tf.config.experimental.enable_op_determinism) makes the updates
+// bit-identical run to run, on GPUs and for any CPU thread count.
 Model build_model(const DemoOptions& o, const std::vector<std::string>& devices, int64_t shards) {
   reset_default_graph();
   set_random_seed(o.seed);
@@ -206,130 +258,189 @@ Model build_model(const DemoOptions& o, const std::vector<std::string>& devices,
     users = embedding_table("users", o.users, o.rank, init_stddev, 1);
     items = embedding_table("items", o.items, o.rank, init_stddev, 2);
   }
-  return Model{*users, *items, make_global_step()};
+  Model model{*users, *items, make_global_step(), make_optimizer(o.optimizer, o.learning_rate)};
+  std::vector<Variable> parts = model.users.variables();
+  parts.insert(parts.end(), model.items.begin(), model.items.end());
+  model.optimizer->create_slots(parts);
+  set_deterministic_ops(true);
+  return model;
 }
 
-// ---- Training: one SGD step ------------------------------------------------
+// ---- The model's math: predictions on the tables' device -------------------
 
-// One step of SGD on a mini-batch, what sess.run(train_op) does in TF1: a
-// tf.gather of the batch's rows from each table, the gradients of the
-// squared error plus L2 (computed on the host here), tf.scatter_sub of
-// learning_rate x gradient into those rows, and global_step += 1.
-class SgdStep {
+// A batch of ratings as the step's inputs (the feed_dict of TF1): the ids
+// stay on the host, where gather and part_gradients route each row to its part;
+// the ratings go to the device the math runs on, as a [n, 1] column.
+struct Batch {
+  Tensor user_ids, item_ids;  // int64 [n]
+  Tensor ratings;             // float32 [n, 1]
+};
+
+// The rows a batch read and its prediction errors (u.v - rating), [n, 1].
+struct Forward {
+  Tensor user_rows, item_rows;  // [n, rank]
+  Tensor errors;                // [n, 1]
+};
+
+// The forward pass, batched with varstate's ops on the device of the first
+// part of the user table (a GPU when the tables are on GPUs): gather the
+// batch's rows there and take every rating's dot product at once.
+class Predictor {
  public:
-  explicit SgdStep(const DemoOptions& o)
-      : rank_(static_cast<size_t>(o.rank)),
-        lr_(static_cast<float>(o.learning_rate)),
-        l2_(static_cast<float>(o.l2)) {}
+  Predictor(const Model& m, int64_t rank)
+      : device_(m.users.variables().front().device()),
+        ones_(Tensor::filled(DType::kFloat, TensorShape{rank, 1}, Tensor(1.0f), device_)) {}
 
-  // Trains on the training ratings at `positions`; adds their squared
-  // errors (before the update) to `squared_error`.
-  void run(Model& m, const Ratings& train, const uint32_t* positions, size_t count,
-           double& squared_error, Timings& time) {
-    const auto t0 = Clock::now();
+  Device& device() const { return device_; }
+
+  // The ratings of `r` at positions[0..count).
+  Batch feed(const Ratings& r, const uint32_t* positions, size_t count) {
     user_ids_.resize(count);
     item_ids_.resize(count);
+    ratings_.resize(count);
     for (size_t k = 0; k < count; ++k) {
-      user_ids_[k] = train.user[positions[k]];
-      item_ids_[k] = train.item[positions[k]];
+      const Rating& x = r.rows[positions[k]];
+      user_ids_[k] = x.user;
+      item_ids_[k] = x.item;
+      ratings_[k] = x.value;
     }
-    const Tensor uid = Tensor::from_vector(user_ids_), iid = Tensor::from_vector(item_ids_);
-    // Only the batch's rows travel: each part gathers its own on its device.
-    const Tensor user_rows = gather(m.users, uid, {.device = "/cpu:0"});
-    const Tensor item_rows = gather(m.items, iid, {.device = "/cpu:0"});
-    const auto t1 = Clock::now();
-    time.read += std::chrono::duration<double>(t1 - t0).count();
-    gradients(train, positions, count, user_rows, item_rows, squared_error);
-    const TensorShape update_shape{static_cast<int64_t>(count), static_cast<int64_t>(rank_)};
-    const Tensor ug = Tensor::from_vector(user_grads_, update_shape),
-                 ig = Tensor::from_vector(item_grads_, update_shape);
-    const auto t2 = Clock::now();
-    time.grads += std::chrono::duration<double>(t2 - t1).count();
-    // Duplicate rows in a batch add up; the deterministic path keeps the
-    // sums' order fixed on GPUs too, for bit-identical runs.
-    m.users.scatter_sub(uid, ug, {.deterministic = true});
-    m.items.scatter_sub(iid, ig, {.deterministic = true});
-    const auto t3 = Clock::now();
-    time.scatter += std::chrono::duration<double>(t3 - t2).count();
-    m.global_step.assign_add(one_);
-    time.step += seconds_since(t3);
+    const TensorShape column{static_cast<int64_t>(count), 1};
+    return {Tensor::from_vector(user_ids_), Tensor::from_vector(item_ids_),
+            Tensor::from_vector(ratings_, column).to(device_)};
+  }
+
+  // tf.gather of each table's rows, then
+  // errors = tf.reduce_sum(u * v, axis=1, keepdims=True) - ratings, the
+  // row sums taken as one matrix product with a column of ones.
+  Forward forward(const Model& m, const Batch& b) const {
+    Forward f{gather(m.users, b.user_ids, {.device = device_.name()}),
+              gather(m.items, b.item_ids, {.device = device_.name()}), Tensor()};
+    f.errors = matmul(f.user_rows * f.item_rows, ones_) - b.ratings;
+    return f;
   }
 
  private:
-  // learning_rate x the gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2
-  // for each rating's rows u and v, into user_grads_ and item_grads_.
-  void gradients(const Ratings& train, const uint32_t* positions, size_t count,
-                 const Tensor& user_rows, const Tensor& item_rows, double& squared_error) {
-    user_grads_.resize(count * rank_);
-    item_grads_.resize(count * rank_);
-    for (size_t k = 0; k < count; ++k) {
-      const float* ua = user_rows.data<float>() + k * rank_;
-      const float* vb = item_rows.data<float>() + k * rank_;
-      float dot = 0;
-      for (size_t j = 0; j < rank_; ++j) dot += ua[j] * vb[j];
-      const float err = dot - train.value[positions[k]];
-      squared_error += static_cast<double>(err) * err;
-      float* gu = &user_grads_[k * rank_];
-      float* gv = &item_grads_[k * rank_];
-      for (size_t j = 0; j < rank_; ++j) {
-        gu[j] = lr_ * (err * vb[j] + l2_ * ua[j]);
-        gv[j] = lr_ * (err * ua[j] + l2_ * vb[j]);
-      }
+  Device& device_;
+  Tensor ones_;  // [rank, 1]
+  std::vector<int64_t> user_ids_, item_ids_;
+  std::vector<float> ratings_;
+};
+
+// The sum of a [n, 1] column's squares as a [1, 1] tensor on its device
+// (tf.reduce_sum(tf.square(e))): errors' transpose times themselves.
+Tensor sum_of_squares(const Tensor& column) { return matmul(column, column, true); }
+
+// ---- Training: one optimizer step ------------------------------------------
+
+// The gradient of a gather from a partitioned table, as TensorFlow's
+// embedding_lookup makes it: one IndexedSlices per part, holding the
+// gradient rows (on their device) of the ids in that part, re-based to
+// the part's first row. Every part gets one, empty or not, as in
+// TensorFlow (where Adam then decays the slots of a part the batch missed).
+std::vector<GradientAndVariable> part_gradients(const PartitionedVariable& table, const Tensor& ids,
+                                                const Tensor& grads) {
+  const std::vector<Variable>& parts = table.variables();
+  const std::vector<int64_t>& offsets = table.offsets();
+  std::vector<std::vector<int64_t>> local_ids(parts.size()), positions(parts.size());
+  const int64_t* id = ids.data<int64_t>();
+  for (int64_t k = 0; k < ids.num_elements(); ++k) {
+    // Part p holds rows [offsets[p], offsets[p + 1]).
+    const size_t p = static_cast<size_t>(
+        std::upper_bound(offsets.begin() + 1, offsets.end(), id[k]) - offsets.begin() - 1);
+    local_ids[p].push_back(id[k] - offsets[p]);
+    positions[p].push_back(k);
+  }
+  std::vector<GradientAndVariable> result;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Tensor rows = positions[p].size() == static_cast<size_t>(ids.num_elements())
+                            ? grads  // the whole batch is in this part: no copy
+                            : gather(grads, Tensor::from_vector(positions[p]));
+    result.push_back(
+        {IndexedSlices(rows.to(parts[p].device()), Tensor::from_vector(local_ids[p])), parts[p]});
+  }
+  return result;
+}
+
+// One training step on a mini-batch, what sess.run(train_op) does in TF1
+// with train_op = optimizer.apply_gradients(grads_and_vars, global_step):
+// the forward pass, the gradients of the squared error plus L2 for the
+// batch's rows (tensors on the tables' device), then one apply_gradients
+// call that updates every part of both tables (and the optimizer's slots,
+// on the same devices) with its IndexedSlices and adds 1 to global_step.
+// Nothing travels back to the host: the training loss accumulates on the
+// device until take_squared_error() reads it.
+class TrainStep {
+ public:
+  TrainStep(const DemoOptions& o, const Model& m)
+      : predictor_(m, o.rank),
+        l2_(Tensor(static_cast<float>(o.l2)).to(predictor_.device())),
+        squared_error_(Tensor::zeros(DType::kFloat, TensorShape{1, 1}, predictor_.device())) {}
+
+  // Trains on the ratings of `train` at positions[0..count).
+  void run(Model& m, const Ratings& train, const uint32_t* positions, size_t count, Timings& time) {
+    const auto t0 = Clock::now();
+    const Batch batch = predictor_.feed(train, positions, count);
+    const Forward f = predictor_.forward(m, batch);
+    const auto t1 = Clock::now();
+    time.read += std::chrono::duration<double>(t1 - t0).count();
+    // The gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2 with
+    // respect to u and v: err v + l2 u and err u + l2 v, each [n, rank]
+    // (errors [n, 1] broadcast over the rank).
+    squared_error_ = squared_error_ + sum_of_squares(f.errors);
+    const Tensor user_grads = f.errors * f.item_rows + f.user_rows * l2_;
+    const Tensor item_grads = f.errors * f.user_rows + f.item_rows * l2_;
+    std::vector<GradientAndVariable> grads_and_vars =
+        part_gradients(m.users, batch.user_ids, user_grads);
+    for (GradientAndVariable& g : part_gradients(m.items, batch.item_ids, item_grads)) {
+      grads_and_vars.push_back(std::move(g));
     }
+    const auto t2 = Clock::now();
+    time.grads += std::chrono::duration<double>(t2 - t1).count();
+    m.optimizer->apply_gradients(grads_and_vars, &m.global_step);
+    time.apply += seconds_since(t2);
   }
 
-  size_t rank_;
-  float lr_, l2_;
-  Tensor one_ = Tensor(int64_t{1});  // a scalar, as in global_step.assign_add(1)
-  std::vector<int64_t> user_ids_, item_ids_;
-  std::vector<float> user_grads_, item_grads_;
+  // The squared errors (before each update) summed since the last call.
+  // Reads one number from the device.
+  double take_squared_error() {
+    const double sum = squared_error_.to_host().data<float>()[0];
+    squared_error_ = Tensor::zeros(DType::kFloat, TensorShape{1, 1}, predictor_.device());
+    return sum;
+  }
+
+ private:
+  Predictor predictor_;
+  Tensor l2_;             // a scalar on the device
+  Tensor squared_error_;  // [1, 1] on the device
 };
 
 // ---- Evaluation: RMSE --------------------------------------------------------
 
-// Host views of an embedding table's parts (the live buffers on the CPU, a
-// copy of each GPU part), to read rows by global index.
-class TableView {
- public:
-  TableView(const PartitionedVariable& table, int64_t width) : width_(width) {
-    for (const Variable& part : table.variables()) parts_.push_back(part.value().to_host());
-    offsets_ = table.offsets();
-  }
-  const float* row(int64_t index) const {
-    const size_t p = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), index) -
-                                         offsets_.begin() - 1);
-    return parts_[p].data<float>() + (index - offsets_[p]) * width_;
-  }
-
- private:
-  int64_t width_;
-  std::vector<Tensor> parts_;
-  std::vector<int64_t> offsets_;
-};
-
-// The model as evaluated: the tables read once (sess.run(table) in TF1),
-// a rating predicted by the dot product of its user's and item's rows.
+// The model as evaluated: every rating predicted by the same forward pass
+// as training, in chunks, on the tables' device; one number per chunk
+// comes back to the host.
 class Evaluator {
  public:
-  Evaluator(const Model& m, int64_t rank)
-      : users_(m.users, rank), items_(m.items, rank), rank_(rank) {}
+  Evaluator(const Model& m, int64_t rank) : model_(m), rank_(rank) {}
 
   // Root mean squared error of the predictions of `r` (0 for no ratings).
   double rmse(const Ratings& r) const {
+    Predictor predictor(model_, rank_);
+    std::vector<uint32_t> positions(r.size());
+    std::iota(positions.begin(), positions.end(), 0u);
     double sum = 0;
-    for (size_t k = 0; k < r.size(); ++k) {
-      const float* a = users_.row(r.user[k]);
-      const float* b = items_.row(r.item[k]);
-      float dot = 0;
-      for (int64_t j = 0; j < rank_; ++j) dot += a[j] * b[j];
-      const double e = dot - r.value[k];
-      sum += e * e;
+    for (size_t begin = 0; begin < r.size(); begin += kChunk) {
+      const size_t count = std::min(kChunk, r.size() - begin);
+      const Forward f = predictor.forward(model_, predictor.feed(r, &positions[begin], count));
+      sum += sum_of_squares(f.errors).to_host().data<float>()[0];
     }
     return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;
   }
 
  private:
-  TableView users_, items_;
+  // Ratings per chunk: bounds the rows held at once.
+  static constexpr size_t kChunk = 32'768;
+  const Model& model_;
   int64_t rank_;
 };
 
@@ -518,7 +629,6 @@ class Progress {
         last_(last),
         every_(std::max<int64_t>(1, (last - first) / (tty_ ? 200 : 10))) {}
 
-  double& squared_error() { return squared_error_; }
   void count_step(size_t ratings) {
     ratings_ += static_cast<int64_t>(ratings);
     ++steps_;
@@ -527,21 +637,22 @@ class Progress {
   void exclude(double seconds) {
     start_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
-  void maybe_report(int64_t step) {
+  // Whether `step` gets a report.
+  bool due(int64_t step) const {
+    return (step % every_ == 0 && (!tty_ || seconds_since(start_) >= 0.2)) || step == last_;
+  }
+  // Reports `step`, given the squared errors of the steps since the last report.
+  void report(int64_t step, double squared_error) {
     const double dt = seconds_since(start_);
-    if ((step % every_ == 0 && (!tty_ || dt >= 0.2)) || step == last_) {
-      report_progress(tty_, step, first_, last_, steps_ / dt, 2.0 * ratings_ / dt,
-                      std::sqrt(squared_error_ / static_cast<double>(ratings_)));
-      squared_error_ = 0;
-      ratings_ = steps_ = 0;
-      start_ = Clock::now();
-    }
+    report_progress(tty_, step, first_, last_, steps_ / dt, 2.0 * ratings_ / dt,
+                    std::sqrt(squared_error / static_cast<double>(ratings_)));
+    ratings_ = steps_ = 0;
+    start_ = Clock::now();
   }
 
  private:
   bool tty_;
   int64_t first_, last_, every_;
-  double squared_error_ = 0;
   int64_t ratings_ = 0, steps_ = 0;
   Clock::time_point start_ = Clock::now();
 };
@@ -561,18 +672,19 @@ TrainResult train(const DemoOptions& o, const Dataset& data, Model& model, Sessi
                   Checkpoints& checkpoints, int64_t step, Timings& time) {
   Batches batches(data.train.size(), o.batch_size, o.seed);
   std::printf(
-      "training steps %lld..%lld, batch %lld (%lld steps per epoch), SGD learning rate %g, L2 %g; "
-      "checkpoints every %lld steps in %s\n",
+      "training steps %lld..%lld, batch %lld (%lld steps per epoch), optimizer %s, learning rate "
+      "%g, L2 %g; checkpoints every %lld steps in %s\n",
       static_cast<long long>(step), static_cast<long long>(o.steps),
       static_cast<long long>(o.batch_size), static_cast<long long>(batches.steps_per_epoch()),
-      o.learning_rate, o.l2, static_cast<long long>(o.save_every), o.checkpoint_dir.c_str());
+      o.optimizer.c_str(), o.learning_rate, o.l2, static_cast<long long>(o.save_every),
+      o.checkpoint_dir.c_str());
   TrainResult result{.first_step = step};
   Progress progress(step, o.steps);
-  SgdStep sgd(o);
+  TrainStep train_step(o, model);
   const auto start = Clock::now();
   while (step < o.steps) {
     const auto [positions, count] = batches.batch(step);
-    sgd.run(model, data.train, positions, count, progress.squared_error(), time);
+    train_step.run(model, data.train, positions, count, time);
     ++step;
     progress.count_step(count);
     result.row_updates += 2 * static_cast<int64_t>(count);
@@ -583,7 +695,7 @@ TrainResult train(const DemoOptions& o, const Dataset& data, Model& model, Sessi
       time.save += saving;
       progress.exclude(saving);
     }
-    progress.maybe_report(step);
+    if (progress.due(step)) progress.report(step, train_step.take_squared_error());
   }
   result.seconds = seconds_since(start);
   result.last_step = step;
@@ -612,9 +724,47 @@ void print_summary(const DemoOptions& o, const TrainResult& run, const Rmse& rms
 void print_times(const Timings& time, double total) {
   std::printf(
       "time: %.2f s total = data %.2f + init %.2f + restore %.2f + row gathers %.2f + gradients "
-      "%.2f + scatter_sub %.2f + global_step %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
-      total, time.data, time.init, time.restore, time.read, time.grads, time.scatter, time.step,
-      time.save, time.eval, total - time.accounted());
+      "%.2f + apply_gradients %.2f + checkpoints %.2f + RMSE %.2f + other %.2f\n",
+      total, time.data, time.init, time.restore, time.read, time.grads, time.apply, time.save,
+      time.eval, total - time.accounted());
+}
+
+// The run's summary for scripts (bench/compare_tf_demo.py): sizes,
+// throughput over the training steps without the checkpoint saves, RMSE
+// and the phases' seconds, as one JSON object in `path`.
+void write_json(const std::string& path, const DemoOptions& o, const TrainResult& run,
+                const Rmse& rmse, const Timings& time, double total) {
+  const int64_t steps = run.last_step - run.first_step;
+  const double training = std::max(run.seconds - time.save, 1e-9);
+  // nlohmann::json writes a non-finite number (a diverged run's RMSE) as
+  // null, so the file stays valid JSON.
+  const nlohmann::json summary = {
+      {"users", o.users},
+      {"items", o.items},
+      {"rank", o.rank},
+      {"batch_size", o.batch_size},
+      {"train_ratings_per_user", o.ratings_per_user - o.ratings_per_user / 10},
+      {"optimizer", o.optimizer},
+      {"learning_rate", o.learning_rate},
+      {"first_step", run.first_step},
+      {"steps", steps},
+      {"train_seconds", training},
+      {"steps_per_s", static_cast<double>(steps) / training},
+      {"rmse_before", rmse.before},
+      {"rmse_after", rmse.after},
+      {"rmse_train", rmse.train},
+      {"seconds",
+       {{"total", total},
+        {"row_gathers", time.read},
+        {"gradients", time.grads},
+        {"apply_gradients", time.apply},
+        {"checkpoints", time.save},
+        {"rmse", time.eval}}}};
+  std::ofstream f(path);
+  if (!f) throw InvalidArgumentError("--json: cannot open \"" + path + "\" for writing");
+  f << summary.dump() << '\n';
+  f.close();
+  if (!f) throw InvalidArgumentError("--json: writing \"" + path + "\" failed");
 }
 
 // ---- The program -----------------------------------------------------------
@@ -664,6 +814,7 @@ int run_demo(const DemoOptions& o, const std::vector<std::string>& devices, int6
   time.eval += seconds_since(t0);
   print_summary(o, run, rmse, model);
   print_times(time, seconds_since(t_start));
+  if (!o.json.empty()) write_json(o.json, o, run, rmse, time, seconds_since(t_start));
   return 0;
 }
 
@@ -736,9 +887,18 @@ Action add_demo_command(CLI::App& app) {
   cmd->add_option("--batch_size", o->batch_size, "ratings per SGD step")
       ->check(count_at_least(1))
       ->capture_default_str();
-  cmd->add_option("--learning_rate", o->learning_rate, "SGD learning rate")
-      ->check(non_negative_real())
+  cmd->add_option("--optimizer", o->optimizer,
+                  "sgd (the default: the lowest test RMSE in 4,000 steps here), momentum "
+                  "(0.9), adagrad, adam or rowwise-adagrad (varstate's: one accumulator per row); "
+                  "TensorFlow's defaults but the learning rate")
+      ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adam", "rowwise-adagrad"}))
       ->capture_default_str();
+  CLI::Option* learning_rate =
+      cmd->add_option("--learning_rate", o->learning_rate,
+                      "the optimizer's learning rate (default: the optimizer's own, best for "
+                      "this model: sgd 0.1, momentum 0.01, adagrad 0.5, adam 0.03, "
+                      "rowwise-adagrad 0.5)")
+          ->check(non_negative_real());
   cmd->add_option("--l2", o->l2, "L2 regularization of the rows a rating touches")
       ->check(non_negative_real())
       ->capture_default_str();
@@ -765,6 +925,9 @@ Action add_demo_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "gpu", "all"}));
   cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")
       ->check(count_at_least(1));
+  cmd->add_option("--json", o->json,
+                  "also write the run's summary (throughput without the checkpoint saves, "
+                  "RMSE, phase times) as JSON to this file");
   auto ps = std::make_shared<int>(0);
   cmd->add_option(
          "--ps", *ps,
@@ -772,8 +935,13 @@ Action add_demo_command(CLI::App& app) {
          "tasks (the first ranks), trained by the other ranks (default --shards: two per "
          "ps task)")
       ->check(count_at_least(1));
-  return [o, ps] {
+  return [o, ps, learning_rate] {
+    if (learning_rate->count() == 0) o->learning_rate = default_learning_rate(o->optimizer);
     if (*ps > 0) {
+      if (o->optimizer != "sgd") {
+        throw InvalidArgumentError("--optimizer " + o->optimizer +
+                                   ": the multi-process demo (--ps) trains with sgd only");
+      }
       check_sizes(*o);
       ensure_writable_dir("--checkpoint_dir", o->checkpoint_dir);
       return demo_ps(ps_options(*o, *ps));

@@ -30,9 +30,7 @@ Dataset make_dataset(const DatasetOptions& o) {
   double sum2 = 0;
   const size_t n = static_cast<size_t>(o.users * o.ratings_per_user);
   for (Ratings* r : {&d.train, &d.test}) {
-    r->user.reserve(n / 9);
-    r->item.reserve(n / 9);
-    r->value.reserve(n / 9);
+    r->rows.reserve(n / 9);
   }
   for (int64_t user = 0; user < o.users; ++user) {
     for (int64_t k = 0; k < o.ratings_per_user; ++k) {
@@ -41,9 +39,8 @@ Dataset make_dataset(const DatasetOptions& o) {
       for (int64_t j = 0; j < o.rank; ++j) dot += u[user * o.rank + j] * v[item * o.rank + j];
       sum2 += dot * dot;
       Ratings& r = (k % 10 == 9) ? d.test : d.train;
-      r.user.push_back(static_cast<int32_t>(user));
-      r.item.push_back(static_cast<int32_t>(item));
-      r.value.push_back(static_cast<float>(dot + o.noise * rng.normal()));
+      r.rows.push_back({static_cast<int32_t>(user), static_cast<int32_t>(item),
+                        static_cast<float>(dot + o.noise * rng.normal())});
     }
   }
   d.signal_stddev = std::sqrt(sum2 / static_cast<double>(n));

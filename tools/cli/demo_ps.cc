@@ -95,8 +95,8 @@ class WorkerStep {
     users_.resize(count);
     items_.resize(count);
     for (size_t k = 0; k < count; ++k) {
-      users_[k] = train.user[positions[k]];
-      items_[k] = train.item[positions[k]];
+      users_[k] = train.rows[positions[k]].user;
+      items_[k] = train.rows[positions[k]].item;
     }
     if (count == 0) return;
     user_rows_ = gather(m.users, Tensor::from_vector(users_), {.device = "/cpu:0"});
@@ -113,7 +113,7 @@ class WorkerStep {
       const float* v = item_rows_.data<float>() + k * rank_;
       float dot = 0;
       for (size_t j = 0; j < rank_; ++j) dot += u[j] * v[j];
-      const float err = dot - train.value[positions_[k]];
+      const float err = dot - train.rows[positions_[k]].value;
       squared_error += static_cast<double>(err) * err;
       for (size_t j = 0; j < rank_; ++j) {
         ug[k * rank_ + j] = lr_ * (err * v[j] + l2_ * u[j]);
@@ -139,11 +139,11 @@ double rmse(const PsModel& m, const Ratings& r, int64_t rank) {
   const Tensor users = m.users.as_tensor().to_host(), items = m.items.as_tensor().to_host();
   double sum = 0;
   for (size_t k = 0; k < r.size(); ++k) {
-    const float* a = users.data<float>() + r.user[k] * rank;
-    const float* b = items.data<float>() + r.item[k] * rank;
+    const float* a = users.data<float>() + r.rows[k].user * rank;
+    const float* b = items.data<float>() + r.rows[k].item * rank;
     float dot = 0;
     for (int64_t j = 0; j < rank; ++j) dot += a[j] * b[j];
-    const double e = dot - r.value[k];
+    const double e = dot - r.rows[k].value;
     sum += e * e;
   }
   return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;

@@ -1,0 +1,124 @@
+// When and how the CPU kernels split their work over the process's thread
+// pool (kernels/cpu/eigen_internal.h): per-op work thresholds, and a cheap
+// hand-off of a few shards to the pool. No Eigen here, so that tests and
+// benchmarks can set the thresholds.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace varstate::kernels::cpu {
+
+// Per-op work (bytes read + written, or elements produced) from which a
+// kernel splits its work over the pool; below it runs on the calling
+// thread. Measured with bench/threading_bench.cc (each op at doubling sizes,
+// serial and pool interleaved, medians of 15) on the 2-vCPU development VM
+// while other builds kept its load average at 4-8: there the pool never
+// beat one thread by more than noise, so each threshold is the smallest size
+// from which the pool came within about 5 % of one thread in the
+// least-loaded run (load 3.9; bench/results/threading-crossover-*.json),
+// taken to a power of two; below it a split only loses. worth_splitting
+// then raises them further while splits do not pay.
+//   scatter (every op)   only ~100 MB once -> 1 GiB (default vs one thread,
+//                        bench/compare_threads.py: 0.63-0.84 at 200-800 MB)
+//   gather               ~4 MB copied      -> 8 MiB
+//   dense update         ~6 MB touched     -> 8 MiB
+//   random fills         ~512 Ki floats    -> 512 Ki (uniform-float units)
+//   elementwise          ~0.8-3 MB touched -> 4 MiB
+struct ParallelThresholds {
+  int64_t scatter_bytes = int64_t{1} << 30;
+  int64_t gather_bytes = int64_t{8} << 20;
+  int64_t dense_update_bytes = int64_t{8} << 20;
+  int64_t random_elements = int64_t{512} << 10;
+  int64_t elementwise_bytes = int64_t{4} << 20;
+};
+
+// The thresholds in use. Tests and benchmarks may change them (to force
+// either path) while no kernel runs; kernels only read them.
+ParallelThresholds& parallel_thresholds();
+
+// Threads of the pool (VARSTATE_CPU_THREADS, else the hardware's).
+int pool_threads();
+
+// True when `work` (in the threshold's unit) is worth splitting over the
+// pool: the pool has more than one thread, and `work` is at least
+// `threshold` times 2^k. k counts (up to kMaxLateDoublings) recent splits
+// that did not pay: no pool thread started before the calling thread had
+// done its own share, or the caller then waited for the pool more than half
+// as long as it had worked. On a loaded machine the thresholds so rise
+// until (nearly) nothing is split, and fall back one step with each split
+// that pays.
+bool worth_splitting(int64_t work, int64_t threshold);
+inline constexpr int kMaxLateDoublings = 10;
+bool worth_splitting(int64_t work, int64_t threshold);
+
+// Runs fn(context, s) for every shard s in [0, shards), each exactly once,
+// on the calling thread and up to shards - 1 pool threads, and returns when
+// all have finished. Shards are claimed one at a time, so a pool thread
+// that starts late (a loaded machine) leaves its shard to the calling
+// thread instead of making it wait. fn must not throw.
+void run_shards(int64_t shards, void (*fn)(void* context, int64_t shard), void* context);
+
+template <typename Fn>
+void run_shards(int64_t shards, Fn& fn) {
+  run_shards(
+      shards, [](void* c, int64_t s) { (*static_cast<Fn*>(c))(s); }, &fn);
+}
+
+// Shards [1, shards) offered to the pool while the calling thread works on
+// shard 0; the caller then closes the offer and takes back every shard no
+// pool thread has claimed yet. On a loaded machine, where a pool thread
+// starts late, the caller so ends up doing the whole job its own (serial)
+// way instead of waiting. Each claimed shard s runs fn(context, s) on a
+// pool thread; fn must not throw.
+class ShardOffer {
+ public:
+  ShardOffer(int64_t shards, void (*fn)(void* context, int64_t shard), void* context);
+  template <typename Fn>
+  ShardOffer(int64_t shards, Fn& fn)
+      : ShardOffer(
+            shards, [](void* c, int64_t s) { (*static_cast<Fn*>(c))(s); }, &fn) {}
+  // Waits for the claimed shards (close() first if the caller did not).
+  ~ShardOffer();
+  ShardOffer(const ShardOffer&) = delete;
+  ShardOffer& operator=(const ShardOffer&) = delete;
+
+  // Ends the offer: shards [1, k) were claimed by pool threads, [k, shards)
+  // are now the caller's. Returns k. Call once.
+  int64_t close();
+  // Returns once every claimed shard has finished.
+  void wait();
+
+  struct State;  // shared with run_shards (parallel.cc)
+
+ private:
+  std::shared_ptr<State> state_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t claimed_end_ = -1;
+  bool waited_ = false;
+};
+
+// Runs body(first, last) over [0, n) in ranges that start at multiples of
+// `align`: on the calling thread alone unless worth_splitting(work,
+// threshold), else in a few ranges per pool thread through run_shards (more
+// ranges than threads, so that a thread that starts late takes fewer).
+template <typename Body>
+void for_ranges(int64_t n, int64_t align, int64_t work, int64_t threshold, const Body& body) {
+  constexpr int64_t kRangesPerThread = 4;
+  const int64_t blocks = (n + align - 1) / align;
+  if (blocks <= 1 || !worth_splitting(work, threshold)) {
+    body(int64_t{0}, n);
+    return;
+  }
+  const int64_t ranges = std::min<int64_t>(blocks, kRangesPerThread * pool_threads());
+  auto run = [&](int64_t r) {
+    const int64_t first = blocks * r / ranges * align;
+    const int64_t last = std::min(n, blocks * (r + 1) / ranges * align);
+    if (first < last) body(first, last);
+  };
+  run_shards(ranges, run);
+}
+
+}  // namespace varstate::kernels::cpu

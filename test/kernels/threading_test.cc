@@ -1,0 +1,163 @@
+// The CPU kernels' split over the thread pool (kernels/cpu/parallel.h): the
+// shard hand-off runs every shard once, and each kernel gives the same
+// bytes on the calling thread alone and split over the pool.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/common.h"
+#include "kernels/cpu/dense_update.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gather.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/random.h"
+#include "test_util.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+namespace cpu = varstate::kernels::cpu;
+using kernels::BinaryGeometry;
+using kernels::BinaryOp;
+using kernels::DenseUpdateOp;
+
+namespace {
+
+// Runs fn with every threshold out of reach (serial), then with every
+// threshold 0 (the pool), and returns both outputs.
+template <typename Fn>
+std::pair<std::vector<char>, std::vector<char>> both_paths(const Fn& fn) {
+  const cpu::ParallelThresholds saved = cpu::parallel_thresholds();
+  auto set_all = [](int64_t t) {
+    cpu::ParallelThresholds& p = cpu::parallel_thresholds();
+    p.scatter_bytes = p.gather_bytes = p.dense_update_bytes = p.random_elements =
+        p.elementwise_bytes = t;
+  };
+  set_all(std::numeric_limits<int64_t>::max());
+  std::vector<char> serial = fn();
+  set_all(0);
+  std::vector<char> pool = fn();
+  cpu::parallel_thresholds() = saved;
+  return {serial, pool};
+}
+
+template <typename T>
+std::vector<char> bytes_of(const std::vector<T>& v) {
+  std::vector<char> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("run_shards runs every shard exactly once", "[threads]") {
+  for (int64_t shards : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{7}, int64_t{64}}) {
+    CAPTURE(shards);
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(shards));
+    auto fn = [&](int64_t s) { runs[s].fetch_add(1); };
+    cpu::run_shards(shards, fn);
+    for (auto& r : runs) CHECK(r.load() == 1);
+  }
+}
+
+TEST_CASE("a ShardOffer's shards are run by the pool or taken back, never both", "[threads]") {
+  for (int round = 0; round < 200; ++round) {
+    const int64_t shards = 2 + round % 5;
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(shards));
+    auto fn = [&](int64_t s) { runs[s].fetch_add(1); };
+    int64_t taken_from = 0;
+    {
+      cpu::ShardOffer offer(shards, fn);
+      taken_from = offer.close();
+      for (int64_t s = taken_from; s < shards; ++s) runs[s].fetch_add(1);  // the caller's
+      offer.wait();
+      CAPTURE(round, shards, taken_from);
+      REQUIRE(taken_from >= 1);
+      REQUIRE(taken_from <= shards);
+      CHECK(runs[0].load() == 0);
+      for (int64_t s = 1; s < shards; ++s) CHECK(runs[s].load() == 1);
+    }
+  }
+}
+
+TEST_CASE("worth_splitting needs the threshold and a pool of several threads", "[threads]") {
+  CHECK_FALSE(cpu::worth_splitting(0, 1));
+  CHECK_FALSE(cpu::worth_splitting(1000, std::numeric_limits<int64_t>::max()));
+  CHECK(cpu::worth_splitting(1000, 0) == (cpu::pool_threads() > 1));
+}
+
+TEST_CASE("CPU kernels give the same bytes on one thread and split over the pool", "[threads]") {
+  // Sizes around and above the default thresholds, odd counts.
+  for (int64_t n : {int64_t{1}, int64_t{1001}, int64_t{300007}, int64_t{1} << 20}) {
+    CAPTURE(n);
+    const std::vector<float> a = random_floats(n, kSeed), b = random_floats(n, kSeed + 1);
+    SECTION("dense assign_add and assign of a scalar") {
+      auto [serial, pool] = both_paths([&] {
+        std::vector<float> t = a;
+        cpu::dense_update<float>(DenseUpdateOp::kAdd, t.data(), b.data(), n, false);
+        const float s = 0.5f;
+        std::vector<float> u = a;
+        cpu::dense_update<float>(DenseUpdateOp::kSub, u.data(), &s, n, true);
+        t.insert(t.end(), u.begin(), u.end());
+        return bytes_of(t);
+      });
+      CHECK(serial == pool);
+    }
+    SECTION("elementwise add and unary negation") {
+      auto [serial, pool] = both_paths([&] {
+        std::vector<float> out(2 * n);
+        BinaryGeometry g;
+        g.n = n;
+        cpu::arithmetic<float>(BinaryOp::kAdd, a.data(), b.data(), out.data(), g);
+        cpu::unary<float>(kernels::UnaryOp::kNegative, a.data(), out.data() + n, n);
+        return bytes_of(out);
+      });
+      CHECK(serial == pool);
+    }
+    SECTION("random uniform, normal, truncated normal (offset start)") {
+      auto [serial, pool] = both_paths([&] {
+        std::vector<float> out(3 * n);
+        cpu::random_uniform<float>(out.data(), n, 3, 11, 12, -1.0f, 1.0f);
+        cpu::random_normal<float>(out.data() + n, n, 5, 11, 12, 0.0f, 1.0f);
+        cpu::truncated_normal<float>(out.data() + 2 * n, n, 0, 11, 12, 0.0f, 1.0f);
+        return bytes_of(out);
+      });
+      CHECK(serial == pool);
+    }
+    SECTION("gather rows, whole table and parts") {
+      const int64_t rows = 4099, width = 16;
+      const std::vector<float> table = random_floats(rows * width, kSeed + 2);
+      std::mt19937_64 gen(kSeed);
+      std::vector<int64_t> idx(n);
+      for (auto& i : idx) i = static_cast<int64_t>(gen() % rows);
+      const std::vector<int64_t> begin = {0, 1000, 1001, rows};
+      const std::vector<const void*> parts = {table.data(), table.data() + 1000 * width,
+                                              table.data() + 1001 * width};
+      auto [serial, pool] = both_paths([&] {
+        std::vector<float> out(2 * n * width);
+        cpu::gather_rows<int64_t>(table.data(), width * 4, idx.data(), n, out.data());
+        cpu::gather_rows_parts<int64_t>(parts.data(), begin.data(), 3, width * 4, idx.data(), n,
+                                        out.data() + n * width);
+        return bytes_of(out);
+      });
+      CHECK(serial == pool);
+      std::vector<float> want(n * width);
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(&want[i * width], &table[idx[i] * width], width * 4);
+      }
+      CHECK(std::memcmp(serial.data(), want.data(), want.size() * 4) == 0);
+    }
+  }
+}
