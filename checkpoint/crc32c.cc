@@ -168,7 +168,36 @@ UpdateFn update_fn() {
   return fn;
 }
 
+// Polynomials modulo kPolynomial in the reflected bit order of the CRC
+// register: bit 31 is the coefficient of x^0, bit 0 that of x^31.
+constexpr uint32_t kOne = 0x80000000u;
+
+// a * b mod P.
+uint32_t multiply_mod(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = kOne; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPolynomial : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(8 * n) mod P, by squaring.
+uint32_t x_to_8n(uint64_t n) {
+  uint32_t result = kOne;
+  uint32_t power = kOne >> 8;  // x^8
+  for (; n != 0; n >>= 1) {
+    if (n & 1) result = multiply_mod(result, power);
+    power = multiply_mod(power, power);
+  }
+  return result;
+}
+
 }  // namespace
+
+uint32_t combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return multiply_mod(crc_a, x_to_8n(len_b)) ^ crc_b;
+}
 
 uint32_t extend(uint32_t crc, const void* data, size_t n) {
   return ~update_fn()(~crc, static_cast<const uint8_t*>(data), n);

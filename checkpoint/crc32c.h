@@ -28,6 +28,13 @@ uint32_t extend(uint32_t crc, const void* data, size_t n);
 // CRC-32C of data[0, n).
 inline uint32_t value(const void* data, size_t n) { return extend(0, data, n); }
 
+// The CRC-32C of a || b from crc_a = value(a), crc_b = value(b) and the
+// length of b, without the bytes: CRC-32C is affine over GF(2), so
+// value(a || b) == crc_a * x^(8 * len_b) mod P  xor  crc_b. Lets readers of
+// disjoint ranges of one stored tensor verify its single stored checksum
+// together (each range read once). O(log len_b) polynomial products.
+uint32_t combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // The table-driven implementation, used where the CPU lacks SSE4.2.
 uint32_t extend_portable(uint32_t crc, const void* data, size_t n);
 

@@ -174,6 +174,21 @@ class BundleReader : public CheckpointReader {
   bool read_slice_range_into(const TensorInfo& info, int slice_index, uint64_t begin,
                              std::span<std::byte> dst) const;
 
+  // Reading one stored slice in ranges, each range by whoever needs it (the
+  // tasks of a distributed restore): the crc32c of the slice's bytes [begin,
+  // end), read into `dst` (null: only checksummed, through an 8 MiB buffer;
+  // else it holds end - begin bytes, byte-swapped after checksumming when
+  // the bundle's endianness differs). Nothing is verified here: the caller
+  // joins the ranges' checksums with crc32c::combine and compares the whole
+  // with stored_slice_crc32c. Throws NotFoundError for a missing data file,
+  // DataLossError for a truncated one, InvalidArgumentError for a range
+  // outside the slice; UnimplementedError for strings.
+  uint32_t read_slice_range_crc(const TensorInfo& info, int slice_index, uint64_t begin,
+                                uint64_t end, std::byte* dst) const;
+  // The crc32c stored for slice `slice_index` of `info` (unmasked), and in
+  // `where` how errors name it: `reading "emb (slice 0,5:0,3)" from "P.data-00001-of-00002"`.
+  uint32_t stored_slice_crc32c(const TensorInfo& info, int slice_index, std::string* where) const;
+
  protected:
   TensorData read_stored(const TensorInfo& info, int slice_index) const override;
   void check_stored(const TensorInfo& info, int slice_index) const override;

@@ -245,18 +245,60 @@ bool BundleReader::read_into(std::string_view name, std::span<std::byte> dst) co
 
 bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index, uint64_t begin,
                                          std::span<std::byte> dst) const {
+  std::string where;
+  const uint32_t stored_crc = stored_slice_crc32c(info, slice_index, &where);
+  std::string key;
+  const uint64_t size = static_cast<uint64_t>(slice_entry(info, slice_index, &key).size);
+  if (begin > size || dst.size() > size - begin) {
+    throw InvalidArgumentError(where + ": bytes [" + std::to_string(begin) + ", " +
+                               std::to_string(begin + dst.size()) + ") are not in the stored " +
+                               std::to_string(size));
+  }
+  const uint64_t end = begin + dst.size();
+  uint32_t crc = read_slice_range_crc(info, slice_index, 0, begin, nullptr);
+  crc = crc32c::combine(crc, read_slice_range_crc(info, slice_index, begin, end, dst.data()),
+                        dst.size());
+  crc =
+      crc32c::combine(crc, read_slice_range_crc(info, slice_index, end, size, nullptr), size - end);
+  if (crc != stored_crc) {
+    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
+                        hex32(crc) + ")");
+  }
+  return true;
+}
+
+uint32_t BundleReader::stored_slice_crc32c(const TensorInfo& info, int slice_index,
+                                           std::string* where) const {
   std::string key;
   const StoredEntry& e = slice_entry(info, slice_index, &key);
-  if (e.dtype == static_cast<int>(DType::kString)) return false;
+  if (e.dtype == static_cast<int>(DType::kString)) {
+    throw UnimplementedError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
+                             ": string slices are not read in ranges");
+  }
+  *where = "reading " +
+           quoted(info.name + " (slice " +
+                  info.slices[static_cast<size_t>(slice_index)].to_string() + ")") +
+           " from " + quoted(bundle_data_filename(path(), e.shard_id, num_shards_));
+  return crc32c::unmask(e.masked_crc32c);
+}
+
+uint32_t BundleReader::read_slice_range_crc(const TensorInfo& info, int slice_index, uint64_t begin,
+                                            uint64_t end, std::byte* dst) const {
+  std::string key;
+  const StoredEntry& e = slice_entry(info, slice_index, &key);
+  if (e.dtype == static_cast<int>(DType::kString)) {
+    throw UnimplementedError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
+                             ": string slices are not read in ranges");
+  }
   std::string where;
   const RandomAccessFile& file = check_entry(
       key, e,
       info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")",
       &where);
   const uint64_t size = static_cast<uint64_t>(e.size);
-  if (begin > size || dst.size() > size - begin) {
+  if (begin > end || end > size) {
     throw InvalidArgumentError(where + ": bytes [" + std::to_string(begin) + ", " +
-                               std::to_string(begin + dst.size()) + ") are not in the stored " +
+                               std::to_string(end) + ") are not in the stored " +
                                std::to_string(size));
   }
   uint32_t crc = 0;
@@ -273,22 +315,23 @@ bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index
     }
     crc = crc32c::extend(crc, into, n);
   };
-  std::vector<std::byte> scratch(static_cast<size_t>(std::min<uint64_t>(size, 8 << 20)));
-  auto skip = [&](uint64_t from, uint64_t to) {
-    for (uint64_t at = from; at < to; at += scratch.size()) {
-      read(at, static_cast<size_t>(std::min<uint64_t>(scratch.size(), to - at)), scratch.data());
+  if (dst != nullptr) {
+    // In 1 MiB reads, each checksummed while it is still in the cache.
+    constexpr uint64_t kStep = uint64_t{1} << 20;
+    for (uint64_t at = begin; at < end; at += kStep) {
+      read(at, static_cast<size_t>(std::min(kStep, end - at)), dst + (at - begin));
     }
-  };
-  skip(0, begin);
-  if (!dst.empty()) read(begin, dst.size(), dst.data());
-  skip(begin + dst.size(), size);
-  const uint32_t stored_crc = crc32c::unmask(e.masked_crc32c);
-  if (crc != stored_crc) {
-    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
-                        hex32(crc) + ")");
+    if (byte_swap_) {
+      byte_swap(static_cast<DType>(e.dtype),
+                std::span<std::byte>(dst, static_cast<size_t>(end - begin)));
+    }
+    return crc;
   }
-  if (byte_swap_) byte_swap(static_cast<DType>(e.dtype), dst);
-  return true;
+  std::vector<std::byte> scratch(static_cast<size_t>(std::min<uint64_t>(end - begin, 8 << 20)));
+  for (uint64_t at = begin; at < end; at += scratch.size()) {
+    read(at, static_cast<size_t>(std::min<uint64_t>(scratch.size(), end - at)), scratch.data());
+  }
+  return crc;
 }
 
 TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e,

@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -36,6 +37,8 @@ struct Cluster::Impl {
   std::map<std::string, std::vector<int>> tasks_of_job;  // job -> task index by position
   std::vector<std::pair<std::string, int>> task_of_rank;
   ClusterSpec spec;
+  MPI_Comm job_comm = MPI_COMM_NULL;  // this task's job (barrier(job))
+  std::unique_ptr<internal::LockWatchdog> watchdog;
 
   [[noreturn]] void fail(int rc, const std::string& what) const {
     throw AbortedError(what + " on " +
@@ -49,11 +52,11 @@ struct Cluster::Impl {
 
   // A nonblocking barrier polled with short sleeps, so that oversubscribed
   // ranks do not spin against each other.
-  void polled_barrier(const char* what) {
+  void polled_barrier(const char* what, MPI_Comm comm) {
     MPI_Request request = MPI_REQUEST_NULL;
     {
       std::lock_guard lock(shared->mu);
-      check(MPI_Ibarrier(shared->comm, &request), what);
+      check(MPI_Ibarrier(comm, &request), what);
     }
     wait(request, what);
   }
@@ -62,6 +65,7 @@ struct Cluster::Impl {
   // has exited, so a dead peer is an error rather than a hang.
   void wait(MPI_Request& request, const char* what) {
     constexpr int kLivenessPolls = 500;
+    constexpr int kYieldPolls = 200;
     for (int polls = 1;; ++polls) {
       int done = 0;
       {
@@ -70,7 +74,14 @@ struct Cluster::Impl {
       }
       if (done) return;
       if (polls % kLivenessPolls == 0) alive_or_throw(what);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      // Yield first (a peer about to arrive is not kept waiting by a
+      // sleeping poller; the CPU still goes to whoever is runnable), then
+      // sleep between polls.
+      if (polls <= kYieldPolls) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     }
   }
   // UnavailableError naming `what` and the dead task, if one is.
@@ -175,6 +186,7 @@ void Cluster::Impl::exchange_pids() {
                       shared->comm),
         "MPI_Allgather of host names");
   const int pid = static_cast<int>(::getpid());
+  shared->my_rank = rank;
   shared->local_pids.assign(static_cast<size_t>(size), 0);
   check(MPI_Allgather(&pid, 1, MPI_INT, shared->local_pids.data(), 1, MPI_INT, shared->comm),
         "MPI_Allgather of process ids");
@@ -243,11 +255,16 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
   m.init_mpi();
   // Jobs in rank order: ps, worker, then the others by name.
   m.assign_ranks(m.tasks_by_job(options));
+  const int color =
+      static_cast<int>(std::find(m.jobs.begin(), m.jobs.end(), m.job) - m.jobs.begin());
+  m.check(MPI_Comm_split(m.shared->comm, color, m.rank, &m.job_comm), "MPI_Comm_split");
   Cluster* expected = nullptr;
   if (!g_current.compare_exchange_strong(expected, this)) {
+    MPI_Comm_free(&m.job_comm);
     MPI_Comm_free(&m.shared->comm);
     throw AlreadyExistsError("Cluster: another Cluster is active in this process");
   }
+  m.watchdog = std::make_unique<internal::LockWatchdog>(*m.shared);
   Impl* impl = impl_.get();
   internal::set_remote_storage_factory(
       [impl](const std::string& op_name, const std::string& placement, DType dtype,
@@ -311,12 +328,22 @@ std::string Cluster::task_name_of_rank(int rank) const {
 
 void Cluster::barrier() {
   if (impl_->shut_down) throw UnavailableError("Cluster::barrier: the Cluster has shut down");
-  impl_->polled_barrier("MPI_Ibarrier");
+  impl_->polled_barrier("MPI_Ibarrier", impl_->shared->comm);
+}
+
+void Cluster::barrier(const std::string& job) {
+  Impl& m = *impl_;
+  if (m.shut_down) throw UnavailableError("Cluster::barrier: the Cluster has shut down");
+  if (job != m.job) {
+    throw InvalidArgumentError("Cluster::barrier(" + quoted(job) + ") on " + task_name() +
+                               ": a task joins the barrier of its own job only");
+  }
+  m.polled_barrier("MPI_Ibarrier (job)", m.job_comm);
 }
 
 void Cluster::join() {
   if (impl_->joined || impl_->shut_down) return;
-  impl_->polled_barrier("MPI_Ibarrier (join)");
+  impl_->polled_barrier("MPI_Ibarrier (join)", impl_->shared->comm);
   impl_->joined = true;
 }
 
@@ -331,6 +358,7 @@ void Cluster::shutdown() {
     }
   }
   m.shut_down = true;
+  m.watchdog.reset();
   internal::set_remote_storage_factory(nullptr);
   Cluster* self = this;
   g_current.compare_exchange_strong(self, nullptr);
@@ -341,6 +369,7 @@ void Cluster::shutdown() {
   if (m.shared->dead_rank.load() >= 0) return;
   for (MPI_Win& win : m.shared->windows) MPI_Win_free(&win);
   m.shared->windows.clear();
+  MPI_Comm_free(&m.job_comm);
   MPI_Comm_free(&m.shared->comm);
   if (m.owns_mpi) MPI_Finalize();
 }
@@ -379,6 +408,28 @@ std::vector<int> ClusterAccess::allgather(Cluster& cluster, int value) {
             "MPI_Iallgather");
   }
   m.wait(request, "MPI_Iallgather");
+  return out;
+}
+
+std::vector<std::string> ClusterAccess::allgather_bytes(Cluster& cluster,
+                                                        const std::string& value) {
+  Cluster::Impl& m = *cluster.impl_;
+  const std::vector<int> sizes = allgather(cluster, static_cast<int>(value.size()));
+  std::vector<int> offsets(sizes.size(), 0);
+  for (size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  std::string all(static_cast<size_t>(offsets.back() + sizes.back()), '\0');
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(m.shared->mu);
+    m.check(MPI_Iallgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(),
+                            sizes.data(), offsets.data(), MPI_CHAR, m.shared->comm, &request),
+            "MPI_Iallgatherv");
+  }
+  m.wait(request, "MPI_Iallgatherv");
+  std::vector<std::string> out;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    out.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(sizes[r])));
+  }
   return out;
 }
 

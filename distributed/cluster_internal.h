@@ -16,6 +16,8 @@ struct ClusterAccess {
   static std::string broadcast(Cluster& cluster, const std::string& value, int root);
   // Every rank's `value`, by rank.
   static std::vector<int> allgather(Cluster& cluster, int value);
+  // Every rank's `value`, by rank: one MPI_Iallgatherv.
+  static std::vector<std::string> allgather_bytes(Cluster& cluster, const std::string& value);
   // The rank holding `v`, or -1 when `v` lives in this process.
   static int owner_rank(const Variable& v);
   // This process's remote-variable traffic so far (tests, benchmarks).

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
@@ -64,6 +65,26 @@ std::vector<std::string> decode_paths(const std::string& encoded) {
   return out;
 }
 
+// A task's vote in a restore: "1" and its range checksums (little-endian),
+// or "0" when its read failed.
+std::string encode_vote(bool ok, const std::vector<uint32_t>& checksums) {
+  std::string out(ok ? "1" : "0");
+  for (uint32_t c : checksums) {
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((c >> (8 * b)) & 0xff));
+  }
+  return out;
+}
+
+std::vector<uint32_t> decode_checksums(const std::string& vote) {
+  std::vector<uint32_t> out;
+  for (size_t i = 1; i + 4 <= vote.size(); i += 4) {
+    uint32_t c = 0;
+    for (int b = 0; b < 4; ++b) c |= uint32_t{static_cast<unsigned char>(vote[i + b])} << (8 * b);
+    out.push_back(c);
+  }
+  return out;
+}
+
 // The shards of one save: one per task that writes, in rank order.
 struct ShardPlan {
   std::vector<std::string> prefixes;
@@ -78,7 +99,6 @@ struct DistributedSaver::Impl {
   FileSystem* fs = nullptr;
   std::vector<Saver::Item> items;           // every variable's key and slice
   std::vector<Saver::Item> writes;          // what this task writes
-  std::vector<Saver::Item> restores;        // what this task restores
   internal::CheckpointRetention retention;  // recorded checkpoints (rank 0)
   Graph* graph = nullptr;
   SaverDef saver_def;
@@ -138,7 +158,6 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   for (const Saver::Item& item : m.items) {
     const int owner = ClusterAccess::owner_rank(item.variable);
     if (owner == cluster.rank() || (owner < 0 && cluster.rank() == 0)) m.writes.push_back(item);
-    if (owner == cluster.rank() || owner < 0) m.restores.push_back(item);
   }
   m.retention.set_policy(options.max_to_keep, std::numeric_limits<double>::infinity(), 0);
   m.options = std::move(options);
@@ -408,28 +427,59 @@ void DistributedSaver::restore(const std::string& save_path) {
   // What other tasks wrote to these variables before restoring (the chief's
   // initializer, say) must not land after this task's restored values.
   cluster.barrier();
-  // 1. Every task reads and checks its share; all agree before any
-  // variable changes.
-  std::vector<Tensor> values;
+  // 1. Every task reads its share, checksumming its ranges of the pieces
+  // shared with other tasks; one exchange of the checksums lets every task
+  // verify every such piece, and all agree before any variable changes.
+  std::vector<internal::ShareItem> all;
+  for (const Saver::Item& item : m.items) {
+    const int owner = ClusterAccess::owner_rank(item.variable);
+    std::vector<int> ranks;
+    if (owner >= 0) ranks.push_back(owner);
+    for (int r = 0; owner < 0 && r < cluster.size(); ++r) ranks.push_back(r);
+    all.push_back({item, std::move(ranks)});
+  }
+  // The cores are shared by the tasks that read (those holding variables).
+  std::vector<bool> reads(static_cast<size_t>(cluster.size()), false);
+  for (const internal::ShareItem& s : all) {
+    for (int r : s.ranks) reads[static_cast<size_t>(r)] = true;
+  }
+  const int readers =
+      std::max<int>(1, static_cast<int>(std::count(reads.begin(), reads.end(), true)));
+  const int threads =
+      std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()) / readers, 1, 4);
+  internal::RestoreShare share(std::move(all), cluster.rank(), save_path, m.fs, threads);
+  std::vector<uint32_t> checksums;
   std::string failure;
   try {
-    values = internal::read_restore_share(m.restores, save_path, m.fs);
+    checksums = share.read();
   } catch (const std::exception& e) {
     failure = e.what()[0] != '\0' ? e.what() : "unknown error";
   }
-  const std::vector<int> verified = ClusterAccess::allgather(cluster, failure.empty() ? 1 : 0);
+  const std::vector<std::string> votes =
+      ClusterAccess::allgather_bytes(cluster, encode_vote(failure.empty(), checksums));
+  std::vector<int> verified;
+  for (const std::string& v : votes) verified.push_back(!v.empty() && v[0] == '1' ? 1 : 0);
+  const std::string no_change = ", no variable changed: ";
   if (!all_ok(verified)) {
     const int first =
         static_cast<int>(std::find(verified.begin(), verified.end(), 0) - verified.begin());
     const std::string reason =
         ClusterAccess::broadcast(cluster, cluster.rank() == first ? failure : "", first);
     throw AbortedError("distributed restore from " + quoted(save_path) + " failed on " +
-                       failed_tasks(cluster, verified) + ", no variable changed: " + reason);
+                       failed_tasks(cluster, verified) + no_change + reason);
+  }
+  std::vector<std::vector<uint32_t>> by_rank;
+  for (const std::string& v : votes) by_rank.push_back(decode_checksums(v));
+  if (const auto bad = share.verify(by_rank)) {
+    std::vector<int> ok(verified.size(), 1);
+    for (int r : bad->ranks) ok[static_cast<size_t>(r)] = 0;
+    throw AbortedError("distributed restore from " + quoted(save_path) + " failed on " +
+                       failed_tasks(cluster, ok) + no_change + bad->message);
   }
   // 2. Every task assigns its variables.
   std::exception_ptr error;
   try {
-    internal::assign_restore_share(m.restores, values);
+    share.assign();
   } catch (...) {
     error = std::current_exception();
   }

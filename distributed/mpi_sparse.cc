@@ -30,17 +30,23 @@ struct Distinct {
 // `positions`: also `local` and `first` (always computed with duplicates).
 Distinct distinct_rows(const std::vector<int64_t>& rows, bool positions) {
   Distinct d;
-  d.unique = rows;
-  std::sort(d.unique.begin(), d.unique.end());
-  d.unique.erase(std::unique(d.unique.begin(), d.unique.end()), d.unique.end());
-  if (!positions && d.unique.size() == rows.size()) return d;
+  // One sort of (row, position) pairs gives the distinct rows, each
+  // position's row and each row's first position in one pass.
+  std::vector<std::pair<int64_t, int64_t>> order(rows.size());
+  for (size_t p = 0; p < rows.size(); ++p) order[p] = {rows[p], static_cast<int64_t>(p)};
+  std::sort(order.begin(), order.end());
+  d.unique.reserve(rows.size());
   d.local.resize(rows.size());
-  d.first.assign(d.unique.size(), -1);
-  for (size_t p = 0; p < rows.size(); ++p) {
-    const auto j = std::lower_bound(d.unique.begin(), d.unique.end(), rows[p]) - d.unique.begin();
-    d.local[p] = j;
-    if (d.first[static_cast<size_t>(j)] < 0)
-      d.first[static_cast<size_t>(j)] = static_cast<int64_t>(p);
+  for (const auto& [row, p] : order) {
+    if (d.unique.empty() || d.unique.back() != row) {
+      d.unique.push_back(row);
+      d.first.push_back(p);
+    }
+    d.local[static_cast<size_t>(p)] = static_cast<int64_t>(d.unique.size()) - 1;
+  }
+  if (!positions && d.unique.size() == rows.size()) {
+    d.local.clear();
+    d.first.clear();
   }
   return d;
 }

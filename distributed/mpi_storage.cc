@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "runtime/gather_internal.h"
 #include "varstate/dense_update.h"
@@ -387,8 +389,34 @@ MPI_Aint aligned(MPI_Aint bytes) {
   return (bytes + kVariableAlign - 1) / kVariableAlign * kVariableAlign;
 }
 
+// A barrier of every task polled with sleeps, checking every ~0.1 s that
+// no task of this host has exited (UnavailableError naming it), so that a
+// window is never created with a dead task: MPI_Win_allocate itself
+// cannot be abandoned. The caller holds context.mu.
+void live_barrier(MpiContext& context, const std::string& what, const MpiCheck& check) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(context.comm, &request), "MPI_Ibarrier before " + what);
+  for (int polls = 1;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test before " + what);
+    if (done) return;
+    if (polls % 500 == 0) {
+      try {
+        check_peers_alive(context);
+      } catch (const UnavailableError& e) {
+        throw UnavailableError(what + ": " + e.what());
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 // Allocates one window for `storages` (collective): each rank's segment
 // holds the variables it owns, 64-byte aligned and zeroed; then binds them.
+// Every task is checked alive first (live_barrier): a task that died
+// before the creation is an error, not a hang; one dying between that
+// barrier and its MPI_Win_allocate (a window of microseconds) is left to
+// the launcher.
 void allocate_window(MpiContext& context, int rank,
                      const std::vector<std::shared_ptr<RemoteStorage>>& storages,
                      const MpiCheck& check) {
@@ -399,6 +427,7 @@ void allocate_window(MpiContext& context, int rank,
   }
   const std::string what = quoted(static_cast<const MpiStorage&>(*storages[0]).var().op_name) +
                            (storages.size() > 1 ? " and the variables created with it" : "");
+  live_barrier(context, "creating " + what, check);
   void* base = nullptr;
   MPI_Win win = MPI_WIN_NULL;
   check(MPI_Win_allocate(size_here, 1, MPI_INFO_NULL, context.comm, &base, &win),
@@ -411,7 +440,7 @@ void allocate_window(MpiContext& context, int rank,
     check(MPI_Win_unlock(rank, win), "MPI_Win_unlock");
   }
   // Nobody touches the window before its owners have zeroed the headers.
-  check(MPI_Barrier(context.comm), "MPI_Barrier after creating " + what);
+  live_barrier(context, "after creating " + what, check);
   // Each owner's offsets, computed alike on every rank from the same
   // sequence of variables.
   std::vector<MPI_Aint> running(context.task_names.size(), 0);

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <vector>
 
@@ -27,7 +30,55 @@ bool process_gone(int pid, bool thorough) {
   return state == 'Z' || state == 'X';
 }
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::function<void(int, int)>& epoch_locked_hook() {
+  static std::function<void(int, int)> hook;
+  return hook;
+}
+
 }  // namespace
+
+void set_epoch_locked_hook(std::function<void(int lock_type, int target)> hook) {
+  epoch_locked_hook() = std::move(hook);
+}
+
+LockWatchdog::LockWatchdog(MpiContext& context) : context_(context), thread_([this] { run(); }) {}
+
+LockWatchdog::~LockWatchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void LockWatchdog::run() {
+  constexpr int64_t kStallNs = 1'000'000'000;
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+    const int64_t since = context_.lock_wait_since.load();
+    if (since == 0 || steady_ns() - since < kStallNs) continue;
+    const int target = context_.lock_wait_target.load();
+    try {
+      check_peers_alive(context_);
+    } catch (const UnavailableError& e) {
+      const size_t t = static_cast<size_t>(target);
+      std::fprintf(stderr,
+                   "varstate: UnavailableError: MPI_Win_lock on %s: waiting for the lock of %s: "
+                   "%s; MPI cannot cancel the lock request, so the process ends (status 75)\n",
+                   context_.task_names[static_cast<size_t>(context_.my_rank)].c_str(),
+                   t < context_.task_names.size() ? context_.task_names[t].c_str() : "?", e.what());
+      std::fflush(stderr);
+      std::_Exit(75);
+    }
+  }
+}
 
 void check_peer_alive(MpiContext& context, int rank, bool thorough) {
   const int known = context.dead_rank.load();
@@ -95,8 +146,13 @@ Epoch::Epoch(MpiContext& context, MPI_Win win, int lock_type, int target, const 
   // A dead owner's memory may still be mapped here: fail instead of
   // reading what it left, or waiting for a lock it held.
   check_peer_alive(context, target, /*thorough=*/false);
-  check(MPI_Win_lock(lock_type, target, 0, win), "MPI_Win_lock");
+  context.lock_wait_target.store(target);
+  context.lock_wait_since.store(steady_ns());
+  const int rc = MPI_Win_lock(lock_type, target, 0, win);
+  context.lock_wait_since.store(0);
+  check(rc, "MPI_Win_lock");
   open_ = true;
+  if (const auto& hook = epoch_locked_hook()) hook(lock_type, target);
   context.exchanges.fetch_add(1);
 }
 

@@ -14,11 +14,13 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "varstate/dtype.h"
@@ -57,6 +59,11 @@ struct MpiContext {
   // collective is attempted again.
   std::vector<int> local_pids;
   std::atomic<int> dead_rank{-1};
+  int my_rank = 0;
+  // The lock request in progress (LockWatchdog): since when (steady clock,
+  // ns; 0 for none) and on which rank.
+  std::atomic<int64_t> lock_wait_since{0};
+  std::atomic<int> lock_wait_target{-1};
 
   WireStats stats() const {
     return {exchanges.load(), data_bytes.load(), index_bytes.load(), header_bytes.load()};
@@ -124,6 +131,35 @@ class Epoch {
   int target_;
   const MpiCallCheck* check_;
   bool open_ = false;
+};
+
+// Called by an Epoch once it holds its lock (lock type, target): a test
+// seam to kill a task while it holds an owner's lock. Null by default.
+void set_epoch_locked_hook(std::function<void(int lock_type, int target)> hook);
+
+// A task blocked in MPI_Win_lock behind a lock that a dead task held can
+// never be released: MPI has no way to cancel a lock request or to break
+// a dead holder's lock. While a Cluster lives, this thread checks every
+// 0.1 s whether this process has waited for a lock for over a second;
+// then, if a task of this host has exited, it writes the UnavailableError
+// naming the dead task and the lock waited for to stderr and ends the
+// process with status 75 (EX_TEMPFAIL) -- a bounded error instead of a
+// hang; the job restarts from its last checkpoint.
+class LockWatchdog {
+ public:
+  explicit LockWatchdog(MpiContext& context);
+  ~LockWatchdog();
+  LockWatchdog(const LockWatchdog&) = delete;
+  LockWatchdog& operator=(const LockWatchdog&) = delete;
+
+ private:
+  void run();
+
+  MpiContext& context_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // Bumps `v`'s version (and sets its initialized flag), within an epoch on

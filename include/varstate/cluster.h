@@ -137,6 +137,12 @@ class Cluster {
 
   // Blocks until every task calls barrier() (AbortedError on failure).
   void barrier();
+  // Blocks until every task of this task's job calls barrier(job) (e.g.
+  // the workers of a synchronous step, while the ps tasks wait elsewhere):
+  // only those tasks take part, so idle tasks of other jobs delay nothing.
+  // InvalidArgumentError when `job` is not this task's job; otherwise as
+  // barrier().
+  void barrier(const std::string& job);
   // Waits (polling MPI, yielding the CPU) until every task has called
   // join() or shutdown(): what a ps task does after building the graph.
   // UnavailableError when a task of this host has died meanwhile.

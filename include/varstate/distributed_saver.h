@@ -40,8 +40,10 @@
 //
 // restore() is all-or-nothing across tasks: first every task verifies its
 // share of the checkpoint without changing a variable (the files present,
-// every key with its dtype and shape or slice coverage, every tensor read
-// and its checksum verified, one tensor in memory at a time); only when
+// every key with its dtype and shape or slice coverage, every byte read
+// into fresh buffers and covered by a verified crc32c: a stored piece that
+// several tasks need rows of is read once, each task its rows, and its
+// checksum verified by joining theirs after one exchange); only when
 // every task has succeeded does any task assign. If one fails, no variable
 // changes on any task and every task raises the same AbortedError, naming
 // the failing task(s) and the first failing task's error (which names the

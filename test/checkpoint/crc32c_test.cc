@@ -50,6 +50,32 @@ TEST_CASE("crc32c extend composes", "[crc32c]") {
   }
 }
 
+TEST_CASE("crc32c combine joins the checksums of adjacent ranges", "[crc32c]") {
+  INFO("seed " << testing::kSeed);
+  std::mt19937_64 gen(testing::kSeed);
+  std::vector<uint8_t> data(3 * 8192 * 3 + 1001);
+  for (auto& b : data) b = static_cast<uint8_t>(gen());
+  const uint32_t whole = crc32c::value(data.data(), data.size());
+  const size_t splits[] = {0, 1, 7, 8, 255, 4096, 3 * 8192 + 1, data.size() - 1, data.size()};
+  for (size_t split : splits) {
+    CAPTURE(split);
+    const uint32_t a = crc32c::value(data.data(), split);
+    const uint32_t b = crc32c::value(data.data() + split, data.size() - split);
+    CHECK(crc32c::combine(a, b, data.size() - split) == whole);
+  }
+  // Three ranges, combined left to right; the empty string is neutral.
+  const uint32_t a = crc32c::value(data.data(), 100);
+  const uint32_t b = crc32c::value(data.data() + 100, 5000);
+  const uint32_t c = crc32c::value(data.data() + 5100, data.size() - 5100);
+  CHECK(crc32c::combine(crc32c::combine(a, b, 5000), c, data.size() - 5100) == whole);
+  CHECK(crc32c::combine(whole, 0, 0) == whole);
+  CHECK(crc32c::combine(0, whole, data.size()) == whole);
+  // Lengths past 2^32 bytes: combining is associative.
+  const uint64_t lb = (uint64_t{1} << 33) + 3, lc = (uint64_t{1} << 40) + 12345;
+  CHECK(crc32c::combine(crc32c::combine(a, b, lb), c, lc) ==
+        crc32c::combine(a, crc32c::combine(b, c, lc), lb + lc));
+}
+
 TEST_CASE("crc32c hardware path equals the portable one", "[crc32c]") {
   INFO("seed " << testing::kSeed << ", hardware " << crc32c::hardware_accelerated());
   std::mt19937_64 gen(testing::kSeed);

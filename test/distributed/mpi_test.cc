@@ -18,6 +18,8 @@
 //   die_in_save DIR    ps task 1 dies mid-save; the survivors get an error
 //                      naming it within seconds (np 4, job not aborted)
 //   die_in_op          ps task 1 is killed while workers scatter into it (np 4)
+//   die_in_create      ps task 1 is killed before a variable's creation (np 4)
+//   die_holding_lock   worker task 1 is killed holding ps task 0's exclusive lock (np 4)
 //   reshard_save DIR   np-1 ps tasks save two tables of np-1 parts
 //   reshard_restore DIR  restore them into np-1 ps tasks (another count), bitwise
 //   incr_save DIR      incremental saves: a base and 2 deltas, and a full save
@@ -138,6 +140,12 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   EXPECT(cluster.rank_of("ps", 1) == 1 && cluster.rank_of("worker", 1) == 3);
   EXPECT(cluster.task_name_of_rank(3) == "/job:worker/task:1");
   EXPECT_THROWS(NotFoundError, cluster.rank_of("ps", 2), "/job:ps/task:2");
+  // A job's barrier: only its tasks take part (the ps tasks pass theirs
+  // while the workers are in their own, twice).
+  for (int k = 0; k < 2; ++k) cluster.barrier(cluster.job_name());
+  EXPECT_THROWS(InvalidArgumentError, cluster.barrier(cluster.job_name() == "ps" ? "worker" : "ps"),
+                "a task joins the barrier of its own job only");
+  cluster.barrier();
 
   const Tensor a0 =
       make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
@@ -726,6 +734,58 @@ void die_in_op(Cluster& cluster) {
   EXPECT(false);
 }
 
+// ps task 1 dies before the tasks create a variable together: the
+// creation (collective) raises naming it rather than waiting for it.
+void die_in_create(Cluster& cluster) {
+  if (cluster.rank() == 1) {
+    std::fprintf(stderr, "[rank 1] killing itself before a creation, as the test asks\n");
+    raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+    Variable a(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "a"});
+  } catch (const UnavailableError& e) {
+    EXPECT(std::string(e.what()).find("creating \"a\"") != std::string::npos);
+    survive(cluster, e.what(), seconds_since(t0));
+  }
+  EXPECT(false);
+}
+
+// worker task 1 dies holding ps task 0's exclusive lock (an assign), as
+// worker task 0 keeps updating a variable there: worker 0's lock request
+// can never be granted, and its lock watchdog ends it within seconds with
+// the error naming the dead task; the ps tasks notice in join().
+void die_holding_lock(Cluster& cluster) {
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable a(Tensor::zeros(DType::kFloat, {64, 8}), {.name = "a"});  // ps 0
+  if (cluster.is_chief()) Session().run(std::vector<Op>{a.initializer()});
+  cluster.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (cluster.rank() == 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    internal::set_epoch_locked_hook([](int lock_type, int) {
+      if (lock_type != MPI_LOCK_EXCLUSIVE) return;
+      std::fprintf(stderr, "[rank 3] killing itself holding ps task 0's lock, as the test asks\n");
+      raise(SIGKILL);
+    });
+    a.assign(Tensor::zeros(DType::kFloat, {64, 8}));
+  }
+  try {
+    if (cluster.job_name() == "ps") cluster.join();
+    while (seconds_since(t0) < 60) scatter_add(a, i64({1, 2, 1}), Tensor(1.f));
+  } catch (const UnavailableError& e) {
+    const std::string error = e.what();
+    EXPECT(error.find("task /job:worker/task:1 (rank 3") != std::string::npos);
+    cluster.shutdown();
+    std::fprintf(stderr, "[rank %d] survivor %s after %.1f s: %s\n", g_rank,
+                 g_failures ? "FAILED" : "ok", seconds_since(t0), error.c_str());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::_Exit(g_failures ? 1 : 0);
+  }
+  EXPECT(false);
+}
+
 // ---------------------------------------------------------------------------
 // reshard: a checkpoint written by N ps tasks (tables in N parts) restores
 // into M ps tasks (M parts), bitwise; each task reads only its slices.
@@ -772,6 +832,26 @@ void reshard(Cluster& cluster, const std::string& mode, const std::string& dir) 
   saver.restore(dir + "/model-1");
   EXPECT(same(m.floats.as_tensor(), reshard_floats()));
   EXPECT(same(m.ints.as_tensor(), reshard_ints()));
+  // A corrupt byte in the last stored piece of the first data file (the
+  // ints' last rows, restored by the task after that piece's verifier when
+  // the tasks split it): every task fails, nothing changes.
+  std::string data;
+  for (const std::string& name : default_file_system()->list_dir(dir)) {
+    if (name.rfind("model-1.data-00000-of-", 0) == 0) data = dir + "/" + name;
+  }
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    corrupt_byte(data, static_cast<long>(default_file_system()->file_size(data)) - 1);
+    m.ints.assign(Tensor::zeros(DType::kInt64, {257, 3}));
+  }
+  cluster.barrier();
+  EXPECT_THROWS(AbortedError, saver.restore(dir + "/model-1"), "crc32c mismatch");
+  EXPECT(same(m.ints.as_tensor(), Tensor::zeros(DType::kInt64, {257, 3})));
+  EXPECT(same(m.floats.as_tensor(), reshard_floats()));
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    corrupt_byte(data, static_cast<long>(default_file_system()->file_size(data)) - 1);
+  }
   cluster.barrier();
 }
 
@@ -1075,10 +1155,13 @@ int main(int argc, char** argv) {
       Model m = build_model(2);
       test_corrupt_restore(cluster, m, dir);
       code = finish(&cluster);
-    } else if (mode == "die_in_save" || mode == "die_in_op") {
+    } else if (mode == "die_in_save" || mode == "die_in_op" || mode == "die_in_create" ||
+               mode == "die_holding_lock") {
       Cluster cluster({.ps_tasks = 2});
       if (mode == "die_in_save") die_in_save(cluster, dir);
       if (mode == "die_in_op") die_in_op(cluster);
+      if (mode == "die_in_create") die_in_create(cluster);
+      if (mode == "die_holding_lock") die_holding_lock(cluster);
       code = finish(&cluster);
     } else if (mode == "reshard_save" || mode == "reshard_restore") {
       Cluster cluster({.ps_tasks = std::max(1, world_size() - 1)});

@@ -67,12 +67,22 @@ set_tests_properties(mpi_corrupt_restore PROPERTIES FIXTURES_REQUIRED mpi_clean)
 # error naming it within 30 s (bounded by timeout), then a fresh process
 # restores the last committed checkpoint.
 set(_survivors "survivor ok[^\n]*\n(.*\n)?.*survivor ok[^\n]*\n(.*\n)?.*survivor ok")
-foreach(_where save op)
+foreach(_where save op create)
   varstate_mpi_test(mpi_die_in_${_where} timeout -k 5 30 ${_mpirun} --mca orte_abort_on_non_zero_status 0
                     -np 4 $<TARGET_FILE:mpi_test> die_in_${_where} ${_died})
   set_tests_properties(mpi_die_in_${_where} PROPERTIES PASS_REGULAR_EXPRESSION "${_survivors}"
                        FAIL_REGULAR_EXPRESSION "survivor FAILED;EXPECT failed")
 endforeach()
+# A task dies holding an owner's exclusive lock: the task waiting for that
+# lock cannot be unblocked (MPI cannot cancel a lock request); its lock
+# watchdog ends it with the error naming the dead task, within seconds.
+varstate_mpi_test(mpi_die_holding_lock timeout -k 5 30 ${_mpirun}
+                  --mca orte_abort_on_non_zero_status 0 -np 4 $<TARGET_FILE:mpi_test>
+                  die_holding_lock ${_died})
+set_tests_properties(mpi_die_holding_lock PROPERTIES
+  PASS_REGULAR_EXPRESSION
+  "MPI_Win_lock on /job:worker/task:0: waiting for the lock of /job:ps/task:0: task /job:worker/task:1 \\(rank 3"
+  FAIL_REGULAR_EXPRESSION "survivor FAILED;EXPECT failed")
 set_tests_properties(mpi_die_in_save PROPERTIES FIXTURES_SETUP mpi_died FIXTURES_REQUIRED mpi_clean)
 varstate_mpi_test(mpi_after_death $<TARGET_FILE:mpi_test> check_killed ${_died})
 set_tests_properties(mpi_after_death PROPERTIES FIXTURES_REQUIRED mpi_died)
@@ -145,3 +155,6 @@ set_tests_properties(mpi_incremental_restore PROPERTIES FIXTURES_REQUIRED mpi_in
 varstate_mpi_test(mpi_incremental_corrupt
                   ${_mpirun} -np 2 $<TARGET_FILE:mpi_test> incr_corrupt ${_incr}_corrupt)
 set_tests_properties(mpi_incremental_corrupt PROPERTIES FIXTURES_REQUIRED mpi_clean)
+
+# RestoreShare's checksum layout in one process, each task simulated.
+varstate_add_test(test_distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/restore_share_test.cc)

@@ -4,8 +4,10 @@
 // 0..K-1, replica_device_setter); the N-K workers train synchronously, data
 // parallel: worker w of W takes its contiguous share of each batch of the
 // single-process demo, gathers its rows, and once every worker has
-// gathered (a barrier, so all read the pre-step tables) scatter_subs its
-// gradients; a second barrier ends the step. The step's updates are the
+// gathered (a barrier of the workers only, so all read the pre-step
+// tables) scatter_subs its gradients; a second barrier ends the step. The
+// ps tasks serve the rows without taking part (one-sided MPI) and join
+// only the checkpoints' collectives. The step's updates are the
 // single-process step's (duplicate rows add up in another order, rounding
 // aside), so with the same --shards and --seed the test RMSE matches one
 // process. DistributedSaver checkpoints every --save_every steps; --resume
@@ -206,8 +208,8 @@ struct RunState {
   }
 };
 
-// The synchronous steps up to --steps, on every rank (the ps tasks join the
-// barriers and the saves).
+// The synchronous steps up to --steps, on every rank (the ps tasks only
+// join the saves).
 void train(const PsDemoOptions& o, Cluster& cluster, PsModel& m, DistributedSaver& saver,
            const Dataset* data, RunState& run) {
   const bool worker = cluster.job_name() == "worker";
@@ -223,10 +225,14 @@ void train(const PsDemoOptions& o, Cluster& cluster, PsModel& m, DistributedSave
       sgd.gather_rows(m, data->train, positions + begin, end - begin);
       run.ratings += static_cast<int64_t>(end - begin);
     }
-    cluster.barrier();  // every worker has read the pre-step rows
-    if (worker) sgd.update(m, data->train, run.squared_error);
-    if (cluster.is_chief()) m.global_step.assign_add(Tensor(int64_t{1}));
-    cluster.barrier();  // the step's updates have all landed
+    // The ps tasks take no part in a step: only the workers synchronize,
+    // and the ps tasks wait in the next save's collectives.
+    if (worker) {
+      cluster.barrier("worker");  // every worker has read the pre-step rows
+      sgd.update(m, data->train, run.squared_error);
+      if (cluster.is_chief()) m.global_step.assign_add(Tensor(int64_t{1}));
+      cluster.barrier("worker");  // the step's updates have all landed
+    }
     ++run.step;
     if (run.step % o.save_every == 0 || run.step == o.steps) {
       run.last_saved = saver.save(o.checkpoint_dir + "/model", run.step);
