@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "checkpoint/crc32c.h"
+#include "checkpoint/varint_internal.h"
 #include "varstate/error.h"
 
 namespace varstate {
@@ -52,18 +53,13 @@ class TableSink : public leveldb::WritableFile {
   std::exception_ptr error_;
 };
 
+// One varint from the front of *in, which then starts after it.
 bool decode_varint64(std::string_view* in, uint64_t* v) {
-  uint64_t out = 0;
-  for (int shift = 0; shift <= 63 && !in->empty(); shift += 7) {
-    uint8_t b = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    out |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) {
-      *v = out;
-      return true;
-    }
-  }
-  return false;
+  const auto* p = reinterpret_cast<const std::byte*>(in->data());
+  const auto* end = p + in->size();
+  if (!internal::get_varint64(p, end, v)) return false;
+  in->remove_prefix(static_cast<size_t>(p - reinterpret_cast<const std::byte*>(in->data())));
+  return true;
 }
 
 }  // namespace

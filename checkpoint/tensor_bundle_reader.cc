@@ -11,6 +11,7 @@
 #include "checkpoint/file_system.h"
 #include "checkpoint/ordered_code_internal.h"
 #include "checkpoint/proto_convert_internal.h"
+#include "checkpoint/varint_internal.h"
 #include "proto/tensor_bundle.pb.h"
 #include "varstate/error.h"
 
@@ -21,19 +22,6 @@ std::string hex32(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
   return buf;
-}
-
-bool get_varint64(const std::byte*& p, const std::byte* end, uint64_t* v) {
-  uint64_t out = 0;
-  for (int shift = 0; shift <= 63 && p < end; shift += 7) {
-    uint8_t b = static_cast<uint8_t>(*p++);
-    out |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) {
-      *v = out;
-      return true;
-    }
-  }
-  return false;
 }
 
 uint32_t get_fixed32(const std::byte* p) {
@@ -375,7 +363,7 @@ TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e
   uint32_t crc = 0;
   uint64_t total = 0;
   for (uint64_t& len : lengths) {
-    if (!get_varint64(p, end, &len) || len > static_cast<uint64_t>(end - p)) {
+    if (!internal::get_varint64(p, end, &len) || len > static_cast<uint64_t>(end - p)) {
       throw DataLossError(where + ": corrupt string lengths");
     }
     crc = internal::extend_length(crc, len);

@@ -12,6 +12,7 @@
 #include "checkpoint/ordered_code_internal.h"
 #include "checkpoint/proto_convert_internal.h"
 #include "checkpoint/table_internal.h"
+#include "checkpoint/varint_internal.h"
 #include "proto/tensor_bundle.pb.h"
 #include "varstate/error.h"
 
@@ -22,14 +23,7 @@ using internal::extend_length;
 using internal::kHostEndianness;
 using internal::load_index;
 using internal::LoadedIndex;
-
-void put_varint64(std::string* dst, uint64_t v) {
-  while (v >= 0x80) {
-    dst->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  dst->push_back(static_cast<char>(v));
-}
+using internal::put_varint64;
 
 void put_fixed32(uint8_t* dst, uint32_t v) {
   for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));

@@ -1,6 +1,7 @@
 # Tests of checkpoint/.
 varstate_add_test(test_checkpoint DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/crc32c_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/varint_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/fault_injection_file_system.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_system_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_slice_test.cc
