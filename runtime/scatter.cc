@@ -155,15 +155,17 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
 
 // The CPU kernel checks each index in the pass that reads it first, and
 // writes nothing when one is bad: that error is raised here.
-void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who) {
+void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who,
+             std::atomic<uint8_t>* marks = nullptr) {
   int64_t bad = -1;
   dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
     using T = decltype(t);
     using Index = decltype(i);
-    bad = kernels::cpu::scatter<T, Index>(
-        op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
-        static_cast<const Index*>(p.indices.raw_data()), p.n,
-        static_cast<const T*>(p.updates.raw_data()), p.updates_scalar, /*deterministic=*/true);
+    bad =
+        kernels::cpu::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+                                        static_cast<const Index*>(p.indices.raw_data()), p.n,
+                                        static_cast<const T*>(p.updates.raw_data()),
+                                        p.updates_scalar, /*deterministic=*/true, marks);
   });
   if (bad >= 0) internal::throw_bad_index(p.indices, bad, p.rows, who);
 }
@@ -235,8 +237,8 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
-  // The rows are marked as the indices are checked (before the write), or
-  // after the CPU kernel's own check; either under the Writing guard.
+  // The rows are marked as the indices are checked, before the write (by
+  // the CPU kernel's own check for a table on the host).
   internal::DirtyRows& dirty = internal::dirty_rows(ref);
   const internal::DirtyRows::Writing writing(dirty);
   const internal::DirtyRows::Marks marks =
@@ -262,10 +264,9 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
-    run_cpu(op, table, p, who);
-    // The kernel checked the indices in its first pass; the rows are marked
-    // once it has, under the Writing guard.
-    internal::mark_index_rows(p.indices, marks.get());
+    // The kernel marks the rows as it checks their indices, before it
+    // writes, under the Writing guard.
+    run_cpu(op, table, p, who, marks.get());
     mark();
     return table;
   }

@@ -161,20 +161,6 @@ void check_index_values(const Tensor& indices, int64_t rows, const std::string& 
   }
 }
 
-void mark_index_rows(const Tensor& indices, std::atomic<uint8_t>* marks) {
-  if (marks == nullptr) return;
-  auto mark = [&](const auto* ids) {
-    for (int64_t i = 0, n = indices.num_elements(); i < n; ++i) {
-      marks[static_cast<int64_t>(ids[i])].store(1, std::memory_order_release);
-    }
-  };
-  if (indices.dtype() == DType::kInt32) {
-    mark(indices.data<int32_t>());
-  } else {
-    mark(indices.data<int64_t>());
-  }
-}
-
 void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
                         std::span<std::atomic<uint8_t>* const> marks) {
   if (marks.empty()) return check_index_values(indices, rows, who);

@@ -67,9 +67,6 @@ void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
 // marks each index's row in the same pass.
 void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
                         std::atomic<uint8_t>* marks = nullptr);
-// Marks the row of each of `indices` (int32/int64 on the host, all in
-// range: the CPU kernel checked them) in `marks`, when given.
-void mark_index_rows(const Tensor& indices, std::atomic<uint8_t>* marks);
 // The same marking each index's row in every one of `marks` (a variable's
 // and its optimizer slots' dirty rows, which share the row count `rows`).
 void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,

@@ -13,6 +13,7 @@
 // scatter_update, the last of several updates of a row wins).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/common.h"
@@ -37,9 +38,14 @@ namespace varstate::kernels::cpu {
 // nothing on the CPU; it is taken so that runtime/ calls both backends alike.
 // Defined for every numeric storage type T and Index in {int32_t, int64_t}.
 // Thread-safe for distinct tables; the caller serializes calls on one table.
+//
+// With `marks` (one byte per table row: a variable's dirty rows for
+// incremental checkpoints), sets marks[indices[i]] for every index, in the
+// pass that checks them; a bad index may leave the rows before it marked.
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
-                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic);
+                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,
+                std::atomic<uint8_t>* marks = nullptr);
 
 // scatter on a table split by rows into parts (a partitioned variable):
 // part k, at parts[k], holds rows [part_begin[k], part_begin[k + 1]) of the

@@ -63,7 +63,8 @@ inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
 // Checks blocks branch-free (so the compiler vectorizes the test) and looks
 // closer only at a failing block.
 template <typename Index>
-int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
+int64_t first_bad(const Index* indices, int64_t n, int64_t rows,
+                  std::atomic<uint8_t>* marks = nullptr) {
   constexpr int64_t kBlock = 256;
   const uint64_t limit = static_cast<uint64_t>(rows);
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -72,7 +73,16 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
     for (int64_t i = b; i < e; ++i) {
       bad |= static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit;
     }
-    if (!bad) continue;
+    if (!bad) {
+      // The block's indices are still in L1: marking them here costs no
+      // second pass over the indices.
+      if (marks != nullptr) {
+        for (int64_t i = b; i < e; ++i) {
+          marks[static_cast<int64_t>(indices[i])].store(1, std::memory_order_relaxed);
+        }
+      }
+      continue;
+    }
     for (int64_t i = b; i < e; ++i) {
       if (static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit) return i;
     }
@@ -252,10 +262,10 @@ bool scatter_by_rows(const Rows& table, int64_t rows, const ShardPlan& plan, int
 // The whole call: returns the first bad position (nothing written) or -1.
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
 int64_t scatter_op(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t row_width,
-                   const Index* indices, int64_t n, const E* updates) {
+                   const Index* indices, int64_t n, const E* updates, std::atomic<uint8_t>* marks) {
   const int64_t shards = plan.row_parts * plan.col_parts;
   if (shards == 1) {
-    const int64_t bad = first_bad(indices, n, rows);
+    const int64_t bad = first_bad(indices, n, rows, marks);
     if (bad >= 0) return bad;
     apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0,
                                 row_width);
@@ -274,7 +284,11 @@ int64_t scatter_op(const Rows& table, int64_t rows, const ShardPlan& plan, int64
     run_shards(shards, shard);
     ok = !any_bad.load();
   }
-  return ok ? -1 : first_bad(indices, n, rows);
+  if (!ok) return first_bad(indices, n, rows);
+  // Split over the pool (above the scatter threshold: a large call), the
+  // shards list only their own rows; the marks take one more pass.
+  if (marks != nullptr) first_bad(indices, n, rows, marks);
+  return -1;
 }
 
 // fn(std::integral_constant<ScatterOp, op>) for the runtime op; complex
@@ -307,15 +321,16 @@ auto with_op(ScatterOp op, Fn&& fn) {
 
 template <typename E, typename Rows, typename Index>
 int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
-                     const Index* indices, int64_t n, const E* updates, bool updates_scalar) {
+                     const Index* indices, int64_t n, const E* updates, bool updates_scalar,
+                     std::atomic<uint8_t>* marks = nullptr) {
   const ShardPlan plan =
       plan_shards(n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)}), row_width,
                   sizeof(E), eigen_device().numThreads());
   return with_op<E>(op, [&](auto kind) {
     constexpr ScatterOp kOp = decltype(kind)::value;
     return updates_scalar
-               ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates)
-               : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
+               ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates, marks)
+               : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates, marks);
   });
 }
 
@@ -325,14 +340,16 @@ namespace varstate::kernels::cpu {
 
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
-                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic) {
+                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,
+                std::atomic<uint8_t>* marks) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
   (void)deterministic;
   if (num_indices == 0) return -1;
-  if (row_width == 0) return first_bad(indices, num_indices, rows);
+  if (row_width == 0) return first_bad(indices, num_indices, rows, marks);
   return scatter_rows(op, TableRows<E>{reinterpret_cast<E*>(table), row_width}, rows, row_width,
-                      indices, num_indices, reinterpret_cast<const E*>(updates), updates_scalar);
+                      indices, num_indices, reinterpret_cast<const E*>(updates), updates_scalar,
+                      marks);
 }
 
 template <typename T, typename Index>
@@ -356,8 +373,8 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
 // varstate::kernels::cpu.
 #define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                                   \
   template int64_t scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*, int64_t, \
-                                       const T*, bool, bool);                                    \
+                                       const T*, bool, bool, std::atomic<uint8_t>*);             \
   template int64_t scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
-                                       const T*, bool, bool);                                    \
+                                       const T*, bool, bool, std::atomic<uint8_t>*);             \
   template int64_t scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
                                              const int64_t*, int64_t, const T*, bool);

@@ -12,7 +12,9 @@ using varstate::internal::put_varint64;
 
 namespace {
 
-const std::byte* bytes(const std::string& s) { return reinterpret_cast<const std::byte*>(s.data()); }
+const std::byte* bytes(const std::string& s) {
+  return reinterpret_cast<const std::byte*>(s.data());
+}
 
 }  // namespace
 

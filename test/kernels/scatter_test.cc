@@ -3,9 +3,11 @@
 // updates, guard rows around the table, and the bounds check.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
@@ -348,4 +350,41 @@ TEST_CASE("the 16-byte CAS is chosen by the compiled architecture", "[scatter]")
     CAPTURE(ptx);
     CHECK(ptx_has_cas128(ptx));
   }
+}
+
+TEST_CASE("cpu scatter marks exactly its indices' rows, on one thread and split", "[scatter]") {
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  CAPTURE(path == Path::kPool);
+  ForcedPath forced(path);
+  for (const int64_t rows : {int64_t{64}, int64_t{1} << 16}) {
+    const int64_t width = rows > 64 ? 64 : 4, n = rows > 64 ? rows * 4 : 40;
+    std::vector<float> table(static_cast<size_t>(rows * width)),
+        updates(static_cast<size_t>(n * width), 1.f);
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (i * 7919) % (rows / 2) * 2;
+    std::vector<std::atomic<uint8_t>> marks(static_cast<size_t>(rows));
+    REQUIRE(cpu::scatter<float, int64_t>(kernels::ScatterOp::kAdd, table.data(), rows, width,
+                                         ids.data(), n, updates.data(), false, true,
+                                         marks.data()) == -1);
+    std::vector<uint8_t> expected(static_cast<size_t>(rows));
+    for (int64_t id : ids) expected[static_cast<size_t>(id)] = 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      INFO("rows " << rows << ", row " << r);
+      CHECK(marks[static_cast<size_t>(r)].load() == expected[static_cast<size_t>(r)]);
+    }
+  }
+}
+
+TEST_CASE("cpu scatter with marks and a bad index writes nothing", "[scatter]") {
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  CAPTURE(path == Path::kPool);
+  ForcedPath forced(path);
+  std::vector<float> table(8 * 2, 0.f), updates(3 * 2, 1.f);
+  const std::vector<int64_t> ids = {1, 8, 3};
+  std::vector<std::atomic<uint8_t>> marks(8);
+  CHECK(cpu::scatter<float, int64_t>(kernels::ScatterOp::kUpdate, table.data(), 8, 2, ids.data(), 3,
+                                     updates.data(), false, true, marks.data()) == 1);
+  CHECK(table == std::vector<float>(8 * 2, 0.f));
+  // Marking a row that was not written is safe; an unlisted row never is.
+  for (int64_t r : {0, 2, 4, 5, 6, 7}) CHECK(marks[static_cast<size_t>(r)].load() == 0);
 }
