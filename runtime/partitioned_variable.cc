@@ -307,19 +307,22 @@ void scatter(const PartitionedVariable& var, ScatterOp op, const Tensor& indices
   const internal::ScatterArgs args =
       internal::check_scatter_args(op, var.dtype(), var.shape(), indices, updates, who);
   const HostIndices idx(indices);
-  internal::check_index_values(idx.view(), indices.shape(), args.rows, who);
   // Divisors are checked here so that a zero for a later part cannot leave
   // the earlier parts updated.
   if (internal::integer_division(op, var.dtype())) {
     internal::check_divisors(op, args.updates.to_host(), who);
   }
   if (all_local_cpu(parts)) {
-    // Every part reads the caller's indices and update rows in place.
+    // Every part reads the caller's indices and update rows in place; the
+    // kernel checks the indices in its first pass and then writes, or not.
     std::vector<Variable> local = parts;
-    internal::scatter_cpu_parts(op, local, var.offsets(), idx.view(), args.updates.to_host(),
-                                args.updates_scalar, options);
+    internal::scatter_cpu_parts(op, local, var.offsets(), idx.view(), indices.shape(),
+                                args.updates.to_host(), args.updates_scalar, options, who);
     return;
   }
+  // Parts on GPUs or other tasks are written one after another: every index
+  // is checked before the first.
+  internal::check_index_values(idx.view(), indices.shape(), args.rows, who);
   scatter_routed(var, op, idx.view(), args, options);
 }
 

@@ -338,9 +338,9 @@ void mark_part_rows(std::vector<Variable>& parts, const std::vector<int64_t>& be
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
-                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options) {
+                       const TensorShape& indices_shape, const Tensor& updates, bool updates_scalar,
+                       const UpdateOptions& options, const std::string& who) {
   if (parts.empty()) return;
-  const std::string who = subject(op, options.name, parts[0].op_name());
   // Locks in part order (so two partitioned scatters cannot deadlock), as a
   // scatter on each part would take them.
   const bool locking = use_locking(options, op, UpdateCaller::kPartitioned);
@@ -357,7 +357,8 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     bases.push_back(tables.back().raw_data());
     begin.push_back(offsets[k]);
   }
-  begin.push_back(offsets.back() + tables.back().shape().dim(0));
+  // The end of the last part (offsets may or may not list it).
+  begin.push_back(begin.back() + tables.back().shape().dim(0));
   const int64_t row_width = tables[0].shape().tail(1).num_elements();
   const int64_t n = static_cast<int64_t>(indices.size());
   if (n == 0 || row_width == 0) return;
@@ -368,9 +369,9 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
         op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
         row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar);
   });
-  if (bad >= 0) {  // the callers check first; the kernel's check is the last line
+  if (bad >= 0) {
     throw InvalidArgumentError(
-        internal::bad_index_message(who, bad, TensorShape{n}, indices[bad], begin.back()));
+        internal::bad_index_message(who, bad, indices_shape, indices[bad], begin.back()));
   }
   mark_part_rows(parts, begin, indices);
 }

@@ -25,15 +25,16 @@ void scatter_into(kernels::ScatterOp op, Variable& ref, const Tensor& indices,
 // Applies `op` to the parts, all on the CPU, in one kernel call: part k
 // holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole
 // variable (offsets ascending from 0, the parts covering every row).
-// `indices` are rows of the whole variable, each already checked to be in
-// range; `updates` (the variable's dtype, on the CPU) has one row per index,
-// or one element when `updates_scalar`. The caller has validated everything
-// else (dtypes, shapes, initialization, integer divisors), so no part throws
-// after another has changed. The parts' locks are taken in part order, as a
-// scatter on each part would take them (options.use_locking), and every
-// part is marked updated.
+// `indices` (of shape `indices_shape`) are rows of the whole variable,
+// checked by the kernel in its first pass: InvalidArgumentError (`who`, the
+// partitioned variable's subject) naming the first bad one, nothing written. `updates` (the
+// variable's dtype, on the CPU) has one row per index, or one element when `updates_scalar`. The
+// caller has validated everything else (dtypes, shapes, initialization, integer divisors), so no
+// part throws after another has changed. The parts' locks are taken in part order, as a scatter on
+// each part would take them (options.use_locking), and every part is marked updated.
 void scatter_cpu_parts(kernels::ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
-                       const Tensor& updates, bool updates_scalar, const UpdateOptions& options);
+                       const TensorShape& indices_shape, const Tensor& updates, bool updates_scalar,
+                       const UpdateOptions& options, const std::string& who);
 
 }  // namespace varstate::internal
