@@ -207,6 +207,10 @@ class BundleReader : public CheckpointReader {
 
   const RandomAccessFile& data_file(int shard) const;
   const StoredEntry& slice_entry(const TensorInfo& info, int slice_index, std::string* key) const;
+  // slice_entry for the range readers: UnimplementedError for a string
+  // slice (its elements have no fixed width).
+  const StoredEntry& range_slice_entry(const TensorInfo& info, int slice_index,
+                                       std::string* key) const;
   // Validates an entry against its data file, without reading the data.
   const RandomAccessFile& check_entry(const std::string& key, const StoredEntry& e,
                                       const std::string& tensor_name, std::string* where) const;

@@ -255,14 +255,21 @@ bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index
   return true;
 }
 
-uint32_t BundleReader::stored_slice_crc32c(const TensorInfo& info, int slice_index,
-                                           std::string* where) const {
-  std::string key;
-  const StoredEntry& e = slice_entry(info, slice_index, &key);
+const BundleReader::StoredEntry& BundleReader::range_slice_entry(const TensorInfo& info,
+                                                                 int slice_index,
+                                                                 std::string* key) const {
+  const StoredEntry& e = slice_entry(info, slice_index, key);
   if (e.dtype == static_cast<int>(DType::kString)) {
     throw UnimplementedError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
                              ": string slices are not read in ranges");
   }
+  return e;
+}
+
+uint32_t BundleReader::stored_slice_crc32c(const TensorInfo& info, int slice_index,
+                                           std::string* where) const {
+  std::string key;
+  const StoredEntry& e = range_slice_entry(info, slice_index, &key);
   *where = "reading " +
            quoted(info.name + " (slice " +
                   info.slices[static_cast<size_t>(slice_index)].to_string() + ")") +
@@ -273,11 +280,7 @@ uint32_t BundleReader::stored_slice_crc32c(const TensorInfo& info, int slice_ind
 uint32_t BundleReader::read_slice_range_crc(const TensorInfo& info, int slice_index, uint64_t begin,
                                             uint64_t end, std::byte* dst) const {
   std::string key;
-  const StoredEntry& e = slice_entry(info, slice_index, &key);
-  if (e.dtype == static_cast<int>(DType::kString)) {
-    throw UnimplementedError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
-                             ": string slices are not read in ranges");
-  }
+  const StoredEntry& e = range_slice_entry(info, slice_index, &key);
   std::string where;
   const RandomAccessFile& file = check_entry(
       key, e,
