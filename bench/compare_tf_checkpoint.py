@@ -30,36 +30,7 @@ import shutil
 import subprocess
 import time
 
-SIZES = [4 << 20, 1 << 20, 256 << 10, 64 << 10, 16 << 10, 4 << 10, 1 << 10]
-
-
-def mixed_sizes(total_bytes):
-    left, i, out = total_bytes // 4, 0, []
-    while left > 0:
-        n = min(SIZES[i % len(SIZES)], left)
-        out.append(n)
-        left -= n
-        i += 1
-    return out
-
-
-def drop_page_cache():
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def fsync_files(paths):
-    for path in paths + [os.path.dirname(paths[0])]:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+from checkpoint_files import drop_page_cache, fsync_files, mixed_sizes
 
 
 def clear(directory):

@@ -4,7 +4,7 @@ same float32 tensors bench_checkpoint saves: VARSTATE_CKPT_BENCH_GIB GiB
 (default 1) in the mixed sizes 4M, 1M, 256K, 64K, 16K, 4K, 1K elements,
 repeated. Files go to VARSTATE_BENCH_DIR (default /tmp/varstate_ckpt_bench).
 
-Each save is followed by an fsync of the file (bench_checkpoint's saves are
+Each save is followed by an fsync of the file and its folder (bench_checkpoint's saves are
 durable); the time without it is reported too. Loads run after dropping the
 page cache when permitted. Prints one JSON object (also written to --out).
 
@@ -17,35 +17,7 @@ import time
 
 import torch
 
-SIZES = [4 << 20, 1 << 20, 256 << 10, 64 << 10, 16 << 10, 4 << 10, 1 << 10]
-
-
-def mixed_sizes(total_bytes):
-    left, i, out = total_bytes // 4, 0, []
-    while left > 0:
-        n = min(SIZES[i % len(SIZES)], left)
-        out.append(n)
-        left -= n
-        i += 1
-    return out
-
-
-def drop_page_cache():
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def fsync_path(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from checkpoint_files import drop_page_cache, fsync_files, mixed_sizes
 
 
 def best(fn, reps):
@@ -78,7 +50,7 @@ def main():
             t0 = time.perf_counter()
             torch.save(tensors, path)
             if sync:
-                fsync_path(path)
+                fsync_files([path])
             return time.perf_counter() - t0
         return run
 
@@ -107,7 +79,7 @@ def main():
         def st_save():
             t0 = time.perf_counter()
             save_file(tensors, spath)
-            fsync_path(spath)
+            fsync_files([spath])
             return time.perf_counter() - t0
 
         def st_load():
