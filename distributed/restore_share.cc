@@ -373,8 +373,9 @@ std::vector<uint32_t> RestoreShare::read() {
     const Saver::Item& item = *step.item;
     const size_t i = values_.size();
     if (const std::optional<RowPlan> plan = row_plan(item)) {
-      // Rows held in this task's window: checksummed where they are mapped.
-      if (remote_storage(item.variable) != nullptr &&
+      // Rows held in this task's window: checksummed where they are mapped
+      // (a table of no rows takes the buffered path, an empty value).
+      if (remote_storage(item.variable) != nullptr && !plan->parts.empty() &&
           queue_mapped_rows(*plan, mapped_runs_[i], reads)) {
         values_.emplace_back();
         continue;
