@@ -9,13 +9,16 @@
 //    task, in the same run; and a cached read of an unchanged variable.
 // Rank 2 (the first worker) writes the JSON. The "sparse" mode (below)
 // measures the row-level path.
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -360,10 +363,14 @@ void run_sparse(Cluster& cluster, const std::string& out, const std::string& mac
 // M+1):
 //   mpirun -np N+1 bench_mpi reshard_save DIR ROWS
 //   mpirun -np M+1 bench_mpi reshard_restore DIR ROWS OUT.json [MACHINE]
-// Restore throughput (data bytes / slowest task's time) against a raw
-// sequential read of the same data files (page cache warm for both, as
-// after the save), each the fastest and the median of 5 runs (the first
-// restore, into freshly allocated buffers, reported too), and each
+// Restore throughput (data bytes / slowest task's time) against a raw read
+// of the same bytes by as many processes: each of the M ps tasks preads its
+// share of the data files (the bytes its restore reads) into a warm 64 MiB
+// buffer, timed to the slowest. Restores and raw reads alternate, so both
+// see the same page cache (warm: the files were just written) and the same
+// load from the machine's other users; fastest and median of 7 of each
+// (the first restore, which faults in any fresh buffer, reported too). The
+// older figure, one process reading every file, is kept beside it. Each
 // task's peak extra memory (VmHWM during the restores minus VmRSS before,
 // the high-water mark reset first) against one slice of the table (its
 // bytes / M) + 64 MiB.
@@ -380,6 +387,13 @@ int64_t status_bytes(const char* field) {
   return 0;
 }
 
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
 PartitionedVariable reshard_table(Cluster& cluster, int64_t rows) {
   const int ps = cluster.num_tasks("ps");
   DeviceScope scope(replica_device_setter({.ps_tasks = ps}));
@@ -388,18 +402,88 @@ PartitionedVariable reshard_table(Cluster& cluster, int64_t rows) {
                                 .partitioner = fixed_size_partitioner(ps)});
 }
 
-// Seconds to read `paths` whole, sequentially, through a 64 MiB buffer.
-double raw_read(const std::vector<std::string>& paths, int64_t& bytes) {
-  std::vector<char> buffer(64 << 20);
-  bytes = 0;
-  const double t0 = now();
+// Reads share `k` of `shares` of the bytes of `paths` (taken as one run, in
+// order) with pread through `buffer`; returns the bytes read.
+int64_t raw_read_share(const std::vector<std::string>& paths, int k, int shares,
+                       std::vector<char>& buffer) {
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
   for (const std::string& p : paths) {
-    std::ifstream in(p, std::ios::binary);
-    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-      bytes += in.gcount();
-    }
+    sizes.push_back(static_cast<int64_t>(default_file_system()->file_size(p)));
+    total += sizes.back();
   }
-  return now() - t0;
+  const int64_t begin = total * k / shares, end = total * (k + 1) / shares;
+  int64_t at = 0, bytes = 0;
+  for (size_t f = 0; f < paths.size(); at += sizes[f], ++f) {
+    const int64_t lo = std::max(begin, at), hi = std::min(end, at + sizes[f]);
+    if (lo >= hi) continue;
+    const int fd = ::open(paths[f].c_str(), O_RDONLY);
+    for (int64_t off = lo; off < hi;) {
+      const auto n = static_cast<size_t>(std::min<int64_t>(hi - off, std::ssize(buffer)));
+      const ssize_t got = ::pread(fd, buffer.data(), n, off - at);
+      if (got <= 0) break;
+      off += got;
+      bytes += got;
+    }
+    ::close(fd);
+  }
+  return bytes;
+}
+
+// The slowest task's seconds for `f`, started together, on rank 0.
+double slowest(const std::function<void()>& f) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now();
+  f();
+  const double mine = now() - t0;
+  double most = 0;
+  MPI_Reduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  return most;
+}
+
+struct ReshardTimes {
+  std::vector<double> restore, raw, raw_one;
+  double best(const std::vector<double>& v) const { return *std::min_element(v.begin(), v.end()); }
+  double median(std::vector<double> v) const {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  }
+};
+
+void report_reshard(const ReshardTimes& t, int64_t bytes, int64_t rows, size_t files, int m,
+                    int64_t most, const std::string& machine, const std::string& load,
+                    const std::string& out) {
+  const double slice = static_cast<double>(rows * kReshardWidth * 4) / m;
+  const double b = static_cast<double>(bytes), first = t.restore.front();
+  const double restore = t.best(t.restore), raw = t.best(t.raw);
+  const double restore_med = t.median(t.restore), raw_med = t.median(t.raw);
+  const double one_med = t.median(t.raw_one);
+  char json[4096];
+  std::snprintf(
+      json, sizeof json,
+      "{\n  \"benchmark\": \"mpi_reshard_restore\",\n  \"machine\": \"%s\",\n"
+      "  \"load_average_before_and_after\": \"%s\",\n"
+      "  \"table\": [%lld, %lld],\n  \"saved_by_tasks\": %zu,\n"
+      "  \"restored_into_tasks\": %d,\n  \"data_bytes\": %lld,\n  \"repeats\": %zu,\n"
+      "  \"raw_read\": \"each of the %d restoring tasks preads its share of the data files, "
+      "alternating with the restores\",\n"
+      "  \"restore_GBps\": %.3f,\n  \"raw_read_GBps\": %.3f,\n"
+      "  \"restore_over_raw_read\": %.3f,\n  \"first_restore_GBps\": %.3f,\n"
+      "  \"first_restore_over_raw_read\": %.3f,\n"
+      "  \"median_restore_GBps\": %.3f,\n  \"median_raw_read_GBps\": %.3f,\n"
+      "  \"median_restore_over_raw_read\": %.3f,\n"
+      "  \"median_raw_read_1_process_GBps\": %.3f,\n"
+      "  \"median_restore_over_raw_read_1_process\": %.3f,\n"
+      "  \"peak_extra_MiB_per_task\": %.1f,\n  \"slice_MiB\": %.1f,\n"
+      "  \"peak_over_slice_plus_64MiB\": %.3f\n}\n",
+      machine.c_str(), load.c_str(), static_cast<long long>(rows),
+      static_cast<long long>(kReshardWidth), files, m, static_cast<long long>(bytes),
+      t.restore.size(), m, b / restore / 1e9, b / raw / 1e9, raw / restore, b / first / 1e9,
+      raw / first, b / restore_med / 1e9, b / raw_med / 1e9, raw_med / restore_med,
+      b / one_med / 1e9, one_med / restore_med, most / 1048576.0, slice / 1048576.0,
+      most / (slice + 64.0 * 1048576.0));
+  std::fputs(json, stdout);
+  if (!out.empty()) std::ofstream(out) << json;
 }
 
 void run_reshard(Cluster& cluster, const std::string& mode, const std::string& dir, int64_t rows,
@@ -417,59 +501,38 @@ void run_reshard(Cluster& cluster, const std::string& mode, const std::string& d
     cluster.shutdown();
     return;
   }
+  std::vector<std::string> data;
+  for (const std::string& name : default_file_system()->list_dir(dir)) {
+    if (name.find("model-1.data-") == 0) data.push_back(dir + "/" + name);
+  }
+  const int m = cluster.num_tasks("ps");
+  const bool reads = cluster.rank() < m;  // the ps tasks come first
+  std::vector<char> buffer(64 << 20, 1);  // warm, and part of the baseline below
+  const std::string load_before = load_average();
   const int64_t rss = status_bytes("VmRSS:");
   std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM
   // Each figure the fastest and the median of kRepeats (the machine is
   // shared: single runs vary 3x).
-  constexpr int kRepeats = 5;
-  std::vector<double> restores;
+  constexpr int kRepeats = 7;
+  ReshardTimes t;
+  int64_t bytes = 0;
   for (int i = 0; i < kRepeats; ++i) {
-    cluster.barrier();
-    const double t0 = now();
-    saver.restore(dir + "/model-1");
-    const double mine = now() - t0;
-    double slowest = 0;
-    MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    restores.push_back(slowest);
+    t.restore.push_back(slowest([&] { saver.restore(dir + "/model-1"); }));
+    int64_t mine = 0;
+    t.raw.push_back(slowest([&] {
+      if (reads) mine = raw_read_share(data, cluster.rank(), m, buffer);
+    }));
+    MPI_Reduce(&mine, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    t.raw_one.push_back(slowest([&] {
+      if (cluster.rank() == 0) raw_read_share(data, 0, 1, buffer);
+    }));
   }
   const int64_t extra = status_bytes("VmHWM:") - rss;
   int64_t most = 0;
   MPI_Reduce(&extra, &most, 1, MPI_INT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
   if (cluster.rank() == 0) {
-    std::vector<std::string> data;
-    for (const std::string& name : default_file_system()->list_dir(dir)) {
-      if (name.find("model-1.data-") == 0) data.push_back(dir + "/" + name);
-    }
-    int64_t bytes = 0;
-    std::vector<double> raws;
-    for (int i = 0; i < kRepeats; ++i) raws.push_back(raw_read(data, bytes));
-    const double first = restores.front();  // fresh buffers: page faults
-    std::sort(restores.begin(), restores.end());
-    std::sort(raws.begin(), raws.end());
-    const double best = restores.front(), median = restores[kRepeats / 2];
-    const double raw = raws.front(), raw_median = raws[kRepeats / 2];
-    const int m = cluster.num_tasks("ps");
-    const double slice = static_cast<double>(rows * kReshardWidth * 4) / m;
-    char json[2048];
-    std::snprintf(json, sizeof json,
-                  "{\n  \"benchmark\": \"mpi_reshard_restore\",\n  \"machine\": \"%s\",\n"
-                  "  \"table\": [%lld, %lld],\n  \"saved_by_tasks\": %zu,\n"
-                  "  \"restored_into_tasks\": %d,\n  \"data_bytes\": %lld,\n  \"repeats\": %d,\n"
-                  "  \"restore_GBps\": %.3f,\n  \"raw_read_GBps\": %.3f,\n"
-                  "  \"restore_over_raw_read\": %.3f,\n  \"first_restore_GBps\": %.3f,\n"
-                  "  \"first_restore_over_raw_read\": %.3f,\n"
-                  "  \"median_restore_GBps\": %.3f,\n  \"median_raw_read_GBps\": %.3f,\n"
-                  "  \"median_restore_over_raw_read\": %.3f,\n"
-                  "  \"peak_extra_MiB_per_task\": %.1f,\n  \"slice_MiB\": %.1f,\n"
-                  "  \"peak_over_slice_plus_64MiB\": %.3f\n}\n",
-                  machine.c_str(), static_cast<long long>(rows),
-                  static_cast<long long>(kReshardWidth), data.size(), m,
-                  static_cast<long long>(bytes), kRepeats, bytes / best / 1e9, bytes / raw / 1e9,
-                  raw / best, bytes / first / 1e9, raw / first, bytes / median / 1e9,
-                  bytes / raw_median / 1e9, raw_median / median, most / 1048576.0,
-                  slice / 1048576.0, most / (slice + 64.0 * 1048576.0));
-    std::fputs(json, stdout);
-    if (!out.empty()) std::ofstream(out) << json;
+    report_reshard(t, bytes, rows, data.size(), m, most, machine,
+                   load_before + " / " + load_average(), out);
   }
   cluster.shutdown();
 }

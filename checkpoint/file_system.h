@@ -42,6 +42,15 @@ class WritableFile {
   virtual const std::string& path() const = 0;
 };
 
+// Bytes of a file mapped read-only into memory (RandomAccessFile::map):
+// valid until the region is destroyed.
+class MappedRegion {
+ public:
+  virtual ~MappedRegion() = default;
+  virtual const std::byte* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
 // A file read at arbitrary offsets. Thread-safe.
 class RandomAccessFile {
  public:
@@ -49,6 +58,16 @@ class RandomAccessFile {
   // Reads up to n bytes at `offset` into dst; returns the number read, which
   // is less than n only at the end of the file.
   virtual size_t read(uint64_t offset, size_t n, void* dst) const = 0;
+  // Maps bytes [offset, offset + n) read-only, their pages faulted in (read
+  // from disk unless cached), so that a reader can checksum them and copy
+  // them later without a buffer of its own. nullptr where this file cannot
+  // be mapped (the default, a range past the end, a failed mmap): callers
+  // then read(). Checkpoint files are never rewritten in place, so the
+  // mapped bytes stay the bytes read; a file truncated while mapped would
+  // fault on access (SIGBUS).
+  virtual std::unique_ptr<MappedRegion> map(uint64_t /*offset*/, size_t /*n*/) const {
+    return nullptr;
+  }
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
 };

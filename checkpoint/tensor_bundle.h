@@ -37,6 +37,7 @@
 namespace varstate {
 
 class FileSystem;
+class MappedRegion;
 class RandomAccessFile;
 class WritableFile;
 
@@ -185,6 +186,14 @@ class BundleReader : public CheckpointReader {
   // outside the slice; UnimplementedError for strings.
   uint32_t read_slice_range_crc(const TensorInfo& info, int slice_index, uint64_t begin,
                                 uint64_t end, std::byte* dst) const;
+  // The slice's bytes [begin, end) mapped read-only (RandomAccessFile::map),
+  // for a reader that checksums them in place and copies them once, after
+  // the checksums are verified; nullptr where they cannot be mapped (the
+  // file system does not map, or the bundle's endianness differs). Nothing
+  // is verified here. Throws as read_slice_range_crc for a missing or
+  // truncated file, a range outside the slice, or strings.
+  std::unique_ptr<MappedRegion> map_slice_range(const TensorInfo& info, int slice_index,
+                                                uint64_t begin, uint64_t end) const;
   // The crc32c stored for slice `slice_index` of `info` (unmasked), and in
   // `where` how errors name it: `reading "emb (slice 0,5:0,3)" from "P.data-00001-of-00002"`.
   uint32_t stored_slice_crc32c(const TensorInfo& info, int slice_index, std::string* where) const;

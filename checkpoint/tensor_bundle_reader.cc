@@ -41,6 +41,15 @@ void byte_swap(DType dtype, std::span<std::byte> bytes) {
   }
 }
 
+// Throws unless [begin, end) lies within a stored slice of `size` bytes.
+void check_range(const std::string& where, uint64_t begin, uint64_t end, uint64_t size) {
+  if (begin > end || end > size) {
+    throw InvalidArgumentError(where + ": bytes [" + std::to_string(begin) + ", " +
+                               std::to_string(end) + ") are not in the stored " +
+                               std::to_string(size));
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -277,6 +286,20 @@ uint32_t BundleReader::stored_slice_crc32c(const TensorInfo& info, int slice_ind
   return crc32c::unmask(e.masked_crc32c);
 }
 
+std::unique_ptr<MappedRegion> BundleReader::map_slice_range(const TensorInfo& info, int slice_index,
+                                                            uint64_t begin, uint64_t end) const {
+  std::string key;
+  const StoredEntry& e = range_slice_entry(info, slice_index, &key);
+  std::string where;
+  const RandomAccessFile& file = check_entry(
+      key, e,
+      info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")",
+      &where);
+  check_range(where, begin, end, static_cast<uint64_t>(e.size));
+  if (byte_swap_ || begin == end) return nullptr;
+  return file.map(static_cast<uint64_t>(e.offset) + begin, static_cast<size_t>(end - begin));
+}
+
 uint32_t BundleReader::read_slice_range_crc(const TensorInfo& info, int slice_index, uint64_t begin,
                                             uint64_t end, std::byte* dst) const {
   std::string key;
@@ -287,11 +310,7 @@ uint32_t BundleReader::read_slice_range_crc(const TensorInfo& info, int slice_in
       info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")",
       &where);
   const uint64_t size = static_cast<uint64_t>(e.size);
-  if (begin > end || end > size) {
-    throw InvalidArgumentError(where + ": bytes [" + std::to_string(begin) + ", " +
-                               std::to_string(end) + ") are not in the stored " +
-                               std::to_string(size));
-  }
+  check_range(where, begin, end, size);
   uint32_t crc = 0;
   auto read = [&](uint64_t from, size_t n, std::byte* into) {
     size_t got = 0;

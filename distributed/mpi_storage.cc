@@ -123,6 +123,19 @@ class MpiStorage final : public internal::RemoteStorage {
     initialized_.store(true);
   }
 
+  void write_rows(const std::vector<RowBytes>& runs) override {
+    std::lock_guard lock(shared_->mu);
+    alive();
+    Epoch e(*shared_, var_.win, MPI_LOCK_EXCLUSIVE, owner_, check_);
+    for (const RowBytes& run : runs) {
+      put_bytes(run.row * row_width_ * esize_, run.data, static_cast<int64_t>(run.bytes));
+    }
+    e.flush();
+    mark(e, /*initialize=*/true);
+    e.close();
+    initialized_.store(true);
+  }
+
   Tensor add(const Tensor& delta, bool negate) override {
     if (type_ == MPI_DATATYPE_NULL) {
       return modify([&](Tensor& whole) {
@@ -344,14 +357,17 @@ class MpiStorage final : public internal::RemoteStorage {
       }
     }
   }
-  void put_all(const void* in) {
-    shared_->data_bytes.fetch_add(static_cast<uint64_t>(elements_ * esize_));
+  void put_all(const void* in) { put_bytes(0, in, elements_ * esize_); }
+  // Bytes [offset, offset + n) of the value from `in`.
+  void put_bytes(int64_t offset, const void* in, int64_t n) {
+    shared_->data_bytes.fetch_add(static_cast<uint64_t>(n));
     // Byte counts are ints: at most 1 GiB per call.
-    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 30) / esize_);
-    for (int64_t begin = 0; begin < elements_; begin += chunk) {
-      const int bytes = static_cast<int>(std::min(chunk, elements_ - begin) * esize_);
-      const MPI_Aint off = var_.data() + static_cast<MPI_Aint>(begin * esize_);
-      check(MPI_Put(byte_at(in, begin), bytes, MPI_BYTE, owner_, off, bytes, MPI_BYTE, var_.win),
+    constexpr int64_t kMaxPut = int64_t{1} << 30;
+    for (int64_t begin = 0; begin < n; begin += kMaxPut) {
+      const int bytes = static_cast<int>(std::min(kMaxPut, n - begin));
+      const MPI_Aint off = var_.data() + static_cast<MPI_Aint>(offset + begin);
+      check(MPI_Put(static_cast<const char*>(in) + begin, bytes, MPI_BYTE, owner_, off, bytes,
+                    MPI_BYTE, var_.win),
             "MPI_Put");
     }
   }

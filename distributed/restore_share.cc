@@ -197,12 +197,14 @@ void RestoreShare::plan_layout() {
 }
 
 // One read of a chunk of a segment: into `dst`, or checksummed only (a
-// gap) when it is null.
+// gap) when it is null; or, with `src`, the chunk's mapped bytes
+// checksummed in place.
 struct RestoreShare::RangeRead {
   const Piece* piece;
   std::pair<PieceId, size_t> segment;
   uint64_t begin, end;
   std::byte* dst;
+  const std::byte* src = nullptr;
   uint32_t crc = 0;
 };
 
@@ -224,6 +226,40 @@ void RestoreShare::queue_rows(const RowPlan& plan, Tensor& host, std::vector<Ran
       }
     }
   }
+}
+
+// Maps each part of `plan`'s rows and queues the checksums of its segments
+// in place, in chunks; `runs` gets the mapped rows for assign(). False,
+// queueing and keeping nothing, where a part cannot be mapped.
+bool RestoreShare::queue_mapped_rows(const RowPlan& plan,
+                                     std::vector<RemoteStorage::RowBytes>& runs,
+                                     std::vector<RangeRead>& reads) {
+  const size_t queued = reads.size(), mapped = mappings_.size();
+  for (const RowPlan::Part& p : plan.parts) {
+    const PieceId id{plan.info.name, p.index};
+    const Piece& piece = pieces_.at(id);
+    const auto b = static_cast<uint64_t>((p.begin - p.start) * plan.row_bytes);
+    const auto e = static_cast<uint64_t>((p.end - p.start) * plan.row_bytes);
+    std::unique_ptr<MappedRegion> region = bundle_->map_slice_range(plan.info, p.index, b, e);
+    if (!region) {
+      reads.resize(queued);
+      mappings_.resize(mapped);
+      runs.clear();
+      return false;
+    }
+    const std::byte* src = region->data();
+    runs.push_back({p.begin - plan.r0, src, static_cast<size_t>(e - b)});
+    mappings_.push_back(std::move(region));
+    for (size_t s = 0; s + 1 < piece.bounds.size(); ++s) {
+      const uint64_t sb = piece.bounds[s], se = piece.bounds[s + 1];
+      if (sb < b || se > e) continue;
+      for (uint64_t at = sb; at < se; at += kChunkBytes) {
+        reads.push_back(
+            {&piece, {id, s}, at, std::min(se, at + kChunkBytes), nullptr, src + (at - b)});
+      }
+    }
+  }
+  return true;
 }
 
 // The verifier checksums the bytes of its pieces that no task restores.
@@ -250,8 +286,9 @@ void RestoreShare::run_reads(std::vector<RangeRead>& reads) {
     try {
       for (size_t i = from; i < to; ++i) {
         RangeRead& r = reads[i];
-        r.crc =
-            bundle_->read_slice_range_crc(*r.piece->info, r.piece->index, r.begin, r.end, r.dst);
+        r.crc = r.src != nullptr ? crc32c::value(r.src, static_cast<size_t>(r.end - r.begin))
+                                 : bundle_->read_slice_range_crc(*r.piece->info, r.piece->index,
+                                                                 r.begin, r.end, r.dst);
       }
     } catch (...) {
       errors[t] = std::current_exception();
@@ -328,11 +365,21 @@ std::vector<uint32_t> RestoreShare::read() {
   plan_layout();
   values_.clear();
   values_.reserve(steps.size());
+  mapped_runs_.assign(steps.size(), {});
+  mappings_.clear();
   std::vector<RangeRead> reads;
   std::vector<size_t> to_device;
   for (const RestoreStep& step : steps) {
     const Saver::Item& item = *step.item;
+    const size_t i = values_.size();
     if (const std::optional<RowPlan> plan = row_plan(item)) {
+      // Rows held in this task's window: checksummed where they are mapped
+      // (a table of no rows takes the buffered path, an empty value).
+      if (remote_storage(item.variable) != nullptr && !plan->parts.empty() &&
+          queue_mapped_rows(*plan, mapped_runs_[i], reads)) {
+        values_.emplace_back();
+        continue;
+      }
       Tensor host(item.variable.dtype(), item.variable.shape(), DeviceManager::instance().cpu());
       queue_rows(*plan, host, reads);
       if (!item.variable.device().is_cpu()) to_device.push_back(values_.size());
@@ -388,7 +435,11 @@ void RestoreShare::assign() {
   for (size_t i = 0; i < my_items_.size(); ++i) {
     std::lock_guard lock(update_mutex(my_items_[i]->variable));
     Variable variable = my_items_[i]->variable;
-    set_value(variable, values_[i]);
+    if (!mapped_runs_[i].empty()) {
+      remote_storage(variable)->write_rows(mapped_runs_[i]);
+    } else {
+      set_value(variable, values_[i]);
+    }
   }
 }
 

@@ -26,9 +26,20 @@
 // piece whose stored checksum verified, the same guarantee as one process
 // reading the piece whole. Where several tasks read the same bytes (a
 // variable local to every process), their checksums must also be equal.
-// Peak extra memory: the task's own variables' bytes plus an 8 MiB buffer
-// for the verifier's gaps. Other layouts go through CheckpointReader
-// (verified within the task).
+// The rows of a variable held in this task's MPI window (a ps task's
+// share) are not read into a buffer at all where the file system maps
+// files: they are checksummed in place in a read-only mapping of the data
+// file (the page cache itself), and assign() copies them from there into
+// the window, once, after the vote -- one copy per byte, as a variable
+// local to the process gets (read into a fresh buffer that then becomes
+// its value), instead of a copy into a buffer and another into the window.
+// Checkpoint files are never rewritten in place, so the bytes copied are
+// the bytes verified.
+//
+// Peak extra memory: the task's own variables' bytes (mapped pages of the
+// page cache for window-held rows) plus an 8 MiB buffer for the verifier's
+// gaps. Other layouts go through CheckpointReader (verified within the
+// task).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/remote_storage_internal.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
 #include "varstate/tensor.h"
@@ -46,6 +58,7 @@
 namespace varstate {
 class BundleReader;
 class FileSystem;
+class MappedRegion;
 }  // namespace varstate
 
 namespace varstate::internal {
@@ -96,6 +109,8 @@ class RestoreShare {
   std::optional<RowPlan> row_plan(const Saver::Item& item) const;
   void plan_layout();
   void queue_rows(const RowPlan& plan, Tensor& host, std::vector<RangeRead>& reads);
+  bool queue_mapped_rows(const RowPlan& plan, std::vector<RemoteStorage::RowBytes>& runs,
+                         std::vector<RangeRead>& reads);
   void queue_gaps(std::vector<RangeRead>& reads) const;
   void run_reads(std::vector<RangeRead>& reads);
   std::vector<uint32_t> my_checksums() const;
@@ -114,6 +129,10 @@ class RestoreShare {
   std::map<std::pair<PieceId, size_t>, uint32_t> mine_;
   std::vector<const Saver::Item*> my_items_;
   std::vector<Tensor> values_;
+  // Per item: the mapped runs of its rows, written by assign() instead of
+  // values_ (empty when the value was read into values_).
+  std::vector<std::vector<RemoteStorage::RowBytes>> mapped_runs_;
+  std::vector<std::unique_ptr<MappedRegion>> mappings_;
 };
 
 }  // namespace varstate::internal

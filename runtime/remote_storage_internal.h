@@ -56,6 +56,16 @@ class RemoteStorage {
   virtual uint64_t cache_copies() const = 0;
   // Replaces the value (the variable's shape) and marks it initialized.
   virtual void write(const Tensor& value) = 0;
+  // Bytes of whole rows [row, row + bytes / row bytes) of the value.
+  struct RowBytes {
+    int64_t row = 0;
+    const std::byte* data = nullptr;
+    size_t bytes = 0;
+  };
+  // As write(), from runs of host memory that together cover every row
+  // once (a restore's rows, straight from where they were verified): one
+  // exclusive access, no gathering into one buffer first.
+  virtual void write_rows(const std::vector<RowBytes>& runs) = 0;
   // Adds `delta` (the variable's shape), or subtracts it with `negate`,
   // element-wise atomically; returns the value this update produced.
   virtual Tensor add(const Tensor& delta, bool negate) = 0;

@@ -1,9 +1,15 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <span>
+#include <tuple>
+#include <vector>
 
+#include "checkpoint/crc32c.h"
+#include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "test_util.h"
@@ -148,6 +154,29 @@ TEST_CASE("a byte range of a stored slice reads straight, the whole slice checks
   BundleReader corrupt(dir / "three");
   CHECK_THROWS_WITH(corrupt.read_slice_range_into(info, 0, static_cast<uint64_t>(row_bytes), dst),
                     Catch::Contains("crc32c mismatch") && Catch::Contains("three.data-00000"));
+}
+
+TEST_CASE("a byte range of a stored slice maps in place, with the checksum of its read",
+          "[bundle][slices]") {
+  TempDir dir;
+  save_partitioned(dir / "three", {3, 1, 1});  // rows [0,3) [3,5) [5,7)
+  BundleReader reader(dir / "three");
+  const TensorInfo info = reader.info("t");
+  const auto row_bytes = static_cast<uint64_t>(kShape[1] * kShape[2] * 4);
+  for (const auto& [slice, begin, end] : std::vector<std::tuple<int, uint64_t, uint64_t>>{
+           {0, row_bytes, 3 * row_bytes}, {1, 0, 2 * row_bytes}, {2, 3, row_bytes - 1}}) {
+    CAPTURE(slice, begin, end);
+    std::unique_ptr<MappedRegion> region = reader.map_slice_range(info, slice, begin, end);
+    REQUIRE(region != nullptr);
+    REQUIRE(region->size() == end - begin);
+    std::vector<std::byte> read(static_cast<size_t>(end - begin));
+    const uint32_t crc = reader.read_slice_range_crc(info, slice, begin, end, read.data());
+    CHECK(std::memcmp(region->data(), read.data(), read.size()) == 0);
+    CHECK(crc32c::value(region->data(), region->size()) == crc);
+  }
+  CHECK(reader.map_slice_range(info, 1, row_bytes, row_bytes) == nullptr);  // empty
+  CHECK_THROWS_WITH(reader.map_slice_range(info, 1, 0, 2 * row_bytes + 1),
+                    Catch::Contains("are not in the stored") && Catch::Contains("three.data"));
 }
 
 TEST_CASE("missing slices are reported", "[bundle][slices]") {

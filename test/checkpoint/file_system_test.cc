@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <utility>
+#include <vector>
+
 #include "checkpoint/fault_injection_file_system.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint_test_util.h"
@@ -42,6 +46,27 @@ TEST_CASE("posix file system basics", "[file_system]") {
   fs.delete_dir(dir / "a/b");
   CHECK_THROWS_AS(fs.new_random_access_file(dir / "missing"), NotFoundError);
   CHECK_THROWS_AS(fs.delete_file(dir / "missing"), NotFoundError);
+}
+
+TEST_CASE("a posix file maps a byte range read-only; past the end it does not", "[file_system]") {
+  TempDir dir;
+  FileSystem& fs = *default_file_system();
+  const std::string path = dir / "mapped.bin";
+  std::string contents(3 * 4096 + 100, '\0');
+  for (size_t i = 0; i < contents.size(); ++i) contents[i] = static_cast<char>(i * 7 % 251);
+  write_file_atomically(fs, path, contents);
+  auto file = fs.new_random_access_file(path);
+  for (const auto& [offset, n] : std::vector<std::pair<uint64_t, size_t>>{
+           {0, 1}, {5, 4096}, {4096, 4096}, {4095, 2 * 4096 + 100}, {0, contents.size()}}) {
+    CAPTURE(offset, n);
+    std::unique_ptr<MappedRegion> region = file->map(offset, n);
+    REQUIRE(region != nullptr);
+    REQUIRE(region->size() == n);
+    CHECK(std::memcmp(region->data(), contents.data() + offset, n) == 0);
+  }
+  CHECK(file->map(0, contents.size() + 1) == nullptr);
+  CHECK(file->map(contents.size(), 1) == nullptr);
+  CHECK(file->map(1, 0) == nullptr);
 }
 
 TEST_CASE("readers refuse a named pipe or a directory instead of waiting on it",

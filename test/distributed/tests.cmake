@@ -1,7 +1,15 @@
 # The multi-process tests: one binary run by mpirun in several modes
-# (mpi_test.cc), with 4 ranks oversubscribed on small machines. Ranks sleep
-# while they wait (mpi_yield_when_idle, and the library's polled waits).
-add_executable(mpi_test ${CMAKE_CURRENT_LIST_DIR}/mpi_test.cc)
+# (mpi_test_main.cc lists them; one file per subject), with 4 ranks
+# oversubscribed on small machines. Ranks sleep while they wait
+# (mpi_yield_when_idle, and the library's polled waits).
+add_executable(mpi_test
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_util.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_checkpoint.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_failure.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_reshard.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_test_incremental.cc)
 target_link_libraries(mpi_test PRIVATE varstate_private MPI::MPI_C)
 # The C API only (no deprecated C++ bindings from mpi.h).
 target_compile_definitions(mpi_test PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
