@@ -1,5 +1,6 @@
 #include "distributed/mpi_storage.h"
 
+#include "distributed/mpi_modify.h"
 #include "distributed/mpi_sparse.h"
 
 #include <algorithm>
@@ -45,8 +46,9 @@ class MpiStorage final : public internal::RemoteStorage {
     var_.rows = shape_.rank() >= 1 ? shape_.dim(0) : 1;
   }
 
-  void bind(MPI_Win win, MPI_Aint base) {
+  void bind(MPI_Win win, int64_t win_order, MPI_Aint base) {
     var_.win = win;
+    var_.win_order = win_order;
     var_.base = base;
     var_.marks = base + value_footprint();
   }
@@ -203,6 +205,22 @@ class MpiStorage final : public internal::RemoteStorage {
       mpi_gather(jobs, check_);
     }
     for (size_t k = 0; k < parts.size(); ++k) parts[k].values = std::move(jobs[k].values);
+  }
+
+  void modify_with(const std::vector<RemoteStorage*>& others, const std::vector<int64_t>* rows,
+                   const std::function<void(std::vector<Tensor>&)>& fn) override {
+    std::vector<const MpiVar*> vars = {&var_};
+    for (RemoteStorage* other : others) {
+      const auto* mpi = dynamic_cast<const MpiStorage*>(other);
+      if (mpi == nullptr || mpi->shared_ != shared_) {
+        throw InternalError("training op on " + quoted(op_name_) +
+                            ": a slot is not held by this Cluster");
+      }
+      vars.push_back(&mpi->var_);
+    }
+    std::lock_guard lock(shared_->mu);
+    alive();
+    mpi_modify(vars, rows, fn, check_);
   }
 
   void start_marking() override { var_.marking->store(true); }
@@ -447,7 +465,7 @@ void allocate_window(MpiContext& context, int rank,
   for (size_t i = 0; i < storages.size(); ++i) {
     auto& m = static_cast<MpiStorage&>(*storages[i]);
     MPI_Aint& end = running[static_cast<size_t>(m.owner())];
-    m.bind(win, end);
+    m.bind(win, static_cast<int64_t>(context.windows.size()) - 1, end);
     end += aligned(m.footprint());
   }
 }

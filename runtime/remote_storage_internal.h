@@ -76,6 +76,19 @@ class RemoteStorage {
   virtual void scatter_parts(kernels::ScatterOp op, std::vector<RemotePart>& parts,
                              bool updates_scalar) = 0;
   virtual void gather_parts(std::vector<RemotePart>& parts) = 0;
+  // A training op's read-modify-write of this variable and `others` (its
+  // slots: storages of this transport held by this storage's task) as one
+  // atomic update: under the owner's exclusive lock of every one (their
+  // windows locked in an order every task agrees on, so two such updates
+  // cannot deadlock), the rows `rows` of each (distinct, ascending, in
+  // range; [rows.size()] + its row shape) -- or, when `rows` is null, the
+  // whole values -- are read, passed to `fn` (this variable's first, then
+  // `others` in order), and written back when `fn` returns; the rows
+  // written are marked (start_marking) and every version bumped. Nothing
+  // is written when `fn` throws.
+  virtual void modify_with(const std::vector<RemoteStorage*>& others,
+                           const std::vector<int64_t>* rows,
+                           const std::function<void(std::vector<Tensor>&)>& fn) = 0;
   // Atomically: the scalar before the increment; OutOfRangeError (naming
   // `op_name`) when it has reached `limit`.
   virtual int64_t count_up_to(int64_t limit, const std::string& op_name) = 0;

@@ -1,5 +1,7 @@
 #include "varstate/training_ops.h"
 
+#include "runtime/remote_storage_internal.h"
+#include "runtime/scatter_internal.h"
 #include "runtime/training_ops_internal.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"
@@ -121,6 +123,12 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
+  if (internal::remote_storage(var) != nullptr) {
+    // The value stays with its owner (training_ops.h): nothing is read back.
+    internal::scatter_into(kernels::ScatterOp::kSub, var, delta.indices(), scaled, scatter_options,
+                           call.who());
+    return Tensor();
+  }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);
 }
 

@@ -18,6 +18,8 @@
 
 namespace varstate::internal {
 
+class RemoteStorage;
+
 // A slot of a training op: the variable and its role in messages ("accum").
 struct TrainingSlot {
   Variable* var;
@@ -45,9 +47,23 @@ class TrainingCall {
   Tensor apply_sparse(const IndexedSlices& grad);
 
  private:
-  void check_slot(const TrainingSlot& slot, const Tensor& table) const;
-  // Runs the kernel; false when there was nothing to write.
-  bool run(const Tensor& grad, const Tensor* indices);
+  // Slots are held where their variable is: both here, or both by one
+  // task (InvalidArgumentError naming both otherwise).
+  void check_holder(const TrainingSlot& slot) const;
+  void check_slot(const TrainingSlot& slot, DType dtype, const TensorShape& shape) const;
+  void check_device(const TrainingSlot& slot, const Tensor& table) const;
+  TensorShape var_shape() const;
+  // Runs the kernel on tables (the variable's, then the slots'); false
+  // when there was nothing to write. run_locked: on the local tables, with
+  // the update locks when use_locking.
+  bool run(const std::vector<Tensor>& tables, const Tensor& grad, const Tensor* indices);
+  bool run_locked(const Tensor& grad, const Tensor* indices);
+  // The op on a variable held by another task (grad and indices on the
+  // host): one locked read-modify-write of the variable and its slots on
+  // their owner, of the batch's distinct rows only, or of the whole values
+  // (dense, and sparse Adam, which moves every row). Returns the new value
+  // for a dense op, an empty tensor for a sparse one.
+  Tensor apply_remote(const Tensor& grad, const Tensor* indices);
   // The variable and its slots.
   std::vector<Variable*> written();
 
@@ -56,6 +72,8 @@ class TrainingCall {
   std::vector<TrainingSlot> slots_;
   UpdateOptions options_;
   std::string who_;
+  RemoteStorage* remote_ = nullptr;
+  DType dtype_ = DType::kInvalid;
   Tensor table_;
   std::vector<Tensor> slot_tables_;
   kernels::TrainingHyper hyper_;
