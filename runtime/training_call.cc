@@ -68,6 +68,16 @@ std::string subject(std::string_view tf_name, std::string_view name, const Varia
 
 }  // namespace
 
+std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact) {
+  std::vector<int64_t> ids = indices.cast(DType::kInt64).to_vector<int64_t>();
+  std::vector<int64_t> rows = ids;
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  for (int64_t& id : ids) id = std::lower_bound(rows.begin(), rows.end(), id) - rows.begin();
+  compact = Tensor::from_vector<int64_t>(ids);
+  return rows;
+}
+
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who) {
   Tensor g = converted(grad, var.dtype(), "grad", who);
   if (g.shape() != var.shape()) {
@@ -261,12 +271,8 @@ Tensor TrainingCall::apply_remote(const Tensor& grad, const Tensor* indices) {
   // Only the distinct rows travel; the kernel runs on them re-indexed
   // 0..k-1 in ascending order, which keeps its stable sort by index, and
   // so the summation order of duplicates, the local op's.
-  std::vector<int64_t> ids = indices->cast(DType::kInt64).to_vector<int64_t>();
-  std::vector<int64_t> rows = ids;
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  for (int64_t& id : ids) id = std::lower_bound(rows.begin(), rows.end(), id) - rows.begin();
-  const Tensor compact = Tensor::from_vector<int64_t>(ids);
+  Tensor compact;
+  const std::vector<int64_t> rows = distinct_rows(*indices, compact);
   remote_->modify_with(slots, &rows,
                        [&](std::vector<Tensor>& tables) { run(tables, grad, &compact); });
   return Tensor();

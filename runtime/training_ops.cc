@@ -1,7 +1,6 @@
 #include "varstate/training_ops.h"
 
 #include "runtime/remote_storage_internal.h"
-#include "runtime/scatter_internal.h"
 #include "runtime/training_ops_internal.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"
@@ -123,10 +122,18 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
-  if (internal::remote_storage(var) != nullptr) {
-    // The value stays with its owner (training_ops.h): nothing is read back.
-    internal::scatter_into(kernels::ScatterOp::kSub, var, delta.indices(), scaled, scatter_options,
-                           call.who());
+  if (internal::RemoteStorage* remote = internal::remote_storage(var)) {
+    // Bitwise the single-process op (duplicates subtracted one by one, in
+    // order, which an accumulate on the owner would not keep): the rows
+    // come under the owner's lock, the CPU scatter_sub updates them, and
+    // nothing else is read back (training_ops.h).
+    Tensor compact;
+    const std::vector<int64_t> rows = internal::distinct_rows(delta.indices().to_host(), compact);
+    if (rows.empty()) return Tensor();
+    const Tensor host = scaled.to_host();
+    remote->modify_with({}, &rows, [&](std::vector<Tensor>& tables) {
+      scatter_sub(tables[0], compact, host, {.name = options.name});
+    });
     return Tensor();
   }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);

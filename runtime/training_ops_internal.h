@@ -88,4 +88,10 @@ Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std
 void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
                            std::span<std::atomic<uint8_t>* const> marks = {});
 
+// The distinct values of `indices` (int32 or int64, on the host),
+// ascending, and in `compact` each index's position among them (int64):
+// the rows a sparse op on a remote variable moves, and the indices its
+// kernel takes on them (the order of equal indices is kept).
+std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact);
+
 }  // namespace varstate::internal
