@@ -46,10 +46,10 @@ void describe_rows(Share& s, const std::vector<int64_t>& rows, const MpiCallChec
     at[k] = v.data() + static_cast<MPI_Aint>(rows[k] * v.row_bytes());
     marks[k] = v.marks + static_cast<MPI_Aint>(rows[k]);
   }
-  check(MPI_Type_create_hindexed_block(static_cast<int>(rows.size()),
-                                       static_cast<int>(v.row_bytes()), at.data(), MPI_BYTE,
-                                       &s.rows),
-        "MPI_Type_create_hindexed_block");
+  check(
+      MPI_Type_create_hindexed_block(static_cast<int>(rows.size()), static_cast<int>(v.row_bytes()),
+                                     at.data(), MPI_BYTE, &s.rows),
+      "MPI_Type_create_hindexed_block");
   check(MPI_Type_commit(&s.rows), "MPI_Type_commit");
   v.context->index_bytes.fetch_add(8 * rows.size());
   if (!v.marking->load()) return;
@@ -92,8 +92,8 @@ void mark_written(const Share& s, const MpiCallCheck& check) {
   if (s.rows == MPI_DATATYPE_NULL) {
     mark_all_rows(v, check);
   } else if (s.marks != MPI_DATATYPE_NULL) {
-    check(MPI_Accumulate(s.ones.data(), static_cast<int>(s.ones.size()), MPI_UINT8_T, v.owner, 0,
-                         1, s.marks, MPI_REPLACE, v.win),
+    check(MPI_Accumulate(s.ones.data(), static_cast<int>(s.ones.size()), MPI_UINT8_T, v.owner, 0, 1,
+                         s.marks, MPI_REPLACE, v.win),
           "MPI_Accumulate");
     v.context->header_bytes.fetch_add(s.ones.size());
   }
@@ -104,8 +104,8 @@ void mark_written(const Share& s, const MpiCallCheck& check) {
 std::vector<const MpiVar*> lock_order(const std::vector<const MpiVar*>& vars) {
   std::vector<const MpiVar*> order;
   for (const MpiVar* v : vars) {
-    const bool seen = std::any_of(order.begin(), order.end(),
-                                  [v](const MpiVar* o) { return o->win == v->win; });
+    const bool seen =
+        std::any_of(order.begin(), order.end(), [v](const MpiVar* o) { return o->win == v->win; });
     if (!seen) order.push_back(v);
   }
   std::sort(order.begin(), order.end(),

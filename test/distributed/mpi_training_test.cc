@@ -109,7 +109,8 @@ PartitionedVariable table(const std::string& name, int64_t rows = kRows, int64_t
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
   if (name == "sgd") return std::make_unique<GradientDescentOptimizer>(0.1);
   if (name == "momentum") {
-    return std::make_unique<MomentumOptimizer>(0.1, 0.9, MomentumOptions{.name = "Momentum", .use_nesterov = true});
+    return std::make_unique<MomentumOptimizer>(
+        0.1, 0.9, MomentumOptions{.name = "Momentum", .use_nesterov = true});
   }
   if (name == "adagrad") return std::make_unique<AdagradOptimizer>(0.1);
   if (name == "rowwise_adagrad") return std::make_unique<RowwiseAdagradOptimizer>(0.1);
@@ -119,8 +120,8 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
         AdamOptions{.learning_rate = 0.01, .name = "LazyAdam"});
   }
   if (name == "rmsprop") {
-    return std::make_unique<RMSPropOptimizer>(
-        0.01, RMSPropOptions{.momentum = 0.5, .centered = true});
+    return std::make_unique<RMSPropOptimizer>(0.01,
+                                              RMSPropOptions{.momentum = 0.5, .centered = true});
   }
   return std::make_unique<FtrlOptimizer>(
       0.1, FtrlOptions{.l1_regularization_strength = 0.01, .l2_regularization_strength = 0.1});
@@ -135,9 +136,9 @@ std::vector<GradientAndVariable> gradients(const PartitionedVariable& t, int ste
   for (size_t p = 0; p < parts.size(); ++p) {
     const float scale = 0.25f * static_cast<float>(step + 1) * (p == 0 ? 1.f : -1.5f);
     if (!sparse) {
-      out.push_back({floats({20, kWidth},
-                            [&](int64_t i) { return scale * static_cast<float>(i % 7 - 3); }),
-                     parts[p]});
+      out.push_back(
+          {floats({20, kWidth}, [&](int64_t i) { return scale * static_cast<float>(i % 7 - 3); }),
+           parts[p]});
       continue;
     }
     const std::vector<int64_t> ids = {3, 17, 3, static_cast<int64_t>(step) % 20, 19, 17, 3};
@@ -163,8 +164,8 @@ std::vector<Variable> slots_of(const Optimizer& opt, const PartitionedVariable& 
 
 void test_equal(Cluster& cluster) {
   const bool chief = cluster.is_chief();
-  const std::vector<std::string> names = {"sgd",       "momentum", "adagrad", "rowwise_adagrad",
-                                          "adam",      "lazy_adam", "rmsprop", "ftrl"};
+  const std::vector<std::string> names = {"sgd",  "momentum",  "adagrad", "rowwise_adagrad",
+                                          "adam", "lazy_adam", "rmsprop", "ftrl"};
   for (const std::string& name : names) {
     for (const bool sparse : {false, true}) {
       const std::string tag = name + (sparse ? "_sparse" : "_dense");
@@ -196,7 +197,8 @@ void test_equal(Cluster& cluster) {
         }
         const std::vector<Variable> got = slots_of(*opt, *remote), want = slots_of(*ref, local);
         bool equal = got.size() == want.size() && same(remote->as_tensor(), local.as_tensor());
-        for (size_t k = 0; equal && k < got.size(); ++k) equal = same(got[k].value(), want[k].value());
+        for (size_t k = 0; equal && k < got.size(); ++k)
+          equal = same(got[k].value(), want[k].value());
         if (!equal) {
           ++g_failures;
           std::fprintf(stderr, "[rank %d] %s: remote and local differ after 3 steps\n", g_rank,
@@ -290,7 +292,8 @@ void test_concurrent(Cluster& cluster) {
     for (const Variable& part : t->variables()) {
       const std::vector<float> got = opt.get_slot(part, "accumulator")->value().to_vector<float>();
       bool equal = got.size() == want.size();
-      for (size_t i = 0; equal && i < got.size(); ++i) equal = got[i] == static_cast<float>(want[i]);
+      for (size_t i = 0; equal && i < got.size(); ++i)
+        equal = got[i] == static_cast<float>(want[i]);
       if (!equal) {
         ++g_failures;
         std::fprintf(stderr, "[rank %d] accumulators of %s are not the sums of squares\n", g_rank,
@@ -312,19 +315,23 @@ void test_errors(Cluster& cluster) {
   Variable a(floats({6, 4}, [](int64_t i) { return 0.5f * i; }), {.name = "a"});   // ps 0
   Variable b(floats({6, 4}, [](int64_t i) { return 0.25f * i; }), {.name = "b"});  // ps 1
   Variable c(floats({6, 4}, [](int64_t) { return 0.1f; }), {.name = "c"});         // ps 0
-  if (cluster.is_chief()) Session().run(std::vector<Op>{a.initializer(), b.initializer(), c.initializer()});
+  if (cluster.is_chief())
+    Session().run(std::vector<Op>{a.initializer(), b.initializer(), c.initializer()});
   cluster.barrier();
   if (cluster.is_chief()) {
     const Tensor a0 = a.value(), c0 = c.value();
     const Tensor rows = floats({2, 4}, [](int64_t) { return 1.f; });
-    EXPECT_THROWS(InvalidArgumentError, sparse_apply_adagrad(a, c, Tensor(0.1f), IndexedSlices(rows, i64({1, 6}))),
-                  "SparseApplyAdagrad on \"a\"", "indices[1] = 6 is not in [0, 6)");
-    EXPECT_THROWS(InvalidArgumentError, apply_adagrad(a, b, Tensor(0.1f), Tensor::zeros(DType::kFloat, {6, 4})),
-                  "accum (\"b\") is held by /job:ps/task:1", "the variable \"a\" by /job:ps/task:0");
     EXPECT_THROWS(InvalidArgumentError,
-                  sparse_apply_adagrad(a, local_accum, Tensor(0.1f), IndexedSlices(rows, i64({1, 2}))),
-                  "accum (\"local_accum\") is held by this process",
+                  sparse_apply_adagrad(a, c, Tensor(0.1f), IndexedSlices(rows, i64({1, 6}))),
+                  "SparseApplyAdagrad on \"a\"", "indices[1] = 6 is not in [0, 6)");
+    EXPECT_THROWS(InvalidArgumentError,
+                  apply_adagrad(a, b, Tensor(0.1f), Tensor::zeros(DType::kFloat, {6, 4})),
+                  "accum (\"b\") is held by /job:ps/task:1",
                   "the variable \"a\" by /job:ps/task:0");
+    EXPECT_THROWS(
+        InvalidArgumentError,
+        sparse_apply_adagrad(a, local_accum, Tensor(0.1f), IndexedSlices(rows, i64({1, 2}))),
+        "accum (\"local_accum\") is held by this process", "the variable \"a\" by /job:ps/task:0");
     EXPECT_THROWS(InvalidArgumentError,
                   apply_adagrad(a, c, Tensor(0.1f), Tensor::zeros(DType::kFloat, {6, 3})),
                   "var and grad do not have the same shape");
@@ -343,9 +350,7 @@ void test_errors(Cluster& cluster) {
 
 std::vector<int64_t> delta_ids(const std::string& checkpoint, const std::string& key,
                                int64_t part_offset) {
-  return BundleReader(checkpoint)
-      .read(delta_ids_key(key, part_offset))
-      .values<int64_t>();
+  return BundleReader(checkpoint).read(delta_ids_key(key, part_offset)).values<int64_t>();
 }
 
 void test_incremental(Cluster& cluster, const std::string& dir) {
