@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <utility>
 
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -100,56 +101,62 @@ void mark_written(const Share& s, const MpiCallCheck& check) {
   mark_updated(v, /*initialize=*/false, check);
 }
 
-// The distinct windows of `vars`, in creation order (the lock order).
-std::vector<const MpiVar*> lock_order(const std::vector<const MpiVar*>& vars) {
+// The distinct (window, owner) pairs of `shares`, in lock order.
+std::vector<const MpiVar*> lock_order(const std::vector<Share>& shares) {
   std::vector<const MpiVar*> order;
-  for (const MpiVar* v : vars) {
-    const bool seen =
-        std::any_of(order.begin(), order.end(), [v](const MpiVar* o) { return o->win == v->win; });
+  for (const Share& s : shares) {
+    const MpiVar* v = s.var;
+    const bool seen = std::any_of(order.begin(), order.end(), [v](const MpiVar* o) {
+      return o->win == v->win && o->owner == v->owner;
+    });
     if (!seen) order.push_back(v);
   }
-  std::sort(order.begin(), order.end(),
-            [](const MpiVar* a, const MpiVar* b) { return a->win_order < b->win_order; });
+  std::sort(order.begin(), order.end(), [](const MpiVar* a, const MpiVar* b) {
+    return std::pair(a->win_order, a->owner) < std::pair(b->win_order, b->owner);
+  });
   return order;
 }
 
 }  // namespace
 
-void mpi_modify(const std::vector<const MpiVar*>& vars, const std::vector<int64_t>* rows,
-                const std::function<void(std::vector<Tensor>&)>& fn, const MpiCallCheck& check) {
-  if (vars.empty()) return;
-  const MpiVar& first = *vars[0];
+void mpi_modify(const std::vector<MpiUpdate>& updates, const MpiCallCheck& check) {
   Device& cpu = DeviceManager::instance().cpu();
-  std::vector<Share> shares(vars.size());
+  std::vector<Share> shares;
   struct Free {
     std::vector<Share>& s;
     ~Free() { free_types(s); }
   } free_on_exit{shares};
-  for (size_t k = 0; k < vars.size(); ++k) {
-    const MpiVar& v = *vars[k];
-    if (v.owner != first.owner || v.context != first.context) {
-      throw InternalError("training op on " + quoted(first.op_name) + ": " + quoted(v.op_name) +
-                          " is held by " + v.task + ", not " + first.task);
+  for (const MpiUpdate& u : updates) {
+    for (const MpiVar* v : u.vars) {
+      Share s;
+      s.var = v;
+      TensorShape shape = v->shape;
+      if (u.rows->has_value()) {
+        const std::vector<int64_t>& rows = **u.rows;
+        shape = TensorShape({static_cast<int64_t>(rows.size())}).concatenate(v->shape.tail(1));
+        shares.push_back(s);
+        describe_rows(shares.back(), rows, check);
+      } else {
+        shares.push_back(s);
+      }
+      shares.back().values = Tensor(v->dtype, shape, cpu);
     }
-    Share& s = shares[k];
-    s.var = &v;
-    TensorShape shape = v.shape;
-    if (rows != nullptr) {
-      shape = TensorShape({static_cast<int64_t>(rows->size())}).concatenate(v.shape.tail(1));
-      describe_rows(s, *rows, check);
-    }
-    s.values = Tensor(v.dtype, shape, cpu);
   }
-  MpiContext& context = *first.context;
+  if (shares.empty()) return;
+  MpiContext& context = *shares[0].var->context;
   std::vector<Epoch> epochs;
-  for (const MpiVar* v : lock_order(vars)) {
-    epochs.emplace_back(context, v->win, MPI_LOCK_EXCLUSIVE, first.owner, check);
+  for (const MpiVar* v : lock_order(shares)) {
+    epochs.emplace_back(context, v->win, MPI_LOCK_EXCLUSIVE, v->owner, check);
   }
   for (Share& s : shares) transfer(s, /*put=*/false, check);
   for (Epoch& e : epochs) e.flush();
-  std::vector<Tensor> values;
-  for (const Share& s : shares) values.push_back(s.values);
-  fn(values);
+  size_t next = 0;
+  for (const MpiUpdate& u : updates) {
+    std::vector<Tensor> values;
+    for (size_t k = 0; k < u.vars.size(); ++k) values.push_back(shares[next + k].values);
+    next += u.vars.size();
+    (*u.fn)(values);
+  }
   for (Share& s : shares) {
     transfer(s, /*put=*/true, check);
     mark_written(s, check);

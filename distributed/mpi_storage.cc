@@ -207,20 +207,23 @@ class MpiStorage final : public internal::RemoteStorage {
     for (size_t k = 0; k < parts.size(); ++k) parts[k].values = std::move(jobs[k].values);
   }
 
-  void modify_with(const std::vector<RemoteStorage*>& others, const std::vector<int64_t>* rows,
-                   const std::function<void(std::vector<Tensor>&)>& fn) override {
-    std::vector<const MpiVar*> vars = {&var_};
-    for (RemoteStorage* other : others) {
-      const auto* mpi = dynamic_cast<const MpiStorage*>(other);
-      if (mpi == nullptr || mpi->shared_ != shared_) {
-        throw InternalError("training op on " + quoted(op_name_) +
-                            ": a slot is not held by this Cluster");
+  void modify_rows(std::vector<RemoteUpdate>& updates) override {
+    std::vector<MpiUpdate> mpi;
+    for (const RemoteUpdate& u : updates) {
+      MpiUpdate m{{}, &u.rows, &u.fn};
+      for (RemoteStorage* storage : u.storages) {
+        const auto* other = dynamic_cast<const MpiStorage*>(storage);
+        if (other == nullptr || other->shared_ != shared_) {
+          throw InternalError("training op on " + quoted(op_name_) +
+                              ": a variable of it is not held by this Cluster");
+        }
+        m.vars.push_back(&other->var_);
       }
-      vars.push_back(&mpi->var_);
+      mpi.push_back(std::move(m));
     }
     std::lock_guard lock(shared_->mu);
     alive();
-    mpi_modify(vars, rows, fn, check_);
+    mpi_modify(mpi, check_);
   }
 
   void start_marking() override { var_.marking->store(true); }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows_internal.h"
@@ -102,6 +104,61 @@ void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const
   }
   const Tensor& indices = grad.indices();
   check_index_values(indices.on_cpu() ? indices : indices.to_host(), shape.dim(0), who, marks);
+}
+
+bool TrainingKernel::run(const std::vector<Tensor>& tables, const Tensor& grad,
+                         const Tensor* indices) const {
+  const Tensor& table = tables[0];
+  const int64_t width = row_width(table.shape());
+  const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 1;
+  const int64_t n = indices ? indices->num_elements() : table.num_elements();
+  // compat.v1 sparse Adam decays every row, even for a batch without rows.
+  const bool updates_all_rows = indices != nullptr && op == TrainingOp::kAdam;
+  if (table.num_elements() == 0 || (n == 0 && !updates_all_rows)) return false;
+  dispatch_training_dtype(table.dtype(), who, [&](auto t) {
+    using T = decltype(t);
+    kernels::TrainingSlots<T> s{static_cast<T*>(table.raw_data())};
+    T** slot_ptrs[3] = {&s.s0, &s.s1, &s.s2};
+    for (size_t k = 1; k < tables.size(); ++k) {
+      *slot_ptrs[k - 1] = static_cast<T*>(tables[k].raw_data());
+    }
+    const T* g = static_cast<const T*>(grad.raw_data());
+    auto with_index = [&](auto run_with) {
+      if (indices->dtype() == DType::kInt32) {
+        run_with(static_cast<const int32_t*>(indices->raw_data()));
+      } else {
+        run_with(static_cast<const int64_t*>(indices->raw_data()));
+      }
+    };
+    if (table.on_cpu()) {
+      if (indices == nullptr) {
+        kernels::cpu::apply_dense<T>(op, hyper, s, g, n, width);
+      } else {
+        with_index([&](auto* ids) {
+          kernels::cpu::apply_sparse(op, hyper, s, rows, width, ids, n, g, deterministic);
+        });
+      }
+      return;
+    }
+#ifdef VARSTATE_HAVE_CUDA
+    Device& device = table.device();
+    DeviceGuard guard(device);
+    if (indices == nullptr) {
+      kernels::cuda::apply_dense<T>(op, hyper, s, g, n, width, device.stream());
+    } else {
+      const kernels::cuda::ScratchAllocator scratch{
+          [&device](size_t bytes) { return device.allocate(bytes); },
+          [&device](void* ptr) { device.deallocate(ptr); }};
+      with_index([&](auto* ids) {
+        kernels::cuda::apply_sparse(op, hyper, s, rows, width, ids, n, g, deterministic, scratch,
+                                    device.stream());
+      });
+    }
+#else
+    throw InternalError(who + ": a GPU variable in a build without CUDA");
+#endif
+  });
+  return true;
 }
 
 TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& var,
@@ -253,29 +310,58 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
 }
 
 Tensor TrainingCall::apply_remote(const Tensor& grad, const Tensor* indices) {
-  std::vector<RemoteStorage*> slots;
-  for (const TrainingSlot& slot : slots_) slots.push_back(remote_storage(*slot.var));
+  RemoteUpdate update;
+  update.storages = {remote_};
+  for (const TrainingSlot& slot : slots_) update.storages.push_back(remote_storage(*slot.var));
   const int64_t n = indices ? indices->num_elements() : var_shape().num_elements();
   // compat.v1 sparse Adam decays every row, even for a batch without rows:
   // it moves the whole values, as a dense op does.
   const bool whole = indices == nullptr || op_ == TrainingOp::kAdam;
   if (var_shape().num_elements() == 0 || (n == 0 && !whole)) return Tensor();
-  Tensor result;
+  const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
+  auto result = std::make_shared<Tensor>();
   if (whole) {
-    remote_->modify_with(slots, nullptr, [&](std::vector<Tensor>& tables) {
-      run(tables, grad, indices);
-      result = tables[0];
-    });
-    return indices ? Tensor() : result;
+    const std::optional<Tensor> ids = indices ? std::optional<Tensor>(*indices) : std::nullopt;
+    update.fn = [kernel, grad, ids, result](std::vector<Tensor>& tables) {
+      kernel.run(tables, grad, ids ? &*ids : nullptr);
+      *result = tables[0];
+    };
+  } else {
+    // Only the distinct rows travel; the kernel runs on them re-indexed
+    // 0..k-1 in ascending order, which keeps its stable sort by index, and
+    // so the summation order of duplicates, the local op's.
+    Tensor compact;
+    update.rows = distinct_rows(*indices, compact);
+    update.fn = [kernel, grad, compact](std::vector<Tensor>& tables) {
+      kernel.run(tables, grad, &compact);
+    };
   }
-  // Only the distinct rows travel; the kernel runs on them re-indexed
-  // 0..k-1 in ascending order, which keeps its stable sort by index, and
-  // so the summation order of duplicates, the local op's.
-  Tensor compact;
-  const std::vector<int64_t> rows = distinct_rows(*indices, compact);
-  remote_->modify_with(slots, &rows,
-                       [&](std::vector<Tensor>& tables) { run(tables, grad, &compact); });
-  return Tensor();
+  if (RemoteApplyBatch* batch = RemoteApplyBatch::current()) {
+    batch->add(std::move(update));
+    return Tensor();
+  }
+  std::vector<RemoteUpdate> one;
+  one.push_back(std::move(update));
+  remote_->modify_rows(one);
+  return indices ? Tensor() : *result;
+}
+
+namespace {
+thread_local RemoteApplyBatch* t_batch = nullptr;
+}  // namespace
+
+RemoteApplyBatch::RemoteApplyBatch() : outer_(t_batch) { t_batch = this; }
+
+RemoteApplyBatch::~RemoteApplyBatch() { t_batch = outer_; }
+
+RemoteApplyBatch* RemoteApplyBatch::current() { return t_batch; }
+
+void RemoteApplyBatch::add(RemoteUpdate update) { updates_.push_back(std::move(update)); }
+
+void RemoteApplyBatch::flush() {
+  std::vector<RemoteUpdate> updates = std::move(updates_);
+  updates_.clear();
+  if (!updates.empty()) updates[0].storages[0]->modify_rows(updates);
 }
 
 std::vector<Variable*> TrainingCall::written() {
@@ -292,63 +378,8 @@ bool TrainingCall::run_locked(const Tensor& grad, const Tensor* indices) {
   }
   std::vector<Tensor> tables = {table_};
   tables.insert(tables.end(), slot_tables_.begin(), slot_tables_.end());
-  return run(tables, grad, indices);
-}
-
-bool TrainingCall::run(const std::vector<Tensor>& tables, const Tensor& grad,
-                       const Tensor* indices) {
-  const Tensor& table = tables[0];
-  const int64_t width = row_width(table.shape());
-  const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 1;
-  const int64_t n = indices ? indices->num_elements() : table.num_elements();
-  // compat.v1 sparse Adam decays every row, even for a batch without rows.
-  const bool updates_all_rows = indices != nullptr && op_ == TrainingOp::kAdam;
-  if (table.num_elements() == 0 || (n == 0 && !updates_all_rows)) return false;
-  const bool deterministic = options_.deterministic.value_or(true);
-  dispatch_training_dtype(table.dtype(), who_, [&](auto t) {
-    using T = decltype(t);
-    kernels::TrainingSlots<T> s{static_cast<T*>(table.raw_data())};
-    T** slot_ptrs[3] = {&s.s0, &s.s1, &s.s2};
-    for (size_t k = 1; k < tables.size(); ++k) {
-      *slot_ptrs[k - 1] = static_cast<T*>(tables[k].raw_data());
-    }
-    const T* g = static_cast<const T*>(grad.raw_data());
-    auto with_index = [&](auto run_with) {
-      if (indices->dtype() == DType::kInt32) {
-        run_with(static_cast<const int32_t*>(indices->raw_data()));
-      } else {
-        run_with(static_cast<const int64_t*>(indices->raw_data()));
-      }
-    };
-    if (table.on_cpu()) {
-      if (indices == nullptr) {
-        kernels::cpu::apply_dense<T>(op_, hyper_, s, g, n, width);
-      } else {
-        with_index([&](auto* ids) {
-          kernels::cpu::apply_sparse(op_, hyper_, s, rows, width, ids, n, g, deterministic);
-        });
-      }
-      return;
-    }
-#ifdef VARSTATE_HAVE_CUDA
-    Device& device = table.device();
-    DeviceGuard guard(device);
-    if (indices == nullptr) {
-      kernels::cuda::apply_dense<T>(op_, hyper_, s, g, n, width, device.stream());
-    } else {
-      const kernels::cuda::ScratchAllocator scratch{
-          [&device](size_t bytes) { return device.allocate(bytes); },
-          [&device](void* ptr) { device.deallocate(ptr); }};
-      with_index([&](auto* ids) {
-        kernels::cuda::apply_sparse(op_, hyper_, s, rows, width, ids, n, g, deterministic, scratch,
-                                    device.stream());
-      });
-    }
-#else
-    throw InternalError(who_ + ": a GPU variable in a build without CUDA");
-#endif
-  });
-  return true;
+  return TrainingKernel{op_, hyper_, options_.deterministic.value_or(true), who_}.run(tables, grad,
+                                                                                      indices);
 }
 
 }  // namespace varstate::internal

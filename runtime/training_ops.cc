@@ -8,6 +8,7 @@
 namespace varstate {
 namespace {
 
+using internal::RemoteUpdate;
 using internal::TrainingCall;
 using kernels::TrainingOp;
 
@@ -128,12 +129,20 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
     // come under the owner's lock, the CPU scatter_sub updates them, and
     // nothing else is read back (training_ops.h).
     Tensor compact;
-    const std::vector<int64_t> rows = internal::distinct_rows(delta.indices().to_host(), compact);
+    std::vector<int64_t> rows = internal::distinct_rows(delta.indices().to_host(), compact);
     if (rows.empty()) return Tensor();
     const Tensor host = scaled.to_host();
-    remote->modify_with({}, &rows, [&](std::vector<Tensor>& tables) {
-      scatter_sub(tables[0], compact, host, {.name = options.name});
-    });
+    RemoteUpdate update{
+        {remote}, rows, [compact, host, name = options.name](std::vector<Tensor>& t) {
+          scatter_sub(t[0], compact, host, {.name = name});
+        }};
+    if (internal::RemoteApplyBatch* batch = internal::RemoteApplyBatch::current()) {
+      batch->add(std::move(update));
+    } else {
+      std::vector<RemoteUpdate> one;
+      one.push_back(std::move(update));
+      remote->modify_rows(one);
+    }
     return Tensor();
   }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/training_functors.h"
+#include "runtime/remote_storage_internal.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/tensor.h"
 #include "varstate/update_options.h"
@@ -18,7 +19,42 @@
 
 namespace varstate::internal {
 
-class RemoteStorage;
+// A training op's kernel call, apart from the variables: the op, its
+// hyperparameters, and the name for messages.
+struct TrainingKernel {
+  kernels::TrainingOp op;
+  kernels::TrainingHyper hyper;
+  bool deterministic = true;
+  std::string who;
+
+  // Runs the kernel on `tables` (the variable's, then the slots'; on one
+  // device) with `grad` (and, for a sparse op, `indices`, rows of
+  // tables[0]); false when there was nothing to write.
+  bool run(const std::vector<Tensor>& tables, const Tensor& grad, const Tensor* indices) const;
+};
+
+// While one is open on a thread (Optimizer::apply_gradients opens one),
+// the training ops on remote variables that thread calls are validated at
+// once but run when it is flushed: all of them as one
+// RemoteStorage::modify_rows, one exchange per window and owner (the parts
+// of a partitioned variable on one task, and the slots created together,
+// share a window) instead of one per variable and slot. Closed without
+// flush() (an error on the way), it drops them: nothing is written.
+class RemoteApplyBatch {
+ public:
+  RemoteApplyBatch();
+  ~RemoteApplyBatch();
+  RemoteApplyBatch(const RemoteApplyBatch&) = delete;
+  RemoteApplyBatch& operator=(const RemoteApplyBatch&) = delete;
+  // The innermost batch open on this thread, or nullptr.
+  static RemoteApplyBatch* current();
+  void add(RemoteUpdate update);
+  void flush();
+
+ private:
+  RemoteApplyBatch* outer_;
+  std::vector<RemoteUpdate> updates_;
+};
 
 // A slot of a training op: the variable and its role in messages ("accum").
 struct TrainingSlot {
@@ -53,16 +89,15 @@ class TrainingCall {
   void check_slot(const TrainingSlot& slot, DType dtype, const TensorShape& shape) const;
   void check_device(const TrainingSlot& slot, const Tensor& table) const;
   TensorShape var_shape() const;
-  // Runs the kernel on tables (the variable's, then the slots'); false
-  // when there was nothing to write. run_locked: on the local tables, with
-  // the update locks when use_locking.
-  bool run(const std::vector<Tensor>& tables, const Tensor& grad, const Tensor* indices);
+  // Runs the kernel on the local tables, with the update locks when
+  // use_locking; false when there was nothing to write.
   bool run_locked(const Tensor& grad, const Tensor* indices);
   // The op on a variable held by another task (grad and indices on the
   // host): one locked read-modify-write of the variable and its slots on
   // their owner, of the batch's distinct rows only, or of the whole values
-  // (dense, and sparse Adam, which moves every row). Returns the new value
-  // for a dense op, an empty tensor for a sparse one.
+  // (dense, and sparse Adam, which moves every row); deferred to the
+  // thread's RemoteApplyBatch when one is open. Returns the new value for
+  // a dense op run now, else an empty tensor.
   Tensor apply_remote(const Tensor& grad, const Tensor* indices);
   // The variable and its slots.
   std::vector<Variable*> written();

@@ -4,7 +4,8 @@
 //   equal          every optimizer, dense and sparse (duplicate ids), on a
 //                  partitioned variable over the 2 ps tasks: N steps equal
 //                  the same N steps on local variables, bitwise, slots
-//                  included; a sparse step moves only the batch's rows
+//                  included; a sparse step moves only the batch's rows, in
+//                  one exchange per window and owner
 //   concurrent     both workers apply sparse Adagrad to overlapping rows at
 //                  once: every accumulator is its initial value plus the
 //                  sum of all squared gradients (exact in float)
@@ -237,6 +238,38 @@ void test_rows_only(Cluster& cluster) {
   cluster.barrier();
 }
 
+// One apply_gradients over a 4-part table on the 2 ps tasks (parts 0, 2 on
+// ps 0; 1, 3 on ps 1) locks each owner's window of the parts and its window
+// of the accumulators (created together): 4 exchanges, not 2 per part.
+void test_exchanges_per_owner(Cluster& cluster) {
+  std::optional<PartitionedVariable> t;
+  {
+    DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+    t = get_variable("four", {.shape = TensorShape{kRows, kWidth},
+                              .initializer = random_uniform_initializer({.seed = 3}),
+                              .partitioner = fixed_size_partitioner(4)});
+  }
+  if (cluster.is_chief()) Session().run(t->initializer());
+  AdagradOptimizer opt(0.1);
+  opt.create_slots(t->variables());
+  cluster.barrier();
+  if (cluster.is_chief()) {
+    std::vector<GradientAndVariable> gv;
+    for (const Variable& part : t->variables()) {
+      gv.push_back(
+          {IndexedSlices(floats({3, kWidth}, [](int64_t i) { return 0.25f * i; }), i64({1, 4, 1})),
+           part});
+    }
+    const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
+    opt.apply_gradients(gv);
+    const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
+    EXPECT(after.exchanges - before.exchanges == 4);
+    // 2 distinct rows of var and accumulator per part, there and back.
+    EXPECT(after.data_bytes - before.data_bytes == 4 * 2 * 2 * 2 * kWidth * 4);
+  }
+  cluster.barrier();
+}
+
 // ---------------------------------------------------------------------------
 // concurrent: both workers, overlapping rows, at once.
 
@@ -398,6 +431,7 @@ int main(int argc, char** argv) {
       if (mode == "equal") {
         test_equal(cluster);
         test_rows_only(cluster);
+        test_exchanges_per_owner(cluster);
       } else if (mode == "concurrent") {
         test_concurrent(cluster);
       } else if (mode == "errors") {
