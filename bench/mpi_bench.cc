@@ -8,7 +8,8 @@
 //    against a raw MPI_Get of the same bytes from a plain window on the same
 //    task, in the same run; and a cached read of an unchanged variable.
 // Rank 2 (the first worker) writes the JSON. The "sparse" mode (below)
-// measures the row-level path.
+// measures the row-level path, the "training" mode optimizers on ps
+// variables.
 #include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -358,6 +359,135 @@ void run_sparse(Cluster& cluster, const std::string& out, const std::string& mac
 }
 
 // ---------------------------------------------------------------------------
+// training: optimizers on a ps variable (#28), on any rank count >= 2 (2 ps
+// tasks, the rest workers).
+//   mpirun -np N build/bench/bench_mpi training [OUT.json] [MACHINE] [TABLE_ROWS]
+// A [TABLE_ROWS, 64] float table and its slots (Adagrad's accumulator,
+// Adam's m and v) on ps task 0; every rank but its owner, at once, runs
+// kSparseIters batches of 4,096 distinct random rows of: a remote
+// scatter_add (the baseline: one accumulate under a shared lock),
+// sparse_apply_adagrad and sparse_apply_lazy_adam (the rows of var and
+// slots fetched, updated and put back under the owner's exclusive locks);
+// the last rank reports the fastest of each and the bytes each moves, then
+// alone times compat.v1 sparse_apply_adam, which decays every row and so
+// moves the whole var, m and v (kWholeIters runs).
+
+constexpr int kWholeIters = 3;
+
+struct TrainingTimings {
+  double scatter = 1e9, adagrad = 1e9, lazy_adam = 1e9, adam = 1e9;
+  double scatter_bytes = 0, adagrad_bytes = 0, lazy_adam_bytes = 0, adam_bytes = 0;
+  double adagrad_exchanges = 0, lazy_adam_exchanges = 0;
+  int appliers = 0;
+};
+
+// Runs `op` over the batches: the fastest run in `best`, the traffic per
+// run (data + ids) in `bytes`, exchanges per run in `exchanges`.
+template <typename Op>
+void time_op(Cluster& cluster, const std::vector<std::vector<int64_t>>& batches, Op&& op,
+             double& best, double& bytes, double* exchanges = nullptr) {
+  const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
+  for (const auto& ids : batches) {
+    const Tensor idt = Tensor::from_vector<int64_t>(ids);
+    const double t0 = now();
+    op(ids, idt);
+    best = std::min(best, now() - t0);
+  }
+  const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
+  const double n = static_cast<double>(batches.size());
+  bytes = static_cast<double>(after.data_bytes + after.index_bytes - before.data_bytes -
+                              before.index_bytes) /
+          n;
+  if (exchanges) *exchanges = static_cast<double>(after.exchanges - before.exchanges) / n;
+}
+
+void write_training_json(const std::string& out, const std::string& machine, int ranks,
+                         int64_t rows, const TrainingTimings& t) {
+  const double gb = static_cast<double>(kSparseRows * kSparseWidth * 4) / 1e9;
+  char json[4096];
+  std::snprintf(
+      json, sizeof json,
+      "{\n  \"benchmark\": \"mpi_training\",\n  \"machine\": \"%s\",\n  \"ranks\": %d,\n"
+      "  \"ranks_applying_at_once\": %d,\n  \"table\": [%lld, %lld],\n  \"rows_per_op\": %lld,\n"
+      "  \"scatter_add\": {\"ms\": %.3f, \"wire_bytes\": %.0f, \"rows_GBps\": %.3f},\n"
+      "  \"sparse_adagrad\": {\"ms\": %.3f, \"wire_bytes\": %.0f, \"exchanges\": %.1f, "
+      "\"rows_GBps\": %.3f, \"over_scatter_add\": %.2f},\n"
+      "  \"sparse_lazy_adam\": {\"ms\": %.3f, \"wire_bytes\": %.0f, \"exchanges\": %.1f, "
+      "\"rows_GBps\": %.3f, \"over_scatter_add\": %.2f},\n"
+      "  \"sparse_adam_every_row\": {\"ms\": %.1f, \"wire_bytes\": %.0f}\n}\n",
+      machine.c_str(), ranks, t.appliers, static_cast<long long>(rows),
+      static_cast<long long>(kSparseWidth), static_cast<long long>(kSparseRows), t.scatter * 1e3,
+      t.scatter_bytes, gb / t.scatter, t.adagrad * 1e3, t.adagrad_bytes, t.adagrad_exchanges,
+      gb / t.adagrad, t.adagrad / t.scatter, t.lazy_adam * 1e3, t.lazy_adam_bytes,
+      t.lazy_adam_exchanges, gb / t.lazy_adam, t.lazy_adam / t.scatter, t.adam * 1e3, t.adam_bytes);
+  std::fputs(json, stdout);
+  std::ofstream(out) << json;
+}
+
+void run_training(Cluster& cluster, const std::string& out, const std::string& machine,
+                  int64_t rows) {
+  const bool reporter = cluster.rank() == cluster.size() - 1;
+  const bool applier = cluster.rank() != 0;
+  DeviceScope ps(replica_device_setter({.ps_tasks = 1}));  // all on ps task 0
+  auto make = [&](const char* name, double value) {
+    return get_variable(
+        name, {.shape = {rows, kSparseWidth}, .initializer = constant_initializer(Tensor(value))});
+  };
+  Variable table = make("table", 0.0), accum = make("table/Adagrad", 0.1);
+  Variable m = make("table/Adam", 0.0), v = make("table/Adam_1", 0.0);
+  if (reporter) {
+    Session().run(std::vector<Op>{table.initializer(), accum.initializer(), m.initializer(),
+                                  v.initializer()});
+  }
+  cluster.barrier();
+  TrainingTimings t;
+  t.appliers = cluster.size() - 1;
+  if (applier) {
+    const auto batches = sparse_batches(rows);
+    const Tensor grad = Tensor::filled(DType::kFloat, {kSparseRows, kSparseWidth}, Tensor(0.5f),
+                                       DeviceManager::instance().cpu());
+    internal::RemoteStorage* remote = internal::remote_storage(table);
+    time_op(
+        cluster, batches,
+        [&](const std::vector<int64_t>& ids, const Tensor&) {
+          remote->scatter(kernels::ScatterOp::kAdd, ids, grad, false);
+        },
+        t.scatter, t.scatter_bytes);
+    time_op(
+        cluster, batches,
+        [&](const std::vector<int64_t>&, const Tensor& ids) {
+          sparse_apply_adagrad(table, accum, Tensor(0.01f), IndexedSlices(grad, ids));
+        },
+        t.adagrad, t.adagrad_bytes, &t.adagrad_exchanges);
+    time_op(
+        cluster, batches,
+        [&](const std::vector<int64_t>&, const Tensor& ids) {
+          sparse_apply_lazy_adam(table, m, v, Tensor(0.5f), Tensor(0.9f), Tensor(0.001f),
+                                 Tensor(0.9f), Tensor(0.999f), Tensor(1e-8f),
+                                 IndexedSlices(grad, ids));
+        },
+        t.lazy_adam, t.lazy_adam_bytes, &t.lazy_adam_exchanges);
+  }
+  cluster.barrier();
+  if (reporter) {
+    const auto batches = sparse_batches(rows);
+    const std::vector<std::vector<int64_t>> few(batches.begin(), batches.begin() + kWholeIters);
+    const Tensor grad = Tensor::filled(DType::kFloat, {kSparseRows, kSparseWidth}, Tensor(0.5f),
+                                       DeviceManager::instance().cpu());
+    time_op(
+        cluster, few,
+        [&](const std::vector<int64_t>&, const Tensor& ids) {
+          sparse_apply_adam(table, m, v, Tensor(0.5f), Tensor(0.9f), Tensor(0.001f), Tensor(0.9f),
+                            Tensor(0.999f), Tensor(1e-8f), IndexedSlices(grad, ids));
+        },
+        t.adam, t.adam_bytes);
+    write_training_json(out, machine, cluster.size(), rows, t);
+  }
+  cluster.barrier();
+  cluster.shutdown();
+}
+
+// ---------------------------------------------------------------------------
 // reshard: a [ROWS, 64] float table in N parts on N ps tasks (np N+1)
 // saved by DistributedSaver, then restored into M parts on M ps tasks (np
 // M+1):
@@ -566,6 +696,20 @@ int main(int argc, char** argv) {
     {
       Cluster cluster({.ps_tasks = 2});
       run_sparse(cluster, out, machine, rows);
+    }
+    MPI_Finalize();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "training") {
+    const std::string out = argc > 2 ? argv[2] : "bench/results/mpi-training-vm-2cpu-nogpu.json";
+    const std::string machine =
+        argc > 3 ? argv[3] : "2-core CPU VM, no GPU, OpenMPI 4.1.4, shared-memory transport";
+    const int64_t rows = argc > 4 ? std::stoll(argv[4]) : int64_t{1} << 20;
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    {
+      Cluster cluster({.ps_tasks = 2});
+      run_training(cluster, out, machine, rows);
     }
     MPI_Finalize();
     return 0;

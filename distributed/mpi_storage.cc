@@ -1,5 +1,6 @@
 #include "distributed/mpi_storage.h"
 
+#include "distributed/mpi_modify.h"
 #include "distributed/mpi_sparse.h"
 
 #include <algorithm>
@@ -45,8 +46,9 @@ class MpiStorage final : public internal::RemoteStorage {
     var_.rows = shape_.rank() >= 1 ? shape_.dim(0) : 1;
   }
 
-  void bind(MPI_Win win, MPI_Aint base) {
+  void bind(MPI_Win win, int64_t win_order, MPI_Aint base) {
     var_.win = win;
+    var_.win_order = win_order;
     var_.base = base;
     var_.marks = base + value_footprint();
   }
@@ -216,6 +218,25 @@ class MpiStorage final : public internal::RemoteStorage {
       mpi_gather(jobs, check_);
     }
     for (size_t k = 0; k < parts.size(); ++k) parts[k].values = std::move(jobs[k].values);
+  }
+
+  void modify_rows(std::vector<RemoteUpdate>& updates) override {
+    std::vector<MpiUpdate> mpi;
+    for (const RemoteUpdate& u : updates) {
+      MpiUpdate m{{}, &u.rows, &u.fn};
+      for (RemoteStorage* storage : u.storages) {
+        const auto* other = dynamic_cast<const MpiStorage*>(storage);
+        if (other == nullptr || other->shared_ != shared_) {
+          throw InternalError("training op on " + quoted(op_name_) +
+                              ": a variable of it is not held by this Cluster");
+        }
+        m.vars.push_back(&other->var_);
+      }
+      mpi.push_back(std::move(m));
+    }
+    std::lock_guard lock(shared_->mu);
+    alive();
+    mpi_modify(mpi, check_);
   }
 
   void start_marking() override { var_.marking->store(true); }
@@ -463,7 +484,7 @@ void allocate_window(MpiContext& context, int rank,
   for (size_t i = 0; i < storages.size(); ++i) {
     auto& m = static_cast<MpiStorage&>(*storages[i]);
     MPI_Aint& end = running[static_cast<size_t>(m.owner())];
-    m.bind(win, end);
+    m.bind(win, static_cast<int64_t>(context.windows.size()) - 1, end);
     end += aligned(m.footprint());
   }
 }

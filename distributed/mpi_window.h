@@ -109,6 +109,9 @@ struct MpiVar {
   // Whether this process's updates mark rows: off until an incremental
   // save turns it on (a mark costs a transfer per sparse update).
   std::shared_ptr<std::atomic<bool>> marking = std::make_shared<std::atomic<bool>>(false);
+  // Its window's place in creation order, the same on every task: the
+  // order in which an update of several windows locks them.
+  int64_t win_order = -1;
 
   int64_t row_bytes() const { return row_width * esize; }
   MPI_Aint data() const { return base + kDataOffset; }

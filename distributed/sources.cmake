@@ -3,6 +3,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cluster.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_sparse.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_modify.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_window.cc
   ${CMAKE_CURRENT_LIST_DIR}/distributed_saver.cc
   ${CMAKE_CURRENT_LIST_DIR}/distributed_delta.cc
@@ -21,5 +22,6 @@ target_compile_definitions(varstate PUBLIC VARSTATE_HAVE_MPI=1)
 set_source_files_properties(
   ${CMAKE_CURRENT_LIST_DIR}/cluster.cc ${CMAKE_CURRENT_LIST_DIR}/mpi_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_sparse.cc ${CMAKE_CURRENT_LIST_DIR}/mpi_window.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_modify.cc
   ${CMAKE_CURRENT_LIST_DIR}/distributed_saver.cc PROPERTIES
   COMPILE_DEFINITIONS "OMPI_SKIP_MPICXX=1;MPICH_SKIP_MPICXX=1")

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/remote_storage_internal.h"
 #include "runtime/training_ops_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/error.h"
@@ -28,8 +29,9 @@ bool has_gradient(const Gradient& grad) {
   return dense == nullptr || dense->valid();
 }
 
-// A new variable holding `value` (on `colocate_with`'s device), initialized
-// at once, not trainable, in GLOBAL_VARIABLES. Its initial value is a
+// A new variable holding `value` (on `colocate_with`'s device), not yet
+// initialized (create_slots_locked runs its initializer), not trainable,
+// in GLOBAL_VARIABLES. Its initial value is a
 // constant_initializer's recipe, as TensorFlow's slot_creator makes it, so a
 // meta graph exports it as an op whatever the slot's size.
 Variable colocated_variable(const Variable& colocate_with, DType dtype, const TensorShape& shape,
@@ -41,9 +43,8 @@ Variable colocated_variable(const Variable& colocate_with, DType dtype, const Te
   options.collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES};
   options.dtype = dtype;
   options.expected_shape = shape;
-  Variable v(bind(constant_initializer(Tensor(value), dtype), shape, dtype), std::move(options));
-  v.initializer().run();
-  return v;
+  return Variable(bind(constant_initializer(Tensor(value), dtype), shape, dtype),
+                  std::move(options));
 }
 
 // The slice of the whole slot that a partition's slot holds: the
@@ -79,6 +80,7 @@ struct Optimizer::State {
   // slot name -> variable -> (variable, slot)
   std::map<std::string, std::map<Key, std::pair<Variable, Variable>>> slots;
   std::map<Key, Variable> non_slot;
+  std::vector<Variable> created;  // by the create_slots_locked under way
 };
 
 Optimizer::Optimizer(std::string name, bool use_locking) : state_(std::make_unique<State>()) {
@@ -141,13 +143,19 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
   for (const GradientAndVariable* gv : todo) vars.push_back(gv->var);
   create_slots_locked(vars);
   prepare();
-  for (const GradientAndVariable* gv : todo) {
-    Variable var = gv->var;
-    if (const Tensor* dense = std::get_if<Tensor>(&gv->grad)) {
-      apply_dense(*dense, var);
-    } else {
-      apply_sparse(std::get<IndexedSlices>(gv->grad), var);
+  {
+    // The applies to remote variables run together at the end: one
+    // locked exchange per window and owner, not per variable and slot.
+    internal::RemoteApplyBatch remote;
+    for (const GradientAndVariable* gv : todo) {
+      Variable var = gv->var;
+      if (const Tensor* dense = std::get_if<Tensor>(&gv->grad)) {
+        apply_dense(*dense, var);
+      } else {
+        apply_sparse(std::get<IndexedSlices>(gv->grad), var);
+      }
     }
+    remote.flush();
   }
   finish();
   if (global_step != nullptr) global_step->assign_add(Tensor(1), {.use_locking = true});
@@ -163,8 +171,17 @@ void Optimizer::create_slots_locked(const std::vector<Variable>& var_list) {
   auto first = std::min_element(
       var_list.begin(), var_list.end(),
       [](const Variable& a, const Variable& b) { return a.op_name() < b.op_name(); });
+  // Remote slots made together share one window per owner (one exchange
+  // for all of them in an apply); their initial values are written once
+  // the batch has placed them.
+  state_->created.clear();
+  internal::RemoteCreationBatch batch;
   make_non_slot_variables(*first);
   for (const Variable& var : var_list) make_slots(var);
+  batch.finish();
+  std::vector<Variable> created = std::move(state_->created);
+  state_->created.clear();
+  for (Variable& v : created) v.initializer().run();
 }
 
 Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name, double value,
@@ -183,6 +200,7 @@ Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name
   }
   Variable slot =
       colocated_variable(var, var.dtype(), shape.value_or(var.shape()), value, std::move(options));
+  state_->created.push_back(slot);
   return per_var.emplace(key_of(var), std::pair{var, slot}).first->second.second;
 }
 
@@ -197,9 +215,9 @@ Variable& Optimizer::make_non_slot_variable(const std::string& name, double valu
   if (found != state_->non_slot.end()) return found->second;
   VariableOptions options;
   options.name = name;
-  return state_->non_slot
-      .emplace(key, colocated_variable(colocate_with, dtype, {}, value, std::move(options)))
-      .first->second;
+  Variable v = colocated_variable(colocate_with, dtype, {}, value, std::move(options));
+  state_->created.push_back(v);
+  return state_->non_slot.emplace(key, v).first->second;
 }
 
 Variable& Optimizer::non_slot_variable(const std::string& name) {

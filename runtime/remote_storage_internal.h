@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,17 @@ struct RemotePart {
   RemoteStorage* storage = nullptr;
   std::vector<int64_t> rows;
   Tensor values;
+};
+
+// One training op's share of RemoteStorage::modify_rows: a variable and
+// its slots (storages of one task), the rows to move (distinct, ascending,
+// in range; [rows.size()] + each one's row shape), or, without `rows`, the
+// whole values, and the update: `fn` gets the values in the order of
+// `storages` and updates them in place.
+struct RemoteUpdate {
+  std::vector<RemoteStorage*> storages;
+  std::optional<std::vector<int64_t>> rows;
+  std::function<void(std::vector<Tensor>&)> fn;
 };
 
 // The value of one variable held by one task. Tensors passed in and
@@ -86,6 +98,15 @@ class RemoteStorage {
   virtual void scatter_parts(kernels::ScatterOp op, std::vector<RemotePart>& parts,
                              bool updates_scalar) = 0;
   virtual void gather_parts(std::vector<RemotePart>& parts) = 0;
+  // Training ops (one, or an optimizer's apply_gradients) as one atomic
+  // update (see RemoteUpdate): every window of every update's storages
+  // (all of this storage's transport) is locked exclusively on its owner,
+  // in an order every task agrees on (so two such calls cannot deadlock);
+  // each update's rows are read, passed to its `fn`, and, once every `fn`
+  // has returned, written back, marked (start_marking) and every version
+  // bumped. One exchange per window and owner. Nothing is written when a
+  // `fn` throws.
+  virtual void modify_rows(std::vector<RemoteUpdate>& updates) = 0;
   // Atomically: the scalar before the increment; OutOfRangeError (naming
   // `op_name`) when it has reached `limit`.
   virtual int64_t count_up_to(int64_t limit, const std::string& op_name) = 0;

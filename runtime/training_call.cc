@@ -1,8 +1,11 @@
 #include "runtime/training_ops_internal.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows_internal.h"
@@ -67,6 +70,16 @@ std::string subject(std::string_view tf_name, std::string_view name, const Varia
 
 }  // namespace
 
+std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact) {
+  std::vector<int64_t> ids = indices.cast(DType::kInt64).to_vector<int64_t>();
+  std::vector<int64_t> rows = ids;
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  for (int64_t& id : ids) id = std::lower_bound(rows.begin(), rows.end(), id) - rows.begin();
+  compact = Tensor::from_vector<int64_t>(ids);
+  return rows;
+}
+
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who) {
   Tensor g = converted(grad, var.dtype(), "grad", who);
   if (g.shape() != var.shape()) {
@@ -93,28 +106,79 @@ void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const
   check_index_values(indices.on_cpu() ? indices : indices.to_host(), shape.dim(0), who, marks);
 }
 
+bool TrainingKernel::run(const std::vector<Tensor>& tables, const Tensor& grad,
+                         const Tensor* indices) const {
+  const Tensor& table = tables[0];
+  const int64_t width = row_width(table.shape());
+  const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 1;
+  const int64_t n = indices ? indices->num_elements() : table.num_elements();
+  // compat.v1 sparse Adam decays every row, even for a batch without rows.
+  const bool updates_all_rows = indices != nullptr && op == TrainingOp::kAdam;
+  if (table.num_elements() == 0 || (n == 0 && !updates_all_rows)) return false;
+  dispatch_training_dtype(table.dtype(), who, [&](auto t) {
+    using T = decltype(t);
+    kernels::TrainingSlots<T> s{static_cast<T*>(table.raw_data())};
+    T** slot_ptrs[3] = {&s.s0, &s.s1, &s.s2};
+    for (size_t k = 1; k < tables.size(); ++k) {
+      *slot_ptrs[k - 1] = static_cast<T*>(tables[k].raw_data());
+    }
+    const T* g = static_cast<const T*>(grad.raw_data());
+    auto with_index = [&](auto run_with) {
+      if (indices->dtype() == DType::kInt32) {
+        run_with(static_cast<const int32_t*>(indices->raw_data()));
+      } else {
+        run_with(static_cast<const int64_t*>(indices->raw_data()));
+      }
+    };
+    if (table.on_cpu()) {
+      if (indices == nullptr) {
+        kernels::cpu::apply_dense<T>(op, hyper, s, g, n, width);
+      } else {
+        with_index([&](auto* ids) {
+          kernels::cpu::apply_sparse(op, hyper, s, rows, width, ids, n, g, deterministic);
+        });
+      }
+      return;
+    }
+#ifdef VARSTATE_HAVE_CUDA
+    Device& device = table.device();
+    DeviceGuard guard(device);
+    if (indices == nullptr) {
+      kernels::cuda::apply_dense<T>(op, hyper, s, g, n, width, device.stream());
+    } else {
+      const kernels::cuda::ScratchAllocator scratch{
+          [&device](size_t bytes) { return device.allocate(bytes); },
+          [&device](void* ptr) { device.deallocate(ptr); }};
+      with_index([&](auto* ids) {
+        kernels::cuda::apply_sparse(op, hyper, s, rows, width, ids, n, g, deterministic, scratch,
+                                    device.stream());
+      });
+    }
+#else
+    throw InternalError(who + ": a GPU variable in a build without CUDA");
+#endif
+  });
+  return true;
+}
+
 TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& var,
                            std::vector<TrainingSlot> slots, const UpdateOptions& options)
     : op_(op),
       var_(var),
       slots_(std::move(slots)),
       options_(options),
-      who_(subject(tf_name, options.name, var)) {
-  auto check_local = [this](const Variable& v) {
-    if (remote_storage(v) != nullptr) {
-      throw UnimplementedError(who_ + ": " + quoted(v.op_name()) +
-                               " is held by another task; training ops run on local variables");
-    }
-  };
-  check_local(var_);
-  table_ = var_.ref();
-  if (!training_dtype(table_.dtype())) {
+      who_(subject(tf_name, options.name, var)),
+      remote_(remote_storage(var)) {
+  // A remote variable's value stays with its owner: only its metadata here.
+  if (remote_ == nullptr) table_ = var_.ref();
+  dtype_ = remote_ ? var_.dtype() : table_.dtype();
+  if (!training_dtype(dtype_)) {
     throw TypeError(who_ + ": variables of float16, bfloat16, float32 or float64 only, got " +
-                    std::string(dtype_name(table_.dtype())));
+                    std::string(dtype_name(dtype_)));
   }
+  if (remote_ && !remote_->is_initialized()) throw_uninitialized(var_.op_name());
   for (size_t k = 0; k < slots_.size(); ++k) {
     const TrainingSlot& slot = slots_[k];
-    check_local(*slot.var);
     for (size_t j = 0; j <= k; ++j) {
       const bool is_var = j == k;
       if ((is_var ? var_ : *slots_[j].var).same_as(*slot.var)) {
@@ -122,18 +186,39 @@ TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& va
                                    (is_var ? "var" : slots_[j].role));
       }
     }
-    slot_tables_.push_back(slot.var->ref());
-    check_slot(slot, slot_tables_.back());
+    check_holder(slot);
+    if (remote_ == nullptr) {
+      slot_tables_.push_back(slot.var->ref());
+      check_slot(slot, slot_tables_.back().dtype(), slot_tables_.back().shape());
+      check_device(slot, slot_tables_.back());
+    } else {
+      check_slot(slot, slot.var->dtype(), slot.var->shape());
+      if (!remote_storage(*slot.var)->is_initialized()) throw_uninitialized(slot.var->op_name());
+    }
   }
 }
 
-void TrainingCall::check_slot(const TrainingSlot& slot, const Tensor& table) const {
-  const std::string name = std::string(slot.role) + " (" + quoted(slot.var->op_name()) + ")";
-  if (table.dtype() != table_.dtype()) {
-    throw TypeError(who_ + ": " + name + " is " + std::string(dtype_name(table.dtype())) +
-                    ", expected " + std::string(dtype_name(table_.dtype())));
+void TrainingCall::check_holder(const TrainingSlot& slot) const {
+  RemoteStorage* remote = remote_storage(*slot.var);
+  auto holder = [](RemoteStorage* r) { return r ? r->task() : std::string("this process"); };
+  if ((remote == nullptr) == (remote_ == nullptr) &&
+      (remote == nullptr || remote->task() == remote_->task())) {
+    return;
   }
-  TensorShape expected = table_.shape();
+  throw InvalidArgumentError(who_ + ": " + slot.role + " (" + quoted(slot.var->op_name()) +
+                             ") is held by " + holder(remote) + ", the variable " +
+                             quoted(var_.op_name()) + " by " + holder(remote_) +
+                             " (slots live with their variable)");
+}
+
+void TrainingCall::check_slot(const TrainingSlot& slot, DType dtype,
+                              const TensorShape& shape) const {
+  const std::string name = std::string(slot.role) + " (" + quoted(slot.var->op_name()) + ")";
+  if (dtype != dtype_) {
+    throw TypeError(who_ + ": " + name + " is " + std::string(dtype_name(dtype)) + ", expected " +
+                    std::string(dtype_name(dtype_)));
+  }
+  TensorShape expected = var_shape();
   if (op_ == TrainingOp::kRowwiseAdagrad) {
     if (expected.rank() < 1) {
       throw InvalidArgumentError(who_ + ": var must be at least 1 dimensional, got shape " +
@@ -141,17 +226,23 @@ void TrainingCall::check_slot(const TrainingSlot& slot, const Tensor& table) con
     }
     expected = TensorShape({expected.dim(0)});
   }
-  if (table.shape() != expected) {
+  if (shape != expected) {
     throw InvalidArgumentError(who_ + ": var and " + slot.role + " do not have the same shape" +
                                (op_ == TrainingOp::kRowwiseAdagrad ? "[0]" : "") + ": " +
-                               expected.to_string() + " vs " + table.shape().to_string());
+                               expected.to_string() + " vs " + shape.to_string());
   }
+}
+
+void TrainingCall::check_device(const TrainingSlot& slot, const Tensor& table) const {
   if (&table.device() != &table_.device()) {
-    throw InvalidArgumentError(who_ + ": " + name + " is on " + table.device().name() +
+    throw InvalidArgumentError(who_ + ": " + std::string(slot.role) + " (" +
+                               quoted(slot.var->op_name()) + ") is on " + table.device().name() +
                                ", the variable on " + table_.device().name() +
                                " (slots live on their variable's device)");
   }
 }
+
+TensorShape TrainingCall::var_shape() const { return remote_ ? var_.shape() : table_.shape(); }
 
 double TrainingCall::scalar(const Tensor& t, std::string_view what) const {
   const std::string name(what);
@@ -159,22 +250,29 @@ double TrainingCall::scalar(const Tensor& t, std::string_view what) const {
   if (t.rank() != 0) {
     throw InvalidArgumentError(who_ + ": " + name + " is not a scalar: " + t.shape().to_string());
   }
-  if (!t.weakly_typed() && t.dtype() != table_.dtype()) {
+  if (!t.weakly_typed() && t.dtype() != dtype_) {
     throw TypeError(who_ + ": " + name + " is " + std::string(dtype_name(t.dtype())) +
-                    ", expected " + std::string(dtype_name(table_.dtype())));
+                    ", expected " + std::string(dtype_name(dtype_)));
   }
   return t.to_host().cast(DType::kDouble).scalar<double>();
 }
 
 Tensor TrainingCall::apply_dense(const Tensor& grad) {
   Tensor g = checked_dense_gradient(grad, var_, who_);
+  if (remote_) return apply_remote(g.to_host(), nullptr);
   if (&g.device() != &table_.device()) g = g.to(table_.device());
-  run(g, nullptr);
+  run_locked(g, nullptr);
   for (Variable* v : written()) mark_updated(*v);
   return table_;
 }
 
 Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
+  if (remote_) {
+    check_sparse_gradient(grad, var_, who_);
+    const Tensor values = converted(grad.values(), dtype_, "grad.values", who_).to_host();
+    const Tensor indices = grad.indices().to_host();
+    return apply_remote(values, &indices);
+  }
   // The batch's rows of the variable and of each slot (all of them row
   // shaped, row-wise Adagrad's [rows] accumulator too) are marked as the
   // indices are checked, before the write, as a scatter marks them. The
@@ -200,7 +298,7 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   Device& device = table_.device();
   if (&values.device() != &device) values = values.to(device);
   if (&indices.device() != &device) indices = indices.to(device);
-  if (!run(values, &indices)) return table_;
+  if (!run_locked(values, &indices)) return table_;
   for (Variable* v : written()) {
     if (every_row) {
       mark_updated(*v);
@@ -211,69 +309,77 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   return table_;
 }
 
+Tensor TrainingCall::apply_remote(const Tensor& grad, const Tensor* indices) {
+  RemoteUpdate update;
+  update.storages = {remote_};
+  for (const TrainingSlot& slot : slots_) update.storages.push_back(remote_storage(*slot.var));
+  const int64_t n = indices ? indices->num_elements() : var_shape().num_elements();
+  // compat.v1 sparse Adam decays every row, even for a batch without rows:
+  // it moves the whole values, as a dense op does.
+  const bool whole = indices == nullptr || op_ == TrainingOp::kAdam;
+  if (var_shape().num_elements() == 0 || (n == 0 && !whole)) return Tensor();
+  const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
+  auto result = std::make_shared<Tensor>();
+  if (whole) {
+    const std::optional<Tensor> ids = indices ? std::optional<Tensor>(*indices) : std::nullopt;
+    update.fn = [kernel, grad, ids, result](std::vector<Tensor>& tables) {
+      kernel.run(tables, grad, ids ? &*ids : nullptr);
+      *result = tables[0];
+    };
+  } else {
+    // Only the distinct rows travel; the kernel runs on them re-indexed
+    // 0..k-1 in ascending order, which keeps its stable sort by index, and
+    // so the summation order of duplicates, the local op's.
+    Tensor compact;
+    update.rows = distinct_rows(*indices, compact);
+    update.fn = [kernel, grad, compact](std::vector<Tensor>& tables) {
+      kernel.run(tables, grad, &compact);
+    };
+  }
+  if (RemoteApplyBatch* batch = RemoteApplyBatch::current()) {
+    batch->add(std::move(update));
+    return Tensor();
+  }
+  std::vector<RemoteUpdate> one;
+  one.push_back(std::move(update));
+  remote_->modify_rows(one);
+  return indices ? Tensor() : *result;
+}
+
+namespace {
+thread_local RemoteApplyBatch* t_batch = nullptr;
+}  // namespace
+
+RemoteApplyBatch::RemoteApplyBatch() : outer_(t_batch) { t_batch = this; }
+
+RemoteApplyBatch::~RemoteApplyBatch() { t_batch = outer_; }
+
+RemoteApplyBatch* RemoteApplyBatch::current() { return t_batch; }
+
+void RemoteApplyBatch::add(RemoteUpdate update) { updates_.push_back(std::move(update)); }
+
+void RemoteApplyBatch::flush() {
+  std::vector<RemoteUpdate> updates = std::move(updates_);
+  updates_.clear();
+  if (!updates.empty()) updates[0].storages[0]->modify_rows(updates);
+}
+
 std::vector<Variable*> TrainingCall::written() {
   std::vector<Variable*> out = {&var_};
   for (const TrainingSlot& slot : slots_) out.push_back(slot.var);
   return out;
 }
 
-bool TrainingCall::run(const Tensor& grad, const Tensor* indices) {
+bool TrainingCall::run_locked(const Tensor& grad, const Tensor* indices) {
   std::vector<std::unique_lock<std::mutex>> locks;
   if (options_.use_locking.value_or(false)) {
     locks.emplace_back(update_mutex(var_));
     for (const TrainingSlot& slot : slots_) locks.emplace_back(update_mutex(*slot.var));
   }
-  const int64_t width = row_width(table_.shape());
-  const int64_t rows = table_.shape().rank() > 0 ? table_.shape().dim(0) : 1;
-  const int64_t n = indices ? indices->num_elements() : table_.num_elements();
-  // compat.v1 sparse Adam decays every row, even for a batch without rows.
-  const bool updates_all_rows = indices != nullptr && op_ == TrainingOp::kAdam;
-  if (table_.num_elements() == 0 || (n == 0 && !updates_all_rows)) return false;
-  const bool deterministic = options_.deterministic.value_or(true);
-  dispatch_training_dtype(table_.dtype(), who_, [&](auto t) {
-    using T = decltype(t);
-    kernels::TrainingSlots<T> s{static_cast<T*>(table_.raw_data())};
-    T** slot_ptrs[3] = {&s.s0, &s.s1, &s.s2};
-    for (size_t k = 0; k < slot_tables_.size(); ++k) {
-      *slot_ptrs[k] = static_cast<T*>(slot_tables_[k].raw_data());
-    }
-    const T* g = static_cast<const T*>(grad.raw_data());
-    auto with_index = [&](auto run_with) {
-      if (indices->dtype() == DType::kInt32) {
-        run_with(static_cast<const int32_t*>(indices->raw_data()));
-      } else {
-        run_with(static_cast<const int64_t*>(indices->raw_data()));
-      }
-    };
-    if (table_.on_cpu()) {
-      if (indices == nullptr) {
-        kernels::cpu::apply_dense<T>(op_, hyper_, s, g, n, width);
-      } else {
-        with_index([&](auto* ids) {
-          kernels::cpu::apply_sparse(op_, hyper_, s, rows, width, ids, n, g, deterministic);
-        });
-      }
-      return;
-    }
-#ifdef VARSTATE_HAVE_CUDA
-    Device& device = table_.device();
-    DeviceGuard guard(device);
-    if (indices == nullptr) {
-      kernels::cuda::apply_dense<T>(op_, hyper_, s, g, n, width, device.stream());
-    } else {
-      const kernels::cuda::ScratchAllocator scratch{
-          [&device](size_t bytes) { return device.allocate(bytes); },
-          [&device](void* ptr) { device.deallocate(ptr); }};
-      with_index([&](auto* ids) {
-        kernels::cuda::apply_sparse(op_, hyper_, s, rows, width, ids, n, g, deterministic, scratch,
-                                    device.stream());
-      });
-    }
-#else
-    throw InternalError(who_ + ": a GPU variable in a build without CUDA");
-#endif
-  });
-  return true;
+  std::vector<Tensor> tables = {table_};
+  tables.insert(tables.end(), slot_tables_.begin(), slot_tables_.end());
+  return TrainingKernel{op_, hyper_, options_.deterministic.value_or(true), who_}.run(tables, grad,
+                                                                                      indices);
 }
 
 }  // namespace varstate::internal

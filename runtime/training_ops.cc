@@ -1,5 +1,6 @@
 #include "varstate/training_ops.h"
 
+#include "runtime/remote_storage_internal.h"
 #include "runtime/training_ops_internal.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"
@@ -7,6 +8,7 @@
 namespace varstate {
 namespace {
 
+using internal::RemoteUpdate;
 using internal::TrainingCall;
 using kernels::TrainingOp;
 
@@ -121,6 +123,28 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
+  if (internal::RemoteStorage* remote = internal::remote_storage(var)) {
+    // Bitwise the single-process op (duplicates subtracted one by one, in
+    // order, which an accumulate on the owner would not keep): the rows
+    // come under the owner's lock, the CPU scatter_sub updates them, and
+    // nothing else is read back (training_ops.h).
+    Tensor compact;
+    std::vector<int64_t> rows = internal::distinct_rows(delta.indices().to_host(), compact);
+    if (rows.empty()) return Tensor();
+    const Tensor host = scaled.to_host();
+    RemoteUpdate update{
+        {remote}, rows, [compact, host, name = options.name](std::vector<Tensor>& t) {
+          scatter_sub(t[0], compact, host, {.name = name});
+        }};
+    if (internal::RemoteApplyBatch* batch = internal::RemoteApplyBatch::current()) {
+      batch->add(std::move(update));
+    } else {
+      std::vector<RemoteUpdate> one;
+      one.push_back(std::move(update));
+      remote->modify_rows(one);
+    }
+    return Tensor();
+  }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);
 }
 

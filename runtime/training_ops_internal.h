@@ -11,12 +11,50 @@
 #include <vector>
 
 #include "kernels/training_functors.h"
+#include "runtime/remote_storage_internal.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/tensor.h"
 #include "varstate/update_options.h"
 #include "varstate/variable.h"
 
 namespace varstate::internal {
+
+// A training op's kernel call, apart from the variables: the op, its
+// hyperparameters, and the name for messages.
+struct TrainingKernel {
+  kernels::TrainingOp op;
+  kernels::TrainingHyper hyper;
+  bool deterministic = true;
+  std::string who;
+
+  // Runs the kernel on `tables` (the variable's, then the slots'; on one
+  // device) with `grad` (and, for a sparse op, `indices`, rows of
+  // tables[0]); false when there was nothing to write.
+  bool run(const std::vector<Tensor>& tables, const Tensor& grad, const Tensor* indices) const;
+};
+
+// While one is open on a thread (Optimizer::apply_gradients opens one),
+// the training ops on remote variables that thread calls are validated at
+// once but run when it is flushed: all of them as one
+// RemoteStorage::modify_rows, one exchange per window and owner (the parts
+// of a partitioned variable on one task, and the slots created together,
+// share a window) instead of one per variable and slot. Closed without
+// flush() (an error on the way), it drops them: nothing is written.
+class RemoteApplyBatch {
+ public:
+  RemoteApplyBatch();
+  ~RemoteApplyBatch();
+  RemoteApplyBatch(const RemoteApplyBatch&) = delete;
+  RemoteApplyBatch& operator=(const RemoteApplyBatch&) = delete;
+  // The innermost batch open on this thread, or nullptr.
+  static RemoteApplyBatch* current();
+  void add(RemoteUpdate update);
+  void flush();
+
+ private:
+  RemoteApplyBatch* outer_;
+  std::vector<RemoteUpdate> updates_;
+};
 
 // A slot of a training op: the variable and its role in messages ("accum").
 struct TrainingSlot {
@@ -45,9 +83,22 @@ class TrainingCall {
   Tensor apply_sparse(const IndexedSlices& grad);
 
  private:
-  void check_slot(const TrainingSlot& slot, const Tensor& table) const;
-  // Runs the kernel; false when there was nothing to write.
-  bool run(const Tensor& grad, const Tensor* indices);
+  // Slots are held where their variable is: both here, or both by one
+  // task (InvalidArgumentError naming both otherwise).
+  void check_holder(const TrainingSlot& slot) const;
+  void check_slot(const TrainingSlot& slot, DType dtype, const TensorShape& shape) const;
+  void check_device(const TrainingSlot& slot, const Tensor& table) const;
+  TensorShape var_shape() const;
+  // Runs the kernel on the local tables, with the update locks when
+  // use_locking; false when there was nothing to write.
+  bool run_locked(const Tensor& grad, const Tensor* indices);
+  // The op on a variable held by another task (grad and indices on the
+  // host): one locked read-modify-write of the variable and its slots on
+  // their owner, of the batch's distinct rows only, or of the whole values
+  // (dense, and sparse Adam, which moves every row); deferred to the
+  // thread's RemoteApplyBatch when one is open. Returns the new value for
+  // a dense op run now, else an empty tensor.
+  Tensor apply_remote(const Tensor& grad, const Tensor* indices);
   // The variable and its slots.
   std::vector<Variable*> written();
 
@@ -56,6 +107,8 @@ class TrainingCall {
   std::vector<TrainingSlot> slots_;
   UpdateOptions options_;
   std::string who_;
+  RemoteStorage* remote_ = nullptr;
+  DType dtype_ = DType::kInvalid;
   Tensor table_;
   std::vector<Tensor> slot_tables_;
   kernels::TrainingHyper hyper_;
@@ -69,5 +122,11 @@ class TrainingCall {
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who);
 void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
                            std::span<std::atomic<uint8_t>* const> marks = {});
+
+// The distinct values of `indices` (int32 or int64, on the host),
+// ascending, and in `compact` each index's position among them (int64):
+// the rows a sparse op on a remote variable moves, and the indices its
+// kernel takes on them (the order of equal indices is kept).
+std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact);
 
 }  // namespace varstate::internal

@@ -53,7 +53,11 @@
 // updates from many tasks lose nothing. Validation is the single-process
 // API's and happens before anything is sent. A caching device caches
 // remote reads, refreshed only when the owner's version counter moved.
-// ref() of a remote variable is a snapshot, not a live view.
+// ref() of a remote variable is a snapshot, not a live view. Training ops
+// and optimizers (varstate/training_ops.h, optimizers.h) run on remote
+// variables, their slots on the same task: one atomic read-modify-write of
+// the batch's rows of the variable and its slots under the owner's
+// exclusive locks.
 //
 // Progress: the owner does not serve requests (passive-target RMA:
 // MPI_Win_lock / MPI_Win_unlock per operation). A ps task only has to stay

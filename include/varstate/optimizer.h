@@ -20,6 +20,12 @@
 // name sorts first: everything needed to continue training bit-exactly
 // after a restore is a variable.
 //
+// Parameter-server variables (varstate/cluster.h): the slots are created
+// on the variable's task (create_slots is then collective, as any remote
+// creation: every task makes the same calls), and apply_gradients
+// validates every update before it runs the remote ones together, one
+// locked exchange per window and owner (varstate/training_ops.h).
+//
 // Thread safety: an Optimizer serializes its own apply_gradients and
 // create_slots calls; the updates follow the training ops' rules
 // (varstate/training_ops.h).

@@ -49,13 +49,25 @@
 //                            [2]"), a slot on another device than the
 //                            variable, an index out of range ("indices[3] =
 //                            1000 is not in [0, 500)"), a scalar variable in
-//                            a sparse op;
-//   UnimplementedError       a variable held by another task (/job:ps).
+//                            a sparse op, a slot held by another task than
+//                            its variable (or here while the variable is
+//                            remote, or the reverse).
 // Messages name the op and the variable: `SparseApplyAdagrad on "emb": ...`.
 //
 // Devices: the update runs on the variable's device; gradients on another
 // device are copied there first. Sparse indices are bounds-checked on the
 // host (indices on a GPU are copied back for the check).
+//
+// Parameter-server variables (varstate/cluster.h): a variable held by
+// another task trains in place, with the same bits as here. Its slots are
+// held by the same task; the op takes that task's exclusive lock on the
+// variable and every slot (in an order every task agrees on: no deadlock),
+// reads the batch's distinct rows (dense ops and sparse_apply_adam, which
+// moves every row: the whole values), runs the CPU kernel, writes them
+// back, marks them for incremental saves (DistributedSaver) and unlocks:
+// atomic with respect to every other task's updates. Only those rows
+// travel; a sparse op returns an empty Tensor (the value stays with its
+// owner), a dense one the new value.
 //
 // Thread safety: with use_locking (default false, as TensorFlow's ops) the
 // variable's and the slots' update locks are held, serializing the op with

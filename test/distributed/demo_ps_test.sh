@@ -5,7 +5,9 @@
 #      --shards and --seed (within 1e-3);
 #   2. stopping at step 300 and --resume to 600 restores the
 #      DistributedSaver checkpoint and ends at global_step 600 with the same
-#      RMSE as the uninterrupted run.
+#      RMSE as the uninterrupted run;
+#   3. --optimizer adagrad trains the ps variables with the optimizer to the
+#      single process's RMSE (within 1e-3).
 #   demo_ps_test.sh PATH/TO/varstate MPIRUN [MPIRUN FLAGS...]
 set -euo pipefail
 cli=${1:?usage: demo_ps_test.sh VARSTATE_BIN MPIRUN [FLAGS...]}
@@ -13,8 +15,10 @@ shift
 mpirun=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-small=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
-       --learning_rate 0.05 --save_every 150 --max_to_keep 2 --shards 4 --seed 7)
+common=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
+        --save_every 150 --max_to_keep 2 --shards 4 --seed 7)
+small=("${common[@]}" --learning_rate 0.05)
+adagrad=("${common[@]}" --optimizer adagrad --learning_rate 0.5)
 fail() { echo "FAIL: $*"; exit 1; }
 after() { sed -nE 's/^test RMSE(: [0-9.]+ before,| after:) ([0-9.]+).*/\2/p' "$1"; }
 near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d < 0.001 && d > -0.001) }'; }
@@ -43,3 +47,17 @@ grep -q "global_step = 600; latest checkpoint: $tmp/r/model-600" "$tmp/r.log" ||
 resumed=$(after "$tmp/r.log")
 near "$ps" "$resumed" || fail "test RMSE $resumed resumed, $ps uninterrupted"
 echo "ok: stop at 300 + --resume to 600: test RMSE $resumed (uninterrupted $ps)"
+
+# 3. --optimizer adagrad: the parts' Adagrad applies run on the ps
+#    variables (one optimizer per worker over its parts), and the test RMSE
+#    matches one process with the same optimizer.
+"$cli" demo "${adagrad[@]}" --device cpu --steps 300 \
+  --checkpoint_dir "$tmp/one_adagrad" > "$tmp/one_adagrad.log"
+one=$(after "$tmp/one_adagrad.log")
+timeout -k 5 240 "${mpirun[@]}" -np 4 "$cli" demo "${adagrad[@]}" --ps 2 \
+  --steps 300 --checkpoint_dir "$tmp/adagrad" | tee "$tmp/adagrad.log"
+grep -q "/job:worker/task:1: applies adagrad to 4 of the 8 table parts" "$tmp/adagrad.log" ||
+  fail "no line for worker 1's parts"
+ps=$(after "$tmp/adagrad.log")
+near "$one" "$ps" || fail "adagrad: test RMSE $ps with 2 ps tasks, $one in one process"
+echo "ok: adagrad: test RMSE $ps with 2 ps tasks + 2 workers, $one in one process"

@@ -166,3 +166,20 @@ set_tests_properties(mpi_incremental_corrupt PROPERTIES FIXTURES_REQUIRED mpi_cl
 
 # RestoreShare's checksum layout in one process, each task simulated.
 varstate_add_test(test_distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/restore_share_test.cc)
+
+# Training ops and optimizers on parameter-server variables
+# (mpi_training_test.cc): 2 ps tasks + 2 workers.
+add_executable(mpi_training_test ${CMAKE_CURRENT_LIST_DIR}/mpi_training_test.cc)
+target_link_libraries(mpi_training_test PRIVATE varstate_private MPI::MPI_C)
+target_compile_definitions(mpi_training_test PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+set(_training_incr ${CMAKE_CURRENT_BINARY_DIR}/mpi_training_incr)
+foreach(_mode equal concurrent errors)
+  varstate_mpi_test(mpi_training_${_mode} ${_mpirun} -np 4 $<TARGET_FILE:mpi_training_test>
+                    ${_mode})
+endforeach()
+add_test(NAME mpi_training_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_training_incr})
+set_tests_properties(mpi_training_clean PROPERTIES LABELS "mpi;cpu"
+                     FIXTURES_SETUP mpi_training_clean)
+varstate_mpi_test(mpi_training_incremental ${_mpirun} -np 4 $<TARGET_FILE:mpi_training_test>
+                  incremental ${_training_incr})
+set_tests_properties(mpi_training_incremental PROPERTIES FIXTURES_REQUIRED mpi_training_clean)

@@ -856,7 +856,9 @@ PsDemoOptions ps_options(const DemoOptions& o, int ps) {
           .resume = o.resume,
           .seed = o.seed,
           .shards = o.shards,
-          .ps = ps};
+          .ps = ps,
+          .optimizer = o.optimizer,
+          .make_optimizer = [o] { return make_optimizer(o.optimizer, o.learning_rate); }};
 }
 
 }  // namespace
@@ -938,10 +940,6 @@ Action add_demo_command(CLI::App& app) {
   return [o, ps, learning_rate] {
     if (learning_rate->count() == 0) o->learning_rate = default_learning_rate(o->optimizer);
     if (*ps > 0) {
-      if (o->optimizer != "sgd") {
-        throw InvalidArgumentError("--optimizer " + o->optimizer +
-                                   ": the multi-process demo (--ps) trains with sgd only");
-      }
       check_sizes(*o);
       ensure_writable_dir("--checkpoint_dir", o->checkpoint_dir);
       return demo_ps(ps_options(*o, *ps));

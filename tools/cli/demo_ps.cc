@@ -10,15 +10,23 @@
 // only the checkpoints' collectives. The step's updates are the
 // single-process step's (duplicate rows add up in another order, rounding
 // aside), so with the same --shards and --seed the test RMSE matches one
-// process. DistributedSaver checkpoints every --save_every steps; --resume
-// restores the latest and goes on from its global_step.
+// process. With --optimizer other than sgd, the parts (and their slots)
+// are dealt round-robin over the workers, one optimizer per worker: every
+// worker gathers the whole batch's rows, computes its gradients and
+// applies those of its parts (apply_gradients on the remote parts, the
+// apply under the owner's lock, moving only the batch's rows); each part
+// gets the single-process step's gradient once, so again the RMSE matches
+// one process. DistributedSaver checkpoints every --save_every steps;
+// --resume restores the latest and goes on from its global_step.
 #include "demo_ps.h"
 
 #include <varstate/varstate.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +48,21 @@ struct PsModel {
   PartitionedVariable users;
   PartitionedVariable items;
   Variable global_step;
+  // With --optimizer other than sgd: worker w's optimizer, over its parts.
+  std::vector<std::unique_ptr<Optimizer>> optimizers;
 };
+
+// The parts worker `w` of `workers` applies with --optimizer (the users'
+// parts, then the items', dealt round-robin): each part and its slots are
+// written by one worker.
+std::vector<Variable> worker_parts(const PsModel& m, int w, int workers) {
+  std::vector<Variable> all = m.users.variables(), mine;
+  all.insert(all.end(), m.items.begin(), m.items.end());
+  for (size_t k = static_cast<size_t>(w); k < all.size(); k += static_cast<size_t>(workers)) {
+    mine.push_back(all[k]);
+  }
+  return mine;
+}
 
 PartitionedVariable embedding_table(const char* scope, int64_t rows, int64_t rank, double stddev,
                                     int64_t seed) {
@@ -52,8 +74,11 @@ PartitionedVariable embedding_table(const char* scope, int64_t rows, int64_t ran
 
 // The single-process demo's graph (same names, seeds and partitioning),
 // placed by replica_device_setter: the tables' parts round-robin over the
-// ps tasks, global_step on one of them.
-PsModel build_ps_model(const PsDemoOptions& o, int64_t shards) {
+// ps tasks, global_step on one of them; with --optimizer, one optimizer
+// per worker over its parts, its slots (and Adam's beta powers, one pair
+// per worker) beside its parts. Every rank builds the same (the remote
+// variables' creation is collective).
+PsModel build_ps_model(const PsDemoOptions& o, int64_t shards, int workers) {
   reset_default_graph();
   set_random_seed(o.seed);
   const double init_stddev = 0.5 * std::pow(static_cast<double>(o.rank), -0.25);
@@ -71,7 +96,15 @@ PsModel build_ps_model(const PsDemoOptions& o, int64_t shards) {
                                    .trainable = false,
                                    .collections = std::vector<std::string>{
                                        GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
-  return {*users, *items, step};
+  PsModel m{*users, *items, step, {}};
+  if (o.optimizer == "sgd") return m;
+  for (int w = 0; w < workers; ++w) {
+    m.optimizers.push_back(o.make_optimizer());
+    const std::vector<Variable> parts = worker_parts(m, w, workers);
+    if (!parts.empty()) m.optimizers.back()->create_slots(parts);
+  }
+  set_deterministic_ops(true);
+  return m;
 }
 
 // Worker `index` of `count`: its share [begin, end) of a batch of n.
@@ -80,18 +113,12 @@ std::pair<size_t, size_t> share(size_t n, int index, int count) {
   return {n * w / c, n * (w + 1) / c};
 }
 
-// One worker's half of a synchronous step: gather() its share's rows of the
-// pre-step tables, then (after the barrier) update() with its gradients.
-class WorkerStep {
+// The rows of a batch's ratings (at positions[0..count) of the training
+// set), gathered from the tables.
+class BatchRows {
  public:
-  explicit WorkerStep(const PsDemoOptions& o)
-      : rank_(static_cast<size_t>(o.rank)),
-        lr_(static_cast<float>(o.learning_rate)),
-        l2_(static_cast<float>(o.l2)) {}
-
   void gather_rows(PsModel& m, const Ratings& train, const uint32_t* positions, size_t count) {
     positions_ = positions;
-    count_ = count;
     users_.resize(count);
     items_.resize(count);
     for (size_t k = 0; k < count; ++k) {
@@ -103,35 +130,135 @@ class WorkerStep {
     item_rows_ = gather(m.items, Tensor::from_vector(items_), {.device = "/cpu:0"});
   }
 
+  size_t count() const { return users_.size(); }
+  uint32_t position(size_t k) const { return positions_[k]; }
+  const std::vector<int64_t>& users() const { return users_; }
+  const std::vector<int64_t>& items() const { return items_; }
+  const Tensor& user_rows() const { return user_rows_; }
+  const Tensor& item_rows() const { return item_rows_; }
+
+ private:
+  const uint32_t* positions_ = nullptr;
+  std::vector<int64_t> users_, items_;
+  Tensor user_rows_, item_rows_;
+};
+
+// One worker's half of a synchronous step (sgd): gather() its share's rows
+// of the pre-step tables, then (after the barrier) update() with its
+// gradients.
+class WorkerStep {
+ public:
+  explicit WorkerStep(const PsDemoOptions& o)
+      : rank_(static_cast<size_t>(o.rank)),
+        lr_(static_cast<float>(o.learning_rate)),
+        l2_(static_cast<float>(o.l2)) {}
+
+  void gather_rows(PsModel& m, const Ratings& train, const uint32_t* positions, size_t count) {
+    rows_.gather_rows(m, train, positions, count);
+  }
+
   // The gradients of the rows gathered, scatter_sub'ed; the squared errors
   // (before the update) added to `squared_error`.
   void update(PsModel& m, const Ratings& train, double& squared_error) {
-    if (count_ == 0) return;
-    std::vector<float> ug(count_ * rank_), ig(count_ * rank_);
-    for (size_t k = 0; k < count_; ++k) {
-      const float* u = user_rows_.data<float>() + k * rank_;
-      const float* v = item_rows_.data<float>() + k * rank_;
+    const size_t count = rows_.count();
+    if (count == 0) return;
+    std::vector<float> ug(count * rank_), ig(count * rank_);
+    for (size_t k = 0; k < count; ++k) {
+      const float* u = rows_.user_rows().data<float>() + k * rank_;
+      const float* v = rows_.item_rows().data<float>() + k * rank_;
       float dot = 0;
       for (size_t j = 0; j < rank_; ++j) dot += u[j] * v[j];
-      const float err = dot - train.rows[positions_[k]].value;
+      const float err = dot - train.rows[rows_.position(k)].value;
       squared_error += static_cast<double>(err) * err;
       for (size_t j = 0; j < rank_; ++j) {
         ug[k * rank_ + j] = lr_ * (err * v[j] + l2_ * u[j]);
         ig[k * rank_ + j] = lr_ * (err * u[j] + l2_ * v[j]);
       }
     }
-    const TensorShape shape{static_cast<int64_t>(count_), static_cast<int64_t>(rank_)};
-    m.users.scatter_sub(Tensor::from_vector(users_), Tensor::from_vector(ug, shape));
-    m.items.scatter_sub(Tensor::from_vector(items_), Tensor::from_vector(ig, shape));
+    const TensorShape shape{static_cast<int64_t>(count), static_cast<int64_t>(rank_)};
+    m.users.scatter_sub(Tensor::from_vector(rows_.users()), Tensor::from_vector(ug, shape));
+    m.items.scatter_sub(Tensor::from_vector(rows_.items()), Tensor::from_vector(ig, shape));
   }
 
  private:
   size_t rank_;
   float lr_, l2_;
-  const uint32_t* positions_ = nullptr;
-  size_t count_ = 0;
-  std::vector<int64_t> users_, items_;
-  Tensor user_rows_, item_rows_;
+  BatchRows rows_;
+};
+
+// One worker's half of a synchronous step with --optimizer: gather_rows()
+// the whole batch's rows of the pre-step tables, then (after the barrier)
+// update() computes the whole batch's gradients (cheap next to moving the
+// rows) and applies those of this worker's parts with its optimizer, as the
+// single-process train op does: one IndexedSlices per part, every part
+// one, even empty (Adam then decays the slots of a part the batch missed).
+// Each part is updated once per step, with the whole step's gradient, so
+// the step is the single-process step.
+class OptimizerStep {
+ public:
+  OptimizerStep(const PsDemoOptions& o, const PsModel& m, int worker, int workers)
+      : rank_(static_cast<size_t>(o.rank)),
+        l2_(static_cast<float>(o.l2)),
+        optimizer_(m.optimizers.empty() ? nullptr
+                                        : m.optimizers[static_cast<size_t>(worker)].get()),
+        parts_(worker_parts(m, worker, workers)) {}
+
+  void gather_rows(PsModel& m, const Ratings& train, const uint32_t* positions, size_t count) {
+    rows_.gather_rows(m, train, positions, count);
+  }
+
+  void update(PsModel& m, const Ratings& train, double& squared_error) {
+    const size_t n = rows_.count();
+    if (n == 0 || optimizer_ == nullptr || parts_.empty()) return;
+    std::vector<float> ug(n * rank_), ig(n * rank_);
+    for (size_t k = 0; k < n; ++k) {
+      const float* u = rows_.user_rows().data<float>() + k * rank_;
+      const float* v = rows_.item_rows().data<float>() + k * rank_;
+      float dot = 0;
+      for (size_t j = 0; j < rank_; ++j) dot += u[j] * v[j];
+      const float err = dot - train.rows[rows_.position(k)].value;
+      squared_error += static_cast<double>(err) * err;
+      for (size_t j = 0; j < rank_; ++j) {
+        ug[k * rank_ + j] = err * v[j] + u[j] * l2_;
+        ig[k * rank_ + j] = err * u[j] + v[j] * l2_;
+      }
+    }
+    std::vector<GradientAndVariable> grads;
+    add_part_gradients(m.users, rows_.users(), ug, grads);
+    add_part_gradients(m.items, rows_.items(), ig, grads);
+    optimizer_->apply_gradients(grads);
+  }
+
+ private:
+  // The IndexedSlices of this worker's parts of `table`: each part's ids
+  // (re-based to its first row) and gradient rows, in batch order.
+  void add_part_gradients(const PartitionedVariable& table, const std::vector<int64_t>& ids,
+                          const std::vector<float>& g, std::vector<GradientAndVariable>& out) {
+    const std::vector<int64_t>& offsets = table.offsets();
+    const std::vector<Variable>& parts = table.variables();
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const bool mine = std::any_of(parts_.begin(), parts_.end(),
+                                    [&](const Variable& v) { return v.same_as(parts[p]); });
+      if (!mine) continue;
+      std::vector<int64_t> local;
+      std::vector<float> values;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if (ids[k] < offsets[p] || (p + 1 < offsets.size() && ids[k] >= offsets[p + 1])) continue;
+        local.push_back(ids[k] - offsets[p]);
+        values.insert(values.end(), g.begin() + static_cast<ptrdiff_t>(k * rank_),
+                      g.begin() + static_cast<ptrdiff_t>((k + 1) * rank_));
+      }
+      const TensorShape shape{static_cast<int64_t>(local.size()), static_cast<int64_t>(rank_)};
+      out.push_back({IndexedSlices(Tensor::from_vector(values, shape), Tensor::from_vector(local)),
+                     parts[p]});
+    }
+  }
+
+  size_t rank_;
+  float l2_;
+  Optimizer* optimizer_;
+  std::vector<Variable> parts_;
+  BatchRows rows_;
 };
 
 // Test RMSE of the tables as they are (read whole by the caller).
@@ -150,7 +277,7 @@ double rmse(const PsModel& m, const Ratings& r, int64_t rank) {
 }
 
 // What this task is, one line per rank.
-void introduce(Cluster& cluster, const PsModel& m) {
+void introduce(Cluster& cluster, const PsModel& m, const std::string& optimizer) {
   if (cluster.job_name() == "ps") {
     int parts = 0;
     int64_t bytes = 0;
@@ -165,9 +292,15 @@ void introduce(Cluster& cluster, const PsModel& m) {
     }
     std::printf("[rank %d] %s: holds %d table parts (%.2f MiB), serves the workers\n",
                 cluster.rank(), cluster.task_name().c_str(), parts, bytes / 1048576.0);
-  } else {
+  } else if (m.optimizers.empty()) {
     std::printf("[rank %d] %s: trains its 1/%d of every batch%s\n", cluster.rank(),
                 cluster.task_name().c_str(), cluster.num_tasks("worker"),
+                cluster.is_chief() ? " (chief: initializes, reports)" : "");
+  } else {
+    const size_t parts = m.users.size() + m.items.size();
+    std::printf("[rank %d] %s: applies %s to %zu of the %zu table parts%s\n", cluster.rank(),
+                cluster.task_name().c_str(), optimizer.c_str(),
+                worker_parts(m, cluster.task_index(), cluster.num_tasks("worker")).size(), parts,
                 cluster.is_chief() ? " (chief: initializes, reports)" : "");
   }
 }
@@ -216,20 +349,33 @@ void train(const PsDemoOptions& o, Cluster& cluster, PsModel& m, DistributedSave
   std::optional<Batches> batches;
   if (worker) batches.emplace(data->train.size(), o.batch_size, o.seed);
   WorkerStep sgd(o);
+  std::optional<OptimizerStep> optimizer;
+  if (worker && !m.optimizers.empty()) {
+    optimizer.emplace(o, m, cluster.task_index(), cluster.num_tasks("worker"));
+  }
   const int64_t report_every = std::max<int64_t>(1, (o.steps - run.step) / 10);
   run.reported_step = run.step;
   while (run.step < o.steps) {
     if (worker) {
       const auto [positions, count] = batches->batch(run.step);
-      const auto [begin, end] = share(count, cluster.task_index(), cluster.num_tasks("worker"));
-      sgd.gather_rows(m, data->train, positions + begin, end - begin);
-      run.ratings += static_cast<int64_t>(end - begin);
+      if (optimizer) {
+        optimizer->gather_rows(m, data->train, positions, count);
+        run.ratings += static_cast<int64_t>(count);
+      } else {
+        const auto [begin, end] = share(count, cluster.task_index(), cluster.num_tasks("worker"));
+        sgd.gather_rows(m, data->train, positions + begin, end - begin);
+        run.ratings += static_cast<int64_t>(end - begin);
+      }
     }
     // The ps tasks take no part in a step: only the workers synchronize,
     // and the ps tasks wait in the next save's collectives.
     if (worker) {
       cluster.barrier("worker");  // every worker has read the pre-step rows
-      sgd.update(m, data->train, run.squared_error);
+      if (optimizer) {
+        optimizer->update(m, data->train, run.squared_error);
+      } else {
+        sgd.update(m, data->train, run.squared_error);
+      }
       if (cluster.is_chief()) m.global_step.assign_add(Tensor(int64_t{1}));
       cluster.barrier("worker");  // the step's updates have all landed
     }
@@ -260,10 +406,10 @@ int run_job(const PsDemoOptions& o, Cluster& cluster) {
                          .seed = o.seed});
   }
   const int64_t shards = o.shards > 0 ? o.shards : 2 * static_cast<int64_t>(o.ps);
-  PsModel m = build_ps_model(o, shards);
+  PsModel m = build_ps_model(o, shards, cluster.num_tasks("worker"));
   if (cluster.is_chief()) Session().run(global_variables_initializer());
   cluster.barrier();
-  introduce(cluster, m);
+  introduce(cluster, m, o.optimizer);
   DistributedSaver saver(cluster, {.max_to_keep = static_cast<int>(o.max_to_keep)});
   RunState run;
   run.step = maybe_resume(o, saver, m);

@@ -5,7 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+
+namespace varstate {
+class Optimizer;
+}
 
 namespace varstate::cli {
 
@@ -28,6 +34,10 @@ struct PsDemoOptions {
   int64_t seed = 0;
   int64_t shards = 0;  // parts per table; 0: two per ps task
   int ps = 0;          // parameter-server tasks
+  // --optimizer: "sgd" trains by scatter_sub, data parallel; any other
+  // trains with make_optimizer()'s optimizer (demo_ps.cc).
+  std::string optimizer = "sgd";
+  std::function<std::unique_ptr<Optimizer>()> make_optimizer;
 };
 
 // Runs this rank's task of the job; the exit code. Every rank of the job
