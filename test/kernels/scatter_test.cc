@@ -3,6 +3,7 @@
 // updates, guard rows around the table, and the bounds check.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -356,8 +357,11 @@ TEST_CASE("cpu scatter marks exactly its indices' rows, on one thread and split"
   const Path path = GENERATE(Path::kSerial, Path::kPool);
   CAPTURE(path == Path::kPool);
   ForcedPath forced(path);
-  for (const int64_t rows : {int64_t{64}, int64_t{1} << 16}) {
-    const int64_t width = rows > 64 ? 64 : 4, n = rows > 64 ? rows * 4 : 40;
+  // Narrow rows, many rows, and rows wide enough to be split by columns
+  // too (only the shard of the first columns marks).
+  for (const auto& [rows, width, n] :
+       {std::array<int64_t, 3>{64, 4, 40}, std::array<int64_t, 3>{int64_t{1} << 16, 64, 4 << 16},
+        std::array<int64_t, 3>{256, 4096, 1024}}) {
     std::vector<float> table(static_cast<size_t>(rows * width)),
         updates(static_cast<size_t>(n * width), 1.f);
     std::vector<int64_t> ids(static_cast<size_t>(n));
