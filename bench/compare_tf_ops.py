@@ -8,7 +8,10 @@ inter-op threads as --threads (2), ops run by Session.run(op) with constant
 operands (nothing fed, nothing fetched), median of --rounds timed rounds.
 Right before each TensorFlow measurement the matching varstate benchmark
 runs (its binary, filtered to that one benchmark), so both see the same
-machine load; ours/tf > 1 means varstate is faster.
+machine load; ours/tf > 1 means varstate is faster. For the scatter cases
+ours is the median of --rounds repetitions of the benchmark (each after one
+untimed call per index set), as TensorFlow's is the median of --rounds
+rounds after one untimed run of each op.
 
   scatter    bench_scatter (VARSTATE_BENCH_SET=tf): every scatter op and
              gather on [1M, 16] and [100k, 64], M in {1k, 65k, 1M}, uniform
@@ -87,14 +90,20 @@ def timed(sess, ops, rounds, reps):
     return statistics.median(times)
 
 
-def run_ours(binary, pattern, env=None):
-    """The Google Benchmark JSON record of the one benchmark matching pattern."""
+def run_ours(binary, pattern, env=None, repetitions=1):
+    """The Google Benchmark JSON record of the one benchmark matching pattern:
+    with repetitions > 1, the median of that many runs (as TensorFlow's side
+    takes the median of its rounds)."""
     full_env = dict(os.environ, **(env or {}))
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([binary, f"--benchmark_filter={pattern}", f"--benchmark_out={out.name}",
-                        "--benchmark_out_format=json"], check=True, capture_output=True,
-                       env=full_env)
+                        "--benchmark_out_format=json",
+                        f"--benchmark_repetitions={repetitions}"], check=True,
+                       capture_output=True, env=full_env)
         data = json.load(open(out.name))
+    medians = [b for b in data["benchmarks"] if b.get("aggregate_name") == "median"]
+    if repetitions > 1 and medians:
+        return medians[0]
     runs = [b for b in data["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
     return runs[0] if runs else None
 
@@ -289,7 +298,8 @@ def main():
                 continue
             load0 = loadavg()
             pattern = "^" + name.replace(".", "[.]") + "(/|$)"
-            ours = run_ours(os.path.join(bench, binary), pattern, env)
+            ours = run_ours(os.path.join(bench, binary), pattern, env,
+                            repetitions=args.rounds if section == "scatter" else 1)
             if ours is None:
                 print(f"{name}: no such varstate benchmark", file=sys.stderr)
                 continue

@@ -3,7 +3,9 @@
 //
 // Each variable keeps one DirtyRows: a byte per row along axis 0 of its
 // buffer, set by the update paths that know which rows they touch (the
-// scatter ops mark rows in the pass that checks their indices), and an
+// CPU scatter kernel marks each row just before it writes it, after every
+// index is checked, so a bad index marks nothing; the other paths mark in
+// the pass that checks the indices), and an
 // "all dirty" flag set by everything else (dense updates, assign, restore,
 // initializers, a buffer of a new shape, a scatter whose indices are checked
 // on the device). Marking more rows than were written is always safe: a

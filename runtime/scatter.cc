@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -322,20 +323,6 @@ void scatter_into(ScatterOp op, Variable& ref, const Tensor& indices, const Tens
   }
 }
 
-// Marks the rows of `indices` (all valid) in the parts [begin[k],
-// begin[k+1]) they fall in.
-void mark_part_rows(std::vector<Variable>& parts, const std::vector<int64_t>& begin,
-                    std::span<const int64_t> indices) {
-  std::vector<DirtyRows::Marks> marks;
-  for (const Variable& part : parts) marks.push_back(dirty_rows(part).marks(part.shape().dim(0)));
-  for (int64_t i : indices) {
-    const auto k =
-        static_cast<size_t>(std::upper_bound(begin.begin(), begin.end(), i) - begin.begin() - 1);
-    marks[k][i - begin[k]].store(1, std::memory_order_relaxed);
-  }
-  for (Variable& part : parts) mark_rows_updated(part);
-}
-
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
                        const std::vector<int64_t>& offsets, std::span<const int64_t> indices,
                        const TensorShape& indices_shape, const Tensor& updates, bool updates_scalar,
@@ -349,6 +336,11 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   std::vector<Tensor> tables;
   std::vector<void*> bases;
   std::vector<int64_t> begin;
+  // Each part's marks, set by the kernel as it writes their rows, under the
+  // part's Writing guard.
+  std::vector<std::unique_ptr<DirtyRows::Writing>> writing;
+  std::vector<DirtyRows::Marks> held;
+  std::vector<std::atomic<uint8_t>*> marks;
   for (size_t k = 0; k < parts.size(); ++k) {
     tables.push_back(parts[k].ref());
     if (locking) locks.emplace_back(internal::update_mutex(parts[k]));
@@ -356,6 +348,10 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     locks.emplace_back(states.back()->mutex());
     bases.push_back(tables.back().raw_data());
     begin.push_back(offsets[k]);
+    DirtyRows& dirty = dirty_rows(parts[k]);
+    writing.push_back(std::make_unique<DirtyRows::Writing>(dirty));
+    held.push_back(dirty.marks(tables.back().shape().dim(0)));
+    marks.push_back(held.back().get());
   }
   // The end of the last part (offsets may or may not list it).
   begin.push_back(begin.back() + tables.back().shape().dim(0));
@@ -367,13 +363,14 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     using T = decltype(t);
     bad = kernels::cpu::scatter_parts<T, int64_t>(
         op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
-        row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar);
+        row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar,
+        marks.data());
   });
   if (bad >= 0) {
     throw InvalidArgumentError(
         internal::bad_index_message(who, bad, indices_shape, indices[bad], begin.back()));
   }
-  mark_part_rows(parts, begin, indices);
+  for (Variable& part : parts) mark_rows_updated(part);
 }
 
 }  // namespace internal

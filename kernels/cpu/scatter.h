@@ -40,8 +40,9 @@ namespace varstate::kernels::cpu {
 // Thread-safe for distinct tables; the caller serializes calls on one table.
 //
 // With `marks` (one byte per table row: a variable's dirty rows for
-// incremental checkpoints), sets marks[indices[i]] for every index, in the
-// pass that checks them; a bad index may leave the rows before it marked.
+// incremental checkpoints), sets marks[indices[i]] for every index, each
+// just before its row is written (in the pass that applies the updates,
+// where the row's own cache miss is waited for); a bad index marks nothing.
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
                 int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,
@@ -51,12 +52,14 @@ int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const I
 // part k, at parts[k], holds rows [part_begin[k], part_begin[k + 1]) of the
 // table (part_begin[0] == 0; part_begin[num_parts] is the table's row
 // count). One call over all parts, as over one table: every index is a row
-// of the whole table and each update row is read once, in place. Otherwise
-// as scatter. Index is int64_t.
+// of the whole table and each update row is read once, in place. With
+// `marks` (marks[k]: one byte per row of part k), marks the rows as scatter
+// does, each in its own part's array. Otherwise as scatter. Index is int64_t.
 template <typename T, typename Index>
 int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
                       int64_t row_width, const Index* indices, int64_t num_indices,
-                      const T* updates, bool updates_scalar);
+                      const T* updates, bool updates_scalar,
+                      std::atomic<uint8_t>* const* marks = nullptr);
 
 // The position of the first index outside [0, rows), or -1 when all n are
 // in range (for callers that do not run the CPU scatter: gather, GPU tables

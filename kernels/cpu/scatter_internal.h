@@ -8,7 +8,8 @@
 // in order. Every shard scans all indices, so all of them agree on whether
 // the call is bad without waiting for one another, and nothing is written
 // when one index is. Below the scatter threshold there is one shard, on the
-// calling thread.
+// calling thread. Dirty-row marks, when kept, are set in the applying pass,
+// each just before its row is written, so a bad index marks nothing.
 #pragma once
 
 #include <algorithm>
@@ -59,12 +60,15 @@ inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
   return static_cast<int64_t>((uint64_t{h} * static_cast<uint64_t>(parts)) >> 32);
 }
 
+// One byte per table row, set for each row a scatter writes (the dirty
+// rows of runtime/dirty_rows_internal.h).
+using Mark = std::atomic<uint8_t>;
+
 // The first position in [0, n) whose index is not in [0, rows), or -1.
 // Checks blocks branch-free (so the compiler vectorizes the test) and looks
 // closer only at a failing block.
 template <typename Index>
-int64_t first_bad(const Index* indices, int64_t n, int64_t rows,
-                  std::atomic<uint8_t>* marks = nullptr) {
+int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
   constexpr int64_t kBlock = 256;
   const uint64_t limit = static_cast<uint64_t>(rows);
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -73,16 +77,7 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows,
     for (int64_t i = b; i < e; ++i) {
       bad |= static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit;
     }
-    if (!bad) {
-      // The block's indices are still in L1: marking them here costs no
-      // second pass over the indices.
-      if (marks != nullptr) {
-        for (int64_t i = b; i < e; ++i) {
-          marks[static_cast<int64_t>(indices[i])].store(1, std::memory_order_relaxed);
-        }
-      }
-      continue;
-    }
+    if (!bad) continue;
     for (int64_t i = b; i < e; ++i) {
       if (static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit) return i;
     }
@@ -102,22 +97,34 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
   }
 }
 
+// A table row and its mark (nullptr when the call keeps no marks).
+template <typename E>
+struct RowSlot {
+  E* row;
+  Mark* mark;
+};
+
 // Row r of a whole table...
 template <typename E>
 struct TableRows {
   E* base;
   int64_t row_width;
-  E* row(int64_t r) const { return base + r * row_width; }
+  Mark* marks;  // one per row, or nullptr
+  RowSlot<E> at(int64_t r) const {
+    return {base + r * row_width, marks == nullptr ? nullptr : marks + r};
+  }
 };
 
-// ...or of a table split by rows into parts (a partitioned variable).
+// ...or of a table split by rows into parts (a partitioned variable), each
+// part with its own marks.
 template <typename E>
 struct PartRows {
   E* const* parts;
   const int64_t* part_begin;
   int num_parts;
   int64_t row_width;
-  E* row(int64_t r) const {
+  Mark* const* marks;  // one array per part, or nullptr
+  RowSlot<E> at(int64_t r) const {
     const int64_t* bounds = part_begin + 1;
     int64_t k = 0;
     if (num_parts <= 32) {  // branch-free for a few parts: rows are random
@@ -125,7 +132,8 @@ struct PartRows {
     } else {
       k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
     }
-    return parts[k] + (r - part_begin[k]) * row_width;
+    const int64_t local = r - part_begin[k];
+    return {parts[k] + local * row_width, marks == nullptr ? nullptr : marks[k] + local};
   }
 };
 
@@ -135,20 +143,27 @@ struct AllPositions {
 };
 
 // Applies, in order, the updates at positions pos[0, n) to columns
-// [c0, c1) of their rows.
+// [c0, c1) of their rows, marking each row just before it writes it when
+// the table keeps marks and `mark` is set. A mark costs a cache miss of its
+// own (the marks of a 1M-row table are 1 MiB, touched at random), so it is
+// prefetched with its row, and set where that row's miss is waited for.
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index, typename Positions>
 void apply_positions(const Rows& table, int64_t row_width, const Index* indices,
-                     const Positions& pos, int64_t n, const E* updates, int64_t c0, int64_t c1) {
+                     const Positions& pos, int64_t n, const E* updates, int64_t c0, int64_t c1,
+                     bool mark) {
   constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
   const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
   constexpr bool kSparsePositions = !std::is_same_v<Positions, AllPositions>;
+  mark = mark && table.marks != nullptr;
   for (int64_t j = 0; j < n; ++j) {
     if (j + kAhead < n) {
       // The table row, and (positions of one shard are not consecutive, so
       // the hardware prefetcher misses them) the update row.
       const int64_t ahead = pos[j + kAhead];
-      const char* line = reinterpret_cast<const char*>(table.row(indices[ahead]) + c0);
+      const RowSlot<E> next = table.at(static_cast<int64_t>(indices[ahead]));
+      const char* line = reinterpret_cast<const char*>(next.row + c0);
       for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+      if (mark) __builtin_prefetch(next.mark, 1);
       if constexpr (!Scalar && kSparsePositions) {
         const char* src = reinterpret_cast<const char*>(updates + ahead * row_width + c0);
         for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
@@ -156,7 +171,9 @@ void apply_positions(const Rows& table, int64_t row_width, const Index* indices,
     }
     const int64_t i = pos[j];
     const E* src = Scalar ? updates : updates + i * row_width + c0;
-    apply_row<Op, Scalar>(table.row(static_cast<int64_t>(indices[i])) + c0, src, c1 - c0);
+    const RowSlot<E> slot = table.at(static_cast<int64_t>(indices[i]));
+    if (mark) slot.mark->store(1, std::memory_order_relaxed);
+    apply_row<Op, Scalar>(slot.row + c0, src, c1 - c0);
   }
 }
 
@@ -219,7 +236,8 @@ bool run_shard(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t s
       indices, n, rows, plan, [part](int64_t owner) { return owner == part; }, scratch.data());
   if (count < 0) return false;
   if (c0 < c1) {
-    apply_positions<Op, Scalar>(table, row_width, indices, scratch.data(), count, updates, c0, c1);
+    apply_positions<Op, Scalar>(table, row_width, indices, scratch.data(), count, updates, c0, c1,
+                                /*mark=*/c0 == 0);
   }
   return true;
 }
@@ -246,15 +264,16 @@ bool scatter_by_rows(const Rows& table, int64_t rows, const ShardPlan& plan, int
   const int64_t taken_from = offer.close();
   if (count < 0) return false;  // the pool's shards find the bad index too
   if (taken_from == 1) {
-    apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0,
-                                row_width);
+    apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0, row_width,
+                                /*mark=*/true);
     return true;
   }
   if (taken_from < plan.row_parts) {
     auto mine = [taken_from](int64_t owner) { return owner == 0 || owner >= taken_from; };
     count = list_positions(indices, n, rows, plan, mine, pos);
   }
-  apply_positions<Op, Scalar>(table, row_width, indices, pos, count, updates, 0, row_width);
+  apply_positions<Op, Scalar>(table, row_width, indices, pos, count, updates, 0, row_width,
+                              /*mark=*/true);
   offer.wait();
   return !any_bad.load();
 }
@@ -262,13 +281,13 @@ bool scatter_by_rows(const Rows& table, int64_t rows, const ShardPlan& plan, int
 // The whole call: returns the first bad position (nothing written) or -1.
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
 int64_t scatter_op(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t row_width,
-                   const Index* indices, int64_t n, const E* updates, std::atomic<uint8_t>* marks) {
+                   const Index* indices, int64_t n, const E* updates) {
   const int64_t shards = plan.row_parts * plan.col_parts;
   if (shards == 1) {
-    const int64_t bad = first_bad(indices, n, rows, marks);
+    const int64_t bad = first_bad(indices, n, rows);
     if (bad >= 0) return bad;
-    apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0,
-                                row_width);
+    apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0, row_width,
+                                /*mark=*/true);
     return -1;
   }
   bool ok = true;
@@ -284,10 +303,18 @@ int64_t scatter_op(const Rows& table, int64_t rows, const ShardPlan& plan, int64
     run_shards(shards, shard);
     ok = !any_bad.load();
   }
-  if (!ok) return first_bad(indices, n, rows);
-  // Split over the pool (above the scatter threshold: a large call), the
-  // shards list only their own rows; the marks take one more pass.
-  if (marks != nullptr) first_bad(indices, n, rows, marks);
+  return ok ? -1 : first_bad(indices, n, rows);
+}
+
+// A call on rows of no elements: checks the indices and, when all are
+// good, marks their rows (nothing else is written). Returns as scatter_op.
+template <typename Rows, typename Index>
+int64_t mark_empty_rows(const Rows& table, const Index* indices, int64_t n, int64_t rows) {
+  const int64_t bad = first_bad(indices, n, rows);
+  if (bad >= 0 || table.marks == nullptr) return bad;
+  for (int64_t i = 0; i < n; ++i) {
+    table.at(static_cast<int64_t>(indices[i])).mark->store(1, std::memory_order_relaxed);
+  }
   return -1;
 }
 
@@ -321,16 +348,15 @@ auto with_op(ScatterOp op, Fn&& fn) {
 
 template <typename E, typename Rows, typename Index>
 int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
-                     const Index* indices, int64_t n, const E* updates, bool updates_scalar,
-                     std::atomic<uint8_t>* marks = nullptr) {
+                     const Index* indices, int64_t n, const E* updates, bool updates_scalar) {
   const ShardPlan plan =
       plan_shards(n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)}), row_width,
                   sizeof(E), eigen_device().numThreads());
   return with_op<E>(op, [&](auto kind) {
     constexpr ScatterOp kOp = decltype(kind)::value;
     return updates_scalar
-               ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates, marks)
-               : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates, marks);
+               ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates)
+               : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
   });
 }
 
@@ -346,23 +372,24 @@ int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const I
   using E = eigen_t<T>;
   (void)deterministic;
   if (num_indices == 0) return -1;
-  if (row_width == 0) return first_bad(indices, num_indices, rows, marks);
-  return scatter_rows(op, TableRows<E>{reinterpret_cast<E*>(table), row_width}, rows, row_width,
-                      indices, num_indices, reinterpret_cast<const E*>(updates), updates_scalar,
-                      marks);
+  const TableRows<E> rows_of{reinterpret_cast<E*>(table), row_width, marks};
+  if (row_width == 0) return mark_empty_rows(rows_of, indices, num_indices, rows);
+  return scatter_rows(op, rows_of, rows, row_width, indices, num_indices,
+                      reinterpret_cast<const E*>(updates), updates_scalar);
 }
 
 template <typename T, typename Index>
 int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
                       int64_t row_width, const Index* indices, int64_t num_indices,
-                      const T* updates, bool updates_scalar) {
+                      const T* updates, bool updates_scalar, std::atomic<uint8_t>* const* marks) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
   static_assert(sizeof(E) == sizeof(T));
   const int64_t rows = part_begin[num_parts];
   if (num_indices == 0) return -1;
-  if (row_width == 0) return first_bad(indices, num_indices, rows);
-  const PartRows<E> table{reinterpret_cast<E* const*>(parts), part_begin, num_parts, row_width};
+  const PartRows<E> table{reinterpret_cast<E* const*>(parts), part_begin, num_parts, row_width,
+                          marks};
+  if (row_width == 0) return mark_empty_rows(table, indices, num_indices, rows);
   return scatter_rows(op, table, rows, row_width, indices, num_indices,
                       reinterpret_cast<const E*>(updates), updates_scalar);
 }
@@ -377,4 +404,5 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
   template int64_t scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
                                        const T*, bool, bool, std::atomic<uint8_t>*);             \
   template int64_t scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
-                                             const int64_t*, int64_t, const T*, bool);
+                                             const int64_t*, int64_t, const T*, bool,            \
+                                             std::atomic<uint8_t>* const*);

@@ -3,6 +3,7 @@
 // updates, guard rows around the table, and the bounds check.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -356,8 +357,11 @@ TEST_CASE("cpu scatter marks exactly its indices' rows, on one thread and split"
   const Path path = GENERATE(Path::kSerial, Path::kPool);
   CAPTURE(path == Path::kPool);
   ForcedPath forced(path);
-  for (const int64_t rows : {int64_t{64}, int64_t{1} << 16}) {
-    const int64_t width = rows > 64 ? 64 : 4, n = rows > 64 ? rows * 4 : 40;
+  // Narrow rows, many rows, and rows wide enough to be split by columns
+  // too (only the shard of the first columns marks).
+  for (const auto& [rows, width, n] :
+       {std::array<int64_t, 3>{64, 4, 40}, std::array<int64_t, 3>{int64_t{1} << 16, 64, 4 << 16},
+        std::array<int64_t, 3>{256, 4096, 1024}}) {
     std::vector<float> table(static_cast<size_t>(rows * width)),
         updates(static_cast<size_t>(n * width), 1.f);
     std::vector<int64_t> ids(static_cast<size_t>(n));
@@ -375,6 +379,47 @@ TEST_CASE("cpu scatter marks exactly its indices' rows, on one thread and split"
   }
 }
 
+// scatter_parts marks each row in its own part's marks (uneven parts, more
+// than the branch-free lookup's 32 too), and a row of no elements is marked.
+TEST_CASE("cpu scatter_parts marks exactly its indices' rows, in their parts", "[scatter]") {
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  for (const int num_parts : {3, 40}) {
+    for (const int64_t width : {int64_t{0}, int64_t{4}, int64_t{64}}) {
+      CAPTURE(path == Path::kPool, num_parts, width);
+      ForcedPath forced(path);
+      const int64_t rows = 4099, n = 3 * rows;
+      std::vector<int64_t> begin = {0};
+      for (int k = 0; k < num_parts; ++k) {
+        begin.push_back(begin.back() + rows / num_parts + (k < rows % num_parts ? 1 : 0));
+      }
+      std::vector<float> table(static_cast<size_t>(rows * width));
+      const std::vector<float> updates(static_cast<size_t>(n * width), 1.f);
+      std::vector<int64_t> ids(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (i * 7919) % (rows / 3) * 3;
+      std::vector<float*> bases;
+      std::vector<std::vector<std::atomic<uint8_t>>> marks;
+      std::vector<std::atomic<uint8_t>*> mark_bases;
+      for (int k = 0; k < num_parts; ++k) {
+        bases.push_back(table.data() + begin[static_cast<size_t>(k)] * width);
+        marks.emplace_back(static_cast<size_t>(begin[k + 1] - begin[k]));
+      }
+      for (auto& m : marks) mark_bases.push_back(m.data());
+      REQUIRE(cpu::scatter_parts<float, int64_t>(kernels::ScatterOp::kUpdate, bases.data(),
+                                                 begin.data(), num_parts, width, ids.data(), n,
+                                                 updates.data(), false, mark_bases.data()) == -1);
+      std::vector<uint8_t> expected(static_cast<size_t>(rows));
+      for (int64_t id : ids) expected[static_cast<size_t>(id)] = 1;
+      for (int k = 0; k < num_parts; ++k) {
+        for (int64_t r = begin[k]; r < begin[k + 1]; ++r) {
+          INFO("part " << k << ", row " << r);
+          CHECK(marks[static_cast<size_t>(k)][static_cast<size_t>(r - begin[k])].load() ==
+                expected[static_cast<size_t>(r)]);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("cpu scatter with marks and a bad index writes nothing", "[scatter]") {
   const Path path = GENERATE(Path::kSerial, Path::kPool);
   CAPTURE(path == Path::kPool);
@@ -385,6 +430,15 @@ TEST_CASE("cpu scatter with marks and a bad index writes nothing", "[scatter]") 
   CHECK(cpu::scatter<float, int64_t>(kernels::ScatterOp::kUpdate, table.data(), 8, 2, ids.data(), 3,
                                      updates.data(), false, true, marks.data()) == 1);
   CHECK(table == std::vector<float>(8 * 2, 0.f));
-  // Marking a row that was not written is safe; an unlisted row never is.
-  for (int64_t r : {0, 2, 4, 5, 6, 7}) CHECK(marks[static_cast<size_t>(r)].load() == 0);
+  // The rows are marked as they are written: none, here.
+  for (int64_t r = 0; r < 8; ++r) CHECK(marks[static_cast<size_t>(r)].load() == 0);
+  const std::vector<int64_t> begin = {0, 3, 8};
+  std::vector<std::atomic<uint8_t>> low(3), high(5);
+  std::atomic<uint8_t>* part_marks[] = {low.data(), high.data()};
+  float* parts[] = {table.data(), table.data() + 3 * 2};
+  CHECK(cpu::scatter_parts<float, int64_t>(kernels::ScatterOp::kUpdate, parts, begin.data(), 2, 2,
+                                           ids.data(), 3, updates.data(), false, part_marks) == 1);
+  CHECK(table == std::vector<float>(8 * 2, 0.f));
+  for (const auto& m : low) CHECK(m.load() == 0);
+  for (const auto& m : high) CHECK(m.load() == 0);
 }
