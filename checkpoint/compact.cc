@@ -39,17 +39,24 @@ std::string hex32(uint32_t v) {
 }
 
 // The deltas' rows of one tensor: for each row changed, its newest value.
-struct RowPatches {
-  struct Patch {
-    int64_t row;
-    const std::byte* bytes;  // row_bytes of them, in `values`
-  };
-  std::vector<std::vector<std::byte>> values;  // the row entries read
-  std::vector<Patch> patches;                  // ascending rows, each once
+struct Patch {
+  int64_t row;
+  const std::byte* bytes;  // row_bytes of them
 };
 
 bool fixed_width(const TensorInfo& info) {
   return info.dtype != DType::kString && dtype_is_valid(static_cast<int>(info.dtype));
+}
+
+// The bytes of the deltas' row entries of `key`.
+uint64_t delta_row_bytes(const ChainReader& chain, const std::string& key) {
+  uint64_t n = 0;
+  for (size_t i = 1; i < chain.links().size(); ++i) {
+    for (const ChainReader::RowEntry& e : chain.row_entries(i, key)) {
+      n += static_cast<uint64_t>(std::max<int64_t>(chain.links()[i]->info(e.rows).size, 0));
+    }
+  }
+  return n;
 }
 
 // True when `info` streams: the base holds it whole and the deltas only by
@@ -59,28 +66,37 @@ bool streams(const ChainReader& chain, const TensorInfo& info, uint64_t tensor_b
   if (!fixed_width(info) || info.shape.empty() || !links[0]->info(info.name).slices.empty()) {
     return false;
   }
-  uint64_t row_bytes = 0;
   for (size_t i = 1; i < links.size(); ++i) {
     if (links[i]->contains(info.name)) return false;
-    for (const ChainReader::RowEntry& e : chain.row_entries(i, info.name)) {
-      row_bytes += static_cast<uint64_t>(std::max<int64_t>(links[i]->info(e.rows).size, 0));
-    }
   }
-  return row_bytes <= tensor_bytes;
+  return delta_row_bytes(chain, info.name) <= tensor_bytes;
 }
 
-RowPatches read_row_patches(const ChainReader& chain, const TensorInfo& info, uint64_t row_bytes) {
-  RowPatches out;
-  using Patch = RowPatches::Patch;
+// Reads the deltas' rows of `info` into `arena` (grown as needed, reused
+// from tensor to tensor: no fresh pages to fault in each time) and returns
+// them by row, the newest value of each row once.
+std::vector<Patch> read_row_patches(const ChainReader& chain, const TensorInfo& info,
+                                    uint64_t row_bytes, std::vector<std::byte>& arena) {
+  const uint64_t total = delta_row_bytes(chain, info.name);
+  if (arena.size() < total) arena.resize(total);
+  std::vector<Patch> p;
+  std::byte* at = arena.data();
   for (size_t i = 1; i < chain.links().size(); ++i) {
+    const BundleReader& delta = *chain.links()[i];
     for (const ChainReader::RowEntry& e : chain.row_entries(i, info.name)) {
       const std::vector<int64_t> ids = chain.read_row_ids(i, e.ids, info.shape[0]);
-      const std::byte* rows = out.values.emplace_back(chain.links()[i]->read(e.rows).bytes).data();
-      for (size_t k = 0; k < ids.size(); ++k) out.patches.push_back({ids[k], rows + k * row_bytes});
+      const std::span<std::byte> rows(at, ids.size() * row_bytes);
+      if (rows.size() > total - static_cast<uint64_t>(at - arena.data()) ||
+          !delta.read_into(e.rows, rows)) {
+        throw DataLossError("reading " + quoted(e.rows) + " from checkpoint " +
+                            quoted(delta.path()) + ": not stored whole as " +
+                            std::to_string(rows.size()) + " bytes");
+      }
+      for (size_t k = 0; k < ids.size(); ++k) p.push_back({ids[k], at + k * row_bytes});
+      at += rows.size();
     }
   }
   // Stable: of equal rows the newest delta's comes last, and is kept.
-  std::vector<Patch>& p = out.patches;
   std::stable_sort(p.begin(), p.end(),
                    [](const Patch& a, const Patch& b) { return a.row < b.row; });
   size_t kept = 0;
@@ -89,14 +105,15 @@ RowPatches read_row_patches(const ChainReader& chain, const TensorInfo& info, ui
     p[kept++] = p[k];
   }
   p.resize(kept);
-  return out;
+  return p;
 }
 
 // Writes the base's `info` with `rows` applied, chunk by chunk through
 // `chunk`. DataLossError naming the base's data file when its bytes do not
 // match their crc32c (the writer then holds a tensor it must not finish).
 void stream_tensor(const ChainReader& chain, const TensorInfo& info, uint64_t row_bytes,
-                   const RowPatches& rows, std::vector<std::byte>& chunk, BundleWriter& writer) {
+                   const std::vector<Patch>& rows, std::vector<std::byte>& chunk,
+                   BundleWriter& writer) {
   const BundleReader& base = *chain.links()[0];
   const TensorInfo stored = base.info(info.name);
   std::string where;
@@ -104,14 +121,14 @@ void stream_tensor(const ChainReader& chain, const TensorInfo& info, uint64_t ro
   const uint64_t total = row_bytes * static_cast<uint64_t>(info.shape[0]);
   writer.begin_tensor(info.name, info.dtype, info.shape);
   uint32_t crc = 0;
-  auto next = rows.patches.begin();
+  auto next = rows.begin();
   for (uint64_t at = 0; at < total;) {
     const uint64_t n = std::min<uint64_t>(chunk.size(), total - at);
     crc = crc32c::combine(crc, base.read_slice_range_crc(stored, -1, at, at + n, chunk.data()), n);
-    while (next != rows.patches.end() && (static_cast<uint64_t>(next->row) + 1) * row_bytes <= at) {
+    while (next != rows.end() && (static_cast<uint64_t>(next->row) + 1) * row_bytes <= at) {
       ++next;
     }
-    for (auto p = next; p != rows.patches.end(); ++p) {
+    for (auto p = next; p != rows.end(); ++p) {
       const uint64_t row_at = static_cast<uint64_t>(p->row) * row_bytes;
       if (row_at >= at + n) break;
       const uint64_t from = std::max(row_at, at);
@@ -141,7 +158,7 @@ void write_merged(const ChainReader& chain, const TensorInfo& info, size_t bytes
 
 void write_compacted(const CheckpointReader& reader, BundleWriter& writer) {
   const auto* chain = dynamic_cast<const ChainReader*>(&reader);
-  std::vector<std::byte> chunk;
+  std::vector<std::byte> chunk, arena;
   for (const TensorInfo& info : reader.list()) {
     if (!chain || !fixed_width(info)) {
       writer.add(info.name, reader.read(info.name).view());
@@ -155,7 +172,7 @@ void write_compacted(const CheckpointReader& reader, BundleWriter& writer) {
     const uint64_t row_bytes =
         info.shape[0] == 0 ? 0 : bytes / static_cast<uint64_t>(info.shape[0]);
     if (chunk.empty()) chunk.resize(kChunkBytes);
-    stream_tensor(*chain, info, row_bytes, read_row_patches(*chain, info, row_bytes), chunk,
+    stream_tensor(*chain, info, row_bytes, read_row_patches(*chain, info, row_bytes, arena), chunk,
                   writer);
   }
   writer.finish();
