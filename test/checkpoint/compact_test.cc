@@ -3,13 +3,16 @@
 // chunks, rows straddling a chunk's end, rows changed by several deltas,
 // tensors a delta holds whole, strings, scalars), from a sharded base too;
 // a corrupt base or delta, a missing delta or a failed write throws an error
-// naming the file and leaves no output.
+// naming the file and leaves no output. Also the reads compaction streams
+// with: BundleReader's range readers on a tensor stored whole.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <span>
 
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_test_util.h"
+#include "checkpoint/crc32c.h"
 #include "checkpoint/fault_injection_file_system.h"
 #include "varstate/cast.h"
 #include "varstate/checkpoint_chain.h"
@@ -80,6 +83,35 @@ std::string save_chain(Session& sess, const TempDir& dir, std::vector<Variable>&
 }
 
 }  // namespace
+
+TEST_CASE("the range readers read a tensor stored whole as slice -1 (compaction's reads)",
+          "[compact][bundle]") {
+  TempDir dir;
+  std::vector<int32_t> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(i * 7);
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(v.data()), 4000);
+  {
+    BundleWriter writer(dir / "b");
+    writer.add("whole", TensorView{DType::kInt32, {250, 4}, bytes, {}});
+    writer.add_slice("parted", {250, 4}, TensorSlice({{0, 100}, {}}),
+                     TensorView{DType::kInt32, {100, 4}, bytes.first(1600), {}});
+    writer.finish();
+  }
+  BundleReader reader(dir / "b");
+  const TensorInfo whole = reader.info("whole");
+  std::string where;
+  const uint32_t stored = reader.stored_slice_crc32c(whole, -1, &where);
+  CHECK_THAT(where, Catch::Contains("\"whole\"") && Catch::Contains("b.data-00000-of-00001"));
+  std::vector<int32_t> got(v.size(), -1);
+  auto* dst = reinterpret_cast<std::byte*>(got.data());
+  const uint32_t head = reader.read_slice_range_crc(whole, -1, 0, 1204, dst);
+  const uint32_t tail = reader.read_slice_range_crc(whole, -1, 1204, 4000, dst + 1204);
+  CHECK(crc32c::combine(head, tail, 4000 - 1204) == stored);
+  CHECK(got == v);
+  CHECK_THROWS_AS(reader.read_slice_range_crc(whole, -1, 0, 4004, dst), InvalidArgumentError);
+  CHECK_THROWS_AS(reader.stored_slice_crc32c(reader.info("parted"), -1, &where),
+                  InvalidArgumentError);
+}
 
 TEST_CASE("compaction writes the files a full save at the same step writes", "[compact]") {
   const bool sharded = GENERATE(false, true);
