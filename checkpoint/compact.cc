@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
@@ -38,7 +40,7 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
-// The deltas' rows of one tensor: for each row changed, its newest value.
+// A row the deltas change, and its newest value.
 struct Patch {
   int64_t row;
   const std::byte* bytes;  // row_bytes of them
