@@ -5,11 +5,16 @@
 //     and bytes on disk; best of --reps, each delta timed next to a full
 //     save of the same values: the disk's speed drifts over a run);
 //   - restore of base + 10 deltas (1 % each) vs restore of a full
-//     checkpoint of the same values;
-//   - compaction of that chain vs a full save timed just before it;
+//     checkpoint of the same values (medians of --reps interleaved pairs,
+//     and the worst pair's ratio);
+//   - compaction of that chain vs a full save of the same variables, with
+//     sync on (both fsync every file, the default) and off (Saver's
+//     {.sync = false}; compaction through the unsynced file system):
+//     medians of --reps interleaved pairs, after one untimed pair;
 //   - delta bytes vs the bytes of the rows it holds (ids included);
 //   - the dirty-row marks' cost in a scatter_update of 65,536 rows: the
 //     index check with marks minus without, over the whole scatter call.
+// The load averages at the start and the end go into the JSON.
 // A plain timed program (not Google Benchmark): it prints one JSON object,
 // written to --out too. Files go to --dir (default /tmp/varstate_incr_bench).
 //   bench_incremental [--mib N] [--reps N] [--dir D] [--out FILE]
@@ -25,10 +30,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_system.h"
+#include "checkpoint/unsynced_file_system.h"
 #include "kernels/cpu/scatter.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
@@ -56,6 +64,75 @@ double best_of(int reps, const std::function<void()>& setup, const std::function
     best = std::min(best, seconds(body));
   }
   return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Times `a` and `b` `reps` times each, interleaved and alternating which
+// goes first, so that the machine's and the disk's slow spells hit both;
+// `after` runs untimed after each. One untimed pair first.
+std::pair<std::vector<double>, std::vector<double>> interleaved(
+    int reps, const std::function<void()>& a, const std::function<void()>& b,
+    const std::function<void()>& after) {
+  a();
+  b();
+  after();
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    if (r % 2 == 0) {
+      ta.push_back(seconds(a));
+      tb.push_back(seconds(b));
+    } else {
+      tb.push_back(seconds(b));
+      ta.push_back(seconds(a));
+    }
+    after();
+  }
+  return {ta, tb};
+}
+
+void remove_checkpoint(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  const fs::path p(prefix);
+  for (const auto& e : fs::directory_iterator(p.parent_path())) {
+    if (e.path().filename().string().rfind(p.filename().string() + ".", 0) == 0) {
+      fs::remove(e.path());
+    }
+  }
+}
+
+std::string load_average() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.2f, %.2f, %.2f]", load[0], load[1], load[2]);
+  return buf;
+}
+
+// Compaction of `head` into `dir` vs a full save of the session's variables
+// there, sync on or off: medians of `reps` interleaved pairs.
+struct CompactVsSave {
+  double compact_s, full_s;
+};
+CompactVsSave compact_vs_save(Session& sess, const std::string& head, const std::string& dir,
+                              bool sync, int reps) {
+  const std::unique_ptr<FileSystem> unsynced =
+      internal::unsynced_file_system(*default_file_system());
+  FileSystem* fs = sync ? nullptr : unsynced.get();
+  Saver saver({.max_to_keep = 0, .sync = sync});
+  const std::string compacted = dir + "/compacted", saved = dir + "/saved";
+  const auto [c, f] = interleaved(
+      reps, [&] { compact_checkpoint(head, compacted, fs); },
+      [&] { saver.save(sess, saved, {.write_meta_graph = false}); },
+      [&] {
+        remove_checkpoint(compacted);
+        remove_checkpoint(saved);
+      });
+  return {median(c), median(f)};
 }
 
 uint64_t checkpoint_bytes(const std::string& prefix) {
@@ -184,6 +261,7 @@ int run(int argc, char** argv) {
   const std::string out = arg(argc, argv, "--out", "");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  const std::string load_start = load_average();
 
   Session sess;
   Tables t;
@@ -258,18 +336,18 @@ int run(int argc, char** argv) {
   const size_t links = checkpoint_chain(head).size();
   const std::string same = full_save();
   Saver restorer({.max_to_keep = 0});
-  const double t_restore_full = best_of(
-      reps, [] {}, [&] { restorer.restore(sess, same); });
-  const double t_restore_chain = best_of(
-      reps, [] {}, [&] { restorer.restore(sess, head); });
-  int compactions = 0;
-  const double t_compact = best_of(
-      reps, [] {},
-      [&] { compact_checkpoint(head, dir + "/compact-" + std::to_string(compactions++)); });
-  // A full save again, next to the compaction in time (the disk's state
-  // changes over the run).
-  const double t_full_after = best_of(
-      reps, [] {}, [&] { full_save(); });
+  const auto [restores_full, restores_chain] = interleaved(
+      reps, [&] { restorer.restore(sess, same); }, [&] { restorer.restore(sess, head); }, [] {});
+  double restore_worst = 0;
+  for (int r = 0; r < reps; ++r) {
+    restore_worst = std::max(restore_worst, restores_chain[static_cast<size_t>(r)] /
+                                                restores_full[static_cast<size_t>(r)]);
+  }
+  const double t_restore_full = median(restores_full);
+  const double t_restore_chain = median(restores_chain);
+  std::filesystem::create_directories(dir + "/compaction");
+  const CompactVsSave synced = compact_vs_save(sess, head, dir + "/compaction", true, reps);
+  const CompactVsSave unsynced = compact_vs_save(sess, head, dir + "/compaction", false, reps);
   const double t_read_chain = best_of(
       reps, [] {},
       [&] {
@@ -291,9 +369,14 @@ int run(int argc, char** argv) {
       "  \"speedup_1pct\": %.2f, \"size_ratio_1pct\": %.2f, \"speedup_10pct\": %.2f,\n"
       "  \"delta_bytes_per_row_bytes_1pct\": %.4f, \"delta_bytes_per_row_bytes_10pct\": %.4f,\n"
       "  \"chain_links\": %zu, \"restore_full_s\": %.4f, \"restore_chain_s\": %.4f,\n"
-      "  \"restore_chain_vs_full\": %.2f, \"read_chain_s\": %.4f, \"compact_s\": %.4f, "
-      "\"full_save_again_s\": %.4f, \"compact_vs_full_save\": %.2f,\n"
-      "  \"scatter_65536_s\": %.6f, \"dirty_marks_share_of_scatter\": %.4f\n}\n",
+      "  \"restore_chain_vs_full\": %.2f, \"restore_chain_vs_full_worst\": %.2f, "
+      "\"read_chain_s\": %.4f,\n"
+      "  \"compact_sync_s\": %.4f, \"full_save_sync_s\": %.4f, "
+      "\"compact_vs_full_save_sync\": %.2f,\n"
+      "  \"compact_nosync_s\": %.4f, \"full_save_nosync_s\": %.4f, "
+      "\"compact_vs_full_save_nosync\": %.2f,\n"
+      "  \"scatter_65536_s\": %.6f, \"dirty_marks_share_of_scatter\": %.4f,\n"
+      "  \"reps\": %d, \"load_average_start\": %s, \"load_average_end\": %s\n}\n",
       static_cast<long long>(mib), kTables, static_cast<long long>(t.rows), row_bytes, t_full,
       static_cast<unsigned long long>(full_bytes), d1.seconds,
       static_cast<unsigned long long>(d1.bytes), static_cast<long long>(d1.rows), d10.seconds,
@@ -302,8 +385,10 @@ int run(int argc, char** argv) {
       d10.full_seconds / d10.seconds,
       static_cast<double>(d1.bytes) / (static_cast<double>(d1.rows) * row_bytes),
       static_cast<double>(d10.bytes) / (static_cast<double>(d10.rows) * row_bytes), links,
-      t_restore_full, t_restore_chain, t_restore_chain / t_restore_full, t_read_chain, t_compact,
-      t_full_after, t_compact / t_full_after, t_scatter, mark_share);
+      t_restore_full, t_restore_chain, t_restore_chain / t_restore_full, restore_worst,
+      t_read_chain, synced.compact_s, synced.full_s, synced.compact_s / synced.full_s,
+      unsynced.compact_s, unsynced.full_s, unsynced.compact_s / unsynced.full_s, t_scatter,
+      mark_share, reps, load_start.c_str(), load_average().c_str());
   std::fputs(buf, stdout);
   if (!out.empty()) std::ofstream(out) << buf;
   std::filesystem::remove_all(dir);

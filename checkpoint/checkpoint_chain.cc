@@ -232,20 +232,40 @@ std::optional<TensorInfo> ChainReader::find(std::string_view name) const {
 
 void ChainReader::check_stored(const TensorInfo& /*info*/, int /*slice_index*/) const {}
 
-void ChainReader::apply_rows(const BundleReader& delta, const std::string& key,
-                             const std::string& suffix, const RowTarget& t) const {
-  const std::vector<int64_t> ids = delta.read(key + kIdsSuffix + suffix).values<int64_t>();
-  const TensorData rows = delta.read(key + kRowsSuffix + suffix);
-  const int64_t num_rows = t.shape[0];
+std::vector<ChainReader::RowEntry> ChainReader::row_entries(size_t link,
+                                                            std::string_view key) const {
+  std::vector<RowEntry> out;
+  const auto it = rows_.at(link).find(key);
+  if (it == rows_[link].end()) return out;
+  for (const std::string& suffix : it->second) {
+    const std::string k(key);
+    out.push_back({k + kIdsSuffix + suffix, k + kRowsSuffix + suffix});
+  }
+  return out;
+}
+
+std::vector<int64_t> ChainReader::read_row_ids(size_t link, const std::string& ids_key,
+                                               int64_t num_rows) const {
+  const BundleReader& delta = *links_.at(link);
+  std::vector<int64_t> ids = delta.read(ids_key).values<int64_t>();
+  for (const int64_t id : ids) {
+    if (id < 0 || id >= num_rows) {
+      throw DataLossError(in_chain(path()) + ": delta " + quoted(delta.path()) + ", " +
+                          quoted(ids_key) + ": row " + std::to_string(id) + " is not in [0, " +
+                          std::to_string(num_rows) + ")");
+    }
+  }
+  return ids;
+}
+
+void ChainReader::apply_rows(size_t link, const std::string& key, const std::string& suffix,
+                             const RowTarget& t) const {
+  const std::vector<int64_t> ids = read_row_ids(link, key + kIdsSuffix + suffix, t.shape[0]);
+  const TensorData rows = links_[link]->read(key + kRowsSuffix + suffix);
   const int64_t width = num_elements(std::span<const int64_t>(t.shape).subspan(1));
   const size_t elem = t.dtype == DType::kString ? 1 : dtype_size(t.dtype);
   const auto n = static_cast<size_t>(width);
   for (size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] < 0 || ids[k] >= num_rows) {
-      throw DataLossError(in_chain(path()) + ": delta " + quoted(delta.path()) + ", " +
-                          quoted(key + kIdsSuffix + suffix) + ": row " + std::to_string(ids[k]) +
-                          " is not in [0, " + std::to_string(num_rows) + ")");
-    }
     if (ids[k] < t.begin || ids[k] >= t.end || n == 0) continue;
     const size_t src = k * n;
     const auto dst = static_cast<size_t>(ids[k] - t.begin) * n;
@@ -262,7 +282,7 @@ void ChainReader::apply_all_rows(const std::string& key, const RowTarget& target
   for (size_t i = 1; i < links_.size(); ++i) {
     const auto rows = rows_[i].find(key);
     if (rows == rows_[i].end()) continue;
-    for (const std::string& suffix : rows->second) apply_rows(*links_[i], key, suffix, target);
+    for (const std::string& suffix : rows->second) apply_rows(i, key, suffix, target);
   }
 }
 
@@ -313,7 +333,7 @@ TensorData ChainReader::read_region(std::string_view name, const TensorSlice& re
     const RowTarget target{
         info.dtype,       info.shape,        begin, begin + region.length_at(0, info.shape),
         out.bytes.data(), out.strings.data()};
-    for (const std::string& suffix : rows->second) apply_rows(*links_[i], key, suffix, target);
+    for (const std::string& suffix : rows->second) apply_rows(i, key, suffix, target);
   }
   return out;
 }
@@ -358,43 +378,6 @@ std::vector<ChainLink> checkpoint_chain(const std::string& checkpoint, FileSyste
     if (out.back().is_delta) out.back().entries = delta_entries(*link);
   }
   return out;
-}
-
-void compact_checkpoint(const std::string& checkpoint, const std::string& output_prefix,
-                        FileSystem* fs) {
-  FileSystem& files = fs ? *fs : *default_file_system();
-  try {
-    std::unique_ptr<CheckpointReader> reader = open_checkpoint(checkpoint, &files);
-    {
-      BundleWriter writer(output_prefix, {.file_system = &files});
-      const auto* chain = dynamic_cast<const ChainReader*>(reader.get());
-      for (const TensorInfo& info : reader->list()) {
-        // A fixed-width tensor of a chain is merged in one uninitialized
-        // buffer (no zero fill, no intermediate copy of the base).
-        if (chain && info.dtype != DType::kString && dtype_is_valid(static_cast<int>(info.dtype))) {
-          const size_t n = static_cast<size_t>(num_elements(info.shape)) * dtype_size(info.dtype);
-          std::unique_ptr<std::byte[]> buf(new std::byte[std::max<size_t>(n, 1)]);
-          chain->read_into(info.name, {buf.get(), n});
-          writer.add(info.name, TensorView{info.dtype, info.shape, {buf.get(), n}, {}});
-        } else {
-          writer.add(info.name, reader->read(info.name).view());
-        }
-      }
-      writer.finish();
-    }
-    const std::string meta = meta_graph_filename(checkpoint, "meta");
-    if (files.file_exists(meta)) {
-      write_file_atomically(files, meta_graph_filename(output_prefix, "meta"),
-                            read_file_to_string(files, meta));
-    }
-  } catch (...) {
-    try {
-      delete_checkpoint_files(files, output_prefix, meta_graph_filename(output_prefix, "meta"));
-    } catch (...) {
-    }
-    rethrow_with_context("compacting checkpoint " + quoted(checkpoint) + " into " +
-                         quoted(output_prefix));
-  }
 }
 
 }  // namespace varstate

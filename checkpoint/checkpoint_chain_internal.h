@@ -73,6 +73,18 @@ class ChainReader final : public CheckpointReader {
   // pieces of the base and the delta rows inside it (a partition's restore).
   TensorData read_region(std::string_view name, const TensorSlice& region) const;
 
+  // The row entries of `key` in delta `link`, in the order they apply: the
+  // keys of each entry's ids and rows ("w/.delta_ids@4096", "w/.delta_rows@4096").
+  struct RowEntry {
+    std::string ids, rows;
+  };
+  std::vector<RowEntry> row_entries(size_t link, std::string_view key) const;
+  // The ids of row entry `ids_key` of delta `link`, each checked to be a row
+  // of a tensor of `num_rows` rows (DataLossError naming the delta file
+  // otherwise). Throws as read().
+  std::vector<int64_t> read_row_ids(size_t link, const std::string& ids_key,
+                                    int64_t num_rows) const;
+
  protected:
   TensorData read_stored(const TensorInfo& info, int slice_index) const override;
   void check_stored(const TensorInfo& info, int slice_index) const override;
@@ -93,7 +105,7 @@ class ChainReader final : public CheckpointReader {
   void check_delta(size_t link) const;
   // Applies the row entries of `key` in every delta.
   void apply_all_rows(const std::string& key, const RowTarget& target) const;
-  void apply_rows(const BundleReader& delta, const std::string& key, const std::string& suffix,
+  void apply_rows(size_t link, const std::string& key, const std::string& suffix,
                   const RowTarget& target) const;
   // Copies the whole or sliced entries of `key` in delta `link` that meet
   // `region` into `out` (which holds `region`).

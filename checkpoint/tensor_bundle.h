@@ -167,6 +167,11 @@ class BundleReader : public CheckpointReader {
   // for a string tensor or one saved as slices (use read()). Throws as
   // read(); on a throw `dst` holds unspecified bytes.
   bool read_into(std::string_view name, std::span<std::byte> dst) const;
+
+  // In the range readers below, slice_index -1 names the tensor `info`
+  // stored whole (InvalidArgumentError when it is stored as slices): the
+  // same ranged reads for compaction's streamed copy of a base tensor.
+  //
   // Bytes [begin, begin + dst.size()) of stored slice `slice_index` of
   // `info` straight into `dst`, the rest of the slice read through a fixed
   // 8 MiB buffer so that its whole crc32c is verified (DataLossError

@@ -50,6 +50,13 @@ void check_range(const std::string& where, uint64_t begin, uint64_t end, uint64_
   }
 }
 
+// How the range readers name stored slice `slice_index` of `info` (-1: the
+// tensor stored whole).
+std::string range_name(const TensorInfo& info, int slice_index) {
+  if (slice_index < 0) return info.name;
+  return info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")";
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -151,9 +158,7 @@ TensorData BundleReader::read_stored(const TensorInfo& info, int slice_index) co
   if (slice_index < 0) return read_entry(info.name, entries_.find(info.name)->second, info.name);
   std::string key;
   const StoredEntry& e = slice_entry(info, slice_index, &key);
-  return read_entry(
-      key, e,
-      info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")");
+  return read_entry(key, e, range_name(info, slice_index));
 }
 
 const RandomAccessFile& BundleReader::check_entry(const std::string& key, const StoredEntry& e,
@@ -245,7 +250,7 @@ bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index
   std::string where;
   const uint32_t stored_crc = stored_slice_crc32c(info, slice_index, &where);
   std::string key;
-  const uint64_t size = static_cast<uint64_t>(slice_entry(info, slice_index, &key).size);
+  const uint64_t size = static_cast<uint64_t>(range_slice_entry(info, slice_index, &key).size);
   if (begin > size || dst.size() > size - begin) {
     throw InvalidArgumentError(where + ": bytes [" + std::to_string(begin) + ", " +
                                std::to_string(begin + dst.size()) + ") are not in the stored " +
@@ -267,7 +272,16 @@ bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index
 const BundleReader::StoredEntry& BundleReader::range_slice_entry(const TensorInfo& info,
                                                                  int slice_index,
                                                                  std::string* key) const {
-  const StoredEntry& e = slice_entry(info, slice_index, key);
+  if (slice_index < 0) {
+    const auto it = entries_.find(info.name);
+    if (it == entries_.end() || !it->second.slices.empty()) {
+      throw InvalidArgumentError("reading " + quoted(info.name) + " from checkpoint " +
+                                 quoted(path()) + " in ranges: it is not stored whole");
+    }
+    *key = info.name;
+  }
+  const StoredEntry& e =
+      slice_index < 0 ? entries_.find(info.name)->second : slice_entry(info, slice_index, key);
   if (e.dtype == static_cast<int>(DType::kString)) {
     throw UnimplementedError("reading " + quoted(info.name) + " from checkpoint " + quoted(path()) +
                              ": string slices are not read in ranges");
@@ -279,10 +293,8 @@ uint32_t BundleReader::stored_slice_crc32c(const TensorInfo& info, int slice_ind
                                            std::string* where) const {
   std::string key;
   const StoredEntry& e = range_slice_entry(info, slice_index, &key);
-  *where = "reading " +
-           quoted(info.name + " (slice " +
-                  info.slices[static_cast<size_t>(slice_index)].to_string() + ")") +
-           " from " + quoted(bundle_data_filename(path(), e.shard_id, num_shards_));
+  *where = "reading " + quoted(range_name(info, slice_index)) + " from " +
+           quoted(bundle_data_filename(path(), e.shard_id, num_shards_));
   return crc32c::unmask(e.masked_crc32c);
 }
 
@@ -291,10 +303,7 @@ std::unique_ptr<MappedRegion> BundleReader::map_slice_range(const TensorInfo& in
   std::string key;
   const StoredEntry& e = range_slice_entry(info, slice_index, &key);
   std::string where;
-  const RandomAccessFile& file = check_entry(
-      key, e,
-      info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")",
-      &where);
+  const RandomAccessFile& file = check_entry(key, e, range_name(info, slice_index), &where);
   check_range(where, begin, end, static_cast<uint64_t>(e.size));
   if (byte_swap_ || begin == end) return nullptr;
   return file.map(static_cast<uint64_t>(e.offset) + begin, static_cast<size_t>(end - begin));
@@ -305,10 +314,7 @@ uint32_t BundleReader::read_slice_range_crc(const TensorInfo& info, int slice_in
   std::string key;
   const StoredEntry& e = range_slice_entry(info, slice_index, &key);
   std::string where;
-  const RandomAccessFile& file = check_entry(
-      key, e,
-      info.name + " (slice " + info.slices[static_cast<size_t>(slice_index)].to_string() + ")",
-      &where);
+  const RandomAccessFile& file = check_entry(key, e, range_name(info, slice_index), &where);
   const uint64_t size = static_cast<uint64_t>(e.size);
   check_range(where, begin, end, size);
   uint32_t crc = 0;

@@ -1,0 +1,209 @@
+// compact_checkpoint (varstate/checkpoint_chain.h): the values a checkpoint
+// restores, written as one full checkpoint.
+//
+// A fixed-width tensor that the chain's base stores whole and its deltas
+// change only by rows is streamed: read from the base's data file in chunks,
+// each chunk checksummed as it is read (the base's crc32c is checked once the
+// tensor is through), the deltas' rows copied in (the newest value of each
+// row, once), then checksummed and written while the chunk is still in the
+// cache. So the base is read once and the output written once, through one
+// small buffer, with the writer's own checksum pass as in a full save.
+// Everything else (strings, scalars, a base stored as slices, a tensor a
+// delta holds whole or in slices, deltas holding more row bytes than the
+// tensor) is read whole through the ChainReader and written.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/file_system.h"
+#include "varstate/checkpoint_chain.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/error.h"
+
+namespace varstate {
+namespace {
+
+// Above the file layer's 1 MiB write buffer (a chunk goes straight to
+// write()), well inside the L3 cache, and a multiple of every dtype's size.
+constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
+
+std::string hex32(uint32_t v) {
+  char buf[11];
+  std::snprintf(buf, sizeof(buf), "0x%08x", v);
+  return buf;
+}
+
+// A row the deltas change, and its newest value.
+struct Patch {
+  int64_t row;
+  const std::byte* bytes;  // row_bytes of them
+};
+
+bool fixed_width(const TensorInfo& info) {
+  return info.dtype != DType::kString && dtype_is_valid(static_cast<int>(info.dtype));
+}
+
+// The bytes of the deltas' row entries of `key`.
+uint64_t delta_row_bytes(const ChainReader& chain, const std::string& key) {
+  uint64_t n = 0;
+  for (size_t i = 1; i < chain.links().size(); ++i) {
+    for (const ChainReader::RowEntry& e : chain.row_entries(i, key)) {
+      n += static_cast<uint64_t>(std::max<int64_t>(chain.links()[i]->info(e.rows).size, 0));
+    }
+  }
+  return n;
+}
+
+// True when `info` streams: the base holds it whole and the deltas only by
+// rows, and those rows hold no more bytes than the tensor.
+bool streams(const ChainReader& chain, const TensorInfo& info, uint64_t tensor_bytes) {
+  const auto& links = chain.links();
+  if (!fixed_width(info) || info.shape.empty() || !links[0]->info(info.name).slices.empty()) {
+    return false;
+  }
+  for (size_t i = 1; i < links.size(); ++i) {
+    if (links[i]->contains(info.name)) return false;
+  }
+  return delta_row_bytes(chain, info.name) <= tensor_bytes;
+}
+
+// Reads the deltas' rows of `info` into `arena` (grown as needed, reused
+// from tensor to tensor: no fresh pages to fault in each time) and returns
+// them by row, the newest value of each row once.
+std::vector<Patch> read_row_patches(const ChainReader& chain, const TensorInfo& info,
+                                    uint64_t row_bytes, std::vector<std::byte>& arena) {
+  const uint64_t total = delta_row_bytes(chain, info.name);
+  if (arena.size() < total) arena.resize(total);
+  std::vector<Patch> p;
+  std::byte* at = arena.data();
+  for (size_t i = 1; i < chain.links().size(); ++i) {
+    const BundleReader& delta = *chain.links()[i];
+    for (const ChainReader::RowEntry& e : chain.row_entries(i, info.name)) {
+      const std::vector<int64_t> ids = chain.read_row_ids(i, e.ids, info.shape[0]);
+      const std::span<std::byte> rows(at, ids.size() * row_bytes);
+      if (rows.size() > total - static_cast<uint64_t>(at - arena.data()) ||
+          !delta.read_into(e.rows, rows)) {
+        throw DataLossError("reading " + quoted(e.rows) + " from checkpoint " +
+                            quoted(delta.path()) + ": not stored whole as " +
+                            std::to_string(rows.size()) + " bytes");
+      }
+      for (size_t k = 0; k < ids.size(); ++k) p.push_back({ids[k], at + k * row_bytes});
+      at += rows.size();
+    }
+  }
+  // Stable: of equal rows the newest delta's comes last, and is kept.
+  std::stable_sort(p.begin(), p.end(),
+                   [](const Patch& a, const Patch& b) { return a.row < b.row; });
+  size_t kept = 0;
+  for (size_t k = 0; k < p.size(); ++k) {
+    if (k + 1 < p.size() && p[k + 1].row == p[k].row) continue;
+    p[kept++] = p[k];
+  }
+  p.resize(kept);
+  return p;
+}
+
+// Writes the base's `info` with `rows` applied, chunk by chunk through
+// `chunk`. DataLossError naming the base's data file when its bytes do not
+// match their crc32c (the writer then holds a tensor it must not finish).
+void stream_tensor(const ChainReader& chain, const TensorInfo& info, uint64_t row_bytes,
+                   const std::vector<Patch>& rows, std::vector<std::byte>& chunk,
+                   BundleWriter& writer) {
+  const BundleReader& base = *chain.links()[0];
+  const TensorInfo stored = base.info(info.name);
+  std::string where;
+  const uint32_t expected = base.stored_slice_crc32c(stored, -1, &where);
+  const uint64_t total = row_bytes * static_cast<uint64_t>(info.shape[0]);
+  writer.begin_tensor(info.name, info.dtype, info.shape);
+  uint32_t crc = 0;
+  auto next = rows.begin();
+  for (uint64_t at = 0; at < total;) {
+    const uint64_t n = std::min<uint64_t>(chunk.size(), total - at);
+    crc = crc32c::combine(crc, base.read_slice_range_crc(stored, -1, at, at + n, chunk.data()), n);
+    while (next != rows.end() && (static_cast<uint64_t>(next->row) + 1) * row_bytes <= at) {
+      ++next;
+    }
+    for (auto p = next; p != rows.end(); ++p) {
+      const uint64_t row_at = static_cast<uint64_t>(p->row) * row_bytes;
+      if (row_at >= at + n) break;
+      const uint64_t from = std::max(row_at, at);
+      const uint64_t to = std::min(row_at + row_bytes, at + n);
+      std::memcpy(chunk.data() + (from - at), p->bytes + (from - row_at), to - from);
+    }
+    writer.append_tensor_bytes({chunk.data(), static_cast<size_t>(n)});
+    at += n;
+  }
+  if (crc != expected) {
+    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(expected) + ", got " +
+                        hex32(crc) + ")");
+  }
+  writer.end_tensor();
+}
+
+// A fixed-width tensor of a chain merged in one uninitialized buffer (no
+// zero fill, no intermediate copy of the base) and written from it.
+void write_merged(const ChainReader& chain, const TensorInfo& info, size_t bytes,
+                  BundleWriter& writer) {
+  std::unique_ptr<std::byte[]> buf(new std::byte[std::max<size_t>(bytes, 1)]);
+  chain.read_into(info.name, {buf.get(), bytes});
+  writer.begin_tensor(info.name, info.dtype, info.shape);
+  writer.append_tensor_bytes({buf.get(), bytes});
+  writer.end_tensor();
+}
+
+void write_compacted(const CheckpointReader& reader, BundleWriter& writer) {
+  const auto* chain = dynamic_cast<const ChainReader*>(&reader);
+  std::vector<std::byte> chunk, arena;
+  for (const TensorInfo& info : reader.list()) {
+    if (!chain || !fixed_width(info)) {
+      writer.add(info.name, reader.read(info.name).view());
+      continue;
+    }
+    const auto bytes = static_cast<uint64_t>(num_elements(info.shape)) * dtype_size(info.dtype);
+    if (!streams(*chain, info, bytes)) {
+      write_merged(*chain, info, static_cast<size_t>(bytes), writer);
+      continue;
+    }
+    const uint64_t row_bytes =
+        info.shape[0] == 0 ? 0 : bytes / static_cast<uint64_t>(info.shape[0]);
+    if (chunk.empty()) chunk.resize(kChunkBytes);
+    stream_tensor(*chain, info, row_bytes, read_row_patches(*chain, info, row_bytes, arena), chunk,
+                  writer);
+  }
+  writer.finish();
+}
+
+}  // namespace
+
+void compact_checkpoint(const std::string& checkpoint, const std::string& output_prefix,
+                        FileSystem* fs) {
+  FileSystem& files = fs ? *fs : *default_file_system();
+  try {
+    const std::unique_ptr<CheckpointReader> reader = open_checkpoint(checkpoint, &files);
+    {
+      BundleWriter writer(output_prefix, {.file_system = &files});
+      write_compacted(*reader, writer);
+    }
+    const std::string meta = meta_graph_filename(checkpoint, "meta");
+    if (files.file_exists(meta)) {
+      write_file_atomically(files, meta_graph_filename(output_prefix, "meta"),
+                            read_file_to_string(files, meta));
+    }
+  } catch (...) {
+    try {
+      delete_checkpoint_files(files, output_prefix, meta_graph_filename(output_prefix, "meta"));
+    } catch (...) {
+    }
+    rethrow_with_context("compacting checkpoint " + quoted(checkpoint) + " into " +
+                         quoted(output_prefix));
+  }
+}
+
+}  // namespace varstate

@@ -1,0 +1,209 @@
+// compact_checkpoint (varstate/checkpoint_chain.h): compacting a chain writes
+// the very files a full save at the same step writes (tensors streamed in
+// chunks, rows straddling a chunk's end, rows changed by several deltas,
+// tensors a delta holds whole, strings, scalars), from a sharded base too;
+// a corrupt base or delta, a missing delta or a failed write throws an error
+// naming the file and leaves no output. Also the reads compaction streams
+// with: BundleReader's range readers on a tensor stored whole.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <span>
+
+#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_test_util.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/fault_injection_file_system.h"
+#include "varstate/cast.h"
+#include "varstate/checkpoint_chain.h"
+#include "varstate/checkpoint_reader.h"
+#include "varstate/saver.h"
+#include "varstate/scatter.h"
+#include "varstate/variables.h"
+
+namespace varstate {
+namespace {
+
+using testing::TempDir;
+
+// 12-byte rows: 6 MB, more than one 4 MiB chunk of compaction, whose end
+// (byte 4194304) falls inside row 349525.
+constexpr int64_t kBigRows = 500'000;
+constexpr int64_t kChunkEndRow = 349'525;
+
+Tensor ramp(DType dtype, int64_t rows, int64_t width) {
+  std::vector<float> v(static_cast<size_t>(rows * width));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 89);
+  return cast_tensor(Tensor::from_vector<float>(v, {rows, width}), dtype);
+}
+
+void touch(Variable& var, const std::vector<int64_t>& ids, int step) {
+  const auto n = static_cast<int64_t>(ids.size());
+  const int64_t width = var.shape().dim(1);
+  std::vector<float> v(static_cast<size_t>(n * width), static_cast<float>(step + 100));
+  scatter_update(var, Tensor::from_vector<int64_t>(ids, {n}),
+                 cast_tensor(Tensor::from_vector<float>(v, {n, width}), var.dtype()));
+}
+
+std::vector<std::string> files_named(const std::string& dir, const std::string& start) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(start, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+// A base and three deltas of `vars` in `dir` ("m-0" .. "m-3"); the rows each
+// delta changes overlap the previous delta's. Returns the head.
+std::string save_chain(Session& sess, const TempDir& dir, std::vector<Variable>& vars,
+                       Variable& dense, bool sharded) {
+  Saver saver({.sharded = sharded, .max_to_keep = 0});
+  std::string head = *saver
+                          .save(sess, dir / "m",
+                                {.global_step = 0, .write_meta_graph = false, .incremental = true})
+                          .path();
+  for (int step = 1; step <= 3; ++step) {
+    for (Variable& v : vars) {
+      const int64_t last = v.shape().dim(0) - 1;
+      touch(v, {0, int64_t{step}, step + 1, last}, step);
+      if (v.shape().dim(0) == kBigRows)
+        touch(v, {kChunkEndRow - 1 + step % 2, kChunkEndRow + 1}, step);
+    }
+    std::vector<int64_t> all(static_cast<size_t>(dense.shape().dim(0)));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    touch(dense, all, step);
+    head = *saver
+                .save(sess, dir / "m",
+                      {.global_step = step, .write_meta_graph = false, .incremental = true})
+                .path();
+  }
+  REQUIRE(checkpoint_chain(head).size() == 4);
+  return head;
+}
+
+}  // namespace
+
+TEST_CASE("the range readers read a tensor stored whole as slice -1 (compaction's reads)",
+          "[compact][bundle]") {
+  TempDir dir;
+  std::vector<int32_t> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(i * 7);
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(v.data()), 4000);
+  {
+    BundleWriter writer(dir / "b");
+    writer.add("whole", TensorView{DType::kInt32, {250, 4}, bytes, {}});
+    writer.add_slice("parted", {250, 4}, TensorSlice({{0, 100}, {}}),
+                     TensorView{DType::kInt32, {100, 4}, bytes.first(1600), {}});
+    writer.finish();
+  }
+  BundleReader reader(dir / "b");
+  const TensorInfo whole = reader.info("whole");
+  std::string where;
+  const uint32_t stored = reader.stored_slice_crc32c(whole, -1, &where);
+  CHECK_THAT(where, Catch::Contains("\"whole\"") && Catch::Contains("b.data-00000-of-00001"));
+  std::vector<int32_t> got(v.size(), -1);
+  auto* dst = reinterpret_cast<std::byte*>(got.data());
+  const uint32_t head = reader.read_slice_range_crc(whole, -1, 0, 1204, dst);
+  const uint32_t tail = reader.read_slice_range_crc(whole, -1, 1204, 4000, dst + 1204);
+  CHECK(crc32c::combine(head, tail, 4000 - 1204) == stored);
+  CHECK(got == v);
+  CHECK_THROWS_AS(reader.read_slice_range_crc(whole, -1, 0, 4004, dst), InvalidArgumentError);
+  CHECK_THROWS_AS(reader.stored_slice_crc32c(reader.info("parted"), -1, &where),
+                  InvalidArgumentError);
+}
+
+TEST_CASE("compaction writes the files a full save at the same step writes", "[compact]") {
+  const bool sharded = GENERATE(false, true);
+  CAPTURE(sharded);
+  TempDir dir;
+  reset_default_graph();
+  Session sess;
+  std::vector<Variable> vars;
+  for (DType dtype : {DType::kFloat, DType::kDouble, DType::kHalf, DType::kInt8, DType::kComplex128,
+                      DType::kBool}) {
+    vars.emplace_back(ramp(dtype, 4096, 5),
+                      VariableOptions{.name = "v_" + std::string(dtype_name(dtype))});
+  }
+  vars.emplace_back(ramp(DType::kFloat, kBigRows, 3), VariableOptions{.name = "big"});
+  Variable dense(ramp(DType::kFloat, 4096, 4), {.name = "dense"});
+  Variable words(Tensor::from_vector<std::string>({"a", "bc", ""}), {.name = "words"});
+  Variable scalar(Tensor(2.5), {.name = "scalar"});
+  sess.run(global_variables_initializer());
+  const std::string head = save_chain(sess, dir, vars, dense, sharded);
+  CHECK_FALSE(BundleReader(head).contains("v_float"));  // held by rows
+  CHECK(BundleReader(head).contains("dense"));          // held whole
+
+  Saver full({.max_to_keep = 0});
+  const std::string same =
+      *full.save(sess, dir / "full", {.global_step = 3, .write_meta_graph = false}).path();
+  compact_checkpoint(head, dir / "compact");
+  CHECK(testing::read_file(dir / "compact.data-00000-of-00001") ==
+        testing::read_file(same + ".data-00000-of-00001"));
+  CHECK(testing::read_file(dir / "compact.index") == testing::read_file(same + ".index"));
+}
+
+TEST_CASE("a failed compaction names the file and leaves no output", "[compact]") {
+  TempDir dir;
+  reset_default_graph();
+  Session sess;
+  std::vector<Variable> vars;
+  vars.emplace_back(ramp(DType::kFloat, kBigRows, 3), VariableOptions{.name = "big"});
+  Variable dense(ramp(DType::kFloat, 4096, 4), {.name = "dense"});
+  sess.run(global_variables_initializer());
+  const std::string head = save_chain(sess, dir, vars, dense, false);
+  namespace fs = std::filesystem;
+  const std::string out = dir / "compact";
+
+  SECTION("corrupt base bytes") {
+    const TensorInfo big = BundleReader(dir / "m-0").info("big");
+    std::string data = testing::read_file(dir / "m-0.data-00000-of-00001");
+    data[static_cast<size_t>(big.offset + 5'000'000)] ^= 0x21;  // past the first chunk
+    testing::write_file(dir / "m-0.data-00000-of-00001", data);
+    try {
+      compact_checkpoint(head, out);
+      FAIL("compacted");
+    } catch (const DataLossError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("m-0.data-00000-of-00001") &&
+                               Catch::Contains("crc32c mismatch") && Catch::Contains("\"big\""));
+    }
+    CHECK(files_named(dir.path(), "compact").empty());
+  }
+  SECTION("corrupt delta rows") {
+    const std::string delta = dir / "m-2";
+    const TensorInfo rows = BundleReader(delta).info(delta_rows_key("big", std::nullopt));
+    std::string data = testing::read_file(delta + ".data-00000-of-00001");
+    data[static_cast<size_t>(rows.offset)] ^= 0x21;
+    testing::write_file(delta + ".data-00000-of-00001", data);
+    try {
+      compact_checkpoint(head, out);
+      FAIL("compacted");
+    } catch (const DataLossError& e) {
+      CHECK_THAT(e.what(),
+                 Catch::Contains("m-2.data-00000-of-00001") && Catch::Contains("crc32c mismatch"));
+    }
+    CHECK(files_named(dir.path(), "compact").empty());
+  }
+  SECTION("a missing delta") {
+    fs::rename(dir / "m-1.index", dir / "moved.index");
+    try {
+      compact_checkpoint(head, out);
+      FAIL("compacted");
+    } catch (const NotFoundError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("m-1") && Catch::Contains("missing"));
+    }
+    CHECK(files_named(dir.path(), "compact").empty());
+  }
+  SECTION("a failed write") {
+    const FileOp op = GENERATE(FileOp::kAppend, FileOp::kSync, FileOp::kRename);
+    CAPTURE(static_cast<int>(op));
+    FaultInjectionFileSystem faulty(default_file_system());
+    faulty.fail_nth(op, op == FileOp::kAppend ? 2 : 1);
+    CHECK_THROWS_AS(compact_checkpoint(head, out, &faulty), UnavailableError);
+    CHECK(files_named(dir.path(), "compact").empty());
+    compact_checkpoint(head, out, &faulty);  // the next try succeeds
+    CHECK(checkpoint_chain(out).size() == 1);
+  }
+}
+
+}  // namespace varstate
