@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -503,7 +504,9 @@ void run_training(Cluster& cluster, const std::string& out, const std::string& m
 // older figure, one process reading every file, is kept beside it. Each
 // task's peak extra memory (VmHWM during the restores minus VmRSS before,
 // the high-water mark reset first) against one slice of the table (its
-// bytes / M) + 64 MiB.
+// bytes / M) + 64 MiB. With VARSTATE_RESHARD_COLD=1 in the environment,
+// rank 0 drops the page cache (root only) before every timed restore and
+// raw read, so that both read from the disk ("page_cache": "dropped").
 
 constexpr int64_t kReshardWidth = 64;
 
@@ -560,6 +563,16 @@ int64_t raw_read_share(const std::vector<std::string>& paths, int k, int shares,
   return bytes;
 }
 
+// Writes dirty pages back and empties the page cache; false when this
+// process may not (not root).
+bool drop_page_cache() {
+  ::sync();
+  std::ofstream drop("/proc/sys/vm/drop_caches");
+  drop << "3\n";
+  drop.flush();
+  return drop.good();
+}
+
 // The slowest task's seconds for `f`, started together, on rank 0.
 double slowest(const std::function<void()>& f) {
   MPI_Barrier(MPI_COMM_WORLD);
@@ -582,7 +595,7 @@ struct ReshardTimes {
 
 void report_reshard(const ReshardTimes& t, int64_t bytes, int64_t rows, size_t files, int m,
                     int64_t most, const std::string& machine, const std::string& load,
-                    const std::string& out) {
+                    const std::string& cache, const std::string& out) {
   const double slice = static_cast<double>(rows * kReshardWidth * 4) / m;
   const double b = static_cast<double>(bytes), first = t.restore.front();
   const double restore = t.best(t.restore), raw = t.best(t.raw);
@@ -592,7 +605,7 @@ void report_reshard(const ReshardTimes& t, int64_t bytes, int64_t rows, size_t f
   std::snprintf(
       json, sizeof json,
       "{\n  \"benchmark\": \"mpi_reshard_restore\",\n  \"machine\": \"%s\",\n"
-      "  \"load_average_before_and_after\": \"%s\",\n"
+      "  \"load_average_before_and_after\": \"%s\",\n  \"page_cache\": \"%s\",\n"
       "  \"table\": [%lld, %lld],\n  \"saved_by_tasks\": %zu,\n"
       "  \"restored_into_tasks\": %d,\n  \"data_bytes\": %lld,\n  \"repeats\": %zu,\n"
       "  \"raw_read\": \"each of the %d restoring tasks preads its share of the data files, "
@@ -606,7 +619,7 @@ void report_reshard(const ReshardTimes& t, int64_t bytes, int64_t rows, size_t f
       "  \"median_restore_over_raw_read_1_process\": %.3f,\n"
       "  \"peak_extra_MiB_per_task\": %.1f,\n  \"slice_MiB\": %.1f,\n"
       "  \"peak_over_slice_plus_64MiB\": %.3f\n}\n",
-      machine.c_str(), load.c_str(), static_cast<long long>(rows),
+      machine.c_str(), load.c_str(), cache.c_str(), static_cast<long long>(rows),
       static_cast<long long>(kReshardWidth), files, m, static_cast<long long>(bytes),
       t.restore.size(), m, b / restore / 1e9, b / raw / 1e9, raw / restore, b / first / 1e9,
       raw / first, b / restore_med / 1e9, b / raw_med / 1e9, raw_med / restore_med,
@@ -646,23 +659,36 @@ void run_reshard(Cluster& cluster, const std::string& mode, const std::string& d
   constexpr int kRepeats = 7;
   ReshardTimes t;
   int64_t bytes = 0;
+  const char* cold_env = std::getenv("VARSTATE_RESHARD_COLD");
+  const bool cold = cold_env != nullptr && std::string(cold_env) == "1";
+  bool dropped = cold;
+  // Before each timed read; slowest() then starts every task together.
+  auto settle = [&] {
+    if (cold && cluster.rank() == 0) dropped = drop_page_cache() && dropped;
+  };
   for (int i = 0; i < kRepeats; ++i) {
+    settle();
     t.restore.push_back(slowest([&] { saver.restore(dir + "/model-1"); }));
     int64_t mine = 0;
+    settle();
     t.raw.push_back(slowest([&] {
       if (reads) mine = raw_read_share(data, cluster.rank(), m, buffer);
     }));
     MPI_Reduce(&mine, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    settle();
     t.raw_one.push_back(slowest([&] {
       if (cluster.rank() == 0) raw_read_share(data, 0, 1, buffer);
     }));
   }
+  const std::string cache = !cold     ? "warm (the files were just written)"
+                            : dropped ? "dropped before every timed read"
+                                      : "warm: dropping it was refused (not root)";
   const int64_t extra = status_bytes("VmHWM:") - rss;
   int64_t most = 0;
   MPI_Reduce(&extra, &most, 1, MPI_INT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
   if (cluster.rank() == 0) {
     report_reshard(t, bytes, rows, data.size(), m, most, machine,
-                   load_before + " / " + load_average(), out);
+                   load_before + " / " + load_average(), cache, out);
   }
   cluster.shutdown();
 }
