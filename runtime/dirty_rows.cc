@@ -33,6 +33,7 @@ void DirtyRows::resize(int64_t rows) {
 
 DirtyRows::Marks DirtyRows::marks(int64_t rows) {
   std::lock_guard lock(mu_);
+  if (!tracking_) return nullptr;  // the first take reports every row dirty
   resize(rows);
   return bits_;
 }
@@ -71,6 +72,7 @@ void DirtyRows::mark_all() {
 
 void DirtyRows::mark_range(int64_t rows, int64_t begin, int64_t end) {
   Marks m = marks(rows);
+  if (!m) return;
   for (int64_t r = std::max<int64_t>(begin, 0); r < std::min(end, rows); ++r) {
     m[r].store(1, std::memory_order_relaxed);
   }
@@ -79,7 +81,9 @@ void DirtyRows::mark_range(int64_t rows, int64_t begin, int64_t end) {
 DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   std::lock_guard lock(mu_);
   Taken t;
-  t.all = all_ || rows != rows_ || !bits_ || generation != generation_;
+  const bool was_tracking = tracking_;
+  t.all = !was_tracking || all_ || rows != rows_ || !bits_ || generation != generation_;
+  tracking_ = true;
   resize(rows);
   collect_device_marks();
   std::vector<int64_t> cleared;
@@ -94,7 +98,9 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
     for (int64_t r : cleared) bits_[r].store(1, std::memory_order_relaxed);
   }
   if (!t.all) t.rows = std::move(cleared);
-  all_ = false;
+  // A write in flight that took its marks before this first take got none:
+  // the next take reports every row again.
+  all_ = !was_tracking && writing_.load() != 0;
   t.generation = ++generation_;
   return t;
 }

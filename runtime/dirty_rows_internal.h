@@ -20,6 +20,12 @@
 // in its index-check kernel, in a byte map on the device that take() copies
 // to the host and clears, in the device's stream order.
 //
+// Tracking starts at the first take (the base of a chain, which reports
+// every row dirty): until then marks() returns null and nothing marks, so
+// a program that never saves incrementally pays nothing for it. A write
+// whose marks were null and that is still in flight at that first take
+// makes the next take report every row too.
+//
 // A Saver that saves incrementally remembers the generation a take returned;
 // when the next take sees another generation (another saver took the marks
 // in between), it reports everything dirty.
@@ -57,9 +63,10 @@ class DirtyRows {
     DirtyRows& rows_;
   };
 
-  // The marks of a buffer of `rows` rows; a different row count than the
-  // last call's allocates fresh marks and marks everything dirty. The
-  // returned array stays valid while held. Thread-safe.
+  // The marks of a buffer of `rows` rows, or null before the first take
+  // (nothing to mark: that take reports every row); a different row count
+  // than the last call's allocates fresh marks and marks everything dirty.
+  // The returned array stays valid while held. Thread-safe.
   Marks marks(int64_t rows);
   // The device-side marks of a buffer of `rows` rows on `device` (a GPU):
   // one byte per row, zero when allocated, set by the scatter's index-check
@@ -89,6 +96,7 @@ class DirtyRows {
   int64_t rows_ = -1;
   Marks bits_;
   bool all_ = true;
+  bool tracking_ = false;  // set by the first take
   uint64_t generation_ = 1;
   std::atomic<int> writing_{0};
   Device* device_ = nullptr;

@@ -353,6 +353,11 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     held.push_back(dirty.marks(tables.back().shape().dim(0)));
     marks.push_back(held.back().get());
   }
+  // Parts not tracked yet (no take so far) need no marks. While only some
+  // are (a part saved incrementally on its own), the kernel marks none and
+  // the tracked ones are all dirty after the write.
+  const auto tracked = std::count_if(held.begin(), held.end(), [](const auto& m) { return !!m; });
+  const bool mixed = tracked > 0 && tracked < std::ssize(held);
   // The end of the last part (offsets may or may not list it).
   begin.push_back(begin.back() + tables.back().shape().dim(0));
   const int64_t row_width = tables[0].shape().tail(1).num_elements();
@@ -364,13 +369,19 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     bad = kernels::cpu::scatter_parts<T, int64_t>(
         op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
         row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar,
-        marks.data());
+        tracked == std::ssize(held) ? marks.data() : nullptr);
   });
   if (bad >= 0) {
     throw InvalidArgumentError(
         internal::bad_index_message(who, bad, indices_shape, indices[bad], begin.back()));
   }
-  for (Variable& part : parts) mark_rows_updated(part);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (mixed && held[k]) {
+      mark_updated(parts[k]);
+    } else {
+      mark_rows_updated(parts[k]);
+    }
+  }
 }
 
 }  // namespace internal

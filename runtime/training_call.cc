@@ -286,7 +286,7 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
     DirtyRows& dirty = dirty_rows(v);
     writing.emplace_back(dirty);
     held.push_back(dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0));
-    marks.push_back(held.back().get());
+    if (held.back()) marks.push_back(held.back().get());  // null: not tracked yet
   };
   if (!every_row) {
     hold(var_, table_);

@@ -53,6 +53,44 @@ TEST_CASE_METHOD(FreshGraph, "dirty rows: a new variable is all dirty, a take cl
   CHECK(second.rows.empty());
 }
 
+TEST_CASE_METHOD(FreshGraph, "dirty rows: nothing marks before the first take, which is all dirty",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {8, 2}), "v");
+  // No saver has taken marks: a scatter keeps none (and pays nothing).
+  CHECK(dirty_rows(v).marks(8) == nullptr);
+  scatter_update(v, Tensor::from_vector<int32_t>({3}), Tensor::zeros(DType::kFloat, {1, 2}));
+  auto first = dirty_rows(v).take(8, 0);
+  CHECK(first.all);
+  // From the first take on, a scatter marks exactly its rows.
+  REQUIRE(dirty_rows(v).marks(8) != nullptr);
+  scatter_add(v, Tensor::from_vector<int64_t>({6, 2}), Tensor::zeros(DType::kFloat, {2, 2}));
+  auto second = dirty_rows(v).take(8, first.generation);
+  CHECK_FALSE(second.all);
+  CHECK(second.rows == Rows{2, 6});
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows: a write in flight at the first take makes the next take all dirty",
+                 "[dirty_rows]") {
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {4, 1}), "v");
+  internal::DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = 0;
+  {
+    // A scatter between its (null) marks and its write when the first
+    // take runs: its rows are unknown to the marks.
+    const internal::DirtyRows::Writing writing(dirty);
+    CHECK(dirty.marks(4) == nullptr);
+    auto first = dirty.take(4, 0);
+    CHECK(first.all);
+    generation = first.generation;
+  }
+  auto second = dirty.take(4, generation);
+  CHECK(second.all);
+  auto third = dirty.take(4, second.generation);
+  CHECK_FALSE(third.all);
+  CHECK(third.rows.empty());
+}
+
 TEST_CASE_METHOD(FreshGraph, "dirty rows: scatters mark the rows they index, every op",
                  "[dirty_rows]") {
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {8, 2}), "v");
@@ -124,6 +162,25 @@ TEST_CASE_METHOD(FreshSession, "dirty rows: a partitioned scatter marks each par
   CHECK(take(parts[0]).rows == Rows{0, 3});
   CHECK(take(parts[1]).rows == Rows{0});
   CHECK(take(parts[2]).rows == Rows{2});
+}
+
+TEST_CASE_METHOD(FreshSession,
+                 "dirty rows: a partitioned scatter with only some parts tracked marks those all",
+                 "[dirty_rows][partitioned]") {
+  PartitionedVariable w =
+      get_variable("w", {.shape = TensorShape{10, 3}, .partitioner = fixed_size_partitioner(3)});
+  session.run(global_variables_initializer());
+  Tracked first = tracked(w.variables()[0]);  // parts 1 and 2 never taken
+  w.scatter_add(Tensor::from_vector<int64_t>({0, 9}), Tensor::zeros(DType::kFloat, {2, 3}));
+  CHECK(take(first).all);
+  CHECK(dirty_rows(w.variables()[1]).take(3, 0).all);
+  // Every part tracked: exact rows again.
+  std::vector<Tracked> parts;
+  for (const Variable& p : w.variables()) parts.push_back(tracked(p));
+  w.scatter_add(Tensor::from_vector<int64_t>({5}), Tensor::zeros(DType::kFloat, {1, 3}));
+  CHECK(take(parts[0]).rows.empty());
+  CHECK(take(parts[1]).rows == Rows{1});
+  CHECK(take(parts[2]).rows.empty());
 }
 
 TEST_CASE_METHOD(FreshSession,
