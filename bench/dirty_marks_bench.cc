@@ -1,11 +1,15 @@
 // The cost of dirty-row marks (runtime/dirty_rows_internal.h) in the CPU
-// scatter kernel: scatter_update of 65,536 rows of 16 floats into a
+// scatter kernel: scatter_update of 65,536 rows of 16 floats (--width) into a
 // 1M-row table, the kernel with marks (as a variable's scatter runs it)
 // against the kernel without, on one table and on the same table split
 // into 4 parts (a partitioned variable's scatter_parts), uniform and
 // Zipf-like ids. The two sides alternate call by call, so a loaded
 // machine's slow spells hit both; medians of the per-call times.
-//   bench_dirty_marks [--calls N] [--out OUT.json] [--machine NAME]
+//   bench_dirty_marks [--calls N] [--width FLOATS] [--out OUT.json] [--machine NAME]
+// The "variable_*" cases time the public scatter_update on a Variable that
+// no saver tracks (no take yet: it keeps no marks) against one that an
+// incremental saver tracks: what a program pays for marks it never uses
+// (nothing) and what it pays once it saves incrementally.
 // A plain timed program (not Google Benchmark): the interleaving is the
 // point.
 #include <algorithm>
@@ -23,6 +27,12 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/scatter.h"
+#include "runtime/dirty_rows_internal.h"
+#include "varstate/device_manager.h"
+#include "varstate/graph.h"
+#include "varstate/scatter.h"
+#include "varstate/session.h"
+#include "varstate/variable.h"
 
 namespace cpu = varstate::kernels::cpu;
 using varstate::kernels::ScatterOp;
@@ -30,7 +40,6 @@ using varstate::kernels::ScatterOp;
 namespace {
 
 constexpr int64_t kRows = 1 << 20;
-constexpr int64_t kWidth = 16;
 constexpr int64_t kUpdates = 65536;
 constexpr int kParts = 4;
 
@@ -93,10 +102,31 @@ Result interleave(const std::string& name, int calls, const std::function<void()
   return {name, median(a), median(b)};
 }
 
+// scatter_update through the API on an untracked and a tracked Variable.
+Result variable_case(const std::string& name, int calls, int64_t width,
+                     const std::vector<int64_t>& ids) {
+  using namespace varstate;
+  Graph graph;
+  auto make = [&](const char* var_name) {
+    Variable v(Tensor::zeros(DType::kFloat, {kRows, width}), {.name = var_name, .graph = &graph});
+    Session().run(v.initializer());
+    return v;
+  };
+  Variable untracked = make("untracked"), tracked = make("tracked");
+  internal::dirty_rows(tracked).take(kRows, 0);  // as an incremental save's base does
+  const Tensor indices = Tensor::from_vector<int64_t>(ids);
+  const Tensor updates = Tensor::filled(DType::kFloat, {kUpdates, width}, Tensor(2.0f),
+                                        DeviceManager::instance().cpu());
+  return interleave(
+      name, calls, [&] { scatter_update(untracked, indices, updates); },
+      [&] { scatter_update(tracked, indices, updates); });
+}
+
 int run(int argc, char** argv) {
   const int calls = std::stoi(arg(argc, argv, "--calls", "401"));
   const std::string out = arg(argc, argv, "--out", "");
   const std::string machine = arg(argc, argv, "--machine", "unnamed");
+  const int64_t kWidth = std::stoll(arg(argc, argv, "--width", "16"));
   std::vector<float> table(static_cast<size_t>(kRows * kWidth), 1.0f);
   std::vector<float> updates(static_cast<size_t>(kUpdates * kWidth), 2.0f);
   std::unique_ptr<std::atomic<uint8_t>[]> marks(new std::atomic<uint8_t>[kRows]);
@@ -129,6 +159,7 @@ int run(int argc, char** argv) {
     };
     results.push_back(
         interleave("parts4_" + dist, calls, split(nullptr), split(part_mark_ptrs.data())));
+    results.push_back(variable_case("variable_" + dist, calls, kWidth, ids));
   }
   std::string json = "{\n  \"bench\": \"dirty_marks\", \"machine\": \"" + machine +
                      "\",\n  \"rows\": " + std::to_string(kRows) +
