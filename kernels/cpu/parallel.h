@@ -15,24 +15,25 @@ namespace varstate::kernels::cpu {
 // kernel splits its work over the pool; below it runs on the calling
 // thread. Measured with bench/threading_bench.cc (each op at doubling sizes,
 // serial and pool interleaved, medians of 15) on the 2-vCPU development VM
-// while other builds kept its load average at 4-8: there the pool never
-// beat one thread by more than noise, so each threshold is the smallest size
-// from which the pool came within about 5 % of one thread in the
-// least-loaded run (load 3.9; bench/results/threading-crossover-*.json),
-// taken to a power of two; below it a split only loses. worth_splitting
-// then raises them further while splits do not pay.
-//   scatter (every op)   only ~100 MB once -> 1 GiB (default vs one thread,
-//                        bench/compare_threads.py: 0.63-0.84 at 200-800 MB)
-//   gather               ~4 MB copied      -> 8 MiB
-//   dense update         ~6 MB touched     -> 8 MiB
-//   random fills         ~512 Ki floats    -> 512 Ki (uniform-float units)
-//   elementwise          ~0.8-3 MB touched -> 4 MiB
+// idle (load ~1, two runs; bench/results/threading-crossover-*-idle*.json):
+// each threshold is the crossover, the size from which the pool wins at
+// every larger size, taken up to a power of two; below it a split only
+// loses. On a loaded machine (load 4-8) no split paid; worth_splitting
+// raises the thresholds there while splits do not pay.
+//   scatter (every op)   6.5-13 MB touched in bench_threading (1.4-1.5x
+//                        above), but in bench_scatter's cases
+//                        (compare_threads.py, idle) splits of 50-800 MB
+//                        ran at 0.77-1.18x of one thread -> 1 GiB
+//   gather               1-8 MB copied       -> 8 MiB  (1.5-1.7x above)
+//   dense update         6 MB touched        -> 8 MiB  (1.3-1.5x: bandwidth)
+//   random fills         33-98 Ki floats     -> 128 Ki (1.5-2.0x above)
+//   elementwise          3-12 MB touched     -> 8 MiB  (1.2-1.7x above)
 struct ParallelThresholds {
   int64_t scatter_bytes = int64_t{1} << 30;
   int64_t gather_bytes = int64_t{8} << 20;
   int64_t dense_update_bytes = int64_t{8} << 20;
-  int64_t random_elements = int64_t{512} << 10;
-  int64_t elementwise_bytes = int64_t{4} << 20;
+  int64_t random_elements = int64_t{128} << 10;
+  int64_t elementwise_bytes = int64_t{8} << 20;
 };
 
 // The thresholds in use. Tests and benchmarks may change them (to force
