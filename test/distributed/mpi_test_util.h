@@ -1,5 +1,6 @@
-// Shared pieces of the multi-process test binary mpi_test (run by CTest
-// under mpirun, test/distributed/tests.cmake): the EXPECT macros that count
+// Shared pieces of the multi-process test binaries mpi_test and
+// mpi_training_test (run by CTest under mpirun,
+// test/distributed/tests.cmake): the EXPECT macros that count
 // failures on each rank, tensor helpers, the checkpointed model several
 // modes share, and one entry point per file of modes. mpi_test_main.cc
 // lists the modes and dispatches them.
@@ -35,16 +36,19 @@ using Jobs = std::map<std::string, std::vector<std::string>>;
     }                                                                                          \
   } while (0)
 
-// Expects `f` to throw E whose message contains `text`.
+// Expects `f` to throw E whose message contains every one of `texts`.
 template <class E>
-void expect_throws(const std::function<void()>& f, const std::string& text, int line) {
+void expect_throws(const std::function<void()>& f, const std::vector<std::string>& texts,
+                   int line) {
   try {
     f();
   } catch (const E& e) {
-    if (std::string(e.what()).find(text) == std::string::npos) {
-      ++g_failures;
-      std::fprintf(stderr, "[rank %d] line %d: message \"%s\" lacks \"%s\"\n", g_rank, line,
-                   e.what(), text.c_str());
+    for (const std::string& text : texts) {
+      if (std::string(e.what()).find(text) == std::string::npos) {
+        ++g_failures;
+        std::fprintf(stderr, "[rank %d] line %d: message \"%s\" lacks \"%s\"\n", g_rank, line,
+                     e.what(), text.c_str());
+      }
     }
     return;
   } catch (const std::exception& e) {
@@ -54,9 +58,9 @@ void expect_throws(const std::function<void()>& f, const std::string& text, int 
   }
   ++g_failures;
   std::fprintf(stderr, "[rank %d] line %d: no exception (expected \"%s\")\n", g_rank, line,
-               text.c_str());
+               texts.empty() ? "" : texts.front().c_str());
 }
-#define EXPECT_THROWS(E, stmt, text) expect_throws<E>([&] { stmt; }, text, __LINE__)
+#define EXPECT_THROWS(E, stmt, ...) expect_throws<E>([&] { stmt; }, {__VA_ARGS__}, __LINE__)
 
 bool same(const Tensor& a, const Tensor& b);
 

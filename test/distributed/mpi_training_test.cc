@@ -28,74 +28,14 @@
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "distributed/cluster_internal.h"
+#include "mpi_test_util.h"
 #include "runtime/remote_storage_internal.h"
 #include "varstate/varstate.h"
 
 using namespace varstate;
+using namespace varstate::mpi_test;
 
 namespace {
-
-int g_rank = -1;
-int g_failures = 0;
-
-#define EXPECT(cond)                                                                           \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      ++g_failures;                                                                            \
-      std::fprintf(stderr, "[rank %d] %s:%d: EXPECT failed: %s\n", g_rank, __FILE__, __LINE__, \
-                   #cond);                                                                     \
-    }                                                                                          \
-  } while (0)
-
-// Expects `f` to throw E whose message contains every one of `texts`.
-template <class E>
-void expect_throws(const std::function<void()>& f, const std::vector<std::string>& texts,
-                   int line) {
-  try {
-    f();
-  } catch (const E& e) {
-    for (const std::string& text : texts) {
-      if (std::string(e.what()).find(text) == std::string::npos) {
-        ++g_failures;
-        std::fprintf(stderr, "[rank %d] line %d: message \"%s\" lacks \"%s\"\n", g_rank, line,
-                     e.what(), text.c_str());
-      }
-    }
-    return;
-  } catch (const std::exception& e) {
-    ++g_failures;
-    std::fprintf(stderr, "[rank %d] line %d: wrong exception: %s\n", g_rank, line, e.what());
-    return;
-  }
-  ++g_failures;
-  std::fprintf(stderr, "[rank %d] line %d: no exception\n", g_rank, line);
-}
-#define EXPECT_THROWS(E, stmt, ...) expect_throws<E>([&] { stmt; }, {__VA_ARGS__}, __LINE__)
-
-bool same(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to_host(), y = b.to_host();
-  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
-         std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
-}
-
-Tensor floats(std::vector<int64_t> dims, const std::function<float(int64_t)>& f) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = f(i);
-  return Tensor::from_vector<float>(v, TensorShape(std::move(dims)));
-}
-
-Tensor i64(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v); }
-
-int finish(Cluster& cluster) {
-  int failures = g_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  cluster.shutdown();
-  if (g_rank == 0)
-    std::printf("%s: %d failure(s) over all ranks\n", total ? "FAILED" : "passed", total);
-  return total == 0 ? 0 : 1;
-}
 
 constexpr int64_t kRows = 40, kWidth = 3;
 
@@ -137,15 +77,15 @@ std::vector<GradientAndVariable> gradients(const PartitionedVariable& t, int ste
   for (size_t p = 0; p < parts.size(); ++p) {
     const float scale = 0.25f * static_cast<float>(step + 1) * (p == 0 ? 1.f : -1.5f);
     if (!sparse) {
-      out.push_back(
-          {floats({20, kWidth}, [&](int64_t i) { return scale * static_cast<float>(i % 7 - 3); }),
-           parts[p]});
+      out.push_back({make<float>({20, kWidth},
+                                 [&](int64_t i) { return scale * static_cast<float>(i % 7 - 3); }),
+                     parts[p]});
       continue;
     }
     const std::vector<int64_t> ids = {3, 17, 3, static_cast<int64_t>(step) % 20, 19, 17, 3};
     const int64_t n = static_cast<int64_t>(ids.size());
-    const Tensor values =
-        floats({n, kWidth}, [&](int64_t i) { return scale * static_cast<float>(i % 5) - 0.3f; });
+    const Tensor values = make<float>(
+        {n, kWidth}, [&](int64_t i) { return scale * static_cast<float>(i % 5) - 0.3f; });
     out.push_back({IndexedSlices(values, i64(ids)), parts[p]});
   }
   return out;
@@ -227,7 +167,8 @@ void test_rows_only(Cluster& cluster) {
     Variable part = t->variables()[1];
     const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
     opt.apply_gradients(
-        {{IndexedSlices(floats({4, kWidth}, [](int64_t i) { return 0.5f * i; }), i64({4, 2, 4, 9})),
+        {{IndexedSlices(make<float>({4, kWidth}, [](int64_t i) { return 0.5f * i; }),
+                        i64({4, 2, 4, 9})),
           part}});
     const internal::WireStats after = internal::ClusterAccess::wire_stats(cluster);
     EXPECT(after.exchanges - before.exchanges == 2);
@@ -256,9 +197,9 @@ void test_exchanges_per_owner(Cluster& cluster) {
   if (cluster.is_chief()) {
     std::vector<GradientAndVariable> gv;
     for (const Variable& part : t->variables()) {
-      gv.push_back(
-          {IndexedSlices(floats({3, kWidth}, [](int64_t i) { return 0.25f * i; }), i64({1, 4, 1})),
-           part});
+      gv.push_back({IndexedSlices(make<float>({3, kWidth}, [](int64_t i) { return 0.25f * i; }),
+                                  i64({1, 4, 1})),
+                    part});
     }
     const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
     opt.apply_gradients(gv);
@@ -295,7 +236,7 @@ void test_concurrent(Cluster& cluster) {
       std::vector<GradientAndVariable> gv;
       const std::vector<int64_t> rows = {s % 20, 5, 5 + w};
       for (const Variable& part : t->variables()) {
-        const Tensor values = floats({3, kWidth}, [&](int64_t i) {
+        const Tensor values = make<float>({3, kWidth}, [&](int64_t i) {
           return grad(w, s, rows[static_cast<size_t>(i / kWidth)], i % kWidth);
         });
         gv.push_back({IndexedSlices(values, i64(rows)), part});
@@ -342,18 +283,18 @@ void test_concurrent(Cluster& cluster) {
 
 void test_errors(Cluster& cluster) {
   // In this process: no device scope.
-  Variable local_accum(floats({6, 4}, [](int64_t) { return 0.1f; }), {.name = "local_accum"});
+  Variable local_accum(make<float>({6, 4}, [](int64_t) { return 0.1f; }), {.name = "local_accum"});
   local_accum.initializer().run();
   DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
-  Variable a(floats({6, 4}, [](int64_t i) { return 0.5f * i; }), {.name = "a"});   // ps 0
-  Variable b(floats({6, 4}, [](int64_t i) { return 0.25f * i; }), {.name = "b"});  // ps 1
-  Variable c(floats({6, 4}, [](int64_t) { return 0.1f; }), {.name = "c"});         // ps 0
+  Variable a(make<float>({6, 4}, [](int64_t i) { return 0.5f * i; }), {.name = "a"});   // ps 0
+  Variable b(make<float>({6, 4}, [](int64_t i) { return 0.25f * i; }), {.name = "b"});  // ps 1
+  Variable c(make<float>({6, 4}, [](int64_t) { return 0.1f; }), {.name = "c"});         // ps 0
   if (cluster.is_chief())
     Session().run(std::vector<Op>{a.initializer(), b.initializer(), c.initializer()});
   cluster.barrier();
   if (cluster.is_chief()) {
     const Tensor a0 = a.value(), c0 = c.value();
-    const Tensor rows = floats({2, 4}, [](int64_t) { return 1.f; });
+    const Tensor rows = make<float>({2, 4}, [](int64_t) { return 1.f; });
     EXPECT_THROWS(InvalidArgumentError,
                   sparse_apply_adagrad(a, c, Tensor(0.1f), IndexedSlices(rows, i64({1, 6}))),
                   "SparseApplyAdagrad on \"a\"", "indices[1] = 6 is not in [0, 6)");
@@ -402,7 +343,7 @@ void test_incremental(Cluster& cluster, const std::string& dir) {
   DistributedSaver saver(cluster, {.write_meta_graph = false, .max_delta_fraction = 1.0});
   saver.save(dir + "/model", {.global_step = 1, .incremental = true});
   if (cluster.is_chief()) {
-    const Tensor rows = floats({3, 8}, [](int64_t i) { return 1.f + i; });
+    const Tensor rows = make<float>({3, 8}, [](int64_t i) { return 1.f + i; });
     opt.apply_gradients({{IndexedSlices(rows, i64({7, 2, 7})), t->variables()[0]},
                          {IndexedSlices(rows, i64({19, 0, 4})), t->variables()[1]}});
   }
@@ -446,7 +387,7 @@ int main(int argc, char** argv) {
       ++g_failures;
       std::fprintf(stderr, "[rank %d] %s: uncaught %s\n", g_rank, mode.c_str(), e.what());
     }
-    code = finish(cluster);
+    code = finish(&cluster);
   }
   MPI_Finalize();
   return code;

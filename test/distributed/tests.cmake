@@ -169,7 +169,8 @@ varstate_add_test(test_distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/restore_sha
 
 # Training ops and optimizers on parameter-server variables
 # (mpi_training_test.cc): 2 ps tasks + 2 workers.
-add_executable(mpi_training_test ${CMAKE_CURRENT_LIST_DIR}/mpi_training_test.cc)
+add_executable(mpi_training_test ${CMAKE_CURRENT_LIST_DIR}/mpi_training_test.cc
+                                 ${CMAKE_CURRENT_LIST_DIR}/mpi_test_util.cc)
 target_link_libraries(mpi_training_test PRIVATE varstate_private MPI::MPI_C)
 target_compile_definitions(mpi_training_test PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 set(_training_incr ${CMAKE_CURRENT_BINARY_DIR}/mpi_training_incr)
