@@ -131,11 +131,31 @@ class BatchRows {
   }
 
   size_t count() const { return users_.size(); }
-  uint32_t position(size_t k) const { return positions_[k]; }
   const std::vector<int64_t>& users() const { return users_; }
   const std::vector<int64_t>& items() const { return items_; }
-  const Tensor& user_rows() const { return user_rows_; }
-  const Tensor& item_rows() const { return item_rows_; }
+
+  // The gradient rows of the gathered rows (each `rank` wide): for rating
+  // k, column j, ug = grad(err, u[j], v[j]) and ig = grad(err, v[j], u[j]),
+  // err the prediction's error; the squared errors (before the update)
+  // added to `squared_error`.
+  template <typename Grad>
+  void gradients(const Ratings& train, size_t rank, const Grad& grad, std::vector<float>& ug,
+                 std::vector<float>& ig, double& squared_error) const {
+    ug.resize(count() * rank);
+    ig.resize(count() * rank);
+    for (size_t k = 0; k < count(); ++k) {
+      const float* u = user_rows_.data<float>() + k * rank;
+      const float* v = item_rows_.data<float>() + k * rank;
+      float dot = 0;
+      for (size_t j = 0; j < rank; ++j) dot += u[j] * v[j];
+      const float err = dot - train.rows[positions_[k]].value;
+      squared_error += static_cast<double>(err) * err;
+      for (size_t j = 0; j < rank; ++j) {
+        ug[k * rank + j] = grad(err, u[j], v[j]);
+        ig[k * rank + j] = grad(err, v[j], u[j]);
+      }
+    }
+  }
 
  private:
   const uint32_t* positions_ = nullptr;
@@ -162,19 +182,11 @@ class WorkerStep {
   void update(PsModel& m, const Ratings& train, double& squared_error) {
     const size_t count = rows_.count();
     if (count == 0) return;
-    std::vector<float> ug(count * rank_), ig(count * rank_);
-    for (size_t k = 0; k < count; ++k) {
-      const float* u = rows_.user_rows().data<float>() + k * rank_;
-      const float* v = rows_.item_rows().data<float>() + k * rank_;
-      float dot = 0;
-      for (size_t j = 0; j < rank_; ++j) dot += u[j] * v[j];
-      const float err = dot - train.rows[rows_.position(k)].value;
-      squared_error += static_cast<double>(err) * err;
-      for (size_t j = 0; j < rank_; ++j) {
-        ug[k * rank_ + j] = lr_ * (err * v[j] + l2_ * u[j]);
-        ig[k * rank_ + j] = lr_ * (err * u[j] + l2_ * v[j]);
-      }
-    }
+    std::vector<float> ug, ig;
+    rows_.gradients(
+        train, rank_,
+        [this](float err, float own, float other) { return lr_ * (err * other + l2_ * own); }, ug,
+        ig, squared_error);
     const TensorShape shape{static_cast<int64_t>(count), static_cast<int64_t>(rank_)};
     m.users.scatter_sub(Tensor::from_vector(rows_.users()), Tensor::from_vector(ug, shape));
     m.items.scatter_sub(Tensor::from_vector(rows_.items()), Tensor::from_vector(ig, shape));
@@ -210,19 +222,10 @@ class OptimizerStep {
   void update(PsModel& m, const Ratings& train, double& squared_error) {
     const size_t n = rows_.count();
     if (n == 0 || optimizer_ == nullptr || parts_.empty()) return;
-    std::vector<float> ug(n * rank_), ig(n * rank_);
-    for (size_t k = 0; k < n; ++k) {
-      const float* u = rows_.user_rows().data<float>() + k * rank_;
-      const float* v = rows_.item_rows().data<float>() + k * rank_;
-      float dot = 0;
-      for (size_t j = 0; j < rank_; ++j) dot += u[j] * v[j];
-      const float err = dot - train.rows[rows_.position(k)].value;
-      squared_error += static_cast<double>(err) * err;
-      for (size_t j = 0; j < rank_; ++j) {
-        ug[k * rank_ + j] = err * v[j] + u[j] * l2_;
-        ig[k * rank_ + j] = err * u[j] + v[j] * l2_;
-      }
-    }
+    std::vector<float> ug, ig;
+    rows_.gradients(
+        train, rank_, [this](float err, float own, float other) { return err * other + own * l2_; },
+        ug, ig, squared_error);
     std::vector<GradientAndVariable> grads;
     add_part_gradients(m.users, rows_.users(), ug, grads);
     add_part_gradients(m.items, rows_.items(), ig, grads);
