@@ -28,6 +28,7 @@
 #include "kernels/common.h"
 #include "kernels/cpu/scatter.h"
 #include "runtime/dirty_rows_internal.h"
+#include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"
 #include "varstate/scatter.h"
@@ -35,6 +36,8 @@
 #include "varstate/variable.h"
 
 namespace cpu = varstate::kernels::cpu;
+using varstate::bench::median;
+using varstate::bench::seconds_of_call;
 using varstate::kernels::ScatterOp;
 
 namespace {
@@ -48,17 +51,6 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
     if (argv[i] == name) return argv[i + 1];
   }
   return fallback;
-}
-
-double seconds_of(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Uniform ids, or Zipf-like (exponent 1.1) over a shuffled vocabulary.
@@ -96,8 +88,8 @@ Result interleave(const std::string& name, int calls, const std::function<void()
   plain();
   marked();
   for (int c = 0; c < calls; ++c) {
-    a.push_back(seconds_of(plain));
-    b.push_back(seconds_of(marked));
+    a.push_back(seconds_of_call(plain));
+    b.push_back(seconds_of_call(marked));
   }
   return {name, median(a), median(b)};
 }

@@ -28,8 +28,11 @@
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/random.h"
 #include "kernels/cpu/scatter.h"
+#include "timing.h"
 
 namespace cpu = varstate::kernels::cpu;
+using varstate::bench::median;
+using varstate::bench::seconds_of_call;
 using varstate::kernels::BinaryGeometry;
 using varstate::kernels::BinaryOp;
 using varstate::kernels::DenseUpdateOp;
@@ -48,17 +51,6 @@ struct Case {
   int64_t work;
   std::function<void()> run;
 };
-
-double seconds_of(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void set_all(int64_t value) {
   cpu::ParallelThresholds& t = cpu::parallel_thresholds();
@@ -143,9 +135,9 @@ int main(int argc, char** argv) {
       std::vector<double> serial, pool;
       for (int r = 0; r < kReps; ++r) {
         set_all(std::numeric_limits<int64_t>::max());
-        serial.push_back(seconds_of(timed) / calls);
+        serial.push_back(seconds_of_call(timed) / calls);
         set_all(0);
-        pool.push_back(seconds_of(timed) / calls);
+        pool.push_back(seconds_of_call(timed) / calls);
       }
       points[c].push_back({cases[c].work, median(serial), median(pool)});
     }
