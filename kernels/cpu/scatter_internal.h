@@ -278,12 +278,54 @@ bool scatter_by_rows(const Rows& table, int64_t rows, const ShardPlan& plan, int
   return !any_bad.load();
 }
 
+// scatter_update on one thread when many indices repeat a row: only the
+// last update of each row is applied (the rows end as the serial loop
+// leaves them, bitwise: an update copies). The first pass checks every
+// index and records in last[r] the last position naming row r; the second
+// keeps the positions that are their row's last. Entries of rows no index
+// names are never read, so `last` needs no clearing. Pays when there are
+// at least twice as many indices as rows: 1M updates into [100k,64] ran
+// 2-3x faster, while at one index per row ([1M,16], 1M updates, where
+// `last` is 4 MB of random accesses) or 0.65 ([100k,64], 65,536) the two
+// passes cost more than the copies they save. Positions must fit int32.
+inline bool worth_last_writers(int64_t n, int64_t rows) {
+  return n >= 2 * rows && n <= int64_t{INT32_MAX};
+}
+
+template <bool Scalar, typename E, typename Rows, typename Index>
+int64_t update_last_writers(const Rows& table, int64_t rows, int64_t row_width,
+                            const Index* indices, int64_t n, const E* updates) {
+  ThreadScratch<int32_t> last_of(static_cast<size_t>(rows));
+  int32_t* const last = last_of.data();
+  const uint64_t limit = static_cast<uint64_t>(rows);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint64_t r = static_cast<uint64_t>(static_cast<int64_t>(indices[j]));
+    if (r >= limit) return j;
+    last[r] = static_cast<int32_t>(j);
+  }
+  ThreadScratch<int64_t> positions(static_cast<size_t>(n));
+  int64_t* const pos = positions.data();
+  int64_t count = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    pos[count] = j;
+    count += last[static_cast<int64_t>(indices[j])] == j;
+  }
+  apply_positions<ScatterOp::kUpdate, Scalar>(table, row_width, indices, pos, count, updates, 0,
+                                              row_width, /*mark=*/true);
+  return -1;
+}
+
 // The whole call: returns the first bad position (nothing written) or -1.
 template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index>
 int64_t scatter_op(const Rows& table, int64_t rows, const ShardPlan& plan, int64_t row_width,
                    const Index* indices, int64_t n, const E* updates) {
   const int64_t shards = plan.row_parts * plan.col_parts;
   if (shards == 1) {
+    if constexpr (Op == ScatterOp::kUpdate) {
+      if (worth_last_writers(n, rows)) {
+        return update_last_writers<Scalar>(table, rows, row_width, indices, n, updates);
+      }
+    }
     const int64_t bad = first_bad(indices, n, rows);
     if (bad >= 0) return bad;
     apply_positions<Op, Scalar>(table, row_width, indices, AllPositions{}, n, updates, 0, row_width,
