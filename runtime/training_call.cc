@@ -336,14 +336,9 @@ Tensor TrainingCall::apply_remote(const Tensor& grad, const Tensor* indices) {
       kernel.run(tables, grad, &compact);
     };
   }
-  if (RemoteApplyBatch* batch = RemoteApplyBatch::current()) {
-    batch->add(std::move(update));
-    return Tensor();
-  }
-  std::vector<RemoteUpdate> one;
-  one.push_back(std::move(update));
-  remote_->modify_rows(one);
-  return indices ? Tensor() : *result;
+  const bool deferred = RemoteApplyBatch::current() != nullptr;
+  RemoteApplyBatch::submit(std::move(update));
+  return deferred || indices ? Tensor() : *result;
 }
 
 namespace {
@@ -357,6 +352,16 @@ RemoteApplyBatch::~RemoteApplyBatch() { t_batch = outer_; }
 RemoteApplyBatch* RemoteApplyBatch::current() { return t_batch; }
 
 void RemoteApplyBatch::add(RemoteUpdate update) { updates_.push_back(std::move(update)); }
+
+void RemoteApplyBatch::submit(RemoteUpdate update) {
+  if (RemoteApplyBatch* batch = current()) {
+    batch->add(std::move(update));
+    return;
+  }
+  std::vector<RemoteUpdate> one;
+  one.push_back(std::move(update));
+  one[0].storages[0]->modify_rows(one);
+}
 
 void RemoteApplyBatch::flush() {
   std::vector<RemoteUpdate> updates = std::move(updates_);

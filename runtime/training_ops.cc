@@ -136,13 +136,7 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
         {remote}, rows, [compact, host, name = options.name](std::vector<Tensor>& t) {
           scatter_sub(t[0], compact, host, {.name = name});
         }};
-    if (internal::RemoteApplyBatch* batch = internal::RemoteApplyBatch::current()) {
-      batch->add(std::move(update));
-    } else {
-      std::vector<RemoteUpdate> one;
-      one.push_back(std::move(update));
-      remote->modify_rows(one);
-    }
+    internal::RemoteApplyBatch::submit(std::move(update));
     return Tensor();
   }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);

@@ -48,6 +48,9 @@ class RemoteApplyBatch {
   RemoteApplyBatch& operator=(const RemoteApplyBatch&) = delete;
   // The innermost batch open on this thread, or nullptr.
   static RemoteApplyBatch* current();
+  // Adds `update` to the thread's open batch, or, with none open, runs it
+  // now as a modify_rows of its own.
+  static void submit(RemoteUpdate update);
   void add(RemoteUpdate update);
   void flush();
 
