@@ -12,7 +12,6 @@
 // delta holds whole or in slices, deltas holding more row bytes than the
 // tensor) is read whole through the ChainReader and written.
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -33,12 +32,6 @@ namespace {
 // Above the file layer's 1 MiB write buffer (a chunk goes straight to
 // write()), well inside the L3 cache, and a multiple of every dtype's size.
 constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
-
-std::string hex32(uint32_t v) {
-  char buf[11];
-  std::snprintf(buf, sizeof(buf), "0x%08x", v);
-  return buf;
-}
 
 // A row the deltas change, and its newest value.
 struct Patch {
@@ -141,8 +134,8 @@ void stream_tensor(const ChainReader& chain, const TensorInfo& info, uint64_t ro
     at += n;
   }
   if (crc != expected) {
-    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(expected) + ", got " +
-                        hex32(crc) + ")");
+    throw DataLossError(where + ": crc32c mismatch (expected " + crc32c::hex(expected) + ", got " +
+                        crc32c::hex(crc) + ")");
   }
   writer.end_tensor();
 }

@@ -1,6 +1,7 @@
 #include "checkpoint/crc32c.h"
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -208,5 +209,11 @@ uint32_t extend_portable(uint32_t crc, const void* data, size_t n) {
 }
 
 bool hardware_accelerated() { return update_fn() != update_portable; }
+
+std::string hex(uint32_t crc) {
+  char buf[11];
+  std::snprintf(buf, sizeof buf, "0x%08x", static_cast<unsigned>(crc));
+  return buf;
+}
 
 }  // namespace varstate::crc32c

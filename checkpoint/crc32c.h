@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace varstate::crc32c {
 
@@ -51,5 +52,8 @@ inline uint32_t unmask(uint32_t masked) {
   uint32_t rot = masked - kMaskDelta;
   return (rot >> 17) | (rot << 15);
 }
+
+// `crc` as error messages show it: "0x1234abcd".
+std::string hex(uint32_t crc);
 
 }  // namespace varstate::crc32c

@@ -2,8 +2,6 @@
 #include "checkpoint/tensor_bundle_internal.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -17,12 +15,6 @@
 
 namespace varstate {
 namespace {
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
-  return buf;
-}
 
 uint32_t get_fixed32(const std::byte* p) {
   uint32_t v = 0;
@@ -238,8 +230,8 @@ bool BundleReader::read_into(std::string_view name, std::span<std::byte> dst) co
   const uint32_t stored_crc = crc32c::unmask(e.masked_crc32c);
   const uint32_t actual = crc32c::value(dst.data(), dst.size());
   if (actual != stored_crc) {
-    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
-                        hex32(actual) + ")");
+    throw DataLossError(where + ": crc32c mismatch (expected " + crc32c::hex(stored_crc) +
+                        ", got " + crc32c::hex(actual) + ")");
   }
   if (byte_swap_) byte_swap(static_cast<DType>(e.dtype), dst);
   return true;
@@ -263,8 +255,8 @@ bool BundleReader::read_slice_range_into(const TensorInfo& info, int slice_index
   crc =
       crc32c::combine(crc, read_slice_range_crc(info, slice_index, end, size, nullptr), size - end);
   if (crc != stored_crc) {
-    throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
-                        hex32(crc) + ")");
+    throw DataLossError(where + ": crc32c mismatch (expected " + crc32c::hex(stored_crc) +
+                        ", got " + crc32c::hex(crc) + ")");
   }
   return true;
 }
@@ -370,8 +362,8 @@ TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e
   const uint32_t stored_crc = crc32c::unmask(e.masked_crc32c);
   auto check_crc = [&](uint32_t actual) {
     if (actual != stored_crc) {
-      throw DataLossError(where + ": crc32c mismatch (expected " + hex32(stored_crc) + ", got " +
-                          hex32(actual) + ")");
+      throw DataLossError(where + ": crc32c mismatch (expected " + crc32c::hex(stored_crc) +
+                          ", got " + crc32c::hex(actual) + ")");
     }
   };
 
@@ -401,8 +393,8 @@ TensorData BundleReader::read_entry(const std::string& key, const StoredEntry& e
   const uint32_t stored_length_checksum = get_fixed32(p);
   if (stored_length_checksum != crc32c::mask(crc)) {
     throw DataLossError(where + ": The length checksum does not match (expected " +
-                        hex32(crc32c::unmask(stored_length_checksum)) + ", got " + hex32(crc) +
-                        ")");
+                        crc32c::hex(crc32c::unmask(stored_length_checksum)) + ", got " +
+                        crc32c::hex(crc) + ")");
   }
   crc = crc32c::extend(crc, p, 4);
   p += 4;

@@ -1,7 +1,6 @@
 #include "distributed/restore_share.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <span>
@@ -19,12 +18,6 @@
 
 namespace varstate::internal {
 namespace {
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 // Whether `slice` holds whole rows of a tensor of `shape`: every dimension
 // but the first in full.
@@ -328,8 +321,8 @@ void RestoreShare::run_reads(std::vector<RangeRead>& reads) {
       bundle_->stored_slice_crc32c(*piece.info, piece.index, &where);
       throw DataLossError(where + ": bytes [" + std::to_string(piece.bounds[segment.second]) +
                           ", " + std::to_string(piece.bounds[segment.second + 1]) +
-                          ") read twice differ (crc32c " + hex32(it->second) + ", then " +
-                          hex32(crc) + ")");
+                          ") read twice differ (crc32c " + crc32c::hex(it->second) + ", then " +
+                          crc32c::hex(crc) + ")");
     }
   }
 }
@@ -415,7 +408,7 @@ std::optional<RestoreShare::Failure> RestoreShare::verify(
       }
       if (std::adjacent_find(got.begin(), got.end(), std::not_equal_to<>()) != got.end()) {
         std::string values;
-        for (uint32_t v : got) values += (values.empty() ? "" : ", ") + hex32(v);
+        for (uint32_t v : got) values += (values.empty() ? "" : ", ") + crc32c::hex(v);
         return Failure{piece.readers[s], where + ": the tasks reading its bytes [" +
                                              std::to_string(sb) + ", " + std::to_string(se) +
                                              ") read different bytes (crc32c " + values + ")"};
@@ -423,9 +416,9 @@ std::optional<RestoreShare::Failure> RestoreShare::verify(
       crc = crc32c::combine(crc, got.front(), se - sb);
     }
     if (crc != stored) {
-      return Failure{
-          {piece.verifier},
-          where + ": crc32c mismatch (expected " + hex32(stored) + ", got " + hex32(crc) + ")"};
+      return Failure{{piece.verifier},
+                     where + ": crc32c mismatch (expected " + crc32c::hex(stored) + ", got " +
+                         crc32c::hex(crc) + ")"};
     }
   }
   return std::nullopt;
