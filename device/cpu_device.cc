@@ -45,12 +45,17 @@ std::string cpu_model_name() {
 
 // Large host blocks are cached after they are freed: a fresh block from the
 // OS costs a page fault per 4 KiB page on first touch, which for a 64 MiB
-// tensor is slower than the kernel that fills it. Blocks are rounded up to
-// size classes (at most 1/8 waste) and reused by class, up to a cap. Under
-// AddressSanitizer nothing is cached, so use-after-free stays detectable.
+// tensor is slower than the kernel that fills it, and malloc hands blocks
+// above its mmap threshold (128 KiB to 32 MiB, adaptive) back to the OS
+// on free: a training step's [8192, 16] temporaries (512 KiB) faulted in
+// afresh every step. Blocks from 64 KiB are rounded up to size classes (at
+// most 1/8 waste; whole pages, whole huge pages from 2 MiB) and reused by
+// class, up to a cap. Under AddressSanitizer nothing is cached, so
+// use-after-free stays detectable.
 class HostBlockCache {
  public:
-  static constexpr size_t kMinCached = size_t{1} << 20;
+  static constexpr size_t kMinCached = size_t{64} << 10;
+  static constexpr size_t kPage = size_t{4} << 10;
   static constexpr size_t kHugePage = size_t{2} << 20;
 
   explicit HostBlockCache(size_t physical_memory)
@@ -73,14 +78,16 @@ class HostBlockCache {
         return p;
       }
     }
-    void* p = std::aligned_alloc(kHugePage, size);
+    const size_t alignment = size >= kHugePage ? kHugePage : kPage;
+    void* p = std::aligned_alloc(alignment, size);
     if (p == nullptr) {
       release_all();  // give cached blocks back and try once more
-      p = std::aligned_alloc(kHugePage, size);
+      p = std::aligned_alloc(alignment, size);
       if (p == nullptr) return nullptr;
     }
 #ifdef MADV_HUGEPAGE
-    madvise(p, size, MADV_HUGEPAGE);  // fewer first-touch faults; advisory only
+    // Fewer first-touch faults; advisory only.
+    if (size >= kHugePage) madvise(p, size, MADV_HUGEPAGE);
 #endif
     std::lock_guard lock(mu_);
     live_[p] = size;
@@ -115,10 +122,10 @@ class HostBlockCache {
 #endif
 
   // Rounds up to a multiple of 1/8 of the largest power of two <= bytes,
-  // and to whole huge pages.
+  // and to whole pages (below 2 MiB) or huge pages.
   static size_t size_class(size_t bytes) {
     size_t pow2 = size_t{1} << (63 - __builtin_clzll(bytes));
-    size_t step = std::max(pow2 / 8, kHugePage);
+    size_t step = std::max(pow2 / 8, bytes >= kHugePage ? kHugePage : kPage);
     return (bytes + step - 1) / step * step;
   }
 
@@ -199,12 +206,14 @@ std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>()
 
 void host_memcpy(void* dst, const void* src, size_t bytes) {
   constexpr size_t kParallelThreshold = size_t{8} << 20;
-  unsigned threads = std::thread::hardware_concurrency();
-  if (bytes < kParallelThreshold || threads < 2) {
+  // hardware_concurrency() reads sysfs on every call: asked once, and only
+  // for copies large enough to split.
+  static const unsigned kThreads = std::min(std::thread::hardware_concurrency(), 8u);
+  if (bytes < kParallelThreshold || kThreads < 2) {
     if (bytes) std::memcpy(dst, src, bytes);
     return;
   }
-  threads = std::min(threads, 8u);
+  const unsigned threads = kThreads;
   size_t chunk = (bytes / threads + 63) / 64 * 64;
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) {
