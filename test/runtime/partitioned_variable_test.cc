@@ -426,7 +426,10 @@ TEST_CASE_METHOD(FreshSession, "parts spread over devices; reads land on the cho
 }
 
 TEST_CASE("locate_row routes every row of uneven parts as a naive loop does", "[partitioned]") {
-  const std::vector<std::vector<int64_t>> layouts = {{6, 2}, {2, 6}, {1, 1, 8}, {3, 0, 5}, {8}};
+  // Up to 8 parts the part is counted, above by binary search: both, with
+  // empty parts.
+  const std::vector<std::vector<int64_t>> layouts = {
+      {6, 2}, {2, 6}, {1, 1, 8}, {3, 0, 5}, {8}, {2, 0, 3, 1, 1, 0, 4, 2, 5, 0, 1, 3}};
   for (const std::vector<int64_t>& sizes : layouts) {
     CAPTURE(sizes);
     std::vector<int64_t> offsets = {0};
