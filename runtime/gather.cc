@@ -201,4 +201,87 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   return gather_checked(by_part, indices.shape(), order);
 }
 
+namespace {
+
+// The rows of each part named by `idx` (whole-table rows, checked): for
+// part k, its local row numbers and the positions in idx that hold them,
+// in index order. Counted first, so each list is allocated once and filled
+// without branching on the part.
+struct PartRoutes {
+  std::vector<std::vector<int64_t>> local, positions;
+};
+
+PartRoutes route_rows(const std::vector<int64_t>& offsets, const std::vector<int64_t>& idx) {
+  const size_t num_parts = offsets.size() - 1;
+  std::vector<internal::PartRow> at(idx.size());
+  std::vector<size_t> count(num_parts, 0);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    at[i] = internal::locate_row(offsets, idx[i]);
+    ++count[at[i].part];
+  }
+  PartRoutes r{std::vector<std::vector<int64_t>>(num_parts),
+               std::vector<std::vector<int64_t>>(num_parts)};
+  std::vector<int64_t*> local(num_parts), positions(num_parts);
+  for (size_t k = 0; k < num_parts; ++k) {
+    r.local[k].resize(count[k]);
+    r.positions[k].resize(count[k]);
+    local[k] = r.local[k].data();
+    positions[k] = r.positions[k].data();
+  }
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const size_t k = at[i].part;
+    *local[k]++ = at[i].local;
+    *positions[k]++ = static_cast<int64_t>(i);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<GradientAndVariable> gather_gradients(const PartitionedVariable& params,
+                                                  const Tensor& indices, const Tensor& grads,
+                                                  const GatherOptions& options) {
+  const std::string who = (options.name.empty() ? std::string("gather_gradients") : options.name) +
+                          " on " + quoted(params.name());
+  check_params_rank(params.shape(), who);
+  const std::vector<Variable>& parts = params.variables();
+  if (parts.size() > 1 && params.axis() != 0) {
+    throw InvalidArgumentError(who + ": the table must be partitioned along axis 0, not axis " +
+                               std::to_string(params.axis()));
+  }
+  if (!grads.valid() || !indices.valid()) {
+    throw InvalidArgumentError(who + ": empty tensor handle for " +
+                               (grads.valid() ? "indices" : "grads"));
+  }
+  const TensorShape row_shape = params.shape().tail(1);
+  const TensorShape expected = indices.shape().concatenate(row_shape);
+  if (grads.shape() != expected) {
+    throw InvalidArgumentError(who + ": grads must have shape " + expected.to_string() +
+                               " (the indices' shape, then a row's), got " +
+                               grads.shape().to_string());
+  }
+  if (grads.dtype() != params.dtype()) {
+    throw TypeError(who + ": grads must be " + std::string(dtype_name(params.dtype())) +
+                    " as the table, got " + std::string(dtype_name(grads.dtype())));
+  }
+  const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  const int64_t n = static_cast<int64_t>(idx.size());
+  const Tensor rows = grads.reshaped(TensorShape({n}).concatenate(row_shape));
+  const PartRoutes routes = route_rows(params.offsets(), idx);
+  std::vector<GradientAndVariable> result;
+  result.reserve(parts.size());
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Variable& part = parts[k];
+    const std::vector<int64_t>& positions = routes.positions[k];
+    Tensor values = static_cast<int64_t>(positions.size()) == n
+                        ? rows  // every row is in this part: no copy
+                        : internal::gather_rows(rows, positions);
+    if (&values.device() != &part.device()) values = values.to(part.device());
+    result.push_back({IndexedSlices(values, Tensor::from_vector(routes.local[k]),
+                                    Tensor::from_vector(part.shape().dims())),
+                      part});
+  }
+  return result;
+}
+
 }  // namespace varstate

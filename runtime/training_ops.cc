@@ -119,7 +119,8 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   const double lr = call.scalar(alpha, "alpha");
   internal::check_sparse_gradient(delta, var, call.who());
   Device& device = var.device();
-  const Tensor values = delta.values().cast(var.dtype()).to(device);
+  Tensor values = delta.values().cast(var.dtype());
+  if (&values.device() != &device) values = values.to(device);
   const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);

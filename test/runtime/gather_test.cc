@@ -1,5 +1,7 @@
 // gather on Tensors, Variables and PartitionedVariables (rows routed to
-// their parts), compared with a row-by-row reference loop, and its errors.
+// their parts), compared with a row-by-row reference loop, and its errors;
+// gather_gradients (the gradient of a partitioned gather) against a
+// hand-routed reference and applied by an optimizer.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -9,6 +11,7 @@
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/gather.h"
+#include "varstate/optimizers.h"
 #include "varstate/variable_scope.h"
 #include "varstate/variables.h"
 
@@ -118,4 +121,127 @@ TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the 
   session.run(global_variables_initializer());
   CHECK_THROWS_MATCHES(gather(emb, Tensor::from_vector<int64_t>({0, 6})), InvalidArgumentError,
                        Message("gather on \"emb\": indices[1] = 6 is not in [0, 6)"));
+}
+
+namespace {
+
+// The IndexedSlices of gather_gradients' pair `k`, as host vectors.
+struct PartGradient {
+  std::vector<int64_t> ids;
+  std::vector<float> rows;
+  std::vector<int64_t> dense_shape;
+};
+
+PartGradient part_gradient(const std::vector<GradientAndVariable>& grads, size_t k) {
+  const IndexedSlices& g = std::get<IndexedSlices>(grads[k].grad);
+  REQUIRE(g.dense_shape().has_value());
+  return {g.indices().to_vector<int64_t>(), g.values().to_vector<float>(),
+          g.dense_shape()->to_vector<int64_t>()};
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshSession, "gather_gradients: one IndexedSlices per part, ids re-based",
+                 "[gather]") {
+  const int64_t width = 2;
+  PartitionedVariable emb = get_variable(
+      "emb", {.shape = TensorShape{10, width}, .partitioner = fixed_size_partitioner(3)});
+  REQUIRE(emb.offsets() == std::vector<int64_t>{0, 4, 7, 10});  // parts of 4, 3, 3 rows
+  // Row k of the gradient is {k, -k}; ids with a duplicate, none in part 1
+  // but 4 and 5, every part hit.
+  const std::vector<int64_t> ids = {9, 0, 4, 0, 5};
+  std::vector<float> g;
+  for (int k = 0; k < 5; ++k) g.insert(g.end(), {float(k), -float(k)});
+  const Tensor grads = Tensor::from_vector<float>(g, {5, width}).to(test_device());
+  const std::vector<GradientAndVariable> out =
+      gather_gradients(emb, Tensor::from_vector<int64_t>(ids).to(test_device()), grads);
+  REQUIRE(out.size() == 3);
+  for (size_t k = 0; k < 3; ++k) {
+    CHECK(out[k].var.same_as(emb[k]));
+    CHECK(&std::get<IndexedSlices>(out[k].grad).device() == &emb[k].device());
+  }
+  const PartGradient p0 = part_gradient(out, 0), p1 = part_gradient(out, 1),
+                     p2 = part_gradient(out, 2);
+  CHECK(p0.ids == std::vector<int64_t>{0, 0});  // rows 0 and 0, in batch order
+  CHECK(p0.rows == std::vector<float>{1, -1, 3, -3});
+  CHECK(p0.dense_shape == std::vector<int64_t>{4, width});
+  CHECK(p1.ids == std::vector<int64_t>{0, 1});  // rows 4 and 5
+  CHECK(p1.rows == std::vector<float>{2, -2, 4, -4});
+  CHECK(p1.dense_shape == std::vector<int64_t>{3, width});
+  CHECK(p2.ids == std::vector<int64_t>{2});  // row 9
+  CHECK(p2.rows == std::vector<float>{0, 0});
+  // Ids of one part only: the other parts get empty IndexedSlices.
+  const std::vector<GradientAndVariable> one = gather_gradients(
+      emb, Tensor::from_vector<int32_t>({8, 7}), Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}));
+  CHECK(part_gradient(one, 0).ids.empty());
+  CHECK(std::get<IndexedSlices>(one[0].grad).values().shape() == TensorShape{0, width});
+  CHECK(part_gradient(one, 2).ids == std::vector<int64_t>{1, 0});
+  CHECK(part_gradient(one, 2).rows == std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE_METHOD(FreshSession, "gather_gradients applied by SGD equal a scatter_sub of the table",
+                 "[gather]") {
+  const int64_t rows = 23, width = 4;
+  const std::vector<float> table = iota(rows * width);
+  auto make = [&](const std::string& name) {
+    return PartitionedVariable(
+        get_variable(name, {.initializer = Tensor::from_vector<float>(table, {rows, width}),
+                            .partitioner = fixed_size_partitioner(5)}));
+  };
+  PartitionedVariable emb = make("emb"), ref = make("ref");
+  session.run(global_variables_initializer());
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> ids(64);
+  for (int64_t& i : ids) i = static_cast<int64_t>(rng() % rows);  // duplicates, every part
+  std::vector<float> g(ids.size() * width);
+  for (float& x : g) x = static_cast<float>(rng() % 17) * 0.25f - 2.0f;
+  const Tensor grads = Tensor::from_vector<float>(g, {8, 8, width});  // ids of rank 2
+  const Tensor indices = Tensor::from_vector<int64_t>(ids, {8, 8});
+  GradientDescentOptimizer sgd(0.5);
+  sgd.apply_gradients(gather_gradients(emb, indices, grads));
+  // SGD's sparse update is var[id] -= lr * g row by row, duplicates in turn.
+  std::vector<float> scaled(g);
+  for (float& x : scaled) x *= 0.5f;
+  ref.scatter_sub(Tensor::from_vector<int64_t>(ids),
+                  Tensor::from_vector<float>(scaled, {static_cast<int64_t>(ids.size()), width}));
+  CHECK(emb.as_tensor().to_vector<float>() == ref.as_tensor().to_vector<float>());
+  CHECK(emb.as_tensor().to_vector<float>() != table);
+}
+
+TEST_CASE_METHOD(FreshSession, "gather_gradients of one part copies nothing", "[gather]") {
+  Variable w(Tensor::from_vector<float>(iota(6), {3, 2}), {.name = "w"});
+  PartitionedVariable one("w", TensorShape{3, 2}, DType::kFloat, {w}, {1, 1});
+  const Tensor grads = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}).to(w.device());
+  const std::vector<GradientAndVariable> out =
+      gather_gradients(one, Tensor::from_vector<int64_t>({2, 0}), grads);
+  REQUIRE(out.size() == 1);
+  CHECK(std::get<IndexedSlices>(out[0].grad).values().raw_data() == grads.raw_data());
+  CHECK(part_gradient(out, 0).ids == std::vector<int64_t>{2, 0});
+}
+
+TEST_CASE_METHOD(FreshSession, "gather_gradients errors name the table and the mistake",
+                 "[gather][errors]") {
+  PartitionedVariable emb =
+      get_variable("emb", {.shape = TensorShape{6, 2}, .partitioner = fixed_size_partitioner(2)});
+  const Tensor grads = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  CHECK_THROWS_MATCHES(gather_gradients(emb, Tensor::from_vector<int64_t>({0, 6}), grads),
+                       InvalidArgumentError,
+                       Message("gather_gradients on \"emb\": indices[1] = 6 is not in [0, 6)"));
+  CHECK_THROWS_MATCHES(
+      gather_gradients(emb, Tensor::from_vector<int64_t>({0, 1, 2}), grads), InvalidArgumentError,
+      Message("gather_gradients on \"emb\": grads must have shape [3,2] (the indices' shape, "
+              "then a row's), got [2,2]"));
+  CHECK_THROWS_MATCHES(
+      gather_gradients(emb, Tensor::from_vector<int64_t>({0, 1}),
+                       Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2})),
+      TypeError,
+      Message("gather_gradients on \"emb\": grads must be float32 as the table, got float64"));
+  CHECK_THROWS_AS(gather_gradients(emb, Tensor::from_vector<float>({0, 1}), grads), TypeError);
+  PartitionedVariable cols = get_variable(
+      "cols", {.shape = TensorShape{2, 6}, .partitioner = fixed_size_partitioner(2, 1)});
+  CHECK_THROWS_MATCHES(gather_gradients(cols, Tensor::from_vector<int64_t>({0, 1}),
+                                        Tensor::from_vector<float>(iota(12), {2, 6})),
+                       InvalidArgumentError,
+                       Message("gather_gradients on \"cols\": the table must be partitioned along "
+                               "axis 0, not axis 1"));
 }

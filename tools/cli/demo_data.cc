@@ -58,8 +58,23 @@ void Batches::shuffle(int64_t epoch) {
   order_.resize(n_);
   std::iota(order_.begin(), order_.end(), 0u);
   Rng rng(static_cast<uint64_t>(seed_) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 7);
-  for (size_t i = n_; i > 1; --i)
-    std::swap(order_[i - 1], order_[static_cast<size_t>(rng.below(static_cast<int64_t>(i)))]);
+  // Fisher-Yates. The swap partners are drawn kAhead swaps early and
+  // prefetched: each is a random element of a 9 MB array (the same draws in
+  // the same order, so the same permutation).
+  constexpr size_t kAhead = 16;
+  size_t partner[kAhead];
+  auto draw = [&](size_t i) {
+    const size_t j = static_cast<size_t>(rng.below(static_cast<int64_t>(i)));
+    __builtin_prefetch(&order_[j], 1);
+    return j;
+  };
+  for (size_t i = n_, k = 0; i > 1 && k < kAhead; --i, ++k) partner[k] = draw(i);
+  for (size_t i = n_, k = 0; i > 1; --i, ++k) {
+    const size_t slot = k % kAhead;
+    const size_t j = partner[slot];
+    if (i > kAhead + 1) partner[slot] = draw(i - kAhead);
+    std::swap(order_[i - 1], order_[j]);
+  }
   epoch_ = epoch;
 }
 

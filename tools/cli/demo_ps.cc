@@ -233,27 +233,15 @@ class OptimizerStep {
   }
 
  private:
-  // The IndexedSlices of this worker's parts of `table`: each part's ids
-  // (re-based to its first row) and gradient rows, in batch order.
+  // The gradients (gather_gradients) of this worker's parts of `table`.
   void add_part_gradients(const PartitionedVariable& table, const std::vector<int64_t>& ids,
                           const std::vector<float>& g, std::vector<GradientAndVariable>& out) {
-    const std::vector<int64_t>& offsets = table.offsets();
-    const std::vector<Variable>& parts = table.variables();
-    for (size_t p = 0; p < parts.size(); ++p) {
+    const TensorShape shape{static_cast<int64_t>(ids.size()), static_cast<int64_t>(rank_)};
+    for (GradientAndVariable& part :
+         gather_gradients(table, Tensor::from_vector(ids), Tensor::from_vector(g, shape))) {
       const bool mine = std::any_of(parts_.begin(), parts_.end(),
-                                    [&](const Variable& v) { return v.same_as(parts[p]); });
-      if (!mine) continue;
-      std::vector<int64_t> local;
-      std::vector<float> values;
-      for (size_t k = 0; k < ids.size(); ++k) {
-        if (ids[k] < offsets[p] || (p + 1 < offsets.size() && ids[k] >= offsets[p + 1])) continue;
-        local.push_back(ids[k] - offsets[p]);
-        values.insert(values.end(), g.begin() + static_cast<ptrdiff_t>(k * rank_),
-                      g.begin() + static_cast<ptrdiff_t>((k + 1) * rank_));
-      }
-      const TensorShape shape{static_cast<int64_t>(local.size()), static_cast<int64_t>(rank_)};
-      out.push_back({IndexedSlices(Tensor::from_vector(values, shape), Tensor::from_vector(local)),
-                     parts[p]});
+                                    [&](const Variable& v) { return v.same_as(part.var); });
+      if (mine) out.push_back(std::move(part));
     }
   }
 
