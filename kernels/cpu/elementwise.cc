@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cpu/eigen_internal.h"
 #include "kernels/elementwise_functors.h"
@@ -52,12 +53,63 @@ void parallel_for(int64_t n, int64_t bytes_per_element, const Body& body) {
   for_ranges(n, 64, n * bytes_per_element, parallel_thresholds().elementwise_bytes, body);
 }
 
+// Output elements [first, last) of [rows, k] op [rows, 1] (`column` is the
+// [rows, 1] operand, on the right when !kColumnFirst): the rows of a batch
+// times a per-row value (errors * rows). A loop per row, without the
+// general walk's carries and with the operands known not to alias the
+// output, so that each row's k elements vectorize.
+// (out is the op's fresh result, never an operand.) K is k as a constant
+// for the common row widths, so that a row is a fixed run of vector ops.
+template <bool kColumnFirst, typename T, typename Out, typename F, typename K>
+void column_broadcast_range(const T* __restrict matrix, const T* __restrict column,
+                            Out* __restrict out, K k, int64_t first, int64_t last, const F& f,
+                            int* err) {
+  for (int64_t row = first / k; row * k < last; ++row) {
+    const int64_t begin = std::max(first, row * k), end = std::min(last, (row + 1) * k);
+    const auto c = load(column[row]);
+    for (int64_t i = begin; i < end; ++i) {
+      out[i] = kColumnFirst ? store<Out>(f(c, load(matrix[i]), err))
+                            : store<Out>(f(load(matrix[i]), c, err));
+    }
+  }
+}
+
 // Output elements [first, last) of a broadcast: walks the innermost
 // dimension with constant strides and carries into the outer ones.
 template <typename T, typename Out, typename F>
 void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, int64_t first,
                      int64_t last, const F& f, int* err) {
   const int r = g.rank;
+  if (r == 2) {
+    const int64_t k = g.dims[1];
+    const bool a_column =
+        g.a_strides[0] == 1 && g.a_strides[1] == 0 && g.b_strides[0] == k && g.b_strides[1] == 1;
+    const bool b_column =
+        g.b_strides[0] == 1 && g.b_strides[1] == 0 && g.a_strides[0] == k && g.a_strides[1] == 1;
+    if (a_column || b_column) {
+      const T* matrix = a_column ? b : a;
+      const T* column = a_column ? a : b;
+      auto run = [&](auto width) {
+        if (a_column) {
+          column_broadcast_range<true>(matrix, column, out, width, first, last, f, err);
+        } else {
+          column_broadcast_range<false>(matrix, column, out, width, first, last, f, err);
+        }
+      };
+      switch (k) {
+        case 8:
+          return run(std::integral_constant<int64_t, 8>());
+        case 16:
+          return run(std::integral_constant<int64_t, 16>());
+        case 32:
+          return run(std::integral_constant<int64_t, 32>());
+        case 64:
+          return run(std::integral_constant<int64_t, 64>());
+        default:
+          return run(k);
+      }
+    }
+  }
   int64_t idx[BinaryGeometry::kMaxDims];
   int64_t oa = 0, ob = 0, rem = first;
   for (int d = r - 1; d >= 0; --d) {

@@ -38,6 +38,11 @@ const std::vector<std::pair<TensorShape, TensorShape>>& shape_pairs() {
       // large enough to split over threads mid-row.
       {{4099, 1}, {4099, 17}},
       {{4099, 17}, {4099, 1}},
+      // Row widths the column broadcast runs as constants (8, 16, 32, 64).
+      {{1031, 1}, {1031, 16}},
+      {{1031, 64}, {1031, 1}},
+      {{9, 8}, {9, 1}},
+      {{9, 1}, {9, 32}},
   };
   return pairs;
 }
