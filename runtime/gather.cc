@@ -204,33 +204,34 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
 namespace {
 
 // The rows of each part named by `idx` (whole-table rows, checked): for
-// part k, its local row numbers and the positions in idx that hold them,
-// in index order. Counted first, so each list is allocated once and filled
-// without branching on the part.
+// part k, the positions in idx that hold its rows, in index order, and
+// those rows re-based to the part (an int64 tensor on the host). Counted
+// first, so that each list is allocated once and filled without branching
+// on the part.
 struct PartRoutes {
-  std::vector<std::vector<int64_t>> local, positions;
+  std::vector<std::vector<int64_t>> positions;
+  std::vector<Tensor> local;
 };
 
 PartRoutes route_rows(const std::vector<int64_t>& offsets, const std::vector<int64_t>& idx) {
   const size_t num_parts = offsets.size() - 1;
-  std::vector<internal::PartRow> at(idx.size());
-  std::vector<size_t> count(num_parts, 0);
+  std::vector<uint32_t> part_of(idx.size());
+  std::vector<int64_t> count(num_parts, 0);
   for (size_t i = 0; i < idx.size(); ++i) {
-    at[i] = internal::locate_row(offsets, idx[i]);
-    ++count[at[i].part];
+    part_of[i] = static_cast<uint32_t>(internal::locate_row(offsets, idx[i]).part);
+    ++count[part_of[i]];
   }
-  PartRoutes r{std::vector<std::vector<int64_t>>(num_parts),
-               std::vector<std::vector<int64_t>>(num_parts)};
-  std::vector<int64_t*> local(num_parts), positions(num_parts);
+  PartRoutes r{std::vector<std::vector<int64_t>>(num_parts), {}};
+  std::vector<int64_t*> positions(num_parts), local(num_parts);
   for (size_t k = 0; k < num_parts; ++k) {
-    r.local[k].resize(count[k]);
-    r.positions[k].resize(count[k]);
-    local[k] = r.local[k].data();
+    r.positions[k].resize(static_cast<size_t>(count[k]));
+    r.local.emplace_back(DType::kInt64, TensorShape{count[k]});
     positions[k] = r.positions[k].data();
+    local[k] = r.local[k].data<int64_t>();
   }
   for (size_t i = 0; i < idx.size(); ++i) {
-    const size_t k = at[i].part;
-    *local[k]++ = at[i].local;
+    const uint32_t k = part_of[i];
+    *local[k]++ = idx[i] - offsets[k];
     *positions[k]++ = static_cast<int64_t>(i);
   }
   return r;
@@ -277,9 +278,8 @@ std::vector<GradientAndVariable> gather_gradients(const PartitionedVariable& par
                         ? rows  // every row is in this part: no copy
                         : internal::gather_rows(rows, positions);
     if (&values.device() != &part.device()) values = values.to(part.device());
-    result.push_back({IndexedSlices(values, Tensor::from_vector(routes.local[k]),
-                                    Tensor::from_vector(part.shape().dims())),
-                      part});
+    result.push_back(
+        {IndexedSlices(values, routes.local[k], Tensor::from_vector(part.shape().dims())), part});
   }
   return result;
 }
