@@ -32,6 +32,8 @@ PartitionedVariable emb = get_variable("emb", {.shape = {100'000, 64},
                                                .partitioner = fixed_size_partitioner(4)});
 sess.run(global_variables_initializer());
 emb.scatter_add(ids, grads);                             // rows routed to emb/part_0..3
+Tensor looked_up = gather(emb, ids);                     // an embedding lookup, and its gradient:
+GradientDescentOptimizer(0.1).apply_gradients(gather_gradients(emb, ids, grads));  // per part
 auto scale = make_template("scale", [](const Tensor& x) {
   return x * Variable(get_variable("y", {.shape = {}})).initialized_value();   // {} = scalar
 });
@@ -49,6 +51,7 @@ for (int i = 0; i < 100; ++i) sess.run(train_op);        // built once, runs eac
         model[0].shape() == TensorShape({5, 5, 32, 32}));
   check(emb.size() == 4 && emb[0].name() == "emb/part_0:0" && emb[3].name() == "emb/part_3:0" &&
         emb[0].shape() == TensorShape({25'000, 64}));
+  check(looked_up.shape() == TensorShape({3, 64}));
   check(step.eval(sess).scalar<int64_t>() == 100);
   // One more step: the ids' rows grow by grads, every other row stays.
   std::vector<float> before = emb.as_tensor().to_vector<float>();
