@@ -24,6 +24,8 @@ target_sources(varstate PRIVATE
 # contraction into FMA) and their loops vectorize.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/training_ops.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
+# multiply_add must round each product, as the separate ops do.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
 if(VARSTATE_HAVE_CUDA)
   target_sources(varstate PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu

@@ -1,6 +1,8 @@
 #include "varstate/math_ops.h"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -380,6 +382,65 @@ bool matmul_supports(DType dtype) {
 }
 
 }  // namespace
+
+namespace {
+
+// How `t` enters a one-pass multiply_add whose result has `shape`, seen as
+// rows x k (rank 2: its two dimensions, else one row): as every element, as
+// one value, or as a [rows, 1] column; nullopt for anything else.
+template <typename T>
+std::optional<kernels::cpu::MultiplyAddOperand<T>> madd_operand(const Tensor& t,
+                                                                const TensorShape& shape) {
+  using kernels::cpu::OperandKind;
+  const T* data = static_cast<const T*>(t.raw_data());
+  if (t.shape() == shape) return {{data, OperandKind::kElements}};
+  if (t.num_elements() == 1 && t.shape().rank() <= shape.rank()) {
+    return {{data, OperandKind::kScalar}};
+  }
+  if (shape.rank() == 2 && t.shape() == TensorShape{shape.dim(0), 1}) {
+    return {{data, OperandKind::kColumn}};
+  }
+  return std::nullopt;
+}
+
+// x * y + z * w in one pass over the result, when the operands allow it
+// (see multiply_add in math_ops.h); an invalid tensor otherwise.
+template <typename T>
+Tensor fused_multiply_add(const std::array<const Tensor*, 4>& ops) {
+  const Tensor* largest = ops[0];
+  for (const Tensor* t : ops) {
+    if (t->num_elements() > largest->num_elements()) largest = t;
+  }
+  const TensorShape shape = largest->shape();
+  if (shape.num_elements() == 0) return Tensor();
+  std::array<kernels::cpu::MultiplyAddOperand<T>, 4> operands;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto operand = madd_operand<T>(*ops[i], shape);
+    if (!operand) return Tensor();
+    operands[i] = *operand;
+  }
+  const int64_t rows = shape.rank() == 2 ? shape.dim(0) : 1;
+  const int64_t k = shape.rank() == 2 ? shape.dim(1) : shape.num_elements();
+  Tensor out(ops[0]->dtype(), shape, DeviceManager::instance().cpu());
+  kernels::cpu::multiply_add<T>(operands[0], operands[1], operands[2], operands[3],
+                                static_cast<T*>(out.raw_data()), rows, k);
+  return out;
+}
+
+}  // namespace
+
+Tensor multiply_add(const Tensor& x, const Tensor& y, const Tensor& z, const Tensor& w) {
+  const std::array<const Tensor*, 4> ops = {&x, &y, &z, &w};
+  const bool one_pass = std::all_of(ops.begin(), ops.end(), [&](const Tensor* t) {
+    return t->valid() && t->on_cpu() && t->dtype() == x.dtype();
+  });
+  if (one_pass && x.dtype() == DType::kFloat) {
+    if (Tensor out = fused_multiply_add<float>(ops); out.valid()) return out;
+  } else if (one_pass && x.dtype() == DType::kDouble) {
+    if (Tensor out = fused_multiply_add<double>(ops); out.valid()) return out;
+  }
+  return add(multiply(x, y), multiply(z, w));
+}
 
 Tensor add(const Tensor& x, const Tensor& y) { return binary(BinaryOp::kAdd, x, y); }
 Tensor subtract(const Tensor& x, const Tensor& y) { return binary(BinaryOp::kSub, x, y); }

@@ -37,6 +37,17 @@ Tensor add(const Tensor& x, const Tensor& y);
 Tensor subtract(const Tensor& x, const Tensor& y);
 Tensor multiply(const Tensor& x, const Tensor& y);
 
+// x * y + z * w in one pass: bitwise add(multiply(x, y), multiply(z, w))
+// (each product rounded to the dtype, then their sum: never a fused
+// multiply-add instruction), with the same dtype rules, broadcasting and
+// errors, but without the two intermediate tensors. For expressions such as
+// a gradient with weight decay, errors * v + u * l2 (errors [n, 1], v and u
+// [n, k], l2 a scalar). float32 and float64 operands of the same dtype on
+// the CPU, each of the result's shape, a scalar, or (for a [n, k] result) a
+// [n, 1] column, run as one pass; anything else runs as the two multiplies
+// and the add.
+Tensor multiply_add(const Tensor& x, const Tensor& y, const Tensor& z, const Tensor& w);
+
 // True division (Python 3's x / y), always floating point: floating and
 // complex inputs keep their dtype; integer inputs are cast first, int8,
 // uint8, int16 and uint16 to float32, int32 and int64 (and the other

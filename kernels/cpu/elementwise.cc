@@ -4,6 +4,8 @@
 #include <atomic>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/eigen_internal.h"
 #include "kernels/elementwise_functors.h"
@@ -194,6 +196,120 @@ void run_unary(const T* in, Out* out, int64_t n, const F& f) {
 }
 
 }  // namespace
+
+namespace {
+
+// One product of multiply_add: `a` an every-element operand (a product
+// commutes bitwise, so it goes first) times `b`.
+template <typename T>
+struct Product {
+  const T* a;
+  const T* b;
+};
+
+// Rows [first_row, last_row): out = a1 * b1 + a2 * b2 with b1 and b2 of
+// kinds KB1 and KB2, each product rounded to T first (the sum of two
+// rounded products, as the unfused ops compute; the file is also built
+// with -ffp-contract=off). The kinds are constants, so that a row is a
+// run of vector ops. (k is not: with k a constant 16, GCC 12 vectorizes
+// across rows with shuffles, at twice the time.)
+template <OperandKind KB1, OperandKind KB2, typename T>
+void multiply_add_rows(Product<T> p1, Product<T> p2, T* __restrict out, int64_t k,
+                       int64_t first_row, int64_t last_row) {
+  for (int64_t row = first_row; row < last_row; ++row) {
+    const int64_t base = row * k;
+    const T* __restrict a1 = p1.a + base;
+    const T* __restrict a2 = p2.a + base;
+    const T* __restrict b1 = p1.b + (KB1 == OperandKind::kElements ? base : 0);
+    const T* __restrict b2 = p2.b + (KB2 == OperandKind::kElements ? base : 0);
+    const T s1 = KB1 == OperandKind::kColumn ? p1.b[row] : p1.b[0];
+    const T s2 = KB2 == OperandKind::kColumn ? p2.b[row] : p2.b[0];
+    T* __restrict dst = out + base;
+    for (int64_t j = 0; j < k; ++j) {
+      const T p = a1[j] * (KB1 == OperandKind::kElements ? b1[j] : s1);
+      const T q = a2[j] * (KB2 == OperandKind::kElements ? b2[j] : s2);
+      dst[j] = p + q;
+    }
+  }
+}
+
+template <OperandKind K>
+using KindConstant = std::integral_constant<OperandKind, K>;
+
+// run(KindConstant<kb1>, KindConstant<kb2>).
+template <typename Run>
+void with_kinds(OperandKind kb1, OperandKind kb2, const Run& run) {
+  auto with_second = [&](auto c1) {
+    switch (kb2) {
+      case OperandKind::kElements:
+        return run(c1, KindConstant<OperandKind::kElements>());
+      case OperandKind::kColumn:
+        return run(c1, KindConstant<OperandKind::kColumn>());
+      case OperandKind::kScalar:
+        break;
+    }
+    return run(c1, KindConstant<OperandKind::kScalar>());
+  };
+  switch (kb1) {
+    case OperandKind::kElements:
+      return with_second(KindConstant<OperandKind::kElements>());
+    case OperandKind::kColumn:
+      return with_second(KindConstant<OperandKind::kColumn>());
+    case OperandKind::kScalar:
+      break;
+  }
+  return with_second(KindConstant<OperandKind::kScalar>());
+}
+
+// x * y as a Product and the kind of its second operand. When neither is
+// every element, the product's values (one per row, or one) are spread over
+// `spread` (rows x k) and multiplied by one: exact, so still bitwise the
+// unfused multiply.
+template <typename T>
+std::pair<Product<T>, OperandKind> as_product(const MultiplyAddOperand<T>& x,
+                                              const MultiplyAddOperand<T>& y, int64_t rows,
+                                              int64_t k, std::vector<T>& spread) {
+  static const T kOne = T(1);
+  if (x.kind == OperandKind::kElements) return {{x.data, y.data}, y.kind};
+  if (y.kind == OperandKind::kElements) return {{y.data, x.data}, x.kind};
+  spread.resize(static_cast<size_t>(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T vx = x.data[x.kind == OperandKind::kColumn ? r : 0];
+    const T vy = y.data[y.kind == OperandKind::kColumn ? r : 0];
+    const T product = vx * vy;
+    std::fill_n(spread.data() + r * k, k, product);
+  }
+  return {{spread.data(), &kOne}, OperandKind::kScalar};
+}
+
+}  // namespace
+
+template <typename T>
+void multiply_add(const MultiplyAddOperand<T>& x, const MultiplyAddOperand<T>& y,
+                  const MultiplyAddOperand<T>& z, const MultiplyAddOperand<T>& w, T* out,
+                  int64_t rows, int64_t k) {
+  if (rows == 0 || k == 0) return;
+  std::vector<T> spread1, spread2;
+  const auto [p1, kb1] = as_product(x, y, rows, k, spread1);
+  const auto [p2, kb2] = as_product(z, w, rows, k, spread2);
+  // Whole rows per range: at most 5 elements touched per output element.
+  for_ranges(rows, 1, rows * k * 5 * static_cast<int64_t>(sizeof(T)),
+             parallel_thresholds().elementwise_bytes, [&](int64_t first, int64_t last) {
+               with_kinds(kb1, kb2, [&](auto c1, auto c2) {
+                 multiply_add_rows<decltype(c1)::value, decltype(c2)::value>(p1, p2, out, k, first,
+                                                                             last);
+               });
+             });
+}
+
+template void multiply_add<float>(const MultiplyAddOperand<float>&,
+                                  const MultiplyAddOperand<float>&,
+                                  const MultiplyAddOperand<float>&,
+                                  const MultiplyAddOperand<float>&, float*, int64_t, int64_t);
+template void multiply_add<double>(const MultiplyAddOperand<double>&,
+                                   const MultiplyAddOperand<double>&,
+                                   const MultiplyAddOperand<double>&,
+                                   const MultiplyAddOperand<double>&, double*, int64_t, int64_t);
 
 template <typename T>
 int arithmetic(BinaryOp op, const T* a, const T* b, T* out, const BinaryGeometry& g) {

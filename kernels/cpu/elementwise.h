@@ -21,6 +21,28 @@ int arithmetic(BinaryOp op, const T* a, const T* b, T* out, const BinaryGeometry
 template <typename T>
 void predicate(BinaryOp op, const T* a, const T* b, bool* out, const BinaryGeometry& g);
 
+// One operand of multiply_add, for an output of rows x k elements (row
+// major): an element per output element, one value for all, or one value
+// per row.
+enum class OperandKind {
+  kElements,
+  kScalar,
+  kColumn
+};
+template <typename T>
+struct MultiplyAddOperand {
+  const T* data;
+  OperandKind kind;
+};
+
+// out[i] = x(i) * y(i) + z(i) * w(i) over rows x k elements, each product
+// rounded to T before the sum (no contraction into an FMA): bitwise the
+// two multiplies and the add. float and double. out is a fresh buffer.
+template <typename T>
+void multiply_add(const MultiplyAddOperand<T>& x, const MultiplyAddOperand<T>& y,
+                  const MultiplyAddOperand<T>& z, const MultiplyAddOperand<T>& w, T* out,
+                  int64_t rows, int64_t k);
+
 // out[i] = op(in[i]) for i in [0, n): kNegative, kAbs (real types), kInvert.
 template <typename T>
 void unary(UnaryOp op, const T* in, T* out, int64_t n);

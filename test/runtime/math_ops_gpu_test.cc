@@ -83,6 +83,20 @@ TEST_CASE("GPU arithmetic equals the CPU's", "[gpu][math_ops]") {
   check_gpu_binary("pow", pow_op, {DType::kFloat, DType::kDouble, DType::kComplex64}, 1, 4);
 }
 
+TEST_CASE("GPU multiply_add equals the CPU's one pass bit for bit", "[gpu][math_ops]") {
+  // float32 without FMA contraction on either side (nvcc runs with
+  // --fmad=false): the GPU's two multiplies and add give the CPU's bits.
+  Device& gpu = DeviceManager::instance().gpu(0);
+  const Tensor e = random_operand(DType::kFloat, {4099, 1}, 1) * Tensor(0.37f);
+  const Tensor v = random_operand(DType::kFloat, {4099, 16}, 2) * Tensor(0.11f);
+  const Tensor u = random_operand(DType::kFloat, {4099, 16}, 3) * Tensor(0.23f);
+  const Tensor l2 = Tensor(0.002f);
+  const Tensor host = multiply_add(e, v, u, l2);
+  const Tensor device = multiply_add(e.to(gpu), v.to(gpu), u.to(gpu), l2.to(gpu));
+  CHECK(&device.device() == &gpu);
+  CHECK(same_bits(device.to_host(), host));
+}
+
 TEST_CASE("GPU comparisons and logical ops equal the CPU's", "[gpu][math_ops]") {
   check_gpu_binary("less", less, kReal);
   check_gpu_binary("less_equal", less_equal, kReal);

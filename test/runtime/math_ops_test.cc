@@ -3,6 +3,7 @@
 // examples, TensorFlow's dtype rules and every error path.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -406,4 +407,71 @@ TEST_CASE("matmul shape errors name both shapes", "[math_ops][matmul]") {
   CHECK_THROWS_AS(matmul(Tensor::zeros(DType::kFloat, {3}), a), ValueError);
   CHECK_THROWS_AS(matmul(Tensor::zeros(DType::kInt8, {2, 2}), Tensor::zeros(DType::kInt8, {2, 2})),
                   TypeError);
+}
+
+namespace {
+
+// multiply_add against the two multiplies and the add it stands for, bit
+// for bit, for the operands' shapes `shapes` (x, y, z, w).
+void check_multiply_add(DType dtype, const std::array<TensorShape, 4>& shapes, uint64_t seed) {
+  CAPTURE(dtype_name(dtype), shapes[0].to_string(), shapes[1].to_string(), shapes[2].to_string(),
+          shapes[3].to_string());
+  std::array<Tensor, 4> t;
+  for (size_t i = 0; i < 4; ++i) t[i] = random_operand(dtype, shapes[i], seed + i, -8, 8);
+  // Fractions too, so that the products round (random_operand draws integers).
+  if (dtype == DType::kFloat || dtype == DType::kDouble) {
+    for (Tensor& x : t) x = x * Tensor(0.3).cast(dtype) + Tensor(0.1).cast(dtype);
+  }
+  const Tensor got = multiply_add(t[0], t[1], t[2], t[3]);
+  const Tensor expected = add(multiply(t[0], t[1]), multiply(t[2], t[3]));
+  CHECK(same_bits(got, expected));
+}
+
+}  // namespace
+
+TEST_CASE("multiply_add is bitwise x * y + z * w for every operand layout", "[math_ops]") {
+  const TensorShape m{1031, 16}, col{1031, 1}, s{}, one{1, 1};
+  // Every (elements, column, scalar) kind in each position, the two
+  // products' operands swapped, and products with no every-element operand.
+  const std::vector<TensorShape> kinds = {m, col, s};
+  uint64_t seed = 1;
+  for (const TensorShape& a : kinds) {
+    for (const TensorShape& b : kinds) {
+      for (const TensorShape& c : kinds) {
+        for (const TensorShape& d : kinds) {
+          check_multiply_add(DType::kFloat, {a, b, c, d}, seed += 4);
+        }
+      }
+    }
+  }
+  // Other widths, ranks and dtypes (one pass for float64; the rest as the
+  // separate ops), a [1, 1] scalar, general broadcasting, no elements.
+  check_multiply_add(DType::kDouble, {TensorShape{9, 37}, TensorShape{9, 1}, TensorShape{9, 37}, s},
+                     90);
+  check_multiply_add(DType::kFloat,
+                     {TensorShape{100003}, TensorShape{100003}, s, TensorShape{100003}}, 91);
+  check_multiply_add(DType::kFloat, {m, one, m, m}, 92);
+  check_multiply_add(DType::kFloat, {TensorShape{3, 1}, TensorShape{1, 4}, s, TensorShape{3, 4}},
+                     93);
+  check_multiply_add(DType::kFloat, {TensorShape{2, 3, 4}, TensorShape{4}, TensorShape{2, 3, 4}, s},
+                     94);
+  check_multiply_add(DType::kHalf, {m, col, m, s}, 95);
+  check_multiply_add(DType::kInt32, {m, col, m, s}, 96);
+  check_multiply_add(DType::kFloat, {TensorShape{0, 16}, TensorShape{0, 1}, TensorShape{0, 16}, s},
+                     97);
+  // The demo's gradient: errors * rows + own * l2.
+  const Tensor e = Tensor::from_vector<float>({0.5f, -2.0f}, {2, 1});
+  const Tensor v = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  const Tensor u = Tensor::from_vector<float>({10, 20, 30, 40}, {2, 2});
+  CHECK(multiply_add(e, v, u, Tensor(0.5f)).to_vector<float>() ==
+        std::vector<float>{5.5f, 11.0f, 9.0f, 12.0f});
+}
+
+TEST_CASE("multiply_add errors are those of the separate ops", "[math_ops]") {
+  const Tensor a = Tensor::zeros(DType::kFloat, {3, 2});
+  const Tensor b = Tensor::zeros(DType::kFloat, {4});
+  CHECK_THROWS_WITH(multiply_add(a, b, a, a), Catch::Contains("[3,2]") && Catch::Contains("[4]"));
+  CHECK_THROWS_AS(multiply_add(a, a, Tensor::zeros(DType::kFloat, {2, 2}), a), ValueError);
+  CHECK_THROWS_AS(multiply_add(a, a, Tensor::zeros(DType::kInt32, {3, 2}), a), TypeError);
+  CHECK_THROWS_AS(multiply_add(a, Tensor(), a, a), InvalidArgumentError);
 }

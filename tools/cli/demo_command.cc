@@ -360,10 +360,11 @@ class TrainStep {
     time.read += std::chrono::duration<double>(t1 - t0).count();
     // The gradients of (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2 with
     // respect to u and v: err v + l2 u and err u + l2 v, each [n, rank]
-    // (errors [n, 1] broadcast over the rank).
     squared_error_ = squared_error_ + sum_of_squares(f.errors);
-    const Tensor user_grads = f.errors * f.item_rows + f.user_rows * l2_;
-    const Tensor item_grads = f.errors * f.user_rows + f.item_rows * l2_;
+    // (errors [n, 1] broadcast over the rank; multiply_add computes
+    // x * y + z * w in one pass, bitwise the separate ops.)
+    const Tensor user_grads = multiply_add(f.errors, f.item_rows, f.user_rows, l2_);
+    const Tensor item_grads = multiply_add(f.errors, f.user_rows, f.item_rows, l2_);
     // The gradients of the two gathers: one IndexedSlices per part
     // (TensorFlow's embedding_lookup gradient).
     std::vector<GradientAndVariable> grads_and_vars =
