@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 // The CUDA runtime's stream handle, declared the way cuda_runtime_api.h does
 // so that kernel headers need no CUDA include.
@@ -14,6 +15,17 @@ struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
 
 namespace varstate::kernels {
+
+// body(std::integral_constant<int64_t, V>()) when value is one of kValues,
+// else body(value): a loop whose bound is a common constant (a row of 16
+// floats) compiles to straight vector moves.
+template <int64_t... kValues, typename Body>
+void with_constant(int64_t value, const Body& body) {
+  const bool matched =
+      ((value == kValues ? (body(std::integral_constant<int64_t, kValues>()), true) : false) ||
+       ...);
+  if (!matched) body(value);
+}
 
 // Dense element-wise updates: dst[i] = src[i], dst[i] += src[i], dst[i] -= src[i].
 enum class DenseUpdateOp {

@@ -98,18 +98,7 @@ void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, 
           column_broadcast_range<false>(matrix, column, out, width, first, last, f, err);
         }
       };
-      switch (k) {
-        case 8:
-          return run(std::integral_constant<int64_t, 8>());
-        case 16:
-          return run(std::integral_constant<int64_t, 16>());
-        case 32:
-          return run(std::integral_constant<int64_t, 32>());
-        case 64:
-          return run(std::integral_constant<int64_t, 64>());
-        default:
-          return run(k);
-      }
+      return with_constant<8, 16, 32, 64>(k, run);
     }
   }
   int64_t idx[BinaryGeometry::kMaxDims];

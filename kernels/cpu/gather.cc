@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
+#include "kernels/common.h"
 #include "kernels/cpu/eigen_internal.h"
 
 namespace varstate::kernels::cpu {
@@ -21,26 +21,6 @@ constexpr int kCountedParts = 8;
 template <typename Copy>
 void for_rows(int64_t n, int64_t row_bytes, const Copy& copy) {
   for_ranges(n, 1, 2 * n * row_bytes, parallel_thresholds().gather_bytes, copy);
-}
-
-// body(row_bytes) with row_bytes a compile-time constant for the common
-// embedding rows (8 to 64 floats), so that a row's copy is a few vector
-// moves rather than a call to memcpy, which at 64 bytes costs as much as
-// the row's cache miss; any other size is passed as is.
-template <typename Body>
-void with_row_bytes(int64_t row_bytes, const Body& body) {
-  switch (row_bytes) {
-    case 32:
-      return body(std::integral_constant<int64_t, 32>());
-    case 64:
-      return body(std::integral_constant<int64_t, 64>());
-    case 128:
-      return body(std::integral_constant<int64_t, 128>());
-    case 256:
-      return body(std::integral_constant<int64_t, 256>());
-    default:
-      return body(row_bytes);
-  }
 }
 
 // Copies rows first..last-1 of the output from source(i) (the address of
@@ -72,7 +52,10 @@ void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int
   if (n == 0 || row_bytes == 0) return;
   const char* base = static_cast<const char*>(table);
   auto source = [&](int64_t i) { return base + static_cast<int64_t>(indices[i]) * row_bytes; };
-  with_row_bytes(row_bytes, [&](auto bytes) {
+  with_constant<32, 64, 128, 256>(row_bytes, [&](auto bytes) {
+    // A row's copy with a constant size (8 to 64 floats) is a few vector
+    // moves, not a call to memcpy, which at 64 bytes costs as much as the
+    // row's cache miss.
     for_rows(n, row_bytes, [&](int64_t first, int64_t last) {
       copy_rows(source, bytes, first, last, static_cast<char*>(out));
     });
@@ -96,7 +79,10 @@ void gather_rows_parts(const void* const* parts, const int64_t* part_begin, int 
     }
     return static_cast<const char*>(parts[k]) + (r - part_begin[k]) * row_bytes;
   };
-  with_row_bytes(row_bytes, [&](auto bytes) {
+  with_constant<32, 64, 128, 256>(row_bytes, [&](auto bytes) {
+    // A row's copy with a constant size (8 to 64 floats) is a few vector
+    // moves, not a call to memcpy, which at 64 bytes costs as much as the
+    // row's cache miss.
     for_rows(n, row_bytes, [&](int64_t first, int64_t last) {
       copy_rows(source, bytes, first, last, static_cast<char*>(out));
     });
