@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -26,6 +27,7 @@
 #include "kernels/cpu/eigen_internal.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gather.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/random.h"
 #include "kernels/cpu/scatter.h"
 #include "timing.h"
@@ -95,6 +97,17 @@ std::vector<Case> cases_for(Buffers& buf, int64_t elems) {
                    }});
   cases.push_back({"random_normal", "elements", 3 * elems, [&buf, elems] {
                      cpu::random_normal<float>(buf.out.data(), elems, 0, 1, 2, 0.0f, 1.0f);
+                   }});
+  // The bandwidth limit: a plain copy split the same way (dense threshold).
+  // Its pool speedup bounds what any bandwidth-bound op can gain from a
+  // second thread on this machine.
+  cases.push_back({"memcpy_limit", "bytes", 2 * elems * 4, [&buf, elems] {
+                     cpu::for_ranges(elems, 1024, 2 * elems * 4,
+                                     cpu::parallel_thresholds().dense_update_bytes,
+                                     [&buf](int64_t first, int64_t last) {
+                                       std::memcpy(buf.out.data() + first, buf.a.data() + first,
+                                                   static_cast<size_t>(last - first) * 4);
+                                     });
                    }});
   cases.push_back({"elementwise_add", "bytes", 3 * elems * 4, [&buf, elems] {
                      BinaryGeometry g;
