@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,7 +75,7 @@ struct Prepared : internal::ScatterArgs {
 // (a variable's, or a remote variable's with the CPU as device). With
 // `cpu_kernel_checks` (the table is local, on the host) the index values
 // are left to the CPU kernel, which checks them in its own first pass over
-// the indices (run_cpu); the caller marks their rows after it. Otherwise
+// the indices (run_cpu); the caller logs their rows after it. Otherwise
 // indices checked on the host mark their rows in `marks` when given.
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
                  const Tensor& indices, const Tensor& updates, const std::string& who,
@@ -156,17 +157,15 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
 
 // The CPU kernel checks each index in the pass that reads it first, and
 // writes nothing when one is bad: that error is raised here.
-void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who,
-             std::atomic<uint8_t>* marks = nullptr) {
+void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who) {
   int64_t bad = -1;
   dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
     using T = decltype(t);
     using Index = decltype(i);
-    bad =
-        kernels::cpu::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
-                                        static_cast<const Index*>(p.indices.raw_data()), p.n,
-                                        static_cast<const T*>(p.updates.raw_data()),
-                                        p.updates_scalar, /*deterministic=*/true, marks);
+    bad = kernels::cpu::scatter<T, Index>(
+        op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+        static_cast<const Index*>(p.indices.raw_data()), p.n,
+        static_cast<const T*>(p.updates.raw_data()), p.updates_scalar, /*deterministic=*/true);
   });
   if (bad >= 0) internal::throw_bad_index(p.indices, bad, p.rows, who);
 }
@@ -238,12 +237,18 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
-  // The rows are marked as the indices are checked, before the write (by
-  // the CPU kernel's own check for a table on the host).
+  // A table on the host logs its rows after the kernel's (synchronous)
+  // write. Elsewhere they are marked before the write, as the indices are
+  // checked (on the host, or on the device by its check), under a Writing
+  // guard.
   internal::DirtyRows& dirty = internal::dirty_rows(ref);
-  const internal::DirtyRows::Writing writing(dirty);
-  const internal::DirtyRows::Marks marks =
-      dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
+  const bool logs_after_write = table.valid() && table.on_cpu();
+  std::optional<internal::DirtyRows::Writing> writing;
+  internal::DirtyRows::Marks marks;
+  if (!logs_after_write) {
+    writing.emplace(dirty);
+    marks = dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
+  }
   Prepared p = prepare(op, table, indices, updates, who, marks.get());
   // Rows checked on the host are marked there, on the device by its check.
   uint8_t* device_marks = nullptr;
@@ -265,9 +270,9 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
-    // The kernel marks the rows as it checks their indices, before it
-    // writes, under the Writing guard.
-    run_cpu(op, table, p, who, marks.get());
+    // The kernel's write is complete when it returns; a bad index threw.
+    run_cpu(op, table, p, who);
+    dirty.record(p.rows, p.indices);
     mark();
     return table;
   }
