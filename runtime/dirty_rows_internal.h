@@ -9,8 +9,9 @@
 // save takes the rows (and clears them) before it reads the variable.
 //
 // Rows are recorded one of three ways:
-//  - Logged after the write (record): a variable's CPU scatter, whose write
-//    is complete when its kernel returns, appends its indices to a log
+//  - Logged after the write (record): a variable's CPU scatter and a sparse
+//    training op on the host (for the variable and each slot), whose write
+//    is complete when the kernel returns, append their indices to a log
 //    (uint32 row ids, int64 for 2^32 rows or more) under the mutex; a bad
 //    index throws before, so it logs nothing. A take that overlaps the write
 //    cannot lose the rows: the append and the take are ordered by the
@@ -23,9 +24,9 @@
 //    folded into the bitmap first, under the same lock.
 //  - Set directly under the mutex (mark_range, mark_all).
 //  - Marked before the write, in a byte per row (marks, device_marks): a
-//    partitioned scatter marks in its CPU kernel, a sparse training op and a
-//    GPU scatter whose indices are on the host mark as the indices are
-//    checked, and a GPU scatter whose indices are checked on the device
+//    partitioned scatter marks in its CPU kernel, a sparse training op on a
+//    GPU and a GPU scatter whose indices are on the host mark as the indices
+//    are checked, and a GPU scatter whose indices are checked on the device
 //    marks in its index-check kernel, in a byte map on the device that
 //    take() copies to the host and clears, in the device's stream order.
 //    These writers hold a Writing guard from before their marks until
