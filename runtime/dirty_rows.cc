@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "varstate/device_manager.h"
 
@@ -87,6 +92,33 @@ void set_bits(uint64_t* bitmap, const Row* log, int64_t n) {
   for (; i < n; ++i) set(log[i]);
 }
 
+// out[i] = rows[i] (all below 2^32) for i < n. On x86 the stores bypass the
+// caches (a take reads the log, long after): a scatter's next call then
+// finds its indices and updates still cached.
+template <typename Index>
+void copy_narrow(uint32_t* out, const Index* rows, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % 16 != 0; ++i) {
+    out[i] = static_cast<uint32_t>(rows[i]);
+  }
+  for (; i + 4 <= n; i += 4) {
+    __m128i four;
+    if constexpr (sizeof(Index) == 8) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i + 2));
+      four = _mm_unpacklo_epi64(_mm_shuffle_epi32(lo, _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm_shuffle_epi32(hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    } else {
+      four = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i));
+    }
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), four);
+  }
+  _mm_sfence();  // the streamed stores are seen before the mutex is released
+#endif
+  for (; i < n; ++i) out[i] = static_cast<uint32_t>(rows[i]);
+}
+
 }  // namespace
 
 void DirtyRows::fold() {
@@ -100,8 +132,8 @@ void DirtyRows::fold() {
   ++folds_;
 }
 
-// A plain converting copy (it vectorizes); a call larger than the whole log
-// sets its bits directly.
+// Copies the ids into the log (folding a log they would overflow first); a
+// call larger than the whole log sets its bits directly.
 template <typename Index>
 void DirtyRows::append(const Index* indices, int64_t n) {
   const int64_t capacity = log_capacity(rows_);
@@ -112,8 +144,7 @@ void DirtyRows::append(const Index* indices, int64_t n) {
   }
   if (rows_ < narrow_rows_) {
     if (!log32_) log32_.reset(new uint32_t[static_cast<size_t>(capacity)]);
-    uint32_t* out = log32_.get() + logged_;
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(indices[i]);
+    copy_narrow(log32_.get() + logged_, indices, n);
   } else {
     if (!log64_) log64_.reset(new int64_t[static_cast<size_t>(capacity)]);
     int64_t* out = log64_.get() + logged_;

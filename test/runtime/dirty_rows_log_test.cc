@@ -18,8 +18,8 @@
 
 using namespace varstate;
 using namespace varstate::testing;
-using internal::DirtyRows;
 using internal::dirty_rows;
+using internal::DirtyRows;
 
 namespace {
 
@@ -144,4 +144,31 @@ TEST_CASE_METHOD(FreshGraph, "dirty rows log: concurrent scatters and takes lose
   CAPTURE(takes);
   CHECK_FALSE(any_all);
   CHECK(ascending(taken_rows) == ascending(written));
+}
+
+TEST_CASE("dirty rows log: appends of every length and index type keep every row",
+          "[dirty_rows][dirty_log]") {
+  // Lengths around the copy's 4-wide steps, starting at every alignment.
+  DirtyRows dirty;
+  constexpr int64_t kRows = 1000;
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::mt19937_64 rng(11);
+  for (const bool wide : {false, true}) {
+    CAPTURE(wide);
+    std::set<int64_t> written;
+    for (int64_t n = 1; n <= 13; ++n) {
+      const std::vector<int64_t> ids = random_rows(rng, kRows, n);
+      written.insert(ids.begin(), ids.end());
+      if (wide) {
+        dirty.record(kRows, Tensor::from_vector<int64_t>(ids));
+      } else {
+        dirty.record(kRows,
+                     Tensor::from_vector<int32_t>(std::vector<int32_t>(ids.begin(), ids.end())));
+      }
+    }
+    const DirtyRows::Taken taken = dirty.take(kRows, generation);
+    generation = taken.generation;
+    CHECK_FALSE(taken.all);
+    CHECK(taken.rows == ascending(written));
+  }
 }
