@@ -35,6 +35,8 @@ void DirtyRows::resize(int64_t rows) {
   log64_.reset();
   logged_ = 0;
   bytes_.reset();  // writers holding the old ones mark nothing we read: all dirty
+  bytes_used_ = false;
+  overflowed_ = false;
   rows_ = rows;
   all_ = true;
   if (device_bits_ != nullptr) {
@@ -55,10 +57,21 @@ uint64_t DirtyRows::folds() {
 
 DirtyRows::Marks DirtyRows::marks(int64_t rows) {
   std::lock_guard lock(mu_);
+  return hand_out_marks(rows);
+}
+
+DirtyRows::Marks DirtyRows::hand_out_marks(int64_t rows) {
   if (!tracking_) return nullptr;  // the first take reports every row dirty
   resize(rows);
   if (!bytes_) bytes_ = fresh_marks(rows);
+  bytes_used_ = true;
   return bytes_;
+}
+
+DirtyRows::Marks DirtyRows::marks_if_overflowed(int64_t rows, int64_t row_bytes) {
+  std::lock_guard lock(mu_);
+  if (!overflowed_ || rows != rows_ || row_bytes >= kLoggedRowBytes) return nullptr;
+  return hand_out_marks(rows);
 }
 
 uint8_t* DirtyRows::device_marks(Device& device, int64_t rows) {
@@ -137,7 +150,10 @@ void DirtyRows::fold() {
 template <typename Index>
 void DirtyRows::append(const Index* indices, int64_t n) {
   const int64_t capacity = log_capacity(rows_);
-  if (logged_ + n > capacity) fold();
+  if (logged_ + n > capacity) {
+    fold();
+    overflowed_ = true;  // CPU scatters mark in their kernel until the next take
+  }
   if (n > capacity) {
     set_bits(bitmap_.data(), indices, n);
     return;
@@ -167,7 +183,7 @@ void DirtyRows::record(int64_t rows, const Tensor& indices) {
 }
 
 void DirtyRows::collect_byte_marks() {
-  if (!bytes_) return;
+  if (!bytes_used_) return;
   for (int64_t r = 0; r < rows_; ++r) {
     if (bytes_[r].load(std::memory_order_relaxed) == 0) continue;
     bytes_[r].exchange(0, std::memory_order_acquire);
@@ -211,6 +227,10 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   // A writer between its byte marks and its write: the rows stay marked, so
   // the next take returns them again (whichever of them it was writing).
   const bool in_flight = writing_.load() != 0;
+  // bytes_ handed out before now were read above, but for a writer still in
+  // flight, which may mark after: the next take reads them again.
+  bytes_used_ = bytes_used_ && in_flight;
+  overflowed_ = false;  // back to logging
   std::vector<int64_t> dirty;
   for (size_t w = 0; w < bitmap_.size(); ++w) {
     for (uint64_t bits = bitmap_[w]; bits != 0; bits &= bits - 1) {

@@ -92,6 +92,15 @@ class DirtyRows {
   // afresh and marks everything dirty. The returned array stays valid while
   // held. Thread-safe.
   Marks marks(int64_t rows);
+  // For a CPU scatter of rows of `row_bytes` bytes into a buffer of `rows`
+  // rows, called under a Writing guard: the byte marks its kernel sets
+  // before it writes, while the log has overflowed since the last take and
+  // the rows are narrower than kLoggedRowBytes; else null, and the scatter
+  // records its rows after its write. Thread-safe.
+  Marks marks_if_overflowed(int64_t rows, int64_t row_bytes);
+  // Rows this wide or wider are logged even while the log overflows: their
+  // write costs more than the fold (docs/incremental-checkpoints.md).
+  static constexpr int64_t kLoggedRowBytes = 256;
   // The device-side marks of a buffer of `rows` rows on `device` (a GPU):
   // one byte per row, zero when allocated, set by the scatter's index-check
   // kernel. Valid until the row count or device changes. Thread-safe.
@@ -121,6 +130,8 @@ class DirtyRows {
   uint64_t folds();
 
  private:
+  // marks(), with mu_ held.
+  Marks hand_out_marks(int64_t rows);
   // (Re)sizes for `rows` rows; a new size is all dirty.
   void resize(int64_t rows);
   template <typename Index>
@@ -142,6 +153,8 @@ class DirtyRows {
   int64_t logged_ = 0;
   uint64_t folds_ = 0;
   Marks bytes_;
+  bool bytes_used_ = false;  // bytes_ handed out since a take read them
+  bool overflowed_ = false;  // the log overflowed since the last take
   bool all_ = true;
   bool tracking_ = false;  // set by the first take
   uint64_t generation_ = 1;

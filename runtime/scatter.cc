@@ -75,7 +75,8 @@ struct Prepared : internal::ScatterArgs {
 // (a variable's, or a remote variable's with the CPU as device). With
 // `cpu_kernel_checks` (the table is local, on the host) the index values
 // are left to the CPU kernel, which checks them in its own first pass over
-// the indices (run_cpu); the caller logs their rows after it. Otherwise
+// the indices (run_cpu); the caller logs their rows after it (or has the
+// kernel mark them: runtime/dirty_rows_internal.h). Otherwise
 // indices checked on the host mark their rows in `marks` when given.
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
                  const Tensor& indices, const Tensor& updates, const std::string& who,
@@ -157,15 +158,17 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
 
 // The CPU kernel checks each index in the pass that reads it first, and
 // writes nothing when one is bad: that error is raised here.
-void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who) {
+void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who,
+             std::atomic<uint8_t>* marks = nullptr) {
   int64_t bad = -1;
   dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
     using T = decltype(t);
     using Index = decltype(i);
-    bad = kernels::cpu::scatter<T, Index>(
-        op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
-        static_cast<const Index*>(p.indices.raw_data()), p.n,
-        static_cast<const T*>(p.updates.raw_data()), p.updates_scalar, /*deterministic=*/true);
+    bad =
+        kernels::cpu::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+                                        static_cast<const Index*>(p.indices.raw_data()), p.n,
+                                        static_cast<const T*>(p.updates.raw_data()),
+                                        p.updates_scalar, /*deterministic=*/true, marks);
   });
   if (bad >= 0) internal::throw_bad_index(p.indices, bad, p.rows, who);
 }
@@ -238,17 +241,21 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
   // A table on the host logs its rows after the kernel's (synchronous)
-  // write. Elsewhere they are marked before the write, as the indices are
-  // checked (on the host, or on the device by its check), under a Writing
-  // guard.
+  // write, or, while its log overflows, has the kernel mark them before it
+  // writes them. Elsewhere they are marked before the write, as the indices
+  // are checked (on the host, or on the device by its check). Marks before
+  // the write are set under a Writing guard.
   internal::DirtyRows& dirty = internal::dirty_rows(ref);
-  const bool logs_after_write = table.valid() && table.on_cpu();
-  std::optional<internal::DirtyRows::Writing> writing;
-  internal::DirtyRows::Marks marks;
-  if (!logs_after_write) {
-    writing.emplace(dirty);
-    marks = dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
-  }
+  const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 0;
+  const bool on_host = table.valid() && table.on_cpu();
+  const int64_t row_bytes =
+      table.shape().rank() > 0
+          ? table.shape().tail(1).num_elements() * static_cast<int64_t>(dtype_size(table.dtype()))
+          : 0;
+  std::optional<internal::DirtyRows::Writing> writing(std::in_place, dirty);
+  internal::DirtyRows::Marks marks =
+      on_host ? dirty.marks_if_overflowed(rows, row_bytes) : dirty.marks(rows);
+  if (on_host && !marks) writing.reset();
   Prepared p = prepare(op, table, indices, updates, who, marks.get());
   // Rows checked on the host are marked there, on the device by its check.
   uint8_t* device_marks = nullptr;
@@ -271,8 +278,8 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
     // The kernel's write is complete when it returns; a bad index threw.
-    run_cpu(op, table, p, who);
-    dirty.record(p.rows, p.indices);
+    run_cpu(op, table, p, who, marks.get());
+    if (!marks) dirty.record(p.rows, p.indices);
     mark();
     return table;
   }

@@ -38,22 +38,25 @@ namespace varstate::kernels::cpu {
 // nothing on the CPU; it is taken so that runtime/ calls both backends alike.
 // Defined for every numeric storage type T and Index in {int32_t, int64_t}.
 // Thread-safe for distinct tables; the caller serializes calls on one table.
-// The write is complete when the call returns (a variable's dirty rows are
-// logged after it: runtime/dirty_rows_internal.h).
+//
+// With `marks` (one byte per table row: a variable's dirty rows for
+// incremental checkpoints), sets marks[indices[i]] for every index, each
+// just before its row is written (in the pass that applies the updates,
+// where the row's own cache miss is waited for); a bad index marks nothing.
+// (A variable's scatter passes them only while its row log is overflowing:
+// runtime/dirty_rows_internal.h.)
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
-                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic);
+                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,
+                std::atomic<uint8_t>* marks = nullptr);
 
 // scatter on a table split by rows into parts (a partitioned variable):
 // part k, at parts[k], holds rows [part_begin[k], part_begin[k + 1]) of the
 // table (part_begin[0] == 0; part_begin[num_parts] is the table's row
 // count). One call over all parts, as over one table: every index is a row
 // of the whole table and each update row is read once, in place. With
-// `marks` (marks[k]: one byte per row of part k, dirty-row marks for
-// incremental checkpoints), sets each index's mark in its own part's array
-// just before its row is written (in the pass that applies the updates,
-// where the row's own cache miss is waited for); a bad index marks nothing.
-// Otherwise as scatter. Index is int64_t.
+// `marks` (marks[k]: one byte per row of part k), marks the rows as scatter
+// does, each in its own part's array. Otherwise as scatter. Index is int64_t.
 template <typename T, typename Index>
 int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, int num_parts,
                       int64_t row_width, const Index* indices, int64_t num_indices,

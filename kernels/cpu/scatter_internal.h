@@ -8,10 +8,8 @@
 // in order. Every shard scans all indices, so all of them agree on whether
 // the call is bad without waiting for one another, and nothing is written
 // when one index is. Below the scatter threshold there is one shard, on the
-// calling thread. A partitioned table's dirty-row marks, when kept, are set
-// in the applying pass, each just before its row is written, so a bad index
-// marks nothing. A whole table keeps none: its caller logs the rows after
-// the call (runtime/dirty_rows_internal.h).
+// calling thread. Dirty-row marks, when kept, are set in the applying pass,
+// each just before its row is written, so a bad index marks nothing.
 #pragma once
 
 #include <algorithm>
@@ -106,13 +104,15 @@ struct RowSlot {
   Mark* mark;
 };
 
-// Row r of a whole table (which keeps no marks)...
+// Row r of a whole table...
 template <typename E>
 struct TableRows {
-  static constexpr Mark* marks = nullptr;
   E* base;
   int64_t row_width;
-  RowSlot<E> at(int64_t r) const { return {base + r * row_width, nullptr}; }
+  Mark* marks;  // one per row, or nullptr
+  RowSlot<E> at(int64_t r) const {
+    return {base + r * row_width, marks == nullptr ? nullptr : marks + r};
+  }
 };
 
 // ...or of a table split by rows into parts (a partitioned variable), each
@@ -408,12 +408,13 @@ namespace varstate::kernels::cpu {
 
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
-                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic) {
+                int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,
+                std::atomic<uint8_t>* marks) {
   using namespace scatter_internal;
   using E = eigen_t<T>;
   (void)deterministic;
   if (num_indices == 0) return -1;
-  const TableRows<E> rows_of{reinterpret_cast<E*>(table), row_width};
+  const TableRows<E> rows_of{reinterpret_cast<E*>(table), row_width, marks};
   if (row_width == 0) return mark_empty_rows(rows_of, indices, num_indices, rows);
   return scatter_rows(op, rows_of, rows, row_width, indices, num_indices,
                       reinterpret_cast<const E*>(updates), updates_scalar);
@@ -441,9 +442,9 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
 // varstate::kernels::cpu.
 #define VARSTATE_INSTANTIATE_CPU_SCATTER(E, T)                                                   \
   template int64_t scatter<T, int32_t>(ScatterOp, T*, int64_t, int64_t, const int32_t*, int64_t, \
-                                       const T*, bool, bool);                                    \
+                                       const T*, bool, bool, std::atomic<uint8_t>*);             \
   template int64_t scatter<T, int64_t>(ScatterOp, T*, int64_t, int64_t, const int64_t*, int64_t, \
-                                       const T*, bool, bool);                                    \
+                                       const T*, bool, bool, std::atomic<uint8_t>*);             \
   template int64_t scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
                                              const int64_t*, int64_t, const T*, bool,            \
                                              std::atomic<uint8_t>* const*);

@@ -353,6 +353,32 @@ TEST_CASE("the 16-byte CAS is chosen by the compiled architecture", "[scatter]")
   }
 }
 
+TEST_CASE("cpu scatter marks exactly its indices' rows, on one thread and split", "[scatter]") {
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  CAPTURE(path == Path::kPool);
+  ForcedPath forced(path);
+  // Narrow rows, many rows, and rows wide enough to be split by columns
+  // too (only the shard of the first columns marks).
+  for (const auto& [rows, width, n] :
+       {std::array<int64_t, 3>{64, 4, 40}, std::array<int64_t, 3>{int64_t{1} << 16, 64, 4 << 16},
+        std::array<int64_t, 3>{256, 4096, 1024}}) {
+    std::vector<float> table(static_cast<size_t>(rows * width)),
+        updates(static_cast<size_t>(n * width), 1.f);
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (i * 7919) % (rows / 2) * 2;
+    std::vector<std::atomic<uint8_t>> marks(static_cast<size_t>(rows));
+    REQUIRE(cpu::scatter<float, int64_t>(kernels::ScatterOp::kAdd, table.data(), rows, width,
+                                         ids.data(), n, updates.data(), false, true,
+                                         marks.data()) == -1);
+    std::vector<uint8_t> expected(static_cast<size_t>(rows));
+    for (int64_t id : ids) expected[static_cast<size_t>(id)] = 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      INFO("rows " << rows << ", row " << r);
+      CHECK(marks[static_cast<size_t>(r)].load() == expected[static_cast<size_t>(r)]);
+    }
+  }
+}
+
 // scatter_parts marks each row in its own part's marks (uneven parts, more
 // than the branch-free lookup's 32 too), and a row of no elements is marked.
 TEST_CASE("cpu scatter_parts marks exactly its indices' rows, in their parts", "[scatter]") {
@@ -400,9 +426,12 @@ TEST_CASE("cpu scatter with marks and a bad index writes nothing", "[scatter]") 
   ForcedPath forced(path);
   std::vector<float> table(8 * 2, 0.f), updates(3 * 2, 1.f);
   const std::vector<int64_t> ids = {1, 8, 3};
+  std::vector<std::atomic<uint8_t>> marks(8);
   CHECK(cpu::scatter<float, int64_t>(kernels::ScatterOp::kUpdate, table.data(), 8, 2, ids.data(), 3,
-                                     updates.data(), false, true) == 1);
+                                     updates.data(), false, true, marks.data()) == 1);
   CHECK(table == std::vector<float>(8 * 2, 0.f));
+  // The rows are marked as they are written: none, here.
+  for (int64_t r = 0; r < 8; ++r) CHECK(marks[static_cast<size_t>(r)].load() == 0);
   const std::vector<int64_t> begin = {0, 3, 8};
   std::vector<std::atomic<uint8_t>> low(3), high(5);
   std::atomic<uint8_t>* part_marks[] = {low.data(), high.data()};
