@@ -172,3 +172,100 @@ TEST_CASE("dirty rows log: appends of every length and index type keep every row
     CHECK(taken.rows == ascending(written));
   }
 }
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: after an overflow the kernel marks until the take, then logs",
+                 "[dirty_rows][dirty_log]") {
+  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  const int64_t width = GENERATE(int64_t{1}, int64_t{64});
+  CAPTURE(width);  // 64 floats: 256-byte rows, logged even while overflowing
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, width}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::mt19937_64 rng(41);
+  auto scatter_some = [&](std::set<int64_t>& written) {
+    const std::vector<int64_t> ids = random_rows(rng, kRows, 3000);
+    written.insert(ids.begin(), ids.end());
+    scatter_update(v, Tensor::from_vector<int64_t>(ids),
+                   Tensor::zeros(DType::kFloat, {3000, width}));
+  };
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    std::set<int64_t> written;
+    const uint64_t folds = dirty.folds();
+    scatter_some(written);
+    CHECK(dirty.folds() == folds);  // logged
+    scatter_some(written);
+    CHECK(dirty.folds() == folds + 1);  // overflowed: folded
+    for (int call = 0; call < 5; ++call) scatter_some(written);
+    // Narrow rows were marked by the kernel since: no more folds; wide
+    // ones fold at every call from the second.
+    CHECK(dirty.folds() == (width == 1 ? folds + 1 : folds + 6));
+    const DirtyRows::Taken taken = dirty.take(kRows, generation);
+    generation = taken.generation;
+    CHECK_FALSE(taken.all);
+    CHECK(taken.rows == ascending(written));
+    const DirtyRows::Taken again = dirty.take(kRows, generation);
+    generation = again.generation;
+    CHECK(again.rows.empty());
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: concurrent scatters across overflows and takes lose no row",
+                 "[dirty_rows][dirty_log]") {
+  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  constexpr int kCalls = 300;
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::vector<std::vector<std::vector<int64_t>>> ids(2);
+  std::set<int64_t> written;
+  for (int th = 0; th < 2; ++th) {
+    std::mt19937_64 rng(static_cast<uint64_t>(th + 5));
+    for (int call = 0; call < kCalls; ++call) {
+      ids[static_cast<size_t>(th)].push_back(random_rows(rng, kRows, 1 + call % 13 * 150));
+      written.insert(ids[static_cast<size_t>(th)].back().begin(),
+                     ids[static_cast<size_t>(th)].back().end());
+    }
+  }
+  std::atomic<int> calls_done{0};
+  std::atomic<int> running{2};
+  auto writer = [&](int th) {
+    for (const std::vector<int64_t>& batch : ids[static_cast<size_t>(th)]) {
+      scatter_add(v, Tensor::from_vector<int64_t>(batch),
+                  Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
+      calls_done.fetch_add(1);
+    }
+    running.fetch_sub(1);
+  };
+  std::thread a(writer, 0), b(writer, 1);
+  std::set<int64_t> taken_rows;
+  int takes = 0;
+  bool any_all = false;
+  auto take_once = [&] {
+    DirtyRows::Taken t = dirty.take(kRows, generation);
+    generation = t.generation;
+    any_all = any_all || t.all;
+    taken_rows.insert(t.rows.begin(), t.rows.end());
+    ++takes;
+  };
+  // A take every 12 calls or so: the log overflows (about 11,000 entries)
+  // between most of them, so scatters switch to kernel marks mid-flight.
+  int next = 12;
+  while (running.load() > 0) {
+    if (calls_done.load() >= next) {
+      take_once();
+      next += 12;
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  a.join();
+  b.join();
+  take_once();
+  CAPTURE(takes);
+  CHECK(dirty.folds() > 0);
+  CHECK_FALSE(any_all);
+  CHECK(ascending(taken_rows) == ascending(written));
+}
