@@ -10,9 +10,10 @@
 //    (the log never overflows): the cost of logging the rows. The take's
 //    own time (fold of 4 calls' entries + reading the bitmap) is reported
 //    apart, as take_s, and is not in marked_s.
-//  - variable_*_no_takes: the same with no take after the first: every 4th
-//    call's append folds a full log into the bitmap, so marked_s is the
-//    amortized worst case.
+//  - variable_*_no_takes: the same with no take after the first: the log
+//    overflows once, then (rows under 256 bytes) the kernel marks bytes
+//    until a take that never comes, or (wider rows) every 4th call's append
+//    folds a full log into the bitmap.
 //  - parts4_*: a table split into 4 parts (a partitioned variable's
 //    scatter_parts), the kernel with its per-part byte marks against the
 //    kernel without.

@@ -21,7 +21,13 @@
 //    first take needs none either: an append that finds tracking off was
 //    complete before that take, which reports every row. When an append
 //    would overflow the log (log_capacity: about a byte per row), the log is
-//    folded into the bitmap first, under the same lock.
+//    folded into the bitmap first, under the same lock. Once the log has
+//    overflowed since the last take, a CPU scatter of rows narrower than
+//    kLoggedRowBytes marks before its write instead (marks_if_overflowed,
+//    below) until the next take, which switches back to logging: a fold
+//    costs more per row than the kernel's mark. An append in either mode
+//    is still ordered with the take by the mutex, and a kernel marking
+//    across a take holds a Writing guard, so a switch loses no row.
 //  - Set directly under the mutex (mark_range, mark_all).
 //  - Marked before the write, in a byte per row (marks, device_marks): a
 //    partitioned scatter marks in its CPU kernel, a sparse training op on a
