@@ -1,15 +1,23 @@
-// The cost of dirty-row marks (runtime/dirty_rows_internal.h) in the CPU
-// scatter kernel: scatter_update of 65,536 rows of 16 floats (--width) into a
-// 1M-row table, the kernel with marks (as a variable's scatter runs it)
-// against the kernel without, on one table and on the same table split
-// into 4 parts (a partitioned variable's scatter_parts), uniform and
-// Zipf-like ids. The two sides alternate call by call, so a loaded
-// machine's slow spells hit both; medians of the per-call times.
+// The cost of dirty-row tracking (runtime/dirty_rows_internal.h) for the
+// CPU scatter: scatter_update of 65,536 rows of 16 floats (--width) into a
+// 1M-row table, uniform and Zipf-like ids. The two sides alternate block by
+// block (4 calls each), so a loaded machine's slow spells hit both; medians
+// of the per-block times, divided by 4.
 //   bench_dirty_marks [--calls N] [--width FLOATS] [--out OUT.json] [--machine NAME]
-// The "variable_*" cases time the public scatter_update on a Variable that
-// no saver tracks (no take yet: it keeps no marks) against one that an
-// incremental saver tracks: what a program pays for marks it never uses
-// (nothing) and what it pays once it saves incrementally.
+// Cases:
+//  - variable_*_append: the public scatter_update on a Variable no saver
+//    tracks against one an incremental saver tracks and takes every 4 calls
+//    (the log never overflows): the cost of logging the rows. The take's
+//    own time (fold of 4 calls' entries + reading the bitmap) is reported
+//    apart, as take_s, and is not in marked_s.
+//  - variable_*_no_takes: the same with no take after the first: the log
+//    overflows once, then (rows under 256 bytes) the kernel marks bytes
+//    until a take that never comes, or (wider rows) every 4th call's append
+//    folds a full log into the bitmap.
+//  - parts4_*: a table split into 4 parts (a partitioned variable's
+//    scatter_parts), the kernel with its per-part byte marks against the
+//    kernel without.
+//  - log: DirtyRows alone: ns per appended index, and ns per entry of a fold.
 // A plain timed program (not Google Benchmark): the interleaving is the
 // point.
 #include <algorithm>
@@ -77,26 +85,40 @@ std::vector<int64_t> make_ids(bool zipf, uint64_t seed) {
 
 struct Result {
   std::string name;
-  double plain_s;
-  double marked_s;
+  double plain_s;      // per call
+  double marked_s;     // per call
+  double take_s = -1;  // per take (the append cases), else -1
 };
 
-// Alternates plain() and marked() `calls` times; medians of each.
-Result interleave(const std::string& name, int calls, const std::function<void()>& plain,
-                  const std::function<void()>& marked) {
+constexpr int kBlock = 4;
+
+// Alternates blocks of kBlock calls of plain() and of marked() (then
+// after_marked(), untimed) `calls` / kBlock times: medians per call.
+Result interleave(
+    const std::string& name, int calls, const std::function<void()>& plain,
+    const std::function<void()>& marked, const std::function<void()>& after_marked = [] {}) {
   std::vector<double> a, b;
-  plain();
-  marked();
-  for (int c = 0; c < calls; ++c) {
-    a.push_back(seconds_of_call(plain));
-    b.push_back(seconds_of_call(marked));
+  auto block = [](const std::function<void()>& fn) {
+    return seconds_of_call([&] {
+             for (int c = 0; c < kBlock; ++c) fn();
+           }) /
+           kBlock;
+  };
+  block(plain);
+  block(marked);
+  after_marked();
+  for (int c = 0; c < std::max(calls / kBlock, 1); ++c) {
+    a.push_back(block(plain));
+    b.push_back(block(marked));
+    after_marked();
   }
   return {name, median(a), median(b)};
 }
 
-// scatter_update through the API on an untracked and a tracked Variable.
+// scatter_update through the API on an untracked and a tracked Variable,
+// the tracked one taken every kBlock calls (`takes`) or never again.
 Result variable_case(const std::string& name, int calls, int64_t width,
-                     const std::vector<int64_t>& ids) {
+                     const std::vector<int64_t>& ids, bool takes) {
   using namespace varstate;
   Graph graph;
   auto make = [&](const char* var_name) {
@@ -105,13 +127,43 @@ Result variable_case(const std::string& name, int calls, int64_t width,
     return v;
   };
   Variable untracked = make("untracked"), tracked = make("tracked");
-  internal::dirty_rows(tracked).take(kRows, 0);  // as an incremental save's base does
+  internal::DirtyRows& dirty = internal::dirty_rows(tracked);
+  uint64_t generation = dirty.take(kRows, 0).generation;  // as an incremental save's base does
   const Tensor indices = Tensor::from_vector<int64_t>(ids);
   const Tensor updates = Tensor::filled(DType::kFloat, {kUpdates, width}, Tensor(2.0f),
                                         DeviceManager::instance().cpu());
-  return interleave(
+  std::vector<double> take_times;
+  Result r = interleave(
       name, calls, [&] { scatter_update(untracked, indices, updates); },
-      [&] { scatter_update(tracked, indices, updates); });
+      [&] { scatter_update(tracked, indices, updates); },
+      [&] {
+        if (!takes) return;
+        take_times.push_back(
+            seconds_of_call([&] { generation = dirty.take(kRows, generation).generation; }));
+      });
+  if (takes) r.take_s = median(take_times);
+  return r;
+}
+
+// DirtyRows alone, fed kUpdates ids per record: the calls that fill the log
+// (append only) against those that fold a full log first.
+std::vector<Result> log_cases(int calls, const std::vector<int64_t>& ids) {
+  using namespace varstate;
+  internal::DirtyRows dirty;
+  dirty.take(kRows, 0);
+  const Tensor indices = Tensor::from_vector<int64_t>(ids);
+  const int64_t per_fold = internal::DirtyRows::log_capacity(kRows) / kUpdates;
+  std::vector<double> append, fold;
+  for (int c = 0; c < calls; ++c) {
+    const uint64_t folds = dirty.folds();
+    const double s = seconds_of_call([&] { dirty.record(kRows, indices); });
+    (dirty.folds() != folds ? fold : append).push_back(s);
+  }
+  const double append_s = median(append);
+  const double fold_s = fold.empty() ? append_s : median(fold);
+  return {{"log_append_ns_per_index", 0, append_s / kUpdates * 1e9},
+          {"log_fold_ns_per_entry", 0,
+           (fold_s - append_s) / static_cast<double>(per_fold * kUpdates) * 1e9}};
 }
 
 int run(int argc, char** argv) {
@@ -121,7 +173,6 @@ int run(int argc, char** argv) {
   const int64_t kWidth = std::stoll(arg(argc, argv, "--width", "16"));
   std::vector<float> table(static_cast<size_t>(kRows * kWidth), 1.0f);
   std::vector<float> updates(static_cast<size_t>(kUpdates * kWidth), 2.0f);
-  std::unique_ptr<std::atomic<uint8_t>[]> marks(new std::atomic<uint8_t>[kRows]);
   std::vector<std::unique_ptr<std::atomic<uint8_t>[]>> part_marks;
   std::vector<std::atomic<uint8_t>*> part_mark_ptrs;
   std::vector<float*> parts;
@@ -136,13 +187,6 @@ int run(int argc, char** argv) {
   for (const bool zipf : {false, true}) {
     const std::vector<int64_t> ids = make_ids(zipf, 7);
     const std::string dist = zipf ? "zipf" : "uniform";
-    auto whole = [&](std::atomic<uint8_t>* m) {
-      return [&, m] {
-        cpu::scatter<float, int64_t>(ScatterOp::kUpdate, table.data(), kRows, kWidth, ids.data(),
-                                     kUpdates, updates.data(), false, true, m);
-      };
-    };
-    results.push_back(interleave("table_" + dist, calls, whole(nullptr), whole(marks.get())));
     auto split = [&](std::atomic<uint8_t>* const* m) {
       return [&, m] {
         cpu::scatter_parts<float, int64_t>(ScatterOp::kUpdate, parts.data(), begin.data(), kParts,
@@ -151,7 +195,11 @@ int run(int argc, char** argv) {
     };
     results.push_back(
         interleave("parts4_" + dist, calls, split(nullptr), split(part_mark_ptrs.data())));
-    results.push_back(variable_case("variable_" + dist, calls, kWidth, ids));
+    results.push_back(variable_case("variable_" + dist + "_append", calls, kWidth, ids, true));
+    results.push_back(variable_case("variable_" + dist + "_no_takes", calls, kWidth, ids, false));
+    if (!zipf) {
+      for (const Result& r : log_cases(calls, ids)) results.push_back(r);
+    }
   }
   std::string json = "{\n  \"bench\": \"dirty_marks\", \"machine\": \"" + machine +
                      "\",\n  \"rows\": " + std::to_string(kRows) +
@@ -160,12 +208,18 @@ int run(int argc, char** argv) {
                      ", \"calls\": " + std::to_string(calls) + ",\n  \"cases\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "%s\n    {\"case\": \"%s\", \"plain_s\": %.7f, \"marked_s\": %.7f, "
-                  "\"marks_cost\": %.4f}",
-                  i == 0 ? "" : ",", r.name.c_str(), r.plain_s, r.marked_s,
-                  (r.marked_s - r.plain_s) / r.plain_s);
+    char buf[320];
+    if (r.plain_s == 0) {  // a log case: one figure
+      std::snprintf(buf, sizeof buf, "%s\n    {\"case\": \"%s\", \"value\": %.4f}",
+                    i == 0 ? "" : ",", r.name.c_str(), r.marked_s);
+    } else {
+      std::snprintf(buf, sizeof buf,
+                    "%s\n    {\"case\": \"%s\", \"plain_s\": %.7f, \"marked_s\": %.7f, "
+                    "\"marks_cost\": %.4f%s}",
+                    i == 0 ? "" : ",", r.name.c_str(), r.plain_s, r.marked_s,
+                    (r.marked_s - r.plain_s) / r.plain_s,
+                    r.take_s < 0 ? "" : (", \"take_s\": " + std::to_string(r.take_s)).c_str());
+    }
     json += buf;
   }
   json += "\n  ]\n}\n";

@@ -12,8 +12,8 @@
 //     {.sync = false}; compaction through the unsynced file system):
 //     medians of --reps interleaved pairs, after one untimed pair;
 //   - delta bytes vs the bytes of the rows it holds (ids included);
-//   - the dirty-row marks' cost in a scatter_update of 65,536 rows: the
-//     index check with marks minus without, over the whole scatter call.
+//   - the dirty rows' cost in a scatter_update of 65,536 rows: the kernel
+//     with the tracked variable's log append minus without, over the call.
 // The load averages at the start and the end go into the JSON.
 // A plain timed program (not Google Benchmark): it prints one JSON object,
 // written to --out too. Files go to --dir (default /tmp/varstate_incr_bench).
@@ -38,6 +38,7 @@
 #include "checkpoint/file_system.h"
 #include "checkpoint/unsynced_file_system.h"
 #include "kernels/cpu/scatter.h"
+#include "runtime/dirty_rows_internal.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
@@ -178,9 +179,10 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
   return fallback;
 }
 
-// The marks' share of a CPU scatter_update of 65,536 rows of 16 floats into
-// a 1M-row table: the kernel with marks (as a variable's scatter runs it,
-// marking in its index-check pass) against the kernel without.
+// The dirty rows' share of a CPU scatter_update of 65,536 rows of 16 floats
+// into a 1M-row table: the kernel followed by the log append of a tracked
+// variable (runtime/dirty_rows_internal.h; no take, so the log's overflow
+// folds are included) against the kernel alone.
 std::pair<double, double> marking_cost(int reps) {
   const int64_t rows = 1 << 20, n = 65536, width = 16;
   std::vector<float> table(static_cast<size_t>(rows * width)),
@@ -188,20 +190,23 @@ std::pair<double, double> marking_cost(int reps) {
   std::mt19937_64 rng(7);
   std::vector<int64_t> ids(static_cast<size_t>(n));
   for (auto& i : ids) i = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
-  std::vector<std::atomic<uint8_t>> marks(static_cast<size_t>(rows));
-  auto scatter = [&](std::atomic<uint8_t>* m) {
-    return [&, m] {
+  const Tensor id_tensor = Tensor::from_vector<int64_t>(ids);
+  internal::DirtyRows dirty;
+  dirty.take(rows, 0);
+  auto scatter = [&](bool tracked) {
+    return [&, tracked] {
       for (int k = 0; k < 50; ++k) {
         kernels::cpu::scatter<float, int64_t>(kernels::ScatterOp::kUpdate, table.data(), rows,
-                                              width, ids.data(), n, updates.data(), false, true, m);
+                                              width, ids.data(), n, updates.data(), false, true);
+        if (tracked) dirty.record(rows, id_tensor);
       }
     };
   };
   // Interleaved, best of each: a loaded machine's slow spells hit both.
   double plain = 1e30, marked = 1e30;
   for (int r = 0; r < 4 * reps; ++r) {
-    plain = std::min(plain, seconds(scatter(nullptr)));
-    marked = std::min(marked, seconds(scatter(marks.data())));
+    plain = std::min(plain, seconds(scatter(false)));
+    marked = std::min(marked, seconds(scatter(true)));
   }
   return {marked / 50, (marked - plain) / plain};
 }

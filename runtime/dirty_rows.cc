@@ -1,7 +1,13 @@
 #include "runtime/dirty_rows_internal.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "varstate/device_manager.h"
 
@@ -20,9 +26,17 @@ DirtyRows::~DirtyRows() {
   if (device_bits_ != nullptr) device_->deallocate(device_bits_);
 }
 
+int64_t DirtyRows::log_capacity(int64_t rows) { return std::max<int64_t>(rows / 4, 4096); }
+
 void DirtyRows::resize(int64_t rows) {
-  if (rows == rows_ && bits_) return;
-  bits_ = fresh_marks(rows);
+  if (rows == rows_) return;
+  bitmap_.assign(static_cast<size_t>((std::max<int64_t>(rows, 0) + 63) / 64), 0);
+  log32_.reset();
+  log64_.reset();
+  logged_ = 0;
+  bytes_.reset();  // writers holding the old ones mark nothing we read: all dirty
+  bytes_used_ = false;
+  overflowed_ = false;
   rows_ = rows;
   all_ = true;
   if (device_bits_ != nullptr) {
@@ -31,11 +45,33 @@ void DirtyRows::resize(int64_t rows) {
   }
 }
 
+bool DirtyRows::tracking() {
+  std::lock_guard lock(mu_);
+  return tracking_;
+}
+
+uint64_t DirtyRows::folds() {
+  std::lock_guard lock(mu_);
+  return folds_;
+}
+
 DirtyRows::Marks DirtyRows::marks(int64_t rows) {
   std::lock_guard lock(mu_);
+  return hand_out_marks(rows);
+}
+
+DirtyRows::Marks DirtyRows::hand_out_marks(int64_t rows) {
   if (!tracking_) return nullptr;  // the first take reports every row dirty
   resize(rows);
-  return bits_;
+  if (!bytes_) bytes_ = fresh_marks(rows);
+  bytes_used_ = true;
+  return bytes_;
+}
+
+DirtyRows::Marks DirtyRows::marks_if_overflowed(int64_t rows, int64_t row_bytes) {
+  std::lock_guard lock(mu_);
+  if (!overflowed_ || rows != rows_ || row_bytes >= kLoggedRowBytes) return nullptr;
+  return hand_out_marks(rows);
 }
 
 uint8_t* DirtyRows::device_marks(Device& device, int64_t rows) {
@@ -54,6 +90,107 @@ uint8_t* DirtyRows::device_marks(Device& device, int64_t rows) {
   return static_cast<uint8_t*>(device_bits_);
 }
 
+namespace {
+
+// Sets the bits of rows log[0, n): random read-modify-writes of the bitmap,
+// four at a time so that their misses overlap.
+template <typename Row>
+void set_bits(uint64_t* bitmap, const Row* log, int64_t n) {
+  auto set = [bitmap](Row r) { bitmap[r >> 6] |= uint64_t{1} << (r & 63); };
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const Row r0 = log[i], r1 = log[i + 1], r2 = log[i + 2], r3 = log[i + 3];
+    set(r0), set(r1), set(r2), set(r3);
+  }
+  for (; i < n; ++i) set(log[i]);
+}
+
+// out[i] = rows[i] (all below 2^32) for i < n. On x86 the stores bypass the
+// caches (a take reads the log, long after): a scatter's next call then
+// finds its indices and updates still cached.
+template <typename Index>
+void copy_narrow(uint32_t* out, const Index* rows, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % 16 != 0; ++i) {
+    out[i] = static_cast<uint32_t>(rows[i]);
+  }
+  for (; i + 4 <= n; i += 4) {
+    __m128i four;
+    if constexpr (sizeof(Index) == 8) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i + 2));
+      four = _mm_unpacklo_epi64(_mm_shuffle_epi32(lo, _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm_shuffle_epi32(hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    } else {
+      four = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i));
+    }
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), four);
+  }
+  _mm_sfence();  // the streamed stores are seen before the mutex is released
+#endif
+  for (; i < n; ++i) out[i] = static_cast<uint32_t>(rows[i]);
+}
+
+}  // namespace
+
+void DirtyRows::fold() {
+  if (logged_ == 0) return;
+  if (log32_) {
+    set_bits(bitmap_.data(), log32_.get(), logged_);
+  } else {
+    set_bits(bitmap_.data(), log64_.get(), logged_);
+  }
+  logged_ = 0;
+  ++folds_;
+}
+
+// Copies the ids into the log (folding a log they would overflow first); a
+// call larger than the whole log sets its bits directly.
+template <typename Index>
+void DirtyRows::append(const Index* indices, int64_t n) {
+  const int64_t capacity = log_capacity(rows_);
+  if (logged_ + n > capacity) {
+    fold();
+    overflowed_ = true;  // CPU scatters mark in their kernel until the next take
+  }
+  if (n > capacity) {
+    set_bits(bitmap_.data(), indices, n);
+    return;
+  }
+  if (rows_ < narrow_rows_) {
+    if (!log32_) log32_.reset(new uint32_t[static_cast<size_t>(capacity)]);
+    copy_narrow(log32_.get() + logged_, indices, n);
+  } else {
+    if (!log64_) log64_.reset(new int64_t[static_cast<size_t>(capacity)]);
+    int64_t* out = log64_.get() + logged_;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(indices[i]);
+  }
+  logged_ += n;
+}
+
+void DirtyRows::record(int64_t rows, const Tensor& indices) {
+  const int64_t n = indices.num_elements();
+  std::lock_guard lock(mu_);
+  if (!tracking_ || n == 0) return;
+  resize(rows);
+  if (all_) return;  // the next take reports every row anyway
+  if (indices.dtype() == DType::kInt32) {
+    append(static_cast<const int32_t*>(indices.raw_data()), n);
+  } else {
+    append(static_cast<const int64_t*>(indices.raw_data()), n);
+  }
+}
+
+void DirtyRows::collect_byte_marks() {
+  if (!bytes_used_) return;
+  for (int64_t r = 0; r < rows_; ++r) {
+    if (bytes_[r].load(std::memory_order_relaxed) == 0) continue;
+    bytes_[r].exchange(0, std::memory_order_acquire);
+    set_bit(r);
+  }
+}
+
 void DirtyRows::collect_device_marks() {
   if (device_bits_ == nullptr || rows_ <= 0) return;
   std::vector<uint8_t> host(static_cast<size_t>(rows_));
@@ -61,7 +198,7 @@ void DirtyRows::collect_device_marks() {
   copy_bytes(DeviceManager::instance().cpu(), host.data(), *device_, device_bits_, host.size());
   device_->memset(device_bits_, 0, host.size());
   for (int64_t r = 0; r < rows_; ++r) {
-    if (host[static_cast<size_t>(r)] != 0) bits_[r].store(1, std::memory_order_relaxed);
+    if (host[static_cast<size_t>(r)] != 0) set_bit(r);
   }
 }
 
@@ -71,36 +208,40 @@ void DirtyRows::mark_all() {
 }
 
 void DirtyRows::mark_range(int64_t rows, int64_t begin, int64_t end) {
-  Marks m = marks(rows);
-  if (!m) return;
-  for (int64_t r = std::max<int64_t>(begin, 0); r < std::min(end, rows); ++r) {
-    m[r].store(1, std::memory_order_relaxed);
-  }
+  std::lock_guard lock(mu_);
+  if (!tracking_) return;
+  resize(rows);
+  for (int64_t r = std::max<int64_t>(begin, 0); r < std::min(end, rows); ++r) set_bit(r);
 }
 
 DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   std::lock_guard lock(mu_);
   Taken t;
   const bool was_tracking = tracking_;
-  t.all = !was_tracking || all_ || rows != rows_ || !bits_ || generation != generation_;
+  t.all = !was_tracking || all_ || rows != rows_ || generation != generation_;
   tracking_ = true;
   resize(rows);
   collect_device_marks();
-  std::vector<int64_t> cleared;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (bits_[r].load(std::memory_order_relaxed) == 0) continue;
-    bits_[r].exchange(0, std::memory_order_acquire);
-    cleared.push_back(r);
+  collect_byte_marks();
+  fold();
+  // A writer between its byte marks and its write: the rows stay marked, so
+  // the next take returns them again (whichever of them it was writing).
+  const bool in_flight = writing_.load() != 0;
+  // bytes_ handed out before now were read above, but for a writer still in
+  // flight, which may mark after: the next take reads them again.
+  bytes_used_ = bytes_used_ && in_flight;
+  overflowed_ = false;  // back to logging
+  std::vector<int64_t> dirty;
+  for (size_t w = 0; w < bitmap_.size(); ++w) {
+    for (uint64_t bits = bitmap_[w]; bits != 0; bits &= bits - 1) {
+      dirty.push_back(static_cast<int64_t>(w) * 64 + std::countr_zero(bits));
+    }
+    if (!in_flight) bitmap_[w] = 0;
   }
-  // A scatter between its marks and its write: the rows stay marked, so the
-  // next take returns them again (whichever of them it was writing).
-  if (writing_.load() != 0) {
-    for (int64_t r : cleared) bits_[r].store(1, std::memory_order_relaxed);
-  }
-  if (!t.all) t.rows = std::move(cleared);
+  if (!t.all) t.rows = std::move(dirty);
   // A write in flight that took its marks before this first take got none:
   // the next take reports every row again.
-  all_ = !was_tracking && writing_.load() != 0;
+  all_ = !was_tracking && in_flight;
   t.generation = ++generation_;
   return t;
 }

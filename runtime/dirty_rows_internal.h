@@ -1,30 +1,52 @@
 // Dirty-row tracking for incremental checkpoints (checkpoint/delta_save.cc).
 // Internal.
 //
-// Each variable keeps one DirtyRows: a byte per row along axis 0 of its
-// buffer, set by the update paths that know which rows they touch (the
-// CPU scatter kernel marks each row just before it writes it, after every
-// index is checked, so a bad index marks nothing; the other paths mark in
-// the pass that checks the indices), and an
-// "all dirty" flag set by everything else (dense updates, assign, restore,
-// initializers, a buffer of a new shape, a scatter whose indices are checked
-// on the device). Marking more rows than were written is always safe: a
-// delta then holds a row that did not change. A save takes the marks (and
-// clears them) before it reads the variable, so an update that lands after
-// the take is marked for the next delta.
+// Each variable keeps one DirtyRows: the rows along axis 0 of its buffer
+// that changed since the last take, and an "all dirty" flag set by
+// everything that does not know its rows (dense updates, assign, restore,
+// initializers, a buffer of a new shape). Marking more rows than were
+// written is always safe: a delta then holds a row that did not change. A
+// save takes the rows (and clears them) before it reads the variable.
 //
-// A scatter marks its rows before it writes them, so it holds a Writing
-// guard from before its marks until its write is enqueued: a take that
-// overlaps one leaves the rows it returns marked, for the next delta too.
-// On a GPU, a scatter whose indices are checked on the device marks the rows
-// in its index-check kernel, in a byte map on the device that take() copies
-// to the host and clears, in the device's stream order.
+// Rows are recorded one of three ways:
+//  - Logged after the write (record): a variable's CPU scatter and a sparse
+//    training op on the host (for the variable and each slot), whose write
+//    is complete when the kernel returns, append their indices to a log
+//    (uint32 row ids, int64 for 2^32 rows or more) under the mutex; a bad
+//    index throws before, so it logs nothing. A take that overlaps the write
+//    cannot lose the rows: the append and the take are ordered by the
+//    mutex, so either the take sees the entry (and the write happened
+//    before it, so the save reads the written value) or the entry lands
+//    after the take, in the next delta. No Writing guard is needed, and the
+//    first take needs none either: an append that finds tracking off was
+//    complete before that take, which reports every row. When an append
+//    would overflow the log (log_capacity: about a byte per row), the log is
+//    folded into the bitmap first, under the same lock. Once the log has
+//    overflowed since the last take, a CPU scatter of rows narrower than
+//    kLoggedRowBytes marks before its write instead (marks_if_overflowed,
+//    below) until the next take, which switches back to logging: a fold
+//    costs more per row than the kernel's mark. An append in either mode
+//    is still ordered with the take by the mutex, and a kernel marking
+//    across a take holds a Writing guard, so a switch loses no row.
+//  - Set directly under the mutex (mark_range, mark_all).
+//  - Marked before the write, in a byte per row (marks, device_marks): a
+//    partitioned scatter marks in its CPU kernel, a sparse training op on a
+//    GPU and a GPU scatter whose indices are on the host mark as the indices
+//    are checked, and a GPU scatter whose indices are checked on the device
+//    marks in its index-check kernel, in a byte map on the device that
+//    take() copies to the host and clears, in the device's stream order.
+//    These writers hold a Writing guard from before their marks until
+//    their write is enqueued: a take that overlaps one leaves the rows it
+//    returns marked, for the next delta too.
+// take() folds the log, the host bytes and the device bytes into a bitmap
+// (a bit per row, owned by the mutex) and reads and clears it.
 //
 // Tracking starts at the first take (the base of a chain, which reports
-// every row dirty): until then marks() returns null and nothing marks, so
-// a program that never saves incrementally pays nothing for it. A write
-// whose marks were null and that is still in flight at that first take
-// makes the next take report every row too.
+// every row dirty): until then marks() returns null and record() logs
+// nothing, so a program that never saves incrementally pays nothing but one
+// uncontended lock per scatter. A marks-before-write writer whose marks
+// were null and that is still in flight at that first take makes the next
+// take report every row too.
 //
 // A Saver that saves incrementally remembers the generation a take returned;
 // when the next take sees another generation (another saver took the marks
@@ -38,6 +60,7 @@
 #include <vector>
 
 #include "varstate/device.h"
+#include "varstate/tensor.h"
 #include "varstate/variable.h"
 
 namespace varstate::internal {
@@ -46,12 +69,15 @@ class DirtyRows {
  public:
   using Marks = std::shared_ptr<std::atomic<uint8_t>[]>;
 
-  DirtyRows() = default;
+  // Row ids below `narrow_rows` are logged as uint32 when the buffer has
+  // fewer rows than that (tests lower it to reach the int64 log).
+  explicit DirtyRows(int64_t narrow_rows = int64_t{1} << 32) : narrow_rows_(narrow_rows) {}
   ~DirtyRows();
   DirtyRows(const DirtyRows&) = delete;
   DirtyRows& operator=(const DirtyRows&) = delete;
 
-  // Held by a scatter from its marks to its write (see above).
+  // Held by a writer that marks before it writes, from its marks to its
+  // write (see above).
   class Writing {
    public:
     explicit Writing(DirtyRows& rows) : rows_(rows) { rows_.writing_.fetch_add(1); }
@@ -63,15 +89,32 @@ class DirtyRows {
     DirtyRows& rows_;
   };
 
-  // The marks of a buffer of `rows` rows, or null before the first take
-  // (nothing to mark: that take reports every row); a different row count
-  // than the last call's allocates fresh marks and marks everything dirty.
-  // The returned array stays valid while held. Thread-safe.
+  // Whether a take has started tracking. Thread-safe.
+  bool tracking();
+  // The byte marks of a buffer of `rows` rows (one per row, for a writer
+  // that marks before it writes, under a Writing guard), or null before the
+  // first take (nothing to mark: that take reports every row); allocated on
+  // the first call. A different row count than the last call's starts
+  // afresh and marks everything dirty. The returned array stays valid while
+  // held. Thread-safe.
   Marks marks(int64_t rows);
+  // For a CPU scatter of rows of `row_bytes` bytes into a buffer of `rows`
+  // rows, called under a Writing guard: the byte marks its kernel sets
+  // before it writes, while the log has overflowed since the last take and
+  // the rows are narrower than kLoggedRowBytes; else null, and the scatter
+  // records its rows after its write. Thread-safe.
+  Marks marks_if_overflowed(int64_t rows, int64_t row_bytes);
+  // Rows this wide or wider are logged even while the log overflows: their
+  // write costs more than the fold (docs/incremental-checkpoints.md).
+  static constexpr int64_t kLoggedRowBytes = 256;
   // The device-side marks of a buffer of `rows` rows on `device` (a GPU):
   // one byte per row, zero when allocated, set by the scatter's index-check
   // kernel. Valid until the row count or device changes. Thread-safe.
   uint8_t* device_marks(Device& device, int64_t rows);
+  // Rows `indices` (int32 or int64 values in [0, rows), on the host) of a
+  // buffer of `rows` rows were written, and the write is complete: logs
+  // them (nothing before the first take). Thread-safe.
+  void record(int64_t rows, const Tensor& indices);
   // Everything is dirty. Thread-safe.
   void mark_all();
   // Rows [begin, end) of a buffer of `rows` rows are dirty. Thread-safe.
@@ -83,18 +126,41 @@ class DirtyRows {
     uint64_t generation = 0;    // pass to the next take
   };
   // The rows dirty since the take that returned `generation`, for a buffer
-  // of `rows` rows, and clears the marks. Thread-safe.
+  // of `rows` rows, and clears them. Thread-safe.
   Taken take(int64_t rows, uint64_t generation);
 
+  // The log's capacity, in entries, for a buffer of `rows` rows.
+  static int64_t log_capacity(int64_t rows);
+  // How many times the log was folded into the bitmap (by takes and by
+  // appends that would have overflowed it). Thread-safe.
+  uint64_t folds();
+
  private:
-  // (Re)sizes the host marks for `rows` rows; a new size is all dirty.
+  // marks(), with mu_ held.
+  Marks hand_out_marks(int64_t rows);
+  // (Re)sizes for `rows` rows; a new size is all dirty.
   void resize(int64_t rows);
-  // Moves the device marks into the host marks and clears them.
+  template <typename Index>
+  void append(const Index* indices, int64_t n);
+  // Sets the bits of the logged rows and empties the log.
+  void fold();
+  void set_bit(int64_t row) { bitmap_[static_cast<size_t>(row >> 6)] |= uint64_t{1} << (row & 63); }
+  // Moves the host and device byte marks into the bitmap and clears them.
+  void collect_byte_marks();
   void collect_device_marks();
 
+  const int64_t narrow_rows_;
   std::mutex mu_;
   int64_t rows_ = -1;
-  Marks bits_;
+  std::vector<uint64_t> bitmap_;
+  // The log: one of these, allocated at the first append.
+  std::unique_ptr<uint32_t[]> log32_;
+  std::unique_ptr<int64_t[]> log64_;
+  int64_t logged_ = 0;
+  uint64_t folds_ = 0;
+  Marks bytes_;
+  bool bytes_used_ = false;  // bytes_ handed out since a take read them
+  bool overflowed_ = false;  // the log overflowed since the last take
   bool all_ = true;
   bool tracking_ = false;  // set by the first take
   uint64_t generation_ = 1;

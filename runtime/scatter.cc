@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,7 +75,8 @@ struct Prepared : internal::ScatterArgs {
 // (a variable's, or a remote variable's with the CPU as device). With
 // `cpu_kernel_checks` (the table is local, on the host) the index values
 // are left to the CPU kernel, which checks them in its own first pass over
-// the indices (run_cpu); the caller marks their rows after it. Otherwise
+// the indices (run_cpu); the caller logs their rows after it (or has the
+// kernel mark them: runtime/dirty_rows_internal.h). Otherwise
 // indices checked on the host mark their rows in `marks` when given.
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
                  const Tensor& indices, const Tensor& updates, const std::string& who,
@@ -238,12 +240,22 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   // ref() raises any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized.
   Tensor table = ref.ref();
-  // The rows are marked as the indices are checked, before the write (by
-  // the CPU kernel's own check for a table on the host).
+  // A table on the host logs its rows after the kernel's (synchronous)
+  // write, or, while its log overflows, has the kernel mark them before it
+  // writes them. Elsewhere they are marked before the write, as the indices
+  // are checked (on the host, or on the device by its check). Marks before
+  // the write are set under a Writing guard.
   internal::DirtyRows& dirty = internal::dirty_rows(ref);
-  const internal::DirtyRows::Writing writing(dirty);
-  const internal::DirtyRows::Marks marks =
-      dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0);
+  const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 0;
+  const bool on_host = table.valid() && table.on_cpu();
+  const int64_t row_bytes =
+      table.shape().rank() > 0
+          ? table.shape().tail(1).num_elements() * static_cast<int64_t>(dtype_size(table.dtype()))
+          : 0;
+  std::optional<internal::DirtyRows::Writing> writing(std::in_place, dirty);
+  internal::DirtyRows::Marks marks =
+      on_host ? dirty.marks_if_overflowed(rows, row_bytes) : dirty.marks(rows);
+  if (on_host && !marks) writing.reset();
   Prepared p = prepare(op, table, indices, updates, who, marks.get());
   // Rows checked on the host are marked there, on the device by its check.
   uint8_t* device_marks = nullptr;
@@ -265,9 +277,9 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
-    // The kernel marks the rows as it checks their indices, before it
-    // writes, under the Writing guard.
+    // The kernel's write is complete when it returns; a bad index threw.
     run_cpu(op, table, p, who, marks.get());
+    if (!marks) dirty.record(p.rows, p.indices);
     mark();
     return table;
   }

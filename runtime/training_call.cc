@@ -274,11 +274,14 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
     return apply_remote(values, &indices);
   }
   // The batch's rows of the variable and of each slot (all of them row
-  // shaped, row-wise Adagrad's [rows] accumulator too) are marked as the
-  // indices are checked, before the write, as a scatter marks them. The
-  // compat.v1 sparse Adam decays m and v of every row and so moves every
-  // row of the variable: it marks everything after the write instead.
+  // shaped, row-wise Adagrad's [rows] accumulator too) are recorded as a
+  // scatter records them: on the host, logged after the kernel's
+  // (synchronous) write; elsewhere marked as the indices are checked,
+  // before the write. The compat.v1 sparse Adam decays m and v of every row
+  // and so moves every row of the variable: it marks everything after the
+  // write instead.
   const bool every_row = op_ == TrainingOp::kAdam;
+  const bool logs_after_write = table_.on_cpu();
   std::deque<DirtyRows::Writing> writing;
   std::vector<DirtyRows::Marks> held;
   std::vector<std::atomic<uint8_t>*> marks;
@@ -288,7 +291,7 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
     held.push_back(dirty.marks(table.shape().rank() > 0 ? table.shape().dim(0) : 0));
     if (held.back()) marks.push_back(held.back().get());  // null: not tracked yet
   };
-  if (!every_row) {
+  if (!every_row && !logs_after_write) {
     hold(var_, table_);
     for (size_t k = 0; k < slots_.size(); ++k) hold(*slots_[k].var, slot_tables_[k]);
   }
@@ -299,6 +302,12 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   if (&values.device() != &device) values = values.to(device);
   if (&indices.device() != &device) indices = indices.to(device);
   if (!run_locked(values, &indices)) return table_;
+  if (logs_after_write && !every_row) {
+    dirty_rows(var_).record(table_.shape().dim(0), indices);
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      dirty_rows(*slots_[k].var).record(slot_tables_[k].shape().dim(0), indices);
+    }
+  }
   for (Variable* v : written()) {
     if (every_row) {
       mark_updated(*v);

@@ -43,6 +43,8 @@ namespace varstate::kernels::cpu {
 // incremental checkpoints), sets marks[indices[i]] for every index, each
 // just before its row is written (in the pass that applies the updates,
 // where the row's own cache miss is waited for); a bad index marks nothing.
+// (A variable's scatter passes them only while its row log is overflowing:
+// runtime/dirty_rows_internal.h.)
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
                 int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,

@@ -1,0 +1,271 @@
+// The log of rows a CPU scatter appends after its write
+// (runtime/dirty_rows_internal.h): folds when it would overflow, the int64
+// log of very tall buffers, and concurrent scatters and takes that lose no
+// row.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "device_fixture.h"
+#include "runtime/dirty_rows_internal.h"
+#include "scatter_test_util.h"
+#include "varstate/scatter.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+using internal::dirty_rows;
+using internal::DirtyRows;
+
+namespace {
+
+using Rows = std::vector<int64_t>;
+
+Rows ascending(const std::set<int64_t>& rows) { return Rows(rows.begin(), rows.end()); }
+
+std::vector<int64_t> random_rows(std::mt19937_64& rng, int64_t rows, int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows log: many scatters between takes fold, losing no row",
+                 "[dirty_rows][dirty_log]") {
+  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  REQUIRE(DirtyRows::log_capacity(kRows) == 5000);
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 1}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  const uint64_t seed = 27;
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  for (const int64_t per_call : {int64_t{300}, int64_t{4999}, int64_t{7000}}) {
+    CAPTURE(per_call);  // 7000: one call larger than the whole log
+    const uint64_t folds = dirty.folds();
+    std::set<int64_t> written;
+    for (int call = 0; call < 20; ++call) {
+      const std::vector<int64_t> ids = random_rows(rng, kRows, per_call);
+      written.insert(ids.begin(), ids.end());
+      scatter_add(v, Tensor::from_vector<int64_t>(ids),
+                  Tensor::zeros(DType::kFloat, {per_call, 1}));
+    }
+    if (per_call < 7000) CHECK(dirty.folds() > folds);  // the log overflowed
+    const DirtyRows::Taken taken = dirty.take(kRows, generation);
+    generation = taken.generation;
+    CHECK_FALSE(taken.all);
+    CHECK(taken.rows == ascending(written));
+    const DirtyRows::Taken again = dirty.take(kRows, generation);
+    generation = again.generation;
+    CHECK(again.rows.empty());
+  }
+}
+
+TEST_CASE("dirty rows log: tall buffers log int64 rows", "[dirty_rows][dirty_log]") {
+  // Rows from 100 up log int64 ids here (2^32 in a variable's DirtyRows).
+  DirtyRows dirty(/*narrow_rows=*/100);
+  constexpr int64_t kRows = 300;
+  // Nothing is logged before the first take.
+  dirty.record(kRows, Tensor::from_vector<int64_t>({5}));
+  DirtyRows::Taken first = dirty.take(kRows, 0);
+  CHECK(first.all);
+  dirty.record(kRows, Tensor::from_vector<int64_t>({299, 3, 150, 3}));
+  dirty.record(kRows, Tensor::from_vector<int32_t>({7, 298}));
+  DirtyRows::Taken second = dirty.take(kRows, first.generation);
+  CHECK_FALSE(second.all);
+  CHECK(second.rows == Rows{3, 7, 150, 298, 299});
+  // Overflow folds (capacity 4096) with the int64 log too.
+  std::set<int64_t> written;
+  std::mt19937_64 rng(3);
+  for (int call = 0; call < 10; ++call) {
+    const std::vector<int64_t> ids = random_rows(rng, kRows, 1000);
+    written.insert(ids.begin(), ids.end());
+    dirty.record(kRows, Tensor::from_vector<int64_t>(ids));
+  }
+  CHECK(dirty.folds() >= 2);
+  CHECK(dirty.take(kRows, second.generation).rows == ascending(written));
+}
+
+TEST_CASE("dirty rows log: a new row count is all dirty and drops the log",
+          "[dirty_rows][dirty_log]") {
+  DirtyRows dirty;
+  uint64_t generation = dirty.take(8, 0).generation;
+  dirty.record(8, Tensor::from_vector<int32_t>({1}));
+  dirty.record(12, Tensor::from_vector<int32_t>({11}));
+  CHECK(dirty.take(12, generation).all);
+}
+
+TEST_CASE_METHOD(FreshGraph, "dirty rows log: concurrent scatters and takes lose no row",
+                 "[dirty_rows][dirty_log]") {
+  constexpr int64_t kRows = 50000;
+  constexpr int kCalls = 200;
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  // Each thread's rows, drawn up front (seeds 1 and 2).
+  std::vector<std::vector<std::vector<int64_t>>> ids(2);
+  std::set<int64_t> written;
+  for (int th = 0; th < 2; ++th) {
+    std::mt19937_64 rng(static_cast<uint64_t>(th + 1));
+    for (int call = 0; call < kCalls; ++call) {
+      ids[static_cast<size_t>(th)].push_back(random_rows(rng, kRows, 1 + call % 97 * 20));
+      written.insert(ids[static_cast<size_t>(th)].back().begin(),
+                     ids[static_cast<size_t>(th)].back().end());
+    }
+  }
+  std::atomic<int> running{2};
+  auto writer = [&](int th) {
+    for (const std::vector<int64_t>& batch : ids[static_cast<size_t>(th)]) {
+      scatter_add(v, Tensor::from_vector<int64_t>(batch),
+                  Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
+    }
+    running.fetch_sub(1);
+  };
+  std::thread a(writer, 0), b(writer, 1);
+  std::set<int64_t> taken_rows;
+  int takes = 0;
+  bool any_all = false;
+  auto take_once = [&] {
+    DirtyRows::Taken t = dirty.take(kRows, generation);
+    generation = t.generation;
+    any_all = any_all || t.all;
+    taken_rows.insert(t.rows.begin(), t.rows.end());
+    ++takes;
+  };
+  while (running.load() > 0) take_once();
+  a.join();
+  b.join();
+  take_once();
+  CAPTURE(takes);
+  CHECK_FALSE(any_all);
+  CHECK(ascending(taken_rows) == ascending(written));
+}
+
+TEST_CASE("dirty rows log: appends of every length and index type keep every row",
+          "[dirty_rows][dirty_log]") {
+  // Lengths around the copy's 4-wide steps, starting at every alignment.
+  DirtyRows dirty;
+  constexpr int64_t kRows = 1000;
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::mt19937_64 rng(11);
+  for (const bool wide : {false, true}) {
+    CAPTURE(wide);
+    std::set<int64_t> written;
+    for (int64_t n = 1; n <= 13; ++n) {
+      const std::vector<int64_t> ids = random_rows(rng, kRows, n);
+      written.insert(ids.begin(), ids.end());
+      if (wide) {
+        dirty.record(kRows, Tensor::from_vector<int64_t>(ids));
+      } else {
+        dirty.record(kRows,
+                     Tensor::from_vector<int32_t>(std::vector<int32_t>(ids.begin(), ids.end())));
+      }
+    }
+    const DirtyRows::Taken taken = dirty.take(kRows, generation);
+    generation = taken.generation;
+    CHECK_FALSE(taken.all);
+    CHECK(taken.rows == ascending(written));
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: after an overflow the kernel marks until the take, then logs",
+                 "[dirty_rows][dirty_log]") {
+  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  const int64_t width = GENERATE(int64_t{1}, int64_t{64});
+  CAPTURE(width);  // 64 floats: 256-byte rows, logged even while overflowing
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, width}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::mt19937_64 rng(41);
+  auto scatter_some = [&](std::set<int64_t>& written) {
+    const std::vector<int64_t> ids = random_rows(rng, kRows, 3000);
+    written.insert(ids.begin(), ids.end());
+    scatter_update(v, Tensor::from_vector<int64_t>(ids),
+                   Tensor::zeros(DType::kFloat, {3000, width}));
+  };
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    std::set<int64_t> written;
+    const uint64_t folds = dirty.folds();
+    scatter_some(written);
+    CHECK(dirty.folds() == folds);  // logged
+    scatter_some(written);
+    CHECK(dirty.folds() == folds + 1);  // overflowed: folded
+    for (int call = 0; call < 5; ++call) scatter_some(written);
+    // Narrow rows were marked by the kernel since: no more folds; wide
+    // ones fold at every call from the second.
+    CHECK(dirty.folds() == (width == 1 ? folds + 1 : folds + 6));
+    const DirtyRows::Taken taken = dirty.take(kRows, generation);
+    generation = taken.generation;
+    CHECK_FALSE(taken.all);
+    CHECK(taken.rows == ascending(written));
+    const DirtyRows::Taken again = dirty.take(kRows, generation);
+    generation = again.generation;
+    CHECK(again.rows.empty());
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: concurrent scatters across overflows and takes lose no row",
+                 "[dirty_rows][dirty_log]") {
+  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  constexpr int kCalls = 300;
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::vector<std::vector<std::vector<int64_t>>> ids(2);
+  std::set<int64_t> written;
+  for (int th = 0; th < 2; ++th) {
+    std::mt19937_64 rng(static_cast<uint64_t>(th + 5));
+    for (int call = 0; call < kCalls; ++call) {
+      ids[static_cast<size_t>(th)].push_back(random_rows(rng, kRows, 1 + call % 13 * 150));
+      written.insert(ids[static_cast<size_t>(th)].back().begin(),
+                     ids[static_cast<size_t>(th)].back().end());
+    }
+  }
+  std::atomic<int> calls_done{0};
+  std::atomic<int> running{2};
+  auto writer = [&](int th) {
+    for (const std::vector<int64_t>& batch : ids[static_cast<size_t>(th)]) {
+      scatter_add(v, Tensor::from_vector<int64_t>(batch),
+                  Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
+      calls_done.fetch_add(1);
+    }
+    running.fetch_sub(1);
+  };
+  std::thread a(writer, 0), b(writer, 1);
+  std::set<int64_t> taken_rows;
+  int takes = 0;
+  bool any_all = false;
+  auto take_once = [&] {
+    DirtyRows::Taken t = dirty.take(kRows, generation);
+    generation = t.generation;
+    any_all = any_all || t.all;
+    taken_rows.insert(t.rows.begin(), t.rows.end());
+    ++takes;
+  };
+  // A take every 12 calls or so: the log overflows (about 11,000 entries)
+  // between most of them, so scatters switch to kernel marks mid-flight.
+  int next = 12;
+  while (running.load() > 0) {
+    if (calls_done.load() >= next) {
+      take_once();
+      next += 12;
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  a.join();
+  b.join();
+  take_once();
+  CAPTURE(takes);
+  CHECK(dirty.folds() > 0);
+  CHECK_FALSE(any_all);
+  CHECK(ascending(taken_rows) == ascending(written));
+}
