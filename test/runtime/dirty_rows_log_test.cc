@@ -33,6 +33,75 @@ std::vector<int64_t> random_rows(std::mt19937_64& rng, int64_t rows, int64_t n) 
   return ids;
 }
 
+// A take returns exactly `written` (and not "all"), and the take after it
+// nothing; `generation` follows them.
+void check_take(DirtyRows& dirty, int64_t rows, uint64_t& generation,
+                const std::set<int64_t>& written) {
+  const DirtyRows::Taken taken = dirty.take(rows, generation);
+  generation = taken.generation;
+  CHECK_FALSE(taken.all);
+  CHECK(taken.rows == ascending(written));
+  const DirtyRows::Taken again = dirty.take(rows, generation);
+  generation = again.generation;
+  CHECK(again.rows.empty());
+}
+
+// Two threads each scatter_add `calls` batches of random rows of the
+// [rows, 2] variable `v` (thread t's batch k has batch_size(k) rows, drawn
+// from seed first_seed + t) while this thread takes the dirty rows whenever
+// take_now(calls done so far) says so, and once more at the end. Checks
+// that the takes, together, return exactly the rows written and never
+// "all".
+template <typename BatchSize, typename TakeNow>
+void check_concurrent_takes(Variable& v, int64_t rows, int calls, uint64_t first_seed,
+                            const BatchSize& batch_size, const TakeNow& take_now) {
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(rows, 0).generation;
+  std::vector<std::vector<Rows>> ids(2);
+  std::set<int64_t> written;
+  for (size_t th = 0; th < 2; ++th) {
+    std::mt19937_64 rng(first_seed + th);
+    for (int call = 0; call < calls; ++call) {
+      ids[th].push_back(random_rows(rng, rows, batch_size(call)));
+      written.insert(ids[th].back().begin(), ids[th].back().end());
+    }
+  }
+  std::atomic<int> calls_done{0};
+  std::atomic<int> running{2};
+  auto writer = [&](size_t th) {
+    for (const Rows& batch : ids[th]) {
+      scatter_add(v, Tensor::from_vector<int64_t>(batch),
+                  Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
+      calls_done.fetch_add(1);
+    }
+    running.fetch_sub(1);
+  };
+  std::thread a(writer, 0), b(writer, 1);
+  std::set<int64_t> taken_rows;
+  int takes = 0;
+  bool any_all = false;
+  auto take_once = [&] {
+    DirtyRows::Taken t = dirty.take(rows, generation);
+    generation = t.generation;
+    any_all = any_all || t.all;
+    taken_rows.insert(t.rows.begin(), t.rows.end());
+    ++takes;
+  };
+  while (running.load() > 0) {
+    if (take_now(calls_done.load())) {
+      take_once();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  a.join();
+  b.join();
+  take_once();
+  CAPTURE(takes);
+  CHECK_FALSE(any_all);
+  CHECK(ascending(taken_rows) == ascending(written));
+}
+
 }  // namespace
 
 TEST_CASE_METHOD(FreshGraph, "dirty rows log: many scatters between takes fold, losing no row",
@@ -56,13 +125,7 @@ TEST_CASE_METHOD(FreshGraph, "dirty rows log: many scatters between takes fold, 
                   Tensor::zeros(DType::kFloat, {per_call, 1}));
     }
     if (per_call < 7000) CHECK(dirty.folds() > folds);  // the log overflowed
-    const DirtyRows::Taken taken = dirty.take(kRows, generation);
-    generation = taken.generation;
-    CHECK_FALSE(taken.all);
-    CHECK(taken.rows == ascending(written));
-    const DirtyRows::Taken again = dirty.take(kRows, generation);
-    generation = again.generation;
-    CHECK(again.rows.empty());
+    check_take(dirty, kRows, generation, written);
   }
 }
 
@@ -103,47 +166,10 @@ TEST_CASE("dirty rows log: a new row count is all dirty and drops the log",
 TEST_CASE_METHOD(FreshGraph, "dirty rows log: concurrent scatters and takes lose no row",
                  "[dirty_rows][dirty_log]") {
   constexpr int64_t kRows = 50000;
-  constexpr int kCalls = 200;
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
-  DirtyRows& dirty = dirty_rows(v);
-  uint64_t generation = dirty.take(kRows, 0).generation;
-  // Each thread's rows, drawn up front (seeds 1 and 2).
-  std::vector<std::vector<std::vector<int64_t>>> ids(2);
-  std::set<int64_t> written;
-  for (int th = 0; th < 2; ++th) {
-    std::mt19937_64 rng(static_cast<uint64_t>(th + 1));
-    for (int call = 0; call < kCalls; ++call) {
-      ids[static_cast<size_t>(th)].push_back(random_rows(rng, kRows, 1 + call % 97 * 20));
-      written.insert(ids[static_cast<size_t>(th)].back().begin(),
-                     ids[static_cast<size_t>(th)].back().end());
-    }
-  }
-  std::atomic<int> running{2};
-  auto writer = [&](int th) {
-    for (const std::vector<int64_t>& batch : ids[static_cast<size_t>(th)]) {
-      scatter_add(v, Tensor::from_vector<int64_t>(batch),
-                  Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
-    }
-    running.fetch_sub(1);
-  };
-  std::thread a(writer, 0), b(writer, 1);
-  std::set<int64_t> taken_rows;
-  int takes = 0;
-  bool any_all = false;
-  auto take_once = [&] {
-    DirtyRows::Taken t = dirty.take(kRows, generation);
-    generation = t.generation;
-    any_all = any_all || t.all;
-    taken_rows.insert(t.rows.begin(), t.rows.end());
-    ++takes;
-  };
-  while (running.load() > 0) take_once();
-  a.join();
-  b.join();
-  take_once();
-  CAPTURE(takes);
-  CHECK_FALSE(any_all);
-  CHECK(ascending(taken_rows) == ascending(written));
+  // Takes as fast as they come.
+  check_concurrent_takes(
+      v, kRows, 200, 1, [](int call) { return 1 + call % 97 * 20; }, [](int) { return true; });
 }
 
 TEST_CASE("dirty rows log: appends of every length and index type keep every row",
@@ -201,13 +227,7 @@ TEST_CASE_METHOD(FreshGraph,
     // Narrow rows were marked by the kernel since: no more folds; wide
     // ones fold at every call from the second.
     CHECK(dirty.folds() == (width == 1 ? folds + 1 : folds + 6));
-    const DirtyRows::Taken taken = dirty.take(kRows, generation);
-    generation = taken.generation;
-    CHECK_FALSE(taken.all);
-    CHECK(taken.rows == ascending(written));
-    const DirtyRows::Taken again = dirty.take(kRows, generation);
-    generation = again.generation;
-    CHECK(again.rows.empty());
+    check_take(dirty, kRows, generation, written);
   }
 }
 
@@ -215,57 +235,16 @@ TEST_CASE_METHOD(FreshGraph,
                  "dirty rows log: concurrent scatters across overflows and takes lose no row",
                  "[dirty_rows][dirty_log]") {
   constexpr int64_t kRows = 20000;  // capacity: 5000 entries
-  constexpr int kCalls = 300;
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
-  DirtyRows& dirty = dirty_rows(v);
-  uint64_t generation = dirty.take(kRows, 0).generation;
-  std::vector<std::vector<std::vector<int64_t>>> ids(2);
-  std::set<int64_t> written;
-  for (int th = 0; th < 2; ++th) {
-    std::mt19937_64 rng(static_cast<uint64_t>(th + 5));
-    for (int call = 0; call < kCalls; ++call) {
-      ids[static_cast<size_t>(th)].push_back(random_rows(rng, kRows, 1 + call % 13 * 150));
-      written.insert(ids[static_cast<size_t>(th)].back().begin(),
-                     ids[static_cast<size_t>(th)].back().end());
-    }
-  }
-  std::atomic<int> calls_done{0};
-  std::atomic<int> running{2};
-  auto writer = [&](int th) {
-    for (const std::vector<int64_t>& batch : ids[static_cast<size_t>(th)]) {
-      scatter_add(v, Tensor::from_vector<int64_t>(batch),
-                  Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
-      calls_done.fetch_add(1);
-    }
-    running.fetch_sub(1);
-  };
-  std::thread a(writer, 0), b(writer, 1);
-  std::set<int64_t> taken_rows;
-  int takes = 0;
-  bool any_all = false;
-  auto take_once = [&] {
-    DirtyRows::Taken t = dirty.take(kRows, generation);
-    generation = t.generation;
-    any_all = any_all || t.all;
-    taken_rows.insert(t.rows.begin(), t.rows.end());
-    ++takes;
-  };
   // A take every 12 calls or so: the log overflows (about 11,000 entries)
   // between most of them, so scatters switch to kernel marks mid-flight.
   int next = 12;
-  while (running.load() > 0) {
-    if (calls_done.load() >= next) {
-      take_once();
-      next += 12;
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  a.join();
-  b.join();
-  take_once();
-  CAPTURE(takes);
-  CHECK(dirty.folds() > 0);
-  CHECK_FALSE(any_all);
-  CHECK(ascending(taken_rows) == ascending(written));
+  check_concurrent_takes(
+      v, kRows, 300, 5, [](int call) { return 1 + call % 13 * 150; },
+      [&next](int calls_done) {
+        if (calls_done < next) return false;
+        next += 12;
+        return true;
+      });
+  CHECK(dirty_rows(v).folds() > 0);
 }
