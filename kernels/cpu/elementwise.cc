@@ -279,8 +279,12 @@ void multiply_add(const MultiplyAddOperand<T>& x, const MultiplyAddOperand<T>& y
                   int64_t rows, int64_t k) {
   if (rows == 0 || k == 0) return;
   std::vector<T> spread1, spread2;
-  const auto [p1, kb1] = as_product(x, y, rows, k, spread1);
-  const auto [p2, kb2] = as_product(z, w, rows, k, spread2);
+  // Named variables, not structured bindings: the lambda below captures
+  // them, which clang before 16 rejects for bindings.
+  const std::pair<Product<T>, OperandKind> first = as_product(x, y, rows, k, spread1);
+  const std::pair<Product<T>, OperandKind> second = as_product(z, w, rows, k, spread2);
+  const Product<T> p1 = first.first, p2 = second.first;
+  const OperandKind kb1 = first.second, kb2 = second.second;
   // Whole rows per range: at most 5 elements touched per output element.
   for_ranges(rows, 1, rows * k * 5 * static_cast<int64_t>(sizeof(T)),
              parallel_thresholds().elementwise_bytes, [&](int64_t first, int64_t last) {
