@@ -128,4 +128,37 @@ void ShardOffer::wait() {
   record_split(paid(true, t1 - start_, std::chrono::steady_clock::now() - t1));
 }
 
+// Shard 1 of a two-shard State is the task, offered to one pool thread;
+// shard 0 is not run through it. A pool thread that starts after close()
+// finds no shard left and does not touch the call record.
+SideTask::SideTask(void (*fn)(void*), void* context) : call_{fn, context} {
+  auto run = [](void* c, int64_t) {
+    const Call& call = *static_cast<const Call*>(c);
+    call.fn(call.context);
+  };
+  state_ = ShardOffer::State::start(2, 1, run, &call_);
+}
+
+SideTask::~SideTask() {
+  if (!closed_) cancel();
+}
+
+bool SideTask::close() {
+  closed_ = true;
+  return state_->next.exchange(2) > 1;
+}
+
+bool SideTask::finish() {
+  if (close()) {
+    state_->wait_for(1);
+    return true;
+  }
+  call_.fn(call_.context);
+  return false;
+}
+
+void SideTask::cancel() {
+  if (close()) state_->wait_for(1);
+}
+
 }  // namespace varstate::kernels::cpu

@@ -101,6 +101,39 @@ class ShardOffer {
   bool waited_ = false;
 };
 
+// A side task: fn(context) offered to a pool thread while the calling
+// thread does other work (the dirty-row marks of a scatter, beside its
+// kernel). Not a split of the caller's work, so it leaves the split
+// statistics of worth_splitting alone. fn must not throw.
+class SideTask {
+ public:
+  SideTask(void (*fn)(void* context), void* context);
+  template <typename Fn>
+  explicit SideTask(Fn& fn) : SideTask([](void* c) { (*static_cast<Fn*>(c))(); }, &fn) {}
+  // cancel(), unless finish() was called.
+  ~SideTask();
+  SideTask(const SideTask&) = delete;
+  SideTask& operator=(const SideTask&) = delete;
+  // Returns once fn has run: on the pool thread that took it (waiting for
+  // it), or else now, on the calling thread. Returns whether a pool thread
+  // ran it.
+  bool finish();
+  // Drops fn if no pool thread has taken it yet, else waits for it.
+  void cancel();
+
+ private:
+  // Whether a pool thread took fn (it may still run); after this, no pool
+  // thread will.
+  bool close();
+  struct Call {
+    void (*fn)(void*);
+    void* context;
+  };
+  Call call_;
+  std::shared_ptr<ShardOffer::State> state_;
+  bool closed_ = false;
+};
+
 // Runs body(first, last) over [0, n) in ranges that start at multiples of
 // `align`: on the calling thread alone unless worth_splitting(work,
 // threshold), else in a few ranges per pool thread through run_shards (more

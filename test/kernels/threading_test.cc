@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/common.h"
@@ -90,6 +92,47 @@ TEST_CASE("a ShardOffer's shards are run by the pool or taken back, never both",
       for (int64_t s = 1; s < shards; ++s) CHECK(runs[s].load() == 1);
     }
   }
+}
+
+TEST_CASE("a SideTask runs once: on the pool, or at finish on the caller", "[threads]") {
+  int by_pool = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::atomic<int> runs{0};
+    std::atomic<bool> on_caller{false};
+    const auto caller = std::this_thread::get_id();
+    auto fn = [&] {
+      runs.fetch_add(1);
+      on_caller.store(std::this_thread::get_id() == caller);
+    };
+    cpu::SideTask task(fn);
+    if (round % 3 == 0) std::this_thread::yield();  // give the pool a chance
+    const bool pool_ran = task.finish();
+    CAPTURE(round, pool_ran);
+    CHECK(runs.load() == 1);  // done when finish returns
+    CHECK(on_caller.load() == !pool_ran);
+    by_pool += pool_ran;
+  }
+  if (cpu::pool_threads() <= 1) CHECK(by_pool == 0);
+}
+
+TEST_CASE("a cancelled SideTask runs at most once, and not after cancel returns", "[threads]") {
+  std::atomic<int> runs{0};
+  int rounds = 0;
+  for (; rounds < 300; ++rounds) {
+    const int before = runs.load();
+    auto fn = [&] { runs.fetch_add(1); };
+    {
+      cpu::SideTask task(fn);
+      if (rounds % 2 == 0) {
+        task.cancel();
+      }  // else the destructor cancels
+    }
+    CHECK(runs.load() - before <= 1);
+  }
+  const int after = runs.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(runs.load() == after);  // no pool thread ran one late
+  CHECK(after <= rounds);
 }
 
 TEST_CASE("worth_splitting needs the threshold and a pool of several threads", "[threads]") {
