@@ -221,12 +221,16 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   t.all = !was_tracking || all_ || rows != rows_ || generation != generation_;
   tracking_ = true;
   resize(rows);
+  // A writer between its marks and the end of its write: the rows stay
+  // marked, so the next take returns them again (whichever of them it was
+  // writing). Read before the marks: a writer that marks a row after the
+  // pass below has read it, and is gone by the end of this take, must still
+  // count as in flight, or its mark would be left unread.
+  const bool in_flight = writing_.load() != 0;
   collect_device_marks();
   collect_byte_marks();
+  if (after_collect_for_testing_) after_collect_for_testing_();
   fold();
-  // A writer between its byte marks and its write: the rows stay marked, so
-  // the next take returns them again (whichever of them it was writing).
-  const bool in_flight = writing_.load() != 0;
   // bytes_ handed out before now were read above, but for a writer still in
   // flight, which may mark after: the next take reads them again.
   bytes_used_ = bytes_used_ && in_flight;

@@ -36,8 +36,9 @@
 //    marks in its index-check kernel, in a byte map on the device that
 //    take() copies to the host and clears, in the device's stream order.
 //    These writers hold a Writing guard from before their marks until
-//    their write is enqueued: a take that overlaps one leaves the rows it
-//    returns marked, for the next delta too.
+//    their write is enqueued: a take that overlaps one (it looks for one
+//    before it reads any mark) leaves the rows it returns marked, for the
+//    next delta too, and reads the marks again then.
 // take() folds the log, the host bytes and the device bytes into a bitmap
 // (a bit per row, owned by the mutex) and reads and clears it.
 //
@@ -55,6 +56,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -129,6 +131,12 @@ class DirtyRows {
   // of `rows` rows, and clears them. Thread-safe.
   Taken take(int64_t rows, uint64_t generation);
 
+  // Called by take(), with the mutex held, right after it has read the byte
+  // marks (tests: a writer that marks and finishes then).
+  void set_after_collect_for_testing(std::function<void()> fn) {
+    after_collect_for_testing_ = std::move(fn);
+  }
+
   // The log's capacity, in entries, for a buffer of `rows` rows.
   static int64_t log_capacity(int64_t rows);
   // How many times the log was folded into the bitmap (by takes and by
@@ -167,6 +175,7 @@ class DirtyRows {
   std::atomic<int> writing_{0};
   Device* device_ = nullptr;
   void* device_bits_ = nullptr;
+  std::function<void()> after_collect_for_testing_;
 };
 
 // The variable's dirty rows (one per variable, for its whole life).

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -247,4 +248,33 @@ TEST_CASE_METHOD(FreshGraph,
         return true;
       });
   CHECK(dirty_rows(v).folds() > 0);
+}
+
+TEST_CASE(
+    "dirty rows: a writer that marks during a take and finishes before it ends is in the "
+    "next take",
+    "[dirty_rows]") {
+  // A writer that marks before its write (a partitioned or GPU scatter)
+  // sets a byte after the take has read the bytes, and leaves before the
+  // take is over: the take must count it as in flight, keep the byte map
+  // in use, and so find the row at the next take.
+  DirtyRows dirty;
+  constexpr int64_t kRows = 64;
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::optional<DirtyRows::Writing> writing(std::in_place, dirty);
+  DirtyRows::Marks marks = dirty.marks(kRows);
+  REQUIRE(marks);
+  marks[3].store(1);
+  dirty.set_after_collect_for_testing([&] {
+    marks[17].store(1);  // after the take read the bytes
+    writing.reset();     // and the write is over before the take is
+  });
+  const DirtyRows::Taken first = dirty.take(kRows, generation);
+  dirty.set_after_collect_for_testing(nullptr);
+  CHECK_FALSE(first.all);
+  CHECK(first.rows == Rows{3});
+  const DirtyRows::Taken second = dirty.take(kRows, first.generation);
+  CHECK_FALSE(second.all);
+  CHECK(second.rows == Rows{3, 17});  // 3 again: it was in flight at the first take
+  CHECK(dirty.take(kRows, second.generation).rows.empty());
 }
