@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "kernels/cpu/parallel.h"
 #include "varstate/device_manager.h"
 
 namespace varstate::internal {
@@ -26,14 +27,33 @@ DirtyRows::~DirtyRows() {
   if (device_bits_ != nullptr) device_->deallocate(device_bits_);
 }
 
+namespace {
+
+// -1: background folds when the pool has a second thread; else 0 or 1.
+std::atomic<int> background_folds_setting{-1};
+
+}  // namespace
+
+bool DirtyRows::background_fold(int64_t capacity) {
+  const int setting = background_folds_setting.load(std::memory_order_relaxed);
+  if (setting >= 0) return setting != 0;
+  return capacity >= kMinBackgroundFold && kernels::cpu::pool_threads() > 1;
+}
+
+void DirtyRows::set_background_folds_for_testing(std::optional<bool> on) {
+  background_folds_setting.store(on.has_value() ? int{*on} : -1);
+}
+
 int64_t DirtyRows::log_capacity(int64_t rows) { return std::max<int64_t>(rows / 4, 4096); }
 
 void DirtyRows::resize(int64_t rows) {
   if (rows == rows_) return;
+  settle();
   bitmap_.assign(static_cast<size_t>((std::max<int64_t>(rows, 0) + 63) / 64), 0);
-  log32_.reset();
-  log64_.reset();
+  log_ = Log{};
+  spare_ = Log{};
   logged_ = 0;
+  spare_logged_ = 0;
   bytes_.reset();  // writers holding the old ones mark nothing we read: all dirty
   bytes_used_ = false;
   overflowed_ = false;
@@ -134,36 +154,67 @@ void copy_narrow(uint32_t* out, const Index* rows, int64_t n) {
 
 }  // namespace
 
-void DirtyRows::fold() {
-  if (logged_ == 0) return;
-  if (log32_) {
-    set_bits(bitmap_.data(), log32_.get(), logged_);
-  } else {
-    set_bits(bitmap_.data(), log64_.get(), logged_);
+void DirtyRows::Log::set_bits_of(uint64_t* bitmap, int64_t n) const {
+  if (narrow) {
+    set_bits(bitmap, narrow.get(), n);
+  } else if (wide) {
+    set_bits(bitmap, wide.get(), n);
   }
+}
+
+void DirtyRows::settle() {
+  if (!folding_) return;
+  folding_->finish();
+  folding_.reset();
+  spare_logged_ = 0;
+}
+
+void DirtyRows::fold_spare(void* self) {
+  auto& rows = *static_cast<DirtyRows*>(self);
+  rows.spare_.set_bits_of(rows.bitmap_.data(), rows.spare_logged_);
+}
+
+void DirtyRows::fold() {
+  settle();
+  if (logged_ == 0) return;
+  log_.set_bits_of(bitmap_.data(), logged_);
   logged_ = 0;
   ++folds_;
 }
 
-// Copies the ids into the log (folding a log they would overflow first); a
-// call larger than the whole log sets its bits directly.
+// Copies the ids into the log. A log they would overflow is first handed
+// to a pool thread to fold, and the spare log (folded by then) takes its
+// place. Without a second pool thread, for a log too short to pay for the
+// hand-off, or for a call larger than the whole log (whose bits are then
+// set here, directly), it is folded here, and narrow rows are marked by the
+// kernel until the next take.
 template <typename Index>
 void DirtyRows::append(const Index* indices, int64_t n) {
   const int64_t capacity = log_capacity(rows_);
   if (logged_ + n > capacity) {
-    fold();
-    overflowed_ = true;  // CPU scatters mark in their kernel until the next take
+    if (n <= capacity && background_fold(capacity)) {
+      settle();  // the previous fold: the spare log and the bitmap are ours again
+      std::swap(log_, spare_);
+      spare_logged_ = logged_;
+      logged_ = 0;
+      folding_.emplace(&DirtyRows::fold_spare, this);
+      ++folds_;
+    } else {
+      fold();
+      overflowed_ = true;  // CPU scatters mark in their kernel until the next take
+    }
   }
   if (n > capacity) {
+    settle();
     set_bits(bitmap_.data(), indices, n);
     return;
   }
   if (rows_ < narrow_rows_) {
-    if (!log32_) log32_.reset(new uint32_t[static_cast<size_t>(capacity)]);
-    copy_narrow(log32_.get() + logged_, indices, n);
+    if (!log_.narrow) log_.narrow.reset(new uint32_t[static_cast<size_t>(capacity)]);
+    copy_narrow(log_.narrow.get() + logged_, indices, n);
   } else {
-    if (!log64_) log64_.reset(new int64_t[static_cast<size_t>(capacity)]);
-    int64_t* out = log64_.get() + logged_;
+    if (!log_.wide) log_.wide.reset(new int64_t[static_cast<size_t>(capacity)]);
+    int64_t* out = log_.wide.get() + logged_;
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(indices[i]);
   }
   logged_ += n;
@@ -211,6 +262,7 @@ void DirtyRows::mark_range(int64_t rows, int64_t begin, int64_t end) {
   std::lock_guard lock(mu_);
   if (!tracking_) return;
   resize(rows);
+  settle();
   for (int64_t r = std::max<int64_t>(begin, 0); r < std::min(end, rows); ++r) set_bit(r);
 }
 
@@ -221,6 +273,7 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   t.all = !was_tracking || all_ || rows != rows_ || generation != generation_;
   tracking_ = true;
   resize(rows);
+  settle();
   // A writer between its marks and the end of its write: the rows stay
   // marked, so the next take returns them again (whichever of them it was
   // writing). Read before the marks: a writer that marks a row after the

@@ -103,10 +103,22 @@ void check_concurrent_takes(Variable& v, int64_t rows, int calls, uint64_t first
   CHECK(ascending(taken_rows) == ascending(written));
 }
 
+// Background folds on or off (DirtyRows::background_fold) while alive.
+class BackgroundFolds {
+ public:
+  explicit BackgroundFolds(bool on) { DirtyRows::set_background_folds_for_testing(on); }
+  ~BackgroundFolds() { DirtyRows::set_background_folds_for_testing(std::nullopt); }
+  BackgroundFolds(const BackgroundFolds&) = delete;
+  BackgroundFolds& operator=(const BackgroundFolds&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE_METHOD(FreshGraph, "dirty rows log: many scatters between takes fold, losing no row",
                  "[dirty_rows][dirty_log]") {
+  const bool background = GENERATE(false, true);
+  CAPTURE(background);
+  BackgroundFolds folds_mode(background);
   constexpr int64_t kRows = 20000;  // capacity: 5000 entries
   REQUIRE(DirtyRows::log_capacity(kRows) == 5000);
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 1}), "v");
@@ -131,6 +143,9 @@ TEST_CASE_METHOD(FreshGraph, "dirty rows log: many scatters between takes fold, 
 }
 
 TEST_CASE("dirty rows log: tall buffers log int64 rows", "[dirty_rows][dirty_log]") {
+  const bool background = GENERATE(false, true);
+  CAPTURE(background);
+  BackgroundFolds folds_mode(background);
   // Rows from 100 up log int64 ids here (2^32 in a variable's DirtyRows).
   DirtyRows dirty(/*narrow_rows=*/100);
   constexpr int64_t kRows = 300;
@@ -203,7 +218,8 @@ TEST_CASE("dirty rows log: appends of every length and index type keep every row
 TEST_CASE_METHOD(FreshGraph,
                  "dirty rows log: after an overflow the kernel marks until the take, then logs",
                  "[dirty_rows][dirty_log]") {
-  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  BackgroundFolds folds_mode(false);  // as without a second pool thread
+  constexpr int64_t kRows = 20000;    // capacity: 5000 entries
   const int64_t width = GENERATE(int64_t{1}, int64_t{64});
   CAPTURE(width);  // 64 floats: 256-byte rows, logged even while overflowing
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, width}), "v");
@@ -235,10 +251,14 @@ TEST_CASE_METHOD(FreshGraph,
 TEST_CASE_METHOD(FreshGraph,
                  "dirty rows log: concurrent scatters across overflows and takes lose no row",
                  "[dirty_rows][dirty_log]") {
+  const bool background = GENERATE(false, true);
+  CAPTURE(background);
+  BackgroundFolds folds_mode(background);
   constexpr int64_t kRows = 20000;  // capacity: 5000 entries
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
   // A take every 12 calls or so: the log overflows (about 11,000 entries)
-  // between most of them, so scatters switch to kernel marks mid-flight.
+  // between most of them, so scatters switch to kernel marks mid-flight, or
+  // (background) hand full logs to a pool thread while others append.
   int next = 12;
   check_concurrent_takes(
       v, kRows, 300, 5, [](int call) { return 1 + call % 13 * 150; },
@@ -248,6 +268,32 @@ TEST_CASE_METHOD(FreshGraph,
         return true;
       });
   CHECK(dirty_rows(v).folds() > 0);
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: with background folds an overflow swaps logs and the kernel "
+                 "never marks",
+                 "[dirty_rows][dirty_log]") {
+  BackgroundFolds folds_mode(true);
+  constexpr int64_t kRows = 20000;  // capacity: 5000 entries
+  Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 1}), "v");
+  DirtyRows& dirty = dirty_rows(v);
+  uint64_t generation = dirty.take(kRows, 0).generation;
+  std::mt19937_64 rng(43);
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    std::set<int64_t> written;
+    const uint64_t folds = dirty.folds();
+    for (int call = 0; call < 9; ++call) {  // 18,000 entries: over three logs' worth
+      const std::vector<int64_t> ids = random_rows(rng, kRows, 2000);
+      written.insert(ids.begin(), ids.end());
+      scatter_update(v, Tensor::from_vector<int64_t>(ids), Tensor::zeros(DType::kFloat, {2000, 1}));
+      // Logging goes on: no switch to the kernel's marks.
+      CHECK(dirty.marks_if_overflowed(kRows, 4) == nullptr);
+    }
+    CHECK(dirty.folds() == folds + 4);  // at calls 3, 5, 7 and 9
+    check_take(dirty, kRows, generation, written);
+  }
 }
 
 TEST_CASE(
