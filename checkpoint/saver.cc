@@ -575,7 +575,7 @@ Tensor read_step(const RestoreStep& step, const CheckpointReader& reader) {
                 device.is_cpu() ? device : DeviceManager::instance().cpu());
     std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
     if (bundle ? bundle->read_into(item.key, dst) : chain->read_into(item.key, dst)) {
-      return device.is_cpu() ? host : host.to(device);
+      return host.on(device);
     }
   }
   if (chain && step.region) {

@@ -95,7 +95,7 @@ Tensor tensor_from_data(const TensorData& data, const TensorShape& shape, Device
     Tensor t(DType::kString, shape);
     auto* out = t.data<std::string>();
     for (size_t i = 0; i < data.strings.size(); ++i) out[i] = data.strings[i];
-    return device.is_cpu() ? t : t.to(device);
+    return t.on(device);
   }
   Tensor t(data.dtype, shape, device);
   if (t.nbytes() == 0) return t;

@@ -61,7 +61,7 @@ Tensor read_verified(const RestoreStep& step, const CheckpointReader& reader) {
     if (const auto* bundle = dynamic_cast<const BundleReader*>(&reader)) {
       Tensor host(item.variable.dtype(), step.shape, DeviceManager::instance().cpu());
       std::span<std::byte> dst(static_cast<std::byte*>(host.raw_data()), host.nbytes());
-      if (bundle->read_into(item.key, dst)) return device.is_cpu() ? host : host.to(device);
+      if (bundle->read_into(item.key, dst)) return host.on(device);
     }
   }
   TensorData data = step.region ? reader.read_slice(item.key, *step.region) : reader.read(item.key);

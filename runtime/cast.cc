@@ -52,7 +52,7 @@ Tensor cast_tensor(const Tensor& t, DType dtype) {
   });
   return out;
 #else
-  return cast_on_cpu(t.to_host(), dtype).to(t.device());
+  return cast_on_cpu(t.to_host(), dtype).on(t.device());
 #endif
 }
 

@@ -60,7 +60,7 @@ Tensor prepare_value(DenseUpdateOp op, const Tensor& target, const Tensor& value
   }
   Tensor v = convert_to_dtype(value, target.dtype(), who);
   if (validate_shape) internal::check_dense_update_shape(who, target.shape(), v.shape(), true);
-  if (&v.device() != &target.device()) v = v.to(target.device());
+  v = v.on(target.device());
   return v;
 }
 

@@ -53,7 +53,7 @@ Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) 
     return out;
   }
 #ifdef VARSTATE_HAVE_CUDA
-  Tensor dev_pos = Tensor::from_vector<int64_t>(positions).to(device);
+  Tensor dev_pos = Tensor::from_vector<int64_t>(positions).on(device);
   DeviceGuard guard(device);
   kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
                                       static_cast<const int64_t*>(dev_pos.raw_data()),
@@ -191,7 +191,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
     if (local[k].empty()) continue;
     Tensor rows =
         remote_rows[k].valid() ? remote_rows[k] : internal::gather_rows(parts[k].value(), local[k]);
-    if (&rows.device() != &target) rows = rows.to(target);
+    rows = rows.on(target);
     const int64_t m = static_cast<int64_t>(local[k].size());
     if (m == n) return rows.reshaped(indices.shape().concatenate(row_shape));  // one part
     strided_slice_assign(by_part, {Slice::range(next, next + m)}, rows, params.name());
@@ -277,7 +277,7 @@ std::vector<GradientAndVariable> gather_gradients(const PartitionedVariable& par
     Tensor values = static_cast<int64_t>(positions.size()) == n
                         ? rows  // every row is in this part: no copy
                         : internal::gather_rows(rows, positions);
-    if (&values.device() != &part.device()) values = values.to(part.device());
+    values = values.on(part.device());
     result.push_back(
         {IndexedSlices(values, routes.local[k], Tensor::from_vector(part.shape().dims())), part});
   }

@@ -51,7 +51,7 @@ IndexedSlices::IndexedSlices(const Tensor& values, const Tensor& indices,
                                  values_.shape().to_string());
     }
   }
-  if (&indices_.device() != &values_.device()) indices_ = indices_.to(values_.device());
+  indices_ = indices_.on(values_.device());
 }
 
 TensorShape IndexedSlices::dense_tensor_shape() const {
@@ -118,7 +118,7 @@ IndexedSlices sparse_mask(const IndexedSlices& a, const Tensor& mask_indices,
   Tensor out_indices = Tensor::from_vector<int64_t>(kept_indices);
   if (a.indices().dtype() == DType::kInt32) out_indices = out_indices.cast(DType::kInt32);
   return IndexedSlices(internal::gather_rows(a.values(), kept_positions),
-                       out_indices.to(a.device()), a.dense_shape(), std::string(name));
+                       out_indices.on(a.device()), a.dense_shape(), std::string(name));
 }
 
 }  // namespace varstate

@@ -121,7 +121,7 @@ Tensor constant_value(const Tensor& value, const TensorShape& shape, DType dtype
     std::fill(dst + m, dst + n, src[m - 1]);
     return 0;
   });
-  return device.is_cpu() ? host : host.to(device);
+  return host.on(device);
 }
 
 std::string lower(std::string s) {

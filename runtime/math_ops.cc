@@ -310,7 +310,7 @@ Tensor binary(BinaryOp op, const Tensor& x_in, const Tensor& y_in) {
   std::vector<int64_t> out_dims;
   const BinaryGeometry g = broadcast(name, x.shape(), y.shape(), out_dims);
   Device& device = x.device();
-  if (&y.device() != &device) y = y.to(device);
+  y = y.on(device);
   const DType out_dtype = kernels::binary_op_is_predicate(op) ? DType::kBool : x.dtype();
   Tensor out(out_dtype, TensorShape(out_dims), device);
   if (g.n == 0) return out;
@@ -493,7 +493,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool tra
     throw TypeError("MatMul: dtype " + name_of(a.dtype()) + " is not supported");
   }
   Device& device = a.device();
-  if (&b.device() != &device) b = b.to(device);
+  b = b.on(device);
   Tensor out(a.dtype(), {m, n}, device);
   if (m * n == 0) return out;
   if (k == 0) {

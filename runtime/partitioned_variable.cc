@@ -135,7 +135,7 @@ Tensor PartitionedVariable::as_tensor(Device& device) const {
   Tensor out(s.dtype, s.shape, device);
   for (size_t i = 0; i < s.parts.size(); ++i) {
     Tensor part = s.parts[i].value();
-    if (&part.device() != &device) part = part.to(device);
+    part = part.on(device);
     strided_slice_assign(out, axis_range(s.axis, s.offsets[i], s.offsets[i + 1]), part, s.name);
   }
   return out;

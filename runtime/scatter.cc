@@ -85,8 +85,8 @@ Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& de
   static_cast<internal::ScatterArgs&>(p) =
       internal::check_scatter_args(op, dtype, shape, indices, updates, who);
   auto move_to_table = [&] {
-    if (&p.indices.device() != &device) p.indices = p.indices.to(device);
-    if (&p.updates.device() != &device) p.updates = p.updates.to(device);
+    p.indices = p.indices.on(device);
+    p.updates = p.updates.on(device);
   };
   // A table on the host: the CPU kernel trusts its operands, so they are
   // brought there first, to be checked there wherever they came from.

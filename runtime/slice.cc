@@ -246,7 +246,7 @@ void strided_slice_assign(Tensor& target, const std::vector<SliceSpec>& specs, c
                                " (assignments do not broadcast)");
   }
   const StridedCopy c = make_copy(who, target.shape(), s, /*sliced_is_src=*/false);
-  if (&v.device() != &target.device()) v = v.to(target.device());
+  v = v.on(target.device());
   run_copy(target.dtype(), target.device(), v.raw_data(), target.raw_data(), c);
 }
 

@@ -123,9 +123,11 @@ Tensor Tensor::to(Device& target) const {
   return out;
 }
 
-Tensor Tensor::to_host() const {
-  if (!valid() || on_cpu()) return *this;
-  return to(DeviceManager::instance().cpu());
+Tensor Tensor::to_host() const { return on(DeviceManager::instance().cpu()); }
+
+Tensor Tensor::on(Device& target) const {
+  if (!valid() || &device() == &target) return *this;
+  return to(target);
 }
 
 Tensor Tensor::reshaped(const TensorShape& shape) const {
@@ -155,7 +157,7 @@ Tensor Tensor::filled(DType dtype, const TensorShape& shape, const Tensor& value
     for (int64_t i = 0; i < host.num_elements(); ++i) out[i] = v;
     return 0;
   });
-  return device.is_cpu() ? host : host.to(device);
+  return host.on(device);
 }
 
 Tensor convert_to_dtype(const Tensor& t, DType dtype, std::string_view what) {

@@ -260,7 +260,7 @@ double TrainingCall::scalar(const Tensor& t, std::string_view what) const {
 Tensor TrainingCall::apply_dense(const Tensor& grad) {
   Tensor g = checked_dense_gradient(grad, var_, who_);
   if (remote_) return apply_remote(g.to_host(), nullptr);
-  if (&g.device() != &table_.device()) g = g.to(table_.device());
+  g = g.on(table_.device());
   run_locked(g, nullptr);
   for (Variable* v : written()) mark_updated(*v);
   return table_;
@@ -299,8 +299,8 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   Tensor values = converted(grad.values(), var_.dtype(), "grad.values", who_);
   Tensor indices = grad.indices();
   Device& device = table_.device();
-  if (&values.device() != &device) values = values.to(device);
-  if (&indices.device() != &device) indices = indices.to(device);
+  values = values.on(device);
+  indices = indices.on(device);
   if (!run_locked(values, &indices)) return table_;
   if (logs_after_write && !every_row) {
     dirty_rows(var_).record(table_.shape().dim(0), indices);

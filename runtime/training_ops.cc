@@ -120,7 +120,7 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   internal::check_sparse_gradient(delta, var, call.who());
   Device& device = var.device();
   Tensor values = delta.values().cast(var.dtype());
-  if (&values.device() != &device) values = values.to(device);
+  values = values.on(device);
   const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);

@@ -595,7 +595,7 @@ Tensor Variable::run_initial_value(bool keep) const {
     throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned shape " +
                      v.shape().to_string() + ", expected " + s.shape.to_string());
   }
-  if (&v.device() != s.device) v = v.to(*s.device);
+  v = v.on(*s.device);
   v = v.strongly_typed();
   if (keep) s.pending = v;
   return v;

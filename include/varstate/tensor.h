@@ -107,6 +107,8 @@ class Tensor {
   Tensor to(Device& device) const;
   // This tensor if it is on the CPU, else a copy there (waits for the GPU).
   Tensor to_host() const;
+  // This tensor if it is on `device` (the same buffer), else a copy there.
+  Tensor on(Device& device) const;
   Tensor clone() const { return to(device()); }
   // The same buffer seen with another shape of the same element count;
   // throws InvalidArgumentError otherwise.

@@ -92,6 +92,18 @@ TEST_CASE("tensor handles share buffers; clone copies", "[tensor]") {
   CHECK_THROWS_AS(a.reshaped({3}), InvalidArgumentError);
 }
 
+TEST_CASE("on(device) shares the buffer on that device; to(device) always copies", "[tensor]") {
+  Device& cpu = DeviceManager::instance().cpu();
+  Tensor a({1.f, 2.f});
+  const Tensor same = a.on(cpu);
+  CHECK(same.shares_buffer_with(a));
+  const Tensor copy = a.to(cpu);
+  CHECK_FALSE(copy.shares_buffer_with(a));
+  CHECK(copy.to_vector<float>() == a.to_vector<float>());
+  CHECK(a.to_host().shares_buffer_with(a));
+  CHECK_FALSE(Tensor().on(cpu).valid());  // an empty handle stays empty
+}
+
 TEST_CASE("tensors print like NumPy", "[tensor]") {
   CHECK(Tensor({{1.f, 2.f}, {3.f, 4.f}}).to_string() == "[[1. 2.]\n [3. 4.]]");
   CHECK(Tensor({1, 22, 3}).to_string() == "[ 1 22  3]");

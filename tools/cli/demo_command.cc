@@ -310,7 +310,7 @@ class Predictor {
     }
     const TensorShape column{static_cast<int64_t>(count), 1};
     return {Tensor::from_vector(user_ids_), Tensor::from_vector(item_ids_),
-            Tensor::from_vector(ratings_, column).to(device_)};
+            Tensor::from_vector(ratings_, column).on(device_)};
   }
 
   // tf.gather of each table's rows, then
@@ -348,7 +348,7 @@ class TrainStep {
  public:
   TrainStep(const DemoOptions& o, const Model& m)
       : predictor_(m, o.rank),
-        l2_(Tensor(static_cast<float>(o.l2)).to(predictor_.device())),
+        l2_(Tensor(static_cast<float>(o.l2)).on(predictor_.device())),
         squared_error_(Tensor::zeros(DType::kFloat, TensorShape{1, 1}, predictor_.device())) {}
 
   // Trains on the ratings of `train` at positions[0..count).
