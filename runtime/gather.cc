@@ -29,7 +29,7 @@ std::vector<int64_t> host_indices(const Tensor& t) {
   return t.to_vector<int64_t>();
 }
 
-Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) {
+Tensor gather_rows(const Tensor& values, std::span<const int64_t> positions) {
   TensorShape shape =
       TensorShape({static_cast<int64_t>(positions.size())}).concatenate(values.shape().tail(1));
   Device& device = values.device();
@@ -53,7 +53,9 @@ Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions) 
     return out;
   }
 #ifdef VARSTATE_HAVE_CUDA
-  Tensor dev_pos = Tensor::from_vector<int64_t>(positions).on(device);
+  Tensor dev_pos =
+      Tensor::from_vector<int64_t>(std::vector<int64_t>(positions.begin(), positions.end()))
+          .on(device);
   DeviceGuard guard(device);
   kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
                                       static_cast<const int64_t*>(dev_pos.raw_data()),
@@ -91,22 +93,24 @@ void check_params_rank(const TensorShape& shape, const std::string& who) {
 
 // positions' rows of `params`, shaped indices.shape + params.shape[1:].
 Tensor gather_checked(const Tensor& params, const TensorShape& index_shape,
-                      const std::vector<int64_t>& positions) {
+                      std::span<const int64_t> positions) {
   return internal::gather_rows(params, positions)
       .reshaped(index_shape.concatenate(params.shape().tail(1)));
 }
 
-// The rows `local[k]` of each part k held by another task, fetched in one
-// batched exchange per owning task (an invalid tensor for the other parts).
+// The rows `local[k]` (host int64) of each part k held by another task,
+// fetched in one batched exchange per owning task (an invalid tensor for
+// the other parts).
 std::vector<Tensor> gather_remote_parts(const std::vector<Variable>& parts,
-                                        const std::vector<std::vector<int64_t>>& local) {
+                                        const std::vector<Tensor>& local) {
   std::vector<Tensor> out(parts.size());
   std::vector<internal::RemotePart> batch;
   std::vector<size_t> which;
   for (size_t k = 0; k < parts.size(); ++k) {
     internal::RemoteStorage* remote = internal::remote_storage(parts[k]);
-    if (remote == nullptr || local[k].empty()) continue;
-    batch.push_back({remote, local[k], Tensor()});
+    if (remote == nullptr || local[k].num_elements() == 0) continue;
+    const int64_t* rows = local[k].data<int64_t>();
+    batch.push_back({remote, std::vector<int64_t>(rows, rows + local[k].num_elements()), Tensor()});
     which.push_back(k);
   }
   if (batch.empty()) return out;
@@ -175,69 +179,29 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   }
   // Route each index to the part holding its row; each part gathers its own
   // rows on its device, and only those rows travel to the target.
-  std::vector<std::vector<int64_t>> local(num_parts), positions(num_parts);
-  for (size_t i = 0; i < idx.size(); ++i) {
-    const internal::PartRow at = internal::locate_row(offsets, idx[i]);
-    local[at.part].push_back(at.local);
-    positions[at.part].push_back(static_cast<int64_t>(i));
-  }
-  const std::vector<Tensor> remote_rows = gather_remote_parts(parts, local);
+  const internal::PartRoutes routes = internal::route_rows(offsets, idx);
+  const std::vector<Tensor> remote_rows = gather_remote_parts(parts, routes.local);
   // The parts' rows one after another (part order) on the target, then put
   // back in index order by one more gather.
   Tensor by_part(params.dtype(), TensorShape({n}).concatenate(row_shape), target);
   std::vector<int64_t> order(idx.size());
   int64_t next = 0;
   for (size_t k = 0; k < num_parts; ++k) {
-    if (local[k].empty()) continue;
-    Tensor rows =
-        remote_rows[k].valid() ? remote_rows[k] : internal::gather_rows(parts[k].value(), local[k]);
+    const Tensor& local = routes.local[k];
+    const int64_t m = local.num_elements();
+    if (m == 0) continue;
+    Tensor rows = remote_rows[k].valid()
+                      ? remote_rows[k]
+                      : internal::gather_rows(parts[k].value(),
+                                              {local.data<int64_t>(), static_cast<size_t>(m)});
     rows = rows.on(target);
-    const int64_t m = static_cast<int64_t>(local[k].size());
     if (m == n) return rows.reshaped(indices.shape().concatenate(row_shape));  // one part
     strided_slice_assign(by_part, {Slice::range(next, next + m)}, rows, params.name());
-    for (int64_t j = 0; j < m; ++j) order[static_cast<size_t>(positions[k][j])] = next + j;
+    for (int64_t j = 0; j < m; ++j) order[static_cast<size_t>(routes.positions[k][j])] = next + j;
     next += m;
   }
   return gather_checked(by_part, indices.shape(), order);
 }
-
-namespace {
-
-// The rows of each part named by `idx` (whole-table rows, checked): for
-// part k, the positions in idx that hold its rows, in index order, and
-// those rows re-based to the part (an int64 tensor on the host). Counted
-// first, so that each list is allocated once and filled without branching
-// on the part.
-struct PartRoutes {
-  std::vector<std::vector<int64_t>> positions;
-  std::vector<Tensor> local;
-};
-
-PartRoutes route_rows(const std::vector<int64_t>& offsets, const std::vector<int64_t>& idx) {
-  const size_t num_parts = offsets.size() - 1;
-  std::vector<uint32_t> part_of(idx.size());
-  std::vector<int64_t> count(num_parts, 0);
-  for (size_t i = 0; i < idx.size(); ++i) {
-    part_of[i] = static_cast<uint32_t>(internal::locate_row(offsets, idx[i]).part);
-    ++count[part_of[i]];
-  }
-  PartRoutes r{std::vector<std::vector<int64_t>>(num_parts), {}};
-  std::vector<int64_t*> positions(num_parts), local(num_parts);
-  for (size_t k = 0; k < num_parts; ++k) {
-    r.positions[k].resize(static_cast<size_t>(count[k]));
-    r.local.emplace_back(DType::kInt64, TensorShape{count[k]});
-    positions[k] = r.positions[k].data();
-    local[k] = r.local[k].data<int64_t>();
-  }
-  for (size_t i = 0; i < idx.size(); ++i) {
-    const uint32_t k = part_of[i];
-    *local[k]++ = idx[i] - offsets[k];
-    *positions[k]++ = static_cast<int64_t>(i);
-  }
-  return r;
-}
-
-}  // namespace
 
 std::vector<GradientAndVariable> gather_gradients(const PartitionedVariable& params,
                                                   const Tensor& indices, const Tensor& grads,
@@ -268,7 +232,7 @@ std::vector<GradientAndVariable> gather_gradients(const PartitionedVariable& par
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
   const int64_t n = static_cast<int64_t>(idx.size());
   const Tensor rows = grads.reshaped(TensorShape({n}).concatenate(row_shape));
-  const PartRoutes routes = route_rows(params.offsets(), idx);
+  const internal::PartRoutes routes = internal::route_rows(params.offsets(), idx);
   std::vector<GradientAndVariable> result;
   result.reserve(parts.size());
   for (size_t k = 0; k < parts.size(); ++k) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "varstate/tensor.h"
@@ -17,6 +18,6 @@ std::vector<int64_t> host_indices(const Tensor& t);
 
 // Rows `positions` (host values, each in [0, values.shape()[0])) of
 // `values` (rank >= 1), gathered into a new tensor on values' device.
-Tensor gather_rows(const Tensor& values, const std::vector<int64_t>& positions);
+Tensor gather_rows(const Tensor& values, std::span<const int64_t> positions);
 
 }  // namespace varstate::internal

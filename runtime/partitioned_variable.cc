@@ -19,6 +19,34 @@
 
 namespace varstate {
 
+namespace internal {
+
+PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t> idx) {
+  const size_t num_parts = offsets.size() - 1;
+  std::vector<uint32_t> part_of(idx.size());
+  std::vector<int64_t> count(num_parts, 0);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    part_of[i] = static_cast<uint32_t>(locate_row(offsets, idx[i]).part);
+    ++count[part_of[i]];
+  }
+  PartRoutes r{std::vector<std::vector<int64_t>>(num_parts), {}};
+  std::vector<int64_t*> positions(num_parts), local(num_parts);
+  for (size_t k = 0; k < num_parts; ++k) {
+    r.positions[k].resize(static_cast<size_t>(count[k]));
+    r.local.emplace_back(DType::kInt64, TensorShape{count[k]});
+    positions[k] = r.positions[k].data();
+    local[k] = r.local[k].data<int64_t>();
+  }
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const uint32_t k = part_of[i];
+    *local[k]++ = idx[i] - offsets[k];
+    *positions[k]++ = static_cast<int64_t>(i);
+  }
+  return r;
+}
+
+}  // namespace internal
+
 struct PartitionedVariable::State {
   std::string name;
   TensorShape shape;
@@ -245,16 +273,8 @@ bool all_local_cpu(const std::vector<Variable>& parts) {
 void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<const int64_t> idx,
                     const internal::ScatterArgs& args, const UpdateOptions& options) {
   const std::vector<Variable>& parts = var.variables();
-  // Route: part k holds rows [offsets[k], offsets[k+1]), whatever the sizes.
-  std::vector<std::vector<int64_t>> part_rows(parts.size());
-  std::vector<std::vector<int64_t>> positions(parts.size());
-  for (auto& v : part_rows) v.reserve(idx.size() / parts.size() + 16);
-  for (auto& v : positions) v.reserve(idx.size() / parts.size() + 16);
-  for (size_t p = 0; p < idx.size(); ++p) {
-    const internal::PartRow at = internal::locate_row(var.offsets(), idx[p]);
-    part_rows[at.part].push_back(at.local);
-    positions[at.part].push_back(static_cast<int64_t>(p));
-  }
+  // Part k holds rows [offsets[k], offsets[k+1]), whatever the sizes.
+  const internal::PartRoutes routes = internal::route_rows(var.offsets(), idx);
   const int64_t n = args.n;
   const Tensor& upd = args.updates;
   Tensor flat_updates =
@@ -262,22 +282,26 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
   // Parts on other tasks go in one batch: one exchange per owning task.
   std::vector<internal::RemotePart> remote;
   for (size_t k = 0; k < parts.size(); ++k) {
-    if (part_rows[k].empty()) continue;
+    const Tensor& local = routes.local[k];
+    if (local.num_elements() == 0) continue;
+    const std::vector<int64_t>& positions = routes.positions[k];
     Tensor part_updates;
     if (args.updates_scalar) {
       part_updates = upd;
-    } else if (static_cast<int64_t>(positions[k].size()) == n) {
+    } else if (static_cast<int64_t>(positions.size()) == n) {
       part_updates = flat_updates;  // every index is in this part: no copy
     } else {
-      part_updates = internal::gather_rows(flat_updates, positions[k]);
+      part_updates = internal::gather_rows(flat_updates, positions);
     }
     if (internal::RemoteStorage* storage = internal::remote_storage(parts[k])) {
-      remote.push_back({storage, std::move(part_rows[k]), part_updates.to_host()});
+      const int64_t* rows = local.data<int64_t>();
+      remote.push_back({storage, std::vector<int64_t>(rows, rows + local.num_elements()),
+                        part_updates.to_host()});
       continue;
     }
     Variable part = parts[k];
-    internal::scatter_into(op, part, Tensor::from_vector<int64_t>(part_rows[k]), part_updates,
-                           options, internal::scatter_subject(op, options.name, part.op_name()));
+    internal::scatter_into(op, part, local, part_updates, options,
+                           internal::scatter_subject(op, options.name, part.op_name()));
   }
   if (!remote.empty() && args.row_width > 0) {
     remote[0].storage->scatter_parts(op, remote, args.updates_scalar);

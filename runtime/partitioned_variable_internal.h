@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
+
+#include "varstate/tensor.h"
 
 namespace varstate::internal {
 
@@ -35,5 +38,16 @@ inline PartRow locate_row(std::span<const int64_t> offsets, int64_t row) {
   }
   return {part, row - offsets[part]};
 }
+
+// Indices split by the part holding their rows: for each part k, the
+// positions in `idx` of its rows (ascending) and those rows re-based to the
+// part (an int64 tensor on the host, of the same length). `idx` holds rows
+// of the whole variable, checked. Counted first, so that each list is
+// allocated once and filled without branching on the part.
+struct PartRoutes {
+  std::vector<std::vector<int64_t>> positions;
+  std::vector<Tensor> local;
+};
+PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t> idx);
 
 }  // namespace varstate::internal
