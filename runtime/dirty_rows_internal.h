@@ -28,11 +28,11 @@
 //    that touches them first waits for it, or runs it if no pool thread has
 //    started it (settle). Without a second pool thread (background_fold),
 //    for a log shorter than kMinBackgroundFold entries, or for a call
-//    larger than the whole log, the log is folded in place,
-//    under the lock, and from then until the next take a CPU scatter of
-//    rows narrower than kLoggedRowBytes marks before its write instead
-//    (marks_if_overflowed, below), which then switches back to logging: a
-//    fold costs more per row than the kernel's mark. An append in either
+//    larger than the whole log, the log is folded in place, under the lock,
+//    and from then until the next take a CPU scatter of rows narrower than
+//    kLoggedRowBytes marks before its write instead (marks_if_overflowed,
+//    below); the take switches it back to logging: a fold on the scatter's
+//    thread costs more per row than the kernel's mark. An append in either
 //    mode is still ordered with the take by the mutex, and a kernel marking
 //    across a take holds a Writing guard, so a switch loses no row.
 //  - Set directly under the mutex (mark_range, mark_all).
