@@ -1,8 +1,13 @@
 #include "checkpoint/crc32c.h"
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdio>
 #include <cstring>
+#include <string>
+
+#include "varstate/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define VARSTATE_CRC32C_X86 1
@@ -54,30 +59,48 @@ uint32_t update_portable(uint32_t c, const uint8_t* p, size_t n) {
   return c;
 }
 
-#if VARSTATE_CRC32C_X86
+// Polynomials modulo kPolynomial in the reflected bit order of the CRC
+// register: bit 31 is the coefficient of x^0, bit 0 that of x^31.
+constexpr uint32_t kOne = 0x80000000u;
+
+// a * b mod P.
+uint32_t multiply_mod(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = kOne; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPolynomial : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(8 * n) mod P, by squaring.
+uint32_t x_to_8n(uint64_t n) {
+  uint32_t result = kOne;
+  uint32_t power = kOne >> 8;  // x^8
+  for (; n != 0; n >>= 1) {
+    if (n & 1) result = multiply_mod(result, power);
+    power = multiply_mod(power, power);
+  }
+  return result;
+}
 
 // Multiplying the register by x^(8n) -- appending n zero bytes -- is linear
 // in the register's bits, so it is a lookup per register byte in a table
 // built from the images of the 32 unit vectors. This is what lets three
 // independent crc32 streams, which hide the instruction's 3-cycle latency,
-// be joined into one checksum.
+// be joined into one checksum, and what lets RecordPatch jump over the
+// records a patch leaves alone.
 struct ShiftTable {
   std::array<std::array<uint32_t, 256>, 4> t;
 
-  explicit ShiftTable(size_t zero_bytes) {
+  // Multiplication by `power` (x^(8n) mod P for a shift by n bytes).
+  explicit ShiftTable(uint32_t power) {
     std::array<uint32_t, 32> unit{};
-    for (int bit = 0; bit < 32; ++bit) {
-      uint32_t c = uint32_t{1} << bit;
-      for (size_t i = 0; i < zero_bytes; ++i) c = (c >> 8) ^ kTable[0][c & 0xff];
-      unit[bit] = c;
-    }
+    for (int bit = 0; bit < 32; ++bit) unit[bit] = multiply_mod(uint32_t{1} << bit, power);
     for (int k = 0; k < 4; ++k) {
-      for (int b = 0; b < 256; ++b) {
-        uint32_t v = 0;
-        for (int j = 0; j < 8; ++j) {
-          if (b & (1 << j)) v ^= unit[8 * k + j];
-        }
-        t[k][b] = v;
+      t[k][0] = 0;
+      for (int b = 1; b < 256; ++b) {  // b's image: that of b without its lowest bit, and the bit's
+        t[k][b] = t[k][b & (b - 1)] ^ unit[8 * k + std::countr_zero(static_cast<unsigned>(b))];
       }
     }
   }
@@ -87,15 +110,17 @@ struct ShiftTable {
   }
 };
 
+#if VARSTATE_CRC32C_X86
+
 constexpr size_t kLongBlock = 8192;
 constexpr size_t kShortBlock = 256;
 
 const ShiftTable& long_shift() {
-  static const ShiftTable table(kLongBlock);
+  static const ShiftTable table(x_to_8n(kLongBlock));
   return table;
 }
 const ShiftTable& short_shift() {
-  static const ShiftTable table(kShortBlock);
+  static const ShiftTable table(x_to_8n(kShortBlock));
   return table;
 }
 
@@ -169,31 +194,6 @@ UpdateFn update_fn() {
   return fn;
 }
 
-// Polynomials modulo kPolynomial in the reflected bit order of the CRC
-// register: bit 31 is the coefficient of x^0, bit 0 that of x^31.
-constexpr uint32_t kOne = 0x80000000u;
-
-// a * b mod P.
-uint32_t multiply_mod(uint32_t a, uint32_t b) {
-  uint32_t product = 0;
-  for (uint32_t bit = kOne; bit != 0; bit >>= 1) {
-    if (a & bit) product ^= b;
-    b = (b & 1) ? (b >> 1) ^ kPolynomial : b >> 1;  // b *= x
-  }
-  return product;
-}
-
-// x^(8 * n) mod P, by squaring.
-uint32_t x_to_8n(uint64_t n) {
-  uint32_t result = kOne;
-  uint32_t power = kOne >> 8;  // x^8
-  for (; n != 0; n >>= 1) {
-    if (n & 1) result = multiply_mod(result, power);
-    power = multiply_mod(power, power);
-  }
-  return result;
-}
-
 }  // namespace
 
 uint32_t combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
@@ -209,6 +209,80 @@ uint32_t extend_portable(uint32_t crc, const void* data, size_t n) {
 }
 
 bool hardware_accelerated() { return update_fn() != update_portable; }
+
+struct RecordPatch::Jump : ShiftTable {
+  explicit Jump(uint32_t p) : ShiftTable(p), power(p) {}
+  uint32_t power;  // x^(8 record_bytes 2^j) mod P
+};
+
+RecordPatch::RecordPatch(uint64_t record_bytes, uint64_t records)
+    : record_bytes_(record_bytes), records_(records) {}
+
+RecordPatch::~RecordPatch() = default;
+
+void RecordPatch::add(uint64_t index, uint64_t offset, const void* before, const void* after,
+                      size_t n) {
+  if (index >= records_ || offset > record_bytes_ || n > record_bytes_ - offset ||
+      (open_ && (index < index_ || (index == index_ && offset < seen_))) ||
+      (!open_ && index < done_)) {
+    std::string last = "none";
+    if (open_) {
+      last = "record " + std::to_string(index_) + " up to byte " + std::to_string(seen_);
+    } else if (done_ > 0) {
+      last = "record " + std::to_string(done_ - 1);
+    }
+    throw InvalidArgumentError(
+        "crc32c::RecordPatch::add: bytes [" + std::to_string(offset) + ", " +
+        std::to_string(offset + n) + ") of record " + std::to_string(index) + ", in " +
+        std::to_string(records_) + " records of " + std::to_string(record_bytes_) +
+        " bytes, records and their bytes in increasing order (last: " + last + ")");
+  }
+  if (open_ && index != index_) fold();
+  if (!open_) {
+    open_ = true;
+    index_ = index;
+    seen_ = 0;
+    record_reg_ = 0;
+  }
+  if (offset > seen_) record_reg_ = multiply_mod(record_reg_, x_to_8n(offset - seen_));
+  const auto* b = static_cast<const uint8_t*>(before);
+  const auto* a = static_cast<const uint8_t*>(after);
+  uint8_t diff[256];
+  for (size_t done = 0; done < n;) {
+    const size_t k = std::min(sizeof diff, n - done);
+    for (size_t i = 0; i < k; ++i) diff[i] = b[done + i] ^ a[done + i];
+    record_reg_ = update_fn()(record_reg_, diff, k);
+    done += k;
+  }
+  seen_ = offset + n;
+}
+
+uint32_t RecordPatch::jump(uint32_t reg, uint64_t records) {
+  for (size_t j = 0; records != 0; ++j, records >>= 1) {
+    if (j == jumps_.size()) {
+      const uint32_t power = j == 0 ? x_to_8n(record_bytes_)  // else the last one's, squared
+                                    : multiply_mod(jumps_.back().power, jumps_.back().power);
+      jumps_.emplace_back(power);
+    }
+    if (records & 1) reg = jumps_[j].shift(reg);
+  }
+  return reg;
+}
+
+void RecordPatch::fold() {
+  if (seen_ < record_bytes_)
+    record_reg_ = multiply_mod(record_reg_, x_to_8n(record_bytes_ - seen_));
+  reg_ = jump(reg_, index_ + 1 - done_) ^ record_reg_;
+  done_ = index_ + 1;
+  open_ = false;
+}
+
+uint32_t RecordPatch::apply(uint32_t crc_before) {
+  if (open_) fold();
+  reg_ = jump(reg_, records_ - done_);
+  done_ = records_;
+  return crc_before ^ reg_;
+}
 
 std::string hex(uint32_t crc) {
   char buf[11];

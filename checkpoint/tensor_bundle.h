@@ -93,6 +93,13 @@ class BundleWriter {
   void begin_tensor(std::string_view name, DType dtype, std::vector<int64_t> shape);
   void append_tensor_bytes(std::span<const std::byte> bytes);
   void end_tensor();
+  // For a caller that knows the CRC-32C of what it streams (compaction
+  // derives it from the base's, crc32c::RecordPatch): appends written
+  // without a checksum pass, then end_tensor(crc32c) stores the caller's.
+  // A stream's appends are all checksummed or all not
+  // (FailedPreconditionError otherwise).
+  void append_unchecksummed_tensor_bytes(std::span<const std::byte> bytes);
+  void end_tensor(uint32_t crc32c);
 
   // Syncs and renames the data file, then writes the index atomically.
   void finish();
@@ -107,6 +114,9 @@ class BundleWriter {
   void check_new_key(const std::string& key) const;
   void write_tensor(const std::string& key, const TensorView& tensor);
   void write_bytes(const void* data, size_t n);
+  void append_streamed(std::span<const std::byte> bytes, bool checksum_here);
+  void end_streamed(std::optional<uint32_t> given_crc32c);
+  std::string streamed_what() const;  // "writing <streamed tensor> to checkpoint <prefix>"
   void start_entry(const std::string& key, DType dtype, std::vector<int64_t> shape);
   void pad_to_alignment();
   void abandon() noexcept;
@@ -160,6 +170,9 @@ class BundleReader : public CheckpointReader {
   std::optional<TensorInfo> find(std::string_view name) const override;
 
   int num_shards() const { return num_shards_; }
+  // Whether the bundle was written on a host of the other endianness: its
+  // values are byte-swapped after their checksums are checked.
+  bool byte_swapped() const { return byte_swap_; }
 
   // Reads the fixed-width tensor `name`, stored whole, straight into `dst`
   // (which must hold exactly its bytes), checking its CRC32C: the restore

@@ -43,6 +43,11 @@ struct BundleWriter::Streaming {
   uint64_t expected = 0;
   uint64_t written = 0;
   uint32_t crc = 0;
+  enum class Checksum {
+    kNotYet,
+    kHere,
+    kByCaller
+  } checksum = Checksum::kNotYet;
 };
 
 BundleWriter::BundleWriter(std::string prefix, BundleWriterOptions options)
@@ -246,29 +251,57 @@ void BundleWriter::begin_tensor(std::string_view name, DType dtype, std::vector<
 }
 
 void BundleWriter::append_tensor_bytes(std::span<const std::byte> bytes) {
-  check_usable("append_tensor_bytes");
-  if (!streaming_) throw FailedPreconditionError("append_tensor_bytes: no streamed tensor is open");
-  if (bytes.size() > streaming_->expected - streaming_->written) {
-    throw InvalidArgumentError("writing " + quoted(streaming_->key) + " to checkpoint " +
-                               quoted(prefix_) + ": more bytes than its shape holds (" +
-                               std::to_string(streaming_->expected) + ")");
-  }
-  streaming_->crc = crc32c::extend(streaming_->crc, bytes.data(), bytes.size());
-  write_bytes(bytes.data(), bytes.size());
-  streaming_->written += bytes.size();
+  append_streamed(bytes, true);
 }
 
-void BundleWriter::end_tensor() {
+void BundleWriter::append_unchecksummed_tensor_bytes(std::span<const std::byte> bytes) {
+  append_streamed(bytes, false);
+}
+
+void BundleWriter::append_streamed(std::span<const std::byte> bytes, bool checksum_here) {
+  check_usable("append_tensor_bytes");
+  if (!streaming_) throw FailedPreconditionError("append_tensor_bytes: no streamed tensor is open");
+  Streaming& s = *streaming_;
+  const auto mode = checksum_here ? Streaming::Checksum::kHere : Streaming::Checksum::kByCaller;
+  if (s.checksum != Streaming::Checksum::kNotYet && s.checksum != mode) {
+    throw FailedPreconditionError(streamed_what() +
+                                  ": checksummed and unchecksummed appends mixed");
+  }
+  if (bytes.size() > s.expected - s.written) {
+    throw InvalidArgumentError(streamed_what() + ": more bytes than its shape holds (" +
+                               std::to_string(s.expected) + ")");
+  }
+  s.checksum = mode;
+  if (checksum_here) s.crc = crc32c::extend(s.crc, bytes.data(), bytes.size());
+  write_bytes(bytes.data(), bytes.size());
+  s.written += bytes.size();
+}
+
+void BundleWriter::end_tensor() { end_streamed(std::nullopt); }
+
+std::string BundleWriter::streamed_what() const {
+  return "writing " + quoted(streaming_->key) + " to checkpoint " + quoted(prefix_);
+}
+
+void BundleWriter::end_tensor(uint32_t crc32c) { end_streamed(crc32c); }
+
+void BundleWriter::end_streamed(std::optional<uint32_t> given_crc32c) {
   check_usable("end_tensor");
   if (!streaming_) throw FailedPreconditionError("end_tensor: no streamed tensor is open");
-  if (streaming_->written != streaming_->expected) {
-    throw InvalidArgumentError("writing " + quoted(streaming_->key) + " to checkpoint " +
-                               quoted(prefix_) + ": got " + std::to_string(streaming_->written) +
-                               " bytes, expected " + std::to_string(streaming_->expected));
+  Streaming& s = *streaming_;
+  if (s.written != s.expected) {
+    throw InvalidArgumentError(streamed_what() + ": got " + std::to_string(s.written) +
+                               " bytes, expected " + std::to_string(s.expected));
   }
-  tf::BundleEntryProto& proto = entries_[streaming_->key]->proto;
-  proto.set_size(static_cast<int64_t>(streaming_->written));
-  proto.set_crc32c(crc32c::mask(streaming_->crc));
+  if (given_crc32c.has_value() == (s.checksum == Streaming::Checksum::kHere)) {
+    throw FailedPreconditionError(
+        streamed_what() + (given_crc32c
+                               ? ": a checksum given for checksummed appends"
+                               : ": its appends were not checksummed and no checksum was given"));
+  }
+  tf::BundleEntryProto& proto = entries_[s.key]->proto;
+  proto.set_size(static_cast<int64_t>(s.written));
+  proto.set_crc32c(crc32c::mask(given_crc32c.value_or(s.crc)));
   streaming_.reset();
   pad_to_alignment();
 }

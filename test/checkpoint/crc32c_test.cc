@@ -1,11 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "checkpoint/crc32c.h"
 #include "test_util.h"
+#include "varstate/error.h"
 
 using namespace varstate;
 
@@ -107,4 +109,81 @@ TEST_CASE("crc32c hardware path equals the portable one", "[crc32c]") {
               crc32c::extend_portable(seed, data.data() + offset, size));
     }
   }
+}
+
+// Overwrites the chosen records of `data` (in pieces of `piece` bytes, or
+// whole) through a RecordPatch, and returns its checksum of the result.
+static uint32_t patched_crc(std::vector<uint8_t>& data, size_t record_bytes,
+                            const std::vector<uint64_t>& records, std::mt19937_64& gen,
+                            size_t piece) {
+  crc32c::RecordPatch patch(record_bytes, data.size() / record_bytes);
+  const uint32_t before = crc32c::value(data.data(), data.size());
+  std::vector<uint8_t> fresh(record_bytes);
+  for (uint64_t r : records) {
+    for (auto& b : fresh) b = static_cast<uint8_t>(gen());
+    uint8_t* at = data.data() + r * record_bytes;
+    for (size_t off = 0; off < record_bytes; off += piece) {
+      const size_t n = std::min(piece, record_bytes - off);
+      patch.add(r, off, at + off, fresh.data() + off, n);
+    }
+    std::copy(fresh.begin(), fresh.end(), at);
+  }
+  return patch.apply(before);
+}
+
+TEST_CASE("crc32c RecordPatch gives the checksum of the overwritten buffer", "[crc32c]") {
+  INFO("seed " << testing::kSeed);
+  std::mt19937_64 gen(testing::kSeed);
+  for (size_t record_bytes : {size_t{1}, size_t{3}, size_t{8}, size_t{64}, size_t{1000}}) {
+    const size_t records = 5000;
+    std::vector<uint8_t> data(record_bytes * records);
+    for (auto& b : data) b = static_cast<uint8_t>(gen());
+    // None, the first, the last, neighbours, sparse, dense, every record.
+    std::vector<std::vector<uint64_t>> sets = {
+        {}, {0}, {records - 1}, {0, 1, 2, records - 1}, {17, 18, 4000}};
+    std::vector<uint64_t> sparse, all;
+    for (uint64_t r = 0; r < records; ++r) {
+      if (gen() % 97 == 0) sparse.push_back(r);
+      all.push_back(r);
+    }
+    sets.push_back(sparse);
+    sets.push_back(all);
+    for (const auto& set : sets) {
+      for (size_t piece : {record_bytes, size_t{1}, size_t{7}}) {
+        CAPTURE(record_bytes, set.size(), piece);
+        const uint32_t got = patched_crc(data, record_bytes, set, gen, piece);
+        CHECK(got == crc32c::value(data.data(), data.size()));
+      }
+    }
+  }
+}
+
+TEST_CASE("crc32c RecordPatch: bytes left out of a record stay as they were", "[crc32c]") {
+  std::vector<uint8_t> data(40 * 10);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+  crc32c::RecordPatch patch(40, 10);
+  const uint32_t before = crc32c::value(data.data(), data.size());
+  const uint8_t after[5] = {1, 2, 3, 4, 5};
+  patch.add(3, 10, data.data() + 3 * 40 + 10, after, 5);  // the middle of record 3
+  patch.add(3, 30, data.data() + 3 * 40 + 30, after, 2);  // a gap, then 2 bytes
+  patch.add(9, 0, data.data() + 9 * 40, after, 1);        // the first byte of the last
+  std::copy(after, after + 5, data.data() + 3 * 40 + 10);
+  std::copy(after, after + 2, data.data() + 3 * 40 + 30);
+  data[9 * 40] = after[0];
+  CHECK(patch.apply(before) == crc32c::value(data.data(), data.size()));
+}
+
+TEST_CASE("crc32c RecordPatch rejects records out of order or out of range", "[crc32c]") {
+  const uint8_t bytes[8] = {};
+  crc32c::RecordPatch patch(8, 4);
+  patch.add(1, 0, bytes, bytes, 4);
+  CHECK_THROWS_AS(patch.add(0, 0, bytes, bytes, 8), InvalidArgumentError);  // an earlier record
+  CHECK_THROWS_WITH(patch.add(1, 2, bytes, bytes, 1),                       // bytes already given
+                    Catch::Contains("bytes [2, 3) of record 1") &&
+                        Catch::Contains("last: record 1 up to byte 4"));
+  CHECK_THROWS_AS(patch.add(4, 0, bytes, bytes, 1), InvalidArgumentError);  // past the last
+  CHECK_THROWS_AS(patch.add(2, 4, bytes, bytes, 5), InvalidArgumentError);  // past the record
+  patch.add(2, 0, bytes, bytes, 8);  // a good call still works after the refusals
+  patch.apply(0);
+  CHECK_THROWS_WITH(patch.add(3, 0, bytes, bytes, 1), Catch::Contains("last: record 3"));
 }

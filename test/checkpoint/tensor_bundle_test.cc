@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "checkpoint/crc32c.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/table_internal.h"
 #include "checkpoint/tensor_bundle.h"
@@ -249,6 +250,43 @@ TEST_CASE("streamed tensors and data alignment", "[bundle]") {
   CHECK(reader.info("c").offset == 64 + 8000);
   CHECK(reader.read("big").values<double>() == big);
   CHECK(reader.read("c").values<int8_t>() == std::vector<int8_t>{9});
+}
+
+TEST_CASE("a streamed tensor takes the caller's checksum", "[bundle]") {
+  TempDir dir;
+  std::vector<float> v(3000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 7.5f;
+  const auto bytes = std::as_bytes(std::span<const float>(v));
+  const uint32_t crc = crc32c::value(bytes.data(), bytes.size());
+  auto stream = [&](BundleWriter& w, const std::string& name, uint32_t given) {
+    w.begin_tensor(name, DType::kFloat, {3000});
+    w.append_unchecksummed_tensor_bytes(bytes.first(5000));
+    w.append_unchecksummed_tensor_bytes(bytes.subspan(5000));
+    w.end_tensor(given);
+  };
+  {
+    BundleWriter w(dir / "given");
+    stream(w, "right", crc);
+    stream(w, "wrong", crc ^ 1);
+    // A stream is checksummed here or by the caller, never both.
+    w.begin_tensor("mixed", DType::kFloat, {3000});
+    w.append_tensor_bytes(bytes.first(400));
+    CHECK_THROWS_WITH(w.append_unchecksummed_tensor_bytes(bytes.subspan(400, 400)),
+                      Catch::Contains("\"mixed\"") && Catch::Contains("mixed"));
+    w.append_tensor_bytes(bytes.subspan(400));
+    CHECK_THROWS_WITH(w.end_tensor(crc), Catch::Contains("a checksum given for checksummed"));
+    w.end_tensor();
+    w.begin_tensor("untold", DType::kFloat, {3000});
+    w.append_unchecksummed_tensor_bytes(bytes);
+    CHECK_THROWS_WITH(w.end_tensor(), Catch::Contains("no checksum was given"));
+    w.end_tensor(crc);
+    w.finish();
+  }
+  BundleReader reader(dir / "given");
+  CHECK(reader.read("right").values<float>() == v);
+  CHECK(reader.read("mixed").values<float>() == v);
+  CHECK(reader.read("untold").values<float>() == v);
+  CHECK_THROWS_WITH(reader.read("wrong"), Catch::Contains("crc32c mismatch"));
 }
 
 TEST_CASE("writer rejects bad input before writing", "[bundle]") {
