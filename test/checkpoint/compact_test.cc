@@ -2,9 +2,11 @@
 // the very files a full save at the same step writes (tensors streamed in
 // chunks, rows straddling a chunk's end, rows changed by several deltas,
 // tensors a delta holds whole, strings, scalars), from a sharded base too;
-// a corrupt base or delta, a missing delta or a failed write throws an error
-// naming the file and leaves no output. Also the reads compaction streams
-// with: BundleReader's range readers on a tensor stored whole.
+// a base of the other endianness compacts into the values its chain reads,
+// under a valid checksum; a corrupt base or delta, a missing delta or a
+// failed write throws an error naming the file and leaves no output. Also
+// the reads compaction streams with: BundleReader's range readers on a
+// tensor stored whole.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -14,6 +16,8 @@
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/fault_injection_file_system.h"
+#include "checkpoint/table_internal.h"
+#include "checkpoint/tensor_bundle.h"
 #include "varstate/cast.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
@@ -26,10 +30,10 @@ namespace {
 
 using testing::TempDir;
 
-// 12-byte rows: 6 MB, more than one 4 MiB chunk of compaction, whose end
-// (byte 4194304) falls inside row 349525.
+// 12-byte rows: 6 MB, more than five 1 MiB chunks of compaction; the first
+// one's end (byte 1048576) falls inside row 87381.
 constexpr int64_t kBigRows = 500'000;
-constexpr int64_t kChunkEndRow = 349'525;
+constexpr int64_t kChunkEndRow = 87'381;
 
 Tensor ramp(DType dtype, int64_t rows, int64_t width) {
   std::vector<float> v(static_cast<size_t>(rows * width));
@@ -141,6 +145,55 @@ TEST_CASE("compaction writes the files a full save at the same step writes", "[c
   CHECK(testing::read_file(dir / "compact.data-00000-of-00001") ==
         testing::read_file(same + ".data-00000-of-00001"));
   CHECK(testing::read_file(dir / "compact.index") == testing::read_file(same + ".index"));
+}
+
+TEST_CASE("compaction of a base written on a host of the other endianness", "[compact]") {
+  TempDir dir;
+  reset_default_graph();
+  Session sess;
+  std::vector<Variable> vars;
+  vars.emplace_back(ramp(DType::kFloat, kBigRows, 3), VariableOptions{.name = "big"});
+  Variable dense(ramp(DType::kFloat, 4096, 4), {.name = "dense"});
+  sess.run(global_variables_initializer());
+  const std::string head = save_chain(sess, dir, vars, dense, false);
+  const TensorData unswapped = open_checkpoint(head)->read("big");
+  // The base's header rewritten as if a big-endian host had written it: its
+  // values are read byte-swapped, after their checksums (of the bytes as
+  // stored) are checked, so the output's checksum is the writer's own.
+  auto t = testing::decode_table(testing::read_file(dir / "m-0.index"));
+  REQUIRE(testing::to_hex(t.entries[0].second) == "08011a020801");
+  t.entries[0].second = testing::from_hex("080110011a020801");
+  write_table_atomically(*default_file_system(), dir / "m-0.index", t.entries);
+  REQUIRE(BundleReader(dir / "m-0").byte_swapped());
+  // Each delta names its links by the checksums of their index files: the
+  // deltas rewritten in order to match, the rest of them as they were.
+  for (const char* name : {"m-1", "m-2", "m-3"}) {
+    const std::string delta_prefix = dir / name;
+    std::vector<std::pair<std::string, TensorData>> tensors;
+    std::vector<ChainRecordLink> links;
+    {
+      BundleReader delta(delta_prefix);
+      links = *read_chain_record(delta);
+      for (const TensorInfo& info : delta.list()) {
+        if (info.name != kChainKey) tensors.emplace_back(info.name, delta.read(info.name));
+      }
+    }
+    for (ChainRecordLink& link : links) {
+      link.index_crc32c = index_checksum(*default_file_system(), dir / link.name);
+    }
+    BundleWriter writer(delta_prefix);
+    for (const auto& [key, tensor] : tensors) writer.add(key, tensor.view());
+    const TensorData record = TensorData::from_values<std::string>(
+        {static_cast<int64_t>(links.size()) + 1}, chain_record_strings(links));
+    writer.add(kChainKey, record.view());
+    writer.finish();
+  }
+
+  compact_checkpoint(head, dir / "compact");
+  const TensorData want = open_checkpoint(head)->read("big");
+  const TensorData got = BundleReader(dir / "compact").read("big");  // checks the crc32c
+  CHECK(got.bytes == want.bytes);
+  CHECK(want.bytes != unswapped.bytes);  // the base's values did come swapped
 }
 
 TEST_CASE("a failed compaction names the file and leaves no output", "[compact]") {
