@@ -86,6 +86,25 @@ std::string save_chain(Session& sess, const TempDir& dir, std::vector<Variable>&
   return head;
 }
 
+struct FreshGraph {
+  FreshGraph() { reset_default_graph(); }
+};
+
+// A 500,000-row table ("big") and a dense one, saved as a base and three
+// deltas in a fresh directory.
+struct BigChain : FreshGraph {
+  BigChain() {
+    vars.emplace_back(ramp(DType::kFloat, kBigRows, 3), VariableOptions{.name = "big"});
+    sess.run(global_variables_initializer());
+    head = save_chain(sess, dir, vars, dense, false);
+  }
+  TempDir dir;
+  Session sess;
+  std::vector<Variable> vars;
+  Variable dense{ramp(DType::kFloat, 4096, 4), {.name = "dense"}};
+  std::string head;
+};
+
 }  // namespace
 
 TEST_CASE("the range readers read a tensor stored whole as slice -1 (compaction's reads)",
@@ -148,14 +167,9 @@ TEST_CASE("compaction writes the files a full save at the same step writes", "[c
 }
 
 TEST_CASE("compaction of a base written on a host of the other endianness", "[compact]") {
-  TempDir dir;
-  reset_default_graph();
-  Session sess;
-  std::vector<Variable> vars;
-  vars.emplace_back(ramp(DType::kFloat, kBigRows, 3), VariableOptions{.name = "big"});
-  Variable dense(ramp(DType::kFloat, 4096, 4), {.name = "dense"});
-  sess.run(global_variables_initializer());
-  const std::string head = save_chain(sess, dir, vars, dense, false);
+  BigChain chain;
+  const TempDir& dir = chain.dir;
+  const std::string& head = chain.head;
   const TensorData unswapped = open_checkpoint(head)->read("big");
   // The base's header rewritten as if a big-endian host had written it: its
   // values are read byte-swapped, after their checksums (of the bytes as
@@ -197,14 +211,9 @@ TEST_CASE("compaction of a base written on a host of the other endianness", "[co
 }
 
 TEST_CASE("a failed compaction names the file and leaves no output", "[compact]") {
-  TempDir dir;
-  reset_default_graph();
-  Session sess;
-  std::vector<Variable> vars;
-  vars.emplace_back(ramp(DType::kFloat, kBigRows, 3), VariableOptions{.name = "big"});
-  Variable dense(ramp(DType::kFloat, 4096, 4), {.name = "dense"});
-  sess.run(global_variables_initializer());
-  const std::string head = save_chain(sess, dir, vars, dense, false);
+  BigChain chain;
+  const TempDir& dir = chain.dir;
+  const std::string& head = chain.head;
   namespace fs = std::filesystem;
   const std::string out = dir / "compact";
 
