@@ -105,11 +105,22 @@ std::vector<Patch> read_row_patches(const ChainReader& chain, const TensorInfo& 
   return p;
 }
 
+// Whether the checksum of a tensor of `total` bytes with `patches` rows of
+// `row_bytes` replaced is cheaper derived from the base's than computed
+// over the output. RecordPatch costs about 20 ns a row and 0.12 ns a byte
+// (of old xor new), a checksum pass 0.07 ns a byte (64 MiB: 12-byte rows
+// at 10 % 12.6 ms against 9.2 ms; 64-byte rows at 10 % 4.0 against 5.3;
+// 256-byte rows at 10 % 2.0 against 4.4, at 100 % 9.1 against 4.7).
+bool derive_checksum(uint64_t patches, uint64_t row_bytes, uint64_t total) {
+  return 256 * patches + 2 * patches * row_bytes <= total;
+}
+
 // Writes the base's `info` with `rows` applied, chunk by chunk through
 // `chunk`. The output's checksum comes from the base's and the patched rows
-// (crc32c::RecordPatch), so the output takes no checksum pass of its own;
-// but for a base of the other endianness, whose checksum is of the bytes
-// before their swap, where the writer checksums the output.
+// (crc32c::RecordPatch) where that is cheaper (derive_checksum), and the
+// output then takes no checksum pass of its own; the writer checksums it
+// otherwise, and for a base of the other endianness, whose checksum is of
+// its bytes before their swap.
 // DataLossError naming the base's data file when its bytes do not match
 // their crc32c (the writer then holds a tensor it must not finish).
 void stream_tensor(const ChainReader& chain, const TensorInfo& info, uint64_t row_bytes,
@@ -122,7 +133,7 @@ void stream_tensor(const ChainReader& chain, const TensorInfo& info, uint64_t ro
   const auto row_count = static_cast<uint64_t>(info.shape[0]);
   const uint64_t total = row_bytes * row_count;
   crc32c::RecordPatch patched(row_bytes, row_count);
-  const bool derive_crc = !base.byte_swapped();
+  const bool derive_crc = !base.byte_swapped() && derive_checksum(rows.size(), row_bytes, total);
   writer.begin_tensor(info.name, info.dtype, info.shape);
   uint32_t crc = 0;
   auto next = rows.begin();
