@@ -49,7 +49,7 @@ int64_t DirtyRows::log_capacity(int64_t rows) { return std::max<int64_t>(rows / 
 void DirtyRows::resize(int64_t rows) {
   if (rows == rows_) return;
   settle();
-  bitmap_.assign(static_cast<size_t>((std::max<int64_t>(rows, 0) + 63) / 64), 0);
+  bitmap().assign(static_cast<size_t>((std::max<int64_t>(rows, 0) + 63) / 64), 0);
   log_ = Log{};
   spare_ = Log{};
   logged_ = 0;
@@ -177,7 +177,7 @@ void DirtyRows::fold_spare(void* self) {
 void DirtyRows::fold() {
   settle();
   if (logged_ == 0) return;
-  log_.set_bits_of(bitmap_.data(), logged_);
+  log_.set_bits_of(bitmap().data(), logged_);
   logged_ = 0;
   ++folds_;
 }
@@ -205,8 +205,7 @@ void DirtyRows::append(const Index* indices, int64_t n) {
     }
   }
   if (n > capacity) {
-    settle();
-    set_bits(bitmap_.data(), indices, n);
+    set_bits(bitmap().data(), indices, n);
     return;
   }
   if (rows_ < narrow_rows_) {
@@ -262,7 +261,6 @@ void DirtyRows::mark_range(int64_t rows, int64_t begin, int64_t end) {
   std::lock_guard lock(mu_);
   if (!tracking_) return;
   resize(rows);
-  settle();
   for (int64_t r = std::max<int64_t>(begin, 0); r < std::min(end, rows); ++r) set_bit(r);
 }
 
@@ -289,11 +287,12 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   bytes_used_ = bytes_used_ && in_flight;
   overflowed_ = false;  // back to logging
   std::vector<int64_t> dirty;
-  for (size_t w = 0; w < bitmap_.size(); ++w) {
-    for (uint64_t bits = bitmap_[w]; bits != 0; bits &= bits - 1) {
+  std::vector<uint64_t>& marked = bitmap();
+  for (size_t w = 0; w < marked.size(); ++w) {
+    for (uint64_t bits = marked[w]; bits != 0; bits &= bits - 1) {
       dirty.push_back(static_cast<int64_t>(w) * 64 + std::countr_zero(bits));
     }
-    if (!in_flight) bitmap_[w] = 0;
+    if (!in_flight) marked[w] = 0;
   }
   if (!t.all) t.rows = std::move(dirty);
   // A write in flight that took its marks before this first take got none:

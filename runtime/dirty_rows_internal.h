@@ -174,11 +174,20 @@ class DirtyRows {
   void fold();
   // Returns once a background fold of the spare log is over (running it
   // here if no pool thread has started it): the bitmap and the spare log
-  // are the mutex's again. Everything that touches them calls it first.
+  // are the mutex's again. bitmap() calls it, and so does everything that
+  // touches the spare log.
   void settle();
   // The background fold: the spare log into the bitmap.
   static void fold_spare(void* self);
-  void set_bit(int64_t row) { bitmap_[static_cast<size_t>(row >> 6)] |= uint64_t{1} << (row & 63); }
+  // The bitmap, once no background fold holds it: every use but the fold's
+  // goes through here.
+  std::vector<uint64_t>& bitmap() {
+    settle();
+    return bitmap_;
+  }
+  void set_bit(int64_t row) {
+    bitmap()[static_cast<size_t>(row >> 6)] |= uint64_t{1} << (row & 63);
+  }
   // Moves the host and device byte marks into the bitmap and clears them.
   void collect_byte_marks();
   void collect_device_marks();
