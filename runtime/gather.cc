@@ -10,6 +10,7 @@
 #include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/device.h"
+#include "varstate/device_manager.h"
 #include "varstate/device_spec.h"
 #include "varstate/error.h"
 #include "varstate/placement.h"
@@ -53,9 +54,11 @@ Tensor gather_rows(const Tensor& values, std::span<const int64_t> positions) {
     return out;
   }
 #ifdef VARSTATE_HAVE_CUDA
-  Tensor dev_pos =
-      Tensor::from_vector<int64_t>(std::vector<int64_t>(positions.begin(), positions.end()))
-          .on(device);
+  // The positions straight from the caller's span to the device (staged,
+  // read before copy_bytes returns), no host tensor in between.
+  Tensor dev_pos(DType::kInt64, {static_cast<int64_t>(positions.size())}, device);
+  copy_bytes(device, dev_pos.raw_data(), DeviceManager::instance().cpu(), positions.data(),
+             positions.size_bytes());
   DeviceGuard guard(device);
   kernels::cuda::gather_rows<int64_t>(values.raw_data(), row_bytes,
                                       static_cast<const int64_t*>(dev_pos.raw_data()),
