@@ -186,4 +186,9 @@ TEST_CASE("crc32c RecordPatch rejects records out of order or out of range", "[c
   patch.add(2, 0, bytes, bytes, 8);  // a good call still works after the refusals
   patch.apply(0);
   CHECK_THROWS_WITH(patch.add(3, 0, bytes, bytes, 1), Catch::Contains("last: record 3"));
+  // Nothing to patch: no records, or records of no bytes.
+  CHECK(crc32c::RecordPatch(8, 0).apply(0x1234abcdu) == 0x1234abcdu);
+  crc32c::RecordPatch empty_rows(0, 10);
+  empty_rows.add(4, 0, bytes, bytes, 0);
+  CHECK(empty_rows.apply(0x1234abcdu) == 0x1234abcdu);
 }
