@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/distinct_rows_internal.h"
 #include "runtime/gather_internal.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
@@ -18,38 +19,6 @@ namespace varstate::internal {
 namespace {
 
 using kernels::ScatterOp;
-
-// A variable's distinct rows (ascending), each index's position among them,
-// and the first index of each.
-struct Distinct {
-  std::vector<int64_t> unique;
-  std::vector<int64_t> local;
-  std::vector<int64_t> first;
-};
-
-// `positions`: also `local` and `first` (always computed with duplicates).
-Distinct distinct_rows(const std::vector<int64_t>& rows, bool positions) {
-  Distinct d;
-  // One sort of (row, position) pairs gives the distinct rows, each
-  // position's row and each row's first position in one pass.
-  std::vector<std::pair<int64_t, int64_t>> order(rows.size());
-  for (size_t p = 0; p < rows.size(); ++p) order[p] = {rows[p], static_cast<int64_t>(p)};
-  std::sort(order.begin(), order.end());
-  d.unique.reserve(rows.size());
-  d.local.resize(rows.size());
-  for (const auto& [row, p] : order) {
-    if (d.unique.empty() || d.unique.back() != row) {
-      d.unique.push_back(row);
-      d.first.push_back(p);
-    }
-    d.local[static_cast<size_t>(p)] = static_cast<int64_t>(d.unique.size()) - 1;
-  }
-  if (!positions && d.unique.size() == rows.size()) {
-    d.local.clear();
-    d.first.clear();
-  }
-  return d;
-}
 
 // Whether MPI applies `op` to v's elements atomically (else read-modify-write).
 bool accumulates(const MpiVar& v, ScatterOp op) {
@@ -104,7 +73,7 @@ void apply_local(ScatterOp op, Tensor& compact, const Tensor& indices, const Ten
 // One job's distinct rows and what travels for them: for an accumulate,
 // its updates combined per row; for read-modify-write, room for the rows.
 struct Prepared {
-  Distinct d;
+  DistinctRows d;
   Tensor flat;     // the updates, [n] + row shape (or the scalar)
   Tensor compact;  // [unique] + row shape
   // Without duplicates the rows travel in the order given (compact row i

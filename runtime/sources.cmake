@@ -2,6 +2,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cast.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows.cc
+  ${CMAKE_CURRENT_LIST_DIR}/distinct_rows.cc
   ${CMAKE_CURRENT_LIST_DIR}/gather.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops.cc

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows_internal.h"
+#include "runtime/distinct_rows_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
@@ -71,13 +72,9 @@ std::string subject(std::string_view tf_name, std::string_view name, const Varia
 }  // namespace
 
 std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact) {
-  std::vector<int64_t> ids = indices.cast(DType::kInt64).to_vector<int64_t>();
-  std::vector<int64_t> rows = ids;
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  for (int64_t& id : ids) id = std::lower_bound(rows.begin(), rows.end(), id) - rows.begin();
-  compact = Tensor::from_vector<int64_t>(ids);
-  return rows;
+  DistinctRows d = distinct_rows(indices.cast(DType::kInt64).to_vector<int64_t>(), true);
+  compact = Tensor::from_vector<int64_t>(d.local);
+  return std::move(d.unique);
 }
 
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who) {

@@ -7,8 +7,12 @@
 
 #include <cmath>
 #include <functional>
+#include <span>
+#include <vector>
 
 #include "device_fixture.h"
+#include "runtime/distinct_rows_internal.h"
+#include "runtime/training_ops_internal.h"
 #include "varstate/error.h"
 #include "varstate/training_ops.h"
 
@@ -338,4 +342,23 @@ TEST_CASE_METHOD(FreshGraph, "a slot on another device than its variable is refu
   CHECK_ERROR(apply_adagrad(w, *acc, 0.1f, Tensor::from_vector<float>(kGrad, {3, 2})),
               InvalidArgumentError, Catch::Contains("slots live on their variable's"));
   CHECK(floats(w) == kVar);
+}
+
+TEST_CASE("distinct_rows: the rows a batch touches, each index's place among them",
+          "[training_ops][remote]") {
+  const std::vector<int64_t> rows = {7, 3, 7, 9, 3, 3, 0};
+  const internal::DistinctRows d = internal::distinct_rows(rows, false);
+  CHECK(d.unique == std::vector<int64_t>{0, 3, 7, 9});
+  CHECK(d.local == std::vector<int64_t>{2, 1, 2, 3, 1, 1, 0});
+  CHECK(d.first == std::vector<int64_t>{6, 1, 0, 3});
+  // Without duplicates, the positions only when asked for.
+  const std::vector<int64_t> once = {5, 2, 8};
+  CHECK(internal::distinct_rows(once, false).local.empty());
+  CHECK(internal::distinct_rows(once, true).local == std::vector<int64_t>{1, 0, 2});
+  // The Tensor form: int32 indices too, the order of equal indices kept.
+  Tensor compact;
+  CHECK(internal::distinct_rows(Tensor::from_vector<int32_t>({4, 1, 4}), compact) ==
+        std::vector<int64_t>{1, 4});
+  CHECK(compact.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  CHECK(internal::distinct_rows(std::span<const int64_t>(), true).unique.empty());
 }
