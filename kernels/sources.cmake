@@ -9,6 +9,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gather.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/index_check.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/parallel.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc

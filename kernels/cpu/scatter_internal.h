@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/index_check.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/elementwise_functors.h"
 #include "varstate/error.h"
@@ -64,25 +65,11 @@ inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
 // rows of runtime/dirty_rows_internal.h).
 using Mark = std::atomic<uint8_t>;
 
-// The first position in [0, n) whose index is not in [0, rows), or -1.
-// Checks blocks branch-free (so the compiler vectorizes the test) and looks
-// closer only at a failing block.
+// The first position in [0, n) whose index is not in [0, rows), or -1
+// (index_check.h).
 template <typename Index>
 int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
-  constexpr int64_t kBlock = 256;
-  const uint64_t limit = static_cast<uint64_t>(rows);
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    bool bad = false;
-    for (int64_t i = b; i < e; ++i) {
-      bad |= static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit;
-    }
-    if (!bad) continue;
-    for (int64_t i = b; i < e; ++i) {
-      if (static_cast<uint64_t>(static_cast<int64_t>(indices[i])) >= limit) return i;
-    }
-  }
-  return -1;
+  return first_bad_index(indices, n, rows);
 }
 
 template <ScatterOp Op, bool Scalar, typename E>

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/index_check.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cuda/compiled_arch.h"
@@ -441,4 +442,54 @@ TEST_CASE("cpu scatter with marks and a bad index writes nothing", "[scatter]") 
   CHECK(table == std::vector<float>(8 * 2, 0.f));
   for (const auto& m : low) CHECK(m.load() == 0);
   for (const auto& m : high) CHECK(m.load() == 0);
+}
+
+TEMPLATE_TEST_CASE("first_bad_index finds the first index out of range, wherever it sits",
+                   "[scatter][index_check]", int32_t, int64_t) {
+  using Index = TestType;
+  using kernels::cpu::first_bad_index;
+  using kernels::cpu::first_bad_index_portable;
+  auto reference = [](const std::vector<Index>& v, int64_t rows) -> int64_t {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto x = static_cast<int64_t>(v[i]);
+      if (x < 0 || x >= rows) return static_cast<int64_t>(i);
+    }
+    return -1;
+  };
+  auto both = [&](const std::vector<Index>& v, int64_t rows) {
+    const auto n = static_cast<int64_t>(v.size());
+    const int64_t want = reference(v, rows);
+    CHECK(first_bad_index(v.data(), n, rows) == want);
+    CHECK(first_bad_index_portable(v.data(), n, rows) == want);
+  };
+  const int64_t rows = 1000;
+  // Lengths around the 256-index blocks and the vector widths, a bad index
+  // (negative, == rows, the type's extremes) at every position of the first
+  // blocks and in the tail, a second one after it.
+  for (int64_t n : {1, 3, 8, 255, 256, 257, 600}) {
+    std::vector<Index> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<Index>(i % rows);
+    CAPTURE(n);
+    both(v, rows);
+    for (Index badv : {Index{-1}, static_cast<Index>(rows), std::numeric_limits<Index>::min(),
+                       std::numeric_limits<Index>::max()}) {
+      for (int64_t at = 0; at < n; at += (n > 300 ? 7 : 1)) {
+        CAPTURE(badv, at);
+        std::vector<Index> w = v;
+        w[static_cast<size_t>(at)] = badv;
+        if (at + 3 < n) w[static_cast<size_t>(at + 3)] = Index{-2};
+        both(w, rows);
+      }
+    }
+  }
+  // rows - 1 is in range; no rows: every index is bad; no indices.
+  both({Index{999}, Index{0}}, rows);
+  both({Index{0}}, 0);
+  CHECK(first_bad_index(static_cast<const Index*>(nullptr), 0, rows) == -1);
+  // int32 indices into 2^31 rows or more: only the negatives are bad.
+  const int64_t huge = int64_t{1} << 33;
+  std::vector<Index> big(300, std::numeric_limits<Index>::max());
+  both(big, huge);
+  big[290] = Index{-5};
+  both(big, huge);
 }
