@@ -58,35 +58,35 @@ int64_t first_bad_portable(const Index* indices, int64_t n, int64_t rows) {
 #if VARSTATE_INDEX_CHECK_AVX2
 
 // Unsigned x >= limit as a signed compare: x ^ sign > (limit - 1) ^ sign
-// (limit >= 1 here; a table of no rows takes the portable path).
-__attribute__((target("avx2"))) int64_t first_bad_avx2(const int64_t* indices, int64_t n,
+// (limit >= 1 here; a table of no rows takes the portable path), 32 bytes
+// of indices a compare.
+template <typename Index>
+__attribute__((target("avx2"))) int64_t first_bad_avx2(const Index* indices, int64_t n,
                                                        int64_t rows) {
-  const auto limit = limit_of<int64_t>(rows);
-  const __m256i sign = _mm256_set1_epi64x(std::numeric_limits<int64_t>::min());
-  const __m256i last = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<int64_t>(limit - 1)), sign);
-  int64_t b = 0;
-  for (; b + kBlock <= n; b += kBlock) {
-    __m256i any = _mm256_setzero_si256();
-    for (int64_t i = b; i < b + kBlock; i += 4) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(indices + i));
-      any = _mm256_or_si256(any, _mm256_cmpgt_epi64(_mm256_xor_si256(v, sign), last));
-    }
-    if (!_mm256_testz_si256(any, any)) return scan(indices, b, b + kBlock, limit);
+  constexpr bool kWide = sizeof(Index) == 8;
+  constexpr int64_t kLanes = 32 / sizeof(Index);
+  const auto limit = limit_of<Index>(rows);
+  const auto last_value = static_cast<Index>(limit - 1);
+  constexpr Index kSign = std::numeric_limits<Index>::min();
+  __m256i sign, last;
+  if constexpr (kWide) {
+    sign = _mm256_set1_epi64x(kSign);
+    last = _mm256_xor_si256(_mm256_set1_epi64x(last_value), sign);
+  } else {
+    sign = _mm256_set1_epi32(kSign);
+    last = _mm256_xor_si256(_mm256_set1_epi32(last_value), sign);
   }
-  return scan(indices, b, n, limit);
-}
-
-__attribute__((target("avx2"))) int64_t first_bad_avx2(const int32_t* indices, int64_t n,
-                                                       int64_t rows) {
-  const auto limit = limit_of<int32_t>(rows);
-  const __m256i sign = _mm256_set1_epi32(std::numeric_limits<int32_t>::min());
-  const __m256i last = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int32_t>(limit - 1)), sign);
   int64_t b = 0;
   for (; b + kBlock <= n; b += kBlock) {
     __m256i any = _mm256_setzero_si256();
-    for (int64_t i = b; i < b + kBlock; i += 8) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(indices + i));
-      any = _mm256_or_si256(any, _mm256_cmpgt_epi32(_mm256_xor_si256(v, sign), last));
+    for (int64_t i = b; i < b + kBlock; i += kLanes) {
+      const __m256i v =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(indices + i)), sign);
+      if constexpr (kWide) {
+        any = _mm256_or_si256(any, _mm256_cmpgt_epi64(v, last));
+      } else {
+        any = _mm256_or_si256(any, _mm256_cmpgt_epi32(v, last));
+      }
     }
     if (!_mm256_testz_si256(any, any)) return scan(indices, b, b + kBlock, limit);
   }
