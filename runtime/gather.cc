@@ -112,8 +112,7 @@ std::vector<Tensor> gather_remote_parts(const std::vector<Variable>& parts,
   for (size_t k = 0; k < parts.size(); ++k) {
     internal::RemoteStorage* remote = internal::remote_storage(parts[k]);
     if (remote == nullptr || local[k].num_elements() == 0) continue;
-    const int64_t* rows = local[k].data<int64_t>();
-    batch.push_back({remote, std::vector<int64_t>(rows, rows + local[k].num_elements()), Tensor()});
+    batch.push_back({remote, internal::host_indices(local[k]), Tensor()});
     which.push_back(k);
   }
   if (batch.empty()) return out;

@@ -294,9 +294,7 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
       part_updates = internal::gather_rows(flat_updates, positions);
     }
     if (internal::RemoteStorage* storage = internal::remote_storage(parts[k])) {
-      const int64_t* rows = local.data<int64_t>();
-      remote.push_back({storage, std::vector<int64_t>(rows, rows + local.num_elements()),
-                        part_updates.to_host()});
+      remote.push_back({storage, internal::host_indices(local), part_updates.to_host()});
       continue;
     }
     Variable part = parts[k];

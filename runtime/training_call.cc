@@ -10,6 +10,7 @@
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows_internal.h"
 #include "runtime/distinct_rows_internal.h"
+#include "runtime/gather_internal.h"
 #include "runtime/remote_storage_internal.h"
 #include "runtime/scatter_validate_internal.h"
 #include "runtime/variable_internal.h"
@@ -72,7 +73,7 @@ std::string subject(std::string_view tf_name, std::string_view name, const Varia
 }  // namespace
 
 std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact) {
-  DistinctRows d = distinct_rows(indices.cast(DType::kInt64).to_vector<int64_t>(), true);
+  DistinctRows d = distinct_rows(host_indices(indices), true);
   compact = Tensor::from_vector<int64_t>(d.local);
   return std::move(d.unique);
 }
