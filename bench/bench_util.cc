@@ -144,6 +144,10 @@ Device* gpu_or_skip(benchmark::State& state) {
     state.SkipWithError("no GPU");
     return nullptr;
   }
+  if (dm.gpu(0).emulated()) {
+    state.SkipWithError("emulated GPU: its timings are the CPU's, not a GPU's");
+    return nullptr;
+  }
   return &dm.gpu(0);
 }
 

@@ -1,8 +1,25 @@
 # CUDA detection. VARSTATE_CUDA=AUTO builds the CUDA kernels when nvcc is
-# found, ON requires it, OFF never uses it. Sets VARSTATE_HAVE_CUDA.
+# found, ON requires it, OFF never uses it, EMULATE compiles the same CUDA
+# sources with the host C++ compiler against emulated GPUs (cuda_emulation/;
+# VARSTATE_EMULATED_GPUS at run time, 2 by default), so every GPU path runs
+# on a machine without one. Sets VARSTATE_HAVE_CUDA (the GPU code paths are
+# built) and VARSTATE_CUDA_EMULATED.
 include(CheckLanguage)
 set(VARSTATE_HAVE_CUDA OFF)
-if(NOT VARSTATE_CUDA STREQUAL "OFF")
+set(VARSTATE_CUDA_EMULATED OFF)
+# The architecture the emulated device code is compiled as (__CUDA_ARCH__):
+# 900 takes the sm_90 paths (16-byte compare-and-swap, vector atomics); 800
+# their fallbacks.
+set(VARSTATE_EMULATED_CUDA_ARCH 900 CACHE STRING "__CUDA_ARCH__ of emulated device code")
+if(VARSTATE_CUDA STREQUAL "EMULATE")
+  # The toolkit's headers (runtime API types, __half, libcu++) only: no
+  # nvcc, no libcudart, no GPU.
+  find_path(VARSTATE_CUDA_INCLUDE_DIR cuda_runtime_api.h
+    HINTS /usr/local/cuda/include ENV CUDA_HOME PATH_SUFFIXES include REQUIRED)
+  set(VARSTATE_HAVE_CUDA ON)
+  set(VARSTATE_CUDA_EMULATED ON)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/cuda_emulation/sources.cmake)
+elseif(NOT VARSTATE_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
@@ -23,4 +40,4 @@ if(NOT VARSTATE_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "VARSTATE_CUDA=ON but no CUDA compiler was found")
   endif()
 endif()
-message(STATUS "varstate: CUDA kernels ${VARSTATE_HAVE_CUDA}")
+message(STATUS "varstate: CUDA kernels ${VARSTATE_HAVE_CUDA} (emulated GPUs: ${VARSTATE_CUDA_EMULATED})")

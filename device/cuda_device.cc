@@ -67,6 +67,9 @@ class CudaDevice final : public Device {
   std::string model() const override { return model_; }
   size_t total_memory() const override { return memory_; }
   int compute_capability() const override { return cc_; }
+#ifdef VARSTATE_CUDA_EMULATED
+  bool emulated() const override { return true; }
+#endif
   cudaStream_t stream() const override { return stream_; }
 
   void* allocate(size_t bytes) override {

@@ -28,10 +28,11 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
 # multiply_add must round each product, as the separate ops do.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
 if(VARSTATE_HAVE_CUDA)
-  target_sources(varstate PRIVATE
+  set(_cuda_sources
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/dense_update.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/device_info.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/dirty_marks.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_complex.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_compare.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_float.cu
@@ -48,4 +49,9 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_int_wide.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/slice.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/training_ops.cu)
+  if(VARSTATE_CUDA_EMULATED)
+    varstate_cuda_emulated_sources(varstate ${_cuda_sources})
+  else()
+    target_sources(varstate PRIVATE ${_cuda_sources})
+  endif()
 endif()

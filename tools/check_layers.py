@@ -3,7 +3,9 @@
 
 Fails (exit 1, one line per violation) when:
   * a module includes a module above it. Order, bottom up:
-      base -> device, kernels -> runtime -> checkpoint -> distributed -> tools, bench
+      base, cuda_emulation -> device, kernels -> runtime -> checkpoint -> distributed -> tools, bench
+    (cuda_emulation/ stands in for the CUDA runtime in VARSTATE_CUDA=EMULATE
+    builds: it includes no other module)
     (proto/ holds schemas that depend on nothing: any module may include its
     generated headers). test/ and
     examples/ sit on top and may include anything;
@@ -26,6 +28,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 RANK = {
     "base": 0,
     "proto": 0,
+    "cuda_emulation": 0,
     "device": 1,
     "kernels": 1,
     "runtime": 2,

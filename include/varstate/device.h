@@ -59,6 +59,10 @@ class Device {
   virtual size_t total_memory() const = 0;
   // major * 10 + minor for a GPU (90 for Hopper); 0 for the CPU.
   virtual int compute_capability() const { return 0; }
+  // True for a GPU emulated on the CPU (a VARSTATE_CUDA=EMULATE build,
+  // docs/gpu.md): it runs the CUDA kernels for correctness; its timings
+  // are the CPU's, never a GPU's.
+  virtual bool emulated() const { return false; }
 
   // Allocates `bytes` aligned to at least 64 (CPU) or 256 (GPU) bytes. GPU
   // memory comes from a stream-ordered pool and is usable by work enqueued on

@@ -51,9 +51,8 @@ void cast(const From* in, DType to, void* out, int64_t n, cudaStream_t stream) {
     throw InternalError("CUDA cast kernel called for dtype " + std::string(dtype_name(to)));
   }
   constexpr int kThreads = CastConfig::kThreads;
-  cast_kernel<cuda_t<From>><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      reinterpret_cast<const cuda_t<From>*>(in), to, out, n);
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(cast_kernel<cuda_t<From>>, grid_for(n, kThreads), kThreads, 0, stream,
+                reinterpret_cast<const cuda_t<From>*>(in), to, out, n);
 }
 
 #define VARSTATE_INSTANTIATE(E, T) \

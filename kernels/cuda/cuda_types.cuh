@@ -12,6 +12,7 @@
 
 #include "base/cuda_check_internal.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/launch.cuh"
 #include "varstate/dtype.h"
 
 namespace varstate::kernels::cuda {

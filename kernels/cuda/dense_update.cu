@@ -80,13 +80,12 @@ void launch(C* dst, const C* src, int64_t n, cudaStream_t stream) {
     return reinterpret_cast<uintptr_t>(p) % DenseUpdateConfig::kVectorBytes == 0;
   };
   if (aligned(dst) && (Scalar || aligned(src))) {
-    dense_update_kernel<C, Op, Scalar>
-        <<<grid_for((n + N - 1) / N, kThreads), kThreads, 0, stream>>>(dst, src, n);
+    launch_kernel(dense_update_kernel<C, Op, Scalar>, grid_for((n + N - 1) / N, kThreads), kThreads,
+                  0, stream, dst, src, n);
   } else {
-    dense_update_scalar_kernel<C, Op, Scalar>
-        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
+    launch_kernel(dense_update_scalar_kernel<C, Op, Scalar>, grid_for(n, kThreads), kThreads, 0,
+                  stream, dst, src, n);
   }
-  VARSTATE_CUDA_CHECK_LAUNCH();
 }
 
 template <typename C, DenseUpdateOp Op>

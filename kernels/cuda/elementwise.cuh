@@ -140,8 +140,8 @@ void launch_binary(const C* a, const C* b, O* out, const BinaryGeometry& g, F f,
   constexpr int kThreads = ElementwiseConfig::kThreads;
   if (g.n == 0) return;
   if (g.layout == BinaryGeometry::kBroadcast) {
-    binary_broadcast_kernel<C, O, F>
-        <<<grid_for(g.n, kThreads), kThreads, 0, stream>>>(a, b, out, g, f, err);
+    launch_kernel(binary_broadcast_kernel<C, O, F>, grid_for(g.n, kThreads), kThreads, 0, stream, a,
+                  b, out, g, f, err);
   } else {
     const bool a_scalar =
         g.layout == BinaryGeometry::kScalarA || g.layout == BinaryGeometry::kScalarBoth;
@@ -149,10 +149,9 @@ void launch_binary(const C* a, const C* b, O* out, const BinaryGeometry& g, F f,
         g.layout == BinaryGeometry::kScalarB || g.layout == BinaryGeometry::kScalarBoth;
     const bool vectorize = aligned(out) && (a_scalar || aligned(a)) && (b_scalar || aligned(b));
     const int64_t work = vectorize ? (g.n + lanes<C>() - 1) / lanes<C>() : g.n;
-    binary_vector_kernel<C, O, F><<<grid_for(work, kThreads), kThreads, 0, stream>>>(
-        a, b, out, g.n, a_scalar, b_scalar, vectorize, f, err);
+    launch_kernel(binary_vector_kernel<C, O, F>, grid_for(work, kThreads), kThreads, 0, stream, a,
+                  b, out, g.n, a_scalar, b_scalar, vectorize, f, err);
   }
-  VARSTATE_CUDA_CHECK_LAUNCH();
 }
 
 template <typename C, typename O, typename F>
@@ -161,9 +160,8 @@ void launch_unary(const C* in, O* out, int64_t n, F f, cudaStream_t stream) {
   if (n == 0) return;
   const bool vectorize = aligned(in) && aligned(out);
   const int64_t work = vectorize ? (n + lanes<C>() - 1) / lanes<C>() : n;
-  unary_kernel<C, O, F>
-      <<<grid_for(work, kThreads), kThreads, 0, stream>>>(in, out, n, vectorize, f);
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(unary_kernel<C, O, F>, grid_for(work, kThreads), kThreads, 0, stream, in, out, n,
+                vectorize, f);
 }
 
 [[noreturn]] inline void not_instantiated(const char* what) {

@@ -31,9 +31,8 @@ void launch(const void* table, int64_t row_bytes, const Index* indices, int64_t 
             cudaStream_t stream) {
   const int64_t row_words = row_bytes / static_cast<int64_t>(sizeof(W));
   constexpr int kThreads = GatherConfig::kThreads;
-  gather_rows_kernel<W, Index><<<grid_for(n * row_words, kThreads), kThreads, 0, stream>>>(
-      static_cast<const W*>(table), row_words, indices, n, static_cast<W*>(out));
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(gather_rows_kernel<W, Index>, grid_for(n * row_words, kThreads), kThreads, 0,
+                stream, static_cast<const W*>(table), row_words, indices, n, static_cast<W*>(out));
 }
 
 }  // namespace

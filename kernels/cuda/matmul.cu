@@ -162,8 +162,8 @@ void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool 
     dim3 block(kTile, kTile);
     dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
               static_cast<unsigned>((m + kTile - 1) / kTile));
-    matmul_int32_kernel<<<grid, block, 0, stream>>>(a, b, c, m, n, k, transpose_a, transpose_b);
-    VARSTATE_CUDA_CHECK_LAUNCH();
+    launch_kernel(matmul_int32_kernel, grid, block, 0, stream, a, b, c, m, n, k, transpose_a,
+                  transpose_b);
   } else {
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
       throw UnimplementedError("matmul on GPU: dimensions [" + std::to_string(m) + "," +

@@ -90,11 +90,12 @@ struct KernelFill {
         grid_for((packets + RandomConfig::kPacketsPerThread - 1) / RandomConfig::kPacketsPerThread,
                  kThreads);
     if (vector) {
-      random_kernel<D, true><<<grid, kThreads, 0, stream>>>(dist, out, range, base, packets);
+      launch_kernel(random_kernel<D, true>, grid, kThreads, 0, stream, dist, out, range, base,
+                    packets);
     } else {
-      random_kernel<D, false><<<grid, kThreads, 0, stream>>>(dist, out, range, base, packets);
+      launch_kernel(random_kernel<D, false>, grid, kThreads, 0, stream, dist, out, range, base,
+                    packets);
     }
-    VARSTATE_CUDA_CHECK_LAUNCH();
   }
 };
 

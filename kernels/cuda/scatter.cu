@@ -70,9 +70,8 @@ template <typename W>
 void launch_validate_nonzero(const void* values, int64_t n, IndexCheck* check,
                              cudaStream_t stream) {
   constexpr int kThreads = ValidateConfig::kThreads;
-  validate_nonzero_kernel<W>
-      <<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const W*>(values), n, check);
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(validate_nonzero_kernel<W>, grid_for(n, kThreads), kThreads, 0, stream,
+                static_cast<const W*>(values), n, check);
 }
 
 template <typename Index, typename Key>
@@ -122,9 +121,8 @@ scatter_internal::SortedRun sort_with(const Index* indices, int64_t n, int64_t r
   uint32_t* pos0 = reinterpret_cast<uint32_t*>(p += align_up(n * sizeof(Key)));
   uint32_t* pos1 = reinterpret_cast<uint32_t*>(p += align_up(n * sizeof(uint32_t)));
   void* temp = p + align_up(n * sizeof(uint32_t));
-  make_sort_pairs_kernel<Index, Key>
-      <<<grid_for(n, kThreads), kThreads, 0, stream>>>(indices, n, keys0, pos0);
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(make_sort_pairs_kernel<Index, Key>, grid_for(n, kThreads), kThreads, 0, stream,
+                indices, n, keys0, pos0);
   cub::DoubleBuffer<Key> keys(keys0, keys1);
   cub::DoubleBuffer<uint32_t> positions(pos0, pos1);
   size_t temp_bytes = cub_bytes<Key>(n, rows);
@@ -144,9 +142,8 @@ void validate_indices(const Index* indices, int64_t n, int64_t rows, IndexCheck*
                       cudaStream_t stream, uint8_t* marks) {
   if (n == 0) return;
   constexpr int kThreads = ValidateConfig::kThreads;
-  validate_indices_kernel<Index><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      indices, n, static_cast<uint64_t>(rows), check, marks);
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(validate_indices_kernel<Index>, grid_for(n, kThreads), kThreads, 0, stream, indices,
+                n, static_cast<uint64_t>(rows), check, marks);
 }
 
 template void validate_indices<int32_t>(const int32_t*, int64_t, int64_t, IndexCheck*, cudaStream_t,

@@ -420,10 +420,9 @@ void launch(C* table, int64_t rows, int64_t row_width, const Index* indices, int
   const int lanes_log2 =
       ceil_log2(vecs < ScatterConfig::kMaxLanes ? vecs : ScatterConfig::kMaxLanes);
   if (!deterministic) {
-    scatter_atomic_kernel<Op, C, Index, V>
-        <<<grid_for(n << lanes_log2, kThreads), kThreads, 0, stream>>>(
-            table, row_width, indices, n, updates, updates_scalar, lanes_log2, check);
-    VARSTATE_CUDA_CHECK_LAUNCH();
+    launch_kernel(scatter_atomic_kernel<Op, C, Index, V>, grid_for(n << lanes_log2, kThreads),
+                  kThreads, 0, stream, table, row_width, indices, n, updates, updates_scalar,
+                  lanes_log2, check);
     return;
   }
   const int64_t chunk = n < ScatterConfig::kMaxSortItems ? n : ScatterConfig::kMaxSortItems;
@@ -432,9 +431,8 @@ void launch(C* table, int64_t rows, int64_t row_width, const Index* indices, int
     const int64_t m = n - begin < chunk ? n - begin : chunk;
     const SortedRun run = sort_indices(indices + begin, m, rows, buffer.get(), stream);
     const C* u = updates_scalar ? updates : updates + begin * row_width;
-    scatter_sorted_kernel<Op, C, V><<<grid_for(m << lanes_log2, kThreads), kThreads, 0, stream>>>(
-        table, row_width, run, m, u, updates_scalar, lanes_log2, check);
-    VARSTATE_CUDA_CHECK_LAUNCH();
+    launch_kernel(scatter_sorted_kernel<Op, C, V>, grid_for(m << lanes_log2, kThreads), kThreads, 0,
+                  stream, table, row_width, run, m, u, updates_scalar, lanes_log2, check);
   }
 }
 

@@ -38,8 +38,7 @@ template <typename T>
 void strided_copy(const T* src, T* dst, const StridedCopy& c, cudaStream_t stream) {
   if (c.n == 0) return;
   constexpr int kThreads = SliceConfig::kThreads;
-  strided_copy_kernel<T><<<grid_for(c.n, kThreads), kThreads, 0, stream>>>(src, dst, c);
-  VARSTATE_CUDA_CHECK_LAUNCH();
+  launch_kernel(strided_copy_kernel<T>, grid_for(c.n, kThreads), kThreads, 0, stream, src, dst, c);
 }
 
 template void strided_copy<Opaque<1>>(const Opaque<1>*, Opaque<1>*, const StridedCopy&,

@@ -163,12 +163,12 @@ void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<
     if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {
       const int64_t rows = row_width > 0 ? n / row_width : 0;
       if (rows == 0) return;
-      rowwise_dense_kernel<C, D>
-          <<<grid_for(rows, kThreads), kThreads, 0, stream>>>(p, s, g, rows, row_width);
+      launch_kernel(rowwise_dense_kernel<C, D>, grid_for(rows, kThreads), kThreads, 0, stream, p, s,
+                    g, rows, row_width);
     } else {
-      dense_kernel<kOp, C, D><<<grid_for(n, kThreads), kThreads, 0, stream>>>(p, s, g, n);
+      launch_kernel(dense_kernel<kOp, C, D>, grid_for(n, kThreads), kThreads, 0, stream, p, s, g,
+                    n);
     }
-    VARSTATE_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -203,19 +203,18 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       auto* run_of_row = static_cast<int64_t*>(memory.get());
       VARSTATE_CUDA_CHECK(cudaMemsetAsync(run_of_row, 0xFF, map_bytes, stream));
       if (n > 0) {
-        mark_runs_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(run, n, run_of_row);
-        VARSTATE_CUDA_CHECK_LAUNCH();
+        launch_kernel(mark_runs_kernel, grid_for(n, kThreads), kThreads, 0, stream, run, n,
+                      run_of_row);
       }
-      adam_sparse_kernel<C, D><<<grid_for(rows * row_width, kThreads), kThreads, 0, stream>>>(
-          p, s, run, n, run_of_row, g, rows, row_width);
+      launch_kernel(adam_sparse_kernel<C, D>, grid_for(rows * row_width, kThreads), kThreads, 0,
+                    stream, p, s, run, n, run_of_row, g, rows, row_width);
     } else if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {
-      rowwise_sparse_kernel<C, D>
-          <<<grid_for(n, kThreads), kThreads, 0, stream>>>(p, s, run, n, g, row_width);
+      launch_kernel(rowwise_sparse_kernel<C, D>, grid_for(n, kThreads), kThreads, 0, stream, p, s,
+                    run, n, g, row_width);
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
-      sparse_kernel<kOp, C, D>
-          <<<row_grid(n), row_threads(row_width), 0, stream>>>(p, s, run, n, g, row_width);
+      launch_kernel(sparse_kernel<kOp, C, D>, row_grid(n), row_threads(row_width), 0, stream, p, s,
+                    run, n, g, row_width);
     }
-    VARSTATE_CUDA_CHECK_LAUNCH();
   });
 }
 

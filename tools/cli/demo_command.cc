@@ -146,7 +146,10 @@ std::vector<std::string> chosen_devices(const std::string& which) {
     gpus.push_back(cpu);
     return gpus;
   }
-  return gpus.empty() ? std::vector<std::string>{cpu} : gpus;  // default
+  // The default: real GPUs if any; emulated ones (VARSTATE_CUDA=EMULATE)
+  // only when asked for, as they run the kernels on this CPU.
+  const bool real_gpus = !gpus.empty() && !dm.gpu(0).emulated();
+  return real_gpus ? gpus : std::vector<std::string>{cpu};
 }
 
 // Parts per table: --shards, or two per device; at most a table's rows.
@@ -901,7 +904,7 @@ Action add_demo_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", o->device,
                   "cpu, gpu (every GPU) or all (every GPU and the CPU); default: gpu when "
-                  "there are GPUs, else cpu")
+                  "there are GPUs (emulated ones only when asked for), else cpu")
       ->check(CLI::IsMember({"cpu", "gpu", "all"}));
   cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")
       ->check(count_at_least(1));

@@ -1,0 +1,230 @@
+// Emulated device memory and pinned host memory
+// (cuda_emulation/emulator_internal.h).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_emulation/device_work.h"
+#include "cuda_emulation/emulator_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define VARSTATE_EMULATION_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VARSTATE_EMULATION_ASAN 1
+#endif
+#endif
+#ifdef VARSTATE_EMULATION_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace varstate::cuda_emulation {
+namespace {
+
+constexpr unsigned char kCanary = 0xFD;
+
+size_t page_size() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+struct Allocation {
+  size_t bytes = 0;   // as requested
+  size_t mapped = 0;  // data pages (the guard page follows)
+  int device = 0;
+  bool freeing = false;  // cudaFree(Async) called; unmapped when its stream gets there
+};
+
+struct Heap {
+  std::mutex mu;
+  std::map<uintptr_t, Allocation> live;  // by start address
+  std::vector<size_t> used;              // bytes per device
+  int busy = 0;                          // device work running
+};
+
+Heap& heap() {
+  static Heap* h = [] {
+    auto* x = new Heap;
+    x->used.resize(static_cast<size_t>(config().devices), 0);
+    return x;
+  }();
+  return *h;
+}
+
+void protect(uintptr_t start, const Allocation& a, bool accessible) {
+  if (mprotect(reinterpret_cast<void*>(start), a.mapped,
+               accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+    std::perror("varstate: emulated GPU: mprotect");
+    std::abort();
+  }
+}
+
+// The allocation holding [p, p + bytes), or live.end(). Holds heap().mu.
+std::map<uintptr_t, Allocation>::iterator find_locked(Heap& h, const void* p, size_t bytes) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = h.live.upper_bound(addr);
+  if (it == h.live.begin()) return h.live.end();
+  --it;
+  if (addr - it->first > it->second.bytes || bytes > it->second.bytes - (addr - it->first)) {
+    return h.live.end();
+  }
+  return it;
+}
+
+struct PinnedRegistry {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> blocks;
+};
+
+PinnedRegistry& pinned() {
+  static auto* p = new PinnedRegistry;
+  return *p;
+}
+
+}  // namespace
+
+void* allocate_device(int device, size_t bytes) {
+  Heap& h = heap();
+  const size_t mapped = round_up(std::max<size_t>(bytes, 1), page_size());
+  {
+    std::lock_guard lock(h.mu);
+    if (bytes > config().memory - h.used[static_cast<size_t>(device)]) return nullptr;
+    h.used[static_cast<size_t>(device)] += bytes;
+  }
+  void* map = mmap(nullptr, mapped + page_size(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) {
+    std::lock_guard lock(h.mu);
+    h.used[static_cast<size_t>(device)] -= bytes;
+    return nullptr;
+  }
+  char* p = static_cast<char*>(map);
+  mprotect(p + mapped, page_size(), PROT_NONE);  // the guard page
+  std::memset(p, kUninitializedByte, bytes);
+#ifdef VARSTATE_EMULATION_ASAN
+  ASAN_POISON_MEMORY_REGION(p + bytes, mapped - bytes);
+#else
+  std::memset(p + bytes, kCanary, mapped - bytes);
+#endif
+  std::lock_guard lock(h.mu);
+  Allocation a{bytes, mapped, device, false};
+  if (h.busy == 0) protect(reinterpret_cast<uintptr_t>(p), a, false);
+  h.live.emplace(reinterpret_cast<uintptr_t>(p), a);
+  return p;
+}
+
+bool begin_free(void* p) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  auto it = h.live.find(reinterpret_cast<uintptr_t>(p));
+  if (it == h.live.end() || it->second.freeing) return false;
+  it->second.freeing = true;
+  return true;
+}
+
+void finish_free(void* p) {
+  Heap& h = heap();
+  Allocation a;
+  {
+    std::lock_guard lock(h.mu);
+    auto it = h.live.find(reinterpret_cast<uintptr_t>(p));
+    if (it == h.live.end()) return;
+    a = it->second;
+    h.live.erase(it);
+    h.used[static_cast<size_t>(a.device)] -= a.bytes;
+    protect(reinterpret_cast<uintptr_t>(p), a, true);
+  }
+  char* c = static_cast<char*>(p);
+#ifdef VARSTATE_EMULATION_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(c + a.bytes, a.mapped - a.bytes);
+#else
+  for (size_t i = a.bytes; i < a.mapped; ++i) {
+    if (static_cast<unsigned char>(c[i]) != kCanary) {
+      set_sticky_error(a.device, cudaErrorIllegalAddress,
+                       "a write " + std::to_string(i - a.bytes) + " bytes past the end of a " +
+                           std::to_string(a.bytes) + "-byte allocation");
+      break;
+    }
+  }
+#endif
+  munmap(p, a.mapped + page_size());
+}
+
+int device_of(const void* p) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  auto it = find_locked(h, p, 0);
+  return it == h.live.end() ? -1 : it->second.device;
+}
+
+bool is_device_range(const void* p, size_t bytes) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  auto it = find_locked(h, p, bytes);
+  return it != h.live.end() && !it->second.freeing;
+}
+
+bool is_mapped_device_range(const void* p, size_t bytes) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  return find_locked(h, p, bytes) != h.live.end();
+}
+
+size_t device_memory_used(int device) {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  return h.used[static_cast<size_t>(device)];
+}
+
+DeviceWorkScope::DeviceWorkScope() {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  if (h.busy++ == 0) {
+    for (const auto& [start, a] : h.live) protect(start, a, true);
+  }
+}
+
+DeviceWorkScope::~DeviceWorkScope() {
+  Heap& h = heap();
+  std::lock_guard lock(h.mu);
+  if (--h.busy == 0) {
+    for (const auto& [start, a] : h.live) protect(start, a, false);
+  }
+}
+
+void* allocate_pinned(size_t bytes) {
+  void* p = std::aligned_alloc(4096, round_up(std::max<size_t>(bytes, 1), 4096));
+  if (p == nullptr) return nullptr;
+  PinnedRegistry& r = pinned();
+  std::lock_guard lock(r.mu);
+  r.blocks.emplace(reinterpret_cast<uintptr_t>(p), bytes);
+  return p;
+}
+
+bool free_pinned(void* p) {
+  PinnedRegistry& r = pinned();
+  {
+    std::lock_guard lock(r.mu);
+    if (r.blocks.erase(reinterpret_cast<uintptr_t>(p)) == 0) return false;
+  }
+  std::free(p);
+  return true;
+}
+
+bool is_pinned_range(const void* p, size_t bytes) {
+  PinnedRegistry& r = pinned();
+  std::lock_guard lock(r.mu);
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = r.blocks.upper_bound(addr);
+  if (it == r.blocks.begin()) return false;
+  --it;
+  return addr - it->first <= it->second && bytes <= it->second - (addr - it->first);
+}
+
+}  // namespace varstate::cuda_emulation

@@ -1,0 +1,22 @@
+// The device side of dirty-row tracking (runtime/dirty_rows_internal.h):
+// scatters on a GPU mark the rows they write in a byte map on the device
+// (their index-check kernel, kernels/cuda/scatter.h); a take moves the
+// marks out with take_marks. On the host the marks are atomics, read and
+// cleared one by one (runtime/dirty_rows.cc, collect_byte_marks).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common.h"
+
+namespace varstate::kernels::cuda {
+
+// Enqueues, for i in [0, n): out[i] = marks[i]; marks[i] = 0, as one kernel:
+// in stream order, a marking kernel enqueued before it has its marks moved
+// to `out`, one enqueued after it leaves its marks for the next take, and
+// none can mark between the read and the clear. Device memory of the
+// stream's device; no host synchronization. Throws InternalError if the
+// launch fails.
+void take_marks(uint8_t* marks, uint8_t* out, int64_t n, cudaStream_t stream);
+
+}  // namespace varstate::kernels::cuda
