@@ -93,6 +93,22 @@ struct alignas(16) Bits128 {
   unsigned long long lo, hi;
 };
 
+// One load of *p, as one value. cas_apply's first read races with other
+// threads' compare-and-swap on the same element: a plain read lets the
+// compiler load it again for each use (it may assume nobody else writes),
+// and if those loads see different values, the value compared is not the
+// value the update was computed from, and a retry applies the update twice.
+// (Found on emulated GPUs: GCC read the element three times.)
+template <typename W>
+__device__ __forceinline__ W load_once(const W* p) {
+  if constexpr (std::is_same_v<W, Bits128>) {
+    const volatile Bits128* v = p;
+    return {v->lo, v->hi};
+  } else {
+    return *static_cast<const volatile W*>(p);
+  }
+}
+
 #ifdef __CUDA_ARCH__
 // cas_apply's 16-byte branch and kernel_has_cas128 use one threshold.
 static_assert((__CUDA_ARCH__ >= 900) == ptx_has_cas128(__CUDA_ARCH__ / 10));
@@ -116,7 +132,7 @@ __device__ __forceinline__ void cas_apply(C* p, F f) {
         std::conditional_t<sizeof(C) == 2, unsigned short,
                            std::conditional_t<sizeof(C) == 4, unsigned int, unsigned long long>>;
     W* w = reinterpret_cast<W*>(p);
-    W seen = *w, want;
+    W seen = load_once(w), want;
     do {
       want = seen;
       const W next = bits_as<W>(f(bits_as<C>(want)));
@@ -128,7 +144,7 @@ __device__ __forceinline__ void cas_apply(C* p, F f) {
     unsigned short* w = reinterpret_cast<unsigned short*>(addr & ~uintptr_t{1});
     const unsigned shift = static_cast<unsigned>(addr & 1) * 8;
     const unsigned mask = 0xFFu << shift;
-    unsigned short seen = *w, want;
+    unsigned short seen = load_once(w), want;
     do {
       want = seen;
       const unsigned char old = static_cast<unsigned char>((want & mask) >> shift);
@@ -142,7 +158,7 @@ __device__ __forceinline__ void cas_apply(C* p, F f) {
     static_assert(sizeof(C) == 16);
 #if __CUDA_ARCH__ >= 900
     Bits128* w = reinterpret_cast<Bits128*>(p);
-    Bits128 seen = *w, want;
+    Bits128 seen = load_once(w), want;
     do {
       want = seen;
       const Bits128 next = bits_as<Bits128>(f(bits_as<C>(want)));
