@@ -10,6 +10,9 @@
 #endif
 
 #include "kernels/cpu/parallel.h"
+#ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/dirty_marks.h"
+#endif
 #include "varstate/device_manager.h"
 
 namespace varstate::internal {
@@ -24,7 +27,23 @@ DirtyRows::Marks fresh_marks(int64_t rows) {
 }  // namespace
 
 DirtyRows::~DirtyRows() {
-  if (device_bits_ != nullptr) device_->deallocate(device_bits_);
+  retire_device_marks();
+  for (const Retired& r : retired_) r.device->deallocate(r.bits);
+}
+
+void DirtyRows::retire_device_marks() {
+  if (device_bits_ == nullptr) return;
+  retired_.push_back({device_, device_bits_});
+  device_bits_ = nullptr;
+}
+
+void DirtyRows::free_retired() {
+  // A writer in flight may hold a retired buffer and not have enqueued its
+  // marking kernel yet; once none is, a stream-ordered free comes after
+  // every kernel that uses it.
+  if (retired_.empty() || writing_.load() != 0) return;
+  for (const Retired& r : retired_) r.device->deallocate(r.bits);
+  retired_.clear();
 }
 
 namespace {
@@ -59,10 +78,7 @@ void DirtyRows::resize(int64_t rows) {
   overflowed_ = false;
   rows_ = rows;
   all_ = true;
-  if (device_bits_ != nullptr) {
-    device_->deallocate(device_bits_);  // stream-ordered: kernels using it finish first
-    device_bits_ = nullptr;
-  }
+  retire_device_marks();
 }
 
 bool DirtyRows::tracking() {
@@ -96,10 +112,11 @@ DirtyRows::Marks DirtyRows::marks_if_overflowed(int64_t rows, int64_t row_bytes)
 
 uint8_t* DirtyRows::device_marks(Device& device, int64_t rows) {
   std::lock_guard lock(mu_);
+  free_retired();
+  if (!tracking_) return nullptr;  // the first take reports every row dirty
   resize(rows);
   if (device_bits_ != nullptr && device_ != &device) {
-    device_->deallocate(device_bits_);
-    device_bits_ = nullptr;
+    retire_device_marks();
     all_ = true;  // moved to another device: its marks are gone
   }
   if (device_bits_ == nullptr) {
@@ -242,14 +259,29 @@ void DirtyRows::collect_byte_marks() {
 }
 
 void DirtyRows::collect_device_marks() {
+#ifdef VARSTATE_HAVE_CUDA
   if (device_bits_ == nullptr || rows_ <= 0) return;
-  std::vector<uint8_t> host(static_cast<size_t>(rows_));
-  // Ordered after the scatters enqueued so far; the clear right after them.
-  copy_bytes(DeviceManager::instance().cpu(), host.data(), *device_, device_bits_, host.size());
-  device_->memset(device_bits_, 0, host.size());
+  const auto n = static_cast<size_t>(rows_);
+  // The marks move out and are cleared by one kernel, in the device's
+  // stream order: a scatter that took device_marks() before this take but
+  // enqueues its marking kernel after it leaves its marks for the next take.
+  // (A copy followed by a separate clear lost the marks of a kernel
+  // enqueued between the two.)
+  Device& device = *device_;
+  std::unique_ptr<uint8_t, std::function<void(uint8_t*)>> moved(
+      static_cast<uint8_t*>(device.allocate(n)), [&device](uint8_t* p) { device.deallocate(p); });
+  {
+    DeviceGuard guard(device);
+    kernels::cuda::take_marks(static_cast<uint8_t*>(device_bits_), moved.get(), rows_,
+                              device.stream());
+  }
+  std::vector<uint8_t> host(n);
+  copy_bytes(DeviceManager::instance().cpu(), host.data(), device, moved.get(), n);
+  if (after_device_read_for_testing_) after_device_read_for_testing_();
   for (int64_t r = 0; r < rows_; ++r) {
     if (host[static_cast<size_t>(r)] != 0) set_bit(r);
   }
+#endif
 }
 
 void DirtyRows::mark_all() {
@@ -270,6 +302,7 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   const bool was_tracking = tracking_;
   t.all = !was_tracking || all_ || rows != rows_ || generation != generation_;
   tracking_ = true;
+  free_retired();
   resize(rows);
   settle();
   // A writer between its marks and the end of its write: the rows stay

@@ -120,7 +120,11 @@ class DirtyRows {
   static constexpr int64_t kLoggedRowBytes = 256;
   // The device-side marks of a buffer of `rows` rows on `device` (a GPU):
   // one byte per row, zero when allocated, set by the scatter's index-check
-  // kernel. Valid until the row count or device changes. Thread-safe.
+  // kernel; null before the first take (nothing is allocated for a
+  // variable that is never saved incrementally). Valid while the caller
+  // holds a Writing guard, even if the row count or device changes
+  // meanwhile (the buffer is then freed after the guard is gone).
+  // Thread-safe.
   uint8_t* device_marks(Device& device, int64_t rows);
   // Rows `indices` (int32 or int64 values in [0, rows), on the host) of a
   // buffer of `rows` rows were written, and the write is complete: logs
@@ -144,6 +148,13 @@ class DirtyRows {
   // marks (tests: a writer that marks and finishes then).
   void set_after_collect_for_testing(std::function<void()> fn) {
     after_collect_for_testing_ = std::move(fn);
+  }
+  // Called by take(), with the mutex held, right after it has read the
+  // device marks into host memory, before it reads anything else (tests: a
+  // scatter that took its marks before the take enqueues its marking kernel
+  // then).
+  void set_after_device_read_for_testing(std::function<void()> fn) {
+    after_device_read_for_testing_ = std::move(fn);
   }
 
   // The log's capacity, in entries, for a buffer of `rows` rows.
@@ -191,6 +202,10 @@ class DirtyRows {
   // Moves the host and device byte marks into the bitmap and clears them.
   void collect_byte_marks();
   void collect_device_marks();
+  // Device marks of an earlier row count or device, freed once no writer
+  // that may hold them is in flight.
+  void retire_device_marks();
+  void free_retired();
 
   const int64_t narrow_rows_;
   std::mutex mu_;
@@ -218,7 +233,13 @@ class DirtyRows {
   std::atomic<int> writing_{0};
   Device* device_ = nullptr;
   void* device_bits_ = nullptr;
+  struct Retired {
+    Device* device;
+    void* bits;
+  };
+  std::vector<Retired> retired_;
   std::function<void()> after_collect_for_testing_;
+  std::function<void()> after_device_read_for_testing_;
   // The background fold of spare_ into bitmap_, while it may run. Last, so
   // that it is dropped or waited for before what it folds goes.
   std::optional<kernels::cpu::SideTask> folding_;
