@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   cluster.barrier();  // every update is in
   const std::string path = saver.save(ckpt_dir + "/model", step.value().scalar<int64_t>());
   if (cluster.is_chief()) {
-    const Tensor e = emb.as_tensor();
+    const Tensor e = emb.as_tensor().to_host();  // on this task's default device, maybe a GPU
     const int64_t steps = step.value().scalar<int64_t>();  // one per update of row 999
     std::string kept;
     for (const std::string& p : saver.last_checkpoints()) kept += p + " ";

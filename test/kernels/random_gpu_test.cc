@@ -119,7 +119,7 @@ TEMPLATE_TEST_CASE("GPU random kernels match the CPU kernels bit for bit", "[ran
   }
 }
 
-TEST_CASE("GPU random kernels index past 2^31 elements", "[random][gpu]") {
+TEST_CASE("GPU random kernels index past 2^31 elements", "[random][gpu][large]") {
   const int64_t n = (int64_t{1} << 31) + 67;
   if (gpu().total_memory() < static_cast<size_t>(3 * n * sizeof(half))) {
     SUCCEED("not enough GPU memory");

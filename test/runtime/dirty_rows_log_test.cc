@@ -119,6 +119,7 @@ TEST_CASE_METHOD(FreshGraph, "dirty rows log: many scatters between takes fold, 
   const bool background = GENERATE(false, true);
   CAPTURE(background);
   BackgroundFolds folds_mode(background);
+  DeviceScope on_host("/cpu:0");    // the log is a host variable's (a GPU's marks are bytes)
   constexpr int64_t kRows = 20000;  // capacity: 5000 entries
   REQUIRE(DirtyRows::log_capacity(kRows) == 5000);
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 1}), "v");
@@ -181,6 +182,7 @@ TEST_CASE("dirty rows log: a new row count is all dirty and drops the log",
 
 TEST_CASE_METHOD(FreshGraph, "dirty rows log: concurrent scatters and takes lose no row",
                  "[dirty_rows][dirty_log]") {
+  DeviceScope on_host("/cpu:0");  // the log is a host variable's (a GPU's marks are bytes)
   constexpr int64_t kRows = 50000;
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
   // Takes as fast as they come.
@@ -218,6 +220,7 @@ TEST_CASE("dirty rows log: appends of every length and index type keep every row
 TEST_CASE_METHOD(FreshGraph,
                  "dirty rows log: after an overflow the kernel marks until the take, then logs",
                  "[dirty_rows][dirty_log]") {
+  DeviceScope on_host("/cpu:0");      // the log is a host variable's (a GPU's marks are bytes)
   BackgroundFolds folds_mode(false);  // as without a second pool thread
   constexpr int64_t kRows = 20000;    // capacity: 5000 entries
   const int64_t width = GENERATE(int64_t{1}, int64_t{64});
@@ -254,6 +257,7 @@ TEST_CASE_METHOD(FreshGraph,
   const bool background = GENERATE(false, true);
   CAPTURE(background);
   BackgroundFolds folds_mode(background);
+  DeviceScope on_host("/cpu:0");    // the log is a host variable's (a GPU's marks are bytes)
   constexpr int64_t kRows = 20000;  // capacity: 5000 entries
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 2}), "v");
   // A take every 12 calls or so: the log overflows (about 11,000 entries)
@@ -274,6 +278,7 @@ TEST_CASE_METHOD(FreshGraph,
                  "dirty rows log: with background folds an overflow swaps logs and the kernel "
                  "never marks",
                  "[dirty_rows][dirty_log]") {
+  DeviceScope on_host("/cpu:0");  // the log is a host variable's (a GPU's marks are bytes)
   BackgroundFolds folds_mode(true);
   constexpr int64_t kRows = 20000;  // capacity: 5000 entries
   Variable v = initialized_variable(Tensor::zeros(DType::kFloat, {kRows, 1}), "v");
