@@ -195,12 +195,7 @@ PartitionedVariable embedding_table(const char* scope, int64_t rows, int64_t ran
 // the CPU.
 Variable make_global_step() {
   DeviceScope cpu("/device:CPU:0");
-  return get_variable("global_step", {.shape = TensorShape{},
-                                      .dtype = DType::kInt64,
-                                      .initializer = zeros_initializer(DType::kInt64),
-                                      .trainable = false,
-                                      .collections = std::vector<std::string>{
-                                          GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
+  return get_or_create_global_step();
 }
 
 // The optimizers of --optimizer: TensorFlow 1.x's, with TensorFlow's
