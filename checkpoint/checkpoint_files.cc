@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <regex>
 #include <utility>
 #include <vector>
@@ -75,16 +74,15 @@ std::set<std::string> kept_by_state_file(FileSystem& fs, const std::string& dir,
   if (!state) return kept;
   std::vector<std::string> listed = state->all_model_checkpoint_paths;
   listed.push_back(state->model_checkpoint_path);
-  const auto normal = [](const std::string& p) {
-    return std::filesystem::absolute(p).lexically_normal().string();
-  };
-  const std::string here = normal(join_path(dir, "x"));
   for (const std::string& path : listed) {
-    if (path.empty() || normal(join_path(dirname_of(path), "x")) != here) continue;
+    if (path.empty()) continue;
+    // By name: a state file with absolute paths copied along with its
+    // folder names the original's files, and means the copy's.
+    const std::string here = join_path(dir, basename_of(path));
     kept.insert(basename_of(path));
     try {
-      if (!fs.file_exists(bundle_index_filename(path))) continue;
-      if (auto record = read_chain_record(BundleReader(path, &fs))) {
+      if (!fs.file_exists(bundle_index_filename(here))) continue;
+      if (auto record = read_chain_record(BundleReader(here, &fs))) {
         for (const ChainRecordLink& link : *record) kept.insert(link.name);
       }
     } catch (const Error&) {
@@ -138,7 +136,7 @@ void check_no_directory_in_the_way(FileSystem& fs, const std::string& what,
                                    const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     if (is_directory(fs, path)) {
-      throw FailedPreconditionError(what + ": " + varstate::quoted(path) +
+      throw FailedPreconditionError(what + ": " + quoted(path) +
                                     " is a directory, where the save must write a file; move it "
                                     "out of the way");
     }
@@ -152,8 +150,7 @@ void remove_failed_checkpoint(FileSystem& fs, const std::string& checkpoint,
   try {
     delete_checkpoint_files(fs, checkpoint, meta_graph_file);
   } catch (const Error& e) {
-    logger().warn("removing what the failed save of {} wrote: {}", varstate::quoted(checkpoint),
-                  e.what());
+    logger().warn("removing what the failed save of {} wrote: {}", quoted(checkpoint), e.what());
   }
 }
 

@@ -40,8 +40,9 @@ std::vector<std::string> newest_links_first(FileSystem& fs, std::vector<std::str
 // The names (in `dir`) of the checkpoints that the state file
 // `latest_filename` (default "checkpoint") of `dir` lists, and of every link
 // a listed delta needs: what a save or a compaction must not replace or
-// delete. Listed paths outside `dir` are left out. Empty when there is no
-// state file; throws as get_checkpoint_state for an unreadable one.
+// delete. By name: a listed path in another directory (a copied folder's
+// absolute paths) names the file of that name in `dir`. Empty when there is
+// no state file; throws as get_checkpoint_state for an unreadable one.
 std::set<std::string> kept_by_state_file(FileSystem& fs, const std::string& dir,
                                          const std::string& latest_filename);
 
