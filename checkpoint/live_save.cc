@@ -156,6 +156,7 @@ void remove_stale_temporaries(FileSystem& fs, const std::string& save_path,
   const bool state_owned = live_saves().state_files.count(state_file) != 0;
   std::vector<std::string> names;
   try {
+    if (!fs.file_exists(dir)) return;  // a new folder: nothing to sweep
     names = fs.list_dir(dir);
   } catch (const Error& e) {
     logger().warn("could not list {} to remove stale temporary files: {}", dir, e.what());
