@@ -1,9 +1,13 @@
 #include "checkpoint/checkpoint_files.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <regex>
+#include <utility>
 #include <vector>
 
 #include "base/logging_internal.h"
+#include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
 #include "varstate/checkpoint_state.h"
@@ -39,6 +43,53 @@ void delete_checkpoint_files(FileSystem& fs, const std::string& prefix,
     for (const std::string& f : match_files(fs, prefix)) files.push_back(f);  // a V1 checkpoint
   }
   for (const std::string& f : files) best_effort_delete(fs, f);
+}
+
+std::vector<std::string> newest_links_first(FileSystem& fs, std::vector<std::string> prefixes) {
+  // The number of links before each prefix in its chain: 0 for a base or a
+  // full checkpoint; deltas of one chain have distinct counts.
+  std::vector<std::pair<size_t, std::string>> ranked;
+  for (std::string& prefix : prefixes) {
+    size_t links = 0;
+    try {
+      if (fs.file_exists(bundle_index_filename(prefix))) {
+        if (auto record = read_chain_record(BundleReader(prefix, &fs))) links = record->size();
+      }
+    } catch (const Error&) {
+      links = SIZE_MAX;  // unreadable: restores nothing, needs nothing
+    }
+    ranked.emplace_back(links, std::move(prefix));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& [links, prefix] : ranked) out.push_back(std::move(prefix));
+  return out;
+}
+
+std::set<std::string> kept_by_state_file(FileSystem& fs, const std::string& dir,
+                                         const std::string& latest_filename) {
+  std::set<std::string> kept;
+  const std::optional<CheckpointState> state = get_checkpoint_state(dir, latest_filename, &fs);
+  if (!state) return kept;
+  std::vector<std::string> listed = state->all_model_checkpoint_paths;
+  listed.push_back(state->model_checkpoint_path);
+  for (const std::string& path : listed) {
+    if (path.empty()) continue;
+    // By name: a state file with absolute paths copied along with its
+    // folder names the original's files, and means the copy's.
+    const std::string here = join_path(dir, basename_of(path));
+    kept.insert(basename_of(path));
+    try {
+      if (!fs.file_exists(bundle_index_filename(here))) continue;
+      if (auto record = read_chain_record(BundleReader(here, &fs))) {
+        for (const ChainRecordLink& link : *record) kept.insert(link.name);
+      }
+    } catch (const Error&) {
+      // A listed checkpoint that does not open needs nothing readable.
+    }
+  }
+  return kept;
 }
 
 std::vector<std::string> v2_checkpoint_files(const std::string& prefix, int num_shards,
@@ -81,12 +132,11 @@ bool listed_in_state(FileSystem& fs, const std::string& checkpoint,
 
 }  // namespace
 
-void check_no_directory_in_the_way(FileSystem& fs, const std::string& checkpoint,
+void check_no_directory_in_the_way(FileSystem& fs, const std::string& what,
                                    const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     if (is_directory(fs, path)) {
-      throw FailedPreconditionError("saving checkpoint " + quoted(checkpoint) + ": " +
-                                    quoted(path) +
+      throw FailedPreconditionError(what + ": " + quoted(path) +
                                     " is a directory, where the save must write a file; move it "
                                     "out of the way");
     }

@@ -11,6 +11,7 @@
 // its own error or success.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,22 @@ std::string meta_graph_filename(const std::string& checkpoint, const std::string
 // is `temp_prefix` ("<dir>/part"), and every file in it. Never throws.
 void remove_temp_dir(FileSystem& fs, const std::string& temp_prefix);
 
+// `prefixes` in the order to delete them in: each delta of an incremental
+// chain before the links it needs (the newest first), so that a deletion
+// cut short leaves every remaining checkpoint whole and restorable. Each
+// prefix's chain record is read from its index; one that cannot be read
+// goes first. Never throws.
+std::vector<std::string> newest_links_first(FileSystem& fs, std::vector<std::string> prefixes);
+
+// The names (in `dir`) of the checkpoints that the state file
+// `latest_filename` (default "checkpoint") of `dir` lists, and of every link
+// a listed delta needs: what a save or a compaction must not replace or
+// delete. By name: a listed path in another directory (a copied folder's
+// absolute paths) names the file of that name in `dir`. Empty when there is
+// no state file; throws as get_checkpoint_state for an unreadable one.
+std::set<std::string> kept_by_state_file(FileSystem& fs, const std::string& dir,
+                                         const std::string& latest_filename);
+
 // Deletes checkpoint `prefix`: its index first (a deletion cut short then
 // leaves data files that no longer pass for a checkpoint, never an index
 // without its data), its data shards, `meta_graph_file`, and without an
@@ -42,11 +59,12 @@ void delete_checkpoint_files(FileSystem& fs, const std::string& prefix,
 std::vector<std::string> v2_checkpoint_files(const std::string& prefix, int num_shards,
                                              const std::string& meta_graph_file);
 
-// Validation before a save of `checkpoint` writes anything: throws
-// FailedPreconditionError naming the checkpoint and the first of `paths`
-// (the files the save will create or replace, its state file included) that
-// is a directory, since no rename can replace it.
-void check_no_directory_in_the_way(FileSystem& fs, const std::string& checkpoint,
+// Validation before a save or compaction writes anything: throws
+// FailedPreconditionError "<what>: <path> is a directory, ..." for the first
+// of `paths` (the files it will create or replace, a save's state file
+// included) that is a directory, since no rename can replace it. `what`
+// names the operation: `saving checkpoint "ckpt/model-1"`.
+void check_no_directory_in_the_way(FileSystem& fs, const std::string& what,
                                    const std::vector<std::string>& paths);
 
 // After a save of `checkpoint` failed: deletes what it wrote (as

@@ -15,15 +15,20 @@
 // tensor) is read whole through the ChainReader and written.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/live_save_internal.h"
+#include "checkpoint/tensor_bundle.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/error.h"
@@ -87,8 +92,8 @@ std::vector<Patch> read_row_patches(const ChainReader& chain, const TensorInfo& 
       const std::span<std::byte> rows(at, ids.size() * row_bytes);
       if (rows.size() > total - static_cast<uint64_t>(at - arena.data()) ||
           !delta.read_into(e.rows, rows)) {
-        throw DataLossError("reading " + quoted(e.rows) + " from checkpoint " +
-                            quoted(delta.path()) + ": not stored whole as " +
+        throw DataLossError("reading " + varstate::quoted(e.rows) + " from checkpoint " +
+                            varstate::quoted(delta.path()) + ": not stored whole as " +
                             std::to_string(rows.size()) + " bytes");
       }
       for (size_t k = 0; k < ids.size(); ++k) p.push_back({ids[k], at + k * row_bytes});
@@ -208,29 +213,116 @@ void write_compacted(const CheckpointReader& reader, BundleWriter& writer) {
   writer.finish();
 }
 
+// True when paths `a` and `b` name the same file: equal once absolute and
+// normalized with symbolic links resolved, or (both existing) one inode.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto resolved = [&ec](const std::string& p) {
+    const fs::path abs = fs::absolute(p, ec).lexically_normal();
+    const fs::path canonical = fs::weakly_canonical(abs, ec);
+    return ec ? abs : canonical;
+  };
+  if (resolved(a) == resolved(b)) return true;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec) && !ec;
+}
+
+// The files of checkpoint `prefix`: a V2 bundle's index and data shards,
+// a V1 checkpoint's file or shards, and its meta graph.
+std::vector<std::string> files_of(FileSystem& files, const std::string& prefix) {
+  std::vector<std::string> out{bundle_index_filename(prefix), prefix,
+                               meta_graph_filename(prefix, "meta")};
+  for (const std::string& pattern :
+       {prefix, prefix + ".data-?????-of-?????", prefix + "-?????-of-?????"}) {
+    for (std::string& f : match_files(files, pattern)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Validation before a compaction of `reader` (opened from `checkpoint`)
+// into `output` writes anything (cp refuses `cp a a` likewise):
+// InvalidArgumentError when a file the output would write is a file of the
+// chain it reads (compacting model-4 onto its base model-1 would destroy
+// the chain); FailedPreconditionError when the output is a checkpoint that
+// the output directory's state file lists or that a listed delta needs
+// (replacing it would change what the state file's checkpoints restore),
+// or when a path the output writes is a directory. `output_files`: the
+// prefix, then the files the output writes.
+void check_output(FileSystem& files, const CheckpointReader& reader, const std::string& checkpoint,
+                  const std::string& output, const std::vector<std::string>& output_files) {
+  std::vector<std::string> inputs{checkpoint};
+  if (const auto* chain = dynamic_cast<const ChainReader*>(&reader)) {
+    inputs.clear();
+    for (const auto& link : chain->links()) inputs.push_back(link->path());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string role = inputs.size() == 1      ? "the checkpoint itself"
+                             : i == 0                ? "its base " + varstate::quoted(inputs[i])
+                             : i + 1 < inputs.size() ? "its delta " + varstate::quoted(inputs[i])
+                                                     : "the checkpoint itself";
+    const std::vector<std::string> theirs = files_of(files, inputs[i]);
+    for (const std::string& mine : output_files) {
+      for (const std::string& input : theirs) {
+        if (same_file(mine, input)) {
+          throw InvalidArgumentError(
+              varstate::quoted(mine) + " is a file of the chain being compacted (" + role +
+              "): the output would overwrite its own input; choose another output");
+        }
+      }
+    }
+  }
+  const std::string dir = dirname_of(output);
+  if (kept_by_state_file(files, dir, "checkpoint").count(basename_of(output)) != 0) {
+    throw FailedPreconditionError(
+        varstate::quoted(output) + " is a checkpoint that " +
+        varstate::quoted(join_path(dir, "checkpoint")) +
+        " lists or that a checkpoint it lists needs; replacing it would change what that "
+        "checkpoint restores; choose another output");
+  }
+  // The prefix itself names no file of a V2 output: a folder there is fine.
+  check_no_directory_in_the_way(
+      files, "writing the output",
+      std::vector<std::string>(output_files.begin() + 1, output_files.end()));
+}
+
 }  // namespace
 
 void compact_checkpoint(const std::string& checkpoint, const std::string& output_prefix,
                         FileSystem* fs) {
   FileSystem& files = fs ? *fs : *default_file_system();
+  const std::string meta = meta_graph_filename(checkpoint, "meta");
+  const std::string output_meta = meta_graph_filename(output_prefix, "meta");
+  std::unique_ptr<CheckpointReader> reader;
+  bool has_meta = false;
+  std::optional<internal::LiveSave> live;
   try {
-    const std::unique_ptr<CheckpointReader> reader = open_checkpoint(checkpoint, &files);
+    reader = open_checkpoint(checkpoint, &files);
+    has_meta = files.file_exists(meta);
+    std::vector<std::string> outputs{output_prefix, bundle_index_filename(output_prefix),
+                                     bundle_data_filename(output_prefix, 0, 1)};
+    if (has_meta) outputs.push_back(output_meta);
+    check_output(files, *reader, checkpoint, output_prefix, outputs);
+    // What killed compactions to this output left (their temporary
+    // files); registered meanwhile, so that no save in this process sweeps
+    // this compaction's own.
+    live.emplace(files, output_prefix, output_prefix, "", internal::Sweep::kCheckpointOnly);
+  } catch (...) {
+    rethrow_with_context("compacting checkpoint " + varstate::quoted(checkpoint) + " into " +
+                         varstate::quoted(output_prefix));
+  }
+  try {
     {
       BundleWriter writer(output_prefix, {.file_system = &files});
       write_compacted(*reader, writer);
     }
-    const std::string meta = meta_graph_filename(checkpoint, "meta");
-    if (files.file_exists(meta)) {
-      write_file_atomically(files, meta_graph_filename(output_prefix, "meta"),
-                            read_file_to_string(files, meta));
-    }
+    if (has_meta) write_file_atomically(files, output_meta, read_file_to_string(files, meta));
   } catch (...) {
     try {
-      delete_checkpoint_files(files, output_prefix, meta_graph_filename(output_prefix, "meta"));
+      delete_checkpoint_files(files, output_prefix, output_meta);
     } catch (...) {
     }
-    rethrow_with_context("compacting checkpoint " + quoted(checkpoint) + " into " +
-                         quoted(output_prefix));
+    rethrow_with_context("compacting checkpoint " + varstate::quoted(checkpoint) + " into " +
+                         varstate::quoted(output_prefix));
   }
 }
 

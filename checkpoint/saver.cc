@@ -494,6 +494,7 @@ void Saver::Impl::delete_unneeded(const std::string& old, const std::string& met
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   deferred_deletions.clear();
+  std::vector<std::string> unneeded;
   for (const std::string& path : candidates) {
     const bool needed = std::any_of(needs.begin(), needs.end(), [&](const auto& entry) {
       return std::find(entry.second.begin(), entry.second.end(), path) != entry.second.end();
@@ -501,8 +502,12 @@ void Saver::Impl::delete_unneeded(const std::string& old, const std::string& met
     if (needed) {
       deferred_deletions.push_back(path);
     } else if (path == old || checkpoint_exists(path, fs)) {
-      delete_checkpoint_files(*fs, path, recorded_meta_graph(path, meta_graph_suffix));
+      unneeded.push_back(path);
     }
+  }
+  // A chain goes newest first: a kill part-way leaves its older links whole.
+  for (const std::string& path : newest_links_first(*fs, std::move(unneeded))) {
+    delete_checkpoint_files(*fs, path, recorded_meta_graph(path, meta_graph_suffix));
   }
 }
 
@@ -837,7 +842,8 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
       options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
                           : save_path;
   s.check_initialized(checkpoint);
-  check_no_directory_in_the_way(*s.fs, checkpoint, s.files_of_save(checkpoint, options));
+  check_no_directory_in_the_way(*s.fs, "saving checkpoint " + quoted(checkpoint),
+                                s.files_of_save(checkpoint, options));
 
   // Removes what crashed saves left, then registers this one while in flight.
   auto live = std::make_shared<internal::LiveSave>(

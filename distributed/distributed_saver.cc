@@ -288,7 +288,7 @@ std::string DistributedSaver::Impl::commit(const std::string& prefix, const Shar
     const int num_shards = std::max<int>(1, static_cast<int>(shards.prefixes.size()));
     std::vector<std::string> files = v2_checkpoint_files(prefix, num_shards, meta);
     files.push_back(state_file_path(prefix, latest_filename));
-    check_no_directory_in_the_way(*fs, prefix, files);
+    check_no_directory_in_the_way(*fs, "saving checkpoint " + quoted(prefix), files);
     if (!shards.prefixes.empty()) {
       merge_bundles(shards.prefixes, prefix, {.file_system = fs});
     } else {
@@ -349,16 +349,20 @@ void DistributedSaver::Impl::delete_unneeded(const std::string& old) {
     auto it = needs.find(kept);
     if (it != needs.end()) needed.insert(needed.end(), it->second.begin(), it->second.end());
   }
-  std::vector<std::string> still;
+  std::vector<std::string> still, unneeded;
   for (const std::string& path : deferred_deletions) {
     if (std::find(needed.begin(), needed.end(), path) != needed.end()) {
       still.push_back(path);
       continue;
     }
     needs.erase(path);
-    delete_checkpoint_files(*fs, path, meta_graph_filename(path));
+    unneeded.push_back(path);
   }
   deferred_deletions = std::move(still);
+  // A chain goes newest first: a kill part-way leaves its older links whole.
+  for (const std::string& path : newest_links_first(*fs, std::move(unneeded))) {
+    delete_checkpoint_files(*fs, path, meta_graph_filename(path));
+  }
 }
 
 std::string DistributedSaver::save(const std::string& save_path, std::optional<int64_t> global_step,

@@ -24,6 +24,26 @@ using Key = std::pair<const Graph*, std::string>;
 
 Key key_of(const Variable& var) { return {&var.graph(), var.op_name()}; }
 
+// TensorFlow's Optimizer._assert_valid_dtypes: ValueError naming the
+// variable and the dtypes an optimizer trains.
+void check_trainable_dtype(const std::string& optimizer, const Variable& var) {
+  if (!internal::is_training_dtype(var.dtype())) {
+    throw ValueError(optimizer + ": invalid type " + std::string(dtype_name(var.dtype())) +
+                     " for variable " + quoted(var.op_name()) +
+                     ", expected: [float16, bfloat16, float32, float64]");
+  }
+}
+
+// TensorFlow builds the update ops in the default graph, and raises for a
+// variable of another graph ("must be from the same graph").
+void check_default_graph(const std::string& optimizer, const Variable& var, const char* what) {
+  if (&var.graph() != &get_default_graph()) {
+    throw ValueError(optimizer + ": " + what + " " + quoted(var.op_name()) +
+                     " must be from the same graph as the update (the default graph); it is "
+                     "in another graph");
+  }
+}
+
 bool has_gradient(const Gradient& grad) {
   const Tensor* dense = std::get_if<Tensor>(&grad);
   return dense == nullptr || dense->valid();
@@ -123,6 +143,9 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
   }
   for (const GradientAndVariable* gv : todo) {
     const std::string who = state_->name + " on " + quoted(gv->var.op_name());
+    check_default_graph(state_->name, gv->var, "variable");
+    check_trainable_dtype(state_->name, gv->var);
+    check_variable(gv->var);
     if (!gv->var.is_initialized()) internal::throw_uninitialized(gv->var.op_name());
     if (const Tensor* dense = std::get_if<Tensor>(&gv->grad)) {
       internal::checked_dense_gradient(*dense, gv->var, who);
@@ -131,6 +154,7 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
     }
   }
   if (global_step != nullptr) {
+    check_default_graph(state_->name, *global_step, "global_step");
     if (!global_step->is_initialized()) internal::throw_uninitialized(global_step->op_name());
     const DType dtype = global_step->dtype();
     if ((dtype != DType::kInt32 && dtype != DType::kInt64) || global_step->shape().rank() != 0) {
@@ -141,8 +165,10 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
   }
   std::vector<Variable> vars;
   for (const GradientAndVariable* gv : todo) vars.push_back(gv->var);
-  create_slots_locked(vars);
+  // The hyperparameters are read (and checked) before anything is created.
   prepare();
+  create_slots_locked(vars);
+  read_state();
   {
     // The applies to remote variables run together at the end: one
     // locked exchange per window and owner, not per variable and slot.
@@ -163,6 +189,10 @@ void Optimizer::apply_gradients(const std::vector<GradientAndVariable>& grads_an
 
 void Optimizer::create_slots(const std::vector<Variable>& var_list) {
   std::lock_guard lock(state_->mu);
+  for (const Variable& var : var_list) {
+    check_trainable_dtype(state_->name, var);
+    check_variable(var);
+  }
   create_slots_locked(var_list);
 }
 

@@ -83,14 +83,16 @@ RowwiseAdagradOptimizer::RowwiseAdagradOptimizer(Hyperparameter learning_rate,
                                                  AdagradOptions options)
     : AdagradOptimizer(std::move(learning_rate), std::move(options)) {}
 
-void RowwiseAdagradOptimizer::make_slots(const Variable& var) {
-  const TensorShape shape = var.shape();
-  if (shape.rank() < 1) {
+void RowwiseAdagradOptimizer::check_variable(const Variable& var) const {
+  if (var.shape().rank() < 1) {
     throw InvalidArgumentError(get_name() + " on " + quoted(var.op_name()) +
                                ": var must be at least 1 dimensional, got shape " +
-                               shape.to_string());
+                               var.shape().to_string());
   }
-  make_slot(var, "accumulator", initial_accumulator_value_, TensorShape({shape.dim(0)}));
+}
+
+void RowwiseAdagradOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "accumulator", initial_accumulator_value_, TensorShape({var.shape().dim(0)}));
 }
 
 void RowwiseAdagradOptimizer::apply_dense(const Tensor& grad, Variable& var) {
@@ -119,8 +121,9 @@ void AdamOptimizer::make_non_slot_variables(const Variable& first) {
   make_non_slot_variable("beta2_power", options_.beta2, first.dtype(), first);
 }
 
-void AdamOptimizer::prepare() {
-  lr_ = read(options_.learning_rate, "learning_rate");
+void AdamOptimizer::prepare() { lr_ = read(options_.learning_rate, "learning_rate"); }
+
+void AdamOptimizer::read_state() {
   auto power = [this](const char* name) {
     return non_slot_variable(name).value().to_host().cast(DType::kDouble).scalar<double>();
   };

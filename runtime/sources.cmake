@@ -26,6 +26,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/template.cc
   ${CMAKE_CURRENT_LIST_DIR}/training_call.cc
   ${CMAKE_CURRENT_LIST_DIR}/training_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/training_util.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_scope.cc

@@ -72,6 +72,8 @@ std::string subject(std::string_view tf_name, std::string_view name, const Varia
 
 }  // namespace
 
+bool is_training_dtype(DType dtype) { return training_dtype(dtype); }
+
 std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact) {
   DistinctRows d = distinct_rows(host_indices(indices), true);
   compact = Tensor::from_vector<int64_t>(d.local);

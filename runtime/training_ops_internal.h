@@ -126,6 +126,10 @@ Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std
 void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
                            std::span<std::atomic<uint8_t>* const> marks = {});
 
+// True for the dtypes the training ops and optimizers update (float16,
+// bfloat16, float32, float64).
+bool is_training_dtype(DType dtype);
+
 // The distinct values of `indices` (int32 or int64, on the host),
 // ascending, and in `compact` each index's position among them (int64):
 // the rows a sparse op on a remote variable moves, and the indices its

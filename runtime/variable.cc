@@ -185,12 +185,16 @@ void check_initial_shape(const std::string& op_name, const TensorShape& shape,
   }
 }
 
-// The initial value converted to options.dtype: ValueError when it does
-// not convert, as TensorFlow's convert_to_tensor(initial_value, dtype).
+// The initial value converted to options.dtype, as TensorFlow's
+// convert_to_tensor(initial_value, dtype): TypeError for a literal that does
+// not convert (1.5 to int32), ValueError for a tensor of another dtype
+// ("Tensor conversion requested dtype ...") and for an integer literal out
+// of the dtype's range.
 Tensor initial_value_as(const Tensor& value, DType dtype, const std::string& op_name) {
   try {
     return convert_to_dtype(value, dtype, "initial value of " + quoted(op_name));
   } catch (const TypeError& e) {
+    if (value.weakly_typed()) throw;
     throw ValueError(e.what());
   }
 }

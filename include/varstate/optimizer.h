@@ -82,19 +82,26 @@ class Optimizer {
   // Applies each gradient to its variable, then (when global_step is
   // given) adds 1 to global_step. IndexedSlices gradients update only their
   // rows (Adam: see AdamOptimizer), their duplicate indices summed first.
-  // Everything is checked before anything is written, so a call that throws
-  // leaves every variable, slot and global_step as it was: ValueError for
-  // an empty list, no gradient at all or a variable given twice;
-  // FailedPreconditionError for an uninitialized variable; TypeError and
-  // InvalidArgumentError for gradients as varstate/training_ops.h, for a
-  // hyperparameter that is not a numeric scalar, and for a global_step that
-  // is not an integer scalar.
+  // Everything is checked before anything is created or written, so a call
+  // that throws leaves the graph (no new slot or non-slot variable, no
+  // collection changed), every variable, slot and global_step as it was:
+  // ValueError for an empty list, no gradient at all, a variable given
+  // twice, a variable whose dtype the optimizer cannot train (float16,
+  // bfloat16, float32 and float64 only, as TensorFlow's optimizers) or a
+  // variable or global_step outside the default graph (TensorFlow: "must be
+  // from the same graph"); FailedPreconditionError for an uninitialized
+  // variable; TypeError and InvalidArgumentError for gradients as
+  // varstate/training_ops.h, for a hyperparameter that is not a numeric
+  // scalar, and for a global_step that is not an integer scalar.
   void apply_gradients(const std::vector<GradientAndVariable>& grads_and_vars,
                        Variable* global_step = nullptr);
 
   // Creates the slots and non-slot variables of `var_list` now, as building
   // TensorFlow's train op does, so that a Saver built next can restore them
-  // before the first step. Variables that have them are skipped.
+  // before the first step. Variables that have them are skipped. Every
+  // variable is checked first (ValueError for a dtype the optimizer cannot
+  // train, and the optimizer's own checks), so a call that throws creates
+  // nothing.
   void create_slots(const std::vector<Variable>& var_list);
 
   // The slot `name` ("m") of `var`; nullopt if there is none (yet).
@@ -108,11 +115,17 @@ class Optimizer {
  protected:
   Optimizer(std::string name, bool use_locking);
 
-  // TensorFlow's hooks: the slots of one variable; reading the
-  // hyperparameters once per apply, after the slots exist and before any
-  // update (throw there); one update; the work after all updates.
+  // TensorFlow's hooks: checking a variable before any slot is created
+  // (throw there: nothing is created for a variable the optimizer cannot
+  // train; the base has checked its dtype and graph already); the slots of
+  // one variable; reading the hyperparameters once per apply, before any
+  // slot is created (throw there); reading the optimizer's own variables
+  // (Adam's beta powers) once the slots exist; one update; the work after
+  // all updates.
+  virtual void check_variable(const Variable& var) const {}
   virtual void make_slots(const Variable& var) = 0;
   virtual void prepare() {}
+  virtual void read_state() {}
   virtual void apply_dense(const Tensor& grad, Variable& var) = 0;
   virtual void apply_sparse(const IndexedSlices& grad, Variable& var) = 0;
   virtual void finish() {}

@@ -104,6 +104,7 @@ class RowwiseAdagradOptimizer : public AdagradOptimizer {
                                    AdagradOptions options = {.name = "RowwiseAdagrad"});
 
  protected:
+  void check_variable(const Variable& var) const override;
   void make_slots(const Variable& var) override;
   void apply_dense(const Tensor& grad, Variable& var) override;
   void apply_sparse(const IndexedSlices& grad, Variable& var) override;
@@ -129,6 +130,7 @@ class AdamOptimizer : public Optimizer {
   void make_slots(const Variable& var) override;
   void make_non_slot_variables(const Variable& first) override;
   void prepare() override;
+  void read_state() override;
   void apply_dense(const Tensor& grad, Variable& var) override;
   void apply_sparse(const IndexedSlices& grad, Variable& var) override;
   void finish() override;

@@ -39,6 +39,7 @@
 #include "varstate/tensor_shape.h"
 #include "varstate/tensor_slice.h"
 #include "varstate/training_ops.h"
+#include "varstate/training_util.h"
 #include "varstate/update_options.h"
 #include "varstate/variable.h"
 #include "varstate/variable_scope.h"

@@ -163,6 +163,25 @@ echo "ok: incremental checkpoints form a chain, resume from a delta, end with th
 [ "$(values "$tmp/compact/model")" = "$(values "$tmp/k/model-40")" ] || fail "compacted values differ"
 "$cli" inspect "$tmp/compact/model" | grep -q "^chain of" && fail "the compacted checkpoint is a chain"
 echo "ok: compact writes the chain's values as one checkpoint"
+# Compacting onto a file of its own chain (its base, its delta, itself),
+# or onto an output whose .index is a directory, is refused in one line
+# before anything is written.
+sums() { (cd "$tmp/i" && md5sum -- model-* checkpoint); }
+before=$(sums)
+for out in model-10 model-20 model-40; do
+  "$cli" compact "$tmp/i/model-40" "$tmp/i/$out" >/dev/null 2>"$tmp/err" && fail "compact onto $out succeeded"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+    grep -Eq '^varstate compact: InvalidArgumentError: .* is a file of the chain being compacted' "$tmp/err" ||
+    fail "compact onto $out: $(cat "$tmp/err")"
+done
+[ "$(sums)" = "$before" ] || fail "a refused compaction changed the chain"
+mkdir -p "$tmp/blocked/o.index"
+"$cli" compact "$tmp/i/model-40" "$tmp/blocked/o" >/dev/null 2>"$tmp/err" && fail "compact onto a directory succeeded"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+  grep -Eq '^varstate compact: FailedPreconditionError: .*o.index" is a directory' "$tmp/err" ||
+  fail "compact onto a directory: $(cat "$tmp/err")"
+[ "$(ls "$tmp/blocked")" = "o.index" ] || fail "a refused compaction wrote $(ls "$tmp/blocked")"
+echo "ok: compact refuses a file of its own chain and a directory in the way, in one line"
 for delay in 0.4 0.7 1.0; do
   "$cli" demo "${sparse[@]}" --steps 1000000 --checkpoint_dir "$tmp/i" --resume >/dev/null 2>&1 &
   sleep "$delay"

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "device_fixture.h"
@@ -209,4 +210,117 @@ TEST_CASE_METHOD(FreshGraph, "a failing apply_gradients changes no variable, slo
   CHECK_THROWS_AS(sgd.apply_gradients({{g, w}}, &step), InvalidArgumentError);
   CHECK(state() == before);
   CHECK_THROWS_AS(FtrlOptimizer(0.1, {.learning_rate_power = 0.5}), ValueError);
+}
+
+namespace {
+
+// What apply_gradients may not change when it throws: the graph's variables
+// and its collections' sizes.
+struct GraphState {
+  std::vector<std::string> variables;
+  std::map<std::string, size_t> collections;
+  bool operator==(const GraphState&) const = default;
+};
+
+GraphState graph_state(const Graph& g) {
+  GraphState s;
+  for (const Variable& v : g.variables()) s.variables.push_back(v.op_name());
+  for (const std::string& key : g.collection_keys()) s.collections[key] = g.collection_size(key);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph, "apply_gradients on a dtype it cannot train creates nothing",
+                 "[optimizer][errors]") {
+  Variable ints(Tensor::from_vector<int32_t>({1, 2, 3}, {3}), {.name = "ints"});
+  Variable cplx(Tensor::from_vector<complex64>({{1, 1}, {2, 2}}, {2}), {.name = "cplx"});
+  ints.initializer().run();
+  cplx.initializer().run();
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable step = make_step();
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  const Tensor int_grad = Tensor::from_vector<int32_t>({1, 1, 1}, {3});
+  const Tensor complex_grad = Tensor::from_vector<complex64>({{1, 0}, {1, 0}}, {2});
+  std::vector<std::function<std::unique_ptr<Optimizer>()>> makers = {
+      [] { return std::make_unique<AdamOptimizer>(AdamOptions{.learning_rate = 0.1}); },
+      [] { return std::make_unique<AdagradOptimizer>(0.1); },
+      [] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); },
+      [] { return std::make_unique<GradientDescentOptimizer>(0.1); }};
+  for (const auto& make : makers) {
+    const std::unique_ptr<Optimizer> opt = make();
+    CAPTURE(opt->get_name());
+    const GraphState before = graph_state(get_default_graph());
+    // The bad variable sorts first: Adam would make its beta powers of its
+    // dtype.
+    CHECK_THROWS_AS(opt->apply_gradients({{int_grad, ints}, {g, w}}, &step), ValueError);
+    CHECK_THROWS_WITH(opt->apply_gradients({{int_grad, ints}, {g, w}}, &step),
+                      opt->get_name() +
+                          ": invalid type int32 for variable \"ints\", expected: "
+                          "[float16, bfloat16, float32, float64]");
+    CHECK_THROWS_AS(opt->apply_gradients({{complex_grad, cplx}, {g, w}}, &step), ValueError);
+    CHECK_THROWS_AS(opt->create_slots({cplx, w}), ValueError);
+    CHECK(graph_state(get_default_graph()) == before);
+    CHECK(opt->variables().empty());
+    CHECK(step.value().to_vector<int64_t>() == std::vector<int64_t>{0});
+    // A valid call afterwards makes float32 state.
+    opt->apply_gradients({{g, w}});
+    for (const Variable& v : opt->variables()) CHECK(v.dtype() == DType::kFloat);
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph, "a failing first apply_gradients leaves the graph as it was",
+                 "[optimizer][errors]") {
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable s = make_var({1.f}, {}, "s");
+  Variable step = make_step();
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  // A learning rate that is not a scalar: found before the slots exist.
+  Variable bad_lr = make_var({0.1f, 0.2f}, {2}, "bad_lr");
+  const GraphState before = graph_state(get_default_graph());
+  AdamOptimizer adam({.learning_rate = bad_lr});
+  CHECK_THROWS_AS(adam.apply_gradients({{g, w}}, &step), InvalidArgumentError);
+  CHECK(graph_state(get_default_graph()) == before);
+  // Row-wise Adagrad on a scalar, after a variable it could train.
+  RowwiseAdagradOptimizer rowwise(0.1);
+  CHECK_THROWS_AS(rowwise.apply_gradients({{g, w}, {Tensor(1.f), s}}), InvalidArgumentError);
+  CHECK_THROWS_AS(rowwise.create_slots({w, s}), InvalidArgumentError);
+  CHECK(graph_state(get_default_graph()) == before);
+  CHECK(rowwise.variables().empty());
+}
+
+TEST_CASE_METHOD(FreshGraph, "apply_gradients refuses a variable of another graph",
+                 "[optimizer][errors]") {
+  Graph other;
+  Variable x = [&] {
+    auto guard = other.as_default();
+    return make_var(kW, {2, 3}, "x");
+  }();
+  Variable step = make_step();
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  const GraphState mine = graph_state(get_default_graph());
+  const GraphState theirs = graph_state(other);
+  AdamOptimizer adam({.learning_rate = 0.1});
+  CHECK_THROWS_AS(adam.apply_gradients({{g, x}}, &step), ValueError);
+  CHECK_THROWS_WITH(adam.apply_gradients({{g, x}}, &step),
+                    Catch::Contains("Adam: variable \"x\" must be from the same graph"));
+  CHECK(graph_state(get_default_graph()) == mine);
+  CHECK(graph_state(other) == theirs);
+  CHECK(x.value().to_vector<float>() == kW);
+  // A global_step of another graph likewise; with its graph the default,
+  // the variable trains there.
+  Variable other_step = [&] {
+    auto guard = other.as_default();
+    return make_step();
+  }();
+  Variable w = make_var(kW, {2, 3}, "w");
+  CHECK_THROWS_AS(adam.apply_gradients({{g, w}}, &other_step), ValueError);
+  CHECK_THROWS_WITH(adam.apply_gradients({{g, w}}, &other_step),
+                    Catch::Contains("global_step \"global_step\" must be from the same graph"));
+  {
+    auto guard = other.as_default();
+    adam.apply_gradients({{g, x}}, &other_step);
+  }
+  CHECK(&adam.get_slot(x, "m")->graph() == &other);
+  CHECK(other_step.value().to_vector<int64_t>() == std::vector<int64_t>{1});
 }

@@ -227,6 +227,14 @@ TEST_CASE_METHOD(FreshGraph, "constructor arguments and their errors", "[variabl
                   ValueError);
   CHECK_THROWS_WITH(Variable(Tensor({1, 2}).cast(DType::kInt64), {.dtype = DType::kFloat}),
                     Catch::Contains("expected dtype float32, got int64 tensor"));
+  // A literal that does not convert is a TypeError, as TensorFlow's
+  // tf.Variable(1.5, dtype=tf.int32); one out of the dtype's range a
+  // ValueError.
+  CHECK_THROWS_AS(Variable(Tensor(1.5), {.dtype = DType::kInt32}), TypeError);
+  CHECK_THROWS_WITH(
+      Variable(Tensor(1.5), {.dtype = DType::kInt32}),
+      Catch::Contains("expected dtype int32, got float64 value that does not convert"));
+  CHECK_THROWS_AS(Variable(Tensor(int64_t{3000000000}), {.dtype = DType::kInt32}), ValueError);
   // expected_shape must match.
   CHECK_THROWS_AS(Variable(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{3}}), ValueError);
   Variable ok(Tensor({1.f, 2.f}), {.expected_shape = TensorShape{2}});

@@ -48,7 +48,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -196,12 +198,7 @@ PartitionedVariable embedding_table(const char* scope, int64_t rows, int64_t ran
 // the CPU.
 Variable make_global_step() {
   DeviceScope cpu("/device:CPU:0");
-  return get_variable("global_step", {.shape = TensorShape{},
-                                      .dtype = DType::kInt64,
-                                      .initializer = zeros_initializer(DType::kInt64),
-                                      .trainable = false,
-                                      .collections = std::vector<std::string>{
-                                          GraphKeys::GLOBAL_VARIABLES, GraphKeys::GLOBAL_STEP}});
+  return get_or_create_global_step();
 }
 
 // The optimizers of --optimizer: TensorFlow 1.x's, with TensorFlow's
@@ -514,12 +511,19 @@ class Checkpoints {
       } catch (const Error&) {  // restore_latest reports it
       }
     }
+    // Newest first, so that a kill part-way leaves no delta without its
+    // base; a ".meta" whose index is gone (a deletion cut short) goes too.
+    std::map<int64_t, std::string, std::greater<>> orphans;
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-      if (entry.path().extension() != ".index") continue;
+      const std::string ext = entry.path().extension().string();
+      if (ext != ".index" && ext != ".meta") continue;
       const std::string name = entry.path().stem().string();
       const std::optional<int64_t> step = step_of(name);
       if (!step || *step >= *newest || kept.count(name)) continue;
+      orphans.emplace(*step, name);
+    }
+    for (const auto& [step, name] : orphans) {
       remove_checkpoint((std::filesystem::path(dir_) / name).string());
     }
   }
