@@ -26,7 +26,13 @@ step's batch is three slices: the strongest input pipeline PyTorch has here.
 Initial values come from each library's own seeded generator, so the RMSEs
 agree statistically, not bit for bit: each PyTorch run's final test RMSE
 must be within --rmse_tolerance (relative, default 5%) of varstate's, or the
-script names both values and exits 1 (after writing the JSON).
+script names both values and exits 1 (after writing the JSON). The check is
+for runs that converge (the default 4,000 steps: varstate 0.149, PyTorch
+0.151; TensorFlow 0.148-0.154); a short run stops mid-descent, where other
+initial values alone move the RMSE by more. The two PyTorch programs start
+from the same values and see the same batches: their RMSEs differ by
+rounding only ("pytorch_variants_rmse_gap"), a check of the hand-written
+gradients against autograd's.
 
 --device cpu: torch.set_num_threads(T) and VARSTATE_CPU_THREADS=T for each
 T of --threads (default 2,1). --device cuda: PyTorch on cuda:0 and
@@ -34,7 +40,11 @@ T of --threads (default 2,1). --device cuda: PyTorch on cuda:0 and
 loop). Each repetition runs varstate, then index_add, then embedding, for
 every T in turn, so the machine's load hits all alike. Throughput counts the
 training steps only (varstate's "train_seconds": without the checkpoint
-save). Prints one JSON object (also written to --out; default
+save). PyTorch's multi-thread runs collapse on a machine busy with other
+work (2 cores under a C++ build: 17 steps/s at 2 threads, 430 at 1); the
+load average is in the JSON: quote figures from an idle machine only.
+Prints one JSON object
+(also written to --out; default
 bench/results/demo-vs-pytorch-DEVICE-MACHINE.json) with the machine, the
 load average, each run, and per thread count the best steps/s of each and
 the ratios varstate / PyTorch of the same run.
@@ -165,7 +175,7 @@ def rmse_failures(result, tolerance):
         if key.startswith("varstate"):
             continue
         variant, threads = key.split("/")
-        where = threads.replace("_", " ")
+        where = threads.replace("_", " ").replace("1 threads", "1 thread")
         for rep, run in enumerate(runs):
             want = result["runs"][f"varstate/{threads}"][rep]["rmse_after"]
             got = run["rmse_after"]
@@ -174,7 +184,8 @@ def rmse_failures(result, tolerance):
             elif not math.isfinite(got) or abs(got - want) > tolerance * want:
                 failures.append(
                     f"PyTorch {variant} ({where}, rep {rep}): test RMSE {got:.5f} vs varstate's "
-                    f"{want:.5f}: off by {abs(got - want) / want:.1%}, tolerance {tolerance:.1%}")
+                    f"{want:.5f}: off by {abs(got - want) / want:.2%}, "
+                    f"tolerance {tolerance * 100:g}%")
     return failures
 
 
@@ -257,6 +268,8 @@ def main():
             **{f"{name}_steps_per_s": s for name, s in best.items()},
             **{f"ratio_vs_{v}": best["varstate"] / best[v] for v in VARIANTS},
             **{f"{name}_test_rmse": r for name, r in last.items()},
+            # The same initial values and batches: only rounding tells them apart.
+            "pytorch_variants_rmse_gap": abs(last["index_add"] - last["embedding"]),
         }
     result["summary"] = summary
     failures = rmse_failures(result, o.rmse_tolerance)
