@@ -142,14 +142,14 @@ def run_tf(tf, model, train, test, o):
             "rmse_train": rmse(users, items, train)}
 
 
-def run_varstate(o, workdir, rep, threads=None):
-    """One `varstate demo` run; `threads` sets VARSTATE_CPU_THREADS."""
-    out = os.path.join(workdir, f"demo-{rep}-{threads}.json")
-    ckpt = os.path.join(workdir, f"ckpt-{rep}-{threads}")
+def run_varstate(o, workdir, rep, threads=None, device="cpu"):
+    """One `varstate demo --device DEVICE` run; `threads` sets VARSTATE_CPU_THREADS."""
+    out = os.path.join(workdir, f"demo-{rep}-{threads}-{device}.json")
+    ckpt = os.path.join(workdir, f"ckpt-{rep}-{threads}-{device}")
     env = dict(os.environ)
     if threads:
         env["VARSTATE_CPU_THREADS"] = str(threads)
-    cmd = [o.varstate, "demo", "--device", "cpu", "--checkpoint_dir", ckpt, "--json", out,
+    cmd = [o.varstate, "demo", "--device", device, "--checkpoint_dir", ckpt, "--json", out,
            "--users", str(o.users), "--items", str(o.items), "--rank", str(o.rank),
            "--ratings_per_user", str(o.ratings_per_user), "--noise", str(o.noise),
            "--steps", str(o.steps), "--batch_size", str(o.batch_size),
