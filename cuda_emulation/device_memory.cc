@@ -35,8 +35,9 @@ size_t page_size() {
 size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
 struct Allocation {
-  size_t bytes = 0;   // as requested
-  size_t mapped = 0;  // data pages (the guard page follows)
+  size_t bytes = 0;     // as requested
+  char* map = nullptr;  // the mapping: data pages, then the guard page
+  size_t mapped = 0;    // bytes of data pages
   int device = 0;
   bool freeing = false;  // cudaFree(Async) called; unmapped when its stream gets there
 };
@@ -57,9 +58,8 @@ Heap& heap() {
   return *h;
 }
 
-void protect(uintptr_t start, const Allocation& a, bool accessible) {
-  if (mprotect(reinterpret_cast<void*>(start), a.mapped,
-               accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+void protect(const Allocation& a, bool accessible) {
+  if (mprotect(a.map, a.mapped, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
     std::perror("varstate: emulated GPU: mprotect");
     std::abort();
   }
@@ -104,17 +104,23 @@ void* allocate_device(int device, size_t bytes) {
     h.used[static_cast<size_t>(device)] -= bytes;
     return nullptr;
   }
-  char* p = static_cast<char*>(map);
-  mprotect(p + mapped, page_size(), PROT_NONE);  // the guard page
+  char* base = static_cast<char*>(map);
+  mprotect(base + mapped, page_size(), PROT_NONE);  // the guard page
+  // As late in the pages as cudaMalloc's 256-byte alignment allows, so that
+  // an access past the end soon meets the guard page; the bytes between are
+  // poisoned (AddressSanitizer) or a canary.
+  char* p = base + (mapped - round_up(std::max<size_t>(bytes, 1), 256));
+  std::memset(base, kCanary, static_cast<size_t>(p - base));
   std::memset(p, kUninitializedByte, bytes);
+  const size_t tail = static_cast<size_t>(base + mapped - (p + bytes));
 #ifdef VARSTATE_EMULATION_ASAN
-  ASAN_POISON_MEMORY_REGION(p + bytes, mapped - bytes);
+  ASAN_POISON_MEMORY_REGION(p + bytes, tail);
 #else
-  std::memset(p + bytes, kCanary, mapped - bytes);
+  std::memset(p + bytes, kCanary, tail);
 #endif
   std::lock_guard lock(h.mu);
-  Allocation a{bytes, mapped, device, false};
-  if (h.busy == 0) protect(reinterpret_cast<uintptr_t>(p), a, false);
+  Allocation a{bytes, base, mapped, device, false};
+  if (h.busy == 0) protect(a, false);
   h.live.emplace(reinterpret_cast<uintptr_t>(p), a);
   return p;
 }
@@ -138,22 +144,23 @@ void finish_free(void* p) {
     a = it->second;
     h.live.erase(it);
     h.used[static_cast<size_t>(a.device)] -= a.bytes;
-    protect(reinterpret_cast<uintptr_t>(p), a, true);
+    protect(a, true);
   }
   char* c = static_cast<char*>(p);
+  const size_t tail = static_cast<size_t>(a.map + a.mapped - (c + a.bytes));
 #ifdef VARSTATE_EMULATION_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(c + a.bytes, a.mapped - a.bytes);
+  ASAN_UNPOISON_MEMORY_REGION(c + a.bytes, tail);
 #else
-  for (size_t i = a.bytes; i < a.mapped; ++i) {
-    if (static_cast<unsigned char>(c[i]) != kCanary) {
+  for (size_t i = 0; i < tail; ++i) {
+    if (static_cast<unsigned char>(c[a.bytes + i]) != kCanary) {
       set_sticky_error(a.device, cudaErrorIllegalAddress,
-                       "a write " + std::to_string(i - a.bytes) + " bytes past the end of a " +
+                       "a write " + std::to_string(i) + " bytes past the end of a " +
                            std::to_string(a.bytes) + "-byte allocation");
       break;
     }
   }
 #endif
-  munmap(p, a.mapped + page_size());
+  munmap(a.map, a.mapped + page_size());
 }
 
 int device_of(const void* p) {
@@ -182,19 +189,19 @@ size_t device_memory_used(int device) {
   return h.used[static_cast<size_t>(device)];
 }
 
-DeviceWorkScope::DeviceWorkScope() {
+void begin_device_work() {
   Heap& h = heap();
   std::lock_guard lock(h.mu);
   if (h.busy++ == 0) {
-    for (const auto& [start, a] : h.live) protect(start, a, true);
+    for (const auto& [start, a] : h.live) protect(a, true);
   }
 }
 
-DeviceWorkScope::~DeviceWorkScope() {
+void end_device_work() {
   Heap& h = heap();
   std::lock_guard lock(h.mu);
   if (--h.busy == 0) {
-    for (const auto& [start, a] : h.live) protect(start, a, false);
+    for (const auto& [start, a] : h.live) protect(a, false);
   }
 }
 

@@ -14,8 +14,9 @@
 // result deterministically instead of by chance.
 //
 // Device memory. Each allocation is its own mapping followed by an
-// inaccessible guard page, filled with kUninitializedByte. While no task of
-// any emulated device runs, every live allocation is mapped inaccessible,
+// inaccessible guard page, filled with kUninitializedByte. While no device
+// work of any emulated device is queued or running, every live allocation is
+// mapped inaccessible,
 // so a host dereference of a device pointer faults (AddressSanitizer
 // reports it as a SEGV with its stack). Under AddressSanitizer the bytes
 // between an allocation's end and its guard page are poisoned, so a kernel
@@ -144,13 +145,10 @@ void* allocate_pinned(size_t bytes);
 bool free_pinned(void* p);
 bool is_pinned_range(const void* p, size_t bytes);
 
-// Brackets device work: while any runs, device memory is accessible.
-class DeviceWorkScope {
- public:
-  DeviceWorkScope();
-  ~DeviceWorkScope();
-  DeviceWorkScope(const DeviceWorkScope&) = delete;
-  DeviceWorkScope& operator=(const DeviceWorkScope&) = delete;
-};
+// Bracket device work from its enqueue to its completion: while any is
+// queued or running, device memory is accessible (one change of protection
+// per burst of work, not per task).
+void begin_device_work();
+void end_device_work();
 
 }  // namespace varstate::cuda_emulation

@@ -79,6 +79,7 @@ Stream::Stream(int device, unsigned flags, bool legacy_default)
 }
 
 StreamPoint Stream::enqueue(Task task) {
+  if (task.device_work) begin_device_work();
   std::lock_guard lock(mu_);
   queue_.push_back(std::move(task));
   ++enqueued_;
@@ -132,16 +133,12 @@ void Stream::run() {
     for (const StreamPoint& p : task.waits) p.stream->wait(p.seq);
     if (sticky_error(device_) == cudaSuccess || !task.device_work) {
       try {
-        if (task.device_work) {
-          DeviceWorkScope scope;
-          task.fn();
-        } else {
-          task.fn();
-        }
+        task.fn();
       } catch (const std::exception& e) {
         set_sticky_error(device_, cudaErrorLaunchFailure, e.what());
       }
     }
+    if (task.device_work) end_device_work();
     {
       std::lock_guard lock(mu_);
       ++completed_;
