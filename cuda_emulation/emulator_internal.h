@@ -71,6 +71,12 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
+  // Tasks a stream holds before an enqueue blocks: a GPU blocks a host that
+  // runs ahead by about a thousand launches; the slower emulated device
+  // blocks it sooner, so that a host waiting for its work waits seconds, not
+  // minutes.
+  static constexpr uint64_t kMaxQueued = 64;
+
   int device() const { return device_; }
   bool blocking() const { return (flags_ & cudaStreamNonBlocking) == 0; }
   bool legacy_default() const { return legacy_default_; }

@@ -11,13 +11,7 @@
 #include <ucontext.h>
 #endif
 
-#if defined(__SANITIZE_ADDRESS__)
-#define VARSTATE_EMULATION_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define VARSTATE_EMULATION_ASAN 1
-#endif
-#endif
+#include "cuda_emulation/asan.h"
 #ifdef VARSTATE_EMULATION_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif

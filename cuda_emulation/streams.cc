@@ -1,4 +1,5 @@
 // Emulated devices, streams, events and errors (cuda_emulation/emulator_internal.h).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -80,7 +81,15 @@ Stream::Stream(int device, unsigned flags, bool legacy_default)
 
 StreamPoint Stream::enqueue(Task task) {
   if (task.device_work) begin_device_work();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  // A full launch queue blocks the host, as on a GPU: a host that enqueues
+  // faster than the device runs (the emulated device is slow) would
+  // otherwise queue without bound, and its stream-ordered frees with it.
+  if (enqueued_ - completed_ >= kMaxQueued) {
+    released_ = std::max(released_, enqueued_ - kMaxQueued / 2);  // lazy: run the oldest
+    work_cv_.notify_one();
+    done_cv_.wait(lock, [&] { return enqueued_ - completed_ < kMaxQueued; });
+  }
   queue_.push_back(std::move(task));
   ++enqueued_;
   if (!config().lazy) released_ = enqueued_;
