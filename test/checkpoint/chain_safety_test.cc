@@ -68,6 +68,10 @@ struct Model {
   Model() : table(make_table(graph)) {}
   static Variable make_table(Graph& g) {
     auto guard = g.as_default();
+    // The kill tests fork: a child may not use GPUs its parent set up (CUDA's
+    // rule, and the emulated GPUs' workers are not in the child), so the
+    // model stays on the CPU whatever the binary's test device.
+    DeviceScope on_host("/cpu:0");
     Variable v(Tensor::from_vector<float>(table_at(0), {kRows, kWidth}), {.name = "table"});
     v.initializer().run();
     return v;

@@ -52,6 +52,7 @@ struct Source {
     sess.run(global_variables_initializer());
   }
   Variable make(const Tensor& value, const std::string& name, const std::string& device) {
+    DeviceScope host("/device:CPU:0");  // the devices below are the CPUs of ps tasks
     DeviceScope scope(device);
     return Variable(value, {.name = name, .graph = &graph});
   }
@@ -156,6 +157,7 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
 }
 
 TEST_CASE("import_meta_graph recreates variables, collections and saver", "[meta_graph]") {
+  DeviceScope host("/device:CPU:0");  // device strings below name CPUs
   TempDir dir;
   Session sess;
   std::string ckpt;
@@ -220,6 +222,7 @@ TEST_CASE("import_meta_graph recreates variables, collections and saver", "[meta
 }
 
 TEST_CASE("import_meta_graph: custom keys, clear_devices, no variables", "[meta_graph]") {
+  DeviceScope host("/device:CPU:0");  // device strings below name CPUs
   TempDir dir;
   Session sess;
   std::string ckpt;
