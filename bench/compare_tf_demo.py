@@ -160,9 +160,9 @@ def run_varstate(o, workdir, rep, threads=None, device="cpu"):
         return json.load(f)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--varstate", default="build/tools/cli/varstate")
+def add_job_arguments(ap):
+    """The main job's size, model and training options, shared with the
+    other side-by-side scripts (compare_torch_demo.py); defaults as the demo's."""
     ap.add_argument("--users", type=int, default=50_000)
     ap.add_argument("--items", type=int, default=10_000)
     ap.add_argument("--rank", type=int, default=16)
@@ -174,6 +174,12 @@ def main():
     ap.add_argument("--l2", type=float, default=0.002)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--reps", type=int, default=3)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--varstate", default="build/tools/cli/varstate")
+    add_job_arguments(ap)
     ap.add_argument("--also_one_thread", action="store_true",
                     help="also run varstate with VARSTATE_CPU_THREADS=1 (\"varstate_1_thread\")")
     ap.add_argument("--out", default="")

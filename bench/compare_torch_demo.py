@@ -65,7 +65,7 @@ import time
 
 import numpy as np
 
-from compare_tf_demo import make_dataset, rmse, run_varstate
+from compare_tf_demo import add_job_arguments, make_dataset, rmse, run_varstate
 
 VARIANTS = ("index_add", "embedding")
 
@@ -197,17 +197,7 @@ def main():
     ap.add_argument("--threads", default="2,1",
                     help="comma-separated thread counts: torch.set_num_threads and "
                     "VARSTATE_CPU_THREADS (default 2,1)")
-    ap.add_argument("--users", type=int, default=50_000)
-    ap.add_argument("--items", type=int, default=10_000)
-    ap.add_argument("--rank", type=int, default=16)
-    ap.add_argument("--ratings_per_user", type=int, default=50)
-    ap.add_argument("--noise", type=float, default=0.1)
-    ap.add_argument("--steps", type=int, default=4_000)
-    ap.add_argument("--batch_size", type=int, default=8_192)
-    ap.add_argument("--learning_rate", type=float, default=0.1)
-    ap.add_argument("--l2", type=float, default=0.002)
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--reps", type=int, default=3)
+    add_job_arguments(ap)
     ap.add_argument("--rmse_tolerance", type=float, default=0.05,
                     help="the most a PyTorch run's test RMSE may differ from varstate's, "
                     "relative (default 0.05)")

@@ -94,6 +94,15 @@ struct Model {
   bool holds(int64_t s) const { return table.value().to_vector<float>() == table_at(s); }
 };
 
+// Restores `path` into a fresh model; true if it then holds step `step`'s values.
+bool restores_to(const std::string& path, int64_t step) {
+  Session sess;
+  Model fresh;
+  fresh.clear();
+  Saver({.graph = &fresh.graph}).restore(sess, path);
+  return fresh.holds(step);
+}
+
 // Forwards to the default file system, counting the calls that change the
 // directory; SIGKILLs the process before the `kill_at`-th (never when 0),
 // and records the files deleted.
@@ -269,11 +278,7 @@ TEST_CASE("compaction refuses a checkpoint the state file lists or needs", "[com
   for (const std::string& p : state->all_model_checkpoint_paths) check_restores(p);
   // A new name in the same folder is fine.
   compact_checkpoint(dir / "m-2", dir / "export");
-  Session s2;
-  Model fresh;
-  fresh.clear();
-  Saver({.graph = &fresh.graph}).restore(s2, dir / "export");
-  CHECK(fresh.holds(2));
+  CHECK(restores_to(dir / "export", 2));
 }
 
 TEST_CASE("compaction onto a directory fails before it writes anything", "[compact][safety]") {
@@ -344,11 +349,7 @@ TEST_CASE("compaction removes what killed compactions to its output left",
   compact_checkpoint(dir / "m-3", out / "o");
   CHECK(names_in(out.path()) ==
         std::set<std::string>{"o.data-00000-of-00001", "o.index", "o.meta"});
-  Session s2;
-  Model fresh;
-  fresh.clear();
-  Saver({.graph = &fresh.graph}).restore(s2, out / "o");
-  CHECK(fresh.holds(3));
+  CHECK(restores_to(out / "o", 3));
 }
 
 TEST_CASE("retention deletes a chain newest first", "[saver][incremental][safety]") {
