@@ -65,6 +65,7 @@ TEST_CASE_METHOD(FreshSession, "dirty rows: a bad device index marks no row it d
   for (int64_t r : taken.rows) CHECK(r == 3);  // over-marking is allowed, nothing else
 }
 
+#ifdef VARSTATE_HAVE_CUDA  // drives the marking kernel directly
 // A scatter takes the device marks (under its Writing guard) and enqueues
 // its marking kernel afterwards. A take running in between reads the marks
 // and clears them: the kernel's marks must survive for the next take, in
@@ -111,6 +112,7 @@ TEST_CASE_METHOD(FreshSession, "dirty rows: a marking kernel enqueued during a t
   seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
   CHECK(seen == Rows{5, 41});
 }
+#endif  // VARSTATE_HAVE_CUDA
 
 TEST_CASE_METHOD(FreshSession, "dirty rows: no device marks before the first take",
                  "[gpu][dirty_rows]") {
