@@ -1,4 +1,5 @@
-// README "Sharing variables": the snippet runs verbatim between the markers
+// docs/tour.md "Sharing variables and sparse updates" (the README shows its
+// embedding-table lines): the snippet runs verbatim between the markers
 // (tools/check_readme_examples.py) after the setup it assumes (a session, a
 // global step, ids and gradients); the rest checks what it claims.
 #include <varstate/varstate.h>
@@ -17,7 +18,7 @@ int main() {
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.25f * static_cast<float>(i % 9) - 1.f;
   Tensor grads = Tensor::from_vector(g, TensorShape({static_cast<int64_t>(rows.size()), 64}));
 
-  // README snippet begins.
+  // Snippet begins.
 auto conv = [](const std::vector<int64_t>& shape) {     // the guide's conv_relu
   return get_variable("weights", {.shape = TensorShape(shape),       // or {.shape = {5, 5, 32, 32}}
                                   .initializer = random_normal_initializer()});
@@ -41,7 +42,7 @@ DeviceScope ps(replica_device_setter({.cluster = ClusterSpec({{"ps", {"ps0:2222"
                                                               {"worker", {"worker0:2222"}}})}));
 Op train_op = Op::group({assign_add_op(step, 1), scatter_add_op(emb, ids, grads)}, "train");
 for (int i = 0; i < 100; ++i) sess.run(train_op);        // built once, runs each time
-  // README snippet ends.
+  // Snippet ends.
 
   int failures = 0;
   auto check = [&](bool ok) { failures += ok ? 0 : 1; };

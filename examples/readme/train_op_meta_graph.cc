@@ -30,7 +30,7 @@ int main() {
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.5f * static_cast<float>(i % 7);
   Tensor batch_grads = Tensor::from_vector(g, TensorShape({static_cast<int64_t>(rows.size()), 64}));
 
-  // README snippet begins.
+  // Snippet begins.
 Placeholder ids = placeholder(DType::kInt64, TensorShape{-1}, "ids");
 Placeholder grads = placeholder(DType::kFloat, TensorShape{-1, 64}, "grads");
 Op train_op = Op::group({scatter_sub_op(emb, ids, grads), count_up_to_op(step, 1'000'000)},
@@ -47,7 +47,7 @@ std::optional<Saver> restored = import_meta_graph(dir + "/model.meta");
 restored->restore(sess, dir + "/model");
 Op step_op = std::any_cast<Op>(get_default_graph().get_collection("train_op")[0]);
 sess.run(step_op, {{"ids", batch_ids}, {"grads", batch_grads}});
-  // README snippet ends.
+  // Snippet ends.
 
   int failures = 0;
   auto check = [&](bool ok) { failures += ok ? 0 : 1; };

@@ -1,13 +1,14 @@
-// README "A short tour": tensors placed by a device scope, updated in place.
-// The block between the markers is the README's snippet, verbatim
-// (tools/check_readme_examples.py); the rest checks what it claims.
+// docs/tour.md "Tensors and devices" (the README's first snippet is part of
+// it): tensors placed by a device scope, updated in place. The block between
+// the markers is the page's snippet, verbatim (tools/check_readme_examples.py);
+// the rest checks what it claims.
 #include <varstate/varstate.h>
 
 #include <iostream>
 #include <vector>
 
 int main() {
-  // README snippet begins (its #include is already done above).
+  // Snippet begins (its #include is already done above).
 #include <varstate/varstate.h>
 using namespace varstate;
 
@@ -17,7 +18,7 @@ Tensor w = Tensor({{1.f, 2.f}, {3.f, 4.f}}).to(dev);
 assign_add(w, 1);                                // literal converts to float32
 assign_sub(w, Tensor({{1.f, 1.f}, {1.f, 1.f}}));  // value copied to w's device
 std::cout << w << "\n";                          // [[1. 2.]\n [3. 4.]]
-  // README snippet ends.
+  // Snippet ends.
 
   bool ok = w.dtype() == DType::kFloat && &w.device() == &dev &&
             w.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 4.f};

@@ -1,6 +1,7 @@
-// README "Variables" and "Checkpoints": the two snippets run in this order in
-// one program, verbatim between the markers (tools/check_readme_examples.py);
-// the rest checks what they claim. Writes ckpt/ in the working directory
+// docs/tour.md "Variables" and "Checkpoints" (the README shows the start of
+// the second): the two snippets run in this order in one program, verbatim
+// between the markers (tools/check_readme_examples.py); the rest checks what
+// they claim. Writes ckpt/ in the working directory
 // (created here, as a TensorFlow program creates its checkpoint directory).
 #include <varstate/varstate.h>
 
@@ -12,7 +13,7 @@ using namespace varstate;
 int main() {
   std::filesystem::remove_all("ckpt");
   std::filesystem::create_directory("ckpt");  // the Saver, as TensorFlow's, needs it
-  // README snippet "Variables" begins.
+  // Snippet "Variables" begins.
 Variable w(Tensor({{1.f, 2.f}, {3.f, 4.f}}), {.name = "w"});          // "w:0", uninitialized
 Variable step(Tensor(int64_t{0}), {.trainable = false, .name = "global_step"});
 Variable v2(w.initialized_value(), {.caching_device = "/cpu:0"});      // depends on w's initial value
@@ -22,13 +23,13 @@ w.assign_add(1.f);                 // returns the new value; {.use_locking = tru
 step.count_up_to(1000);            // returns the old value; OutOfRangeError at the limit
 Tensor host = w.eval(sess);        // copy on the host
 auto names = report_uninitialized_variables();   // 1-D string tensor
-  // README snippet "Variables" ends; snippet "Checkpoints" begins.
+  // Snippet "Variables" ends; snippet "Checkpoints" begins.
 Saver saver({.sharded = true, .max_to_keep = 3});       // one data shard per device
 std::string path = *saver.save(sess, "ckpt/model", {.global_step = 1000}).path();  // "ckpt/model-1000"
 saver.restore(sess, *latest_checkpoint("ckpt"));
 SaveHandle handle = saver.save(sess, "ckpt/model", {.global_step = 2000, .async = true});
 handle.wait();                                          // returned after a snapshot; written in background
-  // README snippet "Checkpoints" ends.
+  // Snippet "Checkpoints" ends.
 
   const std::vector<float> w_after{2.f, 3.f, 4.f, 5.f};
   int failures = 0;

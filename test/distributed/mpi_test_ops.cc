@@ -16,7 +16,8 @@ namespace {
 // ---------------------------------------------------------------------------
 // ops: 2 ps + 2 workers
 
-void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
+// Jobs, tasks and ranks; a job's barrier and the cluster's.
+void check_topology(Cluster& cluster) {
   const bool chief = cluster.is_chief();
   EXPECT(cluster.size() == 4);
   EXPECT(cluster.job_name() == (cluster.rank() < 2 ? "ps" : "worker"));
@@ -31,46 +32,18 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   EXPECT_THROWS(InvalidArgumentError, cluster.barrier(cluster.job_name() == "ps" ? "worker" : "ps"),
                 "a task joins the barrier of its own job only");
   cluster.barrier();
+}
 
-  const Tensor a0 =
-      make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
-  const Tensor b0 =
-      make<int32_t>({5, 3}, [](int64_t i) { return static_cast<int32_t>(i * 7 - 40); });
-  // Local references: no device scope, so they stay in this process.
-  Variable a_ref(a0, {.name = "a_ref"});
-  Variable b_ref(b0, {.name = "b_ref"});
-  Session().run(std::vector<Op>{a_ref.initializer(), b_ref.initializer()});
-  EXPECT(internal::remote_storage(a_ref) == nullptr);
+// Update rows for the [6,4] float variable `a`.
+Tensor a_update_rows() {
+  return make<float>({3, 4}, [](int64_t i) { return static_cast<float>(i) - 5.f; });
+}
 
-  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
-  Variable a(a0, {.name = "a"});                                            // ps 0
-  Variable b(b0, {.name = "b"});                                            // ps 1
-  Variable counter(Tensor(int64_t{0}), {.name = "counter"});                // ps 0
-  Variable total(Tensor::zeros(DType::kFloat, {8, 4}), {.name = "total"});  // ps 1
-  Variable sum(Tensor(int64_t{0}), {.name = "sum"});                        // ps 0
-  Variable cached(Tensor({1.f, 2.f, 3.f}),
-                  {.caching_device = "/device:CPU:0", .name = "cached"});  // ps 1
-  Variable never(Tensor({1.f, 2.f}), {.name = "never"});  // ps 0, never initialized
-  keep.push_back(a);
-  EXPECT(a.placement().find("/job:ps/task:0") == 0);
-  EXPECT(b.placement().find("/job:ps/task:1") == 0);
-  EXPECT(internal::remote_storage(a) != nullptr);
-  EXPECT(!a.is_initialized());
-  EXPECT_THROWS(FailedPreconditionError, a.value(), "uninitialized value a");
-  cluster.barrier();
-  if (chief) {
-    Session().run(std::vector<Op>{a.initializer(), b.initializer(), counter.initializer(),
-                                  total.initializer(), sum.initializer(), cached.initializer()});
-  }
-  cluster.barrier();
-  EXPECT(a.is_initialized() && b.is_initialized() && !never.is_initialized());
-  EXPECT(same(a.value(), a0) && same(b.value(), b0));
-
-  EXPECT(same(a.eval(Session()), a0));
-  cluster.barrier();
-
-  // Every op, applied by the chief to the remote variables and by every
-  // task to its local references; then every task compares.
+// Every op, applied by the chief to the remote variables and by every
+// task to its local references; then every task compares.
+void check_ops_match_references(Cluster& cluster, Variable& a, Variable& b, Variable& a_ref,
+                                Variable& b_ref) {
+  const bool chief = cluster.is_chief();
   int step = 0;
   auto run = [&](const std::function<Tensor(Variable&, Variable&)>& op) {
     ++step;
@@ -93,7 +66,7 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     }
     cluster.barrier();
   };
-  const Tensor rows4 = make<float>({3, 4}, [](int64_t i) { return static_cast<float>(i) - 5.f; });
+  const Tensor rows4 = a_update_rows();
   run([&](Variable& x, Variable&) {
     return x.assign(make<float>({6, 4}, [](int64_t i) { return 1.f + i; }));
   });
@@ -134,44 +107,53 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
       return -1.f * i;
     }));
   });
+}
 
-  // Errors: raised before anything is sent, the variable unchanged.
-  if (chief) {
-    const Tensor before = a.value();
-    const uint64_t version = a.version();
-    EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 6}), Tensor(1.f)),
-                  "indices[1] = 6 is not in [0, 6)");
-    EXPECT_THROWS(InvalidArgumentError,
-                  scatter_update(a, i64({-1}), Tensor::zeros(DType::kFloat, {1, 4})),
-                  "indices[0] = -1 is not in [0, 6)");
-    EXPECT_THROWS(ValueError, scatter_add(a, i64({0, 1}), rows4), "updates shape");
-    EXPECT_THROWS(ValueError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
-    EXPECT_THROWS(ValueError, a.assign(Tensor(1.f)), "shapes must match");
-    EXPECT_THROWS(ValueError, a.assign_add(Tensor::zeros(DType::kFloat, {2, 2})),
-                  "shapes must match");
-    EXPECT_THROWS(TypeError, a.count_up_to(5), "dtype must be int32 or int64");
-    EXPECT_THROWS(TypeError, scatter_add(a, Tensor({0.5f}), Tensor(1.f)),
-                  "indices must be int32 or int64");
-    EXPECT(a.version() == version);
-    EXPECT(same(a.value(), before));
-    const Tensor b_before = b.value();
-    EXPECT_THROWS(InvalidArgumentError,
-                  scatter_div(b, Tensor({0, 1}), Tensor::zeros(DType::kInt32, {2, 3})),
-                  "updates[0,0] is 0");
-    EXPECT(same(b.value(), b_before));
-    EXPECT_THROWS(FailedPreconditionError, never.value(), "uninitialized value never");
-    EXPECT_THROWS(FailedPreconditionError, scatter_add(never, i64({0}), Tensor(1.f)),
-                  "uninitialized value never");
-    EXPECT_THROWS(FailedPreconditionError, never.assign_add(Tensor(1.f)),
-                  "uninitialized value never");
-    // count_up_to: the value before, then OutOfRangeError at the limit.
-    EXPECT(counter.count_up_to(2).scalar<int64_t>() == 0);
-    EXPECT(counter.count_up_to(2).scalar<int64_t>() == 1);
-    EXPECT_THROWS(OutOfRangeError, counter.count_up_to(2), "Reached limit of 2");
-    EXPECT(counter.value().scalar<int64_t>() == 2);
-  }
-  // What remote variables do not do: a clear UnimplementedError naming
-  // the variable (every task: no window is created).
+// Errors (the chief's calls): raised before anything is sent, the variable
+// unchanged; count_up_to hands out the value before, then OutOfRangeError.
+void check_errors_change_nothing(Cluster& cluster, Variable& a, Variable& b, Variable& never,
+                                 Variable& counter) {
+  if (!cluster.is_chief()) return;
+  const Tensor rows4 = a_update_rows();
+  const Tensor before = a.value();
+  const uint64_t version = a.version();
+  EXPECT_THROWS(InvalidArgumentError, scatter_add(a, i64({0, 6}), Tensor(1.f)),
+                "indices[1] = 6 is not in [0, 6)");
+  EXPECT_THROWS(InvalidArgumentError,
+                scatter_update(a, i64({-1}), Tensor::zeros(DType::kFloat, {1, 4})),
+                "indices[0] = -1 is not in [0, 6)");
+  EXPECT_THROWS(ValueError, scatter_add(a, i64({0, 1}), rows4), "updates shape");
+  EXPECT_THROWS(ValueError, a.assign(Tensor::zeros(DType::kFloat, {2, 2})), "shapes must match");
+  EXPECT_THROWS(ValueError, a.assign(Tensor(1.f)), "shapes must match");
+  EXPECT_THROWS(ValueError, a.assign_add(Tensor::zeros(DType::kFloat, {2, 2})),
+                "shapes must match");
+  EXPECT_THROWS(TypeError, a.count_up_to(5), "dtype must be int32 or int64");
+  EXPECT_THROWS(TypeError, scatter_add(a, Tensor({0.5f}), Tensor(1.f)),
+                "indices must be int32 or int64");
+  EXPECT(a.version() == version);
+  EXPECT(same(a.value(), before));
+  const Tensor b_before = b.value();
+  EXPECT_THROWS(InvalidArgumentError,
+                scatter_div(b, Tensor({0, 1}), Tensor::zeros(DType::kInt32, {2, 3})),
+                "updates[0,0] is 0");
+  EXPECT(same(b.value(), b_before));
+  EXPECT_THROWS(FailedPreconditionError, never.value(), "uninitialized value never");
+  EXPECT_THROWS(FailedPreconditionError, scatter_add(never, i64({0}), Tensor(1.f)),
+                "uninitialized value never");
+  EXPECT_THROWS(FailedPreconditionError, never.assign_add(Tensor(1.f)),
+                "uninitialized value never");
+  // count_up_to: the value before, then OutOfRangeError at the limit.
+  EXPECT(counter.count_up_to(2).scalar<int64_t>() == 0);
+  EXPECT(counter.count_up_to(2).scalar<int64_t>() == 1);
+  EXPECT_THROWS(OutOfRangeError, counter.count_up_to(2), "Reached limit of 2");
+  EXPECT(counter.value().scalar<int64_t>() == 2);
+}
+
+// What remote variables do not do, and placements on tasks the cluster
+// lacks (every task; no window is created, so the collective order stays
+// intact).
+void check_unsupported_and_unknown_tasks(Cluster& cluster, Variable& a) {
+  // A clear UnimplementedError naming the variable.
   {
     EXPECT_THROWS(UnimplementedError, Variable(Tensor("s"), {.name = "text"}),
                   "variable \"text\" is placed on /job:ps/task:");
@@ -179,8 +161,7 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
                   a.assign(Tensor::zeros(DType::kFloat, {7, 4}), {.validate_shape = false}),
                   "variable \"a\" on /job:ps/task:0 cannot change shape (validate_shape=False)");
   }
-  // A placement naming a task the cluster lacks (every task: no window is
-  // created, so the collective order stays intact).
+  // A placement naming a task the cluster lacks.
   {
     DeviceScope nowhere("/job:ps/task:7");
     EXPECT_THROWS(NotFoundError, Variable(Tensor(1.f), {.name = "lost"}), "/job:ps/task:7");
@@ -191,8 +172,11 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
                   "not a task of the cluster");
   }
   cluster.barrier();
+}
 
-  // Caching device: one copy per change of the owner's value.
+// Caching device: one copy per change of the owner's value.
+void check_caching_device(Cluster& cluster, Variable& cached) {
+  const bool chief = cluster.is_chief();
   if (chief) {
     EXPECT(same(cached.value(), Tensor({1.f, 2.f, 3.f})));
     EXPECT(same(cached.value(), Tensor({1.f, 2.f, 3.f})));
@@ -206,8 +190,10 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
     EXPECT(cached.value().valid());
     EXPECT(cached.cache_copies() == 2);
   }
+}
 
-  // Concurrency: every task scatter_adds and assign_adds at once.
+// Concurrency: every task scatter_adds and assign_adds at once.
+void check_concurrent_updates(Cluster& cluster, Variable& total, Variable& sum) {
   constexpr int kIters = 60;
   const int r = cluster.rank();
   for (int i = 0; i < kIters; ++i) {
@@ -226,10 +212,12 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   }
   EXPECT(same(total.value(), Tensor::from_vector<float>(want, TensorShape({8, 4}))));
   EXPECT(sum.value().scalar<int64_t>() == 4 * kIters);
+}
 
-  // count_up_to under contention: every value handed out exactly once.
+// count_up_to under contention: every value handed out exactly once.
+void check_count_up_to_contention(Cluster& cluster) {
   Variable ticket(Tensor(int64_t{0}), {.name = "ticket"});
-  if (chief) Session().run(ticket.initializer());
+  if (cluster.is_chief()) Session().run(ticket.initializer());
   cluster.barrier();
   constexpr int64_t kLimit = 120;
   std::vector<int64_t> mine;
@@ -251,9 +239,13 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   std::vector<int64_t> expected(kLimit);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT(all == expected);
+}
 
-  // A partitioned variable over both ps tasks: each scatter is one
-  // exchange per part (each part's version moves by one).
+// A partitioned variable over both ps tasks: each scatter is one
+// exchange per part (each part's version moves by one).
+void check_partitioned_variable(Cluster& cluster) {
+  const bool chief = cluster.is_chief();
+  const int r = cluster.rank();
   PartitionedVariable emb = get_variable("emb", {.shape = {10, 3},
                                                  .initializer = zeros_initializer(),
                                                  .partitioner = fixed_size_partitioner(2)});
@@ -289,6 +281,58 @@ void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
   }
   EXPECT(same(emb.as_tensor(), Tensor::from_vector<float>(emb_want, TensorShape({10, 3}))));
   cluster.barrier();
+}
+
+// The ops mode: local references and remote variables (every task creates
+// them, in the same order), then the checks above, each on every task.
+void test_ops(Cluster& cluster, std::vector<Variable>& keep) {
+  check_topology(cluster);
+  const bool chief = cluster.is_chief();
+  const Tensor a0 =
+      make<float>({6, 4}, [](int64_t i) { return static_cast<float>(i) * 0.5f - 3.f; });
+  const Tensor b0 =
+      make<int32_t>({5, 3}, [](int64_t i) { return static_cast<int32_t>(i * 7 - 40); });
+  // Local references: no device scope, so they stay in this process.
+  Variable a_ref(a0, {.name = "a_ref"});
+  Variable b_ref(b0, {.name = "b_ref"});
+  Session().run(std::vector<Op>{a_ref.initializer(), b_ref.initializer()});
+  EXPECT(internal::remote_storage(a_ref) == nullptr);
+
+  DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+  Variable a(a0, {.name = "a"});                                            // ps 0
+  Variable b(b0, {.name = "b"});                                            // ps 1
+  Variable counter(Tensor(int64_t{0}), {.name = "counter"});                // ps 0
+  Variable total(Tensor::zeros(DType::kFloat, {8, 4}), {.name = "total"});  // ps 1
+  Variable sum(Tensor(int64_t{0}), {.name = "sum"});                        // ps 0
+  Variable cached(Tensor({1.f, 2.f, 3.f}),
+                  {.caching_device = "/device:CPU:0", .name = "cached"});  // ps 1
+  Variable never(Tensor({1.f, 2.f}), {.name = "never"});  // ps 0, never initialized
+  keep.push_back(a);
+  EXPECT(a.placement().find("/job:ps/task:0") == 0);
+  EXPECT(b.placement().find("/job:ps/task:1") == 0);
+  EXPECT(internal::remote_storage(a) != nullptr);
+  EXPECT(!a.is_initialized());
+  EXPECT_THROWS(FailedPreconditionError, a.value(), "uninitialized value a");
+  cluster.barrier();
+  if (chief) {
+    Session().run(std::vector<Op>{a.initializer(), b.initializer(), counter.initializer(),
+                                  total.initializer(), sum.initializer(), cached.initializer()});
+  }
+  cluster.barrier();
+  EXPECT(a.is_initialized() && b.is_initialized() && !never.is_initialized());
+  EXPECT(same(a.value(), a0) && same(b.value(), b0));
+
+  EXPECT(same(a.eval(Session()), a0));
+  cluster.barrier();
+
+  check_ops_match_references(cluster, a, b, a_ref, b_ref);
+  check_errors_change_nothing(cluster, a, b, never, counter);
+  check_unsupported_and_unknown_tasks(cluster, a);
+  check_caching_device(cluster, cached);
+  check_concurrent_updates(cluster, total, sum);
+  // These two make their own variables, under the ps scope too.
+  check_count_up_to_contention(cluster);
+  check_partitioned_variable(cluster);
 }
 
 // ---------------------------------------------------------------------------

@@ -119,7 +119,7 @@ set_tests_properties(mpi_retain_mkdir PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP
 varstate_mpi_test(mpi_retain ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> retain ${_retain})
 set_tests_properties(mpi_retain PROPERTIES FIXTURES_REQUIRED mpi_retain_dir)
 
-# The README's example job, 1 ps + 2 workers, run three times on one
+# The example job of docs/multi-process.md, 1 ps + 2 workers, run three times on one
 # directory: each run resumes from the last (200 updates more each) and
 # max_to_keep 2 leaves the last two checkpoints.
 add_executable(ps_worker_example ${PROJECT_SOURCE_DIR}/examples/ps_worker/main.cc)

@@ -561,187 +561,220 @@ int cmd_collection(const std::vector<std::string>& args) {
 }
 
 // The documented error cases of tf-state-ops-api.md that TensorFlow can run
-// too (test_semantics.py holds TensorFlow's side under the same names).
-int cmd_errors(const std::vector<std::string>& args) {
-  Output out(args.at(0));
-  auto fresh = [] {
-    reset_default_graph();
-    Variable v(Tensor({1.f, 2.f, 3.f}), {.name = "v"});
-    return v;
-  };
-  auto init = [] {
-    Session sess;
-    sess.run(global_variables_initializer());
-  };
-  const std::string dir = args.at(1);
-  const std::string ckpt = dir + "/ckpt";
-  {
-    Variable v = fresh();
-    init();
-    Saver().save(Session(), ckpt, {.write_meta_graph = false});
-  }
-  auto restore_into = [&](const Tensor& value, const std::string& name, const std::string& path) {
-    reset_default_graph();
-    Variable v(value, {.name = name});
-    init();
-    Saver().restore(Session(), path);
-  };
-  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+// too (test_semantics.py holds TensorFlow's side under the same names), by
+// subject: each a name and a call expected to throw (or not).
+using ErrorCases = std::vector<std::pair<std::string, std::function<void()>>>;
+
+// A fresh default graph holding v = float32 [1, 2, 3] (uninitialized).
+Variable fresh_variable() {
+  reset_default_graph();
+  Variable v(Tensor({1.f, 2.f, 3.f}), {.name = "v"});
+  return v;
+}
+
+void initialize_globals() {
+  Session sess;
+  sess.run(global_variables_initializer());
+}
+
+// Reads of uninitialized variables, bad indices, shape mismatches.
+ErrorCases variable_error_cases() {
+  return {
       {"read_uninitialized",
-       [&] {
+       [] {
          Session sess;
-         fresh().eval(sess);
+         fresh_variable().eval(sess);
        }},
       {"assign_add_uninitialized",
-       [&] {
-         Variable v = fresh();
+       [] {
+         Variable v = fresh_variable();
          v.assign_add(Tensor({1.f, 1.f, 1.f}));
        }},
       {"scatter_update_out_of_range",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          scatter_update(v, Tensor({int64_t{5}}), Tensor({1.f}));
        }},
       {"scatter_add_negative_index",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          scatter_add(v, Tensor({int64_t{-1}}), Tensor({1.f}));
        }},
       {"count_up_to_limit",
-       [&] {
+       [] {
          reset_default_graph();
          Variable v(Tensor(int64_t{3}), {.name = "c"});
-         init();
+         initialize_globals();
          count_up_to(v, 3);
        }},
       {"assign_shape_mismatch",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          assign(v, Tensor({1.f, 2.f}));
        }},
       {"assign_add_shape_mismatch",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          assign_add(v, Tensor({1.f, 2.f}));
        }},
       {"assign_scalar_broadcast",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          assign(v, Tensor(5.f));
        }},
       {"assign_sub_shape_mismatch",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          assign_sub(v, Tensor({{1.f, 2.f, 3.f}}));
        }},
-      {"add_incompatible_shapes",
-       [&] {
-         (void)(Tensor({1.f, 2.f, 3.f}) + Tensor({1.f, 2.f}));
-       }},
-      {"multiply_incompatible_shapes",
-       [&] {
-         (void)(Tensor::zeros(DType::kFloat, {2, 3}) * Tensor::zeros(DType::kFloat, {2, 2}));
-       }},
-      {"matmul_inner_dimension_mismatch",
-       [&] {
-         matmul(Tensor::zeros(DType::kFloat, {2, 3}), Tensor::zeros(DType::kFloat, {2, 3}));
-       }},
-      {"matmul_not_a_matrix",
-       [&] {
-         matmul(Tensor::zeros(DType::kFloat, {3}), Tensor::zeros(DType::kFloat, {3, 2}));
-       }},
       {"scatter_update_updates_shape",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          scatter_update(v, Tensor({int64_t{0}, int64_t{1}}), Tensor({1.f}));
        }},
       {"scatter_add_updates_rank",
-       [&] {
-         Variable v = fresh();
-         init();
+       [] {
+         Variable v = fresh_variable();
+         initialize_globals();
          scatter_add(v, Tensor({int64_t{0}, int64_t{1}}), Tensor({{1.f, 2.f}}));
        }},
       {"scatter_max_into_scalar",
-       [&] {
+       [] {
          reset_default_graph();
          Variable v(Tensor(1.f), {.name = "s"});
-         init();
+         initialize_globals();
          scatter_max(v, Tensor({int64_t{0}}), Tensor({1.f}));
        }},
       {"variable_initial_value_other_dtype",
-       [&] {
+       [] {
          reset_default_graph();
          Variable v(Tensor({1, 2}).strongly_typed(), {.name = "w", .dtype = DType::kFloat});
        }},
-      {"random_uniform_int_without_maxval",
-       [&] { random_uniform(TensorShape{3}, {.dtype = DType::kInt32}); }},
-      {"random_uniform_int_empty_range",
-       [&] {
-         random_uniform(TensorShape{3}, {.minval = 5, .maxval = Tensor(3), .dtype = DType::kInt32});
+  };
+}
+
+// Element-wise ops, matmul, integer division and strided slices.
+ErrorCases math_error_cases() {
+  return {
+      {"add_incompatible_shapes",
+       [] {
+         (void)(Tensor({1.f, 2.f, 3.f}) + Tensor({1.f, 2.f}));
        }},
-      {"random_normal_int_dtype", [&] { random_normal(TensorShape{3}, {.dtype = DType::kInt32}); }},
-      {"truncated_normal_int_dtype",
-       [&] { truncated_normal(TensorShape{3}, {.dtype = DType::kInt64}); }},
-      {"random_uniform_int8_dtype",
-       [&] { random_uniform(TensorShape{3}, {.maxval = Tensor(3), .dtype = DType::kInt8}); }},
-      {"random_normal_initializer_int_dtype",
-       [&] { random_normal_initializer({.dtype = DType::kInt32}); }},
-      {"random_uniform_initializer_int_without_maxval",
-       [&] { random_uniform_initializer({.dtype = DType::kInt32})(TensorShape{3}); }},
+      {"multiply_incompatible_shapes",
+       [] {
+         (void)(Tensor::zeros(DType::kFloat, {2, 3}) * Tensor::zeros(DType::kFloat, {2, 2}));
+       }},
+      {"matmul_inner_dimension_mismatch",
+       [] {
+         matmul(Tensor::zeros(DType::kFloat, {2, 3}), Tensor::zeros(DType::kFloat, {2, 3}));
+       }},
+      {"matmul_not_a_matrix",
+       [] {
+         matmul(Tensor::zeros(DType::kFloat, {3}), Tensor::zeros(DType::kFloat, {3, 2}));
+       }},
       {"floordiv_int_by_zero",
-       [&] {
+       [] {
          floordiv(Tensor({7, -7}), Tensor({0, 1}));
        }},
       {"floormod_int_by_zero",
-       [&] {
+       [] {
          (void)(Tensor({7, -7}) % Tensor({2, 0}));
        }},
       {"slice_step_zero",
-       [&] {
+       [] {
          strided_slice(Tensor({1, 2, 3}), {Slice::range(0, 3, 0)});
        }},
       {"slice_multiple_ellipses",
-       [&] {
+       [] {
          strided_slice(Tensor({{1, 2}, {3, 4}}), {Slice::ellipsis(), Slice::ellipsis()});
        }},
+  };
+}
+
+// Random ops and initializers given a dtype or arguments they reject.
+ErrorCases random_and_initializer_error_cases() {
+  return {
+      {"random_uniform_int_without_maxval",
+       [] { random_uniform(TensorShape{3}, {.dtype = DType::kInt32}); }},
+      {"random_uniform_int_empty_range",
+       [] {
+         random_uniform(TensorShape{3}, {.minval = 5, .maxval = Tensor(3), .dtype = DType::kInt32});
+       }},
+      {"random_normal_int_dtype", [] { random_normal(TensorShape{3}, {.dtype = DType::kInt32}); }},
+      {"truncated_normal_int_dtype",
+       [] { truncated_normal(TensorShape{3}, {.dtype = DType::kInt64}); }},
+      {"random_uniform_int8_dtype",
+       [] { random_uniform(TensorShape{3}, {.maxval = Tensor(3), .dtype = DType::kInt8}); }},
+      {"random_normal_initializer_int_dtype",
+       [] { random_normal_initializer({.dtype = DType::kInt32}); }},
+      {"random_uniform_initializer_int_without_maxval",
+       [] { random_uniform_initializer({.dtype = DType::kInt32})(TensorShape{3}); }},
       {"constant_initializer_too_many",
-       [&] {
+       [] {
          constant_initializer(Tensor({1.f, 2.f, 3.f}))(TensorShape{2});
        }},
-      {"variance_scaling_bad_scale", [&] { variance_scaling_initializer({.scale = -1.0}); }},
-      {"variance_scaling_bad_mode", [&] { variance_scaling_initializer({.mode = "fan_sum"}); }},
-      // Checkpoints: "ckpt" holds v = float32 [3] (saved first).
+      {"variance_scaling_bad_scale", [] { variance_scaling_initializer({.scale = -1.0}); }},
+      {"variance_scaling_bad_mode", [] { variance_scaling_initializer({.mode = "fan_sum"}); }},
+  };
+}
+
+// A fresh graph holding `name` = `value`, restored from `path`.
+void restore_into(const Tensor& value, const std::string& name, const std::string& path) {
+  reset_default_graph();
+  Variable v(value, {.name = name});
+  initialize_globals();
+  Saver().restore(Session(), path);
+}
+
+// Checkpoints: saves DIR/ckpt (v = float32 [3]) first, for the restores.
+ErrorCases checkpoint_error_cases(const std::string& dir) {
+  const std::string ckpt = dir + "/ckpt";
+  {
+    Variable v = fresh_variable();
+    initialize_globals();
+    Saver().save(Session(), ckpt, {.write_meta_graph = false});
+  }
+  return {
       {"restore_missing_key",
-       [&] {
+       [ckpt] {
          restore_into(Tensor({1.f, 2.f, 3.f}), "missing", ckpt);
        }},
       {"restore_dtype_mismatch",
-       [&] {
+       [ckpt] {
          restore_into(Tensor({1, 2, 3}), "v", ckpt);
        }},
       {"restore_shape_mismatch",
-       [&] {
+       [ckpt] {
          restore_into(Tensor({1.f, 2.f}), "v", ckpt);
        }},
       {"restore_no_checkpoint",
-       [&] {
+       [dir] {
          restore_into(Tensor({1.f, 2.f, 3.f}), "v", dir + "/none");
        }},
       {"save_missing_directory",
-       [&] {
+       [dir] {
          reset_default_graph();
          Variable v(Tensor({1.f}), {.name = "v"});
-         init();
+         initialize_globals();
          Saver().save(Session(), dir + "/no/such/dir/model");
        }},
   };
+}
+
+int cmd_errors(const std::vector<std::string>& args) {
+  Output out(args.at(0));
+  ErrorCases cases = checkpoint_error_cases(args.at(1));
+  for (ErrorCases more :
+       {variable_error_cases(), math_error_cases(), random_and_initializer_error_cases()}) {
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
   for (const auto& [name, fn] : cases) {
     std::string result = "none";
     try {

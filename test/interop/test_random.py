@@ -4,7 +4,7 @@ For the same (graph seed, op seed), varstate's random ops and initializers
 equal TensorFlow's CPU kernels bit for bit where TensorFlow's arithmetic is
 exact (uniform: integer and float bit manipulation), and within a measured
 number of units in the last place where it uses libm (log/sin/cos/sqrt in
-Box-Muller). ULP_BOUND is the bound the README states."""
+Box-Muller). ULP_BOUND is the bound docs/tensorflow-compatibility.md states."""
 import numpy as np
 import pytest
 

@@ -11,9 +11,9 @@
 #include <limits>
 #include <map>
 #include <random>
-#include <stdexcept>
 #include <string>
 
+#include "cuda_test_util.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cuda/scatter.h"
 #include "scatter_test_util.h"
@@ -25,62 +25,6 @@ namespace cpu = varstate::kernels::cpu;
 namespace gpu = varstate::kernels::cuda;
 
 namespace {
-
-void cuda_ok(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
-  }
-}
-#define CUDA_OK(call) cuda_ok((call), #call)
-
-// Device copy of a host vector, in an allocation of exactly its bytes
-// rounded up to `granule` (compute-sanitizer reports any access past them),
-// the padding zeroed as the CUDA device's allocator does
-// (device/allocation_tail.h), so that initcheck sees defined bytes.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host, size_t granule = 16) : size_(host.size()) {
-    const size_t bytes = (std::max<size_t>(1, size_ * sizeof(T)) + granule - 1) / granule * granule;
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes));
-    CUDA_OK(cudaMemset(ptr_, 0, bytes));
-    CUDA_OK(cudaMemcpy(ptr_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() { cudaFree(ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return ptr_; }
-  std::vector<T> to_host() const {
-    std::vector<T> out(size_);
-    CUDA_OK(cudaMemcpy(out.data(), ptr_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t size_;
-};
-
-class Stream {
- public:
-  Stream() { CUDA_OK(cudaStreamCreate(&stream_)); }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  cudaStream_t get() const { return stream_; }
-  void sync() const { CUDA_OK(cudaStreamSynchronize(stream_)); }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-// Stream-ordered scratch memory, as the runtime provides it.
-gpu::ScratchAllocator scratch_on(cudaStream_t stream) {
-  return {[stream](size_t bytes) {
-            void* p = nullptr;
-            CUDA_OK(cudaMallocAsync(&p, bytes, stream));
-            return p;
-          },
-          [stream](void* p) { cudaFreeAsync(p, stream); }};
-}
 
 // Runs validate_indices + scatter on the GPU over `table` (guard rows
 // included, the table proper starting at element `offset`); returns the
@@ -477,8 +421,7 @@ TEST_CASE("gpu int8 scatter_add into a table of 2^31 + 3 elements", "[scatter][g
                                   scratch_on(stream.get()), stream.get());
     stream.sync();
     CHECK(d_check.to_host()[0].first_bad_position == gpu::IndexCheck::kNone);
-    std::vector<int8_t> got(bytes);
-    CUDA_OK(cudaMemcpy(got.data(), table, bytes, cudaMemcpyDeviceToHost));
+    const std::vector<int8_t> got = download(table, bytes);
     for (const auto& [index, value] : want) {
       CAPTURE(index);
       CHECK(static_cast<int>(got[static_cast<size_t>(index)]) == static_cast<int>(value));

@@ -7,11 +7,7 @@
 // run.
 #include <catch2/catch.hpp>
 
-#include <cuda_runtime_api.h>
-
-#include <stdexcept>
-#include <string>
-
+#include "cuda_test_util.h"
 #include "kernels/cpu/training_ops.h"
 #include "kernels/cuda/training_ops.h"
 #include "training_test_util.h"
@@ -23,59 +19,24 @@ namespace gpu = varstate::kernels::cuda;
 
 namespace {
 
-void cuda_ok(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
-  }
-}
-#define CUDA_OK(call) cuda_ok((call), #call)
-
-template <typename T>
-struct DeviceCopy {
-  explicit DeviceCopy(const std::vector<T>& host) : size(host.size()) {
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(1, size) * sizeof(T)));
-    CUDA_OK(cudaMemcpy(ptr, host.data(), size * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceCopy() { cudaFree(ptr); }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
-  std::vector<T> to_host() const {
-    std::vector<T> out(size);
-    CUDA_OK(cudaMemcpy(out.data(), ptr, size * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-  T* ptr = nullptr;
-  size_t size;
-};
-
-gpu::ScratchAllocator scratch_on(cudaStream_t stream) {
-  return {[stream](size_t bytes) {
-            void* p = nullptr;
-            CUDA_OK(cudaMallocAsync(&p, bytes, stream));
-            return p;
-          },
-          [stream](void* p) { cudaFreeAsync(p, stream); }};
-}
-
 // Runs the op on the GPU over a copy of `d`; returns the results.
 template <typename T, typename Index>
 TrainingData<T> run_gpu(TrainingOp op, const kernels::TrainingHyper& h, const TrainingData<T>& d,
                         int64_t rows, int64_t width, const std::vector<Index>* indices) {
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreate(&stream));
-  DeviceCopy<T> var(d.var), s0(d.s0), s1(d.s1), s2(d.s2), grad(d.grad);
-  const kernels::TrainingSlots<T> slots{var.ptr, s0.ptr, s1.ptr, s2.ptr};
+  const Stream stream;
+  const DeviceArray<T> var(d.var, kExactBytes), s0(d.s0, kExactBytes), s1(d.s1, kExactBytes),
+      s2(d.s2, kExactBytes), grad(d.grad, kExactBytes);
+  const kernels::TrainingSlots<T> slots{var.get(), s0.get(), s1.get(), s2.get()};
   if (indices == nullptr) {
-    gpu::apply_dense<T>(op, h, slots, grad.ptr, rows * width, width, stream);
+    gpu::apply_dense<T>(op, h, slots, grad.get(), rows * width, width, stream.get());
   } else {
-    DeviceCopy<Index> ids(*indices);
-    gpu::apply_sparse<T, Index>(op, h, slots, rows, width, ids.ptr,
-                                static_cast<int64_t>(indices->size()), grad.ptr, true,
-                                scratch_on(stream), stream);
-    CUDA_OK(cudaStreamSynchronize(stream));
+    const DeviceArray<Index> ids(*indices, kExactBytes);
+    gpu::apply_sparse<T, Index>(op, h, slots, rows, width, ids.get(),
+                                static_cast<int64_t>(indices->size()), grad.get(), true,
+                                scratch_on(stream.get()), stream.get());
+    stream.sync();
   }
-  CUDA_OK(cudaStreamSynchronize(stream));
-  cudaStreamDestroy(stream);
+  stream.sync();
   TrainingData<T> out = d;
   out.var = var.to_host();
   out.s0 = s0.to_host();
