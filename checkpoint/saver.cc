@@ -624,12 +624,7 @@ void for_each_group(size_t num_groups, const Body& body) {
 }  // namespace
 
 void Saver::Impl::restore(const std::string& save_path) {
-  // An index without its data shards goes on to the reader, whose
-  // NotFoundError names the missing shard.
-  if (!fs->file_exists(bundle_index_filename(save_path)) && !checkpoint_exists(save_path, fs)) {
-    throw ValueError("The passed save_path is not a valid checkpoint: " + save_path);
-  }
-  std::unique_ptr<CheckpointReader> reader = open_checkpoint(save_path, fs);
+  std::unique_ptr<CheckpointReader> reader = internal::open_for_restore(save_path, fs);
 
   // 1. Validate everything before reading data.
   std::vector<RestoreStep> steps;
