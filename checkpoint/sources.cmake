@@ -12,6 +12,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/graph_def_builder.cc
   ${CMAKE_CURRENT_LIST_DIR}/table.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_chain.cc
   ${CMAKE_CURRENT_LIST_DIR}/compact.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
