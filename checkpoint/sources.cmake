@@ -26,6 +26,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/delta_save.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_def.cc
   ${CMAKE_CURRENT_LIST_DIR}/live_save.cc
+  ${CMAKE_CURRENT_LIST_DIR}/save_pipeline.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc
   ${CMAKE_CURRENT_LIST_DIR}/restore_share.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc
