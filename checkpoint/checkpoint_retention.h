@@ -1,5 +1,5 @@
-// Which checkpoints a saver keeps. Internal: shared by Saver and
-// DistributedSaver.
+// Which checkpoints a saver keeps. Internal: the save pipeline's retention
+// step (checkpoint/save_pipeline.h), for Saver and DistributedSaver.
 //
 // TensorFlow's Saver bookkeeping (_last_checkpoints,
 // _checkpoints_to_be_deleted, _next_checkpoint_time): the newest

@@ -1,8 +1,11 @@
 #include "checkpoint/delta_save_internal.h"
 
 #include <cstring>
+#include <mutex>
 
+#include "runtime/gather_internal.h"
 #include "runtime/remote_storage_internal.h"
+#include "runtime/variable_internal.h"
 
 namespace varstate::internal {
 namespace {
@@ -48,8 +51,49 @@ int64_t delta_bytes(const Saver::Item& item, const TensorShape& shape, const Ite
   return static_cast<int64_t>(delta.rows.size()) * (row + 8);
 }
 
-void write_item_rows(BundleWriter& writer, const Saver::Item& item, const ItemDelta& delta,
-                     const Tensor& rows, StagingBuffers& staging) {
+void start_marking(const std::vector<Saver::Item>& items) {
+  for (const Saver::Item& item : items) {
+    if (RemoteStorage* remote = remote_storage(item.variable)) remote->start_marking();
+  }
+}
+
+std::vector<DirtyRows::Taken> take_changed_rows(const std::vector<Saver::Item>& items,
+                                                bool owner_marks,
+                                                std::vector<uint64_t>& generations,
+                                                std::vector<TensorShape>& shapes) {
+  generations.resize(items.size(), 0);
+  std::vector<DirtyRows::Taken> taken;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Variable& v = items[i].variable;
+    RemoteStorage* remote = owner_marks ? remote_storage(v) : nullptr;
+    if (remote != nullptr) {
+      DirtyRows::Taken t;
+      t.all = false;
+      t.rows = remote->take_marked_rows();
+      taken.push_back(std::move(t));
+      shapes.push_back(v.shape());
+      continue;
+    }
+    std::lock_guard lock(update_mutex(v));
+    shapes.push_back(v.shape());
+    const int64_t rows = shapes.back().rank() > 0 ? shapes.back().dim(0) : 1;
+    taken.push_back(dirty_rows(v).take(rows, generations[i]));
+    generations[i] = taken.back().generation;
+  }
+  return taken;
+}
+
+Tensor copy_value(const Saver::Item& item, const ItemDelta* delta) {
+  if (RemoteStorage* remote = remote_storage(item.variable)) {
+    return delta != nullptr ? remote->gather(delta->rows) : item.variable.read_value();
+  }
+  std::lock_guard lock(update_mutex(item.variable));
+  return delta != nullptr ? gather_rows(item.variable.ref(), delta->rows)
+                          : item.variable.ref().clone();
+}
+
+void write_item_rows(CheckpointWriter::Shard& shard, const Saver::Item& item,
+                     const ItemDelta& delta, const Tensor& rows) {
   const std::optional<int64_t> part =
       item.slice ? std::optional<int64_t>(item.slice->var_offset[0]) : std::nullopt;
   std::vector<int64_t> ids = delta.rows;
@@ -57,13 +101,13 @@ void write_item_rows(BundleWriter& writer, const Saver::Item& item, const ItemDe
     for (int64_t& id : ids) id += *part;
   }
   const auto n = static_cast<int64_t>(ids.size());
-  writer.add(delta_ids_key(item.key, part),
-             TensorView{DType::kInt64,
-                        {n},
-                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(ids.data()),
-                                                   ids.size() * sizeof(int64_t)),
-                        {}});
-  write_variable_tensor(writer, delta_rows_key(item.key, part), std::nullopt, rows, staging);
+  shard.add(delta_ids_key(item.key, part),
+            TensorView{DType::kInt64,
+                       {n},
+                       std::span<const std::byte>(reinterpret_cast<const std::byte*>(ids.data()),
+                                                  ids.size() * sizeof(int64_t)),
+                       {}});
+  shard.add_tensor(delta_rows_key(item.key, part), std::nullopt, rows);
 }
 
 }  // namespace varstate::internal

@@ -1,7 +1,9 @@
-// What an incremental save writes for each variable (Saver, with
-// SaveOptions::incremental): the plan made from the variables' dirty rows
-// (runtime/dirty_rows_internal.h) and the writer of the row entries
-// (varstate/checkpoint_chain.h names them). Internal.
+// What an incremental save writes for each variable (the save pipeline's
+// delta plan, checkpoint/save_pipeline.h): the variables' changed rows,
+// taken from their dirty rows (runtime/dirty_rows_internal.h) or, for a
+// variable another task holds, from its owner's marks; the plan made from
+// them; and the writer of the row entries (varstate/checkpoint_chain.h
+// names them). Internal.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +11,10 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_chain_internal.h"
-#include "checkpoint/saver_io_internal.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "runtime/dirty_rows_internal.h"
 #include "varstate/saver.h"
+#include "varstate/tensor.h"
 
 namespace varstate::internal {
 
@@ -40,10 +43,29 @@ ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape, Dir
 int64_t delta_bytes(const Saver::Item& item, const TensorShape& shape, const ItemDelta& delta);
 int64_t full_bytes(const Saver::Item& item, const TensorShape& shape);
 
+// Turns on this process's row marks of every cluster-held variable among
+// `items` (RemoteStorage::start_marking; local variables always mark).
+void start_marking(const std::vector<Saver::Item>& items);
+
+// The rows of each of `items` changed since the previous take, clearing
+// the marks, and in `shapes` each one's shape as of its take: with
+// `owner_marks`, a variable held by the cluster from its owner's storage
+// (this task owns it); every other from its dirty rows (`generations[i]`
+// is its last take's generation, updated here).
+std::vector<DirtyRows::Taken> take_changed_rows(const std::vector<Saver::Item>& items,
+                                                bool owner_marks,
+                                                std::vector<uint64_t>& generations,
+                                                std::vector<TensorShape>& shapes);
+
+// A copy of the item's value, or with `delta` of its rows delta->rows, on
+// the variable's device (the host for one held by another task), taken
+// under the variable's update lock.
+Tensor copy_value(const Saver::Item& item, const ItemDelta* delta);
+
 // Writes the row entries of `item`: its delta.rows as ids (in the full
 // tensor's coordinates) and `rows`, the values of those rows (gathered,
 // on any device).
-void write_item_rows(BundleWriter& writer, const Saver::Item& item, const ItemDelta& delta,
-                     const Tensor& rows, StagingBuffers& staging);
+void write_item_rows(CheckpointWriter::Shard& shard, const Saver::Item& item,
+                     const ItemDelta& delta, const Tensor& rows);
 
 }  // namespace varstate::internal

@@ -8,23 +8,19 @@
 #include <exception>
 #include <limits>
 #include <mutex>
-#include <regex>
+#include <numeric>
 #include <thread>
 
 #include "base/logging_internal.h"
 #include "checkpoint/checkpoint_chain_internal.h"
 #include "checkpoint/checkpoint_files.h"
-#include "checkpoint/checkpoint_retention.h"
-#include "checkpoint/delta_save_internal.h"
 #include "checkpoint/file_system.h"
-#include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
+#include "checkpoint/save_pipeline.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/unsynced_file_system.h"
-#include "checkpoint/v1_writer.h"
-#include "runtime/gather_internal.h"
 #include "runtime/variable_internal.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
@@ -52,13 +48,6 @@ int64_t step_value(const GlobalStep& step) {
   if (host.dtype() == DType::kInt64) return host.scalar<int64_t>();
   throw TypeError("global_step variable " + quoted(v.op_name()) + " must be int32 or int64, is " +
                   std::string(dtype_name(host.dtype())));
-}
-
-// The meta graph file of a recorded checkpoint path, which for a sharded V1
-// checkpoint is the pattern of its files ("model-?????-of-00002").
-std::string recorded_meta_graph(const std::string& path, const std::string& suffix) {
-  static const std::regex kV1Shards("-\\?\\?\\?\\?\\?-of-[0-9]{5}$");
-  return meta_graph_filename(std::regex_replace(path, kV1Shards, ""), suffix);
 }
 
 }  // namespace
@@ -116,20 +105,8 @@ struct Saver::Impl {
   std::mutex op_mu;
   std::thread worker;  // the pending asynchronous save, if any
 
-  // Which checkpoints are kept.
-  mutable std::mutex mu;
-  internal::CheckpointRetention retention;
-
-  // Incremental saves: the chain the next delta extends (base first; the
-  // last link is the previous save), unset when the next save must be a
-  // base; per item, the generation of its dirty rows' last take.
-  std::optional<std::vector<ChainRecordLink>> chain;
-  std::string chain_dir;
-  std::vector<uint64_t> generations;
-  // The checkpoints each known delta needs (its links), and checkpoints
-  // out of the retention list kept for a delta that needs them.
-  std::map<std::string, std::vector<std::string>> needs;
-  std::vector<std::string> deferred_deletions;
+  // The steps of a save, its chain and the checkpoints kept.
+  std::unique_ptr<internal::SavePipeline> pipeline;
 
   void wait_pending() {
     if (worker.joinable()) worker.join();
@@ -137,46 +114,15 @@ struct Saver::Impl {
 
   void build();
   void check_built(const char* what) const;
-  void write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot,
-                        const internal::DeltaPlan* delta);
-  void write_shard(const std::string& prefix, const std::vector<size_t>& which,
-                   const std::vector<Tensor>& snapshot, const internal::DeltaPlan* delta,
-                   bool with_record);
-  // Takes every item's dirty rows (V2 saves) and plans a delta when
-  // `incremental` and the chain allows one.
-  std::shared_ptr<internal::DeltaPlan> plan_save(const std::string& checkpoint, bool incremental);
-  // After `checkpoint` (a delta when `delta`) was written: the chain it
-  // ends, recorded as the checkpoint's needs.
-  std::vector<ChainRecordLink> chain_after(const std::string& checkpoint,
-                                           const internal::DeltaPlan* delta);
-  // Deletes `old` (out of the retention list) unless a kept delta needs it,
-  // then the deferred ones no longer needed.
-  void delete_unneeded(const std::string& old, const std::string& meta_graph_suffix);
-  void write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot);
-  // The path a save to `prefix` records: the prefix, or for a sharded V1
-  // checkpoint the pattern of its files ("model-?????-of-00002"), as
-  // TensorFlow records it.
-  std::string recorded_path(const std::string& prefix) const;
   std::map<std::string, std::vector<size_t>> items_by_device() const;
-  void finish_save(const std::string& checkpoint, const SaveOptions& options);
-  // Every file a save of `checkpoint` writes or replaces, the state file
-  // included, for check_no_directory_in_the_way.
-  std::vector<std::string> files_of_save(const std::string& checkpoint,
-                                         const SaveOptions& options) const;
   // The steps of Saver::save.
   void check_initialized(const std::string& checkpoint) const;
-  // Writes the checkpoint (from `snapshot`, or the live variables when
-  // empty) and its meta graph, then records it.
-  void save_files(const std::string& checkpoint, const SaveOptions& options,
-                  const std::vector<Tensor>& snapshot, std::shared_ptr<internal::DeltaPlan> delta);
-  // Snapshots the variables, then runs save_files on `worker`, reporting
-  // to `state`; `live` stays registered until it ends.
-  void save_in_background(std::shared_ptr<SaveHandle::State> state,
-                          std::shared_ptr<internal::LiveSave> live, const std::string& checkpoint,
-                          const SaveOptions& options, std::shared_ptr<internal::DeltaPlan> delta);
+  internal::SaveRequest request_for(const std::string& save_path, const std::string& checkpoint,
+                                    const SaveOptions& options) const;
+  // Snapshots the variables, then finishes `job` on `worker`, reporting to
+  // `state`.
+  void save_in_background(std::shared_ptr<SaveHandle::State> state, internal::SaveJob job);
   void restore(const std::string& save_path);
-  // After a restart: the links a recovered delta needs, read from its record.
-  void record_needs_of(const std::string& checkpoint);
 };
 
 void Saver::Impl::check_built(const char* what) const {
@@ -320,50 +266,23 @@ void Saver::Impl::build() {
   items = std::move(out);
   empty = items.empty();
   def = d;
-  retention.set_policy(def.max_to_keep, static_cast<double>(def.keep_checkpoint_every_n_hours),
-                       clock());
+  pipeline->configure({.items = items,
+                       .writes = items,
+                       .saver_def = def,
+                       .graph = graph,
+                       .format = def.version,
+                       .staging_buffer_bytes = options.staging_buffer_bytes,
+                       .max_to_keep = def.max_to_keep,
+                       .keep_every_n_hours = static_cast<double>(def.keep_checkpoint_every_n_hours),
+                       .clock = clock,
+                       .save_relative_paths = options.save_relative_paths,
+                       .max_deltas_per_base = options.max_deltas_per_base,
+                       .max_delta_fraction = options.max_delta_fraction});
   built = true;
 }
 
 // ---------------------------------------------------------------------------
 // Saving
-
-void Saver::Impl::write_shard(const std::string& prefix, const std::vector<size_t>& which,
-                              const std::vector<Tensor>& snapshot, const internal::DeltaPlan* delta,
-                              bool with_record) {
-  BundleWriter writer(prefix, {.file_system = fs});
-  StagingBuffers staging(options.staging_buffer_bytes);
-  if (delta != nullptr && with_record) {
-    const std::vector<std::string> record = chain_record_strings(delta->links);
-    writer.add(kChainKey, TensorView{DType::kString,
-                                     {static_cast<int64_t>(record.size())},
-                                     {},
-                                     std::span<const std::string>(record)});
-  }
-  for (size_t i : which) {
-    const Item& item = items[i];
-    const internal::ItemDelta* rows =
-        delta != nullptr && !delta->items[i].whole ? &delta->items[i] : nullptr;
-    if (!snapshot.empty()) {
-      // An asynchronous save's snapshot holds the rows already gathered.
-      if (rows != nullptr) {
-        internal::write_item_rows(writer, item, *rows, snapshot[i], staging);
-      } else {
-        write_variable_tensor(writer, item.key, item.slice, snapshot[i], staging);
-      }
-      continue;
-    }
-    // A blocking save reads the live buffer under the variable's lock.
-    std::lock_guard lock(internal::update_mutex(item.variable));
-    if (rows != nullptr) {
-      internal::write_item_rows(writer, item, *rows,
-                                internal::gather_rows(item.variable.ref(), rows->rows), staging);
-    } else {
-      write_variable_tensor(writer, item.key, item.slice, item.variable.ref(), staging);
-    }
-  }
-  writer.finish();
-}
 
 std::map<std::string, std::vector<size_t>> Saver::Impl::items_by_device() const {
   std::map<std::string, std::vector<size_t>> by_device;
@@ -371,190 +290,24 @@ std::map<std::string, std::vector<size_t>> Saver::Impl::items_by_device() const 
   return by_device;
 }
 
-std::string Saver::Impl::recorded_path(const std::string& prefix) const {
-  if (def.version != CheckpointFormatVersion::kV1 || !def.sharded) return prefix;
-  const std::string first = sharded_prefix(prefix, 0, static_cast<int>(items_by_device().size()));
-  return prefix + "-?????" + first.substr(prefix.size() + 6);  // "-00000" -> "-?????"
-}
-
-// TensorFlow's V1 format: one table file, or with `sharded` one per device
-// ("<prefix>-0000i-of-0000n"). Everything is checked before a file is written.
-void Saver::Impl::write_v1(const std::string& prefix, const std::vector<Tensor>& snapshot) {
-  for (const Item& item : items) {
-    if (!v1_supports_dtype(item.variable.dtype())) {
-      throw UnimplementedError("saving " + quoted(item.variable.op_name()) +
-                               " in the V1 format: it "
-                               "cannot hold dtype " +
-                               std::string(dtype_name(item.variable.dtype())) +
-                               " (TensorFlow's SaveSlices neither); save V2");
-    }
-  }
-  std::map<std::string, std::vector<size_t>> groups;
+internal::SaveRequest Saver::Impl::request_for(const std::string& save_path,
+                                               const std::string& checkpoint,
+                                               const SaveOptions& save_options) const {
+  internal::SaveRequest request{.save_path = save_path,
+                                .checkpoint = checkpoint,
+                                .latest_filename = save_options.latest_filename,
+                                .write_meta_graph = save_options.write_meta_graph,
+                                .meta_graph_suffix = save_options.meta_graph_suffix,
+                                .incremental = save_options.incremental,
+                                .sharded = def.sharded};
   if (def.sharded) {
-    groups = items_by_device();
+    // One shard per device, in the order of the devices' canonical names.
+    for (auto& [device, which] : items_by_device()) request.shards.push_back(std::move(which));
   } else {
-    for (size_t i = 0; i < items.size(); ++i) groups[""].push_back(i);
+    request.shards.emplace_back(items.size());
+    std::iota(request.shards.back().begin(), request.shards.back().end(), size_t{0});
   }
-  const int n = static_cast<int>(groups.size());
-  int shard = 0;
-  for (const auto& [device, which] : groups) {
-    V1Writer writer(def.sharded ? sharded_prefix(prefix, shard++, n) : prefix, fs);
-    for (size_t i : which) {
-      const Item& item = items[i];
-      Tensor value;
-      if (snapshot.empty()) {
-        std::lock_guard lock(internal::update_mutex(item.variable));
-        value = item.variable.ref().to_host();
-      } else {
-        value = snapshot[i].to_host();
-      }
-      if (item.slice) {
-        writer.add_slice(item.key, item.slice->full_shape, slice_of(*item.slice), host_view(value));
-      } else {
-        writer.add(item.key, host_view(value));
-      }
-    }
-    writer.finish();
-  }
-}
-
-void Saver::Impl::write_checkpoint(const std::string& prefix, const std::vector<Tensor>& snapshot,
-                                   const internal::DeltaPlan* delta) {
-  if (def.version == CheckpointFormatVersion::kV1) return write_v1(prefix, snapshot);
-  if (!def.sharded) {
-    std::vector<size_t> all(items.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    write_shard(prefix, all, snapshot, delta, true);
-    return;
-  }
-  // One shard per device, in the order of the devices' canonical names.
-  const std::map<std::string, std::vector<size_t>> by_device = items_by_device();
-  const int n = static_cast<int>(by_device.size());
-  const std::string temp = temp_prefix_for(prefix);
-  std::vector<std::string> shard_prefixes;
-  std::vector<std::exception_ptr> errors(by_device.size());
-  std::vector<std::thread> threads;
-  int shard = 0;
-  for (const auto& [device, which] : by_device) {
-    shard_prefixes.push_back(sharded_prefix(temp, shard, n));
-    threads.emplace_back(
-        [this, &errors, &snapshot, delta, shard, p = shard_prefixes.back(), w = &which] {
-          try {
-            write_shard(p, *w, snapshot, delta, shard == 0);
-          } catch (...) {
-            errors[static_cast<size_t>(shard)] = std::current_exception();
-          }
-        });
-    ++shard;
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (e) {
-      remove_temp_dir(*fs, temp);
-      std::rethrow_exception(e);
-    }
-  }
-  try {
-    merge_bundles(shard_prefixes, prefix, {.file_system = fs});
-  } catch (...) {
-    remove_temp_dir(*fs, temp);
-    throw;
-  }
-}
-
-void Saver::Impl::finish_save(const std::string& checkpoint, const SaveOptions& save_options) {
-  // The list changes only once the state file names the new checkpoint, so
-  // a failed update leaves the saver as it was.
-  internal::CheckpointRetention next;
-  {
-    std::lock_guard lock(mu);
-    next = retention;
-  }
-  // TensorFlow lists no checkpoint without max_to_keep.
-  if (def.max_to_keep > 0) next.record(checkpoint, clock());
-  update_checkpoint_state(dirname_of(checkpoint), checkpoint, next.last_paths(),
-                          save_options.latest_filename,
-                          {.save_relative_paths = options.save_relative_paths, .file_system = fs});
-  std::lock_guard lock(mu);
-  retention = std::move(next);
-  for (const std::string& old : retention.take_deletions()) {
-    delete_unneeded(old, save_options.meta_graph_suffix);
-  }
-}
-
-void Saver::Impl::delete_unneeded(const std::string& old, const std::string& meta_graph_suffix) {
-  // Candidates: `old`, the links it needed (a recovered delta's base may
-  // never have been listed here), and what was deferred before.
-  std::vector<std::string> candidates = std::move(deferred_deletions);
-  candidates.push_back(old);
-  if (auto it = needs.find(old); it != needs.end()) {
-    candidates.insert(candidates.end(), it->second.begin(), it->second.end());
-    needs.erase(it);
-  }
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  deferred_deletions.clear();
-  std::vector<std::string> unneeded;
-  for (const std::string& path : candidates) {
-    const bool needed = std::any_of(needs.begin(), needs.end(), [&](const auto& entry) {
-      return std::find(entry.second.begin(), entry.second.end(), path) != entry.second.end();
-    });
-    if (needed) {
-      deferred_deletions.push_back(path);
-    } else if (path == old || checkpoint_exists(path, fs)) {
-      unneeded.push_back(path);
-    }
-  }
-  // A chain goes newest first: a kill part-way leaves its older links whole.
-  for (const std::string& path : newest_links_first(*fs, std::move(unneeded))) {
-    delete_checkpoint_files(*fs, path, recorded_meta_graph(path, meta_graph_suffix));
-  }
-}
-
-std::shared_ptr<internal::DeltaPlan> Saver::Impl::plan_save(const std::string& checkpoint,
-                                                            bool incremental) {
-  if (!incremental) return nullptr;
-  if (def.version != CheckpointFormatVersion::kV2) {
-    throw InvalidArgumentError("saving " + quoted(checkpoint) +
-                               " incrementally: deltas are V2 tensor bundles, the saver "
-                               "writes V1");
-  }
-  generations.resize(items.size(), 0);
-  std::vector<internal::DirtyRows::Taken> taken;
-  std::vector<TensorShape> shapes;
-  for (size_t i = 0; i < items.size(); ++i) {
-    std::lock_guard lock(internal::update_mutex(items[i].variable));
-    shapes.push_back(items[i].variable.shape());
-    const int64_t rows = shapes.back().rank() > 0 ? shapes.back().dim(0) : 1;
-    taken.push_back(internal::dirty_rows(items[i].variable).take(rows, generations[i]));
-    generations[i] = taken.back().generation;
-  }
-  const bool extends =
-      chain && static_cast<int>(chain->size()) <= options.max_deltas_per_base &&
-      std::none_of(chain->begin(), chain->end(),
-                   [&](const ChainRecordLink& l) { return l.name == basename_of(checkpoint); }) &&
-      dirname_of(checkpoint) == chain_dir;
-  if (!extends) return nullptr;
-  auto plan = std::make_shared<internal::DeltaPlan>();
-  plan->links = *chain;
-  int64_t delta = 0;
-  int64_t full = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    plan->items.push_back(internal::plan_item_delta(items[i], shapes[i], std::move(taken[i])));
-    delta += internal::delta_bytes(items[i], shapes[i], plan->items.back());
-    full += internal::full_bytes(items[i], shapes[i]);
-  }
-  if (static_cast<double>(delta) > options.max_delta_fraction * static_cast<double>(full)) {
-    return nullptr;
-  }
-  return plan;
-}
-
-std::vector<ChainRecordLink> Saver::Impl::chain_after(const std::string& checkpoint,
-                                                      const internal::DeltaPlan* delta) {
-  std::vector<ChainRecordLink> links = delta ? delta->links : std::vector<ChainRecordLink>{};
-  links.push_back({basename_of(checkpoint), index_checksum(*fs, checkpoint)});
-  return links;
+  return request;
 }
 
 // ---------------------------------------------------------------------------
@@ -624,12 +377,7 @@ void for_each_group(size_t num_groups, const Body& body) {
 }  // namespace
 
 void Saver::Impl::restore(const std::string& save_path) {
-  // An index without its data shards goes on to the reader, whose
-  // NotFoundError names the missing shard.
-  if (!fs->file_exists(bundle_index_filename(save_path)) && !checkpoint_exists(save_path, fs)) {
-    throw ValueError("The passed save_path is not a valid checkpoint: " + save_path);
-  }
-  std::unique_ptr<CheckpointReader> reader = open_checkpoint(save_path, fs);
+  std::unique_ptr<CheckpointReader> reader = internal::open_for_restore(save_path, fs);
 
   // 1. Validate everything before reading data.
   std::vector<RestoreStep> steps;
@@ -673,6 +421,7 @@ Saver::Saver(SaverOptions options) : impl_(std::make_unique<Impl>()) {
     s.fs = s.unsynced_fs.get();
   }
   s.clock = options.clock ? options.clock : std::function<double()>(system_seconds);
+  s.pipeline = std::make_unique<internal::SavePipeline>(s.fs);
   s.options = std::move(options);
   if (!s.options.defer_build) s.build();
 }
@@ -727,96 +476,18 @@ void Saver::Impl::check_initialized(const std::string& checkpoint) const {
   }
 }
 
-std::vector<std::string> Saver::Impl::files_of_save(const std::string& checkpoint,
-                                                    const SaveOptions& save_options) const {
-  std::vector<std::string> files{
-      state_file_path(checkpoint, save_options.latest_filename),
-      save_options.write_meta_graph
-          ? meta_graph_filename(checkpoint, save_options.meta_graph_suffix)
-          : ""};
-  const int n = def.sharded ? static_cast<int>(items_by_device().size()) : 1;
-  if (def.version == CheckpointFormatVersion::kV1) {
-    for (int k = 0; k < n; ++k)
-      files.push_back(def.sharded ? sharded_prefix(checkpoint, k, n) : checkpoint);
-  } else {
-    for (const std::string& f : v2_checkpoint_files(checkpoint, n, "")) files.push_back(f);
-  }
-  std::erase(files, std::string());
-  return files;
-}
-
-void Saver::Impl::save_files(const std::string& checkpoint, const SaveOptions& save_options,
-                             const std::vector<Tensor>& snapshot,
-                             std::shared_ptr<internal::DeltaPlan> delta) {
-  const std::string recorded = recorded_path(checkpoint);
-  // Saving again to an existing checkpoint replaces it in place; anything
-  // else that fails leaves nothing new behind.
-  const bool replacing = checkpoint_exists(recorded, fs);
-  // Until an incremental save succeeds, the next one must be a base.
-  std::optional<std::vector<ChainRecordLink>> next_chain;
-  if (save_options.incremental) chain.reset();
-  try {
-    write_checkpoint(checkpoint, snapshot, delta.get());
-    if (save_options.incremental) {
-      next_chain = chain_after(checkpoint, delta.get());
-      std::vector<std::string> links;
-      for (const ChainRecordLink& l : *next_chain) {
-        links.push_back(join_path(dirname_of(checkpoint), l.name));
-      }
-      std::lock_guard lock(mu);
-      needs[recorded] = std::move(links);
-    }
-    if (save_options.write_meta_graph) {
-      ExportMetaGraphOptions meta{
-          .filename = meta_graph_filename(checkpoint, save_options.meta_graph_suffix),
-          .saver_def = def,
-          .graph = graph,
-          .file_system = fs};
-      export_meta_graph_for_items(meta, items);
-    }
-    finish_save(recorded, save_options);
-    if (save_options.incremental) {
-      chain = std::move(next_chain);
-      chain_dir = dirname_of(checkpoint);
-    }
-  } catch (...) {
-    {
-      std::lock_guard lock(mu);
-      needs.erase(recorded);
-    }
-    if (!replacing) {
-      remove_failed_checkpoint(*fs, recorded,
-                               save_options.write_meta_graph
-                                   ? recorded_meta_graph(recorded, save_options.meta_graph_suffix)
-                                   : "",
-                               save_options.latest_filename);
-    }
-    throw;
-  }
-}
-
 void Saver::Impl::save_in_background(std::shared_ptr<SaveHandle::State> state,
-                                     std::shared_ptr<internal::LiveSave> live,
-                                     const std::string& checkpoint, const SaveOptions& save_options,
-                                     std::shared_ptr<internal::DeltaPlan> delta) {
+                                     internal::SaveJob job) {
   // Snapshot: a device-side copy of each variable (of a delta's rows),
   // taken under its lock.
-  std::vector<Tensor> snapshot;
-  snapshot.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    std::lock_guard lock(internal::update_mutex(items[i].variable));
-    if (delta && !delta->items[i].whole) {
-      snapshot.push_back(internal::gather_rows(items[i].variable.ref(), delta->items[i].rows));
-    } else {
-      snapshot.push_back(items[i].variable.ref().clone());
-    }
-  }
+  std::vector<Tensor> snapshot = pipeline->snapshot(job);
   state->done = false;
-  worker = std::thread(
-      [this, state, live, checkpoint, save_options, delta, snapshot = std::move(snapshot)] {
+  worker =
+      std::thread([this, state, job = std::move(job), snapshot = std::move(snapshot)]() mutable {
         try {
           try {
-            save_files(checkpoint, save_options, snapshot, delta);
+            internal::LocalSave local;
+            pipeline->finish(job, local, snapshot);
           } catch (...) {
             rethrow_with_context("saving checkpoint " + quoted(*state->path) + " (asynchronously)");
           }
@@ -842,21 +513,20 @@ SaveHandle Saver::save(const Session& /*sess*/, const std::string& save_path,
       options.global_step ? save_path + "-" + std::to_string(step_value(*options.global_step))
                           : save_path;
   s.check_initialized(checkpoint);
-  check_no_directory_in_the_way(*s.fs, "saving checkpoint " + quoted(checkpoint),
-                                s.files_of_save(checkpoint, options));
 
-  // Removes what crashed saves left, then registers this one while in flight.
-  auto live = std::make_shared<internal::LiveSave>(
-      *s.fs, save_path, checkpoint, state_file_path(save_path, options.latest_filename));
+  // Checks the paths, removes what crashed saves left, registers this save
+  // while in flight, and plans a delta.
+  internal::LocalSave local;
+  internal::SaveJob job = s.pipeline->prepare(s.request_for(save_path, checkpoint, options), local);
+  if (job.error) std::rethrow_exception(job.error);
   auto state = std::make_shared<SaveHandle::State>();
-  state->path = s.recorded_path(checkpoint);
-  std::shared_ptr<internal::DeltaPlan> delta = s.plan_save(checkpoint, options.incremental);
+  state->path = job.recorded_path();
   if (options.async) {
-    s.save_in_background(state, std::move(live), checkpoint, options, std::move(delta));
+    s.save_in_background(state, std::move(job));
     return SaveHandle(state);
   }
   try {
-    s.save_files(checkpoint, options, {}, std::move(delta));
+    s.pipeline->finish(job, local);
   } catch (...) {
     rethrow_with_context("saving checkpoint " + quoted(checkpoint));
   }
@@ -873,10 +543,7 @@ void Saver::restore(const Session& /*sess*/, const std::string& save_path) {
   s.restore(save_path);
 }
 
-std::vector<std::string> Saver::last_checkpoints() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->retention.last_paths();
-}
+std::vector<std::string> Saver::last_checkpoints() const { return impl_->pipeline->last_paths(); }
 
 void Saver::set_last_checkpoints(const std::vector<std::string>& last_checkpoints) {
   std::vector<std::pair<std::string, double>> last;
@@ -887,25 +554,7 @@ void Saver::set_last_checkpoints(const std::vector<std::string>& last_checkpoint
 
 void Saver::set_last_checkpoints_with_time(
     const std::vector<std::pair<std::string, double>>& last_checkpoints_with_time) {
-  std::lock_guard lock(impl_->mu);
-  impl_->retention.set_last(last_checkpoints_with_time);
-}
-
-void Saver::Impl::record_needs_of(const std::string& checkpoint) {
-  if (!fs->file_exists(bundle_index_filename(checkpoint))) return;
-  try {
-    std::optional<std::vector<ChainRecordLink>> record =
-        read_chain_record(BundleReader(checkpoint, fs));
-    std::vector<std::string> links;
-    if (!record) record.emplace();  // a full checkpoint needs itself
-    for (const ChainRecordLink& l : *record)
-      links.push_back(join_path(dirname_of(checkpoint), l.name));
-    links.push_back(checkpoint);
-    std::lock_guard lock(mu);
-    needs[checkpoint] = std::move(links);
-  } catch (const Error& e) {
-    logger().warn("recovering checkpoint {}: {}", checkpoint, e.what());
-  }
+  impl_->pipeline->set_last(last_checkpoints_with_time);
 }
 
 void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_paths) {
@@ -925,7 +574,7 @@ void Saver::recover_last_checkpoints(const std::vector<std::string>& checkpoint_
           static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
     }
     found.emplace_back(path, mtime);
-    impl_->record_needs_of(path);
+    impl_->pipeline->record_needs_of(path);
   }
   set_last_checkpoints_with_time(found);
 }

@@ -1,4 +1,5 @@
-// Moving variable bytes between devices and checkpoint files, for Saver.
+// Moving variable bytes between devices and checkpoint files: the V2
+// CheckpointWriter's shards (checkpoint/checkpoint_writer.h) and restores.
 // Internal.
 //
 // write_variable_tensor() appends one tensor to a BundleWriter: host tensors

@@ -7,7 +7,10 @@
 #include <tuple>
 #include <utility>
 
+#include "checkpoint/file_system.h"
 #include "checkpoint/saver_io_internal.h"
+#include "checkpoint/tensor_bundle.h"
+#include "varstate/checkpoint_state.h"
 #include "varstate/device.h"
 #include "varstate/error.h"
 
@@ -27,6 +30,17 @@ bool slices_cover(const TensorInfo& info, const TensorSlice& region) {
 }
 
 }  // namespace
+
+std::unique_ptr<CheckpointReader> open_for_restore(const std::string& save_path, FileSystem* fs) {
+  FileSystem& files = fs ? *fs : *default_file_system();
+  // An index without its data shards goes on to the reader, whose
+  // NotFoundError names the missing shard.
+  if (!files.file_exists(bundle_index_filename(save_path)) &&
+      !checkpoint_exists(save_path, &files)) {
+    throw ValueError("The passed save_path is not a valid checkpoint: " + save_path);
+  }
+  return open_checkpoint(save_path, &files);
+}
 
 // Checks one variable against the checkpoint without reading data.
 RestoreStep plan_restore(const Saver::Item& item, const CheckpointReader& reader, bool reshape) {

@@ -1,12 +1,14 @@
 // Checkpoint-internal: how Saver plans a restore (saver.cc runs the plan).
-// Every variable is checked against the checkpoint before any data is read
-// (plan_restore), and the reads are grouped per device in file order
-// (plan_read_groups).
+// The checkpoint is opened by open_for_restore (RestoreShare's too), every
+// variable is checked against it before any data is read (plan_restore),
+// and the reads are grouped per device in file order (plan_read_groups).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "varstate/checkpoint_reader.h"
@@ -14,7 +16,17 @@
 #include "varstate/tensor_shape.h"
 #include "varstate/tensor_slice.h"
 
+namespace varstate {
+class FileSystem;
+}  // namespace varstate
+
 namespace varstate::internal {
+
+// The checkpoint at `save_path` (open_checkpoint; `fs` defaults to
+// default_file_system()). Throws ValueError "The passed save_path is not a
+// valid checkpoint" when neither an index nor V1 files are there; an index
+// without its data shards opens, and reading names the missing shard.
+std::unique_ptr<CheckpointReader> open_for_restore(const std::string& save_path, FileSystem* fs);
 
 // One variable's restore, checked.
 struct RestoreStep {

@@ -12,6 +12,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/graph_def_builder.cc
   ${CMAKE_CURRENT_LIST_DIR}/table.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_reader.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_chain.cc
   ${CMAKE_CURRENT_LIST_DIR}/compact.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_bundle.cc
@@ -25,7 +26,9 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/delta_save.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_def.cc
   ${CMAKE_CURRENT_LIST_DIR}/live_save.cc
+  ${CMAKE_CURRENT_LIST_DIR}/save_pipeline.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver.cc
+  ${CMAKE_CURRENT_LIST_DIR}/restore_share.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/meta_graph_initializers.cc)

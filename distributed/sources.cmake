@@ -6,8 +6,6 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/mpi_modify.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_window.cc
   ${CMAKE_CURRENT_LIST_DIR}/distributed_saver.cc
-  ${CMAKE_CURRENT_LIST_DIR}/distributed_delta.cc
-  ${CMAKE_CURRENT_LIST_DIR}/restore_share.cc
 )
 # In the build: the imported target. Installed: the library files themselves,
 # so that a consumer (which may enable only CXX, while FindMPI's C component

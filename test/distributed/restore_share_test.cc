@@ -1,4 +1,4 @@
-// RestoreShare (distributed/restore_share.h) in one process, each "task" a
+// RestoreShare (checkpoint/restore_share.h) in one process, each "task" a
 // RestoreShare of its own rank over the same items: every task reads only
 // its ranges of the stored pieces, and the joined checksums catch a corrupt
 // byte anywhere in a piece, whoever read it (or nobody: a gap).
@@ -8,7 +8,7 @@
 
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/file_system.h"
-#include "distributed/restore_share.h"
+#include "checkpoint/restore_share.h"
 #include "varstate/saver.h"
 #include "varstate/variable_scope.h"
 #include "varstate/variables.h"

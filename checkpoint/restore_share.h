@@ -1,5 +1,7 @@
-// One task's share of DistributedSaver::restore, in the steps that let
-// every task agree before any variable changes: read (every check of
+// One task's share of a restore that several tasks make together
+// (DistributedSaver::restore, which supplies the exchanges between them:
+// this side needs no transport), in the steps that let every task agree
+// before any variable changes: read (every check of
 // Saver::restore, every tensor read into a fresh buffer, nothing assigned),
 // verify (every checksum, with the other tasks' help), then assign.
 //

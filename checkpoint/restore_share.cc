@@ -1,4 +1,4 @@
-#include "distributed/restore_share.h"
+#include "checkpoint/restore_share.h"
 
 #include <algorithm>
 #include <functional>
@@ -12,7 +12,6 @@
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "runtime/variable_internal.h"
-#include "varstate/checkpoint_state.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 
@@ -340,10 +339,7 @@ std::vector<uint32_t> RestoreShare::my_checksums() const {
 }
 
 std::vector<uint32_t> RestoreShare::read() {
-  if (!fs_->file_exists(bundle_index_filename(save_path_)) && !checkpoint_exists(save_path_, fs_)) {
-    throw ValueError("The passed save_path is not a valid checkpoint: " + save_path_);
-  }
-  reader_ = open_checkpoint(save_path_, fs_);
+  reader_ = open_for_restore(save_path_, fs_);
   bundle_ = dynamic_cast<const BundleReader*>(reader_.get());
   if (my_items_.empty()) {
     plan_layout();  // no value to read, but the same verdict to reach
