@@ -5,6 +5,7 @@
 #include "checkpoint/meta_graph_ops_internal.h"
 #include "checkpoint/proto_convert_internal.h"
 #include "checkpoint/saver_io_internal.h"
+#include "kernels/scatter_ops.h"
 #include "runtime/op_internal.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -479,32 +480,29 @@ UpdateKind counting() {
           }};
 }
 
-// The update node types, ref and resource forms.
-const std::map<std::string, UpdateKind>& update_kinds() {
-  static const std::map<std::string, UpdateKind> kinds = {
+// The update node types, ref and resource forms (the scatter family's from
+// VARSTATE_SCATTER_OPS: "ScatterAdd" and "ResourceScatterAdd").
+std::map<std::string, UpdateKind> make_update_kinds() {
+  std::map<std::string, UpdateKind> kinds = {
       {"Assign", dense<assign_op>()},
       {"AssignVariableOp", dense<assign_op>()},
       {"AssignAdd", dense<assign_add_op>()},
       {"AssignAddVariableOp", dense<assign_add_op>()},
       {"AssignSub", dense<assign_sub_op>()},
       {"AssignSubVariableOp", dense<assign_sub_op>()},
-      {"ScatterUpdate", sparse<scatter_update_op>()},
-      {"ResourceScatterUpdate", sparse<scatter_update_op>()},
-      {"ScatterAdd", sparse<scatter_add_op>()},
-      {"ResourceScatterAdd", sparse<scatter_add_op>()},
-      {"ScatterSub", sparse<scatter_sub_op>()},
-      {"ResourceScatterSub", sparse<scatter_sub_op>()},
-      {"ScatterMul", sparse<scatter_mul_op>()},
-      {"ResourceScatterMul", sparse<scatter_mul_op>()},
-      {"ScatterDiv", sparse<scatter_div_op>()},
-      {"ResourceScatterDiv", sparse<scatter_div_op>()},
-      {"ScatterMin", sparse<scatter_min_op>()},
-      {"ResourceScatterMin", sparse<scatter_min_op>()},
-      {"ScatterMax", sparse<scatter_max_op>()},
-      {"ResourceScatterMax", sparse<scatter_max_op>()},
       {"CountUpTo", counting()},
       {"ResourceCountUpTo", counting()},
   };
+#define VARSTATE_SCATTER_NODE(kind, fn, node, arithmetic, ordered) \
+  kinds.emplace(node, sparse<fn##_op>());                          \
+  kinds.emplace("Resource" node, sparse<fn##_op>());
+  VARSTATE_SCATTER_OPS(VARSTATE_SCATTER_NODE)
+#undef VARSTATE_SCATTER_NODE
+  return kinds;
+}
+
+const std::map<std::string, UpdateKind>& update_kinds() {
+  static const std::map<std::string, UpdateKind> kinds = make_update_kinds();
   return kinds;
 }
 

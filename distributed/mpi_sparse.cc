@@ -10,10 +10,10 @@
 
 #include "runtime/distinct_rows_internal.h"
 #include "runtime/gather_internal.h"
+#include "runtime/scatter_internal.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
-#include "varstate/scatter.h"
 
 namespace varstate::internal {
 namespace {
@@ -38,35 +38,6 @@ MPI_Op mpi_op(ScatterOp op) {
       return MPI_MAX;
     default:
       return MPI_REPLACE;
-  }
-}
-
-// The single-process scatter of `op` on the compact rows.
-void apply_local(ScatterOp op, Tensor& compact, const Tensor& indices, const Tensor& updates,
-                 const std::string& name) {
-  const UpdateOptions o{.name = name};
-  switch (op) {
-    case ScatterOp::kUpdate:
-      varstate::scatter_update(compact, indices, updates, o);
-      break;
-    case ScatterOp::kAdd:
-      varstate::scatter_add(compact, indices, updates, o);
-      break;
-    case ScatterOp::kSub:
-      varstate::scatter_sub(compact, indices, updates, o);
-      break;
-    case ScatterOp::kMul:
-      varstate::scatter_mul(compact, indices, updates, o);
-      break;
-    case ScatterOp::kDiv:
-      varstate::scatter_div(compact, indices, updates, o);
-      break;
-    case ScatterOp::kMin:
-      varstate::scatter_min(compact, indices, updates, o);
-      break;
-    case ScatterOp::kMax:
-      varstate::scatter_max(compact, indices, updates, o);
-      break;
   }
 }
 
@@ -119,7 +90,8 @@ Prepared prepare_scatter(ScatterOp op, const SparseJob& job, bool scalar) {
                          : gather_rows(p.flat, p.d.first);
       break;
   }
-  apply_local(op, p.compact, Tensor::from_vector<int64_t>(p.d.local), p.flat, v.op_name);
+  scatter_tensor(op, p.compact, Tensor::from_vector<int64_t>(p.d.local), p.flat,
+                 {.name = v.op_name});
   return p;
 }
 
@@ -301,8 +273,8 @@ void modify_groups(ScatterOp op, std::vector<Group>& groups, std::vector<Prepare
     epochs[k].flush();
     unpack(g, prepared);
     for (size_t j : g.jobs) {
-      apply_local(op, prepared[j].compact, Tensor::from_vector<int64_t>(prepared[j].d.local),
-                  prepared[j].flat, jobs[j].var->op_name);
+      scatter_tensor(op, prepared[j].compact, Tensor::from_vector<int64_t>(prepared[j].d.local),
+                     prepared[j].flat, {.name = jobs[j].var->op_name});
     }
     pack(g, prepared);
     check(MPI_Put(group_data(g, prepared), g.count, g.element, g.owner, 0, 1, g.rows, g.win),

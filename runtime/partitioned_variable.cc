@@ -4,7 +4,7 @@
 #include <atomic>
 #include <span>
 
-#include "kernels/common.h"
+#include "kernels/scatter_ops.h"
 #include "runtime/dense_update_internal.h"
 #include "runtime/gather_internal.h"
 #include "runtime/partitioned_variable_internal.h"
@@ -359,29 +359,16 @@ void scatter_slices(const PartitionedVariable& var, ScatterOp op, const IndexedS
 
 }  // namespace
 
-#define VARSTATE_PARTITIONED_SCATTER(OP, KIND)                               \
-  void PartitionedVariable::OP(const Tensor& indices, const Tensor& updates, \
-                               const UpdateOptions& options) {               \
-    scatter(*this, ScatterOp::KIND, indices, updates, options);              \
+#define VARSTATE_PARTITIONED_SCATTER(KIND, FN, NODE, ARITHMETIC, ORDERED)                         \
+  void PartitionedVariable::FN(const Tensor& indices, const Tensor& updates,                      \
+                               const UpdateOptions& options) {                                    \
+    scatter(*this, ScatterOp::KIND, indices, updates, options);                                   \
+  }                                                                                               \
+  void PartitionedVariable::FN(const IndexedSlices& sparse_delta, const UpdateOptions& options) { \
+    scatter_slices(*this, ScatterOp::KIND, sparse_delta, options);                                \
   }
-VARSTATE_PARTITIONED_SCATTER(scatter_update, kUpdate)
-VARSTATE_PARTITIONED_SCATTER(scatter_add, kAdd)
-VARSTATE_PARTITIONED_SCATTER(scatter_sub, kSub)
-VARSTATE_PARTITIONED_SCATTER(scatter_mul, kMul)
-VARSTATE_PARTITIONED_SCATTER(scatter_div, kDiv)
-VARSTATE_PARTITIONED_SCATTER(scatter_min, kMin)
-VARSTATE_PARTITIONED_SCATTER(scatter_max, kMax)
+VARSTATE_SCATTER_OPS(VARSTATE_PARTITIONED_SCATTER)
 #undef VARSTATE_PARTITIONED_SCATTER
-
-void PartitionedVariable::scatter_update(const IndexedSlices& d, const UpdateOptions& o) {
-  scatter_slices(*this, ScatterOp::kUpdate, d, o);
-}
-void PartitionedVariable::scatter_add(const IndexedSlices& d, const UpdateOptions& o) {
-  scatter_slices(*this, ScatterOp::kAdd, d, o);
-}
-void PartitionedVariable::scatter_sub(const IndexedSlices& d, const UpdateOptions& o) {
-  scatter_slices(*this, ScatterOp::kSub, d, o);
-}
 
 DeviceFunction round_robin_gpus() {
   auto next = std::make_shared<std::atomic<int64_t>>(0);

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common.h"
 #include "kernels/cpu/scatter.h"
+#include "kernels/scatter_ops.h"
 #include "runtime/dirty_rows_internal.h"
 #include "runtime/gather_internal.h"
 #include "runtime/remote_storage_internal.h"
@@ -396,10 +396,6 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   }
 }
 
-}  // namespace internal
-
-namespace {
-
 void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,
                     const UpdateOptions& options) {
   const std::string who = subject(op, options.name, {});
@@ -433,6 +429,10 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
 #endif
 }
 
+}  // namespace internal
+
+namespace {
+
 Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
                       const UpdateOptions& options) {
   internal::check_dense_shape(delta, ref.shape(), subject(op, options.name, ref.op_name()));
@@ -441,37 +441,22 @@ Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
 
 }  // namespace
 
-#define VARSTATE_DEFINE_SCATTER(fn, Op)                                     \
-  Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,    \
-            const UpdateOptions& options) {                                 \
-    return scatter_variable(ScatterOp::Op, ref, indices, updates, options); \
-  }                                                                         \
-  void fn(Tensor& target, const Tensor& indices, const Tensor& updates,     \
-          const UpdateOptions& options) {                                   \
-    scatter_tensor(ScatterOp::Op, target, indices, updates, options);       \
+// The public entries of every op of the scatter family
+// (VARSTATE_SCATTER_OPS): on a Variable, on IndexedSlices, on a plain tensor.
+#define VARSTATE_DEFINE_SCATTER(kind, fn, node, arithmetic, ordered)                          \
+  Tensor fn(Variable& ref, const Tensor& indices, const Tensor& updates,                      \
+            const UpdateOptions& options) {                                                   \
+    return scatter_variable(ScatterOp::kind, ref, indices, updates, options);                 \
+  }                                                                                           \
+  Tensor fn(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) { \
+    return scatter_slices(ScatterOp::kind, ref, sparse_delta, options);                       \
+  }                                                                                           \
+  void fn(Tensor& target, const Tensor& indices, const Tensor& updates,                       \
+          const UpdateOptions& options) {                                                     \
+    internal::scatter_tensor(ScatterOp::kind, target, indices, updates, options);             \
   }
-
-VARSTATE_DEFINE_SCATTER(scatter_update, kUpdate)
-VARSTATE_DEFINE_SCATTER(scatter_add, kAdd)
-VARSTATE_DEFINE_SCATTER(scatter_sub, kSub)
-VARSTATE_DEFINE_SCATTER(scatter_mul, kMul)
-VARSTATE_DEFINE_SCATTER(scatter_div, kDiv)
-VARSTATE_DEFINE_SCATTER(scatter_min, kMin)
-VARSTATE_DEFINE_SCATTER(scatter_max, kMax)
+VARSTATE_SCATTER_OPS(VARSTATE_DEFINE_SCATTER)
 #undef VARSTATE_DEFINE_SCATTER
-
-Tensor scatter_update(Variable& ref, const IndexedSlices& sparse_delta,
-                      const UpdateOptions& options) {
-  return scatter_slices(ScatterOp::kUpdate, ref, sparse_delta, options);
-}
-
-Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return scatter_slices(ScatterOp::kAdd, ref, sparse_delta, options);
-}
-
-Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return scatter_slices(ScatterOp::kSub, ref, sparse_delta, options);
-}
 
 void set_deterministic_ops(bool enabled) { deterministic_default().store(enabled); }
 bool deterministic_ops() { return deterministic_default().load(); }

@@ -1,6 +1,8 @@
-// Runtime-internal entry of the scatter ops for PartitionedVariable
-// (runtime/partitioned_variable.cc): the parts of a variable split by rows
-// update from the caller's indices and updates in place.
+// Runtime-internal entries of the scatter family (kernels/common.h's
+// VARSTATE_SCATTER_OPS) by op: for PartitionedVariable
+// (runtime/partitioned_variable.cc), whose parts update in place from the
+// caller's indices and updates, and for a remote owner combining rows
+// (distributed/mpi_sparse.cc).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,12 @@ namespace varstate::internal {
 // part of) and nothing is read back.
 void scatter_into(kernels::ScatterOp op, Variable& ref, const Tensor& indices,
                   const Tensor& updates, const UpdateOptions& options, const std::string& who);
+
+// The scatter op `op` on a plain tensor, as the in-place free functions of
+// varstate/scatter.h (scatter_add(Tensor&, ...)): the same validation and
+// messages, a GPU bounds check waited for.
+void scatter_tensor(kernels::ScatterOp op, Tensor& target, const Tensor& indices,
+                    const Tensor& updates, const UpdateOptions& options);
 
 // Applies `op` to the parts, all on the CPU, in one kernel call: part k
 // holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/scatter.h"
+#include "kernels/scatter_ops.h"
 #include "runtime/gather_internal.h"
 #include "runtime/scatter_check_internal.h"
 #include "varstate/error.h"
@@ -14,33 +15,16 @@ namespace {
 
 using kernels::ScatterOp;
 
-const char* op_name(ScatterOp op) {
-  switch (op) {
-    case ScatterOp::kUpdate:
-      return "scatter_update";
-    case ScatterOp::kAdd:
-      return "scatter_add";
-    case ScatterOp::kSub:
-      return "scatter_sub";
-    case ScatterOp::kMul:
-      return "scatter_mul";
-    case ScatterOp::kDiv:
-      return "scatter_div";
-    case ScatterOp::kMin:
-      return "scatter_min";
-    case ScatterOp::kMax:
-      return "scatter_max";
-  }
-  return "scatter";
-}
+const char* op_name(ScatterOp op) { return kernels::scatter_op_info(op).function; }
 
 // Throws unless `op` applies to elements of `dtype`.
 void check_dtype(ScatterOp op, DType dtype, const std::string& who) {
-  if (dtype == DType::kString || (op != ScatterOp::kUpdate && !dtype_is_numeric(dtype))) {
+  const kernels::ScatterOpInfo info = kernels::scatter_op_info(op);
+  if (dtype == DType::kString || (info.arithmetic && !dtype_is_numeric(dtype))) {
     throw TypeError(who + ": dtype " + std::string(dtype_name(dtype)) + " is not supported" +
-                    (op == ScatterOp::kUpdate ? "" : " (no arithmetic)"));
+                    (info.arithmetic ? " (no arithmetic)" : ""));
   }
-  if ((op == ScatterOp::kMin || op == ScatterOp::kMax) && dtype_is_complex(dtype)) {
+  if (info.ordered && dtype_is_complex(dtype)) {
     throw InvalidArgumentError(who + ": complex values (" + std::string(dtype_name(dtype)) +
                                ") are not ordered");
   }

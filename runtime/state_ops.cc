@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/scatter_ops.h"
 #include "runtime/op_internal.h"
 #include "runtime/update_options_internal.h"
 
@@ -126,7 +127,7 @@ Op count_up_to_op(Variable ref, int64_t limit) {
                            {});
 }
 
-#define VARSTATE_SCATTER_OP(FN, TYPE, KIND)                                                     \
+#define VARSTATE_SCATTER_OP(KIND, FN, TYPE, ARITHMETIC, ORDERED)                                \
   Op FN##_op(Variable ref, UpdateValue indices, UpdateValue updates,                            \
              const UpdateOptions& options) {                                                    \
     return update_op<2>(                                                                        \
@@ -134,13 +135,7 @@ Op count_up_to_op(Variable ref, int64_t limit) {
         internal::use_locking(options, ScatterOp::KIND, UpdateCaller::kFunction),               \
         [](Variable& v, const auto& x, const UpdateOptions& o) { FN(v, x[0], x[1], o); });      \
   }
-VARSTATE_SCATTER_OP(scatter_update, "ScatterUpdate", kUpdate)
-VARSTATE_SCATTER_OP(scatter_add, "ScatterAdd", kAdd)
-VARSTATE_SCATTER_OP(scatter_sub, "ScatterSub", kSub)
-VARSTATE_SCATTER_OP(scatter_mul, "ScatterMul", kMul)
-VARSTATE_SCATTER_OP(scatter_div, "ScatterDiv", kDiv)
-VARSTATE_SCATTER_OP(scatter_min, "ScatterMin", kMin)
-VARSTATE_SCATTER_OP(scatter_max, "ScatterMax", kMax)
+VARSTATE_SCATTER_OPS(VARSTATE_SCATTER_OP)
 #undef VARSTATE_SCATTER_OP
 
 Op assign_op(PartitionedVariable ref, UpdateValue value, const UpdateOptions& options) {
@@ -164,7 +159,7 @@ Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions
       [](PartitionedVariable& v, const auto& x, const UpdateOptions& o) { v.assign_sub(x[0], o); });
 }
 
-#define VARSTATE_PARTITIONED_SCATTER_OP(FN, TYPE, KIND)                                         \
+#define VARSTATE_PARTITIONED_SCATTER_OP(KIND, FN, TYPE, ARITHMETIC, ORDERED)                    \
   Op FN##_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,                 \
              const UpdateOptions& options) {                                                    \
     return update_op<2>(                                                                        \
@@ -174,9 +169,7 @@ Op assign_sub_op(PartitionedVariable ref, UpdateValue delta, const UpdateOptions
           v.FN(x[0], x[1], o);                                                                  \
         });                                                                                     \
   }
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_update, "ScatterUpdate", kUpdate)
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_add, "ScatterAdd", kAdd)
-VARSTATE_PARTITIONED_SCATTER_OP(scatter_sub, "ScatterSub", kSub)
+VARSTATE_SCATTER_OPS(VARSTATE_PARTITIONED_SCATTER_OP)
 #undef VARSTATE_PARTITIONED_SCATTER_OP
 
 }  // namespace varstate

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <ostream>
 
+#include "kernels/scatter_ops.h"
 #include "proto/variable.pb.h"
 #include "runtime/dense_update_internal.h"
 #include "runtime/dirty_rows_internal.h"
@@ -733,17 +734,12 @@ UpdateOptions method_options(const UpdateOptions& options, ScatterOp op) {
 }
 }  // namespace
 
-Tensor Variable::scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return varstate::scatter_sub(*this, sparse_delta, method_options(options, ScatterOp::kSub));
-}
-
-Tensor Variable::scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return varstate::scatter_add(*this, sparse_delta, method_options(options, ScatterOp::kAdd));
-}
-
-Tensor Variable::scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options) {
-  return varstate::scatter_update(*this, sparse_delta, method_options(options, ScatterOp::kUpdate));
-}
+#define VARSTATE_SCATTER_METHOD(KIND, FN, NODE, ARITHMETIC, ORDERED)                     \
+  Tensor Variable::FN(const IndexedSlices& sparse_delta, const UpdateOptions& options) { \
+    return varstate::FN(*this, sparse_delta, method_options(options, ScatterOp::KIND));  \
+  }
+VARSTATE_SCATTER_OPS(VARSTATE_SCATTER_METHOD)
+#undef VARSTATE_SCATTER_METHOD
 
 Tensor Variable::count_up_to(int64_t limit) {
   State& s = *state_;

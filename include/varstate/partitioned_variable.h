@@ -121,6 +121,10 @@ class PartitionedVariable {
   void scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   void scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   void scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  void scatter_mul(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  void scatter_div(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  void scatter_min(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  void scatter_max(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
 
   // Handle identity: true if both refer to the same partitioned variable.
   bool same_as(const PartitionedVariable& other) const { return state_ == other.state_; }

@@ -117,6 +117,14 @@ Tensor scatter_add(Variable& ref, const IndexedSlices& sparse_delta,
                    const UpdateOptions& options = {});
 Tensor scatter_sub(Variable& ref, const IndexedSlices& sparse_delta,
                    const UpdateOptions& options = {});
+Tensor scatter_mul(Variable& ref, const IndexedSlices& sparse_delta,
+                   const UpdateOptions& options = {});
+Tensor scatter_div(Variable& ref, const IndexedSlices& sparse_delta,
+                   const UpdateOptions& options = {});
+Tensor scatter_min(Variable& ref, const IndexedSlices& sparse_delta,
+                   const UpdateOptions& options = {});
+Tensor scatter_max(Variable& ref, const IndexedSlices& sparse_delta,
+                   const UpdateOptions& options = {});
 
 // In-place forms on a plain tensor (as assign_add is for dense updates):
 // the same validation; a GPU bounds check is always waited for, since no

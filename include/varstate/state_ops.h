@@ -101,5 +101,13 @@ Op scatter_add_op(PartitionedVariable ref, UpdateValue indices, UpdateValue upda
                   const UpdateOptions& options = {});
 Op scatter_sub_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
                   const UpdateOptions& options = {});
+Op scatter_mul_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_div_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_min_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
+Op scatter_max_op(PartitionedVariable ref, UpdateValue indices, UpdateValue updates,
+                  const UpdateOptions& options = {});
 
 }  // namespace varstate

@@ -195,13 +195,18 @@ class Variable {
   Tensor assign(const Tensor& value, const UpdateOptions& options = {});
   Tensor assign_add(const Tensor& delta, const UpdateOptions& options = {});
   Tensor assign_sub(const Tensor& delta, const UpdateOptions& options = {});
-  // tf.Variable.scatter_sub / scatter_add / scatter_update: the sparse
-  // update of the rows sparse_delta.indices() by sparse_delta.values(),
-  // returning the new value. Same as the free functions of varstate/scatter.h
-  // (errors, devices, determinism, options) but use_locking unset = false.
+  // tf.Variable.scatter_sub / scatter_add / scatter_update / scatter_mul /
+  // scatter_div / scatter_min / scatter_max: the sparse update of the rows
+  // sparse_delta.indices() by sparse_delta.values(), returning the new
+  // value. Same as the free functions of varstate/scatter.h (errors,
+  // devices, determinism, options) but use_locking unset = false.
   Tensor scatter_sub(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   Tensor scatter_add(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   Tensor scatter_update(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_mul(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_div(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_min(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
+  Tensor scatter_max(const IndexedSlices& sparse_delta, const UpdateOptions& options = {});
   // Increments an int32/int64 scalar variable by one and returns the value
   // before the increment; OutOfRangeError when the result would pass `limit`.
   Tensor count_up_to(int64_t limit);

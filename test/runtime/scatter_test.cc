@@ -16,7 +16,11 @@
 #include "scatter_test_util.h"
 #include "varstate/error.h"
 #include "varstate/indexed_slices.h"
+#include "varstate/initializers.h"
+#include "varstate/partitioned_variable.h"
+#include "varstate/partitioners.h"
 #include "varstate/scatter.h"
+#include "varstate/variable_scope.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -359,6 +363,61 @@ TEST_CASE_METHOD(FreshGraph, "Variable::scatter_sub/add/update take IndexedSlice
   check_rejected<InvalidArgumentError>(
       v, [&] { v.scatter_add(out_of_range); },
       "scatter_add on \"v\": indices[0] = 3 is not in [0, 3)");
+}
+
+// Every op of the family in every IndexedSlices form (the free function,
+// the method, a PartitionedVariable's method) equals the same op with plain
+// indices and updates on a copy; the method leaves use_locking unset false.
+TEST_CASE_METHOD(FreshSession, "every scatter op takes IndexedSlices in every form", "[scatter]") {
+  using SliceFn = Tensor (*)(Variable&, const IndexedSlices&, const UpdateOptions&);
+  using PlainFn = Tensor (*)(Variable&, const Tensor&, const Tensor&, const UpdateOptions&);
+  using MethodFn = Tensor (Variable::*)(const IndexedSlices&, const UpdateOptions&);
+  using PartFn = void (PartitionedVariable::*)(const IndexedSlices&, const UpdateOptions&);
+  struct Form {
+    const char* name;
+    SliceFn slices;
+    PlainFn plain;
+    MethodFn method;
+    PartFn part;
+  };
+  const Form forms[] = {
+      {"update", scatter_update, scatter_update, &Variable::scatter_update,
+       &PartitionedVariable::scatter_update},
+      {"add", scatter_add, scatter_add, &Variable::scatter_add, &PartitionedVariable::scatter_add},
+      {"sub", scatter_sub, scatter_sub, &Variable::scatter_sub, &PartitionedVariable::scatter_sub},
+      {"mul", scatter_mul, scatter_mul, &Variable::scatter_mul, &PartitionedVariable::scatter_mul},
+      {"div", scatter_div, scatter_div, &Variable::scatter_div, &PartitionedVariable::scatter_div},
+      {"min", scatter_min, scatter_min, &Variable::scatter_min, &PartitionedVariable::scatter_min},
+      {"max", scatter_max, scatter_max, &Variable::scatter_max, &PartitionedVariable::scatter_max},
+  };
+  const Tensor start({{4.f, -2.f}, {6.f, 8.f}, {-3.f, 5.f}, {1.f, 7.f}});
+  const Tensor rows({{2.f, 3.f}, {-1.f, 4.f}});
+  const Tensor ids({3, 1});
+  const IndexedSlices delta(rows, ids, Tensor({4, 2}));
+  for (const Form& f : forms) {
+    CAPTURE(f.name);
+    Variable expected = initialized_variable(start.clone(), "expected");
+    f.plain(expected, ids, rows, {});
+    Variable by_function = initialized_variable(start.clone(), "by_function");
+    const Tensor returned = f.slices(by_function, delta, {});
+    CHECK(floats(returned) == floats(expected.value()));
+    Variable by_method = initialized_variable(start.clone(), "by_method");
+    (by_method.*f.method)(delta, {});
+    CHECK(floats(by_method.value()) == floats(expected.value()));
+    PartitionedVariable parts =
+        get_variable(std::string("parts_") + f.name, {.shape = TensorShape{4, 2},
+                                                      .initializer = zeros_initializer(),
+                                                      .partitioner = fixed_size_partitioner(2)});
+    session.run(parts.initializer());
+    parts.assign(start);
+    (parts.*f.part)(delta, {});
+    CHECK(floats(parts.eval()) == floats(expected.value()));
+    // A dense_shape that is not the variable's changes nothing.
+    const IndexedSlices wrong(rows, ids, Tensor({5, 2}));
+    check_rejected<InvalidArgumentError>(by_method, [&] { (by_method.*f.method)(wrong, {}); });
+    CHECK_THROWS_AS((parts.*f.part)(wrong, {}), InvalidArgumentError);
+    CHECK(floats(parts.eval()) == floats(expected.value()));
+  }
 }
 
 TEST_CASE("deterministic_ops is a settable global default", "[scatter]") {

@@ -88,6 +88,24 @@ TEST_CASE_METHOD(FreshSession, "ops on a PartitionedVariable", "[state_ops]") {
   CHECK(p.eval().to_vector<float>() == std::vector<float>{-1, -1, -1, -1, 6, 6, -1, -1, -1, -1});
 }
 
+// The scatter ops of the family a PartitionedVariable's op forms lacked
+// before the one table (kernels/common.h): each run routes to the parts.
+TEST_CASE_METHOD(FreshSession, "mul, div, min and max ops on a PartitionedVariable",
+                 "[state_ops]") {
+  PartitionedVariable p = get_variable("p", {.shape = TensorShape{4, 1},
+                                             .initializer = constant_initializer(6.f),
+                                             .partitioner = fixed_size_partitioner(2)});
+  session.run(p.initializer());
+  session.run(scatter_mul_op(p, Tensor({0, 3}), Tensor({{2.f}, {3.f}})));  // 12, 6, 6, 18
+  session.run(scatter_div_op(p, Tensor({1, 3}), Tensor({{4.f}, {2.f}})));  // 12, 1.5, 6, 9
+  session.run(scatter_min_op(p, Tensor({0, 2}), Tensor({{5.f}, {7.f}})));  // 5, 1.5, 6, 9
+  session.run(scatter_max_op(p, Tensor({1, 3}), Tensor({{2.f}, {8.f}})));  // 5, 2, 6, 9
+  CHECK(p.eval().to_vector<float>() == std::vector<float>{5, 2, 6, 9});
+  CHECK_THROWS_AS(session.run(scatter_max_op(p, Tensor({4}), Tensor({{1.f}}))),
+                  InvalidArgumentError);
+  CHECK(p.eval().to_vector<float>() == std::vector<float>{5, 2, 6, 9});
+}
+
 TEST_CASE_METHOD(FreshSession, "placeholders are fed to each run", "[state_ops][placeholder]") {
   Variable emb(Tensor::zeros(DType::kFloat, {4, 2}), {.name = "emb"});
   Variable v(Tensor(0.f), {.name = "v"});
