@@ -100,8 +100,12 @@ count_up_to_latest() {
 often=(--users 2000 --items 500 --rank 8 --ratings_per_user 40 --noise 0.1 --batch_size 1024
        --learning_rate 0.05 --save_every 100 --max_to_keep 2 --device cpu --seed 7 --full_checkpoints)
 "$cli" demo "${often[@]}" --steps 100 --checkpoint_dir "$tmp/f" >/dev/null
-for delay in 0.3 0.5 0.7 0.4 0.6 0.8; do
+for delay in 0.05 0.25 0.15 0.3 0.1 0.2; do
+  before=$(latest_step "$tmp/f")
   "$cli" demo "${often[@]}" --steps 1000000 --checkpoint_dir "$tmp/f" --resume >/dev/null 2>&1 &
+  # Killed once this run has saved (seconds in a sanitizer build on a busy
+  # machine), after a delay that lands in training or in the next save.
+  for _ in $(seq 600); do [ "$(latest_step "$tmp/f")" != "$before" ] && break; sleep 0.05; done
   sleep "$delay"
   kill -9 $! && wait $! 2>/dev/null || true
   # Two kept, plus at most the one whose deletion this kill interrupted
