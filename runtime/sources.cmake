@@ -6,8 +6,6 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/gather.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops.cc
-  ${CMAKE_CURRENT_LIST_DIR}/optimizer.cc
-  ${CMAKE_CURRENT_LIST_DIR}/optimizers.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioners.cc
   ${CMAKE_CURRENT_LIST_DIR}/placeholder.cc
@@ -24,9 +22,6 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/state_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cc
   ${CMAKE_CURRENT_LIST_DIR}/template.cc
-  ${CMAKE_CURRENT_LIST_DIR}/training_call.cc
-  ${CMAKE_CURRENT_LIST_DIR}/training_ops.cc
-  ${CMAKE_CURRENT_LIST_DIR}/training_util.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_scope.cc

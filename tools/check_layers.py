@@ -3,12 +3,19 @@
 
 Fails (exit 1, one line per violation) when:
   * a module includes a module above it. Order, bottom up:
-      base, cuda_emulation -> device, kernels -> runtime -> checkpoint -> distributed -> tools, bench
+      base, cuda_emulation -> device, kernels -> runtime -> training -> checkpoint
+      -> distributed -> tools, bench
     (cuda_emulation/ stands in for the CUDA runtime in VARSTATE_CUDA=EMULATE
     builds: it includes no other module)
     (proto/ holds schemas that depend on nothing: any module may include its
     generated headers). test/ and
-    examples/ sit on top and may include anything;
+    examples/ sit on top and may include anything. A public header counts
+    as its module's: the module whose X.cc (or X.cu) implements
+    varstate/X.h, that is includes it first; a public header no source
+    implements (varstate/gradient.h, the umbrella varstate.h) counts as the
+    highest module it includes. So runtime/ including "varstate/optimizer.h"
+    (training's), or runtime's varstate/gather.h including it, is an upward
+    include too;
   * an installed header (include/varstate/*.h) includes a private header
     (anything but <standard library> and "varstate/*.h");
   * an installed header pulls in CUDA, Eigen, protobuf or spdlog, directly or
@@ -32,10 +39,11 @@ RANK = {
     "device": 1,
     "kernels": 1,
     "runtime": 2,
-    "checkpoint": 3,
-    "distributed": 4,
-    "tools": 5,
-    "bench": 5,
+    "training": 3,
+    "checkpoint": 4,
+    "distributed": 5,
+    "tools": 6,
+    "bench": 6,
 }
 SIBLINGS_APART = {("device", "kernels"), ("kernels", "device")}
 # What a public header may never pull in.
@@ -44,33 +52,60 @@ HEAVY = re.compile(r"^(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|cu
                    r"leveldb/|mpi\.h)")
 
 
-def module_of(path: pathlib.Path) -> str | None:
-    parts = path.relative_to(ROOT).parts
-    return parts[0] if parts[0] in RANK else None
-
-
 def included_module(target: str) -> str | None:
     head = target.split("/")[0]
     return head if head in RANK and "/" in target else None
 
 
+def public_modules(public_dir: pathlib.Path) -> dict[str, str]:
+    """The module of each public header ("varstate/X.h") that has one."""
+    texts = {f"varstate/{p.name}": p.read_text(errors="replace") for p in public_dir.glob("*.h")}
+    owner = {}
+    for module in RANK:
+        for pattern in ("*.cc", "*.cu"):
+            for path in sorted((ROOT / module).rglob(pattern)):
+                first = INCLUDE.search(path.read_text(errors="replace"))
+                target = f"varstate/{path.stem}.h"
+                if first and first.group(2) == target and target in texts:
+                    owner.setdefault(target, module)
+
+    def level(header: str, seen: frozenset) -> str | None:
+        if header in owner:
+            return owner[header]
+        deps = [level(t, seen | {header}) for k, t in INCLUDE.findall(texts.get(header, ""))
+                if k == '"' and t in texts and t not in seen]
+        deps = [d for d in deps if d is not None]
+        return max(deps, key=RANK.get) if deps else None
+
+    return {h: m for h in texts if (m := level(h, frozenset())) is not None}
+
+
+def upward(module: str, dep: str) -> bool:
+    return RANK[dep] > RANK[module] or (module, dep) in SIBLINGS_APART
+
+
 def main() -> int:
     errors = []
-    public = {p.name for p in (ROOT / "include" / "varstate").glob("*.h")}
+    public_dir = ROOT / "include" / "varstate"
+    public = {p.name for p in public_dir.glob("*.h")}
+    public_module = public_modules(public_dir)
+
+    def check(path: pathlib.Path, module: str) -> None:
+        for kind, target in INCLUDE.findall(path.read_text(errors="replace")):
+            if kind != '"':
+                continue
+            dep = included_module(target) or public_module.get(target)
+            if dep is not None and upward(module, dep):
+                errors.append(f"{path.relative_to(ROOT)}: module {module} includes "
+                              f'"{target}" of module {dep}, which is above or beside it')
 
     for module in RANK:
         for pattern in SOURCES:
             for path in sorted((ROOT / module).rglob(pattern)):
-                text = path.read_text(errors="replace")
-                for kind, target in INCLUDE.findall(text):
-                    if kind != '"':
-                        continue
-                    dep = included_module(target)
-                    if dep is None:
-                        continue
-                    if RANK[dep] > RANK[module] or (module, dep) in SIBLINGS_APART:
-                        errors.append(f"{path.relative_to(ROOT)}: module {module} includes "
-                                      f'"{target}" of module {dep}, which is above or beside it')
+                check(path, module)
+    for path in sorted(public_dir.glob("*.h")):
+        if f"varstate/{path.name}" in public_module:
+            check(path, public_module[f"varstate/{path.name}"])
 
     # Installed headers: only the standard library and other installed headers.
     for path in sorted((ROOT / "include" / "varstate").glob("*.h")):
@@ -93,7 +128,8 @@ def main() -> int:
         print(f"layers: {len(errors)} violation(s)")
         return 1
     print(f"layers: {files} files in {len(RANK)} modules include only downward; "
-          f"{len(public)} public headers include only public headers")
+          f"{len(public)} public headers include only public headers, "
+          f"{len(public_module)} of them counted in a module")
     return 0
 
 

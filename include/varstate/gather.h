@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "varstate/optimizer.h"
+#include "varstate/gradient.h"
 #include "varstate/partitioned_variable.h"
 #include "varstate/tensor.h"
 #include "varstate/variable.h"

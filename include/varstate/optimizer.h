@@ -35,9 +35,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
+#include "varstate/gradient.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/tensor.h"
 #include "varstate/tensor_shape.h"
@@ -45,15 +45,8 @@
 
 namespace varstate {
 
-// A gradient: dense (the variable's shape) or rows of it. An empty Tensor
-// is TensorFlow's None: that variable is skipped.
-using Gradient = std::variant<Tensor, IndexedSlices>;
-
-// One (gradient, variable) pair of apply_gradients.
-struct GradientAndVariable {
-  Gradient grad;
-  Variable var;
-};
+// apply_gradients takes GradientAndVariable pairs (a dense or IndexedSlices
+// Gradient and its Variable): varstate/gradient.h, included here.
 
 // A hyperparameter: a number, or a Variable read at every apply (a
 // learning-rate schedule assigns it; checkpoints save it).

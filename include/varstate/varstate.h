@@ -13,6 +13,7 @@
 #include "varstate/dtype.h"
 #include "varstate/error.h"
 #include "varstate/gather.h"
+#include "varstate/gradient.h"
 #include "varstate/graph.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/initializers.h"

@@ -29,11 +29,3 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_gpu_test.cc)
-# The training ops and the optimizers, on each device.
-varstate_add_test(test_optimizers DEVICES SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/optimizer_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/training_util_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc)
-# Hand-written references round every operation as written.
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc
-  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)

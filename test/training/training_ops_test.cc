@@ -12,7 +12,7 @@
 
 #include "device_fixture.h"
 #include "runtime/distinct_rows_internal.h"
-#include "runtime/training_ops_internal.h"
+#include "training/training_ops_internal.h"
 #include "varstate/error.h"
 #include "varstate/training_ops.h"
 

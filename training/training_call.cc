@@ -1,4 +1,4 @@
-#include "runtime/training_ops_internal.h"
+#include "training/training_ops_internal.h"
 
 #include <algorithm>
 #include <atomic>

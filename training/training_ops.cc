@@ -1,7 +1,7 @@
 #include "varstate/training_ops.h"
 
 #include "runtime/remote_storage_internal.h"
-#include "runtime/training_ops_internal.h"
+#include "training/training_ops_internal.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"
 

@@ -1,6 +1,7 @@
-// Runtime-internal: the shared validation and dispatch of the training ops
-// (runtime/training_ops.cc), also used by the optimizers
-// (runtime/optimizer.cc) to check every gradient before anything changes.
+// Training-internal: the shared validation and dispatch of the training ops
+// (training/training_call.cc; the ops themselves in training/training_ops.cc),
+// also used by the optimizers (training/optimizer.cc) to check every gradient
+// before anything changes.
 #pragma once
 
 #include <atomic>

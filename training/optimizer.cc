@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "runtime/remote_storage_internal.h"
-#include "runtime/training_ops_internal.h"
 #include "runtime/variable_internal.h"
+#include "training/training_ops_internal.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
 #include "varstate/initializers.h"
