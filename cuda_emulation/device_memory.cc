@@ -115,6 +115,11 @@ void* allocate_device(int device, size_t bytes) {
     return nullptr;
   }
   char* base = static_cast<char*>(map);
+#ifdef VARSTATE_EMULATION_ASAN
+  // Addresses reused from an earlier mapping (a fiber stack, say) may still
+  // carry its shadow.
+  ASAN_UNPOISON_MEMORY_REGION(base, mapped);
+#endif
   mprotect(base + mapped, page_size(), PROT_NONE);  // the guard page
   // As late in the pages as cudaMalloc's 256-byte alignment allows, so that
   // an access past the end soon meets the guard page; the bytes between are

@@ -13,6 +13,7 @@
 
 #include "cuda_emulation/asan.h"
 #ifdef VARSTATE_EMULATION_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -107,6 +108,10 @@ Fiber::Fiber() {
 }
 
 Fiber::~Fiber() {
+#ifdef VARSTATE_EMULATION_ASAN
+  // Memory mapped here later must not inherit this stack's redzones.
+  ASAN_UNPOISON_MEMORY_REGION(stack_ + page_size(), size_ - page_size());
+#endif
   munmap(stack_, size_);
 #if !(defined(__x86_64__) && !defined(VARSTATE_EMULATION_UCONTEXT))
   delete static_cast<ucontext_t*>(context_);
@@ -116,6 +121,11 @@ Fiber::~Fiber() {
 void Fiber::start(void (*entry)()) {
   entry_ = entry;
   fake_stack_ = nullptr;
+#ifdef VARSTATE_EMULATION_ASAN
+  // A reused stack still carries the redzones of the frames its last fiber
+  // never returned from (a finished fiber leaves by a switch, not a return).
+  ASAN_UNPOISON_MEMORY_REGION(stack_ + page_size(), size_ - page_size());
+#endif
 #if defined(__x86_64__) && !defined(VARSTATE_EMULATION_UCONTEXT)
   // The stack as varstate_emulation_switch leaves it: six saved registers,
   // then the address it returns to (the trampoline), then a null return

@@ -49,6 +49,10 @@ struct Registry {
   std::mutex mu;
   std::vector<DeviceState> devices;
   std::set<Stream*> live;
+  // Destroyed streams: kept for the process's life, since work and events
+  // queued before the destroy may still name them (and reachable, so leak
+  // checkers do not report them).
+  std::vector<Stream*> retired;
 };
 
 Registry& registry() {
@@ -197,8 +201,9 @@ bool destroy_stream(cudaStream_t handle) {
     r.live.erase(s);
     auto& list = r.devices[static_cast<size_t>(s->device())].streams;
     std::erase(list, s);
+    r.retired.push_back(s);
   }
-  s->close();  // its worker finishes the queued work; the object is leaked
+  s->close();  // its worker finishes the queued work
   return true;
 }
 
