@@ -24,6 +24,10 @@ class Fiber {
   void resume();
   // From inside the fiber: back to the resume() that ran it.
   void yield();
+  // For a fiber left suspended for good (its kernel faulted): the stack is
+  // made ready for a fresh start (AddressSanitizer's redzones of the frames
+  // it never returned from are cleared).
+  void abandon();
 
  private:
   static void trampoline();

@@ -138,7 +138,10 @@ std::string run_block(const KernelBody& body, uint3 block_index, dim3 block_dim,
   // After a fault, threads left at a barrier are abandoned; their fibers'
   // stacks are reused (nothing on them needs destroying: kernels hold no
   // owning objects).
-  for (auto& t : waiting) threads.release(std::move(t));
+  for (auto& t : waiting) {
+    t->fiber.abandon();
+    threads.release(std::move(t));
+  }
   block = outer;
   return b.fault;
 }
