@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -143,6 +144,11 @@ struct SaveRequest {
   // checkpoint is the one shard, written in place.
   std::vector<std::vector<size_t>> shards;
   bool sharded = false;
+  // Adds one shard holding writes [0, count).
+  void add_shard_of_all(size_t count) {
+    shards.emplace_back(count);
+    std::iota(shards.back().begin(), shards.back().end(), size_t{0});
+  }
   // When the paths the save writes are checked for a directory in the way:
   // before anything (a single process), or on the committing process
   // before it commits, where its error is every process's.

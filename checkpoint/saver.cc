@@ -8,7 +8,6 @@
 #include <exception>
 #include <limits>
 #include <mutex>
-#include <numeric>
 #include <thread>
 
 #include "base/logging_internal.h"
@@ -304,8 +303,7 @@ internal::SaveRequest Saver::Impl::request_for(const std::string& save_path,
     // One shard per device, in the order of the devices' canonical names.
     for (auto& [device, which] : items_by_device()) request.shards.push_back(std::move(which));
   } else {
-    request.shards.emplace_back(items.size());
-    std::iota(request.shards.back().begin(), request.shards.back().end(), size_t{0});
+    request.add_shard_of_all(items.size());
   }
   return request;
 }

@@ -5,7 +5,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <numeric>
 #include <thread>
 #include <utility>
 
@@ -232,10 +231,7 @@ std::string DistributedSaver::save(const std::string& save_path,
                                 .incremental = options.incremental,
                                 .sharded = true,
                                 .check_paths_at_commit = true};
-  if (!m.writes.empty()) {
-    request.shards.emplace_back(m.writes.size());
-    std::iota(request.shards.back().begin(), request.shards.back().end(), size_t{0});
-  }
+  if (!m.writes.empty()) request.add_shard_of_all(m.writes.size());
   ClusterSave collective(*m.cluster, prefix);
   internal::SaveJob job = m.pipeline->prepare(std::move(request), collective);
   m.pipeline->finish(job, collective);
