@@ -88,8 +88,12 @@ def test_varstate_runs_tensorflow_train_op(tmp_path, resource):
         ids = tf1.placeholder(tf1.int32, [None], name="ids")
         upd = tf1.placeholder(tf1.float32, [None, 2], name="upd")
         top_upd = tf1.placeholder(tf1.float32, [None], name="top_upd")
+        # Two updates of w in one group run concurrently in TensorFlow; a ref
+        # variable's unlocked read-modify-write can lose one of them (seen in
+        # CI: w[0, 0] ended 2.5 short), so both take the variable's lock.
         train_op = tf1.group(
-            tf1.assign_add(w, x), tf1.assign_sub(w, tf1.constant(0.25, shape=[2, 3])),
+            tf1.assign_add(w, x, use_locking=True),
+            tf1.assign_sub(w, tf1.constant(0.25, shape=[2, 3]), use_locking=True),
             tf1.scatter_add(emb, ids, upd), tf1.scatter_max(top, ids, top_upd),
             tf1.count_up_to(step, 10), name="train")
         tf1.add_to_collection("train_op", train_op)
