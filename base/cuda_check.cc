@@ -1,4 +1,4 @@
-#include "base/cuda_check_internal.h"
+#include "base/cuda_check.h"
 
 #include <string>
 

@@ -5,7 +5,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "varstate/error.h"
 
 namespace varstate {

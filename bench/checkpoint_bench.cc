@@ -37,7 +37,7 @@
 
 #include "bench_util.h"
 #include "checkpoint/crc32c.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"
 #include "varstate/initializers.h"

@@ -1,4 +1,4 @@
-// The cost of dirty-row tracking (runtime/dirty_rows_internal.h) for the
+// The cost of dirty-row tracking (runtime/dirty_rows.h) for the
 // CPU scatter: scatter_update of 65,536 rows of 16 floats (--width) into a
 // 1M-row table, uniform and Zipf-like ids. The two sides alternate block by
 // block (4 calls each), so a loaded machine's slow spells hit both: each
@@ -38,7 +38,7 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/scatter.h"
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 #include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"

@@ -38,7 +38,7 @@
 #include "checkpoint/file_system.h"
 #include "checkpoint/unsynced_file_system.h"
 #include "kernels/cpu/scatter.h"
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
@@ -181,7 +181,7 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
 
 // The dirty rows' share of a CPU scatter_update of 65,536 rows of 16 floats
 // into a 1M-row table: the kernel followed by the log append of a tracked
-// variable (runtime/dirty_rows_internal.h; no take, so the log's overflow
+// variable (runtime/dirty_rows.h; no take, so the log's overflow
 // folds are included) against the kernel alone.
 std::pair<double, double> marking_cost(int reps) {
   const int64_t rows = 1 << 20, n = 65536, width = 16;

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "checkpoint/file_system.h"
-#include "distributed/cluster_internal.h"
-#include "runtime/remote_storage_internal.h"
+#include "distributed/cluster_collectives.h"
+#include "runtime/remote_storage.h"
 #include "varstate/varstate.h"
 
 using namespace varstate;

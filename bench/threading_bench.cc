@@ -1,6 +1,6 @@
 // Where splitting a CPU kernel over the thread pool starts to pay: each op
 // at doubling sizes, run alternately on the calling thread alone (every
-// threshold of kernels/cpu/eigen_internal.h set out of reach) and split
+// threshold of kernels/cpu/eigen_support.h set out of reach) and split
 // over the pool (every threshold 0), medians of interleaved repetitions,
 // so that both sides see the same load. Prints, per op, the time of both
 // and their ratio at each size, and the crossover: the smallest size from
@@ -24,7 +24,7 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/dense_update.h"
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/parallel.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bench_util.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/device_manager.h"
 #include "varstate/initializers.h"
 #include "varstate/placement.h"

@@ -1,4 +1,4 @@
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/logging_internal.h"
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "base/logging.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
 #include "varstate/checkpoint_state.h"

@@ -1,6 +1,6 @@
 #include "varstate/checkpoint_reader.h"
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/v1_reader.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <set>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"

@@ -23,7 +23,7 @@
 #include <system_error>
 #include <vector>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/file_system.h"

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "runtime/gather_internal.h"
-#include "runtime/remote_storage_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/remote_storage.h"
+#include "runtime/row_gather.h"
+#include "runtime/variable_access.h"
 
 namespace varstate::internal {
 namespace {

@@ -1,6 +1,6 @@
 // What an incremental save writes for each variable (the save pipeline's
 // delta plan, checkpoint/save_pipeline.h): the variables' changed rows,
-// taken from their dirty rows (runtime/dirty_rows_internal.h) or, for a
+// taken from their dirty rows (runtime/dirty_rows.h) or, for a
 // variable another task holds, from its owner's marks; the plan made from
 // them; and the writer of the row entries (varstate/checkpoint_chain.h
 // names them). Internal.
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_writer.h"
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 #include "varstate/saver.h"
 #include "varstate/tensor.h"
 

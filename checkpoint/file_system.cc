@@ -12,7 +12,7 @@
 #include <cstring>
 #include <random>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "varstate/error.h"
 
 namespace varstate {

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/logging_internal.h"
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "base/logging.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/tensor_bundle.h"

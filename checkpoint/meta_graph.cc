@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/graph_def_builder_internal.h"
 #include "checkpoint/meta_graph_initializers_internal.h"

@@ -6,7 +6,7 @@
 #include "checkpoint/proto_convert_internal.h"
 #include "checkpoint/saver_io_internal.h"
 #include "kernels/scatter_ops.h"
-#include "runtime/op_internal.h"
+#include "runtime/op_node.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/partitioned_variable.h"

@@ -11,7 +11,7 @@
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 

@@ -52,7 +52,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
 #include "varstate/tensor.h"

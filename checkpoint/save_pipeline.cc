@@ -5,7 +5,7 @@
 #include <span>
 #include <thread>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/delta_save_internal.h"
@@ -13,8 +13,8 @@
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/tensor_bundle.h"
-#include "runtime/remote_storage_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/remote_storage.h"
+#include "runtime/variable_access.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 

@@ -50,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_retention.h"
 #include "varstate/saver.h"
 #include "varstate/tensor.h"

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "base/logging_internal.h"
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "base/logging.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/file_system.h"
 #include "checkpoint/meta_graph_internal.h"
@@ -20,7 +20,7 @@
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/unsynced_file_system.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/device_manager.h"

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "base/cuda_check_internal.h"
-#include "base/logging_internal.h"
+#include "base/cuda_check.h"
+#include "base/logging.h"
 #include "device/allocation_tail.h"
 #include "device/cuda_device.h"
 #include "varstate/device.h"

@@ -1,7 +1,7 @@
 // The CUDA device's factory and the CUDA operations that device.cc and
 // device_manager.cc call for GPUs (defined in cuda_device.cc, built only with
 // VARSTATE_HAVE_CUDA). Private to device/. The current-device exchange is
-// declared once, in base/cuda_check_internal.h.
+// declared once, in base/cuda_check.h.
 #pragma once
 
 #include <cstddef>

@@ -10,7 +10,7 @@
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
-#include "base/cuda_check_internal.h"
+#include "base/cuda_check.h"
 #include "device/cuda_device.h"
 #endif
 

@@ -1,6 +1,6 @@
 #include "varstate/device_manager.h"
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "device/cpu_device.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA

@@ -6,7 +6,7 @@
 #include <variant>
 #include <vector>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 

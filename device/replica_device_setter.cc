@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "varstate/error.h"
 
 namespace varstate {

@@ -1,5 +1,5 @@
 #include "varstate/cluster.h"
-#include "distributed/cluster_internal.h"
+#include "distributed/cluster_collectives.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "distributed/mpi_storage.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "varstate/device_spec.h"
 #include "varstate/error.h"
 

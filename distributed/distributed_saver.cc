@@ -10,7 +10,7 @@
 
 #include "checkpoint/restore_share.h"
 #include "checkpoint/save_pipeline.h"
-#include "distributed/cluster_internal.h"
+#include "distributed/cluster_collectives.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/distinct_rows_internal.h"
-#include "runtime/gather_internal.h"
-#include "runtime/scatter_internal.h"
+#include "runtime/distinct_rows.h"
+#include "runtime/row_gather.h"
+#include "runtime/scatter_by_op.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/gather_internal.h"
+#include "runtime/row_gather.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"

@@ -1,6 +1,6 @@
 // Variable storage on another task, over MPI one-sided operations.
 // Internal: Cluster (cluster.cc) creates it, Variable uses it through
-// runtime/remote_storage_internal.h.
+// runtime/remote_storage.h.
 //
 // Each creation batch (one variable, or the parts of one partitioned
 // variable) is one MPI window, allocated collectively by every rank; each
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "distributed/mpi_window.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "varstate/dtype.h"
 #include "varstate/tensor_shape.h"
 
@@ -43,7 +43,7 @@ std::shared_ptr<RemoteStorage> create_mpi_storage(std::shared_ptr<MpiContext> co
                                                   DType dtype, const TensorShape& shape,
                                                   const MpiCheck& check);
 
-// Creation batches (runtime/remote_storage_internal.h): while one is open,
+// Creation batches (runtime/remote_storage.h): while one is open,
 // create_mpi_storage only records the variable; ending the outermost
 // allocates one window for all of them (collective; nothing when the batch
 // created no cluster variable, the same on every rank).

@@ -1,4 +1,4 @@
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "runtime/distinct_rows_internal.h"
+#include "runtime/distinct_rows.h"
 
 #include <algorithm>
 #include <utility>

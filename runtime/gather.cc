@@ -4,11 +4,11 @@
 #include <string>
 
 #include "kernels/cpu/gather.h"
-#include "runtime/gather_internal.h"
 #include "runtime/partitioned_variable_internal.h"
-#include "runtime/remote_storage_internal.h"
-#include "runtime/scatter_validate_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/remote_storage.h"
+#include "runtime/row_gather.h"
+#include "runtime/scatter_validate.h"
+#include "runtime/variable_access.h"
 #include "varstate/device.h"
 #include "varstate/device_manager.h"
 #include "varstate/device_spec.h"

@@ -5,7 +5,7 @@
 #include <regex>
 #include <utility>
 
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/error.h"
 #include "varstate/partitioned_variable.h"
 #include "varstate/placeholder.h"

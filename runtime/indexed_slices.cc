@@ -4,7 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "runtime/gather_internal.h"
+#include "runtime/row_gather.h"
 #include "varstate/dense_update.h"
 #include "varstate/error.h"
 #include "varstate/scatter.h"

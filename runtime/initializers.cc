@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "runtime/initializer_recipe_internal.h"
+#include "runtime/initializer_recipe.h"
 #include "runtime/random_ops_internal.h"
 #include "varstate/cast.h"
 #include "varstate/dense_update.h"

@@ -3,7 +3,7 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/op_internal.h"
+#include "runtime/op_node.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
 

@@ -1,7 +1,7 @@
 #include "varstate/scatter.h"
+#include "runtime/scatter_by_op.h"
 #include "runtime/scatter_check_internal.h"
-#include "runtime/scatter_internal.h"
-#include "runtime/scatter_validate_internal.h"
+#include "runtime/scatter_validate.h"
 #include "runtime/update_options_internal.h"
 
 #include <algorithm>
@@ -17,15 +17,15 @@
 
 #include "kernels/cpu/scatter.h"
 #include "kernels/scatter_ops.h"
-#include "runtime/dirty_rows_internal.h"
-#include "runtime/gather_internal.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/dirty_rows.h"
+#include "runtime/remote_storage.h"
+#include "runtime/row_gather.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "kernels/cuda/scatter.h"
 #endif
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 
 namespace varstate {
 namespace {
@@ -76,7 +76,7 @@ struct Prepared : internal::ScatterArgs {
 // `cpu_kernel_checks` (the table is local, on the host) the index values
 // are left to the CPU kernel, which checks them in its own first pass over
 // the indices (run_cpu); the caller logs their rows after it (or has the
-// kernel mark them: runtime/dirty_rows_internal.h). Otherwise
+// kernel mark them: runtime/dirty_rows.h). Otherwise
 // indices checked on the host mark their rows in `marks` when given.
 Prepared prepare(ScatterOp op, DType dtype, const TensorShape& shape, Device& device,
                  const Tensor& indices, const Tensor& updates, const std::string& who,

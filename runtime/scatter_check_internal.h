@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/device.h"
 #include "varstate/tensor_shape.h"
 #include "varstate/variable.h"

@@ -1,4 +1,4 @@
-#include "runtime/scatter_validate_internal.h"
+#include "runtime/scatter_validate.h"
 
 #include <atomic>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/scatter.h"
 #include "kernels/scatter_ops.h"
-#include "runtime/gather_internal.h"
+#include "runtime/row_gather.h"
 #include "runtime/scatter_check_internal.h"
 #include "varstate/error.h"
 

@@ -1,6 +1,6 @@
 #include "varstate/session.h"
 
-#include "runtime/op_internal.h"
+#include "runtime/op_node.h"
 #include "varstate/variable.h"
 
 namespace varstate {

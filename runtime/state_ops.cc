@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "kernels/scatter_ops.h"
-#include "runtime/op_internal.h"
+#include "runtime/op_node.h"
 #include "runtime/update_options_internal.h"
 
 namespace varstate {

@@ -8,10 +8,10 @@
 #include "kernels/scatter_ops.h"
 #include "proto/variable.pb.h"
 #include "runtime/dense_update_internal.h"
-#include "runtime/dirty_rows_internal.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/dirty_rows.h"
+#include "runtime/remote_storage.h"
 #include "runtime/update_options_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -388,7 +388,7 @@ void Variable::raise_pending_errors(bool wait) const {
 void Variable::sync() const { raise_pending_errors(/*wait=*/true); }
 
 // ---------------------------------------------------------------------------
-// Internals (variable_internal.h)
+// Internals (variable_access.h)
 
 namespace internal {
 

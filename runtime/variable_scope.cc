@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "runtime/scope_names.h"
 #include "varstate/error.h"
 #include "varstate/slice.h"

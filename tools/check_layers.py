@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the layering of the tree (DESIGN.md, "Layers and folders").
+"""Checks the layering of the tree (docs/architecture.md, "Layers").
 
 Fails (exit 1, one line per violation) when:
   * a module includes a module above it. Order, bottom up:
@@ -16,6 +16,9 @@ Fails (exit 1, one line per violation) when:
     highest module it includes. So runtime/ including "varstate/optimizer.h"
     (training's), or runtime's varstate/gather.h including it, is an upward
     include too;
+  * a header named *_internal.h (or *_internal.cuh) is included from outside
+    its folder: only files under that folder and the module's own tests
+    (test/<module>/) may include it. A seam between modules has a plain name;
   * an installed header (include/varstate/*.h) includes a private header
     (anything but <standard library> and "varstate/*.h");
   * an installed header pulls in CUDA, Eigen, protobuf or spdlog, directly or
@@ -84,6 +87,28 @@ def upward(module: str, dep: str) -> bool:
     return RANK[dep] > RANK[module] or (module, dep) in SIBLINGS_APART
 
 
+def internal_violations() -> list[str]:
+    """Includes of a *_internal.h header from outside its folder."""
+    errors = []
+    roots = [ROOT / m for m in RANK] + [ROOT / "test", ROOT / "examples"]
+    for root in roots:
+        for pattern in SOURCES:
+            for path in sorted(root.rglob(pattern)):
+                rel = path.relative_to(ROOT)
+                for kind, target in INCLUDE.findall(path.read_text(errors="replace")):
+                    stem = target.rsplit("/", 1)[-1]
+                    if kind != '"' or not re.search(r"_internal\.(h|cuh)$", stem):
+                        continue
+                    folder = target.rsplit("/", 1)[0] if "/" in target else str(rel.parent)
+                    own_tests = "test/" + folder.split("/")[0]
+                    where = str(rel.parent)
+                    if not any(where == f or where.startswith(f + "/") for f in (folder, own_tests)):
+                        errors.append(f'{rel}: includes "{target}", private to {folder}/ '
+                                      "(an _internal header stays inside its folder; give a "
+                                      "seam between modules a plain name)")
+    return errors
+
+
 def main() -> int:
     errors = []
     public_dir = ROOT / "include" / "varstate"
@@ -121,6 +146,7 @@ def main() -> int:
                                   "an installed header")
             elif "/" in target or target.endswith(".h") and target not in ("stddef.h", "stdint.h"):
                 errors.append(f"{rel}: public header includes <{target}>, not a standard header")
+    errors += internal_violations()
     for line in errors:
         print(line)
     files = sum(1 for m in RANK for p in SOURCES for _ in (ROOT / m).rglob(p))
@@ -129,7 +155,8 @@ def main() -> int:
         return 1
     print(f"layers: {files} files in {len(RANK)} modules include only downward; "
           f"{len(public)} public headers include only public headers, "
-          f"{len(public_module)} of them counted in a module")
+          f"{len(public_module)} of them counted in a module; "
+          "every _internal header is included only inside its folder")
     return 0
 
 

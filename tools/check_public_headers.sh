@@ -15,9 +15,9 @@ for h in $(cd "$inc" && ls varstate/*.h); do
   grep -qxF "#include \"$h\"" "$inc/varstate/varstate.h" ||
     { echo "varstate/varstate.h does not include public header $h"; exit 1; }
 done
-# Internals of Variable live in runtime/variable_internal.h, not in the API.
+# Internals of Variable live in runtime/variable_access.h, not in the API.
 if (cd "$inc" && grep -nwE 'update_mutex|set_value|mark_updated|update_state|state_handle|from_state_handle|VariableUpdateState|PartScatter' varstate/*.h); then
-  echo "a public header names an internal of Variable (see runtime/variable_internal.h)"; exit 1
+  echo "a public header names an internal of Variable (see runtime/variable_access.h)"; exit 1
 fi
 for h in $(cd "$inc" && ls varstate/*.h); do
   echo "#include \"$h\"" > "$tmp/check.cc"

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <utility>
 
-#include "runtime/remote_storage_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/remote_storage.h"
+#include "runtime/variable_access.h"
 #include "training/training_ops_internal.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"

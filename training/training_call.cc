@@ -8,12 +8,12 @@
 #include <optional>
 
 #include "kernels/cpu/training_ops.h"
-#include "runtime/dirty_rows_internal.h"
-#include "runtime/distinct_rows_internal.h"
-#include "runtime/gather_internal.h"
-#include "runtime/remote_storage_internal.h"
-#include "runtime/scatter_validate_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/dirty_rows.h"
+#include "runtime/distinct_rows.h"
+#include "runtime/remote_storage.h"
+#include "runtime/row_gather.h"
+#include "runtime/scatter_validate.h"
+#include "runtime/variable_access.h"
 #include "varstate/device.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA

@@ -1,6 +1,6 @@
 #include "varstate/training_ops.h"
 
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "training/training_ops_internal.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/training_functors.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/tensor.h"
 #include "varstate/update_options.h"
@@ -121,7 +121,7 @@ class TrainingCall {
 // The gradient for `var` converted to its dtype and checked against its
 // shape as apply_dense / apply_sparse would (InvalidArgumentError, TypeError
 // naming `who`); index values too. Nothing is written, but with `marks`
-// (dirty rows of the variable and its slots, runtime/dirty_rows_internal.h)
+// (dirty rows of the variable and its slots, runtime/dirty_rows.h)
 // each index's row is marked in the pass that checks it.
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who);
 void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,

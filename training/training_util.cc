@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "base/logging_internal.h"
+#include "base/logging.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
 #include "varstate/initializers.h"

@@ -97,7 +97,7 @@
 namespace varstate {
 
 namespace internal {
-struct ClusterAccess;  // distributed/cluster_internal.h
+struct ClusterAccess;  // distributed/cluster_collectives.h
 }
 
 struct ClusterOptions {

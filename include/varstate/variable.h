@@ -226,7 +226,7 @@ class Variable {
 
  private:
   struct State;
-  friend struct internal::VariableAccess;  // variable_internal.h's functions
+  friend struct internal::VariableAccess;  // variable_access.h's functions
   explicit Variable(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void init(std::optional<Tensor> value, InitialValueFn fn, VariableOptions options,
             bool absolute_name = false);

@@ -3,7 +3,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 
 namespace varstate::kernels::cpu {
 namespace {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 #include "kernels/elementwise_functors.h"
 #include "varstate/error.h"
 

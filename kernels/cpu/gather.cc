@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 
 namespace varstate::kernels::cpu {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <Eigen/Core>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/matmul.h"
 
 namespace varstate::kernels::cpu {

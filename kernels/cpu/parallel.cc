@@ -6,7 +6,7 @@
 #include <limits>
 #include <mutex>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 
 namespace varstate::kernels::cpu {
 namespace {

@@ -1,5 +1,5 @@
 // When and how the CPU kernels split their work over the process's thread
-// pool (kernels/cpu/eigen_internal.h): per-op work thresholds, and a cheap
+// pool (kernels/cpu/eigen_support.h): per-op work thresholds, and a cheap
 // hand-off of a few shards to the pool. No Eigen here, so that tests and
 // benchmarks can set the thresholds.
 #pragma once

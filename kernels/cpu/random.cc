@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 #include "kernels/random_fill.h"
 
 namespace varstate::kernels::cpu {

@@ -1,7 +1,7 @@
 // CPU sparse row updates (scatter_update / add / sub / mul / div / min / max)
 // with their bounds check, and the bounds check alone.
 //
-// Below the scatter threshold (eigen_internal.h) a call runs on the calling
+// Below the scatter threshold (eigen_support.h) a call runs on the calling
 // thread: one pass checks the indices, a second applies them. Above it, the
 // rows are owned by shards (blocks of rows spread by a hash, times column
 // ranges for very wide rows), one per pool thread; each shard reads all
@@ -44,7 +44,7 @@ namespace varstate::kernels::cpu {
 // just before its row is written (in the pass that applies the updates,
 // where the row's own cache miss is waited for); a bad index marks nothing.
 // (A variable's scatter passes them only while its row log is overflowing:
-// runtime/dirty_rows_internal.h.)
+// runtime/dirty_rows.h.)
 template <typename T, typename Index>
 int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const Index* indices,
                 int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,

@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/index_check.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/elementwise_functors.h"
@@ -62,7 +62,7 @@ inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
 }
 
 // One byte per table row, set for each row a scatter writes (the dirty
-// rows of runtime/dirty_rows_internal.h).
+// rows of runtime/dirty_rows.h).
 using Mark = std::atomic<uint8_t>;
 
 // The first position in [0, n) whose index is not in [0, rows), or -1

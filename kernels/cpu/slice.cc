@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 
 namespace varstate::kernels::cpu {
 

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cpu/eigen_internal.h"
+#include "kernels/cpu/eigen_support.h"
 
 namespace varstate::kernels::cpu {
 namespace {

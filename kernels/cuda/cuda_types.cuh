@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cuda/std/complex>
 
-#include "base/cuda_check_internal.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/launch.cuh"
 #include "varstate/dtype.h"

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "base/cuda_check_internal.h"
+#include "base/cuda_check.h"
 #include "varstate/error.h"
 
 namespace varstate::kernels::cuda {

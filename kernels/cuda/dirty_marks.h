@@ -1,4 +1,4 @@
-// The device side of dirty-row tracking (runtime/dirty_rows_internal.h):
+// The device side of dirty-row tracking (runtime/dirty_rows.h):
 // scatters on a GPU mark the rows they write in a byte map on the device
 // (their index-check kernel, kernels/cuda/scatter.h); a take moves the
 // marks out with take_marks. On the host the marks are atomics, read and

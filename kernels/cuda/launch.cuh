@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "base/cuda_check_internal.h"
+#include "base/cuda_check.h"
 
 #ifdef VARSTATE_CUDA_EMULATED
 #include "cuda_emulation/kernel_launch.h"

@@ -77,7 +77,7 @@ void reset_index_check(IndexCheck* check, cudaStream_t stream);
 // sets check->bad_index. One call per reset_index_check. One pass over the
 // indices; no host synchronization. Defined for Index in {int32_t, int64_t}.
 // Throws InternalError if the launch fails. With `marks` (one byte per row,
-// device memory: a variable's dirty rows, runtime/dirty_rows_internal.h),
+// device memory: a variable's dirty rows, runtime/dirty_rows.h),
 // also sets marks[indices[i]] = 1 for each index in range, in the same pass.
 template <typename Index>
 void validate_indices(const Index* indices, int64_t n, int64_t rows, IndexCheck* check,

@@ -22,7 +22,7 @@
 
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/file_system.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "test_util.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_state.h"

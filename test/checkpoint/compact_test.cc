@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <span>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/fault_injection_file_system.h"

@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/fault_injection_file_system.h"
 #include "varstate/cast.h"

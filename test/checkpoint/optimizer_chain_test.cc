@@ -12,7 +12,7 @@
 #include <map>
 #include <memory>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "varstate/graph.h"

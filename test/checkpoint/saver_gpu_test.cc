@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/tensor_bundle.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/device_manager.h"

@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint_test_util.h"
 #include "checkpoint/tensor_bundle.h"
 #include "device_fixture.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "test_util.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "mpi_test_util.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 
 namespace varstate::mpi_test {
 namespace {

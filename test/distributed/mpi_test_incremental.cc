@@ -2,7 +2,7 @@
 // incremental distributed saves and their chain restore (np 2).
 #include <filesystem>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/tensor_bundle.h"
 #include "mpi_test_util.h"
 

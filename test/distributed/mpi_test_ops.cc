@@ -6,9 +6,9 @@
 #include <numeric>
 #include <thread>
 
-#include "distributed/cluster_internal.h"
+#include "distributed/cluster_collectives.h"
 #include "mpi_test_util.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 
 namespace varstate::mpi_test {
 namespace {

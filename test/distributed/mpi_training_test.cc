@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_chain_internal.h"
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/tensor_bundle.h"
-#include "distributed/cluster_internal.h"
+#include "distributed/cluster_collectives.h"
 #include "mpi_test_util.h"
-#include "runtime/remote_storage_internal.h"
+#include "runtime/remote_storage.h"
 #include "varstate/varstate.h"
 
 using namespace varstate;

@@ -106,7 +106,7 @@
 
 #include "optimizer_cases.h"
 #include "placement_cases.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "sharing_cases.h"
 #include "tensor_text.h"
 #include "varstate/checkpoint_chain.h"

@@ -1,4 +1,4 @@
-// Dirty-row tracking of GPU variables (runtime/dirty_rows_internal.h):
+// Dirty-row tracking of GPU variables (runtime/dirty_rows.h):
 // indices on the device are marked by the index-check kernel in a byte map
 // on the device, host indices by the host check; a take sees both.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 
 #include "device_fixture.h"
 #include "kernels/cuda/scatter.h"
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 #include "varstate/device_manager.h"
 #include "varstate/placement.h"
 #include "varstate/scatter.h"

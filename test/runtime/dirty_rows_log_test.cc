@@ -1,5 +1,5 @@
 // The log of rows a CPU scatter appends after its write
-// (runtime/dirty_rows_internal.h): folds when it would overflow, the int64
+// (runtime/dirty_rows.h): folds when it would overflow, the int64
 // log of very tall buffers, and concurrent scatters and takes that lose no
 // row.
 #include <catch2/catch.hpp>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device_fixture.h"
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 #include "scatter_test_util.h"
 #include "varstate/scatter.h"
 

@@ -1,4 +1,4 @@
-// Dirty-row tracking (runtime/dirty_rows_internal.h): which update paths
+// Dirty-row tracking (runtime/dirty_rows.h): which update paths
 // mark which rows, how a take clears them, and the generation check that
 // reports everything dirty to a saver whose marks another take consumed.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "device_fixture.h"
-#include "runtime/dirty_rows_internal.h"
+#include "runtime/dirty_rows.h"
 #include "scatter_test_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/optimizers.h"

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "device_fixture.h"
-#include "runtime/scatter_validate_internal.h"
-#include "runtime/variable_internal.h"
+#include "runtime/scatter_validate.h"
+#include "runtime/variable_access.h"
 #include "scatter_test_util.h"
 #include "varstate/error.h"
 #include "varstate/indexed_slices.h"

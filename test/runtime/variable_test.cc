@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "device_fixture.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "tensor_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "device_fixture.h"
-#include "runtime/variable_internal.h"
+#include "runtime/variable_access.h"
 #include "tensor_util.h"
 #include "varstate/error.h"
 #include "varstate/placeholder.h"

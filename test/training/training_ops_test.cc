@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "device_fixture.h"
-#include "runtime/distinct_rows_internal.h"
+#include "runtime/distinct_rows.h"
 #include "training/training_ops_internal.h"
 #include "varstate/error.h"
 #include "varstate/training_ops.h"

@@ -18,7 +18,7 @@
 namespace varstate::internal {
 
 // The scatter op `op` on `ref`, as the free function of varstate/scatter.h
-// (a variable on another task too: runtime/remote_storage_internal.h),
+// (a variable on another task too: runtime/remote_storage.h),
 // except that errors name `who` (e.g. the partitioned variable `ref` is a
 // part of) and nothing is read back.
 void scatter_into(kernels::ScatterOp op, Variable& ref, const Tensor& indices,

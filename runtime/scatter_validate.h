@@ -63,7 +63,7 @@ void check_dense_shape(const IndexedSlices& slices, const TensorShape& shape,
 
 // Throws InvalidArgumentError naming the first index (by its position in
 // the indices' shape) not in [0, rows). `indices`: int32/int64 on the host.
-// With `marks` (a variable's dirty rows, runtime/dirty_rows_internal.h),
+// With `marks` (a variable's dirty rows, runtime/dirty_rows.h),
 // marks each index's row in the same pass.
 void check_index_values(const Tensor& indices, int64_t rows, const std::string& who,
                         std::atomic<uint8_t>* marks = nullptr);
