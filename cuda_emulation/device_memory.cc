@@ -195,10 +195,14 @@ bool is_device_range(const void* p, size_t bytes) {
   return it != h.live.end() && !it->second.freeing;
 }
 
-bool is_mapped_device_range(const void* p, size_t bytes) {
+bool is_mapped_device_range(const void* p, size_t bytes, uintptr_t* begin, uintptr_t* end) {
   Heap& h = heap();
   std::lock_guard lock(h.mu);
-  return find_locked(h, p, bytes) != h.live.end();
+  auto it = find_locked(h, p, bytes);
+  if (it == h.live.end()) return false;
+  if (begin != nullptr) *begin = it->first;
+  if (end != nullptr) *end = it->first + it->second.bytes;
+  return true;
 }
 
 size_t device_memory_used(int device) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace varstate::cuda_emulation {
@@ -26,8 +27,10 @@ cudaError_t enqueue_device_work(cudaStream_t stream, std::function<void()> fn);
 // may use.
 bool is_device_range(const void* p, size_t bytes);
 // The same, counting allocations whose stream-ordered free is enqueued but
-// has not run yet: what running work may use.
-bool is_mapped_device_range(const void* p, size_t bytes);
+// has not run yet: what running work may use. On success, the allocation's
+// [begin, end) when `begin` and `end` are given.
+bool is_mapped_device_range(const void* p, size_t bytes, uintptr_t* begin = nullptr,
+                            uintptr_t* end = nullptr);
 
 // Records `error` as the result cudaGetLastError() returns next, and
 // returns it.

@@ -90,7 +90,8 @@ class Stream {
   // Host waits until task `seq` has completed.
   void wait(uint64_t seq);
   bool done(uint64_t seq);
-  // No more tasks; the worker exits once the queued ones have run.
+  // No more tasks; once the queued ones have run, the worker's thread
+  // returns to the pool of stream workers (streams.cc).
   void close();
 
  private:
@@ -107,7 +108,6 @@ class Stream {
   uint64_t completed_ = 0;
   uint64_t released_ = 0;
   bool closed_ = false;
-  std::thread worker_;
 };
 
 struct Event {

@@ -72,7 +72,10 @@ struct Scheduler {
 };
 thread_local Scheduler scheduler;
 
-size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+size_t page_size() {
+  static const auto bytes = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return bytes;
+}
 
 void start_switch(void** fake_stack_save, const void* bottom, size_t size) {
 #ifdef VARSTATE_EMULATION_ASAN

@@ -46,8 +46,8 @@ struct BlockContext {
 };
 
 thread_local BlockContext* block = nullptr;
-// The last device range an atomic of this block was found in (atomics are
-// checked against live device memory; most hit the same buffer).
+// The device allocation the last atomic of this block was found in (atomics
+// are checked against live device memory; most hit the same buffer).
 thread_local uintptr_t checked_begin = 0, checked_end = 0;
 
 BlockContext& context() {
@@ -278,14 +278,12 @@ void check_atomic_address(const void* p, size_t bytes) {
              .c_str());
   }
   if (a >= checked_begin && a + bytes <= checked_end) return;
-  if (!is_mapped_device_range(p, bytes)) {
+  if (!is_mapped_device_range(p, bytes, &checked_begin, &checked_end)) {
     char buf[96];
     std::snprintf(buf, sizeof buf,
                   "illegal address: a %zu-byte atomic at %p, outside device memory", bytes, p);
     trap(buf);
   }
-  checked_begin = a;
-  checked_end = a + bytes;
 }
 
 void launch_grid(const void* kernel, dim3 grid, dim3 block_dim, size_t shared_bytes,

@@ -17,6 +17,11 @@ target_sources(varstate_cuda_emulation PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/runtime_api.cc
   ${CMAKE_CURRENT_LIST_DIR}/streams.cc)
 target_compile_features(varstate_cuda_emulation PUBLIC cxx_std_20)
+# Every threadIdx, blockIdx and atomic reads this library's thread-locals:
+# the initial-exec model reads them at a fixed offset instead of calling
+# __tls_get_addr (which AddressSanitizer intercepts). The library is linked,
+# never dlopen'ed, and its thread-locals are a few words.
+target_compile_options(varstate_cuda_emulation PRIVATE -ftls-model=initial-exec)
 target_include_directories(varstate_cuda_emulation
   PUBLIC $<BUILD_INTERFACE:${VARSTATE_CUDA_INCLUDE_DIR}>
          $<BUILD_INTERFACE:${VARSTATE_CUDA_INCLUDE_DIR}/cccl>

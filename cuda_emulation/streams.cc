@@ -2,8 +2,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <functional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "cuda_emulation/device_work.h"
 #include "cuda_emulation/emulator_internal.h"
@@ -67,6 +70,52 @@ Registry& registry() {
 thread_local int current = 0;
 thread_local cudaError_t last_error = cudaSuccess;
 
+// The host threads that run streams' workers. A thread whose stream was
+// destroyed and drained waits here for the next stream instead of exiting,
+// keeping its fibers' stacks (kernel_launch.cc) for that stream's kernels:
+// suites that create a stream per call spent a quarter of their time under
+// AddressSanitizer starting threads, faulting in fresh fiber stacks and
+// unmapping them at thread exit. Lives until exit, as the registry.
+class WorkerPool {
+ public:
+  void run(std::function<void()> job) {
+    std::lock_guard lock(mu_);
+    if (idle_ > 0) {
+      --idle_;
+      jobs_.push_back(std::move(job));
+      cv_.notify_one();
+      return;
+    }
+    std::thread([this, first = std::move(job)]() mutable { serve(std::move(first)); }).detach();
+  }
+
+ private:
+  void serve(std::function<void()> job) {
+    for (;;) {
+      // Each stream starts with a fresh thread's state.
+      current = 0;
+      last_error = cudaSuccess;
+      job();
+      job = nullptr;
+      std::unique_lock lock(mu_);
+      ++idle_;
+      cv_.wait(lock, [&] { return !jobs_.empty(); });
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  size_t idle_ = 0;  // threads waiting, less the jobs queued for them
+};
+
+WorkerPool& workers() {
+  static auto* pool = new WorkerPool;
+  return *pool;
+}
+
 }  // namespace
 
 const Config& config() {
@@ -79,8 +128,7 @@ const Config& config() {
 
 Stream::Stream(int device, unsigned flags, bool legacy_default)
     : device_(device), flags_(flags), legacy_default_(legacy_default) {
-  worker_ = std::thread([this] { run(); });
-  worker_.detach();
+  workers().run([this] { run(); });
 }
 
 StreamPoint Stream::enqueue(Task task) {
