@@ -140,6 +140,10 @@ TEST_CASE("saves of GPU variables during unlocked updates restore", "[saver][gpu
         std::vector<Variable> mine = vars;
         while (!stop.load()) {
           for (Variable& v : mine) v.assign_add(Tensor(1.f), {.use_locking = false});
+          // Updates race the save's copies a round at a time: an updater
+          // that only enqueues keeps the stream's queue full, and on an
+          // emulated GPU every staging copy then waits behind it.
+          mine[0].device().synchronize();
         }
       });
       std::vector<std::string> paths;
