@@ -67,8 +67,9 @@ class LocalStorage final : public VariableStorage {
   void scatter_parts(kernels::ScatterOp op, std::vector<StoragePart>& parts, bool updates_scalar,
                      const UpdateOptions& options) override;
   void gather_parts(std::vector<StoragePart>& parts) override;
-  // Each update under its storages' update order: the whole buffers updated
-  // in place, or the rows gathered, updated and written back.
+  // Every update's rows gathered to the host (or the whole values), every
+  // `fn` run, then the rows written back in place and logged as dirty. No
+  // update lock is taken (the storages know no variable handle).
   void modify_rows(std::vector<RowsUpdate>& updates) override;
 
   DirtyRows& dirty_rows() override { return dirty_; }

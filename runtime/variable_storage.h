@@ -158,11 +158,12 @@ class VariableStorage {
   virtual void scatter_parts(kernels::ScatterOp op, std::vector<StoragePart>& parts,
                              bool updates_scalar, const UpdateOptions& options) = 0;
   virtual void gather_parts(std::vector<StoragePart>& parts) = 0;
-  // Training ops as one atomic update (RowsUpdate): every storage of every
-  // update is held exclusively, in an order all callers agree on; the rows
-  // are read, passed to `fn`, and, once every `fn` has returned, written
-  // back, marked and every version bumped. Nothing is written when a `fn`
-  // throws.
+  // Training ops as one update (RowsUpdate): the rows are read, passed to
+  // `fn`, and, once every `fn` has returned, written back, marked and every
+  // version bumped. Nothing is written when a `fn` throws. The remote kind
+  // holds every storage of every update exclusively meanwhile (on its
+  // owner, in an order all tasks agree on); the local kind takes no update
+  // lock, as a training op in place takes it only with use_locking.
   virtual void modify_rows(std::vector<RowsUpdate>& updates) = 0;
 
   // --- Dirty rows, for incremental saves.
