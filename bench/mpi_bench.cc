@@ -271,7 +271,7 @@ void time_sparse_table(Cluster& cluster, const Variable& table, MPI_Win raw, int
   internal::RemoteStorage* remote = internal::remote_storage(table);
   for (const auto& ids : batches_) {
     double t0 = now();
-    remote->scatter(kernels::ScatterOp::kAdd, ids, updates, false);
+    remote->scatter_at_owner(kernels::ScatterOp::kAdd, ids, updates, false);
     t.scatter = std::min(t.scatter, now() - t0);
     t0 = now();
     raw_rows(raw, ids, buffer, true);
@@ -451,7 +451,7 @@ void run_training(Cluster& cluster, const std::string& out, const std::string& m
     time_op(
         cluster, batches,
         [&](const std::vector<int64_t>& ids, const Tensor&) {
-          remote->scatter(kernels::ScatterOp::kAdd, ids, grad, false);
+          remote->scatter_at_owner(kernels::ScatterOp::kAdd, ids, grad, false);
         },
         t.scatter, t.scatter_bytes);
     time_op(

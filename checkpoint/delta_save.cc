@@ -3,9 +3,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "runtime/remote_storage.h"
-#include "runtime/row_gather.h"
 #include "runtime/variable_access.h"
+#include "runtime/variable_storage.h"
 
 namespace varstate::internal {
 namespace {
@@ -31,7 +30,7 @@ ItemDelta plan_item_delta(const Saver::Item& item, const TensorShape& shape, Dir
   ItemDelta d;
   const Variable& v = item.variable;
   if (taken.all || shape.rank() == 0 || v.dtype() == DType::kString ||
-      (remote_storage(v) != nullptr && !owner_marks) || !rows_are_whole(item) ||
+      (!storage(v).updates_in_place() && !owner_marks) || !rows_are_whole(item) ||
       full_bytes(item, shape) < kSmallBytes ||
       static_cast<int64_t>(taken.rows.size()) * 2 > shape.dim(0)) {
     return d;
@@ -53,7 +52,7 @@ int64_t delta_bytes(const Saver::Item& item, const TensorShape& shape, const Ite
 
 void start_marking(const std::vector<Saver::Item>& items) {
   for (const Saver::Item& item : items) {
-    if (RemoteStorage* remote = remote_storage(item.variable)) remote->start_marking();
+    storage(item.variable).start_marking();
   }
 }
 
@@ -65,11 +64,12 @@ std::vector<DirtyRows::Taken> take_changed_rows(const std::vector<Saver::Item>& 
   std::vector<DirtyRows::Taken> taken;
   for (size_t i = 0; i < items.size(); ++i) {
     const Variable& v = items[i].variable;
-    RemoteStorage* remote = owner_marks ? remote_storage(v) : nullptr;
-    if (remote != nullptr) {
+    VariableStorage& held = storage(v);
+    if (owner_marks && !held.updates_in_place()) {
+      // Marked where the rows live.
       DirtyRows::Taken t;
       t.all = false;
-      t.rows = remote->take_marked_rows();
+      t.rows = held.take_marked_rows();
       taken.push_back(std::move(t));
       shapes.push_back(v.shape());
       continue;
@@ -84,12 +84,7 @@ std::vector<DirtyRows::Taken> take_changed_rows(const std::vector<Saver::Item>& 
 }
 
 Tensor copy_value(const Saver::Item& item, const ItemDelta* delta) {
-  if (RemoteStorage* remote = remote_storage(item.variable)) {
-    return delta != nullptr ? remote->gather(delta->rows) : item.variable.read_value();
-  }
-  std::lock_guard lock(update_mutex(item.variable));
-  return delta != nullptr ? gather_rows(item.variable.ref(), delta->rows)
-                          : item.variable.ref().clone();
+  return storage(item.variable).copy_for_save(item.variable, delta ? &delta->rows : nullptr);
 }
 
 void write_item_rows(CheckpointWriter::Shard& shard, const Saver::Item& item,

@@ -223,8 +223,7 @@ void RestoreShare::queue_rows(const RowPlan& plan, Tensor& host, std::vector<Ran
 // Maps each part of `plan`'s rows and queues the checksums of its segments
 // in place, in chunks; `runs` gets the mapped rows for assign(). False,
 // queueing and keeping nothing, where a part cannot be mapped.
-bool RestoreShare::queue_mapped_rows(const RowPlan& plan,
-                                     std::vector<RemoteStorage::RowBytes>& runs,
+bool RestoreShare::queue_mapped_rows(const RowPlan& plan, std::vector<RowBytes>& runs,
                                      std::vector<RangeRead>& reads) {
   const size_t queued = reads.size(), mapped = mappings_.size();
   for (const RowPlan::Part& p : plan.parts) {
@@ -362,9 +361,10 @@ std::vector<uint32_t> RestoreShare::read() {
     const Saver::Item& item = *step.item;
     const size_t i = values_.size();
     if (const std::optional<RowPlan> plan = row_plan(item)) {
-      // Rows held in this task's window: checksummed where they are mapped
-      // (a table of no rows takes the buffered path, an empty value).
-      if (remote_storage(item.variable) != nullptr && !plan->parts.empty() &&
+      // Rows that move to where they live (this task's window, for a
+      // remote variable): checksummed where they are mapped (a table of no
+      // rows takes the buffered path, an empty value).
+      if (!storage(item.variable).updates_in_place() && !plan->parts.empty() &&
           queue_mapped_rows(*plan, mapped_runs_[i], reads)) {
         values_.emplace_back();
         continue;
@@ -425,7 +425,7 @@ void RestoreShare::assign() {
     std::lock_guard lock(update_mutex(my_items_[i]->variable));
     Variable variable = my_items_[i]->variable;
     if (!mapped_runs_[i].empty()) {
-      remote_storage(variable)->write_rows(mapped_runs_[i]);
+      storage(variable).replace_rows(variable, mapped_runs_[i]);
     } else {
       set_value(variable, values_[i]);
     }

@@ -52,7 +52,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/remote_storage.h"
+#include "runtime/variable_storage.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
 #include "varstate/tensor.h"
@@ -111,7 +111,7 @@ class RestoreShare {
   std::optional<RowPlan> row_plan(const Saver::Item& item) const;
   void plan_layout();
   void queue_rows(const RowPlan& plan, Tensor& host, std::vector<RangeRead>& reads);
-  bool queue_mapped_rows(const RowPlan& plan, std::vector<RemoteStorage::RowBytes>& runs,
+  bool queue_mapped_rows(const RowPlan& plan, std::vector<RowBytes>& runs,
                          std::vector<RangeRead>& reads);
   void queue_gaps(std::vector<RangeRead>& reads) const;
   void run_reads(std::vector<RangeRead>& reads);
@@ -133,7 +133,7 @@ class RestoreShare {
   std::vector<Tensor> values_;
   // Per item: the mapped runs of its rows, written by assign() instead of
   // values_ (empty when the value was read into values_).
-  std::vector<std::vector<RemoteStorage::RowBytes>> mapped_runs_;
+  std::vector<std::vector<RowBytes>> mapped_runs_;
   std::vector<std::unique_ptr<MappedRegion>> mappings_;
 };
 

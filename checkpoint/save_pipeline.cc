@@ -13,8 +13,8 @@
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/tensor_bundle.h"
-#include "runtime/remote_storage.h"
 #include "runtime/variable_access.h"
+#include "runtime/variable_storage.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 
@@ -205,7 +205,7 @@ void SavePipeline::write_shard(const SaveJob& job, size_t group,
   for (size_t i : job.request.shards[group]) {
     const Saver::Item& item = options_.writes[i];
     const ItemDelta* rows = delta != nullptr && !delta->items[i].whole ? &delta->items[i] : nullptr;
-    if (snapshot.empty() && rows == nullptr && remote_storage(item.variable) == nullptr) {
+    if (snapshot.empty() && rows == nullptr && storage(item.variable).updates_in_place()) {
       // A blocking save reads the live buffer under the variable's lock.
       std::lock_guard lock(update_mutex(item.variable));
       out->add_tensor(item.key, item.slice, item.variable.ref());

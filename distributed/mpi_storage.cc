@@ -57,6 +57,7 @@ class MpiStorage final : public internal::RemoteStorage {
   const MpiVar& var() const { return var_; }
 
   const std::string& task() const override { return task_; }
+  TensorShape shape() const override { return shape_; }
   int owner() const { return owner_; }
 
   bool is_initialized() override {
@@ -191,26 +192,27 @@ class MpiStorage final : public internal::RemoteStorage {
     return t;
   }
 
-  void scatter(ScatterOp op, const std::vector<int64_t>& rows, const Tensor& updates,
-               bool updates_scalar) override {
+  void scatter_at_owner(ScatterOp op, const std::vector<int64_t>& rows, const Tensor& updates,
+                        bool updates_scalar) override {
     std::vector<RemotePart> parts{{this, rows, updates}};
-    scatter_parts(op, parts, updates_scalar);
+    scatter_at_owners(op, parts, updates_scalar);
   }
 
-  Tensor gather(const std::vector<int64_t>& rows) override {
+  Tensor gather_from_owner(const std::vector<int64_t>& rows) override {
     std::vector<RemotePart> parts{{this, rows, Tensor()}};
-    gather_parts(parts);
+    gather_from_owners(parts);
     return parts[0].values;
   }
 
-  void scatter_parts(ScatterOp op, std::vector<RemotePart>& parts, bool updates_scalar) override {
+  void scatter_at_owners(ScatterOp op, std::vector<RemotePart>& parts,
+                         bool updates_scalar) override {
     std::vector<SparseJob> jobs = sparse_jobs(parts);
     std::lock_guard lock(shared_->mu);
     alive();
     mpi_scatter(op, jobs, updates_scalar, check_);
   }
 
-  void gather_parts(std::vector<RemotePart>& parts) override {
+  void gather_from_owners(std::vector<RemotePart>& parts) override {
     std::vector<SparseJob> jobs = sparse_jobs(parts);
     {
       std::lock_guard lock(shared_->mu);
@@ -224,7 +226,7 @@ class MpiStorage final : public internal::RemoteStorage {
     std::vector<MpiUpdate> mpi;
     for (const RemoteUpdate& u : updates) {
       MpiUpdate m{{}, &u.rows, &u.fn};
-      for (RemoteStorage* storage : u.storages) {
+      for (VariableStorage* storage : u.storages) {
         const auto* other = dynamic_cast<const MpiStorage*>(storage);
         if (other == nullptr || other->shared_ != shared_) {
           throw InternalError("training op on " + quoted(op_name_) +

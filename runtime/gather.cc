@@ -5,10 +5,10 @@
 
 #include "kernels/cpu/gather.h"
 #include "runtime/partitioned_variable_internal.h"
-#include "runtime/remote_storage.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_validate.h"
 #include "runtime/variable_access.h"
+#include "runtime/variable_storage.h"
 #include "varstate/device.h"
 #include "varstate/device_manager.h"
 #include "varstate/device_spec.h"
@@ -101,22 +101,23 @@ Tensor gather_checked(const Tensor& params, const TensorShape& index_shape,
       .reshaped(index_shape.concatenate(params.shape().tail(1)));
 }
 
-// The rows `local[k]` (host int64) of each part k held by another task,
-// fetched in one batched exchange per owning task (an invalid tensor for
-// the other parts).
-std::vector<Tensor> gather_remote_parts(const std::vector<Variable>& parts,
-                                        const std::vector<Tensor>& local) {
-  std::vector<Tensor> out(parts.size());
-  std::vector<internal::RemotePart> batch;
+// The rows `local[k]` (host int64) of each part k, gathered by each kind
+// of storage in one batch (for parts on other tasks, one exchange per
+// owning task); an invalid tensor for the parts without rows.
+std::vector<Tensor> gather_parts(const std::vector<Variable>& parts,
+                                 const std::vector<Tensor>& local) {
+  std::vector<Variable> handles = parts;
+  std::vector<internal::StoragePart> batch;
   std::vector<size_t> which;
   for (size_t k = 0; k < parts.size(); ++k) {
-    internal::RemoteStorage* remote = internal::remote_storage(parts[k]);
-    if (remote == nullptr || local[k].num_elements() == 0) continue;
-    batch.push_back({remote, internal::host_indices(local[k]), Tensor()});
+    if (local[k].num_elements() == 0) continue;
+    batch.push_back({&internal::storage(parts[k]), &handles[k], local[k], Tensor()});
     which.push_back(k);
   }
-  if (batch.empty()) return out;
-  batch[0].storage->gather_parts(batch);
+  internal::for_each_kind(batch, [](std::vector<internal::StoragePart>& group) {
+    group[0].storage->gather_parts(group);
+  });
+  std::vector<Tensor> out(parts.size());
   for (size_t j = 0; j < batch.size(); ++j) out[which[j]] = std::move(batch[j].values);
   return out;
 }
@@ -134,12 +135,9 @@ Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions
   const std::string who = op_label(options) + " on " + quoted(params.op_name());
   check_params_rank(params.shape(), who);
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
-  if (internal::RemoteStorage* remote = internal::remote_storage(params)) {
-    // Only the distinct indexed rows travel.
-    if (!remote->is_initialized()) internal::throw_uninitialized(params.op_name());
-    return remote->gather(idx).reshaped(indices.shape().concatenate(params.shape().tail(1)));
-  }
-  return gather_checked(params.value(), indices.shape(), idx);
+  return internal::storage(params)
+      .gather(params, idx)
+      .reshaped(indices.shape().concatenate(params.shape().tail(1)));
 }
 
 Tensor gather(const PartitionedVariable& params, const Tensor& indices,
@@ -161,7 +159,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   const TensorShape row_shape = params.shape().tail(1);
   const int64_t n = static_cast<int64_t>(idx.size());
   const bool all_on_cpu = std::all_of(parts.begin(), parts.end(), [](const Variable& v) {
-    return v.device().is_cpu() && internal::remote_storage(v) == nullptr;
+    return v.device().is_cpu() && internal::storage(v).updates_in_place();
   });
   if (target.is_cpu() && all_on_cpu && params.dtype() != DType::kString) {
     // Rows copied straight from the parts' buffers.
@@ -182,7 +180,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   // Route each index to the part holding its row; each part gathers its own
   // rows on its device, and only those rows travel to the target.
   const internal::PartRoutes routes = internal::route_rows(offsets, idx);
-  const std::vector<Tensor> remote_rows = gather_remote_parts(parts, routes.local);
+  const std::vector<Tensor> part_rows = gather_parts(parts, routes.local);
   // The parts' rows one after another (part order) on the target, then put
   // back in index order by one more gather.
   Tensor by_part(params.dtype(), TensorShape({n}).concatenate(row_shape), target);
@@ -192,11 +190,7 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
     const Tensor& local = routes.local[k];
     const int64_t m = local.num_elements();
     if (m == 0) continue;
-    Tensor rows = remote_rows[k].valid()
-                      ? remote_rows[k]
-                      : internal::gather_rows(parts[k].value(),
-                                              {local.data<int64_t>(), static_cast<size_t>(m)});
-    rows = rows.on(target);
+    const Tensor rows = part_rows[k].on(target);
     if (m == n) return rows.reshaped(indices.shape().concatenate(row_shape));  // one part
     strided_slice_assign(by_part, {Slice::range(next, next + m)}, rows, params.name());
     for (int64_t j = 0; j < m; ++j) order[static_cast<size_t>(routes.positions[k][j])] = next + j;

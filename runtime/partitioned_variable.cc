@@ -7,12 +7,12 @@
 #include "kernels/scatter_ops.h"
 #include "runtime/dense_update_internal.h"
 #include "runtime/partitioned_variable_internal.h"
-#include "runtime/remote_storage.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
 #include "runtime/scatter_validate.h"
 #include "runtime/update_options_internal.h"
 #include "runtime/variable_access.h"
+#include "runtime/variable_storage.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/slice.h"
@@ -263,13 +263,14 @@ class HostIndices {
 
 bool all_local_cpu(const std::vector<Variable>& parts) {
   return std::all_of(parts.begin(), parts.end(), [](const Variable& v) {
-    return v.device().is_cpu() && internal::remote_storage(v) == nullptr;
+    return v.device().is_cpu() && internal::storage(v).updates_in_place();
   });
 }
 
 // Parts on a GPU or on another task: each part receives its own indices
-// (re-based to the part) and update rows, in one scatter per local part
-// and one batched exchange per task holding remote parts.
+// (re-based to the part) and update rows, through its kind of storage's
+// batch entry: one scatter per local part, one exchange per task holding
+// remote parts.
 void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<const int64_t> idx,
                     const internal::ScatterArgs& args, const UpdateOptions& options) {
   const std::vector<Variable>& parts = var.variables();
@@ -279,8 +280,8 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
   const Tensor& upd = args.updates;
   Tensor flat_updates =
       args.updates_scalar ? upd : upd.reshaped(TensorShape({n}).concatenate(var.shape().tail(1)));
-  // Parts on other tasks go in one batch: one exchange per owning task.
-  std::vector<internal::RemotePart> remote;
+  std::vector<Variable> handles = parts;
+  std::vector<internal::StoragePart> batch;
   for (size_t k = 0; k < parts.size(); ++k) {
     const Tensor& local = routes.local[k];
     if (local.num_elements() == 0) continue;
@@ -293,17 +294,11 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
     } else {
       part_updates = internal::gather_rows(flat_updates, positions);
     }
-    if (internal::RemoteStorage* storage = internal::remote_storage(parts[k])) {
-      remote.push_back({storage, internal::host_indices(local), part_updates.to_host()});
-      continue;
-    }
-    Variable part = parts[k];
-    internal::scatter_into(op, part, local, part_updates, options,
-                           internal::scatter_subject(op, options.name, part.op_name()));
+    batch.push_back({&internal::storage(parts[k]), &handles[k], local, part_updates});
   }
-  if (!remote.empty() && args.row_width > 0) {
-    remote[0].storage->scatter_parts(op, remote, args.updates_scalar);
-  }
+  internal::for_each_kind(batch, [&](std::vector<internal::StoragePart>& group) {
+    group[0].storage->scatter_parts(op, group, args.updates_scalar, options);
+  });
 }
 
 // The scatter `op` on the whole variable: validated as a scatter on one

@@ -18,8 +18,10 @@
 #include "kernels/cpu/scatter.h"
 #include "kernels/scatter_ops.h"
 #include "runtime/dirty_rows.h"
+#include "runtime/local_storage.h"
 #include "runtime/remote_storage.h"
 #include "runtime/row_gather.h"
+#include "runtime/variable_storage.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -220,80 +222,125 @@ bool resolve(const std::optional<bool>& value, const std::atomic<bool>& fallback
   return value.has_value() ? *value : fallback.load();
 }
 
-// A scatter into a variable held by another task: validated here exactly
-// as a local one (indices and divisors checked on the host, so nothing is
-// sent for a bad call), then one batched exchange with the owner.
-void scatter_remote(ScatterOp op, Variable& ref, internal::RemoteStorage& remote,
-                    const Tensor& indices, const Tensor& updates, const std::string& who) {
-  if (!remote.is_initialized()) internal::throw_uninitialized(ref.op_name());
+// The dirty-row bookkeeping of one scatter into a local table, whatever
+// happens: the marks its writers set before they write (held under a
+// DirtyRows::Writing guard until it is gone), then, after the write,
+// finish() logs the rows the marks did not cover and bumps the version. If
+// the scatter throws after begin_write() (a GPU scatter whose write may be
+// enqueued when a later step fails), the destructor marks every row and
+// bumps the version instead: more rows than were written is always safe,
+// an unmarked write never is. (The CPU kernel writes nothing when it
+// throws: nothing to mark then.)
+class ScatterBookkeeping {
+ public:
+  // A table on the host logs its rows after the kernel's (synchronous)
+  // write, or, while its log overflows, has the kernel mark them before it
+  // writes them. Elsewhere they are marked before the write, as the
+  // indices are checked (on the host, or on the device by its check).
+  ScatterBookkeeping(internal::LocalStorage& storage, const Tensor& table)
+      : storage_(storage), dirty_(storage.dirty_rows()), writing_(std::in_place, dirty_) {
+    const TensorShape& shape = table.shape();
+    const int64_t rows = shape.rank() > 0 ? shape.dim(0) : 0;
+    on_host_ = table.valid() && table.on_cpu();
+    const int64_t row_bytes = shape.rank() > 0 ? shape.tail(1).num_elements() *
+                                                     static_cast<int64_t>(dtype_size(table.dtype()))
+                                               : 0;
+    marks_ = on_host_ ? dirty_.marks_if_overflowed(rows, row_bytes) : dirty_.marks(rows);
+    if (on_host_ && !marks_) writing_.reset();
+  }
+  ~ScatterBookkeeping() {
+    if (!started_ || finished_) return;
+    try {
+      storage_.note_write(/*all_rows=*/true);
+    } catch (...) {
+      // Unwinding already; marking is all that is left to lose.
+    }
+  }
+  ScatterBookkeeping(const ScatterBookkeeping&) = delete;
+  ScatterBookkeeping& operator=(const ScatterBookkeeping&) = delete;
+
+  // The host byte marks the index check or the CPU kernel sets, or null.
+  std::atomic<uint8_t>* host_marks() const { return marks_.get(); }
+  // The device marks a GPU index check sets for a table of `rows` rows on
+  // `device`, or null.
+  uint8_t* device_marks(Device& device, int64_t rows) {
+    device_marks_ = dirty_.device_marks(device, rows);
+    return device_marks_;
+  }
+  // The write may start from here on.
+  void begin_write() { started_ = true; }
+  // The write is complete (host) or enqueued (device), with `p`'s rows.
+  void finish(const Prepared& p) {
+    if (on_host_ && !marks_) dirty_.record(p.rows, p.indices);
+    finished_ = true;
+    // Rows checked on the host are marked there, on the device by its check.
+    storage_.note_write(/*all_rows=*/!p.indices_checked && device_marks_ == nullptr);
+  }
+
+ private:
+  internal::LocalStorage& storage_;
+  internal::DirtyRows& dirty_;
+  std::optional<internal::DirtyRows::Writing> writing_;
+  internal::DirtyRows::Marks marks_;
+  uint8_t* device_marks_ = nullptr;
+  bool on_host_ = false;
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+namespace internal {
+
+void scatter_remote(ScatterOp op, Variable& ref, RemoteStorage& remote, const Tensor& indices,
+                    const Tensor& updates, const std::string& who) {
+  if (!remote.is_initialized()) throw_uninitialized(ref.op_name());
   Device& cpu = DeviceManager::instance().cpu();
   Prepared p =
       prepare(op, ref.dtype(), ref.shape(), cpu, indices.valid() ? indices.to_host() : indices,
               updates.valid() ? updates.to_host() : updates, who);
   if (p.n == 0 || p.row_width == 0) return;
-  remote.scatter(op, internal::host_indices(p.indices), p.updates, p.updates_scalar);
+  remote.scatter_at_owner(op, host_indices(p.indices), p.updates, p.updates_scalar);
 }
 
-// A scatter into a variable held by this process.
-Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
-                     const UpdateOptions& options, const std::string& who) {
-  // ref() raises any finished deferred error of an earlier scatter, and
-  // FailedPreconditionError when uninitialized.
-  Tensor table = ref.ref();
-  // A table on the host logs its rows after the kernel's (synchronous)
-  // write, or, while its log overflows, has the kernel mark them before it
-  // writes them. Elsewhere they are marked before the write, as the indices
-  // are checked (on the host, or on the device by its check). Marks before
-  // the write are set under a Writing guard.
-  internal::DirtyRows& dirty = internal::dirty_rows(ref);
-  const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 0;
-  const bool on_host = table.valid() && table.on_cpu();
-  const int64_t row_bytes =
-      table.shape().rank() > 0
-          ? table.shape().tail(1).num_elements() * static_cast<int64_t>(dtype_size(table.dtype()))
-          : 0;
-  std::optional<internal::DirtyRows::Writing> writing(std::in_place, dirty);
-  internal::DirtyRows::Marks marks =
-      on_host ? dirty.marks_if_overflowed(rows, row_bytes) : dirty.marks(rows);
-  if (on_host && !marks) writing.reset();
-  Prepared p = prepare(op, table, indices, updates, who, marks.get());
-  // Rows checked on the host are marked there, on the device by its check.
-  uint8_t* device_marks = nullptr;
-  auto mark = [&] {
-    if (p.indices_checked || device_marks != nullptr) {
-      internal::mark_rows_updated(ref);
-    } else {
-      internal::mark_updated(ref);
-    }
-  };
+Tensor scatter_local(ScatterOp op, Variable& ref, LocalStorage& storage, const Tensor& indices,
+                     const Tensor& updates, const UpdateOptions& options, const std::string& who) {
+  // As ref(): any finished deferred error of an earlier scatter, and
+  // FailedPreconditionError when uninitialized (LocalStorage is final: a
+  // direct call).
+  raise_finished_errors(ref);
+  Tensor table = storage.read_live(ref);
+  ScatterBookkeeping book(storage, table);
+  Prepared p = prepare(op, table, indices, updates, who, book.host_marks());
   const bool deterministic = resolve(options.deterministic, deterministic_default());
   const bool synchronous = resolve(options.synchronous, synchronous_default());
   std::shared_ptr<ScatterState> state = scatter_state(ref);
 
   std::unique_lock<std::mutex> locked;
-  if (internal::use_locking(options, op, internal::UpdateCaller::kFunction)) {
-    locked = std::unique_lock(internal::update_mutex(ref));
+  if (use_locking(options, op, UpdateCaller::kFunction)) {
+    locked = std::unique_lock(update_mutex(ref));
   }
   std::unique_lock serial(state->mutex());
   if (p.n == 0 || p.row_width == 0) return table;
   if (table.on_cpu()) {
-    // The kernel's write is complete when it returns; a bad index threw.
-    run_cpu(op, table, p, who, marks.get());
-    if (!marks) dirty.record(p.rows, p.indices);
-    mark();
+    // The kernel's write is complete when it returns; a bad index threw
+    // before it wrote anything.
+    run_cpu(op, table, p, who, book.host_marks());
+    book.finish(p);
     return table;
   }
 #ifdef VARSTATE_HAVE_CUDA
+  book.begin_write();
   if (!needs_device_check(op, table.dtype(), p)) {
     enqueue_gpu(op, table, p, deterministic, nullptr, who);
-    mark();
+    book.finish(p);
     return table;
   }
   Device& device = table.device();
   ScatterState::Slot slot = state->acquire(device);
   std::shared_ptr<Event> event;
   try {
-    if (!p.indices_checked) device_marks = dirty.device_marks(device, p.rows);
+    uint8_t* device_marks = p.indices_checked ? nullptr : book.device_marks(device, p.rows);
     enqueue_gpu(op, table, p, deterministic, slot.check, who, device_marks);
     device.copy_to_host_async(slot.host, slot.check, sizeof(IndexCheck));
     event = device.record_event();
@@ -302,7 +349,7 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
     throw;
   }
   state->push(slot.index, std::move(event), who, p.indices.shape(), p.updates.shape(), p.rows);
-  mark();
+  book.finish(p);
   serial.unlock();
   if (locked.owns_lock()) locked.unlock();
   if (synchronous) state->raise_pending_errors(/*wait=*/true);
@@ -312,27 +359,9 @@ Tensor scatter_local(ScatterOp op, Variable& ref, const Tensor& indices, const T
   return table;
 }
 
-Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
-                        const UpdateOptions& options) {
-  const std::string who = subject(op, options.name, ref.op_name());
-  if (internal::RemoteStorage* remote = internal::remote_storage(ref)) {
-    scatter_remote(op, ref, *remote, indices, updates, who);
-    return remote->read(/*cached=*/false);
-  }
-  return scatter_local(op, ref, indices, updates, options, who);
-}
-
-}  // namespace
-
-namespace internal {
-
 void scatter_into(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
                   const UpdateOptions& options, const std::string& who) {
-  if (RemoteStorage* remote = remote_storage(ref)) {
-    scatter_remote(op, ref, *remote, indices, updates, who);
-  } else {
-    scatter_local(op, ref, indices, updates, options, who);
-  }
+  storage(ref).scatter(op, ref, indices, updates, options, who, /*read_back=*/false);
 }
 
 void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
@@ -432,6 +461,13 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
 }  // namespace internal
 
 namespace {
+
+Tensor scatter_variable(ScatterOp op, Variable& ref, const Tensor& indices, const Tensor& updates,
+                        const UpdateOptions& options) {
+  const std::string who = subject(op, options.name, ref.op_name());
+  return internal::storage(ref).scatter(op, ref, indices, updates, options, who,
+                                        /*read_back=*/true);
+}
 
 Tensor scatter_slices(ScatterOp op, Variable& ref, const IndexedSlices& delta,
                       const UpdateOptions& options) {

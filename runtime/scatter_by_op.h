@@ -17,8 +17,24 @@
 
 namespace varstate::internal {
 
+class LocalStorage;
+class RemoteStorage;
+
+// The scatter op `op` on `ref` held by this process (`storage`, its
+// LocalStorage): the validation, the dirty rows, the lock and the CPU or
+// CUDA kernel, on the live buffer, which it returns. Errors name `who`.
+Tensor scatter_local(kernels::ScatterOp op, Variable& ref, LocalStorage& storage,
+                     const Tensor& indices, const Tensor& updates, const UpdateOptions& options,
+                     const std::string& who);
+// The scatter op `op` on `ref` held by another task (RemoteStorage):
+// validated here exactly as a local one (indices and divisors checked on
+// the host, so nothing is sent for a bad call), then one batched exchange
+// with the owner.
+void scatter_remote(kernels::ScatterOp op, Variable& ref, RemoteStorage& remote,
+                    const Tensor& indices, const Tensor& updates, const std::string& who);
+
 // The scatter op `op` on `ref`, as the free function of varstate/scatter.h
-// (a variable on another task too: runtime/remote_storage.h),
+// (whatever its storage: runtime/variable_storage.h),
 // except that errors name `who` (e.g. the partitioned variable `ref` is a
 // part of) and nothing is read back.
 void scatter_into(kernels::ScatterOp op, Variable& ref, const Tensor& indices,

@@ -10,8 +10,10 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/partitioners.cc
   ${CMAKE_CURRENT_LIST_DIR}/placeholder.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers.cc
+  ${CMAKE_CURRENT_LIST_DIR}/local_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_seed.cc
+  ${CMAKE_CURRENT_LIST_DIR}/remote_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/indexed_slices.cc
   ${CMAKE_CURRENT_LIST_DIR}/scatter.cc
   ${CMAKE_CURRENT_LIST_DIR}/scope_names.cc
@@ -25,4 +27,5 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tensor_shape.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_scope.cc
+  ${CMAKE_CURRENT_LIST_DIR}/variable_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/variables.cc)

@@ -9,6 +9,7 @@
 #include "proto/variable.pb.h"
 #include "runtime/dense_update_internal.h"
 #include "runtime/dirty_rows.h"
+#include "runtime/local_storage.h"
 #include "runtime/remote_storage.h"
 #include "runtime/update_options_internal.h"
 #include "runtime/variable_access.h"
@@ -50,88 +51,16 @@ struct Variable::State {
   InitialValueFn initial_fn;
   std::optional<Tensor> pending;
 
-  // The value; `mu` guards the handle and shape, not the buffer's bytes.
-  mutable std::mutex mu;
-  Tensor value;
-  TensorShape shape;
-  bool initialized = false;
-  std::atomic<uint64_t> version{0};
   std::mutex update_mu;  // use_locking
-  // Rows changed since the last save that took them (incremental saves).
-  internal::DirtyRows dirty;
 
   // Kept by update ops (scatter) across calls; set once, then read-only.
   mutable std::mutex update_state_mu;
   std::shared_ptr<internal::VariableUpdateState> update_state;
 
-  // Caching-device copy.
-  std::mutex cache_mu;
-  Tensor cached;
-  uint64_t cached_version = ~uint64_t{0};
-  std::atomic<uint64_t> cache_copies{0};
-
-  // Set when the placement names a task of an active Cluster: the value
-  // lives there and every read and update goes through it.
-  std::shared_ptr<internal::RemoteStorage> remote;
+  // The value (runtime/variable_storage.h): remote when the placement names
+  // a task of an active Cluster, else a local buffer. Set at construction.
+  std::shared_ptr<internal::VariableStorage> storage;
 };
-
-namespace internal {
-
-namespace {
-struct Hooks {
-  RemoteStorageFactory make;
-  std::function<void()> begin_batch, end_batch;
-};
-std::mutex& factory_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-Hooks& hooks() {
-  static Hooks h;
-  return h;
-}
-Hooks current_hooks() {
-  std::lock_guard lock(factory_mutex());
-  return hooks();
-}
-}  // namespace
-
-void set_remote_storage_factory(RemoteStorageFactory f, std::function<void()> begin_batch,
-                                std::function<void()> end_batch) {
-  std::lock_guard lock(factory_mutex());
-  hooks() = {std::move(f), std::move(begin_batch), std::move(end_batch)};
-}
-
-std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
-                                                   const std::string& placement, DType dtype,
-                                                   const TensorShape& shape) {
-  const RemoteStorageFactory f = current_hooks().make;
-  return f ? f(op_name, placement, dtype, shape) : nullptr;
-}
-
-RemoteCreationBatch::RemoteCreationBatch() {
-  Hooks h = current_hooks();
-  if (h.begin_batch && h.end_batch) {
-    h.begin_batch();
-    end_ = std::move(h.end_batch);
-  }
-}
-
-RemoteCreationBatch::~RemoteCreationBatch() {
-  try {
-    if (end_) end_();
-  } catch (const std::exception&) {
-    // The creation that failed is already propagating its own error.
-  }
-}
-
-void RemoteCreationBatch::finish() {
-  std::function<void()> end = std::move(end_);
-  end_ = nullptr;
-  if (end) end();
-}
-
-}  // namespace internal
 
 namespace {
 
@@ -314,32 +243,36 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
     s.caching_device = &resolve_device(DeviceSpec::parse(options.caching_device), dtype, s.op_name);
   }
 
+  TensorShape shape;
   if (value) {
     Tensor v = *value;
     if (options.dtype) v = initial_value_as(v, *options.dtype, s.op_name);
     s.dtype = v.dtype();
-    s.shape = v.shape();
+    shape = v.shape();
     s.initial = v.strongly_typed();
   } else if (fn) {
     s.dtype = *options.dtype;
     s.initial_fn = std::move(fn);
     if (options.expected_shape && options.expected_shape->is_fully_defined()) {
-      s.shape = *options.expected_shape;
+      shape = *options.expected_shape;
     } else {
       // The shape must be known: evaluate now, as TensorFlow 1 does; the
       // value is the first run's, kept until it is used.
-      s.shape = TensorShape::unknown();
-      s.shape = run_initial_value(/*keep=*/true).shape();
+      shape = run_initial_value(/*keep=*/true).shape();
     }
   } else {
     s.dtype = *options.dtype;
-    s.shape = *options.expected_shape;
+    shape = *options.expected_shape;
   }
-  check_initial_shape(s.op_name, s.shape, options);
+  check_initial_shape(s.op_name, shape, options);
 
   if (value || s.initial_fn) make_initializer_op();
 
-  s.remote = internal::make_remote_storage(s.op_name, s.placement, s.dtype, s.shape);
+  s.storage = internal::make_remote_storage(s.op_name, s.placement, s.dtype, shape);
+  if (!s.storage) {
+    s.storage =
+        std::make_shared<internal::LocalStorage>(s.dtype, shape, *s.device, s.validate_shape);
+  }
 
   std::vector<std::string> keys =
       options.collections.value_or(std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES});
@@ -354,27 +287,16 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
 const std::string& Variable::name() const { return state_->name; }
 const std::string& Variable::op_name() const { return state_->op_name; }
 DType Variable::dtype() const { return state_->dtype; }
-TensorShape Variable::shape() const {
-  std::lock_guard lock(state_->mu);
-  return state_->shape;
-}
+TensorShape Variable::shape() const { return state_->storage->shape(); }
 Device& Variable::device() const { return *state_->device; }
 const std::string& Variable::placement() const { return state_->placement; }
 Graph& Variable::graph() const { return *state_->graph; }
 bool Variable::trainable() const { return state_->trainable; }
 const Op& Variable::initializer() const { return state_->initializer; }
 const std::optional<SaveSliceInfo>& Variable::save_slice_info() const { return state_->slice_info; }
-bool Variable::is_initialized() const {
-  if (state_->remote) return state_->remote->is_initialized();
-  std::lock_guard lock(state_->mu);
-  return state_->initialized;
-}
-uint64_t Variable::version() const {
-  return state_->remote ? state_->remote->version() : state_->version.load();
-}
-uint64_t Variable::cache_copies() const {
-  return state_->remote ? state_->remote->cache_copies() : state_->cache_copies.load();
-}
+bool Variable::is_initialized() const { return state_->storage->is_initialized(); }
+uint64_t Variable::version() const { return state_->storage->version(); }
+uint64_t Variable::cache_copies() const { return state_->storage->cache_copies(); }
 
 void Variable::raise_pending_errors(bool wait) const {
   std::shared_ptr<internal::VariableUpdateState> updates;
@@ -396,6 +318,7 @@ struct VariableAccess {
   static Variable::State& state(const Variable& v) { return *v.state_; }
   static const std::shared_ptr<Variable::State>& handle(const Variable& v) { return v.state_; }
   static void make_initializer_op(Variable& v) { v.make_initializer_op(); }
+  static void raise_pending_errors(const Variable& v, bool wait) { v.raise_pending_errors(wait); }
   static Variable from_handle(const std::shared_ptr<void>& state) {
     return Variable(std::static_pointer_cast<Variable::State>(state));
   }
@@ -403,6 +326,10 @@ struct VariableAccess {
 
 void throw_uninitialized(const std::string& op_name) {
   throw FailedPreconditionError("Attempting to use uninitialized value " + op_name);
+}
+
+void raise_finished_errors(const Variable& variable) {
+  VariableAccess::raise_pending_errors(variable, /*wait=*/false);
 }
 
 void check_initialized(const std::vector<Variable>& parts) {
@@ -415,38 +342,17 @@ std::mutex& update_mutex(const Variable& variable) {
   return VariableAccess::state(variable).update_mu;
 }
 
-RemoteStorage* remote_storage(const Variable& v) { return VariableAccess::state(v).remote.get(); }
+VariableStorage& storage(const Variable& v) { return *VariableAccess::state(v).storage; }
 
 void set_value(Variable& variable, const Tensor& value) {
-  auto& s = VariableAccess::state(variable);
-  if (s.remote) {
-    if (value.shape() != s.shape || value.dtype() != s.dtype) {
-      throw InvalidArgumentError("Assign to " + quoted(s.op_name) + " on " + s.remote->task() +
-                                 ": a remote variable keeps its dtype and shape " +
-                                 std::string(dtype_name(s.dtype)) + s.shape.to_string() + ", got " +
-                                 std::string(dtype_name(value.dtype())) +
-                                 value.shape().to_string());
-    }
-    s.remote->write(value.to_host());
-    return;
-  }
-  std::lock_guard lock(s.mu);
-  s.value = value;
-  s.shape = value.shape();
-  s.initialized = true;
-  s.version.fetch_add(1);
-  s.dirty.mark_all();
+  storage(variable).replace_value(variable, value);
 }
 
-void mark_updated(Variable& variable) {
-  auto& s = VariableAccess::state(variable);
-  s.dirty.mark_all();
-  s.version.fetch_add(1);
-}
+void mark_updated(Variable& variable) { storage(variable).note_write(/*all_rows=*/true); }
 
-void mark_rows_updated(Variable& variable) { VariableAccess::state(variable).version.fetch_add(1); }
+void mark_rows_updated(Variable& variable) { storage(variable).note_write(/*all_rows=*/false); }
 
-DirtyRows& dirty_rows(const Variable& variable) { return VariableAccess::state(variable).dirty; }
+DirtyRows& dirty_rows(const Variable& variable) { return storage(variable).dirty_rows(); }
 
 std::shared_ptr<VariableUpdateState> update_state(
     const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make) {
@@ -500,13 +406,7 @@ Variable from_state_handle(const std::shared_ptr<void>& state) {
 // ---------------------------------------------------------------------------
 // Reads
 
-Tensor Variable::live_value() const {
-  // A remote variable has no live buffer here: a snapshot of the owner's.
-  if (state_->remote) return state_->remote->read(/*cached=*/false);
-  std::lock_guard lock(state_->mu);
-  if (!state_->initialized) internal::throw_uninitialized(state_->op_name);
-  return state_->value;
-}
+Tensor Variable::live_value() const { return state_->storage->read_live(*this); }
 
 Tensor Variable::ref() const {
   raise_pending_errors(/*wait=*/false);
@@ -515,39 +415,12 @@ Tensor Variable::ref() const {
 
 Tensor Variable::value() const {
   raise_pending_errors(/*wait=*/false);
-  if (state_->remote) {
-    // Remote reads are cached (refreshed when the owner's version moved)
-    // when the variable has a caching device.
-    // (The cache is on the host; a GPU caching device gets a copy of it.)
-    Device* cache = state_->caching_device;
-    Tensor v = state_->remote->read(/*cached=*/cache != nullptr);
-    return cache == nullptr || cache->is_cpu() ? v : v.to(*cache);
-  }
-  Tensor live = live_value();
-  if (state_->caching_device == nullptr) return live;
-  State& s = *state_;
-  std::lock_guard lock(s.cache_mu);
-  // Read the version before copying: an update racing with the copy leaves
-  // cached_version behind, so the next read copies again.
-  uint64_t v = s.version.load();
-  if (s.cached_version != v || !s.cached.valid()) {
-    if (s.cached.sole_owner() && s.cached.shape() == live.shape()) {
-      // Nobody holds the previous snapshot: refresh it in place.
-      copy_bytes(*s.caching_device, s.cached.raw_data(), live.device(), live.raw_data(),
-                 live.nbytes());
-    } else {
-      s.cached = live.to(*s.caching_device);
-    }
-    s.cached_version = v;
-    s.cache_copies.fetch_add(1);
-  }
-  return s.cached;
+  return state_->storage->read_cached(*this, state_->caching_device);
 }
 
 Tensor Variable::read_value() const {
   raise_pending_errors(/*wait=*/false);
-  if (state_->remote) return live_value();  // already a fresh copy
-  return live_value().clone();
+  return state_->storage->read_copy(*this);
 }
 
 Tensor Variable::eval(const Session& session) const {
@@ -564,16 +437,7 @@ Tensor Variable::eval() const {
   return eval(*s);
 }
 
-Tensor Variable::initial_value() const {
-  bool initialized = false;
-  if (!state_->remote) {
-    std::lock_guard lock(state_->mu);
-    initialized = state_->initialized;
-  } else {
-    initialized = state_->remote->is_initialized();
-  }
-  return run_initial_value(/*keep=*/!initialized);
-}
+Tensor Variable::initial_value() const { return run_initial_value(/*keep=*/!is_initialized()); }
 
 Tensor Variable::run_initial_value(bool keep) const {
   State& s = *state_;
@@ -596,9 +460,12 @@ Tensor Variable::run_initial_value(bool keep) const {
   if (!v.valid())
     throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned no tensor");
   v = convert_to_dtype(v, s.dtype, "initial value of " + quoted(s.op_name));
-  if (s.validate_shape && s.shape.is_fully_defined() && v.shape() != s.shape) {
+  // (While the constructor runs the callable to learn the shape, there is
+  // no storage and nothing to compare with.)
+  const TensorShape shape = s.storage ? s.storage->shape() : TensorShape::unknown();
+  if (s.validate_shape && shape.is_fully_defined() && v.shape() != shape) {
     throw ValueError("the initial value callable of " + quoted(s.op_name) + " returned shape " +
-                     v.shape().to_string() + ", expected " + s.shape.to_string());
+                     v.shape().to_string() + ", expected " + shape.to_string());
   }
   v = v.on(*s.device);
   v = v.strongly_typed();
@@ -623,11 +490,7 @@ void Variable::make_initializer_op() {
 }
 
 Tensor Variable::initialized_value() const {
-  if (state_->remote) return is_initialized() ? live_value() : initial_value();
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->initialized) return state_->value;
-  }
+  if (std::optional<Tensor> value = state_->storage->read_if_initialized(*this)) return *value;
   return initial_value();
 }
 
@@ -640,75 +503,15 @@ Tensor Variable::assign(const Tensor& value, const UpdateOptions& options) {
   if (internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kMethod)) {
     update = std::unique_lock(s.update_mu);
   }
-  const std::string who = s.op_name;
-  const std::string subject = internal::dense_update_subject(DenseUpdateOp::kAssign, who);
-  if (s.remote) {
-    Tensor v = convert_to_dtype(value, s.dtype, subject).to_host();
-    if (!options.validate_shape && v.shape() != s.shape) {
-      // Its bytes are a fixed-size MPI window on the owner, allocated with
-      // every task's agreement when the variable was created.
-      throw UnimplementedError(
-          subject + ": variable " + quoted(s.op_name) + " on " + s.remote->task() +
-          " cannot change shape (validate_shape=False): a remote "
-          "variable keeps the shape it was created with, " +
-          s.shape.to_string() + ", got a value of shape " + v.shape().to_string());
-    }
-    internal::check_dense_update_shape(subject, s.shape, v.shape(), /*scalar_ok=*/false);
-    s.remote->write(v);
-    return v;
-  }
-  bool initialized;
-  Tensor target;
-  TensorShape shape;
-  {
-    std::lock_guard lock(s.mu);
-    initialized = s.initialized;
-    target = s.value;
-    shape = s.shape;
-  }
-  bool keep_shape = options.validate_shape && s.validate_shape;
-  Tensor v = convert_to_dtype(value, s.dtype, subject);
-  if (keep_shape) internal::check_dense_update_shape(subject, shape, v.shape(), false);
-  if (!initialized || v.shape() != shape) {
-    // A fresh buffer: first assignment, or a new shape.
-    Tensor fresh(s.dtype, v.shape(), *s.device);
-    varstate::assign(fresh, v, {.name = who});
-    internal::set_value(*this, fresh);
-    return fresh;
-  }
-  varstate::assign(target, v, {.validate_shape = true, .name = who});
-  internal::mark_updated(*this);
-  return target;
+  return s.storage->assign_value(*this, value, options.validate_shape);
 }
-
-namespace {
-
-// assign_add / assign_sub of a remote variable: validated here against a
-// host tensor of the variable's shape (the same checks and messages as the
-// local update), then one atomic accumulate at the owner.
-Tensor remote_add(internal::RemoteStorage& remote, DType dtype, const TensorShape& shape,
-                  const std::string& op_name, const Tensor& delta, bool negate) {
-  if (!remote.is_initialized()) internal::throw_uninitialized(op_name);
-  Tensor full = Tensor::zeros(dtype, shape, DeviceManager::instance().cpu());
-  // Validates dtype, arithmetic and shape; broadcasts a scalar.
-  varstate::assign_add(full, delta.to_host(), {.name = op_name});
-  return remote.add(full, negate);
-}
-
-}  // namespace
 
 Tensor Variable::assign_add(const Tensor& delta, const UpdateOptions& options) {
   std::unique_lock<std::mutex> update;
   if (internal::use_locking(options, DenseUpdateOp::kAdd, UpdateCaller::kMethod)) {
     update = std::unique_lock(state_->update_mu);
   }
-  if (state_->remote) {
-    return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, false);
-  }
-  Tensor target = live_value();
-  varstate::assign_add(target, delta, {.name = state_->op_name});
-  internal::mark_updated(*this);
-  return target;
+  return state_->storage->add_value(*this, delta, /*negate=*/false);
 }
 
 Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
@@ -716,13 +519,7 @@ Tensor Variable::assign_sub(const Tensor& delta, const UpdateOptions& options) {
   if (internal::use_locking(options, DenseUpdateOp::kSub, UpdateCaller::kMethod)) {
     update = std::unique_lock(state_->update_mu);
   }
-  if (state_->remote) {
-    return remote_add(*state_->remote, state_->dtype, state_->shape, state_->op_name, delta, true);
-  }
-  Tensor target = live_value();
-  varstate::assign_sub(target, delta, {.name = state_->op_name});
-  internal::mark_updated(*this);
-  return target;
+  return state_->storage->add_value(*this, delta, /*negate=*/true);
 }
 
 namespace {
@@ -748,66 +545,11 @@ Tensor Variable::count_up_to(int64_t limit) {
                     std::string(dtype_name(s.dtype)));
   }
   std::lock_guard update(s.update_mu);
-  if (s.remote) {
-    if (!s.shape.is_scalar()) {
-      throw InvalidArgumentError("CountUpTo on \"" + s.op_name +
-                                 "\": the variable must be a scalar, has shape " +
-                                 s.shape.to_string());
-    }
-    if (!s.remote->is_initialized()) internal::throw_uninitialized(s.op_name);
-    const int64_t before = s.remote->count_up_to(limit, s.op_name);
-    const TensorShape scalar(std::vector<int64_t>{});
-    return s.dtype == DType::kInt32
-               ? Tensor::from_vector<int32_t>({static_cast<int32_t>(before)}, scalar)
-               : Tensor::from_vector<int64_t>({before}, scalar);
-  }
-  Tensor target = live_value();
-  if (!target.shape().is_scalar()) {
-    throw InvalidArgumentError("CountUpTo on " + quoted(s.op_name) +
-                               ": the variable must be a scalar, has shape " +
-                               target.shape().to_string());
-  }
-  Tensor host = target.to_host().clone();
-  int64_t before = s.dtype == DType::kInt32 ? host.data<int32_t>()[0] : host.data<int64_t>()[0];
-  if (before >= limit) {
-    throw OutOfRangeError("CountUpTo on " + quoted(s.op_name) + ": Reached limit of " +
-                          std::to_string(limit));
-  }
-  Tensor old = host.clone();
-  if (s.dtype == DType::kInt32) {
-    host.data<int32_t>()[0] = static_cast<int32_t>(before + 1);
-  } else {
-    host.data<int64_t>()[0] = before + 1;
-  }
-  copy_bytes(target.device(), target.raw_data(), host.device(), host.raw_data(), host.nbytes());
-  internal::mark_updated(*this);
-  return old;
+  return s.storage->count_up(*this, limit);
 }
 
 // ---------------------------------------------------------------------------
 // Slices
-
-namespace {
-
-// Marks the rows along axis 0 that `specs` select: one row for an index,
-// the span of a forward range, else every row.
-void mark_slice_rows(Variable& variable, const std::vector<SliceSpec>& specs,
-                     const TensorShape& shape) {
-  const SliceSpec* first = specs.empty() ? nullptr : &specs.front();
-  if (shape.rank() == 0 || first == nullptr || first->is_ellipsis || first->is_newaxis ||
-      first->step.value_or(1) <= 0) {
-    internal::mark_updated(variable);
-    return;
-  }
-  const int64_t rows = shape.dim(0);
-  auto normalize = [rows](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rows : i, 0, rows); };
-  const int64_t begin = normalize(first->begin.value_or(0));
-  const int64_t end = first->is_index ? begin + 1 : normalize(first->end.value_or(rows));
-  internal::dirty_rows(variable).mark_range(rows, begin, end);
-  internal::mark_rows_updated(variable);
-}
-
-}  // namespace
 
 VariableSlice Variable::slice(std::vector<SliceSpec> specs) const {
   return VariableSlice(*this, std::move(specs));
@@ -822,20 +564,7 @@ Tensor VariableSlice::assign(const Tensor& value, const UpdateOptions& options) 
   if (internal::use_locking(options, DenseUpdateOp::kAssign, UpdateCaller::kMethod)) {
     update = std::unique_lock(internal::update_mutex(variable_));
   }
-  if (internal::RemoteStorage* remote = internal::remote_storage(variable_)) {
-    if (!remote->is_initialized()) internal::throw_uninitialized(variable_.op_name());
-    // Validate on a local copy first (throws before anything is sent),
-    // then write the region under the owner's exclusive lock.
-    Tensor probe =
-        Tensor::zeros(variable_.dtype(), variable_.shape(), DeviceManager::instance().cpu());
-    strided_slice_assign(probe, specs_, value, variable_.op_name());
-    return remote->modify(
-        [&](Tensor& whole) { strided_slice_assign(whole, specs_, value, variable_.op_name()); });
-  }
-  Tensor target = variable_.ref();
-  strided_slice_assign(target, specs_, value, variable_.op_name());
-  mark_slice_rows(variable_, specs_, target.shape());
-  return target;
+  return internal::storage(variable_).assign_slice(variable_, specs_, value);
 }
 
 // ---------------------------------------------------------------------------

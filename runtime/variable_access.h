@@ -43,6 +43,10 @@ void mark_updated(Variable& variable);
 std::shared_ptr<VariableUpdateState> update_state(
     const Variable& variable, const std::function<std::shared_ptr<VariableUpdateState>()>& make);
 
+// Raises the finished deferred error of an earlier update of `variable`,
+// without waiting, as ref() and value() do before they read.
+void raise_finished_errors(const Variable& variable);
+
 // Throws FailedPreconditionError("Attempting to use uninitialized value
 // <op_name>"), TensorFlow's error for reading or updating it.
 [[noreturn]] void throw_uninitialized(const std::string& op_name);

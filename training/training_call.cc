@@ -10,10 +10,10 @@
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows.h"
 #include "runtime/distinct_rows.h"
-#include "runtime/remote_storage.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_validate.h"
 #include "runtime/variable_access.h"
+#include "runtime/variable_storage.h"
 #include "varstate/device.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -168,15 +168,17 @@ TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& va
       slots_(std::move(slots)),
       options_(options),
       who_(subject(tf_name, options.name, var)),
-      remote_(remote_storage(var)) {
-  // A remote variable's value stays with its owner: only its metadata here.
-  if (remote_ == nullptr) table_ = var_.ref();
-  dtype_ = remote_ ? var_.dtype() : table_.dtype();
+      storage_(&storage(var)),
+      in_place_(storage_->updates_in_place()) {
+  // Rows that move (a remote variable's) stay where they are until the op
+  // runs: only the metadata here.
+  if (in_place_) table_ = var_.ref();
+  dtype_ = in_place_ ? table_.dtype() : var_.dtype();
   if (!training_dtype(dtype_)) {
     throw TypeError(who_ + ": variables of float16, bfloat16, float32 or float64 only, got " +
                     std::string(dtype_name(dtype_)));
   }
-  if (remote_ && !remote_->is_initialized()) throw_uninitialized(var_.op_name());
+  if (!in_place_ && !storage_->is_initialized()) throw_uninitialized(var_.op_name());
   for (size_t k = 0; k < slots_.size(); ++k) {
     const TrainingSlot& slot = slots_[k];
     for (size_t j = 0; j <= k; ++j) {
@@ -187,28 +189,23 @@ TrainingCall::TrainingCall(TrainingOp op, std::string_view tf_name, Variable& va
       }
     }
     check_holder(slot);
-    if (remote_ == nullptr) {
+    if (in_place_) {
       slot_tables_.push_back(slot.var->ref());
       check_slot(slot, slot_tables_.back().dtype(), slot_tables_.back().shape());
       check_device(slot, slot_tables_.back());
     } else {
       check_slot(slot, slot.var->dtype(), slot.var->shape());
-      if (!remote_storage(*slot.var)->is_initialized()) throw_uninitialized(slot.var->op_name());
+      if (!storage(*slot.var).is_initialized()) throw_uninitialized(slot.var->op_name());
     }
   }
 }
 
 void TrainingCall::check_holder(const TrainingSlot& slot) const {
-  RemoteStorage* remote = remote_storage(*slot.var);
-  auto holder = [](RemoteStorage* r) { return r ? r->task() : std::string("this process"); };
-  if ((remote == nullptr) == (remote_ == nullptr) &&
-      (remote == nullptr || remote->task() == remote_->task())) {
-    return;
-  }
+  const std::string& holder = storage(*slot.var).holder();
+  if (holder == storage_->holder()) return;
   throw InvalidArgumentError(who_ + ": " + slot.role + " (" + quoted(slot.var->op_name()) +
-                             ") is held by " + holder(remote) + ", the variable " +
-                             quoted(var_.op_name()) + " by " + holder(remote_) +
-                             " (slots live with their variable)");
+                             ") is held by " + holder + ", the variable " + quoted(var_.op_name()) +
+                             " by " + storage_->holder() + " (slots live with their variable)");
 }
 
 void TrainingCall::check_slot(const TrainingSlot& slot, DType dtype,
@@ -242,7 +239,7 @@ void TrainingCall::check_device(const TrainingSlot& slot, const Tensor& table) c
   }
 }
 
-TensorShape TrainingCall::var_shape() const { return remote_ ? var_.shape() : table_.shape(); }
+TensorShape TrainingCall::var_shape() const { return in_place_ ? table_.shape() : var_.shape(); }
 
 double TrainingCall::scalar(const Tensor& t, std::string_view what) const {
   const std::string name(what);
@@ -259,7 +256,7 @@ double TrainingCall::scalar(const Tensor& t, std::string_view what) const {
 
 Tensor TrainingCall::apply_dense(const Tensor& grad) {
   Tensor g = checked_dense_gradient(grad, var_, who_);
-  if (remote_) return apply_remote(g.to_host(), nullptr);
+  if (!in_place_) return apply_by_rows(g.to_host(), nullptr);
   g = g.on(table_.device());
   run_locked(g, nullptr);
   for (Variable* v : written()) mark_updated(*v);
@@ -267,11 +264,11 @@ Tensor TrainingCall::apply_dense(const Tensor& grad) {
 }
 
 Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
-  if (remote_) {
+  if (!in_place_) {
     check_sparse_gradient(grad, var_, who_);
     const Tensor values = converted(grad.values(), dtype_, "grad.values", who_).to_host();
     const Tensor indices = grad.indices().to_host();
-    return apply_remote(values, &indices);
+    return apply_by_rows(values, &indices);
   }
   // The batch's rows of the variable and of each slot (all of them row
   // shaped, row-wise Adagrad's [rows] accumulator too) are recorded as a
@@ -318,10 +315,10 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   return table_;
 }
 
-Tensor TrainingCall::apply_remote(const Tensor& grad, const Tensor* indices) {
-  RemoteUpdate update;
-  update.storages = {remote_};
-  for (const TrainingSlot& slot : slots_) update.storages.push_back(remote_storage(*slot.var));
+Tensor TrainingCall::apply_by_rows(const Tensor& grad, const Tensor* indices) {
+  RowsUpdate update;
+  update.storages = {storage_};
+  for (const TrainingSlot& slot : slots_) update.storages.push_back(&storage(*slot.var));
   const int64_t n = indices ? indices->num_elements() : var_shape().num_elements();
   // compat.v1 sparse Adam decays every row, even for a batch without rows:
   // it moves the whole values, as a dense op does.
@@ -360,20 +357,20 @@ RemoteApplyBatch::~RemoteApplyBatch() { t_batch = outer_; }
 
 RemoteApplyBatch* RemoteApplyBatch::current() { return t_batch; }
 
-void RemoteApplyBatch::add(RemoteUpdate update) { updates_.push_back(std::move(update)); }
+void RemoteApplyBatch::add(RowsUpdate update) { updates_.push_back(std::move(update)); }
 
-void RemoteApplyBatch::submit(RemoteUpdate update) {
+void RemoteApplyBatch::submit(RowsUpdate update) {
   if (RemoteApplyBatch* batch = current()) {
     batch->add(std::move(update));
     return;
   }
-  std::vector<RemoteUpdate> one;
+  std::vector<RowsUpdate> one;
   one.push_back(std::move(update));
   one[0].storages[0]->modify_rows(one);
 }
 
 void RemoteApplyBatch::flush() {
-  std::vector<RemoteUpdate> updates = std::move(updates_);
+  std::vector<RowsUpdate> updates = std::move(updates_);
   updates_.clear();
   if (!updates.empty()) updates[0].storages[0]->modify_rows(updates);
 }

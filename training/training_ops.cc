@@ -1,6 +1,6 @@
 #include "varstate/training_ops.h"
 
-#include "runtime/remote_storage.h"
+#include "runtime/variable_storage.h"
 #include "training/training_ops_internal.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"
@@ -8,7 +8,7 @@
 namespace varstate {
 namespace {
 
-using internal::RemoteUpdate;
+using internal::RowsUpdate;
 using internal::TrainingCall;
 using kernels::TrainingOp;
 
@@ -124,7 +124,8 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
-  if (internal::RemoteStorage* remote = internal::remote_storage(var)) {
+  internal::VariableStorage& storage = internal::storage(var);
+  if (!storage.updates_in_place()) {
     // Bitwise the single-process op (duplicates subtracted one by one, in
     // order, which an accumulate on the owner would not keep): the rows
     // come under the owner's lock, the CPU scatter_sub updates them, and
@@ -133,8 +134,8 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
     std::vector<int64_t> rows = internal::distinct_rows(delta.indices().to_host(), compact);
     if (rows.empty()) return Tensor();
     const Tensor host = scaled.to_host();
-    RemoteUpdate update{
-        {remote}, rows, [compact, host, name = options.name](std::vector<Tensor>& t) {
+    RowsUpdate update{
+        {&storage}, rows, [compact, host, name = options.name](std::vector<Tensor>& t) {
           scatter_sub(t[0], compact, host, {.name = name});
         }};
     internal::RemoteApplyBatch::submit(std::move(update));

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/training_functors.h"
-#include "runtime/remote_storage.h"
+#include "runtime/variable_storage.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/tensor.h"
 #include "varstate/update_options.h"
@@ -35,12 +35,14 @@ struct TrainingKernel {
 };
 
 // While one is open on a thread (Optimizer::apply_gradients opens one),
-// the training ops on remote variables that thread calls are validated at
-// once but run when it is flushed: all of them as one
-// RemoteStorage::modify_rows, one exchange per window and owner (the parts
-// of a partitioned variable on one task, and the slots created together,
-// share a window) instead of one per variable and slot. Closed without
-// flush() (an error on the way), it drops them: nothing is written.
+// the training ops that thread calls on variables whose rows move to and
+// from their storage (VariableStorage::updates_in_place() false: remote
+// variables) are validated at once but run when it is flushed: all of them
+// as one VariableStorage::modify_rows, for remote storage one exchange per
+// window and owner (the parts of a partitioned variable on one task, and
+// the slots created together, share a window) instead of one per variable
+// and slot. Closed without flush() (an error on the way), it drops them:
+// nothing is written.
 class RemoteApplyBatch {
  public:
   RemoteApplyBatch();
@@ -51,13 +53,13 @@ class RemoteApplyBatch {
   static RemoteApplyBatch* current();
   // Adds `update` to the thread's open batch, or, with none open, runs it
   // now as a modify_rows of its own.
-  static void submit(RemoteUpdate update);
-  void add(RemoteUpdate update);
+  static void submit(RowsUpdate update);
+  void add(RowsUpdate update);
   void flush();
 
  private:
   RemoteApplyBatch* outer_;
-  std::vector<RemoteUpdate> updates_;
+  std::vector<RowsUpdate> updates_;
 };
 
 // A slot of a training op: the variable and its role in messages ("accum").
@@ -87,8 +89,9 @@ class TrainingCall {
   Tensor apply_sparse(const IndexedSlices& grad);
 
  private:
-  // Slots are held where their variable is: both here, or both by one
-  // task (InvalidArgumentError naming both otherwise).
+  // Slots are held where their variable is (VariableStorage::holder():
+  // both here, or both by one task; InvalidArgumentError naming both
+  // otherwise).
   void check_holder(const TrainingSlot& slot) const;
   void check_slot(const TrainingSlot& slot, DType dtype, const TensorShape& shape) const;
   void check_device(const TrainingSlot& slot, const Tensor& table) const;
@@ -96,13 +99,14 @@ class TrainingCall {
   // Runs the kernel on the local tables, with the update locks when
   // use_locking; false when there was nothing to write.
   bool run_locked(const Tensor& grad, const Tensor* indices);
-  // The op on a variable held by another task (grad and indices on the
-  // host): one locked read-modify-write of the variable and its slots on
-  // their owner, of the batch's distinct rows only, or of the whole values
-  // (dense, and sparse Adam, which moves every row); deferred to the
-  // thread's RemoteApplyBatch when one is open. Returns the new value for
-  // a dense op run now, else an empty tensor.
-  Tensor apply_remote(const Tensor& grad, const Tensor* indices);
+  // The op on a variable whose rows move (a remote one; grad and indices
+  // on the host): one locked read-modify-write of the variable and its
+  // slots where they live (VariableStorage::modify_rows), of the batch's
+  // distinct rows only, or of the whole values (dense, and sparse Adam,
+  // which moves every row); deferred to the thread's RemoteApplyBatch when
+  // one is open. Returns the new value for a dense op run now, else an
+  // empty tensor.
+  Tensor apply_by_rows(const Tensor& grad, const Tensor* indices);
   // The variable and its slots.
   std::vector<Variable*> written();
 
@@ -111,7 +115,9 @@ class TrainingCall {
   std::vector<TrainingSlot> slots_;
   UpdateOptions options_;
   std::string who_;
-  RemoteStorage* remote_ = nullptr;
+  VariableStorage* storage_ = nullptr;
+  // storage_->updates_in_place(): the kernel runs here on the buffers.
+  bool in_place_ = true;
   DType dtype_ = DType::kInvalid;
   Tensor table_;
   std::vector<Tensor> slot_tables_;

@@ -11,6 +11,7 @@ varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/scatter_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/variable_storage_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variables_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/variable_scope_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioners_test.cc
