@@ -433,7 +433,9 @@ void test_exchanges_per_owner(Cluster& cluster) {
         {"scatter_div", &PartitionedVariable::scatter_div},
         {"scatter_min", &PartitionedVariable::scatter_min},
         {"scatter_max", &PartitionedVariable::scatter_max}};
-    for (const auto& [name, op] : ops) {
+    for (const auto& [name, part_op] : ops) {
+      // A copy: clang before 16 lets no lambda capture a structured binding.
+      const PartOp op = part_op;
       const internal::WireStats t = traffic(cluster, [&] { (emb.*op)(ids, rows, {}); });
       (local.*op)(ids, rows, {});
       if (t.exchanges != 2 || !same(emb.as_tensor(), local.as_tensor())) {
