@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "device_fixture.h"
+#include "training/training_test_util.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
 #include "varstate/optimizers.h"
@@ -23,20 +24,11 @@ using namespace varstate::testing;
 
 namespace {
 
-Variable make_var(const std::vector<float>& values, const TensorShape& shape,
-                  const std::string& name) {
-  Variable v(Tensor::from_vector<float>(values, shape), {.name = name});
-  v.initializer().run();
-  return v;
-}
-
 Variable make_step() {
   Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
   step.initializer().run();
   return step;
 }
-
-std::vector<float> floats(const Variable& v) { return v.value().to_vector<float>(); }
 
 std::vector<std::string> names(const std::vector<Variable>& vars) {
   std::vector<std::string> out;

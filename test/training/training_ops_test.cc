@@ -13,6 +13,7 @@
 #include "device_fixture.h"
 #include "runtime/distinct_rows.h"
 #include "training/training_ops_internal.h"
+#include "training/training_test_util.h"
 #include "varstate/error.h"
 #include "varstate/training_ops.h"
 
@@ -27,15 +28,6 @@ using namespace varstate::testing;
   } while (false)
 
 namespace {
-
-Variable make_var(const std::vector<float>& values, const TensorShape& shape,
-                  const std::string& name) {
-  Variable v(Tensor::from_vector<float>(values, shape), {.name = name});
-  v.initializer().run();
-  return v;
-}
-
-std::vector<float> floats(const Variable& v) { return v.value().to_vector<float>(); }
 
 const std::vector<float> kVar = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f, 0.75f};
 const std::vector<float> kGrad = {0.1f, -0.2f, 0.3f, -0.4f, 0.5f, -0.6f};
