@@ -435,6 +435,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return cudaSuccess;
 }
 
+// A host function runs in stream order on the stream's worker, as a GPU's
+// host callback does; it is host work, so device memory stays closed to it.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  emu::Stream* s = stream_or_null(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (fn == nullptr) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = emu::sticky_error(s->device()); e != cudaSuccess) return e;
+  emu::enqueue_ordered(s, emu::Task{[fn, user_data] { fn(user_data); }, {}, false});
+  return cudaSuccess;
+}
+
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   return cudaEventCreateWithFlags(event, cudaEventDefault);
 }

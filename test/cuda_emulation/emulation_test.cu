@@ -7,15 +7,18 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <complex>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "cuda_emulation/emulator_internal.h"
 #include "kernels/cuda/launch.cuh"
+#include "stream_gate.h"
 
 namespace {
 
@@ -251,6 +254,33 @@ TEST_CASE("emulated GPUs: copies are checked against their allocations", "[emula
   CHECK(cudaFree(d + 1) == cudaErrorInvalidValue);
   cudaGetLastError();
   CUDA_OK(cudaFree(d));
+}
+
+TEST_CASE("emulated GPUs: a host function holds its stream in order", "[emulation]") {
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int n = 64;
+  int* src = device_alloc<int>(n);
+  int* dst = device_alloc<int>(n);
+  std::vector<int> values(n);
+  std::iota(values.begin(), values.end(), 7);
+  to_device(src, values);
+  CUDA_OK(cudaMemset(dst, 0, n * sizeof(int)));
+  {
+    varstate::testing::StreamGate gate(stream);
+    launch_kernel(copy_kernel, 1, n, 0, stream, src, dst, n);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
+    CHECK(to_host(dst, n) == std::vector<int>(n, 0));  // the copy waits behind the gate
+    gate.open();
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CHECK_FALSE(gate.timed_out());
+  }
+  CHECK(to_host(dst, n) == values);
+  CHECK(cudaLaunchHostFunc(stream, nullptr, nullptr) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  for (int* p : {src, dst}) CUDA_OK(cudaFree(p));
+  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 TEST_CASE("emulated GPUs: the host cannot dereference device memory", "[emulation]") {

@@ -30,3 +30,6 @@ varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/variable_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_variable_gpu_test.cc)
+if(VARSTATE_HAVE_CUDA)
+  target_link_libraries(test_runtime_gpu PRIVATE CUDA::cudart)  # test/stream_gate.h
+endif()
