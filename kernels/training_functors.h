@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise_functors.h"
+#include "kernels/philox.h"  // rng::bfloat16_bits
 
 namespace varstate::kernels {
 
@@ -262,6 +263,10 @@ template <typename T, typename C>
 VARSTATE_HD T store_as(C x) {
   if constexpr (std::is_same_v<T, C>) {
     return x;
+  } else if constexpr (std::is_same_v<T, ::varstate::bfloat16>) {
+    // The host's bfloat16(float) rounds out of line; this is the same
+    // rounding inline, so that the CPU kernels' loops vectorize.
+    return T::from_bits(rng::bfloat16_bits(static_cast<float>(x)));
   } else {
     return T(static_cast<float>(x));
   }

@@ -1,6 +1,8 @@
 #include "kernels/cpu/training_ops.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -40,6 +42,138 @@ void segments(const Index* indices, int64_t n, std::vector<int64_t>& order,
   heads.push_back(n);
 }
 
+// The dense element loop: update_element's arithmetic on pointers that
+// alias nothing (the slots do not overlap: training_ops.h), so that the
+// compiler vectorizes it without run-time overlap checks. It is built
+// once per instruction set below and per value of the flags the formulas
+// branch on (`A`: Momentum's and Adam's use_nesterov, Ftrl's square-root
+// power; `B`: Ftrl's shrinkage), each a constant in its loop. The file is
+// built with -ffp-contract=off, so no multiply-add is ever fused, and lane
+// width changes no result: IEEE addition, multiplication, division and
+// square root round each element alike.
+template <TrainingOp Op, typename T, typename C>
+inline void dense_loop(const TrainingParams<C>& p, T* __restrict var, T* __restrict s0,
+                       T* __restrict s1, T* __restrict s2, const T* __restrict grad, int64_t begin,
+                       int64_t end) {
+  constexpr int kSlots = training_slot_count(Op);
+  for (int64_t i = begin; i < end; ++i) {
+    C v = load_as<C>(var[i]);
+    C a = kSlots > 0 ? load_as<C>(s0[i]) : C(0);
+    C b = kSlots > 1 ? load_as<C>(s1[i]) : C(0);
+    C c = kSlots > 2 ? load_as<C>(s2[i]) : C(0);
+    apply_element<Op, false>(p, load_as<C>(grad[i]), v, a, b, c);
+    var[i] = store_as<T>(v);
+    if constexpr (kSlots > 0) s0[i] = store_as<T>(a);
+    if constexpr (kSlots > 1) s1[i] = store_as<T>(b);
+    if constexpr (kSlots > 2) s2[i] = store_as<T>(c);
+  }
+}
+
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+inline void dense_elements(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
+                           int64_t begin, int64_t end) {
+  TrainingParams<C> q = p;
+  if constexpr (Op == TrainingOp::kFtrl) {
+    q.sqrt_power = A;
+    q.shrinkage = B;
+  } else {
+    q.use_nesterov = A;
+  }
+  dense_loop<Op, T, C>(q, slots.var, slots.s0, slots.s1, slots.s2, grad, begin, end);
+}
+
+template <typename T, typename C>
+using DenseElementsFn = void (*)(const TrainingParams<C>&, const TrainingSlots<T>&, const T*,
+                                 int64_t, int64_t);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// `flatten` inlines the loop and the functors into each variant, where they
+// are compiled (and vectorized) for its target; nothing the variants call
+// out of line is built for a wider target than the baseline.
+#ifdef __clang__
+#define VARSTATE_AVX512_TARGET "avx512f,avx512vl,avx512bw"
+#else
+#define VARSTATE_AVX512_TARGET "avx512f,avx512vl,avx512bw,prefer-vector-width=512"
+#endif
+
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+__attribute__((target(VARSTATE_AVX512_TARGET), flatten)) void dense_elements_avx512(
+    const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad, int64_t begin,
+    int64_t end) {
+  dense_elements<Op, A, B>(p, slots, grad, begin, end);
+}
+
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+__attribute__((target("avx2"), flatten)) void dense_elements_avx2(const TrainingParams<C>& p,
+                                                                  const TrainingSlots<T>& slots,
+                                                                  const T* grad, int64_t begin,
+                                                                  int64_t end) {
+  dense_elements<Op, A, B>(p, slots, grad, begin, end);
+}
+
+enum class Isa {
+  kBaseline,
+  kAvx2,
+  kAvx512
+};
+
+// The widest the CPU has, capped by VARSTATE_CPU_ISA ("baseline", "avx2";
+// any other value caps nothing): the tests run each variant that way.
+Isa cpu_isa() {
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    Isa best = Isa::kBaseline;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw")) {
+      best = Isa::kAvx512;
+    } else if (__builtin_cpu_supports("avx2")) {
+      best = Isa::kAvx2;
+    }
+    const char* cap = std::getenv("VARSTATE_CPU_ISA");
+    if (cap != nullptr && std::strcmp(cap, "baseline") == 0) return Isa::kBaseline;
+    if (cap != nullptr && std::strcmp(cap, "avx2") == 0) return std::min(best, Isa::kAvx2);
+    return best;
+  }();
+  return isa;
+}
+
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+DenseElementsFn<T, C> dense_elements_for_cpu() {
+  switch (cpu_isa()) {
+    case Isa::kAvx512:
+      return &dense_elements_avx512<Op, A, B, T, C>;
+    case Isa::kAvx2:
+      return &dense_elements_avx2<Op, A, B, T, C>;
+    case Isa::kBaseline:
+      break;
+  }
+  return &dense_elements<Op, A, B, T, C>;
+}
+#else
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+DenseElementsFn<T, C> dense_elements_for_cpu() {
+  return &dense_elements<Op, A, B, T, C>;
+}
+#endif
+
+// The loop for p's flags on this CPU.
+template <TrainingOp Op, typename T, typename C>
+DenseElementsFn<T, C> dense_elements_for(const TrainingParams<C>& p) {
+  if constexpr (Op == TrainingOp::kFtrl) {
+    if (p.sqrt_power) {
+      return p.shrinkage ? dense_elements_for_cpu<Op, true, true, T, C>()
+                         : dense_elements_for_cpu<Op, true, false, T, C>();
+    }
+    return p.shrinkage ? dense_elements_for_cpu<Op, false, true, T, C>()
+                       : dense_elements_for_cpu<Op, false, false, T, C>();
+  } else if constexpr (Op == TrainingOp::kMomentum || Op == TrainingOp::kAdam) {
+    return p.use_nesterov ? dense_elements_for_cpu<Op, true, false, T, C>()
+                          : dense_elements_for_cpu<Op, false, false, T, C>();
+  } else {
+    return dense_elements_for_cpu<Op, false, false, T, C>();
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -61,10 +195,9 @@ void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<
                   }
                 });
     } else {
-      for_range(n, bytes, 8.0, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i)
-          update_element<kOp, false>(p, slots, i, load_as<C>(grad[i]));
-      });
+      const DenseElementsFn<T, C> elements = dense_elements_for<kOp, T, C>(p);
+      for_range(n, bytes, 8.0,
+                [&](int64_t begin, int64_t end) { elements(p, slots, grad, begin, end); });
     }
   });
 }

@@ -31,6 +31,13 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc
 add_test(NAME test_kernels_training_3_threads COMMAND test_kernels_training "[threads]")
 set_tests_properties(test_kernels_training_3_threads PROPERTIES
   LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=3)
+# The dense loops are built per instruction set (kernels/cpu/training_ops.cc):
+# the narrower ones too, on a CPU that has the wider.
+foreach(isa baseline avx2)
+  add_test(NAME test_kernels_training_${isa} COMMAND test_kernels_training "[training]")
+  set_tests_properties(test_kernels_training_${isa} PROPERTIES
+    LABELS cpu ENVIRONMENT VARSTATE_CPU_ISA=${isa})
+endforeach()
 # The split over the thread pool: the same tests on 1, 2 and 5 pool threads.
 varstate_add_test(test_kernels_threading SOURCES ${CMAKE_CURRENT_LIST_DIR}/threading_test.cc)
 add_test(NAME test_kernels_threading_1_thread COMMAND test_kernels_threading)

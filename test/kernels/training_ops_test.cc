@@ -23,10 +23,13 @@ void check_same(TrainingData<T>& got, TrainingData<T>& want) {
 }
 
 template <typename T>
-void dense_case(TrainingOp op, int64_t rows, int64_t width, bool nesterov, double lr_power) {
-  CAPTURE(static_cast<int>(op), rows, width, nesterov, lr_power, dtype_name(dtype_of<T>));
+void dense_case(TrainingOp op, int64_t rows, int64_t width, bool nesterov, double lr_power,
+                double shrinkage = -1) {
+  if (shrinkage < 0) shrinkage = lr_power == -0.5 ? 0.0 : 0.03;
+  CAPTURE(static_cast<int>(op), rows, width, nesterov, lr_power, shrinkage,
+          dtype_name(dtype_of<T>));
   const int64_t n = rows * width;
-  const auto h = test_hyper(nesterov, lr_power, lr_power == -0.5 ? 0.0 : 0.03);
+  const auto h = test_hyper(nesterov, lr_power, shrinkage);
   TrainingData<T> got = training_data<T>(n, rows, n, kSeed + n);
   TrainingData<T> want = got;
   cpu::apply_dense<T>(op, h, got.slots(), got.grad.data(), n, width);
@@ -57,6 +60,12 @@ void all_cases() {
         dense_case<T>(op, rows, width, false, -0.5);
       }
       dense_case<T>(op, 5, 13, true, -0.3);
+      // Each flag the dense loops are specialized on (Nesterov; Ftrl's
+      // power and shrinkage), at a size with full vectors, a tail and the
+      // pool.
+      dense_case<T>(op, 1001, 97, true, -0.5);
+      dense_case<T>(op, 1001, 97, false, -0.5, 0.03);
+      dense_case<T>(op, 1001, 97, false, -0.3, 0.0);
     }
     if (op == TrainingOp::kGradientDescent) continue;
     sparse_case<T, int32_t>(op, 1, 1, 3, true);

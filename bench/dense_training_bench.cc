@@ -1,0 +1,295 @@
+// The dense training ops against the machine's limit for their bytes.
+//
+// Each dense op (varstate/training_ops.h) reads the variable, its slots and
+// the gradient and writes the variable and the slots back: for Adam, var,
+// m, v and grad in, var, m and v out, 7 tensor sizes a step. Its limit is a
+// pass that moves exactly those bytes and computes nothing: the same
+// number of tensors of the same size, each written one XORed with the
+// gradient-sized one in place, split over the same thread pool and
+// vectorized as wide as the CPU allows. The two alternate, after an
+// untimed run of each, so that both see the same machine; medians of the
+// pairs.
+//
+//   bench_dense_training [--quick] [--only OP/DTYPE] [--reps N] [--out F.json]
+//                        [--machine NAME]
+//
+// Ops: gradient_descent, momentum, adagrad, adam, rms_prop,
+// centered_rms_prop, ftrl; dtypes float32 and bfloat16; 64M elements a
+// tensor (16M with --quick). Prints one line per case and, with --out, a
+// JSON document (bench/results/). bench/compare_torch_optimizers.py runs
+// PyTorch's optimizers on the same sizes, interleaved with this program.
+#include <sys/utsname.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/parallel.h"
+#include "timing.h"
+#include "varstate/device_manager.h"
+#include "varstate/graph.h"
+#include "varstate/training_ops.h"
+#include "varstate/variable.h"
+
+using namespace varstate;
+using varstate::bench::median;
+using varstate::bench::seconds_of_call;
+
+namespace {
+
+struct OpInfo {
+  const char* name;
+  int slots;  // tensors the op writes besides the variable
+};
+
+constexpr OpInfo kOps[] = {{"gradient_descent", 0}, {"momentum", 1}, {"adagrad", 1},
+                           {"adam", 2},             {"rms_prop", 2}, {"centered_rms_prop", 3},
+                           {"ftrl", 2}};
+
+// The limit's inner loop: every written word XORed in place with the
+// read-only one, which is loaded once for all of them. Words, not floats:
+// no value can slow it down.
+template <int K, typename Word>
+inline void xor_into(Word* const* written, const Word* read, int64_t begin, int64_t end) {
+  Word* out[K];
+  for (int w = 0; w < K; ++w) out[w] = written[w];
+  for (int64_t i = begin; i < end; ++i) {
+    const Word g = read[i];
+    for (int w = 0; w < K; ++w) out[w][i] = static_cast<Word>(out[w][i] ^ g);
+  }
+}
+
+template <typename Word>
+inline void xor_streams(Word* const* written, int count, const Word* read, int64_t begin,
+                        int64_t end) {
+  switch (count) {
+    case 1:
+      return xor_into<1>(written, read, begin, end);
+    case 2:
+      return xor_into<2>(written, read, begin, end);
+    case 3:
+      return xor_into<3>(written, read, begin, end);
+    case 4:
+      return xor_into<4>(written, read, begin, end);
+    default:
+      std::abort();
+  }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+template <typename Word>
+__attribute__((target("avx512f,avx512vl,avx512bw"), flatten)) void xor_streams_avx512(
+    Word* const* written, int count, const Word* read, int64_t begin, int64_t end) {
+  xor_streams(written, count, read, begin, end);
+}
+bool has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+// The limit for one case: `count` written tensors and one read-only, of
+// n words each.
+template <typename Word>
+class Limit {
+ public:
+  Limit(int count, int64_t n) : count_(count), n_(n), read_(static_cast<size_t>(n), Word(3)) {
+    for (int w = 0; w < count; ++w) {
+      written_.emplace_back(static_cast<size_t>(n), static_cast<Word>(w + 1));
+      pointers_.push_back(written_.back().data());
+    }
+  }
+  void run() {
+    const double bytes = static_cast<double>(sizeof(Word)) * (2 * count_ + 1);
+    auto body = [this](int64_t begin, int64_t end) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+      static const bool avx512 = has_avx512();
+      if (avx512) return xor_streams_avx512(pointers_.data(), count_, read_.data(), begin, end);
+#endif
+      xor_streams(pointers_.data(), count_, read_.data(), begin, end);
+    };
+    kernels::cpu::eigen_device().parallelFor(
+        n_, Eigen::TensorOpCost(bytes, bytes, 1.0),
+        [&body](Eigen::Index begin, Eigen::Index end) { body(begin, end); });
+  }
+
+ private:
+  int count_;
+  int64_t n_;
+  std::vector<Word> read_;
+  std::vector<std::vector<Word>> written_;
+  std::vector<Word*> pointers_;
+};
+
+Variable filled(DType dtype, int64_t n, float value, const std::string& name) {
+  Variable v(Tensor::filled(dtype, {n}, Tensor(value), DeviceManager::instance().cpu()),
+             {.name = name});
+  v.initializer().run();
+  return v;
+}
+
+// A gradient of small values of both signs, in dtype.
+Tensor gradient(DType dtype, int64_t n) {
+  std::vector<float> g(static_cast<size_t>(n));
+  uint64_t x = 20261128;
+  for (float& e : g) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = static_cast<float>(static_cast<int64_t>(x >> 40) - (1 << 23)) / float(1 << 23) * 0.01f;
+  }
+  return Tensor::from_vector<float>(g, {n}).cast(dtype);
+}
+
+struct Result {
+  std::string op, dtype;
+  int64_t elements;
+  double bytes, op_s, limit_s;
+};
+
+Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
+  reset_default_graph();
+  const std::string op = info.name;
+  Variable var = filled(dtype, n, 0.5f, "var");
+  // Accumulators start positive (Adagrad's and Ftrl's take square roots).
+  std::vector<Variable> slots;
+  for (int s = 0; s < info.slots; ++s)
+    slots.push_back(filled(dtype, n, 0.1f, "slot" + std::to_string(s)));
+  const Tensor grad = gradient(dtype, n);
+  std::function<void()> step;
+  if (op == "gradient_descent") {
+    step = [&] { apply_gradient_descent(var, 0.01f, grad); };
+  } else if (op == "momentum") {
+    step = [&] { apply_momentum(var, slots[0], 0.01f, grad, 0.9f); };
+  } else if (op == "adagrad") {
+    step = [&] { apply_adagrad(var, slots[0], 0.01f, grad); };
+  } else if (op == "adam") {
+    step = [&] {
+      apply_adam(var, slots[0], slots[1], 0.9f, 0.999f, 0.001f, 0.9f, 0.999f, 1e-8f, grad);
+    };
+  } else if (op == "rms_prop") {
+    step = [&] { apply_rms_prop(var, slots[0], slots[1], 0.001f, 0.9f, 0.9f, 1e-10f, grad); };
+  } else if (op == "centered_rms_prop") {
+    step = [&] {
+      apply_centered_rms_prop(var, slots[0], slots[1], slots[2], 0.001f, 0.9f, 0.9f, 1e-10f,
+                              grad);
+    };
+  } else {
+    step = [&] { apply_ftrl(var, slots[0], slots[1], grad, 0.01f, 0.0f, 0.0f, -0.5f); };
+  }
+  const int written = 1 + info.slots;
+  const double bytes = static_cast<double>(dtype_size(dtype)) * n * (2 * written + 1);
+  std::function<void()> limit;
+  std::optional<Limit<uint32_t>> limit32;
+  std::optional<Limit<uint16_t>> limit16;
+  if (dtype_size(dtype) == 4) {
+    limit32.emplace(written, n);
+    limit = [&] { limit32->run(); };
+  } else {
+    limit16.emplace(written, n);
+    limit = [&] { limit16->run(); };
+  }
+  step();  // untimed: first touches, pool start
+  limit();
+  std::vector<double> op_s, limit_s;
+  for (int r = 0; r < reps; ++r) {
+    op_s.push_back(seconds_of_call(step));
+    limit_s.push_back(seconds_of_call(limit));
+  }
+  return {op, std::string(dtype_name(dtype)), n, bytes, median(op_s), median(limit_s)};
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one, five;
+  f >> one >> five;
+  return one + " " + five;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int reps = 7;
+  std::string only, out, machine;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_dense_training: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--only") {
+      only = value();
+    } else if (a == "--reps") {
+      reps = std::atoi(value().c_str());
+    } else if (a == "--out") {
+      out = value();
+    } else if (a == "--machine") {
+      machine = value();
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_dense_training [--quick] [--only OP/DTYPE] [--reps N] "
+                   "[--out F.json] [--machine NAME]\n");
+      return 2;
+    }
+  }
+  if (reps < 1) reps = 1;
+  if (machine.empty()) {
+    utsname u{};
+    uname(&u);
+    machine = u.nodename;
+  }
+  const int64_t n = (quick ? 16 : 64) << 20;
+  const std::string load_start = load_average();
+  std::vector<Result> results;
+  bool matched = false;
+  for (DType dtype : {DType::kFloat, DType::kBFloat16}) {
+    for (const OpInfo& info : kOps) {
+      const std::string label = std::string(info.name) + "/" + std::string(dtype_name(dtype));
+      if (!only.empty() && only != label) continue;
+      matched = true;
+      const Result r = run_case(info, dtype, n, reps);
+      std::printf("%-28s %9.2f ms  %6.2f GB/s  limit %9.2f ms  %6.2f GB/s  ratio %.3f\n",
+                  label.c_str(), r.op_s * 1e3, r.bytes / r.op_s / 1e9, r.limit_s * 1e3,
+                  r.bytes / r.limit_s / 1e9, r.limit_s / r.op_s);
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+  }
+  if (!matched) {
+    std::fprintf(stderr, "bench_dense_training: no case %s\n", only.c_str());
+    return 2;
+  }
+  if (!out.empty()) {
+    std::ofstream f(out);
+    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"threads\": "
+      << kernels::cpu::eigen_device().numThreads() << ", \"cpus\": "
+      << std::thread::hardware_concurrency() << ", \"reps\": " << reps
+      << ", \"load_start\": \"" << load_start << "\", \"load_end\": \"" << load_average()
+      << "\"},\n  \"results\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << r.dtype
+        << "\", \"elements\": " << r.elements << ", \"bytes\": " << r.bytes
+        << ", \"ms\": " << r.op_s * 1e3 << ", \"limit_ms\": " << r.limit_s * 1e3
+        << ", \"GBps\": " << r.bytes / r.op_s / 1e9
+        << ", \"limit_GBps\": " << r.bytes / r.limit_s / 1e9
+        << ", \"ratio_to_limit\": " << r.limit_s / r.op_s << "}"
+        << (i + 1 < results.size() ? ",\n" : "\n");
+    }
+    f << "  ]\n}\n";
+  }
+  return 0;
+}
