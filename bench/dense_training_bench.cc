@@ -20,6 +20,7 @@
 // PyTorch's optimizers on the same sizes, interleaved with this program.
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,7 @@
 
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/training_ops.h"
 #include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"
@@ -45,14 +47,35 @@ using varstate::bench::seconds_of_call;
 
 namespace {
 
+using kernels::TrainingOp;
+
 struct OpInfo {
   const char* name;
-  int slots;  // tensors the op writes besides the variable
+  TrainingOp op;
 };
 
-constexpr OpInfo kOps[] = {{"gradient_descent", 0}, {"momentum", 1}, {"adagrad", 1},
-                           {"adam", 2},             {"rms_prop", 2}, {"centered_rms_prop", 3},
-                           {"ftrl", 2}};
+constexpr OpInfo kOps[] = {{"gradient_descent", TrainingOp::kGradientDescent},
+                           {"momentum", TrainingOp::kMomentum},
+                           {"adagrad", TrainingOp::kAdagrad},
+                           {"adam", TrainingOp::kAdam},
+                           {"rms_prop", TrainingOp::kRMSProp},
+                           {"centered_rms_prop", TrainingOp::kCenteredRMSProp},
+                           {"ftrl", TrainingOp::kFtrl}};
+
+// The hyperparameters of every case (the public calls in run_case pass the
+// same values).
+kernels::TrainingHyper hyper() {
+  kernels::TrainingHyper h;
+  h.lr = 0.001;
+  h.beta1 = 0.9;
+  h.beta2 = 0.999;
+  h.beta1_power = 0.9;
+  h.beta2_power = 0.999;
+  h.epsilon = 1e-8;
+  h.momentum = 0.9;
+  h.rho = 0.9;
+  return h;
+}
 
 // The limit's inner loop: every written word XORed in place with the
 // read-only one, which is loaded once for all of them. Words, not floats:
@@ -130,6 +153,29 @@ class Limit {
   std::vector<Word*> pointers_;
 };
 
+// The op's arithmetic alone: the kernel on tensors that stay in the core's
+// caches (4,096 elements, one thread), called over and over. Its time per
+// element, times n over the pool's threads, is what the op would take if
+// memory were free: the compute floor of this machine.
+template <typename T>
+double compute_floor_s(TrainingOp op, int64_t n) {
+  constexpr int64_t kSmall = 4096;
+  constexpr int kCalls = 2000;
+  std::vector<T> var(kSmall, T(0.5f)), s0(kSmall, T(0.1f)), s1(kSmall, T(0.1f)),
+      s2(kSmall, T(0.01f)), grad(kSmall, T(0.001f));
+  const kernels::TrainingSlots<T> slots{var.data(), s0.data(), s1.data(), s2.data()};
+  const kernels::TrainingHyper h = hyper();
+  auto calls = [&] {
+    for (int i = 0; i < kCalls; ++i)
+      kernels::cpu::apply_dense<T>(op, h, slots, grad.data(), kSmall, 1);
+  };
+  calls();  // untimed
+  double best = seconds_of_call(calls);
+  for (int r = 0; r < 4; ++r) best = std::min(best, seconds_of_call(calls));
+  const int threads = kernels::cpu::eigen_device().numThreads();
+  return best / (static_cast<double>(kCalls) * kSmall) * static_cast<double>(n) / threads;
+}
+
 Variable filled(DType dtype, int64_t n, float value, const std::string& name) {
   Variable v(Tensor::filled(dtype, {n}, Tensor(value), DeviceManager::instance().cpu()),
              {.name = name});
@@ -151,7 +197,9 @@ Tensor gradient(DType dtype, int64_t n) {
 struct Result {
   std::string op, dtype;
   int64_t elements;
-  double bytes, op_s, limit_s;
+  double bytes, op_s, limit_s, floor_s;
+  // The bound the op cannot beat here: the slower of the two limits.
+  double bound_s() const { return std::max(limit_s, floor_s); }
 };
 
 Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
@@ -160,31 +208,31 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
   Variable var = filled(dtype, n, 0.5f, "var");
   // Accumulators start positive (Adagrad's and Ftrl's take square roots).
   std::vector<Variable> slots;
-  for (int s = 0; s < info.slots; ++s)
+  const int slot_count = kernels::training_slot_count(info.op);
+  for (int s = 0; s < slot_count; ++s)
     slots.push_back(filled(dtype, n, 0.1f, "slot" + std::to_string(s)));
   const Tensor grad = gradient(dtype, n);
   std::function<void()> step;
   if (op == "gradient_descent") {
-    step = [&] { apply_gradient_descent(var, 0.01f, grad); };
+    step = [&] { apply_gradient_descent(var, 0.001f, grad); };
   } else if (op == "momentum") {
-    step = [&] { apply_momentum(var, slots[0], 0.01f, grad, 0.9f); };
+    step = [&] { apply_momentum(var, slots[0], 0.001f, grad, 0.9f); };
   } else if (op == "adagrad") {
-    step = [&] { apply_adagrad(var, slots[0], 0.01f, grad); };
+    step = [&] { apply_adagrad(var, slots[0], 0.001f, grad); };
   } else if (op == "adam") {
     step = [&] {
       apply_adam(var, slots[0], slots[1], 0.9f, 0.999f, 0.001f, 0.9f, 0.999f, 1e-8f, grad);
     };
   } else if (op == "rms_prop") {
-    step = [&] { apply_rms_prop(var, slots[0], slots[1], 0.001f, 0.9f, 0.9f, 1e-10f, grad); };
+    step = [&] { apply_rms_prop(var, slots[0], slots[1], 0.001f, 0.9f, 0.9f, 1e-8f, grad); };
   } else if (op == "centered_rms_prop") {
     step = [&] {
-      apply_centered_rms_prop(var, slots[0], slots[1], slots[2], 0.001f, 0.9f, 0.9f, 1e-10f,
-                              grad);
+      apply_centered_rms_prop(var, slots[0], slots[1], slots[2], 0.001f, 0.9f, 0.9f, 1e-8f, grad);
     };
   } else {
-    step = [&] { apply_ftrl(var, slots[0], slots[1], grad, 0.01f, 0.0f, 0.0f, -0.5f); };
+    step = [&] { apply_ftrl(var, slots[0], slots[1], grad, 0.001f, 0.0f, 0.0f, -0.5f); };
   }
-  const int written = 1 + info.slots;
+  const int written = 1 + slot_count;
   const double bytes = static_cast<double>(dtype_size(dtype)) * n * (2 * written + 1);
   std::function<void()> limit;
   std::optional<Limit<uint32_t>> limit32;
@@ -203,7 +251,9 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
     op_s.push_back(seconds_of_call(step));
     limit_s.push_back(seconds_of_call(limit));
   }
-  return {op, std::string(dtype_name(dtype)), n, bytes, median(op_s), median(limit_s)};
+  const double floor_s = dtype == DType::kFloat ? compute_floor_s<float>(info.op, n)
+                                                : compute_floor_s<bfloat16>(info.op, n);
+  return {op, std::string(dtype_name(dtype)), n, bytes, median(op_s), median(limit_s), floor_s};
 }
 
 std::string load_average() {
@@ -261,9 +311,11 @@ int main(int argc, char** argv) {
       if (!only.empty() && only != label) continue;
       matched = true;
       const Result r = run_case(info, dtype, n, reps);
-      std::printf("%-28s %9.2f ms  %6.2f GB/s  limit %9.2f ms  %6.2f GB/s  ratio %.3f\n",
-                  label.c_str(), r.op_s * 1e3, r.bytes / r.op_s / 1e9, r.limit_s * 1e3,
-                  r.bytes / r.limit_s / 1e9, r.limit_s / r.op_s);
+      std::printf(
+          "%-26s %8.2f ms %6.2f GB/s | memory limit %8.2f ms (%.3f of it) | compute floor "
+          "%8.2f ms | %.3f of the bound\n",
+          label.c_str(), r.op_s * 1e3, r.bytes / r.op_s / 1e9, r.limit_s * 1e3, r.limit_s / r.op_s,
+          r.floor_s * 1e3, r.bound_s() / r.op_s);
       std::fflush(stdout);
       results.push_back(r);
     }
@@ -274,9 +326,9 @@ int main(int argc, char** argv) {
   }
   if (!out.empty()) {
     std::ofstream f(out);
-    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"threads\": "
-      << kernels::cpu::eigen_device().numThreads() << ", \"cpus\": "
-      << std::thread::hardware_concurrency() << ", \"reps\": " << reps
+    f << "{\n  \"context\": {\"machine\": \"" << machine
+      << "\", \"threads\": " << kernels::cpu::eigen_device().numThreads()
+      << ", \"cpus\": " << std::thread::hardware_concurrency() << ", \"reps\": " << reps
       << ", \"load_start\": \"" << load_start << "\", \"load_end\": \"" << load_average()
       << "\"},\n  \"results\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
@@ -286,7 +338,9 @@ int main(int argc, char** argv) {
         << ", \"ms\": " << r.op_s * 1e3 << ", \"limit_ms\": " << r.limit_s * 1e3
         << ", \"GBps\": " << r.bytes / r.op_s / 1e9
         << ", \"limit_GBps\": " << r.bytes / r.limit_s / 1e9
-        << ", \"ratio_to_limit\": " << r.limit_s / r.op_s << "}"
+        << ", \"ratio_to_limit\": " << r.limit_s / r.op_s
+        << ", \"compute_floor_ms\": " << r.floor_s * 1e3
+        << ", \"ratio_to_bound\": " << r.bound_s() / r.op_s << "}"
         << (i + 1 < results.size() ? ",\n" : "\n");
     }
     f << "  ]\n}\n";
