@@ -9,6 +9,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gather.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/hash_index.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/index_check.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/parallel.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
@@ -40,6 +41,7 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise_unary.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/gather.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/hash_index.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/random.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/scatter_complex.cu

@@ -13,6 +13,12 @@ set_source_files_properties(
 add_test(NAME test_kernels_random_3_threads COMMAND test_kernels_random "[threads]")
 set_tests_properties(test_kernels_random_3_threads PROPERTIES
   LABELS cpu ENVIRONMENT VARSTATE_CPU_THREADS=3)
+varstate_add_test(test_kernels_hash_index SOURCES ${CMAKE_CURRENT_LIST_DIR}/hash_index_test.cc)
+if(VARSTATE_HAVE_CUDA)
+  varstate_add_test(test_kernels_hash_index_gpu GPU SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/hash_index_gpu_test.cc)
+  target_link_libraries(test_kernels_hash_index_gpu PRIVATE CUDA::cudart)
+endif()
 varstate_add_test(test_kernels_scatter SOURCES ${CMAKE_CURRENT_LIST_DIR}/scatter_test.cc)
 if(VARSTATE_HAVE_CUDA)
   varstate_add_test(test_kernels_scatter_gpu GPU SOURCES

@@ -1,0 +1,93 @@
+// The CPU index of a hash-keyed variable: a map from 64-bit keys to row
+// slots of the variable's arena (docs/design: rows never move; only this
+// index is rebuilt when it grows).
+//
+// Open addressing with linear probing over a power-of-two array of
+// (key, slot) entries, 16 bytes each, 4 to a cache line: a lookup is one
+// cache miss in the common case. The position is the low bits of
+// kernels/key_hash.h's hash. An erased entry becomes a tombstone, which
+// lookups probe past and inserts reuse; live entries plus tombstones stay
+// at or under 3/4 of the array, and reaching that rebuilds it (doubled when
+// the live keys alone pass half of it, else at the same size, which drops
+// the tombstones).
+//
+// Every int64 key is allowed. Two key values mark empty entries and
+// tombstones inside the array; a key equal to either is held in a side
+// entry of its own instead.
+//
+// Thread safety: const members may run concurrently with each other;
+// anything else needs the index to itself (the keyed storage's locks
+// arrange that).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/key_hash.h"
+
+namespace varstate::kernels::cpu {
+
+class HashIndex {
+ public:
+  static constexpr int64_t kAbsent = kAbsentSlot;
+
+  // An index with room for `expected_keys` without a rebuild.
+  explicit HashIndex(int64_t expected_keys = 0);
+
+  // Live keys.
+  int64_t size() const { return size_; }
+  // Entries of the array (a power of two, at least 16).
+  int64_t capacity() const { return static_cast<int64_t>(entries_.size()); }
+  // Live keys the array holds before it is rebuilt (tombstones aside).
+  int64_t rebuild_threshold() const { return capacity() / 4 * 3; }
+
+  // The slot of `key`, or kAbsent.
+  int64_t find(int64_t key) const;
+  // slots[i] = find(keys[i]) for i in [0, n), with the entries of keys
+  // further on prefetched while the earlier ones are probed.
+  void find(const int64_t* keys, int64_t n, int64_t* slots) const;
+
+  // Maps `key` to `slot` (>= 0) if it is absent. Returns the slot the key
+  // has afterwards: `slot` when it was inserted, its old slot otherwise.
+  int64_t insert(int64_t key, int64_t slot);
+  // Removes `key`. Returns the slot it had, or kAbsent.
+  int64_t erase(int64_t key);
+  // Rebuilds now if needed so that `keys` live keys fit without a rebuild.
+  void reserve(int64_t keys);
+  // Removes every key; keeps the array.
+  void clear();
+
+  // fn(key, slot) for every live key, in no particular order.
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (int s = 0; s < 2; ++s) {
+      if (side_[s] != kAbsent) fn(static_cast<int64_t>(kSentinels[s]), side_[s]);
+    }
+    for (const Entry& e : entries_) {
+      if (e.key != kEmpty && e.key != kTombstone) fn(static_cast<int64_t>(e.key), e.slot);
+    }
+  }
+
+  // How many entries a lookup of each live key probes, in total (1 per key
+  // when none collides): the index's own measure of its clustering.
+  int64_t total_probes() const;
+
+ private:
+  static constexpr uint64_t kEmpty = kEmptyKey;
+  static constexpr uint64_t kTombstone = kTombstoneKey;
+  static constexpr uint64_t kSentinels[2] = {kEmpty, kTombstone};
+  using Entry = KeyEntry;
+
+  // The side entry of a sentinel key (0 or 1), or -1 for any other key.
+  static int side_of(uint64_t key) { return sentinel_of(key); }
+  uint64_t home(uint64_t key) const;
+  void rebuild(int64_t capacity);
+
+  std::vector<Entry> entries_;
+  uint64_t mask_ = 0;
+  int64_t size_ = 0;        // live keys, side entries included
+  int64_t used_ = 0;        // live entries plus tombstones in the array
+  int64_t side_[2] = {kAbsent, kAbsent};
+};
+
+}  // namespace varstate::kernels::cpu
