@@ -85,8 +85,8 @@ class HashIndex {
 
   std::vector<Entry> entries_;
   uint64_t mask_ = 0;
-  int64_t size_ = 0;        // live keys, side entries included
-  int64_t used_ = 0;        // live entries plus tombstones in the array
+  int64_t size_ = 0;  // live keys, side entries included
+  int64_t used_ = 0;  // live entries plus tombstones in the array
   int64_t side_[2] = {kAbsent, kAbsent};
 };
 

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/hash_index.h"
 
 namespace varstate::kernels::cpu {
 namespace {
@@ -26,20 +28,50 @@ void for_range(int64_t n, double bytes_per_item, double cycles_per_item, Fn&& fn
       [&fn](Eigen::Index begin, Eigen::Index end) { fn(int64_t{begin}, int64_t{end}); });
 }
 
-// The positions of `indices` sorted stably by index, and where each run
-// of one index starts (with n appended).
+// The positions of `indices` grouped by row: `order` lists them row by
+// row, each row's in their original order, the rows in the order the
+// indices first name them; heads[s] is where row s's run starts (n
+// appended). Linear, with no sort: one pass numbers the rows as they first
+// appear (a scratch entry per table row, written only where an index
+// points: nothing to clear; or, for a table much larger than the batch, a
+// hash index of the batch's rows), one counts each row's positions, one
+// places them.
 template <typename Index>
-void segments(const Index* indices, int64_t n, std::vector<int64_t>& order,
+void segments(const Index* indices, int64_t n, int64_t rows, std::vector<int64_t>& order,
               std::vector<int64_t>& heads) {
-  order.resize(n);
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [indices](int64_t a, int64_t b) { return indices[a] < indices[b]; });
-  heads.clear();
-  for (int64_t q = 0; q < n; ++q) {
-    if (q == 0 || indices[order[q]] != indices[order[q - 1]]) heads.push_back(q);
+  std::vector<int32_t> segment_of_position(static_cast<size_t>(n));
+  heads.clear();  // first the count of each segment
+  if (rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n)) {
+    thread_local std::vector<int32_t> segment_of_row;
+    if (std::ssize(segment_of_row) < rows) segment_of_row.resize(static_cast<size_t>(rows));
+    for (int64_t j = 0; j < n; ++j) segment_of_row[static_cast<size_t>(indices[j])] = -1;
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t& s = segment_of_row[static_cast<size_t>(indices[j])];
+      if (s < 0) {
+        s = static_cast<int32_t>(heads.size());
+        heads.push_back(0);
+      }
+      segment_of_position[static_cast<size_t>(j)] = s;
+      ++heads[static_cast<size_t>(s)];
+    }
+  } else {
+    HashIndex segment_of_row(n);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto s = segment_of_row.insert(static_cast<int64_t>(indices[j]), std::ssize(heads));
+      if (s == std::ssize(heads)) heads.push_back(0);
+      segment_of_position[static_cast<size_t>(j)] = static_cast<int32_t>(s);
+      ++heads[static_cast<size_t>(s)];
+    }
   }
+  int64_t start = 0;
+  for (int64_t& h : heads) start += std::exchange(h, start);
   heads.push_back(n);
+  order.resize(static_cast<size_t>(n));
+  std::vector<int64_t> next(heads.begin(), heads.end() - 1);
+  for (int64_t j = 0; j < n; ++j) {
+    order[static_cast<size_t>(
+        next[static_cast<size_t>(segment_of_position[static_cast<size_t>(j)])]++)] = j;
+  }
 }
 
 // The dense element loop: update_element's arithmetic on pointers that
@@ -210,7 +242,7 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
   const TrainingParams<C> p = training_params<T, C>(hyper);
   std::vector<int64_t> order;
   std::vector<int64_t> heads;
-  segments(indices, num_indices, order, heads);
+  segments(indices, num_indices, rows, order, heads);
   const int64_t num_segments = static_cast<int64_t>(heads.size()) - 1;
   const int64_t w = row_width;
   // Segment s's gradient row, summed into buf (row_width elements).

@@ -5,8 +5,9 @@
 // Sparse updates combine duplicate indices first, as TensorFlow's
 // optimizers do (_deduplicate_indexed_slices: the gradient rows of one
 // index are summed, from zero, in their original order, rounding to T
-// after each addition). The positions are sorted stably by index and each
-// distinct row is updated by exactly one thread, so results are bitwise
+// after each addition). The positions are grouped by row, in their
+// original order within a row (no sort: a linear pass), and each distinct
+// row is updated by exactly one thread, so results are bitwise
 // the same run to run and for every thread count; `deterministic` changes
 // nothing on the CPU. Work below kParallelBytesThreshold runs on the
 // calling thread.

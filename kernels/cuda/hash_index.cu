@@ -32,8 +32,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    find_kernel(const KeyEntry* __restrict__ entries, uint64_t mask, const int64_t* __restrict__ keys,
-                int64_t n, int64_t* __restrict__ slots) {
+    find_kernel(const KeyEntry* __restrict__ entries, uint64_t mask,
+                const int64_t* __restrict__ keys, int64_t n, int64_t* __restrict__ slots) {
   for (int64_t i = grid_index(); i < n; i += grid_stride()) {
     const auto k = static_cast<uint64_t>(keys[i]);
     int64_t slot = kAbsentSlot;
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Gives each claimed entry the next free slot.
 __global__ void __launch_bounds__(kThreads)
-    publish_kernel(KeyEntry* __restrict__ entries, const int64_t* __restrict__ positions,
-                   int64_t n, const int64_t* __restrict__ free_slots, Word* __restrict__ taken) {
+    publish_kernel(KeyEntry* __restrict__ entries, const int64_t* __restrict__ positions, int64_t n,
+                   const int64_t* __restrict__ free_slots, Word* __restrict__ taken) {
   for (int64_t i = grid_index(); i < n; i += grid_stride()) {
     const int64_t code = positions[i];
     if ((code & 1) == 0) continue;
@@ -162,8 +162,8 @@ void hash_index_clear(KeyEntry* entries, int64_t capacity, cudaStream_t stream) 
 void hash_index_find(const KeyEntry* entries, int64_t capacity, const int64_t* keys, int64_t n,
                      int64_t* slots, cudaStream_t stream) {
   if (n == 0) return;
-  launch_kernel(find_kernel, grid_for(n, kThreads), kThreads, 0, stream, entries,
-                mask_of(capacity), keys, n, slots);
+  launch_kernel(find_kernel, grid_for(n, kThreads), kThreads, 0, stream, entries, mask_of(capacity),
+                keys, n, slots);
 }
 
 void hash_index_insert(KeyEntry* entries, int64_t capacity, const int64_t* keys, int64_t n,

@@ -23,8 +23,8 @@
 using namespace varstate;
 using namespace varstate::testing;
 namespace gpu = varstate::kernels::cuda;
-using kernels::KeyEntry;
 using kernels::kAbsentSlot;
+using kernels::KeyEntry;
 
 namespace {
 
@@ -125,8 +125,7 @@ class GpuIndex {
 
 }  // namespace
 
-TEST_CASE("GPU hash index: batches against a reference map and the CPU twin",
-          "[gpu][hash_index]") {
+TEST_CASE("GPU hash index: batches against a reference map and the CPU twin", "[gpu][hash_index]") {
   std::mt19937_64 gen(20261128);
   // A pool of keys over the whole int64 range, the reserved words among them.
   std::vector<int64_t> pool(20000);

@@ -79,6 +79,11 @@ void all_cases() {
 
 TEST_CASE("training ops: float32 kernels equal the reference loop", "[training][threads]") {
   all_cases<float>();
+  // A table far larger than the batch: the duplicates are grouped through a
+  // hash index of the batch's rows instead of a scratch entry per row.
+  for (TrainingOp op : {TrainingOp::kAdagrad, TrainingOp::kLazyAdam}) {
+    sparse_case<float, int64_t>(op, 4200000, 1, 3000, true);
+  }
 }
 
 TEST_CASE("training ops: float64 kernels equal the reference loop", "[training][threads]") {
