@@ -2,7 +2,7 @@
 // std::unordered_map<int64_t, int64_t> doing the same work, interleaved,
 // medians of the pairs:
 //   insert    1M new random keys into an empty index (grown as it goes,
-//             and reserved ahead);
+//             reserved ahead, and in batch calls of 65,536 keys);
 //   find      65,536 keys of a 1M-key index, uniform and Zipf(1.1) over its
 //             keys, one batch call (the index prefetches ahead);
 //   churn     65,536 erasures then 65,536 inserts of new keys, in a
@@ -53,7 +53,8 @@ std::vector<int64_t> draws(const std::vector<int64_t>& keys, bool zipf, uint64_t
   }
   std::vector<double> cdf(keys.size());
   double sum = 0;
-  for (size_t r = 0; r < keys.size(); ++r) cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
+  for (size_t r = 0; r < keys.size(); ++r)
+    cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
   std::uniform_real_distribution<double> u(0, sum);
   for (int64_t& k : out) {
     const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(gen)) - cdf.begin();
@@ -78,9 +79,10 @@ Result pair(const std::string& name, int64_t ops, int reps, const std::function<
     b.push_back(seconds_of_call(map));
   }
   const Result res{name, ops, median(a), median(b)};
-  std::printf("%-22s index %8.3f ms (%6.1f M ops/s)  unordered_map %8.3f ms (%6.1f M ops/s)  %.2fx\n",
-              name.c_str(), res.index_s * 1e3, static_cast<double>(ops) / res.index_s / 1e6,
-              res.map_s * 1e3, static_cast<double>(ops) / res.map_s / 1e6, res.map_s / res.index_s);
+  std::printf(
+      "%-22s index %8.3f ms (%6.1f M ops/s)  unordered_map %8.3f ms (%6.1f M ops/s)  %.2fx\n",
+      name.c_str(), res.index_s * 1e3, static_cast<double>(ops) / res.index_s / 1e6,
+      res.map_s * 1e3, static_cast<double>(ops) / res.map_s / 1e6, res.map_s / res.index_s);
   std::fflush(stdout);
   return res;
 }
@@ -128,6 +130,24 @@ int main(int argc, char** argv) {
         }));
   }
 
+  // The batch insert (prefetching ahead), in batches of 65,536 keys.
+  std::vector<int64_t> free_slots(static_cast<size_t>(kBatch)), batch_slots(free_slots.size());
+  results.push_back(pair(
+      "insert_1M_batches", kKeys, reps,
+      [&] {
+        HashIndex index;
+        for (int64_t b = 0; b < kKeys; b += kBatch) {
+          for (int64_t j = 0; j < kBatch; ++j) free_slots[static_cast<size_t>(j)] = b + j;
+          index.insert(keys.data() + b, kBatch, free_slots.data(), batch_slots.data());
+        }
+        sink += index.size();
+      },
+      [&] {
+        std::unordered_map<int64_t, int64_t> map;
+        for (int64_t i = 0; i < kKeys; ++i) map.emplace(keys[static_cast<size_t>(i)], i);
+        sink += static_cast<int64_t>(map.size());
+      }));
+
   HashIndex index(kKeys);
   std::unordered_map<int64_t, int64_t> map;
   map.reserve(static_cast<size_t>(kKeys));
@@ -153,8 +173,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> live_index(keys.begin(), keys.begin() + kBatch);
   std::vector<int64_t> live_map = live_index;
   size_t next_index = 0, next_map = 0;
-  auto churn = [](auto erase, auto insert, std::vector<int64_t>& live, const std::vector<int64_t>& fresh,
-                  size_t& next) {
+  auto churn = [](auto erase, auto insert, std::vector<int64_t>& live,
+                  const std::vector<int64_t>& fresh, size_t& next) {
     for (int64_t& k : live) {
       erase(k);
       k = fresh[next++];
@@ -174,8 +194,9 @@ int main(int argc, char** argv) {
 
   if (!out.empty()) {
     std::ofstream f(out);
-    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"threads\": 1, \"keys\": " << kKeys
-      << ", \"batch\": " << kBatch << ", \"reps\": " << reps << "},\n  \"results\": [\n";
+    f << "{\n  \"context\": {\"machine\": \"" << machine
+      << "\", \"threads\": 1, \"keys\": " << kKeys << ", \"batch\": " << kBatch
+      << ", \"reps\": " << reps << "},\n  \"results\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       f << "    {\"case\": \"" << r.name << "\", \"ops\": " << r.ops

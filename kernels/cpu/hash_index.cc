@@ -75,6 +75,28 @@ int64_t HashIndex::insert(int64_t key, int64_t slot) {
   return slot;
 }
 
+int64_t HashIndex::insert(const int64_t* keys, int64_t n, const int64_t* free_slots,
+                          int64_t* slots) {
+  // Room for every key being new, tombstones aside: no rebuild inside the
+  // loop, so the entries prefetched stay where they are.
+  const int64_t live = size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent);
+  if (used_ + n > rebuild_threshold()) {
+    int64_t capacity = this->capacity();
+    while (capacity / 4 * 3 < live + n) capacity *= 2;
+    rebuild(capacity);
+  }
+  int64_t taken = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kPrefetchDistance < n) {
+      __builtin_prefetch(&entries_[home(static_cast<uint64_t>(keys[i + kPrefetchDistance]))], 1);
+    }
+    const int64_t slot = insert(keys[i], free_slots[taken]);
+    taken += slot == free_slots[taken];
+    slots[i] = slot;
+  }
+  return taken;
+}
+
 int64_t HashIndex::erase(int64_t key) {
   const auto k = static_cast<uint64_t>(key);
   if (const int s = side_of(k); s >= 0) {

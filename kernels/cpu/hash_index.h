@@ -50,6 +50,13 @@ class HashIndex {
   // Maps `key` to `slot` (>= 0) if it is absent. Returns the slot the key
   // has afterwards: `slot` when it was inserted, its old slot otherwise.
   int64_t insert(int64_t key, int64_t slot);
+  // The batch form, as the CUDA twin's: free_slots holds n slots no key
+  // has; for i in [0, n), keys[i] gets the next unused one if it is absent (in the order the keys
+  // first appear; a key repeated in the batch gets one), and slots[i] its
+  // slot afterwards. Returns how many free slots were used. Rebuilds at
+  // most once, before the first key, and prefetches the entries of keys
+  // further on while earlier ones are inserted.
+  int64_t insert(const int64_t* keys, int64_t n, const int64_t* free_slots, int64_t* slots);
   // Removes `key`. Returns the slot it had, or kAbsent.
   int64_t erase(int64_t key);
   // Rebuilds now if needed so that `keys` live keys fit without a rebuild.

@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -145,6 +146,39 @@ TEST_CASE("hash index: rebuilds keep every mapping; reserve avoids them", "[hash
   CHECK(reserved.capacity() == reserved_capacity);
   CHECK(reserved.find(-77) == kAbsent);
   reserved.for_each([](int64_t, int64_t) { FAIL("a key after clear()"); });
+}
+
+TEST_CASE("hash index: a batch insert equals one insert per key", "[hash_index]") {
+  std::mt19937_64 gen(9);
+  HashIndex batched(10);  // small: the batch's rebuild runs first
+  HashIndex single(10);
+  int64_t next_slot = 1000;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<int64_t> keys(5000);
+    for (int64_t& k : keys) k = static_cast<int64_t>(gen() % 20000) - 10000;  // repeats
+    keys[7] = kMin;
+    keys[8] = kMin + 1;
+    keys[9] = kMin;
+    std::vector<int64_t> free_slots(keys.size());
+    for (int64_t& s : free_slots) s = next_slot++;
+    std::vector<int64_t> got(keys.size(), -9);
+    const int64_t taken =
+        batched.insert(keys.data(), std::ssize(keys), free_slots.data(), got.data());
+    int64_t want_taken = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const int64_t slot = single.insert(keys[i], free_slots[static_cast<size_t>(want_taken)]);
+      want_taken += slot == free_slots[static_cast<size_t>(want_taken)];
+      REQUIRE(got[i] == slot);
+    }
+    REQUIRE(taken == want_taken);
+    REQUIRE(batched.size() == single.size());
+    // The free slots not taken are the tail, held by no key.
+    const std::set<int64_t> unused(free_slots.begin() + taken, free_slots.end());
+    batched.for_each([&](int64_t, int64_t slot) { REQUIRE(unused.count(slot) == 0); });
+  }
+  std::unordered_map<int64_t, int64_t> ref;
+  single.for_each([&](int64_t key, int64_t slot) { ref[key] = slot; });
+  check_same(batched, ref);
 }
 
 TEST_CASE("hash index: erase and reinsert cycles reuse entries", "[hash_index]") {
