@@ -62,8 +62,8 @@ constexpr OpInfo kOps[] = {{"gradient_descent", TrainingOp::kGradientDescent},
                            {"centered_rms_prop", TrainingOp::kCenteredRMSProp},
                            {"ftrl", TrainingOp::kFtrl}};
 
-// The hyperparameters of every case (the public calls in run_case pass the
-// same values).
+// The hyperparameters of every case: the compute floor's kernel calls and
+// run_case's public calls.
 kernels::TrainingHyper hyper() {
   kernels::TrainingHyper h;
   h.lr = 0.001;
@@ -212,25 +212,39 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
   for (int s = 0; s < slot_count; ++s)
     slots.push_back(filled(dtype, n, 0.1f, "slot" + std::to_string(s)));
   const Tensor grad = gradient(dtype, n);
+  // The public calls, with hyper()'s values (the compute floor's).
+  const kernels::TrainingHyper h = hyper();
+  const auto lr = static_cast<float>(h.lr), beta1 = static_cast<float>(h.beta1),
+             beta2 = static_cast<float>(h.beta2), b1p = static_cast<float>(h.beta1_power),
+             b2p = static_cast<float>(h.beta2_power), eps = static_cast<float>(h.epsilon),
+             momentum = static_cast<float>(h.momentum), rho = static_cast<float>(h.rho);
   std::function<void()> step;
-  if (op == "gradient_descent") {
-    step = [&] { apply_gradient_descent(var, 0.001f, grad); };
-  } else if (op == "momentum") {
-    step = [&] { apply_momentum(var, slots[0], 0.001f, grad, 0.9f); };
-  } else if (op == "adagrad") {
-    step = [&] { apply_adagrad(var, slots[0], 0.001f, grad); };
-  } else if (op == "adam") {
-    step = [&] {
-      apply_adam(var, slots[0], slots[1], 0.9f, 0.999f, 0.001f, 0.9f, 0.999f, 1e-8f, grad);
-    };
-  } else if (op == "rms_prop") {
-    step = [&] { apply_rms_prop(var, slots[0], slots[1], 0.001f, 0.9f, 0.9f, 1e-8f, grad); };
-  } else if (op == "centered_rms_prop") {
-    step = [&] {
-      apply_centered_rms_prop(var, slots[0], slots[1], slots[2], 0.001f, 0.9f, 0.9f, 1e-8f, grad);
-    };
-  } else {
-    step = [&] { apply_ftrl(var, slots[0], slots[1], grad, 0.001f, 0.0f, 0.0f, -0.5f); };
+  switch (info.op) {
+    case TrainingOp::kGradientDescent:
+      step = [&] { apply_gradient_descent(var, lr, grad); };
+      break;
+    case TrainingOp::kMomentum:
+      step = [&] { apply_momentum(var, slots[0], lr, grad, momentum); };
+      break;
+    case TrainingOp::kAdagrad:
+      step = [&] { apply_adagrad(var, slots[0], lr, grad); };
+      break;
+    case TrainingOp::kAdam:
+      step = [&] { apply_adam(var, slots[0], slots[1], b1p, b2p, lr, beta1, beta2, eps, grad); };
+      break;
+    case TrainingOp::kRMSProp:
+      step = [&] { apply_rms_prop(var, slots[0], slots[1], lr, rho, momentum, eps, grad); };
+      break;
+    case TrainingOp::kCenteredRMSProp:
+      step = [&] {
+        apply_centered_rms_prop(var, slots[0], slots[1], slots[2], lr, rho, momentum, eps, grad);
+      };
+      break;
+    default:  // kFtrl: l1 = l2 = 0, lr_power = -0.5 (hyper()'s defaults)
+      step = [&] {
+        apply_ftrl(var, slots[0], slots[1], grad, lr, static_cast<float>(h.l1),
+                   static_cast<float>(h.l2), static_cast<float>(h.lr_power));
+      };
   }
   const int written = 1 + slot_count;
   const double bytes = static_cast<double>(dtype_size(dtype)) * n * (2 * written + 1);

@@ -3,6 +3,7 @@
 # them in parallel.
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cast.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/cpu_isa.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc

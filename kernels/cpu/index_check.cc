@@ -4,6 +4,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cpu/cpu_isa.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define VARSTATE_INDEX_CHECK_AVX2 1
 #include <immintrin.h>
@@ -93,11 +95,6 @@ __attribute__((target("avx2"))) int64_t first_bad_avx2(const Index* indices, int
   return scan(indices, b, n, limit);
 }
 
-bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
-}
-
 #endif  // VARSTATE_INDEX_CHECK_AVX2
 
 template <typename Index>
@@ -105,8 +102,7 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
   if (n <= 0) return -1;
   if (rows <= 0) return 0;
 #if VARSTATE_INDEX_CHECK_AVX2
-  static const bool avx2 = cpu_has_avx2();
-  if (avx2) return first_bad_avx2(indices, n, rows);
+  if (cpu_isa() >= Isa::kAvx2) return first_bad_avx2(indices, n, rows);
 #endif
   return first_bad_portable(indices, n, rows);
 }

@@ -23,6 +23,7 @@
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/index_check.h"
 #include "kernels/cpu/scatter.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "kernels/elementwise_functors.h"
 #include "varstate/error.h"
 
@@ -163,33 +164,6 @@ void apply_positions(const Rows& table, int64_t row_width, const Index* indices,
     apply_row<Op, Scalar>(slot.row + c0, src, c1 - c0);
   }
 }
-
-// Per-index scratch arrays kept by each thread from one call to the next.
-// Allocating them afresh on each call costs more than the kernel once the
-// heap is fragmented (a program that freed many small objects: malloc then
-// sorts its free lists on every large request). Buffers above kMaxKept
-// bytes are freed after the call.
-template <typename T>
-class ThreadScratch {
- public:
-  static constexpr size_t kMaxKept = size_t{64} << 20;
-  explicit ThreadScratch(size_t n) : buffer_(kept()) {
-    if (buffer_.size() < n) buffer_.resize(n);
-  }
-  ~ThreadScratch() {
-    if (buffer_.capacity() * sizeof(T) > kMaxKept) std::vector<T>().swap(buffer_);
-  }
-  ThreadScratch(const ThreadScratch&) = delete;
-  ThreadScratch& operator=(const ThreadScratch&) = delete;
-  T* data() { return buffer_.data(); }
-
- private:
-  static std::vector<T>& kept() {
-    thread_local std::vector<T> buffer;
-    return buffer;
-  }
-  std::vector<T>& buffer_;
-};
 
 // The first pass of a shard over all indices: checks each, and lists in
 // order the positions of those whose row part `mine` accepts (branch-free:

@@ -1,14 +1,14 @@
 #include "kernels/cpu/training_ops.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/hash_index.h"
+#include "kernels/cpu/thread_scratch.h"
 
 namespace varstate::kernels::cpu {
 namespace {
@@ -32,36 +32,36 @@ void for_range(int64_t n, double bytes_per_item, double cycles_per_item, Fn&& fn
 // row, each row's in their original order, the rows in the order the
 // indices first name them; heads[s] is where row s's run starts (n
 // appended). Linear, with no sort: one pass numbers the rows as they first
-// appear (a scratch entry per table row, written only where an index
-// points: nothing to clear; or, for a table much larger than the batch, a
-// hash index of the batch's rows), one counts each row's positions, one
-// places them.
+// appear (a per-thread scratch entry per table row, written only where an
+// index points: nothing to clear; or, for a table much larger than the
+// batch, a hash index of the batch's rows), one counts each row's
+// positions, one places them.
 template <typename Index>
 void segments(const Index* indices, int64_t n, int64_t rows, std::vector<int64_t>& order,
               std::vector<int64_t>& heads) {
   std::vector<int32_t> segment_of_position(static_cast<size_t>(n));
   heads.clear();  // first the count of each segment
-  if (rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n)) {
-    thread_local std::vector<int32_t> segment_of_row;
-    if (std::ssize(segment_of_row) < rows) segment_of_row.resize(static_cast<size_t>(rows));
-    for (int64_t j = 0; j < n; ++j) segment_of_row[static_cast<size_t>(indices[j])] = -1;
+  // segment_of(row): the row's segment, the next number if it has none.
+  auto number = [&](auto&& segment_of) {
     for (int64_t j = 0; j < n; ++j) {
-      int32_t& s = segment_of_row[static_cast<size_t>(indices[j])];
-      if (s < 0) {
-        s = static_cast<int32_t>(heads.size());
-        heads.push_back(0);
-      }
-      segment_of_position[static_cast<size_t>(j)] = s;
-      ++heads[static_cast<size_t>(s)];
-    }
-  } else {
-    HashIndex segment_of_row(n);
-    for (int64_t j = 0; j < n; ++j) {
-      const auto s = segment_of_row.insert(static_cast<int64_t>(indices[j]), std::ssize(heads));
+      const int64_t s = segment_of(static_cast<int64_t>(indices[j]));
       if (s == std::ssize(heads)) heads.push_back(0);
       segment_of_position[static_cast<size_t>(j)] = static_cast<int32_t>(s);
       ++heads[static_cast<size_t>(s)];
     }
+  };
+  if (rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n)) {
+    ThreadScratch<int32_t> scratch(static_cast<size_t>(rows));
+    int32_t* const segment_of_row = scratch.data();
+    for (int64_t j = 0; j < n; ++j) segment_of_row[indices[j]] = -1;
+    number([&](int64_t row) {
+      int32_t& s = segment_of_row[row];
+      if (s < 0) s = static_cast<int32_t>(heads.size());
+      return int64_t{s};
+    });
+  } else {
+    HashIndex segment_of_row(n);
+    number([&](int64_t row) { return segment_of_row.insert(row, std::ssize(heads)); });
   }
   int64_t start = 0;
   for (int64_t& h : heads) start += std::exchange(h, start);
@@ -87,18 +87,8 @@ template <TrainingOp Op, typename T, typename C>
 inline void dense_loop(const TrainingParams<C>& p, T* __restrict var, T* __restrict s0,
                        T* __restrict s1, T* __restrict s2, const T* __restrict grad, int64_t begin,
                        int64_t end) {
-  constexpr int kSlots = training_slot_count(Op);
-  for (int64_t i = begin; i < end; ++i) {
-    C v = load_as<C>(var[i]);
-    C a = kSlots > 0 ? load_as<C>(s0[i]) : C(0);
-    C b = kSlots > 1 ? load_as<C>(s1[i]) : C(0);
-    C c = kSlots > 2 ? load_as<C>(s2[i]) : C(0);
-    apply_element<Op, false>(p, load_as<C>(grad[i]), v, a, b, c);
-    var[i] = store_as<T>(v);
-    if constexpr (kSlots > 0) s0[i] = store_as<T>(a);
-    if constexpr (kSlots > 1) s1[i] = store_as<T>(b);
-    if constexpr (kSlots > 2) s2[i] = store_as<T>(c);
-  }
+  const TrainingSlots<T> slots{var, s0, s1, s2};
+  for (int64_t i = begin; i < end; ++i) update_element<Op, false>(p, slots, i, load_as<C>(grad[i]));
 }
 
 template <TrainingOp Op, bool A, bool B, typename T, typename C>
@@ -141,32 +131,6 @@ __attribute__((target("avx2"), flatten)) void dense_elements_avx2(const Training
                                                                   const T* grad, int64_t begin,
                                                                   int64_t end) {
   dense_elements<Op, A, B>(p, slots, grad, begin, end);
-}
-
-enum class Isa {
-  kBaseline,
-  kAvx2,
-  kAvx512
-};
-
-// The widest the CPU has, capped by VARSTATE_CPU_ISA ("baseline", "avx2";
-// any other value caps nothing): the tests run each variant that way.
-Isa cpu_isa() {
-  static const Isa isa = [] {
-    __builtin_cpu_init();
-    Isa best = Isa::kBaseline;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw")) {
-      best = Isa::kAvx512;
-    } else if (__builtin_cpu_supports("avx2")) {
-      best = Isa::kAvx2;
-    }
-    const char* cap = std::getenv("VARSTATE_CPU_ISA");
-    if (cap != nullptr && std::strcmp(cap, "baseline") == 0) return Isa::kBaseline;
-    if (cap != nullptr && std::strcmp(cap, "avx2") == 0) return std::min(best, Isa::kAvx2);
-    return best;
-  }();
-  return isa;
 }
 
 template <TrainingOp Op, bool A, bool B, typename T, typename C>
