@@ -30,7 +30,11 @@ varstate's fraction of the larger of the two bounds.
   python bench/compare_torch_optimizers.py --ours-bin build/bench/bench_dense_training \\
       [--only adam/float32,...] [--threads 2] [--reps 5] [--rounds 3] [--quick] [--out F]
 
-Run with a PyTorch that has the fused CPU optimizers (2.4 or later).
+Run with a PyTorch that has the fused CPU optimizers (2.4 or later), e.g.
+from a virtual environment of its own:
+
+  python3 -m venv ~/.cache/varstate/venv-torch
+  ~/.cache/varstate/venv-torch/bin/pip install torch numpy
 """
 import argparse
 import json
