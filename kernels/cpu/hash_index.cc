@@ -54,8 +54,7 @@ int64_t HashIndex::insert(int64_t key, int64_t slot) {
     // Doubled when live keys fill half the array; else the same size, which
     // only drops the tombstones (a quarter of the array at least is free
     // again either way, so rebuilds are amortized).
-    const int64_t live = size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent);
-    rebuild(live + 1 > capacity() / 2 ? capacity() * 2 : capacity());
+    rebuild(array_keys() + 1 > capacity() / 2 ? capacity() * 2 : capacity());
   }
   Entry* reuse = nullptr;  // the first tombstone on the probe
   for (uint64_t i = home(k);; i = (i + 1) & mask_) {
@@ -79,11 +78,8 @@ int64_t HashIndex::insert(const int64_t* keys, int64_t n, const int64_t* free_sl
                           int64_t* slots) {
   // Room for every key being new, tombstones aside: no rebuild inside the
   // loop, so the entries prefetched stay where they are.
-  const int64_t live = size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent);
   if (used_ + n > rebuild_threshold()) {
-    int64_t capacity = this->capacity();
-    while (capacity / 4 * 3 < live + n) capacity *= 2;
-    rebuild(capacity);
+    rebuild(std::max(capacity(), capacity_for(array_keys() + n)));
   }
   int64_t taken = 0;
   for (int64_t i = 0; i < n; ++i) {

@@ -88,6 +88,8 @@ class HashIndex {
   // The side entry of a sentinel key (0 or 1), or -1 for any other key.
   static int side_of(uint64_t key) { return sentinel_of(key); }
   uint64_t home(uint64_t key) const;
+  // Live keys in the array (the side entries' aside).
+  int64_t array_keys() const { return size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent); }
   void rebuild(int64_t capacity);
 
   std::vector<Entry> entries_;
