@@ -294,7 +294,15 @@ std::vector<std::string> add_restore_shard(tf::GraphDef* g, const std::string& s
 // The saver's subgraph under `scope` (from def.filename_tensor_name):
 // "<scope>/Const" (the filename to feed), the save ops ending in
 // def.save_tensor_name and the restore ops under def.restore_op_name.
-void add_saver_nodes(tf::GraphDef* g, const SaverDef& def, const std::vector<Saver::Item>& items) {
+void add_saver_nodes(tf::GraphDef* g, const SaverDef& def,
+                     const std::vector<Saver::Item>& saver_items) {
+  // Dynamic variables' keys and rows are left out: TensorFlow's
+  // RestoreV2 + Assign cannot rebuild a hash-keyed table (varstate's Saver
+  // restores them; TensorFlow reads their tensors as plain ones).
+  std::vector<Saver::Item> items;
+  for (const Saver::Item& item : saver_items) {
+    if (item.part == Saver::Part::kValue) items.push_back(item);
+  }
   const std::string filename = strip_output(def.filename_tensor_name);
   const std::string scope = filename.substr(0, filename.rfind('/'));
   add_string_const(g, filename, {"model"}, /*scalar=*/true);

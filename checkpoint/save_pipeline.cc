@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/delta_save_internal.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/keyed_checkpoint.h"
 #include "checkpoint/live_save_internal.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/tensor_bundle.h"
@@ -133,7 +134,24 @@ SaveJob SavePipeline::prepare(SaveRequest request, SaveCollective& collective) {
     }
     job.delta = plan_delta(job, collective, job.error);
   }
+  // The dynamic variables' keys and rows, each table's in one take (a
+  // delta holds them whole).
+  if (!job.error) {
+    try {
+      auto keyed = std::make_shared<const KeyedExports>(options_.writes);
+      if (!keyed->empty()) job.keyed = std::move(keyed);
+    } catch (...) {
+      job.error = std::current_exception();
+    }
+  }
   return job;
+}
+
+Tensor SavePipeline::copy_item(const SaveJob& job, size_t i) const {
+  const Saver::Item& item = options_.writes[i];
+  if (item.part != Saver::Part::kValue) return job.keyed->value(item);
+  const DeltaPlan* delta = job.delta.get();
+  return copy_value(item, delta && !delta->items[i].whole ? &delta->items[i] : nullptr);
 }
 
 std::shared_ptr<DeltaPlan> SavePipeline::plan_delta(const SaveJob& job, SaveCollective& collective,
@@ -180,11 +198,7 @@ std::shared_ptr<DeltaPlan> SavePipeline::plan_delta(const SaveJob& job, SaveColl
 std::vector<Tensor> SavePipeline::snapshot(const SaveJob& job) const {
   std::vector<Tensor> out;
   out.reserve(options_.writes.size());
-  for (size_t i = 0; i < options_.writes.size(); ++i) {
-    const DeltaPlan* delta = job.delta.get();
-    out.push_back(copy_value(options_.writes[i],
-                             delta && !delta->items[i].whole ? &delta->items[i] : nullptr));
-  }
+  for (size_t i = 0; i < options_.writes.size(); ++i) out.push_back(copy_item(job, i));
   return out;
 }
 
@@ -212,7 +226,7 @@ void SavePipeline::write_shard(const SaveJob& job, size_t group,
       continue;
     }
     // An asynchronous save's snapshot holds the values (or rows) copied.
-    const Tensor value = snapshot.empty() ? copy_value(item, rows) : snapshot[i];
+    const Tensor value = snapshot.empty() ? copy_item(job, i) : snapshot[i];
     if (rows != nullptr) {
       write_item_rows(*out, item, *rows, value);
     } else {

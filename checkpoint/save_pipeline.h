@@ -63,6 +63,7 @@ class Graph;
 
 namespace internal {
 
+class KeyedExports;
 class LiveSave;
 struct DeltaPlan;
 
@@ -162,6 +163,9 @@ struct SaveJob {
   std::shared_ptr<CheckpointWriter> writer;
   int first_shard = 0;
   std::shared_ptr<DeltaPlan> delta;  // null: a full checkpoint
+  // The dynamic variables' keys and rows, taken in prepare() (null when
+  // none is written).
+  std::shared_ptr<const KeyedExports> keyed;
   // A failure to take the changed rows: the save fails in finish().
   std::exception_ptr error;
 
@@ -207,6 +211,8 @@ class SavePipeline {
  private:
   std::shared_ptr<DeltaPlan> plan_delta(const SaveJob& job, SaveCollective& collective,
                                         std::exception_ptr& error);
+  // A copy of what write `i` saves in `job`.
+  Tensor copy_item(const SaveJob& job, size_t i) const;
   std::exception_ptr write_shards(const SaveJob& job, const std::vector<Tensor>& snapshot) const;
   void write_shard(const SaveJob& job, size_t group, const std::vector<Tensor>& snapshot) const;
   void check_paths(const SaveRequest& request, const CheckpointWriter& writer) const;

@@ -14,12 +14,14 @@
 #include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/keyed_checkpoint.h"
 #include "checkpoint/meta_graph_internal.h"
 #include "checkpoint/save_pipeline.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint/unsynced_file_system.h"
+#include "runtime/keyed_storage.h"
 #include "runtime/variable_access.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
@@ -135,6 +137,18 @@ void Saver::Impl::check_built(const char* what) const {
 
 namespace {
 
+// The items of `var` under `key`: its value, or a dynamic variable's keys
+// and rows.
+void push_item(std::vector<Saver::Item>& out, const std::string& key, const Variable& var) {
+  using Part = Saver::Part;
+  if (internal::keyed_storage(var) != nullptr) {
+    out.push_back({key + internal::kKeysSuffix, var, std::nullopt, Part::kKeys});
+    out.push_back({key + internal::kValuesSuffix, var, std::nullopt, Part::kRows});
+    return;
+  }
+  out.push_back({key, var, var.save_slice_info()});
+}
+
 // The saver's items from options.var_list, or the graph's global variables,
 // in list order; a variable may appear once.
 std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph& graph) {
@@ -152,7 +166,7 @@ std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph&
               quoted(key) + " (variable " + quoted(var.op_name()) + ")");
         }
       }
-      out.push_back({key, var, var.save_slice_info()});
+      push_item(out, key, var);
     }
   } else {
     std::vector<Variable> list = options.var_list
@@ -165,7 +179,7 @@ std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph&
         }
       }
       const auto& slice = var.save_slice_info();
-      out.push_back({slice ? slice->full_name : var.op_name(), var, slice});
+      push_item(out, slice ? slice->full_name : var.op_name(), var);
     }
   }
   return out;
@@ -377,10 +391,14 @@ void for_each_group(size_t num_groups, const Body& body) {
 void Saver::Impl::restore(const std::string& save_path) {
   std::unique_ptr<CheckpointReader> reader = internal::open_for_restore(save_path, fs);
 
-  // 1. Validate everything before reading data.
+  // 1. Validate everything before reading data. Dynamic variables are read
+  // and checked whole here, and change with the others at the end.
   std::vector<RestoreStep> steps;
   steps.reserve(items.size());
-  for (const Item& item : items) steps.push_back(plan_restore(item, *reader, options.reshape));
+  for (const Item& item : items) {
+    if (item.part == Part::kValue) steps.push_back(plan_restore(item, *reader, options.reshape));
+  }
+  internal::KeyedRestore keyed(items, *reader);
 
   // 2. Per device, in parallel: read into fresh tensors on that device, in
   // the groups plan_read_groups() makes.
@@ -394,6 +412,7 @@ void Saver::Impl::restore(const std::string& save_path) {
     });
     // 3. Every tensor is read and checked: assign.
     for (size_t i = 0; i < steps.size(); ++i) assign_restored(*steps[i].item, restored[i]);
+    keyed.apply();
     return;
   }
   // Sequentially: one variable's data in memory at a time. A first pass
@@ -405,6 +424,7 @@ void Saver::Impl::restore(const std::string& save_path) {
   for_each_group(groups.size(), [&](size_t g) {
     for (size_t i : groups[g]) assign_restored(*steps[i].item, read_step(steps[i], *reader));
   });
+  keyed.apply();
 }
 
 // ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/crc32c.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_system.cc
+  ${CMAKE_CURRENT_LIST_DIR}/keyed_checkpoint.cc
   ${CMAKE_CURRENT_LIST_DIR}/unsynced_file_system.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_retention.cc

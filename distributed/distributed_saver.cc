@@ -160,6 +160,13 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   Saver keys(std::move(key_options));
   m.items = keys.items();
   for (const Saver::Item& item : m.items) {
+    if (item.part != Saver::Part::kValue) {
+      throw UnimplementedError("DistributedSaver: " + quoted(item.variable.op_name()) +
+                               " is a dynamic variable; a DistributedSaver does not save them "
+                               "yet (save it with a Saver of the process that holds it)");
+    }
+  }
+  for (const Saver::Item& item : m.items) {
     const int owner = ClusterAccess::owner_rank(item.variable);
     if (owner == cluster.rank() || (owner < 0 && cluster.rank() == 0)) m.writes.push_back(item);
   }

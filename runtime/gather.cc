@@ -12,6 +12,7 @@
 #include "varstate/device.h"
 #include "varstate/device_manager.h"
 #include "varstate/device_spec.h"
+#include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/placement.h"
 #include "varstate/slice.h"
@@ -133,6 +134,10 @@ Tensor gather(const Tensor& params, const Tensor& indices, const GatherOptions& 
 
 Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions& options) {
   const std::string who = op_label(options) + " on " + quoted(params.op_name());
+  if (std::optional<DynamicVariable> dynamic = DynamicVariable::from_variable(params)) {
+    // Indices are keys; absent ones are inserted, as a training lookup.
+    return dynamic->gather(indices);
+  }
   check_params_rank(params.shape(), who);
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
   return internal::storage(params)

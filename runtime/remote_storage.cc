@@ -50,6 +50,8 @@ std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
   return f ? f(op_name, placement, dtype, shape) : nullptr;
 }
 
+bool remote_storage_installed() { return static_cast<bool>(current_hooks().make); }
+
 RemoteCreationBatch::RemoteCreationBatch() {
   Hooks h = current_hooks();
   if (h.begin_batch && h.end_batch) {

@@ -144,6 +144,8 @@ using RemoteStorageFactory = std::function<std::shared_ptr<RemoteStorage>(
 void set_remote_storage_factory(RemoteStorageFactory factory,
                                 std::function<void()> begin_batch = nullptr,
                                 std::function<void()> end_batch = nullptr);
+// Whether a factory is installed (a Cluster is active in this process).
+bool remote_storage_installed();
 std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
                                                    const std::string& placement, DType dtype,
                                                    const TensorShape& shape);

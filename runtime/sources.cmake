@@ -3,6 +3,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dense_update.cc
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows.cc
   ${CMAKE_CURRENT_LIST_DIR}/distinct_rows.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dynamic_variable.cc
   ${CMAKE_CURRENT_LIST_DIR}/gather.cc
   ${CMAKE_CURRENT_LIST_DIR}/graph.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops.cc
@@ -10,6 +11,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/partitioners.cc
   ${CMAKE_CURRENT_LIST_DIR}/placeholder.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers.cc
+  ${CMAKE_CURRENT_LIST_DIR}/keyed_storage.cc
+  ${CMAKE_CURRENT_LIST_DIR}/keyed_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/random_seed.cc

@@ -268,7 +268,11 @@ void Variable::init(std::optional<Tensor> value, InitialValueFn fn, VariableOpti
 
   if (value || s.initial_fn) make_initializer_op();
 
-  s.storage = internal::make_remote_storage(s.op_name, s.placement, s.dtype, shape);
+  if (const internal::StorageFactory* factory = internal::ScopedStorageFactory::current()) {
+    s.storage = (*factory)(s.op_name, s.dtype, *s.device, s.placement);
+  } else {
+    s.storage = internal::make_remote_storage(s.op_name, s.placement, s.dtype, shape);
+  }
   if (!s.storage) {
     s.storage =
         std::make_shared<internal::LocalStorage>(s.dtype, shape, *s.device, s.validate_shape);
@@ -323,6 +327,19 @@ struct VariableAccess {
     return Variable(std::static_pointer_cast<Variable::State>(state));
   }
 };
+
+namespace {
+thread_local const StorageFactory* t_storage_factory = nullptr;
+}  // namespace
+
+ScopedStorageFactory::ScopedStorageFactory(StorageFactory factory)
+    : factory_(std::move(factory)), outer_(t_storage_factory) {
+  t_storage_factory = &factory_;
+}
+
+ScopedStorageFactory::~ScopedStorageFactory() { t_storage_factory = outer_; }
+
+const StorageFactory* ScopedStorageFactory::current() { return t_storage_factory; }
 
 void throw_uninitialized(const std::string& op_name) {
   throw FailedPreconditionError("Attempting to use uninitialized value " + op_name);

@@ -69,6 +69,27 @@ void set_initial_value_fn(Variable& variable, InitialValueFn fn);
 // consumes it; 0 otherwise (the Tensor it was made from is not counted).
 int64_t retained_initial_value_bytes(const Variable& variable);
 
+// The storage of the Variables a thread constructs while a
+// ScopedStorageFactory is alive on it, instead of a local or remote one
+// (a dynamic variable's keyed storage, runtime/keyed_storage.h): called
+// once per Variable with its op name, dtype, device and placement.
+class VariableStorage;
+using StorageFactory = std::function<std::shared_ptr<VariableStorage>(
+    const std::string& op_name, DType dtype, Device& device, const std::string& placement)>;
+class ScopedStorageFactory {
+ public:
+  explicit ScopedStorageFactory(StorageFactory factory);
+  ~ScopedStorageFactory();
+  ScopedStorageFactory(const ScopedStorageFactory&) = delete;
+  ScopedStorageFactory& operator=(const ScopedStorageFactory&) = delete;
+  // The innermost factory alive on this thread, or nullptr.
+  static const StorageFactory* current();
+
+ private:
+  StorageFactory factory_;
+  const StorageFactory* outer_;
+};
+
 // For Graph: type-erased state handles.
 std::shared_ptr<void> state_handle(const Variable& variable);
 Variable from_state_handle(const std::shared_ptr<void>& state);

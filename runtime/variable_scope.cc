@@ -1,10 +1,12 @@
 #include "varstate/variable_scope.h"
 
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/dynamic_variable_internal.h"
 #include "runtime/remote_storage.h"
 #include "runtime/scope_names.h"
 #include "varstate/error.h"
@@ -662,6 +664,74 @@ VariableScope get_variable_scope() {
 GetVariableResult get_variable(std::string_view name, const GetVariableOptions& options) {
   Graph& graph = get_default_graph();
   return get_variable_scope().get_variable(graph, name, options);
+}
+
+DynamicVariable get_dynamic_variable(std::string_view name, const DynamicVariableOptions& options) {
+  Graph& graph = get_default_graph();
+  const VariableScope scope = get_variable_scope();
+  if (name.empty()) {
+    throw ValueError("get_dynamic_variable: the variable name is empty (in variable scope " +
+                     quoted(scope.name()) + ")");
+  }
+  const std::string full_name = join_name(scope.name(), name);
+  const std::string what = "dynamic variable " + quoted(full_name);
+  const DType dtype = options.dtype.value_or(scope.dtype());
+  if (options.dim < 1) {
+    throw ValueError(what + ": dim must be at least 1, got " + std::to_string(options.dim));
+  }
+  if (!dtype_is_floating(dtype)) {
+    throw ValueError(what + ": rows must be float16, bfloat16, float32 or float64, got " +
+                     std::string(dtype_name(dtype)));
+  }
+  if (options.key_dtype != DType::kInt64 && options.key_dtype != DType::kInt32) {
+    throw ValueError(what + ": keys must be int64 or int32, got " +
+                     std::string(dtype_name(options.key_dtype)));
+  }
+  ScopeStore& st = store(graph);
+  std::lock_guard lock(st.mu);
+  if (auto it = st.vars.find(full_name); it != st.vars.end()) {
+    if (!scope.reuse()) {
+      throw ValueError("Variable " + full_name +
+                       " already exists, disallowed. Did you mean to set reuse=True in VarScope?");
+    }
+    std::optional<DynamicVariable> found = DynamicVariable::from_variable(it->second);
+    if (!found) {
+      throw ValueError("Trying to share variable " + full_name +
+                       " as a dynamic variable, but it is a dense variable of shape " +
+                       it->second.shape().to_string() + ".");
+    }
+    auto mismatch = [&](const std::string& field, std::string_view asked, std::string_view held) {
+      throw ValueError("Trying to share dynamic variable " + full_name + ", but specified " +
+                       field + " " + std::string(asked) + " and found " + field + " " +
+                       std::string(held) + ".");
+    };
+    if (found->dim() != options.dim) {
+      mismatch("dim", std::to_string(options.dim), std::to_string(found->dim()));
+    }
+    if (options.dtype && *options.dtype != found->dtype()) {
+      mismatch("dtype", dtype_name(*options.dtype), dtype_name(found->dtype()));
+    }
+    if (options.key_dtype != found->key_dtype()) {
+      mismatch("key dtype", dtype_name(options.key_dtype), dtype_name(found->key_dtype()));
+    }
+    return *found;
+  }
+  if (scope.reuse().mode() == Reuse::kReuse) {
+    throw ValueError("Variable " + full_name +
+                     " does not exist, or was not created with get_dynamic_variable(). Did you "
+                     "mean to set reuse=None in VarScope?");
+  }
+  check_scope_name(full_name, false);
+  Initializer init = options.initializer;
+  if (!init && internal::draws_rows_from_keys(scope.initializer())) init = scope.initializer();
+  if (!init) {
+    init = truncated_normal_initializer(
+        {.stddev = 1.0 / std::sqrt(static_cast<double>(options.dim)), .dtype = dtype});
+  }
+  const Variable created =
+      internal::create_dynamic_variable(graph, full_name, options, dtype, init);
+  st.vars.emplace(full_name, created);
+  return internal::as_dynamic(created);
 }
 
 GetVariableResult get_local_variable(std::string_view name, GetVariableOptions options) {

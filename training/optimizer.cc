@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/keyed_storage.h"
 #include "runtime/remote_storage.h"
 #include "runtime/variable_access.h"
 #include "training/training_ops_internal.h"
@@ -228,8 +229,24 @@ Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name
     options.save_slice_info =
         slot_slice(*info, name.substr(var.op_name().size() + 1), shape.has_value());
   }
-  Variable slot =
-      colocated_variable(var, var.dtype(), shape.value_or(var.shape()), value, std::move(options));
+  std::optional<internal::ScopedStorageFactory> dynamic;
+  TensorShape slot_shape = shape.value_or(var.shape());
+  if (internal::KeyedStorage* keyed = internal::keyed_storage(var)) {
+    // A dynamic variable's slot is a member of its table: rows of the same
+    // keys, created and erased with them, starting at `value`.
+    const TensorShape row = slot_shape.tail(1);
+    slot_shape = TensorShape({0}).concatenate(row);
+    options.validate_shape = false;  // the row count follows the keys
+    std::shared_ptr<internal::KeyedTable> table = keyed->shared_table();
+    dynamic.emplace(
+        [table, row, value](const std::string& op_name, DType dtype, Device&, const std::string&) {
+          internal::KeyedRowInit init;
+          init.a = Tensor(value).cast(dtype);
+          const int member = table->add_member(op_name, dtype, row, init);
+          return std::make_shared<internal::KeyedStorage>(table, member, Tensor());
+        });
+  }
+  Variable slot = colocated_variable(var, var.dtype(), slot_shape, value, std::move(options));
   state_->created.push_back(slot);
   return per_var.emplace(key_of(var), std::pair{var, slot}).first->second.second;
 }

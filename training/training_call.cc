@@ -6,10 +6,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <typeindex>
+#include <typeinfo>
 
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows.h"
 #include "runtime/distinct_rows.h"
+#include "runtime/keyed_storage.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_validate.h"
 #include "runtime/variable_access.h"
@@ -81,6 +84,11 @@ std::vector<int64_t> distinct_rows(const Tensor& indices, Tensor& compact) {
 }
 
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who) {
+  if (keyed_storage(var) != nullptr) {
+    throw InvalidArgumentError(who + ": " + quoted(var.op_name()) +
+                               " is a dynamic variable: it takes sparse gradients (IndexedSlices "
+                               "of keys, DynamicVariable::gradient), not a dense one");
+  }
   Tensor g = converted(grad, var.dtype(), "grad", who);
   if (g.shape() != var.shape()) {
     throw InvalidArgumentError(who + ": var and grad do not have the same shape: " +
@@ -91,6 +99,19 @@ Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std
 
 void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
                            std::span<std::atomic<uint8_t>* const> marks) {
+  if (const KeyedStorage* keyed = keyed_storage(var)) {
+    // Indices are keys: any value of the key dtype; rows of the row shape.
+    const TensorShape row = keyed->table().row_shape(keyed->member());
+    const Tensor values = converted(grad.values(), var.dtype(), "grad.values", who);
+    const TensorShape expected = grad.indices().shape().concatenate(row);
+    if (values.shape() != expected) {
+      throw InvalidArgumentError(who + ": grad.values must have shape " + expected.to_string() +
+                                 " (the keys' shape, then the row's), got " +
+                                 values.shape().to_string());
+    }
+    checked_keys(grad.indices(), keyed->table().key_dtype(), who);
+    return;
+  }
   const TensorShape shape = var.shape();
   if (shape.rank() < 1) {
     throw InvalidArgumentError(who + ": var must be at least 1 dimensional, got shape " +
@@ -322,8 +343,13 @@ Tensor TrainingCall::apply_by_rows(const Tensor& grad, const Tensor* indices) {
   const int64_t n = indices ? indices->num_elements() : var_shape().num_elements();
   // compat.v1 sparse Adam decays every row, even for a batch without rows:
   // it moves the whole values, as a dense op does.
-  const bool whole = indices == nullptr || op_ == TrainingOp::kAdam;
-  if (var_shape().num_elements() == 0 || (n == 0 && !whole)) return Tensor();
+  // A dynamic variable's rows are its batch's keys (and their slot rows),
+  // compat.v1 sparse Adam's too (it decays the rows the batch reaches, as
+  // TensorFlow Recommenders-Addons' dynamic tables do), and new keys make
+  // rows: an empty table still trains.
+  const bool keyed = keyed_storage(var_) != nullptr;
+  const bool whole = indices == nullptr || (op_ == TrainingOp::kAdam && !keyed);
+  if ((!keyed && var_shape().num_elements() == 0) || (n == 0 && !whole)) return Tensor();
   const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
   auto result = std::make_shared<Tensor>();
   if (whole) {
@@ -372,7 +398,18 @@ void RemoteApplyBatch::submit(RowsUpdate update) {
 void RemoteApplyBatch::flush() {
   std::vector<RowsUpdate> updates = std::move(updates_);
   updates_.clear();
-  if (!updates.empty()) updates[0].storages[0]->modify_rows(updates);
+  // One modify_rows per kind of storage (remote, keyed), in the order the
+  // kinds first appear.
+  while (!updates.empty()) {
+    const std::type_index kind(typeid(*updates[0].storages[0]));
+    std::vector<RowsUpdate> group;
+    std::vector<RowsUpdate> rest;
+    for (RowsUpdate& u : updates) {
+      (std::type_index(typeid(*u.storages[0])) == kind ? group : rest).push_back(std::move(u));
+    }
+    group[0].storages[0]->modify_rows(group);
+    updates = std::move(rest);
+  }
 }
 
 std::vector<Variable*> TrainingCall::written() {

@@ -289,10 +289,19 @@ class Saver {
       bool as_text = false) const;
 
   // What is saved: checkpoint key, variable, and for a partition its slice.
+  // A dynamic variable (varstate/dynamic_variable.h) is two items: its keys
+  // ("<name>-keys", int64 [n] ascending) and its rows ("<name>-values",
+  // [n, dim] in that order), taken together.
+  enum class Part : uint8_t {
+    kValue,  // the variable's value (or its slice)
+    kKeys,   // a dynamic variable's keys
+    kRows,   // a dynamic variable's rows
+  };
   struct Item {
     std::string key;
     Variable variable;
     std::optional<SaveSliceInfo> slice;
+    Part part = Part::kValue;
   };
   // The saver's items (empty before build()), sorted by key.
   std::vector<Item> items() const;

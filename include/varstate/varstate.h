@@ -11,6 +11,7 @@
 #include "varstate/device_manager.h"
 #include "varstate/device_spec.h"
 #include "varstate/dtype.h"
+#include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/gather.h"
 #include "varstate/gradient.h"

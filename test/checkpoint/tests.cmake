@@ -19,7 +19,8 @@ varstate_add_test(test_checkpoint DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/reliability_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/incremental_saver_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/compact_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/chain_safety_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/chain_safety_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/dynamic_variable_checkpoint_test.cc)
 varstate_add_test(test_checkpoint_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/saver_gpu_test.cc)
 

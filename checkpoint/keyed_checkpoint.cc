@@ -1,0 +1,163 @@
+#include "checkpoint/keyed_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "checkpoint/saver_io_internal.h"
+#include "runtime/keyed_storage.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+
+namespace varstate::internal {
+namespace {
+
+using Part = Saver::Part;
+
+bool is_keyed(const Saver::Item& item) { return item.part != Part::kValue; }
+
+// The checkpoint key of the other tensor of an item's pair.
+std::string base_key(const Saver::Item& item) {
+  const std::string suffix = item.part == Part::kKeys ? kKeysSuffix : kValuesSuffix;
+  return item.key.substr(0, item.key.size() - suffix.size());
+}
+
+}  // namespace
+
+KeyedExports::KeyedExports(const std::vector<Saver::Item>& items) {
+  std::map<KeyedTable*, std::vector<int>> members;
+  for (const Saver::Item& item : items) {
+    if (!is_keyed(item)) continue;
+    const KeyedStorage* k = keyed_storage(item.variable);
+    std::vector<int>& m = members[&k->table()];
+    if (std::find(m.begin(), m.end(), k->member()) == m.end()) m.push_back(k->member());
+  }
+  for (auto& [table, which] : members) {
+    KeyedTable::Export e = table->export_rows(which);
+    Table& t = tables_[table];
+    t.keys = std::move(e.keys);
+    for (size_t j = 0; j < which.size(); ++j) t.rows[which[j]] = std::move(e.values[j]);
+  }
+}
+
+Tensor KeyedExports::value(const Saver::Item& item) const {
+  const KeyedStorage* k = keyed_storage(item.variable);
+  const Table& t = tables_.at(&k->table());
+  return item.part == Part::kKeys ? t.keys : t.rows.at(k->member());
+}
+
+// ---------------------------------------------------------------------------
+// Restore
+
+KeyedRestore::KeyedRestore(const std::vector<Saver::Item>& items, const CheckpointReader& reader) {
+  Device& host = DeviceManager::instance().cpu();
+  for (const Saver::Item& item : items) {
+    if (item.part != Part::kKeys) continue;
+    const Variable& var = item.variable;
+    KeyedStorage* k = keyed_storage(var);
+    const std::string base = base_key(item);
+    const std::string keys_key = base + kKeysSuffix;
+    const std::string rows_key = base + kValuesSuffix;
+    const std::string where =
+        "restoring " + quoted(var.op_name()) + " from checkpoint " + quoted(reader.path());
+    for (const std::string& key : {keys_key, rows_key}) {
+      if (!reader.contains(key)) {
+        throw NotFoundError("Key " + quoted(key) + " not found in checkpoint " +
+                            quoted(reader.path()) + " (restoring dynamic variable " +
+                            quoted(var.op_name()) + ")");
+      }
+    }
+    const TensorInfo keys_info = reader.info(keys_key);
+    const TensorInfo rows_info = reader.info(rows_key);
+    if ((keys_info.dtype != DType::kInt64 && keys_info.dtype != DType::kInt32) ||
+        keys_info.shape.size() != 1) {
+      throw InvalidArgumentError(where + ": key " + quoted(keys_key) +
+                                 " must hold an int64 vector, got " +
+                                 std::string(dtype_name(keys_info.dtype)) + " " +
+                                 shape_string(keys_info.shape));
+    }
+    const int64_t n = keys_info.shape[0];
+    const TensorShape expected =
+        TensorShape({n}).concatenate(k->table().row_shape(k->member()));
+    if (rows_info.dtype != var.dtype()) {
+      throw InvalidArgumentError(where + ": key " + quoted(rows_key) + " holds dtype " +
+                                 std::string(dtype_name(rows_info.dtype)) +
+                                 ", the variable has dtype " + std::string(dtype_name(var.dtype())));
+    }
+    if (rows_info.shape != expected.dims()) {
+      throw InvalidArgumentError(where + ": key " + quoted(rows_key) + " has shape " +
+                                 shape_string(rows_info.shape) + ", expected " +
+                                 expected.to_string() + " (one row of the variable per key of " +
+                                 quoted(keys_key) + ")");
+    }
+    Tensor keys = tensor_from_data(reader.read(keys_key), TensorShape({n}), host);
+    if (keys.dtype() != DType::kInt64) keys = keys.cast(DType::kInt64);
+    const std::vector<int64_t> ids = keys.to_vector<int64_t>();
+    for (int64_t i = 1; i < n; ++i) {
+      if (ids[static_cast<size_t>(i)] <= ids[static_cast<size_t>(i - 1)]) {
+        throw InvalidArgumentError(where + ": the keys of " + quoted(keys_key) +
+                                   " are not ascending and distinct: key " + std::to_string(i) +
+                                   " (" + std::to_string(ids[static_cast<size_t>(i)]) +
+                                   ") follows " + std::to_string(ids[static_cast<size_t>(i - 1)]));
+      }
+    }
+    Tensor rows = tensor_from_data(reader.read(rows_key), expected, host);
+    tables_[&k->table()].push_back({var, std::move(keys), std::move(rows)});
+  }
+}
+
+namespace {
+
+// `rows` of `from_keys` (ascending) laid out for `to_keys` (ascending):
+// the rows of keys `from_keys` lacks are `fill`'s.
+Tensor align_rows(const Tensor& from_keys, const Tensor& rows, const Tensor& to_keys,
+                  const std::function<Tensor()>& fill) {
+  const std::vector<int64_t> from = from_keys.to_vector<int64_t>();
+  const std::vector<int64_t> to = to_keys.to_vector<int64_t>();
+  if (from == to) return rows;
+  Tensor out = fill();
+  const size_t row_bytes = to.empty() ? 0 : out.nbytes() / to.size();
+  auto* dst = static_cast<std::byte*>(out.raw_data());
+  const auto* src = static_cast<const std::byte*>(rows.raw_data());
+  size_t j = 0;
+  for (size_t i = 0; i < to.size(); ++i) {
+    while (j < from.size() && from[j] < to[i]) ++j;
+    if (j < from.size() && from[j] == to[i]) {
+      std::memcpy(dst + i * row_bytes, src + j * row_bytes, row_bytes);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void KeyedRestore::apply() {
+  for (auto& [table, members] : tables_) {
+    const auto primary = std::find_if(members.begin(), members.end(), [](const Member& m) {
+      return keyed_storage(m.variable)->member() == 0;
+    });
+    if (primary == members.end()) {
+      // Slots alone: their rows of the keys the table holds.
+      for (const Member& m : members) {
+        KeyedStorage* k = keyed_storage(m.variable);
+        table->write_present(k->member(), m.keys.to_vector<int64_t>(), m.rows);
+        k->mark_initialized();
+      }
+      continue;
+    }
+    const Tensor keys = primary->keys;
+    std::vector<int> which;
+    std::vector<Tensor> values;
+    for (const Member& m : members) {
+      const int member = keyed_storage(m.variable)->member();
+      which.push_back(member);
+      values.push_back(align_rows(m.keys, m.rows, keys, [&] {
+        return table->initial_rows(member, keys.to_vector<int64_t>());
+      }));
+    }
+    table->replace(keys, which, values);
+    for (const Member& m : members) keyed_storage(m.variable)->mark_initialized();
+  }
+}
+
+}  // namespace varstate::internal

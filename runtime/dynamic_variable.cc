@@ -1,0 +1,257 @@
+#include "varstate/dynamic_variable.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "runtime/dynamic_variable_internal.h"
+#include "runtime/initializer_recipe.h"
+#include "runtime/keyed_storage.h"
+#include "runtime/remote_storage.h"
+#include "runtime/row_gather.h"
+#include "runtime/scatter_validate.h"
+#include "runtime/variable_access.h"
+#include "varstate/device_manager.h"
+#include "varstate/device_spec.h"
+#include "varstate/error.h"
+#include "varstate/graph.h"
+#include "varstate/indexed_slices.h"
+#include "varstate/random_seed.h"
+#include "varstate/variable_scope.h"
+
+namespace varstate {
+namespace internal {
+
+struct DynamicVariableAccess {
+  static DynamicVariable make(Variable v) { return DynamicVariable(std::move(v)); }
+};
+
+namespace {
+
+// A scalar of `dtype` on the host.
+Tensor host_scalar(const Tensor& value, DType dtype, const std::string& what) {
+  return convert_to_dtype(value.to_host(), dtype, what).cast(dtype);
+}
+
+}  // namespace
+
+bool draws_rows_from_keys(const Initializer& init) {
+  if (!init) return false;
+  switch (recipe_of(init)->kind) {
+    case InitializerKind::kZeros:
+    case InitializerKind::kOnes:
+    case InitializerKind::kRandomUniform:
+    case InitializerKind::kRandomNormal:
+    case InitializerKind::kTruncatedNormal:
+      return true;
+    case InitializerKind::kConstant:
+      return recipe_of(init)->value.num_elements() == 1;
+    default:
+      return false;
+  }
+}
+
+KeyedRowInit keyed_row_init(const Initializer& init, DType dtype, const std::string& name) {
+  const InitializerRecipe& r = *recipe_of(init);
+  KeyedRowInit out;
+  const std::string what = "initializer of " + quoted(name);
+  switch (r.kind) {
+    case InitializerKind::kZeros:
+      out.a = Tensor::zeros(dtype, {});
+      return out;
+    case InitializerKind::kOnes:
+      out.a = Tensor::filled(dtype, {}, Tensor(1), DeviceManager::instance().cpu());
+      return out;
+    case InitializerKind::kConstant:
+      if (r.value.num_elements() != 1) {
+        throw ValueError(what + ": a dynamic variable's constant initializer must be a scalar, "
+                         "got shape " + r.value.shape().to_string());
+      }
+      out.a = host_scalar(r.value.reshaped({}), dtype, what);
+      return out;
+    case InitializerKind::kRandomUniform:
+    case InitializerKind::kRandomNormal:
+    case InitializerKind::kTruncatedNormal: {
+      const RandomOpForm form = random_op_form(r, TensorShape({1, 1}), dtype);
+      out.kind = form.distribution == RandomDistribution::kUniform ? KeyedRowInit::Kind::kUniform
+                 : form.distribution == RandomDistribution::kNormal
+                     ? KeyedRowInit::Kind::kNormal
+                     : KeyedRowInit::Kind::kTruncatedNormal;
+      out.a = form.a;
+      out.b = form.b;
+      const SeedPair seeds = r.seeds ? *r.seeds : resolve_seed(r.op_seed);
+      out.seed = static_cast<uint64_t>(seeds.seed);
+      out.seed2 = static_cast<uint64_t>(seeds.seed2);
+      return out;
+    }
+    default:
+      throw ValueError(what + ": a dynamic variable draws each row from its key, so its "
+                       "initializer must be zeros, ones, a scalar constant, random_uniform, "
+                       "random_normal or truncated_normal (this one depends on the table's shape "
+                       "or is a custom function)");
+  }
+}
+
+// Creates the dynamic variable `name` (full name) in `graph`. The caller
+// holds the variable store's lock and has checked the name is free.
+Variable create_dynamic_variable(Graph& graph, const std::string& name,
+                                 const DynamicVariableOptions& o, DType dtype,
+                                 const Initializer& initializer) {
+  const int64_t dim = o.dim;
+  const KeyedRowInit init = keyed_row_init(initializer, dtype, name);
+  Tensor absent_row;
+  if (o.default_value) {
+    const Tensor d = convert_to_dtype(o.default_value->to_host(), dtype,
+                                      "default_value of " + quoted(name));
+    if (d.num_elements() != 1 && d.shape() != TensorShape({dim})) {
+      throw ValueError("default_value of " + quoted(name) + " must be a scalar or a [" +
+                       std::to_string(dim) + "] row, got shape " + d.shape().to_string());
+    }
+    absent_row = d.num_elements() == 1 ? d.reshaped({}).clone() : d.clone();
+  }
+  ScopedStorageFactory factory([&](const std::string& op_name, DType, Device& device,
+                                   const std::string& placement) {
+    if (remote_storage_installed() && DeviceSpec::parse(placement).job) {
+      throw UnimplementedError("dynamic variable " + quoted(op_name) + " placed on " + placement +
+                               ": dynamic variables are held by the process that creates them; "
+                               "parameter-server tasks do not serve them yet");
+    }
+    auto table = std::make_shared<KeyedTable>(op_name, o.key_dtype, device);
+    table->add_member(op_name, dtype, TensorShape({dim}), init);
+    return std::make_shared<KeyedStorage>(std::move(table), 0, absent_row);
+  });
+  VariableOptions vo;
+  vo.trainable = o.trainable;
+  vo.collections = o.collections;
+  vo.validate_shape = false;  // the row count follows the keys
+  vo.name = name;
+  vo.graph = &graph;
+  vo.dtype = dtype;
+  vo.expected_shape = TensorShape({0, dim});
+  NameScope root(graph, "");  // get_variable names ignore name scopes
+  return Variable([dtype, dim] { return Tensor::zeros(dtype, {0, dim}); }, vo);
+}
+
+DynamicVariable as_dynamic(const Variable& v) { return DynamicVariableAccess::make(v); }
+
+}  // namespace internal
+
+namespace {
+
+using internal::KeyedStorage;
+using internal::KeyedTable;
+
+KeyedStorage& keyed(const Variable& v) { return *internal::keyed_storage(v); }
+
+void check_initialized(const Variable& v) {
+  if (!v.is_initialized()) internal::throw_uninitialized(v.op_name());
+}
+
+TensorShape rows_of(const TensorShape& keys_shape, int64_t dim) {
+  return keys_shape.concatenate(TensorShape({dim}));
+}
+
+}  // namespace
+
+std::optional<DynamicVariable> DynamicVariable::from_variable(const Variable& variable) {
+  const KeyedStorage* k = internal::keyed_storage(variable);
+  if (k == nullptr || k->member() != 0) return std::nullopt;
+  return DynamicVariable(variable);
+}
+
+const std::string& DynamicVariable::name() const { return variable_.name(); }
+const std::string& DynamicVariable::op_name() const { return variable_.op_name(); }
+DType DynamicVariable::dtype() const { return variable_.dtype(); }
+DType DynamicVariable::key_dtype() const { return keyed(variable_).table().key_dtype(); }
+int64_t DynamicVariable::dim() const { return keyed(variable_).table().row_shape(0).dim(0); }
+Device& DynamicVariable::device() const { return variable_.device(); }
+const Variable& DynamicVariable::variable() const { return variable_; }
+Variable& DynamicVariable::variable() { return variable_; }
+const Op& DynamicVariable::initializer() const { return variable_.initializer(); }
+bool DynamicVariable::is_initialized() const { return variable_.is_initialized(); }
+int64_t DynamicVariable::size() const { return keyed(variable_).table().size(); }
+
+Tensor DynamicVariable::gather(const Tensor& keys, const DynamicGatherOptions& options) {
+  const std::string who = "gather on " + quoted(op_name());
+  check_initialized(variable_);
+  KeyedStorage& k = keyed(variable_);
+  const std::vector<int64_t> ids = internal::checked_keys(keys, key_dtype(), who);
+  return k.table()
+      .gather(0, ids, options.training, k.absent_row())
+      .reshaped(rows_of(keys.shape(), dim()));
+}
+
+void DynamicVariable::insert(const Tensor& keys, const Tensor& values) {
+  const std::string who = "insert into " + quoted(op_name());
+  check_initialized(variable_);
+  const std::vector<int64_t> ids = internal::checked_keys(keys, key_dtype(), who);
+  if (!values.valid()) throw InvalidArgumentError(who + ": empty tensor handle for values");
+  const Tensor v = convert_to_dtype(values, dtype(), who + ": values");
+  const TensorShape expected = rows_of(keys.shape(), dim());
+  if (v.shape() != expected) {
+    throw InvalidArgumentError(who + ": values must have shape " + expected.to_string() +
+                               " (the keys' shape, then the row's), got " + v.shape().to_string());
+  }
+  // A repeated key keeps its last row.
+  std::unordered_map<int64_t, int64_t> last;
+  last.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) last[ids[i]] = static_cast<int64_t>(i);
+  std::vector<int64_t> distinct;
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (last[ids[i]] != static_cast<int64_t>(i)) continue;
+    distinct.push_back(ids[i]);
+    positions.push_back(static_cast<int64_t>(i));
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Tensor rows = v.reshaped(TensorShape({n, dim()}));
+  if (distinct.size() != ids.size()) rows = internal::gather_rows(rows, positions);
+  std::lock_guard lock(internal::update_mutex(variable_));
+  keyed(variable_).table().insert(distinct, rows.to_host());
+}
+
+int64_t DynamicVariable::erase(const Tensor& keys) {
+  const std::string who = "erase from " + quoted(op_name());
+  check_initialized(variable_);
+  const std::vector<int64_t> ids = internal::checked_keys(keys, key_dtype(), who);
+  std::lock_guard lock(internal::update_mutex(variable_));
+  return keyed(variable_).table().erase(ids);
+}
+
+KeysAndValues DynamicVariable::export_rows() const {
+  check_initialized(variable_);
+  KeyedTable::Export e = keyed(variable_).table().export_rows({0});
+  Tensor k = key_dtype() == DType::kInt64 ? e.keys : e.keys.cast(key_dtype());
+  return {k, e.values.front()};
+}
+
+#define VARSTATE_DYNAMIC_SCATTER(kind, fn)                                                    \
+  void DynamicVariable::fn(const Tensor& keys, const Tensor& updates,                        \
+                           const UpdateOptions& options) {                                   \
+    internal::storage(variable_).scatter(                                                     \
+        kernels::ScatterOp::kind, variable_, keys, updates, options,                          \
+        internal::scatter_subject(kernels::ScatterOp::kind, options.name, op_name()), false); \
+  }
+VARSTATE_DYNAMIC_SCATTER(kUpdate, scatter_update)
+VARSTATE_DYNAMIC_SCATTER(kAdd, scatter_add)
+VARSTATE_DYNAMIC_SCATTER(kSub, scatter_sub)
+VARSTATE_DYNAMIC_SCATTER(kMul, scatter_mul)
+VARSTATE_DYNAMIC_SCATTER(kDiv, scatter_div)
+VARSTATE_DYNAMIC_SCATTER(kMin, scatter_min)
+VARSTATE_DYNAMIC_SCATTER(kMax, scatter_max)
+#undef VARSTATE_DYNAMIC_SCATTER
+
+GradientAndVariable DynamicVariable::gradient(const Tensor& keys, const Tensor& grads) const {
+  const std::string who = "gradient of " + quoted(op_name());
+  internal::checked_keys(keys, key_dtype(), who);
+  if (!grads.valid()) throw InvalidArgumentError(who + ": empty tensor handle for grads");
+  const TensorShape expected = rows_of(keys.shape(), dim());
+  if (grads.shape() != expected) {
+    throw InvalidArgumentError(who + ": grads must have shape " + expected.to_string() +
+                               " (the keys' shape, then the row's), got " +
+                               grads.shape().to_string());
+  }
+  const int64_t n = keys.num_elements();
+  return {IndexedSlices(grads.reshaped(TensorShape({n, dim()})), keys.reshaped({n})), variable_};
+}
+
+}  // namespace varstate

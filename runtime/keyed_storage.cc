@@ -1,0 +1,185 @@
+#include "runtime/keyed_storage.h"
+
+#include <mutex>
+#include <utility>
+
+#include "runtime/row_gather.h"
+#include "runtime/scatter_validate.h"
+#include "runtime/update_options_internal.h"
+#include "runtime/variable_access.h"
+#include "varstate/error.h"
+
+namespace varstate::internal {
+
+KeyedStorage::KeyedStorage(std::shared_ptr<KeyedTable> table, int member, Tensor absent_row)
+    : table_(std::move(table)), member_(member), absent_row_(std::move(absent_row)) {}
+
+const std::string& KeyedStorage::holder() const {
+  static const std::string kHere = "this process";
+  return kHere;
+}
+
+TensorShape KeyedStorage::shape() const {
+  return TensorShape({table_->size()}).concatenate(table_->row_shape(member_));
+}
+
+Tensor KeyedStorage::read_live(const Variable& self) {
+  if (!is_initialized()) throw_uninitialized(self.op_name());
+  return table_->export_rows({member_}).values.front().on(table_->device());
+}
+
+Tensor KeyedStorage::read_cached(const Variable& self, Device* caching_device) {
+  Tensor value = read_live(self);
+  if (caching_device == nullptr || caching_device == &value.device()) return value;
+  cache_copies_.fetch_add(1);
+  return value.on(*caching_device);
+}
+
+std::optional<Tensor> KeyedStorage::read_if_initialized(const Variable& self) {
+  if (!is_initialized()) return std::nullopt;
+  return read_live(self);
+}
+
+Tensor KeyedStorage::copy_for_save(const Variable& self, const std::vector<int64_t>* rows) {
+  if (!is_initialized()) throw_uninitialized(self.op_name());
+  if (rows == nullptr) return table_->export_rows({member_}).values.front();
+  return table_->gather(member_, *rows, /*insert=*/false).to_host();
+}
+
+void KeyedStorage::throw_whole_value(const Variable& self, const char* op) const {
+  throw UnimplementedError(std::string(op) + " on " + quoted(self.op_name()) +
+                           ": it is a dynamic variable (rows keyed by id); write its rows by key "
+                           "(insert, scatter_update)");
+}
+
+Tensor KeyedStorage::assign_value(Variable& self, const Tensor&, bool) {
+  throw_whole_value(self, "assign");
+}
+
+Tensor KeyedStorage::add_value(Variable& self, const Tensor&, bool negate) {
+  throw_whole_value(self, negate ? "assign_sub" : "assign_add");
+}
+
+Tensor KeyedStorage::assign_slice(Variable& self, const std::vector<SliceSpec>&, const Tensor&) {
+  throw_whole_value(self, "slice assign");
+}
+
+Tensor KeyedStorage::count_up(Variable& self, int64_t) { throw_whole_value(self, "count_up_to"); }
+
+void KeyedStorage::replace_rows(Variable& self, const std::vector<RowBytes>&) {
+  throw_whole_value(self, "restore by rows");
+}
+
+void KeyedStorage::replace_value(Variable& self, const Tensor& value) {
+  const TensorShape empty = TensorShape({0}).concatenate(table_->row_shape(member_));
+  if (!value.valid() || value.shape() != empty) {
+    throw InvalidArgumentError(
+        "initializing " + quoted(self.op_name()) + ": a dynamic variable starts as an empty " +
+        empty.to_string() + " table, got a value of shape " +
+        (value.valid() ? value.shape().to_string() : std::string("(none)")) +
+        "; insert rows by key instead");
+  }
+  if (member_ == 0) {
+    table_->clear();
+  } else {
+    table_->reset_member(member_);
+  }
+  initialized_.store(true);
+}
+
+void KeyedStorage::restore(const Tensor& keys, const Tensor& values) {
+  table_->replace(keys, {member_}, {values});
+  initialized_.store(true);
+}
+
+// ---------------------------------------------------------------------------
+// Sparse ops
+
+std::vector<int64_t> checked_keys(const Tensor& keys, DType key_dtype, const std::string& who) {
+  if (!keys.valid()) throw InvalidArgumentError(who + ": empty tensor handle for keys");
+  const Tensor k = convert_to_dtype(keys, key_dtype, who + ": keys");
+  return host_indices(k);
+}
+
+Tensor KeyedStorage::scatter(kernels::ScatterOp op, Variable& self, const Tensor& indices,
+                             const Tensor& updates, const UpdateOptions& options,
+                             const std::string& who, bool read_back) {
+  if (!is_initialized()) throw_uninitialized(self.op_name());
+  const TensorShape row_shape = table_->row_shape(member_);
+  const ScatterArgs args = check_scatter_args(op, self.dtype(), TensorShape({table_->size()}).concatenate(row_shape),
+                                              indices, updates, who);
+  const std::vector<int64_t> keys = checked_keys(indices, table_->key_dtype(), who);
+  std::unique_lock<std::mutex> locked;
+  if (use_locking(options, op, UpdateCaller::kMethod)) {
+    locked = std::unique_lock<std::mutex>(update_mutex(self));
+  }
+  if (!keys.empty()) {
+    // Scalar updates repeat for every key; row updates in key order.
+    const Tensor values = args.updates_scalar
+                              ? args.updates.reshaped({})
+                              : args.updates.reshaped(TensorShape({static_cast<int64_t>(
+                                                          keys.size())})
+                                                          .concatenate(row_shape));
+    table_->scatter(op, member_, keys, values.on(table_->device()), who);
+  }
+  if (locked.owns_lock()) locked.unlock();
+  return read_back ? read_live(self) : Tensor();
+}
+
+Tensor KeyedStorage::gather(const Variable& self, const std::vector<int64_t>& rows) {
+  if (!is_initialized()) throw_uninitialized(self.op_name());
+  return table_->gather(member_, rows, /*insert=*/true);
+}
+
+void KeyedStorage::scatter_parts(kernels::ScatterOp op, std::vector<StoragePart>& parts,
+                                 bool /*updates_scalar: each part's values say*/,
+                                 const UpdateOptions& options) {
+  for (StoragePart& part : parts) {
+    auto& keyed = static_cast<KeyedStorage&>(*part.storage);
+    const std::vector<int64_t> keys = host_indices(part.rows);
+    std::unique_lock<std::mutex> locked;
+    if (use_locking(options, op, UpdateCaller::kPartitioned)) {
+      locked = std::unique_lock<std::mutex>(update_mutex(*part.variable));
+    }
+    keyed.table_->scatter(op, keyed.member_, keys, part.values.on(keyed.table_->device()),
+                          scatter_subject(op, options.name, part.variable->op_name()));
+  }
+}
+
+void KeyedStorage::gather_parts(std::vector<StoragePart>& parts) {
+  for (StoragePart& part : parts) {
+    auto& keyed = static_cast<KeyedStorage&>(*part.storage);
+    part.values = keyed.gather(*part.variable, host_indices(part.rows));
+  }
+}
+
+void KeyedStorage::modify_rows(std::vector<RowsUpdate>& updates) {
+  std::vector<KeyedTable::RowsChange> changes;
+  for (RowsUpdate& u : updates) {
+    auto* first = dynamic_cast<KeyedStorage*>(u.storages.front());
+    if (first == nullptr) throw InternalError("modify_rows: a keyed batch holds another storage");
+    KeyedTable::RowsChange c{first->table_.get(), {}, {}, u.fn};
+    for (VariableStorage* s : u.storages) {
+      auto* keyed = dynamic_cast<KeyedStorage*>(s);
+      if (keyed == nullptr || keyed->table_ != first->table_) {
+        throw InvalidArgumentError("training " + quoted(first->table_->name()) +
+                                   ": its slots must be dynamic slots of the same table");
+      }
+      c.members.push_back(keyed->member_);
+    }
+    if (!u.rows) {
+      throw InvalidArgumentError("training " + quoted(first->table_->name()) +
+                                 ": a dynamic variable takes sparse gradients (IndexedSlices of "
+                                 "keys), not a dense one");
+    }
+    c.keys = *u.rows;
+    changes.push_back(std::move(c));
+  }
+  KeyedTable::modify(changes);
+}
+
+std::vector<int64_t> KeyedStorage::take_marked_rows() { return table_->take_marked(/*take_erased=*/false).changed; }
+
+KeyedStorage* keyed_storage(const Variable& v) { return dynamic_cast<KeyedStorage*>(&storage(v)); }
+
+}  // namespace varstate::internal

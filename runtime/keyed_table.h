@@ -1,0 +1,190 @@
+// The rows of a hash-keyed variable (varstate/dynamic_variable.h) and of its
+// optimizer slots. Runtime-internal.
+//
+// One key index (kernels/cpu/hash_index.h: key -> arena slot) serves every
+// member of the table: member 0 is the variable, the others are its slots,
+// so a slot's rows are created and erased with the variable's keys. Each
+// member keeps its rows in an arena, a dense tensor of `capacity` rows on
+// the table's device (CPU or GPU); row operations resolve keys to slots on
+// the host and then run the dense kernels (gather, scatter, training ops)
+// on the arena rows at those slots. Rows never move within an arena; an
+// arena grows by a copy into a larger one under the exclusive lock.
+//
+// A new key's row in each member comes from that member's KeyedRowInit:
+// a constant, or a seeded random row that depends only on the seeds and the
+// key (the random op's Philox stream with the key added to its counter's
+// high 64 bits, i.e. seed2 + key), so the same key gets the same initial
+// row on every device and shard, in every run.
+//
+// Thread safety: every member function may be called concurrently. Lookups
+// and updates of keys already present run under a shared lock (in
+// parallel; updates of one key race as the dense variables' do without
+// use_locking); inserts, erasures, growth and the training ops' row moves
+// take the lock exclusively.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/common.h"
+#include "kernels/cpu/hash_index.h"
+#include "varstate/device.h"
+#include "varstate/tensor.h"
+#include "varstate/tensor_shape.h"
+
+namespace varstate::internal {
+
+// The value a new key's row starts with in one member.
+struct KeyedRowInit {
+  enum class Kind { kConstant, kUniform, kNormal, kTruncatedNormal };
+  Kind kind = Kind::kConstant;
+  // Host scalars of the member's dtype: the constant (a); minval and maxval;
+  // mean and stddev.
+  Tensor a;
+  Tensor b;
+  uint64_t seed = 0;
+  uint64_t seed2 = 0;
+};
+
+class KeyedTable {
+ public:
+  // `name`: the variable's op name, for messages.
+  KeyedTable(std::string name, DType key_dtype, Device& device);
+  KeyedTable(const KeyedTable&) = delete;
+  KeyedTable& operator=(const KeyedTable&) = delete;
+
+  // A member with rows of `row_shape` and `dtype` (a float dtype); the keys
+  // present get their initial rows now. Returns its number (0 first).
+  int add_member(std::string op_name, DType dtype, TensorShape row_shape, KeyedRowInit init);
+
+  const std::string& name() const { return name_; }
+  DType key_dtype() const { return key_dtype_; }
+  Device& device() const { return device_; }
+  // Live keys now.
+  int64_t size() const { return size_.load(std::memory_order_relaxed); }
+  DType dtype(int member) const;
+  const TensorShape& row_shape(int member) const;
+  const std::string& member_name(int member) const;
+  uint64_t version(int member) const;
+
+  // Rows of `keys` in `member`, [keys.size()] + row shape, on the device.
+  // With `insert`, absent keys are inserted first (every member gets their
+  // initial rows); without, an absent key reads `absent_row` when it is
+  // valid (a host tensor of the row shape, or a scalar), else its initial
+  // row, and nothing is inserted.
+  Tensor gather(int member, std::span<const int64_t> keys, bool insert,
+                const Tensor& absent_row = Tensor());
+  // member[keys] (op)= updates ([n] + row shape, or a scalar with
+  // `updates_scalar`; the member's dtype, on any device): absent keys are
+  // inserted first, then the scatter kernel runs on their slots (duplicates
+  // as the dense scatter treats them). The caller validated the arguments.
+  void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
+               const Tensor& updates, const std::string& who);
+  // Inserts or overwrites the rows of `keys` (distinct) in member 0 with
+  // `values` ([n] + row shape); new keys get their slot rows initialized.
+  void insert(std::span<const int64_t> keys, const Tensor& values);
+  // Removes the keys present among `keys` from every member; returns how
+  // many were removed.
+  int64_t erase(std::span<const int64_t> keys);
+  // Removes every key.
+  void clear();
+  // Rewrites the rows of every key of `member` with its initial rows.
+  void reset_member(int member);
+
+  // The training ops' row move (VariableStorage::modify_rows): for each
+  // update, its members' rows of `keys` (distinct; absent ones inserted)
+  // are gathered to the host, passed to `fn` in the members' order, and
+  // once every fn has returned written back. Nothing is written when a fn
+  // throws. Tables are locked in address order (several updates may share
+  // one).
+  struct RowsChange {
+    KeyedTable* table;
+    std::vector<int> members;
+    std::vector<int64_t> keys;
+    std::function<void(std::vector<Tensor>&)> fn;
+  };
+  static void modify(std::vector<RowsChange>& changes);
+
+  // Every key, ascending, as an int64 host tensor [n], and each of
+  // `members`' rows in that order ([n] + row shape, host), taken together
+  // under one lock.
+  struct Export {
+    Tensor keys;
+    std::vector<Tensor> values;
+  };
+  Export export_rows(const std::vector<int>& members) const;
+  // Replaces every key and row: `keys` (distinct, host int64 [n]) and, for
+  // each member k of `members`, values[k] ([n] + row shape, host); members
+  // not listed get their initial rows.
+  void replace(const Tensor& keys, const std::vector<int>& members,
+               const std::vector<Tensor>& values);
+
+  // Overwrites `member`'s rows of those of `keys` the table holds with
+  // their rows of `rows` (host, [keys.size()] + row shape); other keys are
+  // skipped.
+  void write_present(int member, std::span<const int64_t> keys, const Tensor& rows);
+
+  // Changed keys for incremental saves: after start_marking(), the keys
+  // whose rows any member wrote; take_marked() returns them ascending, and
+  // the keys erased since the last take, and clears both.
+  void start_marking();
+  struct Marked {
+    std::vector<int64_t> changed;
+    std::vector<int64_t> erased;
+  };
+  // With take_erased false, the erased keys stay for the next take.
+  Marked take_marked(bool take_erased = true);
+
+  // The initial rows of `keys` in `member`, [n] + row shape, on the host.
+  Tensor initial_rows(int member, std::span<const int64_t> keys) const;
+
+ private:
+  struct Member {
+    std::string op_name;
+    DType dtype;
+    TensorShape row_shape;
+    KeyedRowInit init;
+    Tensor arena;  // [capacity] + row_shape on the device
+    std::atomic<uint64_t> version{0};
+  };
+
+  // Slots of `keys` (kAbsent when absent). Caller holds mu_.
+  std::vector<int64_t> find(std::span<const int64_t> keys) const;
+  // Slots of `keys`, absent ones inserted and initialized in every member.
+  // Caller holds mu_ exclusively.
+  std::vector<int64_t> find_or_insert(std::span<const int64_t> keys);
+  // Room for `more` rows beyond the slots in use. Caller holds mu_
+  // exclusively.
+  void reserve_rows(int64_t more);
+  // Writes rows (host, [slots.size()] + row shape) at `slots` of a member.
+  void write_rows(Member& m, std::span<const int64_t> slots, const Tensor& rows);
+  Tensor read_rows(const Member& m, std::span<const int64_t> slots) const;
+  void mark(std::span<const int64_t> slots);
+  Tensor slot_tensor(std::span<const int64_t> slots) const;
+
+  const std::string name_;
+  const DType key_dtype_;
+  Device& device_;
+
+  mutable std::shared_mutex mu_;
+  kernels::cpu::HashIndex index_;
+  std::vector<std::unique_ptr<Member>> members_;
+  std::vector<int64_t> slot_keys_;  // slot -> key while the slot is live
+  std::vector<int64_t> free_;       // freed slots
+  int64_t next_slot_ = 0;           // slots [next_slot_, capacity) never used
+  int64_t capacity_ = 0;
+  std::atomic<int64_t> size_{0};
+
+  // Dirty keys: a mark per slot, set by writers under either lock.
+  bool marking_ = false;
+  std::unique_ptr<std::atomic<uint8_t>[]> marks_;
+  std::vector<int64_t> erased_;
+};
+
+}  // namespace varstate::internal

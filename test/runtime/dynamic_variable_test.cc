@@ -1,0 +1,435 @@
+// Dynamic (hash-keyed) variables: creation through variable scopes, rows
+// drawn from (seed, key), every operation against a reference model (a
+// std::map of rows), optimizers against the same steps on a dense variable
+// with remapped ids, error paths that leave the table unchanged, and
+// concurrent lookups, updates and erasures.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "device_fixture.h"
+#include "kernels/cpu/random.h"
+#include "test_util.h"
+#include "varstate/dynamic_variable.h"
+#include "varstate/error.h"
+#include "varstate/gather.h"
+#include "varstate/optimizers.h"
+#include "varstate/random_seed.h"
+#include "varstate/scatter.h"
+#include "varstate/variable_scope.h"
+#include "varstate/variables.h"
+
+using namespace varstate;
+using namespace varstate::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+using Rows = std::map<int64_t, std::vector<float>>;
+
+Tensor keys_tensor(const std::vector<int64_t>& keys) { return Tensor::from_vector(keys); }
+
+Tensor rows_tensor(const std::vector<float>& values, int64_t n, int64_t dim) {
+  return Tensor::from_vector(values, TensorShape({n, dim})).on(test_device());
+}
+
+// The table's rows as a map, from export_rows().
+Rows exported(const DynamicVariable& v) {
+  KeysAndValues kv = v.export_rows();
+  const std::vector<int64_t> keys = kv.keys.to_vector<int64_t>();
+  const std::vector<float> values = kv.values.to_vector<float>();
+  const size_t dim = static_cast<size_t>(v.dim());
+  Rows out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[keys[i]] = std::vector<float>(values.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                                      values.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+  }
+  return out;
+}
+
+void init_all() { Session().run(global_variables_initializer()); }
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: scope, collections, reuse and shape",
+                 "[dynamic]") {
+  DynamicVariable emb = [] {
+    auto scope = variable_scope("tower");
+    return get_dynamic_variable("emb", {.dim = 4});
+  }();
+  CHECK(emb.name() == "tower/emb:0");
+  CHECK(emb.op_name() == "tower/emb");
+  CHECK(emb.dtype() == DType::kFloat);
+  CHECK(emb.key_dtype() == DType::kInt64);
+  CHECK(emb.dim() == 4);
+  CHECK(&emb.device() == &test_device());
+  const std::vector<Variable> globals = global_variables();
+  REQUIRE(globals.size() == 1);
+  CHECK(globals[0].same_as(emb.variable()));
+  CHECK(trainable_variables().size() == 1);
+  CHECK(DynamicVariable::from_variable(globals[0]).has_value());
+  CHECK_FALSE(emb.is_initialized());
+  CHECK_THROWS_AS(emb.gather(keys_tensor({1})), FailedPreconditionError);
+  init_all();
+  CHECK(emb.size() == 0);
+  CHECK(emb.variable().shape() == TensorShape({0, 4}));
+
+  // Reuse: the same object; a mismatch or a missing variable is ValueError.
+  {
+    auto scope = variable_scope("tower", {.reuse = true});
+    DynamicVariable again = get_dynamic_variable("emb", {.dim = 4});
+    CHECK(again.same_as(emb));
+    CHECK_THROWS_WITH(get_dynamic_variable("emb", {.dim = 8}),
+                      Contains("specified dim 8 and found dim 4"));
+    CHECK_THROWS_WITH(get_dynamic_variable("emb", {.dim = 4, .key_dtype = DType::kInt32}),
+                      Contains("key dtype int32"));
+    CHECK_THROWS_WITH(get_dynamic_variable("other", {.dim = 4}), Contains("does not exist"));
+  }
+  {
+    auto scope = variable_scope("tower");
+    CHECK_THROWS_WITH(get_dynamic_variable("emb", {.dim = 4}), Contains("already exists"));
+  }
+  {
+    auto scope = variable_scope("d");
+    get_variable("dense", {.shape = TensorShape{2, 2}});
+  }
+  {
+    auto scope = variable_scope("d", {.reuse = true});
+    CHECK_THROWS_WITH(get_dynamic_variable("dense", {.dim = 2}), Contains("dense variable"));
+  }
+  CHECK_THROWS_WITH(get_dynamic_variable("bad_dim", {.dim = 0}), Contains("at least 1"));
+  CHECK_THROWS_WITH(get_dynamic_variable("bad_dtype", {.dim = 2, .dtype = DType::kInt32}),
+                    Contains("float16, bfloat16, float32 or float64"));
+  CHECK_THROWS_WITH(get_dynamic_variable("bad_keys", {.dim = 2, .key_dtype = DType::kString}),
+                    Contains("int64 or int32"));
+  CHECK_THROWS_WITH(
+      get_dynamic_variable("bad_init", {.dim = 2, .initializer = glorot_uniform_initializer()}),
+      Contains("draws each row from its key"));
+  // A refused creation leaves no variable behind.
+  CHECK(global_variables().size() == 2);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: a new key's row depends on the seed and key only",
+                 "[dynamic]") {
+  const int64_t dim = 6;
+  const std::vector<int64_t> keys = {5, int64_t{1} << 40, -3, INT64_MIN, INT64_MIN + 1};
+  auto make = [&](const char* name) {
+    return get_dynamic_variable(
+        name, {.dim = dim, .initializer = random_normal_initializer({.stddev = 0.5, .seed = 7})});
+  };
+  DynamicVariable a = make("a");
+  DynamicVariable b = make("b");
+  init_all();
+  std::vector<int64_t> reversed(keys.rbegin(), keys.rend());
+  const std::vector<float> ra = a.gather(keys_tensor(keys)).to_vector<float>();
+  const std::vector<float> rb = b.gather(keys_tensor(reversed)).to_vector<float>();
+  // The same seed pair gives the row of the random op with the key added
+  // to seed2, whatever the order or the table.
+  const SeedPair seeds = resolve_seed(int64_t{7});
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<float> expected(dim);
+    kernels::cpu::random_normal<float>(expected.data(), dim, 0, static_cast<uint64_t>(seeds.seed),
+                                       static_cast<uint64_t>(seeds.seed2) +
+                                           static_cast<uint64_t>(keys[i]),
+                                       0.0f, 0.5f);
+    const size_t j = keys.size() - 1 - i;
+    for (int64_t e = 0; e < dim; ++e) {
+      CAPTURE(keys[i], e);
+      CHECK(ra[i * dim + static_cast<size_t>(e)] == expected[static_cast<size_t>(e)]);
+      CHECK(rb[j * dim + static_cast<size_t>(e)] == expected[static_cast<size_t>(e)]);
+    }
+  }
+  CHECK(a.size() == static_cast<int64_t>(keys.size()));
+  // Different keys, different rows.
+  CHECK(std::vector<float>(ra.begin(), ra.begin() + dim) !=
+        std::vector<float>(ra.begin() + dim, ra.begin() + 2 * dim));
+  // Evaluation reads insert nothing: an absent key reads its would-be row.
+  const std::vector<float> fresh = a.lookup(keys_tensor({99})).to_vector<float>();
+  CHECK(a.size() == static_cast<int64_t>(keys.size()));
+  CHECK(a.gather(keys_tensor({99})).to_vector<float>() == fresh);
+  CHECK(a.size() == static_cast<int64_t>(keys.size()) + 1);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: every operation against a reference map",
+                 "[dynamic]") {
+  const int64_t dim = 3;
+  DynamicVariable v = get_dynamic_variable(
+      "emb", {.dim = dim, .initializer = constant_initializer(Tensor(0.5))});
+  DynamicVariable with_default = get_dynamic_variable(
+      "emb_default", {.dim = dim, .default_value = Tensor(-1.0f)});
+  init_all();
+  Rows ref;
+  std::mt19937_64 rng(kSeed);
+  auto random_keys = [&](int n) {
+    std::vector<int64_t> k(static_cast<size_t>(n));
+    // A small key space (with the reserved words) so that keys repeat.
+    for (auto& key : k) {
+      const int64_t r = static_cast<int64_t>(rng() % 40);
+      key = r == 0 ? INT64_MIN : r == 1 ? INT64_MIN + 1 : (r - 20) * 1000003;
+    }
+    return k;
+  };
+  auto random_rows = [&](size_t n) {
+    std::vector<float> out(n * static_cast<size_t>(dim));
+    for (float& x : out) x = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 4.0f;
+    return out;
+  };
+  auto ensure = [&](int64_t key) {
+    if (!ref.count(key)) ref[key] = std::vector<float>(static_cast<size_t>(dim), 0.5f);
+    return &ref[key];
+  };
+  for (int step = 0; step < 300; ++step) {
+    const int op = static_cast<int>(rng() % 8);
+    const std::vector<int64_t> keys = random_keys(1 + static_cast<int>(rng() % 12));
+    const int64_t n = static_cast<int64_t>(keys.size());
+    CAPTURE(step, op);
+    if (op == 0) {  // training gather
+      const std::vector<float> got = v.gather(keys_tensor(keys)).to_vector<float>();
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const std::vector<float>& row = *ensure(keys[i]);
+        for (int64_t e = 0; e < dim; ++e) REQUIRE(got[i * dim + e] == row[e]);
+      }
+    } else if (op == 1) {  // evaluation lookup
+      const std::vector<float> got = v.lookup(keys_tensor(keys)).to_vector<float>();
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const auto it = ref.find(keys[i]);
+        for (int64_t e = 0; e < dim; ++e) {
+          REQUIRE(got[i * dim + e] == (it == ref.end() ? 0.5f : it->second[e]));
+        }
+      }
+    } else if (op == 2) {  // insert: the last row of a repeated key wins
+      const std::vector<float> rows = random_rows(keys.size());
+      v.insert(keys_tensor(keys), rows_tensor(rows, n, dim));
+      for (size_t i = 0; i < keys.size(); ++i) {
+        ref[keys[i]] = std::vector<float>(rows.begin() + i * dim, rows.begin() + (i + 1) * dim);
+      }
+    } else if (op == 3) {  // erase
+      int64_t expected = 0;
+      for (int64_t k : keys) expected += static_cast<int64_t>(ref.erase(k));
+      CHECK(v.erase(keys_tensor(keys)) == expected);
+    } else {  // the scatter family, duplicates applied one after another
+      const std::vector<float> rows = random_rows(keys.size());
+      const Tensor k = keys_tensor(keys);
+      const Tensor u = rows_tensor(rows, n, dim);
+      std::function<float(float, float)> f;
+      switch (op) {
+        case 4:
+          v.scatter_add(k, u);
+          f = [](float a, float b) { return a + b; };
+          break;
+        case 5:
+          v.scatter_sub(k, u);
+          f = [](float a, float b) { return a - b; };
+          break;
+        case 6:
+          v.scatter_max(k, u);
+          f = [](float a, float b) { return std::max(a, b); };
+          break;
+        default:
+          v.scatter_mul(k, u);
+          f = [](float a, float b) { return a * b; };
+          break;
+      }
+      for (size_t i = 0; i < keys.size(); ++i) {
+        std::vector<float>& row = *ensure(keys[i]);
+        for (int64_t e = 0; e < dim; ++e) row[e] = f(row[e], rows[i * dim + e]);
+      }
+    }
+    REQUIRE(v.size() == static_cast<int64_t>(ref.size()));
+    REQUIRE(exported(v) == ref);
+  }
+  // The Variable reads the rows in ascending key order.
+  const std::vector<float> value = v.variable().value().to_vector<float>();
+  std::vector<float> expected;
+  for (const auto& [key, row] : ref) expected.insert(expected.end(), row.begin(), row.end());
+  CHECK(value == expected);
+  CHECK(v.variable().shape() == TensorShape({static_cast<int64_t>(ref.size()), dim}));
+  // A default value for absent keys in evaluation.
+  with_default.insert(keys_tensor({4}), rows_tensor({1, 2, 3}, 1, dim));
+  CHECK(with_default.lookup(keys_tensor({4, 5})).to_vector<float>() ==
+        std::vector<float>{1, 2, 3, -1, -1, -1});
+  CHECK(with_default.size() == 1);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: the Variable's scatter and gather take keys",
+                 "[dynamic]") {
+  DynamicVariable v =
+      get_dynamic_variable("emb", {.dim = 2, .initializer = zeros_initializer()});
+  init_all();
+  Variable var = v.variable();
+  scatter_add(var, keys_tensor({10, 10, -7}), rows_tensor({1, 2, 3, 4, 5, 6}, 3, 2));
+  CHECK(exported(v) == Rows{{-7, {5, 6}}, {10, {4, 6}}});
+  CHECK(gather(var, keys_tensor({10, 3})).to_vector<float>() == std::vector<float>{4, 6, 0, 0});
+  CHECK(v.size() == 3);
+  // int32 literals convert to the key dtype; a strongly typed int32 tensor
+  // is a TypeError, and nothing changes.
+  v.scatter_update(Tensor({3}), Tensor({{1.0f, 1.0f}}));
+  CHECK(exported(v)[3] == std::vector<float>{1, 1});
+  CHECK_THROWS_AS(v.scatter_add(Tensor::from_vector<int32_t>({3}), Tensor({{1.0f, 1.0f}})),
+                  TypeError);
+  CHECK_THROWS_AS(v.gather(Tensor::from_vector<int32_t>({4})), TypeError);
+  CHECK(exported(v)[3] == std::vector<float>{1, 1});
+  CHECK(v.size() == 3);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: bad input changes nothing", "[dynamic]") {
+  DynamicVariable v = get_dynamic_variable("emb", {.dim = 2});
+  init_all();
+  v.insert(keys_tensor({1, 2}), rows_tensor({1, 2, 3, 4}, 2, 2));
+  const Rows before = exported(v);
+  CHECK_THROWS_WITH(v.insert(keys_tensor({3}), rows_tensor({1, 2, 3, 4}, 2, 2)),
+                    Contains("values must have shape [1,2]") && Contains("\"emb\""));
+  CHECK_THROWS_AS(v.scatter_add(keys_tensor({3, 4}), rows_tensor({1, 2}, 1, 2)), ValueError);
+  CHECK_THROWS_AS(v.insert(keys_tensor({3}), Tensor({{1.0, 2.0}}).cast(DType::kDouble)),
+                  TypeError);
+  CHECK_THROWS_WITH(v.variable().assign(Tensor::zeros(DType::kFloat, {2, 2})),
+                    Contains("dynamic variable"));
+  CHECK_THROWS_AS(v.variable().assign_add(Tensor::zeros(DType::kFloat, {2, 2})),
+                  UnimplementedError);
+  CHECK_THROWS_WITH(v.gradient(keys_tensor({1}), rows_tensor({1, 2, 3, 4}, 2, 2)),
+                    Contains("grads must have shape [1,2]"));
+  GradientDescentOptimizer sgd(0.1);
+  CHECK_THROWS_WITH(sgd.apply_gradients({{Tensor::zeros(DType::kFloat, {2, 2}), v.variable()}}),
+                    Contains("sparse gradients"));
+  CHECK(exported(v) == before);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense variable step by step",
+                 "[dynamic]") {
+  const int64_t dim = 3;
+  // Keys and their positions in a dense table.
+  const std::vector<int64_t> key_space = {-900, 17, 1 << 30, int64_t{1} << 50, 5};
+  std::mt19937_64 rng(kSeed + 1);
+  struct Case {
+    const char* name;
+    std::function<std::unique_ptr<Optimizer>()> make;
+  };
+  const std::vector<Case> cases = {
+      {"sgd", [] { return std::make_unique<GradientDescentOptimizer>(0.1); }},
+      {"momentum", [] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); }},
+      {"adagrad", [] { return std::make_unique<AdagradOptimizer>(0.1); }},
+      {"rowwise_adagrad", [] { return std::make_unique<RowwiseAdagradOptimizer>(0.1); }},
+      {"lazy_adam", [] { return std::make_unique<LazyAdamOptimizer>(); }},
+      {"rmsprop", [] { return std::make_unique<RMSPropOptimizer>(0.01); }},
+      {"ftrl", [] { return std::make_unique<FtrlOptimizer>(0.1); }},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      DynamicVariable dyn = get_dynamic_variable(
+          "dyn", {.dim = dim, .initializer = constant_initializer(Tensor(0.25))});
+      Variable dense = get_variable(
+          "dense", {.shape = TensorShape{static_cast<int64_t>(key_space.size()), dim},
+                    .initializer = constant_initializer(Tensor(0.25))});
+      std::unique_ptr<Optimizer> opt_dyn = c.make();
+      std::unique_ptr<Optimizer> opt_dense = c.make();
+      init_all();
+      for (int step = 0; step < 6; ++step) {
+        // Every key in every batch (with repeats), so that the dense and
+        // the dynamic tables see the same rows.
+        std::vector<int64_t> positions = {0, 1, 2, 3, 4};
+        for (int extra = 0; extra < 3; ++extra) positions.push_back(static_cast<int64_t>(rng() % 5));
+        std::shuffle(positions.begin(), positions.end(), rng);
+        std::vector<int64_t> keys;
+        for (int64_t p : positions) keys.push_back(key_space[static_cast<size_t>(p)]);
+        std::vector<float> g(positions.size() * dim);
+        for (float& x : g) x = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 8.0f;
+        const int64_t n = static_cast<int64_t>(positions.size());
+        opt_dyn->apply_gradients({dyn.gradient(keys_tensor(keys), rows_tensor(g, n, dim))});
+        opt_dense->apply_gradients(
+            {{IndexedSlices(rows_tensor(g, n, dim), keys_tensor(positions).on(test_device())),
+              dense}});
+      }
+      const Rows got = exported(dyn);
+      const std::vector<float> want = dense.value().to_vector<float>();
+      REQUIRE(got.size() == key_space.size());
+      for (size_t p = 0; p < key_space.size(); ++p) {
+        for (int64_t e = 0; e < dim; ++e) {
+          CAPTURE(p, e);
+          CHECK(got.at(key_space[p])[e] == want[p * dim + e]);
+        }
+      }
+      // The slots are dynamic, keyed like the variable.
+      for (const std::string& slot_name : opt_dyn->get_slot_names()) {
+        std::optional<Variable> slot = opt_dyn->get_slot(dyn.variable(), slot_name);
+        REQUIRE(slot.has_value());
+        CHECK(slot->shape().dim(0) == dyn.size());
+        CHECK_FALSE(DynamicVariable::from_variable(*slot).has_value());  // a slot, not a table
+      }
+    }
+  }
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: slots are created and erased with their keys",
+                 "[dynamic]") {
+  DynamicVariable v = get_dynamic_variable(
+      "emb", {.dim = 2, .initializer = constant_initializer(Tensor(1.0))});
+  AdagradOptimizer opt(0.5, {.initial_accumulator_value = 0.1});
+  init_all();
+  opt.apply_gradients({v.gradient(keys_tensor({7, 8}), rows_tensor({1, 1, 2, 2}, 2, 2))});
+  Variable accum = *opt.get_slot(v.variable(), "accumulator");
+  CHECK(accum.shape() == TensorShape({2, 2}));
+  CHECK(accum.value().to_vector<float>() == std::vector<float>{1.1f, 1.1f, 4.1f, 4.1f});
+  // A key inserted later has the slot's initial value; an erased one leaves
+  // both, and comes back fresh.
+  v.insert(keys_tensor({9}), rows_tensor({3, 3}, 1, 2));
+  CHECK(accum.value().to_vector<float>() ==
+        std::vector<float>{1.1f, 1.1f, 4.1f, 4.1f, 0.1f, 0.1f});
+  CHECK(v.erase(keys_tensor({7, 100})) == 1);
+  CHECK(accum.shape() == TensorShape({2, 2}));
+  v.gather(keys_tensor({7}));
+  CHECK(accum.value().to_vector<float>() ==
+        std::vector<float>{0.1f, 0.1f, 4.1f, 4.1f, 0.1f, 0.1f});
+  CHECK(exported(v).at(7) == std::vector<float>{1, 1});
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates and erasures",
+                 "[dynamic][stress]") {
+  const int64_t dim = 4;
+  DynamicVariable v =
+      get_dynamic_variable("emb", {.dim = dim, .initializer = zeros_initializer()});
+  init_all();
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 150;
+  // Thread t owns keys t, t + kThreads, ...: it adds 1 to each of its keys
+  // every round, and erases and re-creates its key 1000 + t; everyone
+  // gathers every key and exports meanwhile.
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        std::vector<int64_t> mine;
+        for (int64_t k = t; k < 64; k += kThreads) mine.push_back(k * 7919);
+        const int64_t m = static_cast<int64_t>(mine.size());
+        const Tensor ones = Tensor::filled(DType::kFloat, {m, dim}, Tensor(1.0f), test_device());
+        for (int r = 0; r < kRounds; ++r) {
+          v.scatter_add(keys_tensor(mine), ones);
+          std::vector<int64_t> all;
+          for (int64_t k = 0; k < 64; ++k) all.push_back(k * 7919);
+          v.lookup(keys_tensor(all));
+          v.gather(keys_tensor({1000 + t}));
+          if (r % 3 == 0) v.erase(keys_tensor({1000 + t}));
+          if (r % 25 == 0) v.export_rows();
+        }
+      } catch (...) {
+        failed = true;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE_FALSE(failed);
+  const Rows rows = exported(v);
+  for (int64_t k = 0; k < 64; ++k) {
+    CAPTURE(k);
+    REQUIRE(rows.count(k * 7919));
+    CHECK(rows.at(k * 7919) == std::vector<float>(dim, static_cast<float>(kRounds)));
+  }
+  // Keys 1000 + t: present (their last round gathered after the erase).
+  for (int t = 0; t < kThreads; ++t) CHECK(rows.count(1000 + t) == 1);
+  CHECK(v.size() == 64 + kThreads);
+}
