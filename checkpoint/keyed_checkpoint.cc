@@ -71,18 +71,17 @@ KeyedRestore::KeyedRestore(const std::vector<Saver::Item>& items, const Checkpoi
     const TensorInfo rows_info = reader.info(rows_key);
     if ((keys_info.dtype != DType::kInt64 && keys_info.dtype != DType::kInt32) ||
         keys_info.shape.size() != 1) {
-      throw InvalidArgumentError(where + ": key " + quoted(keys_key) +
-                                 " must hold an int64 vector, got " +
-                                 std::string(dtype_name(keys_info.dtype)) + " " +
-                                 shape_string(keys_info.shape));
+      throw InvalidArgumentError(
+          where + ": key " + quoted(keys_key) + " must hold an int64 vector, got " +
+          std::string(dtype_name(keys_info.dtype)) + " " + shape_string(keys_info.shape));
     }
     const int64_t n = keys_info.shape[0];
-    const TensorShape expected =
-        TensorShape({n}).concatenate(k->table().row_shape(k->member()));
+    const TensorShape expected = TensorShape({n}).concatenate(k->table().row_shape(k->member()));
     if (rows_info.dtype != var.dtype()) {
       throw InvalidArgumentError(where + ": key " + quoted(rows_key) + " holds dtype " +
                                  std::string(dtype_name(rows_info.dtype)) +
-                                 ", the variable has dtype " + std::string(dtype_name(var.dtype())));
+                                 ", the variable has dtype " +
+                                 std::string(dtype_name(var.dtype())));
     }
     if (rows_info.shape != expected.dims()) {
       throw InvalidArgumentError(where + ": key " + quoted(rows_key) + " has shape " +

@@ -1,7 +1,6 @@
 #include "varstate/dynamic_variable.h"
 
 #include <cmath>
-#include <unordered_map>
 
 #include "runtime/dynamic_variable_internal.h"
 #include "runtime/initializer_recipe.h"
@@ -63,8 +62,10 @@ KeyedRowInit keyed_row_init(const Initializer& init, DType dtype, const std::str
       return out;
     case InitializerKind::kConstant:
       if (r.value.num_elements() != 1) {
-        throw ValueError(what + ": a dynamic variable's constant initializer must be a scalar, "
-                         "got shape " + r.value.shape().to_string());
+        throw ValueError(what +
+                         ": a dynamic variable's constant initializer must be a scalar, "
+                         "got shape " +
+                         r.value.shape().to_string());
       }
       out.a = host_scalar(r.value.reshaped({}), dtype, what);
       return out;
@@ -84,7 +85,8 @@ KeyedRowInit keyed_row_init(const Initializer& init, DType dtype, const std::str
       return out;
     }
     default:
-      throw ValueError(what + ": a dynamic variable draws each row from its key, so its "
+      throw ValueError(what +
+                       ": a dynamic variable draws each row from its key, so its "
                        "initializer must be zeros, ones, a scalar constant, random_uniform, "
                        "random_normal or truncated_normal (this one depends on the table's shape "
                        "or is a custom function)");
@@ -100,8 +102,8 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
   const KeyedRowInit init = keyed_row_init(initializer, dtype, name);
   Tensor absent_row;
   if (o.default_value) {
-    const Tensor d = convert_to_dtype(o.default_value->to_host(), dtype,
-                                      "default_value of " + quoted(name));
+    const Tensor d =
+        convert_to_dtype(o.default_value->to_host(), dtype, "default_value of " + quoted(name));
     if (d.num_elements() != 1 && d.shape() != TensorShape({dim})) {
       throw ValueError("default_value of " + quoted(name) + " must be a scalar or a [" +
                        std::to_string(dim) + "] row, got shape " + d.shape().to_string());
@@ -117,6 +119,7 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
     }
     auto table = std::make_shared<KeyedTable>(op_name, o.key_dtype, device);
     table->add_member(op_name, dtype, TensorShape({dim}), init);
+    if (o.initial_capacity > 0) table->reserve(o.initial_capacity);
     return std::make_shared<KeyedStorage>(std::move(table), 0, absent_row);
   });
   VariableOptions vo;
@@ -125,10 +128,9 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
   vo.validate_shape = false;  // the row count follows the keys
   vo.name = name;
   vo.graph = &graph;
-  vo.dtype = dtype;
-  vo.expected_shape = TensorShape({0, dim});
   NameScope root(graph, "");  // get_variable names ignore name scopes
-  return Variable([dtype, dim] { return Tensor::zeros(dtype, {0, dim}); }, vo);
+  // The initial value is the empty table (a constant a meta graph stores).
+  return Variable(Tensor::zeros(dtype, {0, dim}), vo);
 }
 
 DynamicVariable as_dynamic(const Variable& v) { return DynamicVariableAccess::make(v); }
@@ -169,6 +171,7 @@ Variable& DynamicVariable::variable() { return variable_; }
 const Op& DynamicVariable::initializer() const { return variable_.initializer(); }
 bool DynamicVariable::is_initialized() const { return variable_.is_initialized(); }
 int64_t DynamicVariable::size() const { return keyed(variable_).table().size(); }
+int64_t DynamicVariable::memory_bytes() const { return keyed(variable_).table().memory_bytes(); }
 
 Tensor DynamicVariable::gather(const Tensor& keys, const DynamicGatherOptions& options) {
   const std::string who = "gather on " + quoted(op_name());
@@ -191,22 +194,9 @@ void DynamicVariable::insert(const Tensor& keys, const Tensor& values) {
     throw InvalidArgumentError(who + ": values must have shape " + expected.to_string() +
                                " (the keys' shape, then the row's), got " + v.shape().to_string());
   }
-  // A repeated key keeps its last row.
-  std::unordered_map<int64_t, int64_t> last;
-  last.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) last[ids[i]] = static_cast<int64_t>(i);
-  std::vector<int64_t> distinct;
-  std::vector<int64_t> positions;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (last[ids[i]] != static_cast<int64_t>(i)) continue;
-    distinct.push_back(ids[i]);
-    positions.push_back(static_cast<int64_t>(i));
-  }
-  const int64_t n = static_cast<int64_t>(ids.size());
-  Tensor rows = v.reshaped(TensorShape({n, dim()}));
-  if (distinct.size() != ids.size()) rows = internal::gather_rows(rows, positions);
+  const Tensor rows = v.reshaped(TensorShape({static_cast<int64_t>(ids.size()), dim()})).to_host();
   std::lock_guard lock(internal::update_mutex(variable_));
-  keyed(variable_).table().insert(distinct, rows.to_host());
+  keyed(variable_).table().insert(ids, rows);
 }
 
 int64_t DynamicVariable::erase(const Tensor& keys) {
@@ -225,8 +215,8 @@ KeysAndValues DynamicVariable::export_rows() const {
 }
 
 #define VARSTATE_DYNAMIC_SCATTER(kind, fn)                                                    \
-  void DynamicVariable::fn(const Tensor& keys, const Tensor& updates,                        \
-                           const UpdateOptions& options) {                                   \
+  void DynamicVariable::fn(const Tensor& keys, const Tensor& updates,                         \
+                           const UpdateOptions& options) {                                    \
     internal::storage(variable_).scatter(                                                     \
         kernels::ScatterOp::kind, variable_, keys, updates, options,                          \
         internal::scatter_subject(kernels::ScatterOp::kind, options.name, op_name()), false); \

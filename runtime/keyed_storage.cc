@@ -73,11 +73,11 @@ void KeyedStorage::replace_rows(Variable& self, const std::vector<RowBytes>&) {
 void KeyedStorage::replace_value(Variable& self, const Tensor& value) {
   const TensorShape empty = TensorShape({0}).concatenate(table_->row_shape(member_));
   if (!value.valid() || value.shape() != empty) {
-    throw InvalidArgumentError(
-        "initializing " + quoted(self.op_name()) + ": a dynamic variable starts as an empty " +
-        empty.to_string() + " table, got a value of shape " +
-        (value.valid() ? value.shape().to_string() : std::string("(none)")) +
-        "; insert rows by key instead");
+    throw InvalidArgumentError("initializing " + quoted(self.op_name()) +
+                               ": a dynamic variable starts as an empty " + empty.to_string() +
+                               " table, got a value of shape " +
+                               (value.valid() ? value.shape().to_string() : std::string("(none)")) +
+                               "; insert rows by key instead");
   }
   if (member_ == 0) {
     table_->clear();
@@ -106,8 +106,9 @@ Tensor KeyedStorage::scatter(kernels::ScatterOp op, Variable& self, const Tensor
                              const std::string& who, bool read_back) {
   if (!is_initialized()) throw_uninitialized(self.op_name());
   const TensorShape row_shape = table_->row_shape(member_);
-  const ScatterArgs args = check_scatter_args(op, self.dtype(), TensorShape({table_->size()}).concatenate(row_shape),
-                                              indices, updates, who);
+  const ScatterArgs args =
+      check_scatter_args(op, self.dtype(), TensorShape({table_->size()}).concatenate(row_shape),
+                         indices, updates, who);
   const std::vector<int64_t> keys = checked_keys(indices, table_->key_dtype(), who);
   std::unique_lock<std::mutex> locked;
   if (use_locking(options, op, UpdateCaller::kMethod)) {
@@ -115,11 +116,11 @@ Tensor KeyedStorage::scatter(kernels::ScatterOp op, Variable& self, const Tensor
   }
   if (!keys.empty()) {
     // Scalar updates repeat for every key; row updates in key order.
-    const Tensor values = args.updates_scalar
-                              ? args.updates.reshaped({})
-                              : args.updates.reshaped(TensorShape({static_cast<int64_t>(
-                                                          keys.size())})
-                                                          .concatenate(row_shape));
+    const Tensor values =
+        args.updates_scalar
+            ? args.updates.reshaped({})
+            : args.updates.reshaped(
+                  TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape));
     table_->scatter(op, member_, keys, values.on(table_->device()), who);
   }
   if (locked.owns_lock()) locked.unlock();
@@ -178,7 +179,9 @@ void KeyedStorage::modify_rows(std::vector<RowsUpdate>& updates) {
   KeyedTable::modify(changes);
 }
 
-std::vector<int64_t> KeyedStorage::take_marked_rows() { return table_->take_marked(/*take_erased=*/false).changed; }
+std::vector<int64_t> KeyedStorage::take_marked_rows() {
+  return table_->take_marked(/*take_erased=*/false).changed;
+}
 
 KeyedStorage* keyed_storage(const Variable& v) { return dynamic_cast<KeyedStorage*>(&storage(v)); }
 

@@ -1,17 +1,18 @@
 #include "runtime/keyed_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <numeric>
 #include <utility>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/random.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
-#include "varstate/slice.h"
 
 namespace varstate::internal {
 namespace {
@@ -46,7 +47,17 @@ TensorShape rows_shape(int64_t n, const TensorShape& row_shape) {
 }  // namespace
 
 KeyedTable::KeyedTable(std::string name, DType key_dtype, Device& device)
-    : name_(std::move(name)), key_dtype_(key_dtype), device_(device) {}
+    : name_(std::move(name)),
+      key_dtype_(key_dtype),
+      device_(device),
+      num_shards_(std::max(1, kernels::cpu::pool_threads())),
+      shards_(static_cast<size_t>(num_shards_)) {}
+
+int64_t KeyedTable::live_keys() const {
+  int64_t n = 0;
+  for (const auto& shard : shards_) n += shard.size();
+  return n;
+}
 
 int KeyedTable::add_member(std::string op_name, DType dtype, TensorShape row_shape,
                            KeyedRowInit init) {
@@ -133,9 +144,15 @@ void KeyedTable::write_rows(Member& m, std::span<const int64_t> slots, const Ten
     const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
     auto* dst = static_cast<std::byte*>(m.arena.raw_data());
     const auto* src = static_cast<const std::byte*>(rows.raw_data());
-    for (size_t i = 0; i < slots.size(); ++i) {
-      std::memcpy(dst + static_cast<size_t>(slots[i]) * row_bytes, src + i * row_bytes, row_bytes);
-    }
+    const auto n = static_cast<int64_t>(slots.size());
+    kernels::cpu::for_ranges(n, 64, n * static_cast<int64_t>(row_bytes),
+                             kernels::cpu::parallel_thresholds().gather_bytes,
+                             [&](int64_t first, int64_t last) {
+                               for (int64_t i = first; i < last; ++i) {
+                                 std::memcpy(dst + static_cast<size_t>(slots[i]) * row_bytes,
+                                             src + static_cast<size_t>(i) * row_bytes, row_bytes);
+                               }
+                             });
     return;
   }
   Tensor arena = m.arena;
@@ -151,28 +168,90 @@ void KeyedTable::mark(std::span<const int64_t> slots) {
   for (int64_t s : slots) marks_[static_cast<size_t>(s)].store(1, std::memory_order_relaxed);
 }
 
+void KeyedTable::reserve(int64_t rows) {
+  std::unique_lock lock(mu_);
+  const int64_t more = rows - live_keys();
+  if (more <= 0) return;
+  const int64_t room = static_cast<int64_t>(free_.size()) + (capacity_ - next_slot_);
+  if (more > room) {
+    const int64_t first_new = capacity_;
+    grow_to(capacity_ + (more - room));
+    if (device_.is_cpu()) {
+      // Reserved memory is committed now (its pages touched), not by the
+      // inserts that fill it.
+      for (const auto& m : members_) {
+        const size_t row_bytes =
+            static_cast<size_t>(row_elements(m->row_shape)) * dtype_size(m->dtype);
+        auto* base = static_cast<std::byte*>(m->arena.raw_data());
+        const int64_t rows_new = capacity_ - first_new;
+        kernels::cpu::for_ranges(
+            rows_new, 4096, rows_new * static_cast<int64_t>(row_bytes),
+            kernels::cpu::parallel_thresholds().dense_update_bytes, [&](int64_t a, int64_t b) {
+              std::memset(base + static_cast<size_t>(first_new + a) * row_bytes, 0,
+                          static_cast<size_t>(b - a) * row_bytes);
+            });
+      }
+    }
+  }
+  // Keys spread evenly over the shards, give or take a few standard
+  // deviations.
+  const int64_t per_shard = rows / num_shards_;
+  const auto spread = static_cast<int64_t>(4 * std::sqrt(static_cast<double>(per_shard)));
+  for (auto& shard : shards_) shard.reserve(per_shard + spread + 16);
+}
+
+int64_t KeyedTable::memory_bytes() const {
+  std::shared_lock lock(mu_);
+  int64_t entries = 0;
+  for (const auto& shard : shards_) entries += shard.capacity();
+  int64_t bytes = entries * static_cast<int64_t>(sizeof(kernels::KeyEntry)) +
+                  capacity_ /* marks */ + static_cast<int64_t>(free_.capacity() * sizeof(int64_t));
+  for (const auto& m : members_) bytes += static_cast<int64_t>(m->arena.nbytes());
+  return bytes;
+}
+
 // ---------------------------------------------------------------------------
 // Keys
 
+void KeyedTable::find_range(const int64_t* keys, int64_t n, int64_t* slots) const {
+  constexpr int64_t kAhead = 16;
+  for (int64_t i = 0; i < std::min(kAhead, n); ++i) shard_of(keys[i]).prefetch(keys[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) shard_of(keys[i + kAhead]).prefetch(keys[i + kAhead]);
+    slots[i] = shard_of(keys[i]).find(keys[i]);
+  }
+}
+
 std::vector<int64_t> KeyedTable::find(std::span<const int64_t> keys) const {
+  const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> slots(keys.size());
-  index_.find(keys.data(), static_cast<int64_t>(keys.size()), slots.data());
+  // About one cache miss a key: large batches split over the pool.
+  constexpr int64_t kKeysPerSplit = 8192;
+  kernels::cpu::for_ranges(n, 1024, n, kKeysPerSplit, [&](int64_t first, int64_t last) {
+    find_range(keys.data() + first, last - first, slots.data() + first);
+  });
   return slots;
 }
 
 void KeyedTable::reserve_rows(int64_t more) {
   const int64_t room = static_cast<int64_t>(free_.size()) + (capacity_ - next_slot_);
   if (more <= room) return;
-  int64_t capacity = std::max<int64_t>(capacity_ * 2, 64);
-  while (capacity - next_slot_ + static_cast<int64_t>(free_.size()) < more) capacity *= 2;
+  // Half again (a doubling would leave up to half of every arena idle),
+  // or what the insert needs.
+  const int64_t needed = next_slot_ - static_cast<int64_t>(free_.size()) + more;
+  grow_to(std::max({capacity_ + capacity_ / 2, needed, int64_t{64}}));
+}
+
+void KeyedTable::grow_to(int64_t capacity) {
   // Every arena first, then the bookkeeping: a failed allocation leaves
   // the table as it was.
   std::vector<Tensor> arenas;
   for (const auto& m : members_) {
     Tensor grown(m->dtype, rows_shape(capacity, m->row_shape), device_);
-    if (capacity_ > 0 && row_elements(m->row_shape) > 0) {
-      strided_slice_assign(grown, {Slice::range(0, capacity_)}, m->arena, m->op_name);
-    }
+    // The rows in use are a prefix of the arena.
+    const size_t used = static_cast<size_t>(next_slot_) *
+                        static_cast<size_t>(row_elements(m->row_shape)) * dtype_size(m->dtype);
+    if (used > 0) copy_bytes(device_, grown.raw_data(), device_, m->arena.raw_data(), used);
     arenas.push_back(std::move(grown));
   }
   auto marks = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(capacity));
@@ -181,63 +260,145 @@ void KeyedTable::reserve_rows(int64_t more) {
   }
   for (size_t k = 0; k < members_.size(); ++k) members_[k]->arena = std::move(arenas[k]);
   marks_ = std::move(marks);
-  slot_keys_.resize(static_cast<size_t>(capacity));
   capacity_ = capacity;
 }
 
-std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys) {
+void KeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
+  const size_t value_bytes = dtype_size(m.dtype);
+  const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * value_bytes;
+  if (row_bytes == 0) return;
+  const Tensor value = m.init.a.to_host();
+  // One row of the constant, copied to every slot.
+  std::vector<std::byte> row(row_bytes);
+  for (size_t off = 0; off < row_bytes; off += value_bytes) {
+    std::memcpy(row.data() + off, value.raw_data(), value_bytes);
+  }
+  auto* arena = static_cast<std::byte*>(m.arena.raw_data());
+  for (int64_t slot : slots) {
+    std::memcpy(arena + static_cast<size_t>(slot) * row_bytes, row.data(), row_bytes);
+  }
+}
+
+std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init) {
   const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> slots = find(keys);
-  int64_t absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
+  const int64_t absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
   if (absent == 0) return slots;
   reserve_rows(absent);
-  index_.reserve(index_.size() + absent);
-  // Candidates: freed slots first, then fresh ones; the index hands them
-  // to the new keys in the order the keys first appear.
-  std::vector<int64_t> candidates;
-  candidates.reserve(static_cast<size_t>(absent));
-  const size_t from_free = std::min(free_.size(), static_cast<size_t>(absent));
-  candidates.assign(free_.end() - static_cast<std::ptrdiff_t>(from_free), free_.end());
-  for (int64_t s = next_slot_; static_cast<int64_t>(candidates.size()) < absent; ++s) {
-    candidates.push_back(s);
-  }
-  std::vector<int64_t> absent_keys;
-  absent_keys.reserve(static_cast<size_t>(absent));
+  // The absent keys by shard, in order, with their positions in `keys`.
+  const size_t num_shards = shards_.size();
+  std::vector<std::vector<int64_t>> shard_keys(num_shards);
+  std::vector<std::vector<int64_t>> shard_positions(num_shards);
   for (int64_t i = 0; i < n; ++i) {
-    if (slots[static_cast<size_t>(i)] == HashIndex::kAbsent) absent_keys.push_back(keys[i]);
+    if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
+    const auto s =
+        static_cast<size_t>(kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_));
+    shard_keys[s].push_back(keys[i]);
+    shard_positions[s].push_back(i);
   }
-  std::vector<int64_t> absent_slots(absent_keys.size());
-  const int64_t used = index_.insert(absent_keys.data(), absent, candidates.data(),
-                                     absent_slots.data());
-  // Used candidates are a prefix: give back the rest.
-  const int64_t used_free = std::min<int64_t>(used, static_cast<int64_t>(from_free));
-  free_.resize(free_.size() - from_free);
-  for (size_t j = static_cast<size_t>(used); j < from_free; ++j) free_.push_back(candidates[j]);
-  next_slot_ += used - used_free;
+  // Each shard's candidate slots (freed ones first, then fresh ones); a
+  // shard hands them to its new keys in the order they first appear.
+  std::vector<std::vector<int64_t>> candidates(num_shards);
+  for (size_t s = 0; s < num_shards; ++s) {
+    for (size_t j = 0; j < shard_keys[s].size(); ++j) {
+      if (!free_.empty()) {
+        candidates[s].push_back(free_.back());
+        free_.pop_back();
+      } else {
+        candidates[s].push_back(next_slot_++);
+      }
+    }
+  }
+  std::vector<std::vector<int64_t>> shard_slots(num_shards);
+  std::vector<int64_t> used(num_shards, 0);
+  auto insert_shard = [&](int64_t s) {
+    const auto k = static_cast<size_t>(s);
+    const auto m = static_cast<int64_t>(shard_keys[k].size());
+    shard_slots[k].resize(shard_keys[k].size());
+    if (m == 0) return;
+    used[k] =
+        shards_[k].insert(shard_keys[k].data(), m, candidates[k].data(), shard_slots[k].data());
+  };
+  constexpr int64_t kKeysPerShardThread = 4096;
+  if (num_shards > 1 && absent >= kKeysPerShardThread) {
+    kernels::cpu::run_shards(static_cast<int64_t>(num_shards), insert_shard);
+  } else {
+    for (size_t s = 0; s < num_shards; ++s) insert_shard(static_cast<int64_t>(s));
+  }
+  // A shard's used candidates are a prefix (fewer than its keys when a new
+  // key repeats): the rest are free again. New keys are matched with their
+  // candidates in order.
   std::vector<int64_t> new_keys;
   std::vector<int64_t> new_slots;
-  new_keys.reserve(static_cast<size_t>(used));
-  for (size_t i = 0, j = 0; i < absent_keys.size() && static_cast<int64_t>(j) < used; ++i) {
-    if (absent_slots[i] == candidates[j]) {
-      new_keys.push_back(absent_keys[i]);
-      new_slots.push_back(candidates[j]);
-      slot_keys_[static_cast<size_t>(candidates[j])] = absent_keys[i];
-      ++j;
+  for (size_t s = 0; s < num_shards; ++s) {
+    for (size_t j = static_cast<size_t>(used[s]); j < candidates[s].size(); ++j) {
+      free_.push_back(candidates[s][j]);
+    }
+    for (size_t i = 0, j = 0; i < shard_keys[s].size() && static_cast<int64_t>(j) < used[s]; ++i) {
+      if (shard_slots[s][i] == candidates[s][j]) {
+        new_keys.push_back(shard_keys[s][i]);
+        new_slots.push_back(candidates[s][j]);
+        ++j;
+      }
+    }
+    for (size_t i = 0; i < shard_positions[s].size(); ++i) {
+      slots[static_cast<size_t>(shard_positions[s][i])] = shard_slots[s][i];
     }
   }
   for (size_t k = 0; k < members_.size(); ++k) {
-    write_rows(*members_[k], new_slots, initial_rows(static_cast<int>(k), new_keys));
+    if (static_cast<int>(k) == skip_init) continue;
+    Member& m = *members_[k];
+    if (m.init.kind == KeyedRowInit::Kind::kConstant && device_.is_cpu()) {
+      fill_rows(m, new_slots);
+    } else {
+      write_rows(m, new_slots, initial_rows(static_cast<int>(k), new_keys));
+    }
   }
   mark(new_slots);
-  size_.store(index_.size(), std::memory_order_relaxed);
-  for (size_t i = 0, j = 0; i < slots.size(); ++i) {
-    if (slots[i] == HashIndex::kAbsent) slots[i] = absent_slots[j++];
-  }
+  size_.store(live_keys(), std::memory_order_relaxed);
   return slots;
 }
 
 // ---------------------------------------------------------------------------
 // Operations
+
+bool KeyedTable::gather_present(const Member& m, std::span<const int64_t> keys, Tensor& out) const {
+  // Keys resolved a chunk at a time (the index prefetches their entries),
+  // then the chunk's rows copied while the next rows are prefetched: the
+  // entry and row misses overlap, and no slot list is built.
+  constexpr int64_t kChunk = 64;
+  constexpr int64_t kRowsAhead = 4;
+  const int64_t n = static_cast<int64_t>(keys.size());
+  const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
+  const auto* arena = static_cast<const std::byte*>(m.arena.raw_data());
+  auto* dst = static_cast<std::byte*>(out.raw_data());
+  std::atomic<bool> absent{false};
+  kernels::cpu::for_ranges(
+      n, kChunk, n * static_cast<int64_t>(row_bytes),
+      kernels::cpu::parallel_thresholds().gather_bytes / 4, [&](int64_t first, int64_t last) {
+        int64_t slots[kChunk];
+        for (int64_t c = first; c < last; c += kChunk) {
+          const int64_t count = std::min(kChunk, last - c);
+          find_range(keys.data() + c, count, slots);
+          for (int64_t j = 0; j < count; ++j) {
+            if (slots[j] == HashIndex::kAbsent) {
+              absent.store(true, std::memory_order_relaxed);
+              return;
+            }
+          }
+          for (int64_t j = 0; j < count; ++j) {
+            if (j + kRowsAhead < count) {
+              const std::byte* ahead =
+                  arena + static_cast<size_t>(slots[j + kRowsAhead]) * row_bytes;
+              for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ahead + b);
+            }
+            std::memcpy(dst + static_cast<size_t>(c + j) * row_bytes,
+                        arena + static_cast<size_t>(slots[j]) * row_bytes, row_bytes);
+          }
+        }
+      });
+  return !absent.load();
+}
 
 Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
                           const Tensor& absent_row) {
@@ -245,6 +406,10 @@ Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert
   {
     std::shared_lock lock(mu_);
     const Member& m = *members_.at(static_cast<size_t>(member));
+    if (device_.is_cpu() && row_elements(m.row_shape) > 0) {
+      Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
+      if (gather_present(m, keys, out)) return out;
+    }
     std::vector<int64_t> slots = find(keys);
     const auto absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
     if (absent == 0) return read_rows(m, slots);
@@ -265,7 +430,8 @@ Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert
       const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
       auto* dst = static_cast<std::byte*>(out.raw_data());
       const auto* from_present = static_cast<const std::byte*>(present.raw_data());
-      const auto* from_made = made.valid() ? static_cast<const std::byte*>(made.raw_data()) : nullptr;
+      const auto* from_made =
+          made.valid() ? static_cast<const std::byte*>(made.raw_data()) : nullptr;
       const Tensor fill = absent_row.valid() ? absent_row.to_host() : Tensor();
       size_t p = 0;
       size_t a = 0;
@@ -316,9 +482,27 @@ void KeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int6
 
 void KeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
   std::unique_lock lock(mu_);
-  const std::vector<int64_t> slots = find_or_insert(keys);
+  // Member 0's new rows are written below, not initialized first.
+  std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0);
   Member& m = *members_.front();
-  write_rows(m, slots, values);
+  if (device_.is_cpu()) {
+    write_rows(m, slots, values);  // in order: a repeated key keeps its last row
+  } else {
+    // The last row of each repeated key only (a scatter of repeats has no
+    // order on a GPU).
+    std::vector<int64_t> last(static_cast<size_t>(capacity_), -1);
+    for (size_t i = 0; i < slots.size(); ++i)
+      last[static_cast<size_t>(slots[i])] = static_cast<int64_t>(i);
+    std::vector<int64_t> positions;
+    std::vector<int64_t> distinct;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (last[static_cast<size_t>(slots[i])] != static_cast<int64_t>(i)) continue;
+      positions.push_back(static_cast<int64_t>(i));
+      distinct.push_back(slots[i]);
+    }
+    write_rows(m, distinct,
+               distinct.size() == slots.size() ? values : gather_rows(values, positions));
+  }
   mark(slots);
   m.version.fetch_add(1);
 }
@@ -327,7 +511,7 @@ int64_t KeyedTable::erase(std::span<const int64_t> keys) {
   std::unique_lock lock(mu_);
   int64_t erased = 0;
   for (int64_t key : keys) {
-    const int64_t slot = index_.erase(key);
+    const int64_t slot = shard_of(key).erase(key);
     if (slot == HashIndex::kAbsent) continue;
     free_.push_back(slot);
     if (marking_) {
@@ -337,7 +521,7 @@ int64_t KeyedTable::erase(std::span<const int64_t> keys) {
     ++erased;
   }
   if (erased > 0) {
-    size_.store(index_.size(), std::memory_order_relaxed);
+    size_.store(live_keys(), std::memory_order_relaxed);
     for (const auto& m : members_) m->version.fetch_add(1);
   }
   return erased;
@@ -346,10 +530,10 @@ int64_t KeyedTable::erase(std::span<const int64_t> keys) {
 void KeyedTable::clear() {
   std::unique_lock lock(mu_);
   if (marking_) {
-    index_.for_each([&](int64_t key, int64_t) { erased_.push_back(key); });
+    for_each_key([&](int64_t key, int64_t) { erased_.push_back(key); });
     for (int64_t s = 0; s < capacity_; ++s) marks_[static_cast<size_t>(s)].store(0);
   }
-  index_.clear();
+  for (auto& shard : shards_) shard.clear();
   free_.clear();
   next_slot_ = 0;
   size_.store(0, std::memory_order_relaxed);
@@ -361,13 +545,41 @@ void KeyedTable::reset_member(int member) {
   Member& m = *members_.at(static_cast<size_t>(member));
   std::vector<int64_t> keys;
   std::vector<int64_t> slots;
-  index_.for_each([&](int64_t key, int64_t slot) {
+  for_each_key([&](int64_t key, int64_t slot) {
     keys.push_back(key);
     slots.push_back(slot);
   });
   write_rows(m, slots, initial_rows(member, keys));
   mark(slots);
   m.version.fetch_add(1);
+}
+
+void KeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
+                             bool all_rows,
+                             const std::function<void(std::vector<Tensor>&, const Tensor&)>& fn) {
+  auto run = [&](const std::vector<int64_t>& slots) {
+    std::vector<Tensor> arenas;
+    for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
+    fn(arenas, slot_tensor(slots));
+    if (all_rows && marking_) {
+      for_each_key([&](int64_t, int64_t slot) {
+        marks_[static_cast<size_t>(slot)].store(1, std::memory_order_relaxed);
+      });
+    } else {
+      mark(slots);
+    }
+    for (int member : members) members_.at(static_cast<size_t>(member))->version.fetch_add(1);
+  };
+  {
+    std::shared_lock lock(mu_);
+    const std::vector<int64_t> slots = find(keys);
+    if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
+      run(slots);
+      return;
+    }
+  }
+  std::unique_lock lock(mu_);
+  run(find_or_insert(keys));
 }
 
 void KeyedTable::modify(std::vector<RowsChange>& changes) {
@@ -407,8 +619,8 @@ void KeyedTable::modify(std::vector<RowsChange>& changes) {
 KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) const {
   std::shared_lock lock(mu_);
   std::vector<std::pair<int64_t, int64_t>> entries;
-  entries.reserve(static_cast<size_t>(index_.size()));
-  index_.for_each([&](int64_t key, int64_t slot) { entries.emplace_back(key, slot); });
+  entries.reserve(static_cast<size_t>(live_keys()));
+  for_each_key([&](int64_t key, int64_t slot) { entries.emplace_back(key, slot); });
   std::sort(entries.begin(), entries.end());
   std::vector<int64_t> keys(entries.size());
   std::vector<int64_t> slots(entries.size());
@@ -426,10 +638,10 @@ void KeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
   std::unique_lock lock(mu_);
   if (marking_) {
-    index_.for_each([&](int64_t key, int64_t) { erased_.push_back(key); });
+    for_each_key([&](int64_t key, int64_t) { erased_.push_back(key); });
     for (int64_t s = 0; s < capacity_; ++s) marks_[static_cast<size_t>(s)].store(0);
   }
-  index_.clear();
+  for (auto& shard : shards_) shard.clear();
   free_.clear();
   next_slot_ = 0;
   size_.store(0, std::memory_order_relaxed);
@@ -473,7 +685,7 @@ KeyedTable::Marked KeyedTable::take_marked(bool take_erased) {
     erased_.clear();
   }
   if (!marking_) return out;
-  index_.for_each([&](int64_t key, int64_t slot) {
+  for_each_key([&](int64_t key, int64_t slot) {
     if (marks_[static_cast<size_t>(slot)].exchange(0, std::memory_order_relaxed) != 0) {
       out.changed.push_back(key);
     }

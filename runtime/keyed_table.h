@@ -1,14 +1,14 @@
 // The rows of a hash-keyed variable (varstate/dynamic_variable.h) and of its
 // optimizer slots. Runtime-internal.
 //
-// One key index (kernels/cpu/hash_index.h: key -> arena slot) serves every
-// member of the table: member 0 is the variable, the others are its slots,
-// so a slot's rows are created and erased with the variable's keys. Each
-// member keeps its rows in an arena, a dense tensor of `capacity` rows on
-// the table's device (CPU or GPU); row operations resolve keys to slots on
-// the host and then run the dense kernels (gather, scatter, training ops)
-// on the arena rows at those slots. Rows never move within an arena; an
-// arena grows by a copy into a larger one under the exclusive lock.
+// One key index serves every member of the table (kernels/cpu/hash_index.h:
+// key -> arena slot, in shards chosen by kernels/key_hash.h's key_shard, one
+// per pool thread, so that a batch of new keys is inserted by every thread): member 0 is the
+// variable, the others are its slots, so a slot's rows are created and erased with the variable's
+// keys. Each member keeps its rows in an arena, a dense tensor of `capacity` rows on the table's
+// device (CPU or GPU); row operations resolve keys to slots on the host and then run the dense
+// kernels (gather, scatter, training ops) on the arena rows at those slots. Rows never move within
+// an arena; an arena grows by a copy into a larger one under the exclusive lock.
 //
 // A new key's row in each member comes from that member's KeyedRowInit:
 // a constant, or a seeded random row that depends only on the seeds and the
@@ -42,7 +42,12 @@ namespace varstate::internal {
 
 // The value a new key's row starts with in one member.
 struct KeyedRowInit {
-  enum class Kind { kConstant, kUniform, kNormal, kTruncatedNormal };
+  enum class Kind {
+    kConstant,
+    kUniform,
+    kNormal,
+    kTruncatedNormal
+  };
   Kind kind = Kind::kConstant;
   // Host scalars of the member's dtype: the constant (a); minval and maxval;
   // mean and stddev.
@@ -68,6 +73,10 @@ class KeyedTable {
   Device& device() const { return device_; }
   // Live keys now.
   int64_t size() const { return size_.load(std::memory_order_relaxed); }
+  // Room for `rows` live keys without growing the arenas or the index.
+  void reserve(int64_t rows);
+  // Bytes held: the arenas, the index and the marks.
+  int64_t memory_bytes() const;
   DType dtype(int member) const;
   const TensorShape& row_shape(int member) const;
   const std::string& member_name(int member) const;
@@ -86,8 +95,9 @@ class KeyedTable {
   // as the dense scatter treats them). The caller validated the arguments.
   void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                const Tensor& updates, const std::string& who);
-  // Inserts or overwrites the rows of `keys` (distinct) in member 0 with
-  // `values` ([n] + row shape); new keys get their slot rows initialized.
+  // Inserts or overwrites the rows of `keys` in member 0 with `values`
+  // ([n] + row shape, host; a repeated key keeps its last row); new keys
+  // get their slot rows initialized.
   void insert(std::span<const int64_t> keys, const Tensor& values);
   // Removes the keys present among `keys` from every member; returns how
   // many were removed.
@@ -96,6 +106,15 @@ class KeyedTable {
   void clear();
   // Rewrites the rows of every key of `member` with its initial rows.
   void reset_member(int member);
+
+  // The training ops in place: runs fn(arenas, slots) with the arenas of
+  // `members` and `slots` (int64 [keys.size()] on the device) the rows of
+  // `keys`, absent ones inserted first, under the table's lock (shared
+  // when every key was present, so updates of other keys run meanwhile);
+  // then marks those rows (every live row with `all_rows`) and bumps the
+  // members' versions.
+  void update_rows(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
+                   const std::function<void(std::vector<Tensor>&, const Tensor&)>& fn);
 
   // The training ops' row move (VariableStorage::modify_rows): for each
   // update, its members' rows of `keys` (distinct; absent ones inserted)
@@ -154,17 +173,30 @@ class KeyedTable {
     std::atomic<uint64_t> version{0};
   };
 
+  // slots[i] = the slot of keys[i], or kAbsent, for i in [0, n), entries
+  // prefetched ahead. Caller holds mu_.
+  void find_range(const int64_t* keys, int64_t n, int64_t* slots) const;
   // Slots of `keys` (kAbsent when absent). Caller holds mu_.
   std::vector<int64_t> find(std::span<const int64_t> keys) const;
-  // Slots of `keys`, absent ones inserted and initialized in every member.
-  // Caller holds mu_ exclusively.
-  std::vector<int64_t> find_or_insert(std::span<const int64_t> keys);
-  // Room for `more` rows beyond the slots in use. Caller holds mu_
+  // Slots of `keys`, absent ones inserted and initialized in every member
+  // but `skip_init` (whose new rows the caller writes). Caller holds mu_
   // exclusively.
+  std::vector<int64_t> find_or_insert(std::span<const int64_t> keys, int skip_init = -1);
+  // Writes m's constant initial value to the rows `slots` (CPU arenas).
+  void fill_rows(Member& m, std::span<const int64_t> slots);
+  // Room for `more` rows beyond the slots in use (arenas grown by half, or
+  // to what is needed). Caller holds mu_ exclusively.
   void reserve_rows(int64_t more);
+  // Arenas (and marks) of `capacity` rows, the rows kept. Caller holds mu_
+  // exclusively.
+  void grow_to(int64_t capacity);
   // Writes rows (host, [slots.size()] + row shape) at `slots` of a member.
   void write_rows(Member& m, std::span<const int64_t> slots, const Tensor& rows);
   Tensor read_rows(const Member& m, std::span<const int64_t> slots) const;
+  // The CPU lookup of keys all present: their rows of `m` into `out`
+  // ([keys.size()] + row shape, host); false when a key is absent (`out`
+  // then holds some rows). Caller holds mu_.
+  bool gather_present(const Member& m, std::span<const int64_t> keys, Tensor& out) const;
   void mark(std::span<const int64_t> slots);
   Tensor slot_tensor(std::span<const int64_t> slots) const;
 
@@ -173,11 +205,26 @@ class KeyedTable {
   Device& device_;
 
   mutable std::shared_mutex mu_;
-  kernels::cpu::HashIndex index_;
+  kernels::cpu::HashIndex& shard_of(int64_t key) {
+    return shards_[static_cast<size_t>(
+        kernels::key_shard(static_cast<uint64_t>(key), num_shards_))];
+  }
+  const kernels::cpu::HashIndex& shard_of(int64_t key) const {
+    return shards_[static_cast<size_t>(
+        kernels::key_shard(static_cast<uint64_t>(key), num_shards_))];
+  }
+  // fn(key, slot) for every live key.
+  template <typename Fn>
+  void for_each_key(Fn&& fn) const {
+    for (const auto& shard : shards_) shard.for_each(fn);
+  }
+  int64_t live_keys() const;
+
+  const int64_t num_shards_;
+  std::vector<kernels::cpu::HashIndex> shards_;
   std::vector<std::unique_ptr<Member>> members_;
-  std::vector<int64_t> slot_keys_;  // slot -> key while the slot is live
-  std::vector<int64_t> free_;       // freed slots
-  int64_t next_slot_ = 0;           // slots [next_slot_, capacity) never used
+  std::vector<int64_t> free_;  // freed slots
+  int64_t next_slot_ = 0;      // slots [next_slot_, capacity) never used
   int64_t capacity_ = 0;
   std::atomic<int64_t> size_{0};
 

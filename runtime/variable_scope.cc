@@ -683,6 +683,10 @@ DynamicVariable get_dynamic_variable(std::string_view name, const DynamicVariabl
     throw ValueError(what + ": rows must be float16, bfloat16, float32 or float64, got " +
                      std::string(dtype_name(dtype)));
   }
+  if (options.initial_capacity < 0) {
+    throw ValueError(what + ": initial_capacity must be >= 0, got " +
+                     std::to_string(options.initial_capacity));
+  }
   if (options.key_dtype != DType::kInt64 && options.key_dtype != DType::kInt32) {
     throw ValueError(what + ": keys must be int64 or int32, got " +
                      std::string(dtype_name(options.key_dtype)));

@@ -285,6 +285,7 @@ Tensor TrainingCall::apply_dense(const Tensor& grad) {
 }
 
 Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
+  if (keyed_storage(var_) != nullptr) return apply_keyed(grad);
   if (!in_place_) {
     check_sparse_gradient(grad, var_, who_);
     const Tensor values = converted(grad.values(), dtype_, "grad.values", who_).to_host();
@@ -336,6 +337,40 @@ Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   return table_;
 }
 
+Tensor TrainingCall::apply_keyed(const IndexedSlices& grad) {
+  check_sparse_gradient(grad, var_, who_);
+  KeyedStorage& keyed = *keyed_storage(var_);
+  std::vector<int> members = {keyed.member()};
+  for (const TrainingSlot& slot : slots_) {
+    const KeyedStorage* s = keyed_storage(*slot.var);
+    if (s == nullptr || &s->table() != &keyed.table()) {
+      throw InvalidArgumentError(who_ + ": " + slot.role + " (" + quoted(slot.var->op_name()) +
+                                 ") is not a slot of the dynamic variable " +
+                                 quoted(var_.op_name()) + " (its slots share its keys)");
+    }
+    members.push_back(s->member());
+  }
+  const std::vector<int64_t> keys = host_indices(grad.indices());
+  Device& device = keyed.table().device();
+  const Tensor values = converted(grad.values(), dtype_, "grad.values", who_)
+                            .on(device)
+                            .reshaped(TensorShape({static_cast<int64_t>(keys.size())})
+                                          .concatenate(keyed.table().row_shape(keyed.member())));
+  std::vector<std::unique_lock<std::mutex>> locks;
+  if (options_.use_locking.value_or(false)) {
+    for (Variable* v : written()) locks.emplace_back(update_mutex(*v));
+  }
+  // compat.v1 sparse Adam decays every row, as on a dense variable.
+  const bool all_rows = op_ == TrainingOp::kAdam;
+  if (keys.empty() && !all_rows) return Tensor();
+  const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
+  keyed.table().update_rows(members, keys, all_rows,
+                            [&](std::vector<Tensor>& arenas, const Tensor& slots) {
+                              kernel.run(arenas, values, &slots);
+                            });
+  return Tensor();
+}
+
 Tensor TrainingCall::apply_by_rows(const Tensor& grad, const Tensor* indices) {
   RowsUpdate update;
   update.storages = {storage_};
@@ -343,13 +378,8 @@ Tensor TrainingCall::apply_by_rows(const Tensor& grad, const Tensor* indices) {
   const int64_t n = indices ? indices->num_elements() : var_shape().num_elements();
   // compat.v1 sparse Adam decays every row, even for a batch without rows:
   // it moves the whole values, as a dense op does.
-  // A dynamic variable's rows are its batch's keys (and their slot rows),
-  // compat.v1 sparse Adam's too (it decays the rows the batch reaches, as
-  // TensorFlow Recommenders-Addons' dynamic tables do), and new keys make
-  // rows: an empty table still trains.
-  const bool keyed = keyed_storage(var_) != nullptr;
-  const bool whole = indices == nullptr || (op_ == TrainingOp::kAdam && !keyed);
-  if ((!keyed && var_shape().num_elements() == 0) || (n == 0 && !whole)) return Tensor();
+  const bool whole = indices == nullptr || op_ == TrainingOp::kAdam;
+  if (var_shape().num_elements() == 0 || (n == 0 && !whole)) return Tensor();
   const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
   auto result = std::make_shared<Tensor>();
   if (whole) {

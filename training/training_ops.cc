@@ -1,5 +1,6 @@
 #include "varstate/training_ops.h"
 
+#include "runtime/keyed_storage.h"
 #include "runtime/variable_storage.h"
 #include "training/training_ops_internal.h"
 #include "varstate/math_ops.h"
@@ -125,7 +126,7 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
   internal::VariableStorage& storage = internal::storage(var);
-  if (!storage.updates_in_place()) {
+  if (!storage.updates_in_place() && internal::keyed_storage(var) == nullptr) {
     // Bitwise the single-process op (duplicates subtracted one by one, in
     // order, which an accumulate on the owner would not keep): the rows
     // come under the owner's lock, the CPU scatter_sub updates them, and

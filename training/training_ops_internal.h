@@ -107,6 +107,10 @@ class TrainingCall {
   // one is open. Returns the new value for a dense op run now, else an
   // empty tensor.
   Tensor apply_by_rows(const Tensor& grad, const Tensor* indices);
+  // The op on a dynamic variable (runtime/keyed_storage.h): the kernel in
+  // place on its table's rows of the batch's keys (new keys inserted), as
+  // on a dense variable with those rows' ids.
+  Tensor apply_keyed(const IndexedSlices& grad);
   // The variable and its slots.
   std::vector<Variable*> written();
 

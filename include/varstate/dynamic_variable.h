@@ -70,6 +70,10 @@ struct DynamicVariableOptions {
   // What lookup() (and gather with training off) returns for an absent
   // key: a scalar or a [dim] row; unset: the row the key would get.
   std::optional<Tensor> default_value = std::nullopt;
+  // Rows (and index entries) reserved at creation, so that the table does
+  // not grow until it holds that many keys; it grows past them by half
+  // again each time.
+  int64_t initial_capacity = 0;
   bool trainable = true;
   // Default {GraphKeys::GLOBAL_VARIABLES} (+ TRAINABLE_VARIABLES if trainable).
   std::optional<std::vector<std::string>> collections = std::nullopt;
@@ -112,6 +116,9 @@ class DynamicVariable {
 
   // Live keys now.
   int64_t size() const;
+  // Bytes the table holds for the variable and its slots (rows, key index,
+  // change marks), on the variable's device and the host.
+  int64_t memory_bytes() const;
 
   // The rows of `keys` (any shape; int64, or the key dtype), shaped
   // keys.shape + [dim], on the variable's device. See DynamicGatherOptions.

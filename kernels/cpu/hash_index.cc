@@ -21,18 +21,6 @@ constexpr int64_t kPrefetchDistance = 16;
 
 HashIndex::HashIndex(int64_t expected_keys) { rebuild(capacity_for(expected_keys)); }
 
-uint64_t HashIndex::home(uint64_t key) const { return key_hash(key) & mask_; }
-
-int64_t HashIndex::find(int64_t key) const {
-  const auto k = static_cast<uint64_t>(key);
-  if (const int s = side_of(k); s >= 0) return side_[s];
-  for (uint64_t i = home(k);; i = (i + 1) & mask_) {
-    const Entry& e = entries_[i];
-    if (e.key == k) return e.slot;
-    if (e.key == kEmpty) return kAbsent;
-  }
-}
-
 void HashIndex::find(const int64_t* keys, int64_t n, int64_t* slots) const {
   for (int64_t i = 0; i < n; ++i) {
     if (i + kPrefetchDistance < n) {

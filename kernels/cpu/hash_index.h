@@ -42,7 +42,15 @@ class HashIndex {
   int64_t rebuild_threshold() const { return capacity() / 4 * 3; }
 
   // The slot of `key`, or kAbsent.
-  int64_t find(int64_t key) const;
+  int64_t find(int64_t key) const {
+    const auto k = static_cast<uint64_t>(key);
+    if (const int s = side_of(k); s >= 0) return side_[s];
+    for (uint64_t i = home(k);; i = (i + 1) & mask_) {
+      const Entry& e = entries_[i];
+      if (e.key == k) return e.slot;
+      if (e.key == kEmpty) return kAbsent;
+    }
+  }
   // slots[i] = find(keys[i]) for i in [0, n), with the entries of keys
   // further on prefetched while the earlier ones are probed.
   void find(const int64_t* keys, int64_t n, int64_t* slots) const;
@@ -57,6 +65,11 @@ class HashIndex {
   // most once, before the first key, and prefetches the entries of keys
   // further on while earlier ones are inserted.
   int64_t insert(const int64_t* keys, int64_t n, const int64_t* free_slots, int64_t* slots);
+  // Starts loading the entry a lookup of `key` reads first (a caller
+  // probing keys one at a time, ahead of the probe).
+  void prefetch(int64_t key) const {
+    __builtin_prefetch(&entries_[key_hash(static_cast<uint64_t>(key)) & mask_]);
+  }
   // Removes `key`. Returns the slot it had, or kAbsent.
   int64_t erase(int64_t key);
   // Rebuilds now if needed so that `keys` live keys fit without a rebuild.
@@ -87,7 +100,7 @@ class HashIndex {
 
   // The side entry of a sentinel key (0 or 1), or -1 for any other key.
   static int side_of(uint64_t key) { return sentinel_of(key); }
-  uint64_t home(uint64_t key) const;
+  uint64_t home(uint64_t key) const { return key_hash(key) & mask_; }
   // Live keys in the array (the side entries' aside).
   int64_t array_keys() const { return size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent); }
   void rebuild(int64_t capacity);

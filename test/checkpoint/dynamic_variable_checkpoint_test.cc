@@ -47,8 +47,8 @@ struct Model {
 // current graph (trained or not).
 std::unique_ptr<Model> make_model(int64_t dim) {
   auto m = std::unique_ptr<Model>(new Model{
-      get_dynamic_variable(
-          "emb", {.dim = dim, .initializer = random_uniform_initializer({.seed = 3})}),
+      get_dynamic_variable("emb",
+                           {.dim = dim, .initializer = random_uniform_initializer({.seed = 3})}),
       get_variable("dense", {.shape = TensorShape{3}}),
   });
   m->opt.create_slots({m->emb.variable(), m->dense});
@@ -146,14 +146,14 @@ TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: a bad checkpoint changes not
   session.run(global_variables_initializer());
   narrow.gather(keys_tensor({7}));
   const auto before = contents(narrow.variable());
-  CHECK_THROWS_WITH(Saver({.var_list = std::vector<Variable>{narrow.variable()}})
-                        .restore(session, path),
-                    Contains("emb-values") && Contains("expected [3,3]"));
+  CHECK_THROWS_WITH(
+      Saver({.var_list = std::vector<Variable>{narrow.variable()}}).restore(session, path),
+      Contains("emb-values") && Contains("expected [3,3]"));
   CHECK(contents(narrow.variable()) == before);
   // A missing pair: NotFoundError, the dense variable untouched too.
   const std::vector<float> other_before = other.value().to_vector<float>();
-  CHECK_THROWS_AS(Saver({.var_list = std::map<std::string, Variable>{
-                             {"missing", narrow.variable()}, {"other", other}}})
+  CHECK_THROWS_AS(Saver({.var_list = std::map<std::string, Variable>{{"missing", narrow.variable()},
+                                                                     {"other", other}}})
                       .restore(session, path),
                   NotFoundError);
   CHECK(contents(narrow.variable()) == before);
@@ -174,7 +174,9 @@ TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: incremental chains and async
   m->emb.erase(keys_tensor(std::vector<int64_t>(keys.begin() + 20, keys.begin() + 40)));
   m->emb.gather(keys_tensor({123456789, 987654321}));
   const std::string delta =
-      saver.save(session, dir / "model", {.global_step = int64_t{2}, .incremental = true}).wait().value();
+      saver.save(session, dir / "model", {.global_step = int64_t{2}, .incremental = true})
+          .wait()
+          .value();
   const auto saved = contents(m->emb.variable());
   const std::vector<float> saved_slot = slot_rows(*m);
   CHECK(saved.first.size() == 182);
@@ -198,8 +200,10 @@ TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: incremental chains and async
   });
   std::vector<std::string> paths;
   for (int i = 0; i < 5; ++i) {
-    paths.push_back(
-        Saver().save(session, dir / ("async-" + std::to_string(i)), {.async = true}).wait().value());
+    paths.push_back(Saver()
+                        .save(session, dir / ("async-" + std::to_string(i)), {.async = true})
+                        .wait()
+                        .value());
   }
   stop = true;
   writer.join();

@@ -133,10 +133,9 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: a new key's row depends on the
   const SeedPair seeds = resolve_seed(int64_t{7});
   for (size_t i = 0; i < keys.size(); ++i) {
     std::vector<float> expected(dim);
-    kernels::cpu::random_normal<float>(expected.data(), dim, 0, static_cast<uint64_t>(seeds.seed),
-                                       static_cast<uint64_t>(seeds.seed2) +
-                                           static_cast<uint64_t>(keys[i]),
-                                       0.0f, 0.5f);
+    kernels::cpu::random_normal<float>(
+        expected.data(), dim, 0, static_cast<uint64_t>(seeds.seed),
+        static_cast<uint64_t>(seeds.seed2) + static_cast<uint64_t>(keys[i]), 0.0f, 0.5f);
     const size_t j = keys.size() - 1 - i;
     for (int64_t e = 0; e < dim; ++e) {
       CAPTURE(keys[i], e);
@@ -158,10 +157,10 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: a new key's row depends on the
 TEST_CASE_METHOD(FreshSession, "dynamic variable: every operation against a reference map",
                  "[dynamic]") {
   const int64_t dim = 3;
-  DynamicVariable v = get_dynamic_variable(
-      "emb", {.dim = dim, .initializer = constant_initializer(Tensor(0.5))});
-  DynamicVariable with_default = get_dynamic_variable(
-      "emb_default", {.dim = dim, .default_value = Tensor(-1.0f)});
+  DynamicVariable v =
+      get_dynamic_variable("emb", {.dim = dim, .initializer = constant_initializer(Tensor(0.5))});
+  DynamicVariable with_default =
+      get_dynamic_variable("emb_default", {.dim = dim, .default_value = Tensor(-1.0f)});
   init_all();
   Rows ref;
   std::mt19937_64 rng(kSeed);
@@ -258,8 +257,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: every operation against a refe
 
 TEST_CASE_METHOD(FreshSession, "dynamic variable: the Variable's scatter and gather take keys",
                  "[dynamic]") {
-  DynamicVariable v =
-      get_dynamic_variable("emb", {.dim = 2, .initializer = zeros_initializer()});
+  DynamicVariable v = get_dynamic_variable("emb", {.dim = 2, .initializer = zeros_initializer()});
   init_all();
   Variable var = v.variable();
   scatter_add(var, keys_tensor({10, 10, -7}), rows_tensor({1, 2, 3, 4, 5, 6}, 3, 2));
@@ -285,8 +283,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: bad input changes nothing", "[
   CHECK_THROWS_WITH(v.insert(keys_tensor({3}), rows_tensor({1, 2, 3, 4}, 2, 2)),
                     Contains("values must have shape [1,2]") && Contains("\"emb\""));
   CHECK_THROWS_AS(v.scatter_add(keys_tensor({3, 4}), rows_tensor({1, 2}, 1, 2)), ValueError);
-  CHECK_THROWS_AS(v.insert(keys_tensor({3}), Tensor({{1.0, 2.0}}).cast(DType::kDouble)),
-                  TypeError);
+  CHECK_THROWS_AS(v.insert(keys_tensor({3}), Tensor({{1.0, 2.0}}).cast(DType::kDouble)), TypeError);
   CHECK_THROWS_WITH(v.variable().assign(Tensor::zeros(DType::kFloat, {2, 2})),
                     Contains("dynamic variable"));
   CHECK_THROWS_AS(v.variable().assign_add(Tensor::zeros(DType::kFloat, {2, 2})),
@@ -314,6 +311,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
       {"momentum", [] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); }},
       {"adagrad", [] { return std::make_unique<AdagradOptimizer>(0.1); }},
       {"rowwise_adagrad", [] { return std::make_unique<RowwiseAdagradOptimizer>(0.1); }},
+      {"adam", [] { return std::make_unique<AdamOptimizer>(); }},
       {"lazy_adam", [] { return std::make_unique<LazyAdamOptimizer>(); }},
       {"rmsprop", [] { return std::make_unique<RMSPropOptimizer>(0.01); }},
       {"ftrl", [] { return std::make_unique<FtrlOptimizer>(0.1); }},
@@ -322,18 +320,17 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
     SECTION(c.name) {
       DynamicVariable dyn = get_dynamic_variable(
           "dyn", {.dim = dim, .initializer = constant_initializer(Tensor(0.25))});
-      Variable dense = get_variable(
-          "dense", {.shape = TensorShape{static_cast<int64_t>(key_space.size()), dim},
-                    .initializer = constant_initializer(Tensor(0.25))});
+      Variable dense =
+          get_variable("dense", {.shape = TensorShape{static_cast<int64_t>(key_space.size()), dim},
+                                 .initializer = constant_initializer(Tensor(0.25))});
       std::unique_ptr<Optimizer> opt_dyn = c.make();
       std::unique_ptr<Optimizer> opt_dense = c.make();
       init_all();
-      for (int step = 0; step < 6; ++step) {
-        // Every key in every batch (with repeats), so that the dense and
-        // the dynamic tables see the same rows.
-        std::vector<int64_t> positions = {0, 1, 2, 3, 4};
-        for (int extra = 0; extra < 3; ++extra) positions.push_back(static_cast<int64_t>(rng() % 5));
-        std::shuffle(positions.begin(), positions.end(), rng);
+      for (int step = 0; step < 8; ++step) {
+        // Some keys (with repeats); a key's first batch creates its rows,
+        // which the dense table has held untouched at the same values.
+        std::vector<int64_t> positions;
+        for (int j = 0; j < 5; ++j) positions.push_back(static_cast<int64_t>(rng() % 5));
         std::vector<int64_t> keys;
         for (int64_t p : positions) keys.push_back(key_space[static_cast<size_t>(p)]);
         std::vector<float> g(positions.size() * dim);
@@ -346,11 +343,12 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
       }
       const Rows got = exported(dyn);
       const std::vector<float> want = dense.value().to_vector<float>();
-      REQUIRE(got.size() == key_space.size());
+      CHECK(got.size() >= 3);
       for (size_t p = 0; p < key_space.size(); ++p) {
         for (int64_t e = 0; e < dim; ++e) {
           CAPTURE(p, e);
-          CHECK(got.at(key_space[p])[e] == want[p * dim + e]);
+          const auto it = got.find(key_space[p]);
+          CHECK((it == got.end() ? 0.25f : it->second[e]) == want[p * dim + e]);
         }
       }
       // The slots are dynamic, keyed like the variable.
@@ -366,8 +364,8 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
 
 TEST_CASE_METHOD(FreshSession, "dynamic variable: slots are created and erased with their keys",
                  "[dynamic]") {
-  DynamicVariable v = get_dynamic_variable(
-      "emb", {.dim = 2, .initializer = constant_initializer(Tensor(1.0))});
+  DynamicVariable v =
+      get_dynamic_variable("emb", {.dim = 2, .initializer = constant_initializer(Tensor(1.0))});
   AdagradOptimizer opt(0.5, {.initial_accumulator_value = 0.1});
   init_all();
   opt.apply_gradients({v.gradient(keys_tensor({7, 8}), rows_tensor({1, 1, 2, 2}, 2, 2))});
@@ -377,21 +375,18 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: slots are created and erased w
   // A key inserted later has the slot's initial value; an erased one leaves
   // both, and comes back fresh.
   v.insert(keys_tensor({9}), rows_tensor({3, 3}, 1, 2));
-  CHECK(accum.value().to_vector<float>() ==
-        std::vector<float>{1.1f, 1.1f, 4.1f, 4.1f, 0.1f, 0.1f});
+  CHECK(accum.value().to_vector<float>() == std::vector<float>{1.1f, 1.1f, 4.1f, 4.1f, 0.1f, 0.1f});
   CHECK(v.erase(keys_tensor({7, 100})) == 1);
   CHECK(accum.shape() == TensorShape({2, 2}));
   v.gather(keys_tensor({7}));
-  CHECK(accum.value().to_vector<float>() ==
-        std::vector<float>{0.1f, 0.1f, 4.1f, 4.1f, 0.1f, 0.1f});
+  CHECK(accum.value().to_vector<float>() == std::vector<float>{0.1f, 0.1f, 4.1f, 4.1f, 0.1f, 0.1f});
   CHECK(exported(v).at(7) == std::vector<float>{1, 1});
 }
 
 TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates and erasures",
                  "[dynamic][stress]") {
   const int64_t dim = 4;
-  DynamicVariable v =
-      get_dynamic_variable("emb", {.dim = dim, .initializer = zeros_initializer()});
+  DynamicVariable v = get_dynamic_variable("emb", {.dim = dim, .initializer = zeros_initializer()});
   init_all();
   constexpr int kThreads = 4;
   constexpr int kRounds = 150;

@@ -1,0 +1,236 @@
+// Dynamic (hash-keyed) variables against the dense variable they replace,
+// on the CPU, interleaved in one run, medians of the rounds:
+//   lookup / gather / scatter_add of 65,536 keys (uniform and Zipf(1.1)
+//     over the live keys) in a table of 1M live keys, dim 64, float32,
+//     against the same call on a dense [1M, 64] variable with ids remapped
+//     ahead (the limit: no key lookup at all), and against a
+//     std::unordered_map remap followed by that dense call (what a user
+//     without dynamic tables writes);
+//   sparse Adagrad on 65,536 keys, against the dense step with remapped ids;
+//   insertion of 1M new keys (zero rows) into a table reserved ahead and
+//     into one that grows, keys per second;
+//   memory per live row against key + row bytes, slots included.
+//   bench_dynamic [--reps N] [--out F.json] [--machine NAME]
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "timing.h"
+#include "varstate/varstate.h"
+
+using namespace varstate;
+using varstate::bench::median;
+using varstate::bench::seconds_of_call;
+
+namespace {
+
+constexpr int64_t kKeys = 1 << 20;
+constexpr int64_t kBatch = 65536;
+constexpr int64_t kDim = 64;
+
+std::vector<int64_t> random_keys(int64_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> keys(static_cast<size_t>(n));
+  for (int64_t& k : keys) k = static_cast<int64_t>(gen());
+  return keys;
+}
+
+// kBatch positions in [0, n), uniform or Zipf(1.1) over a shuffled order.
+std::vector<int64_t> draws(int64_t n, bool zipf, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> out(static_cast<size_t>(kBatch));
+  if (!zipf) {
+    for (int64_t& p : out) p = static_cast<int64_t>(gen() % static_cast<uint64_t>(n));
+    return out;
+  }
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::shuffle(order.begin(), order.end(), gen);
+  std::vector<double> cdf(static_cast<size_t>(n));
+  double sum = 0;
+  for (size_t r = 0; r < cdf.size(); ++r) cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
+  std::uniform_real_distribution<double> u(0, sum);
+  for (int64_t& p : out) {
+    const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(gen)) - cdf.begin();
+    p = order[static_cast<size_t>(std::min<ptrdiff_t>(r, n - 1))];
+  }
+  return out;
+}
+
+struct Row {
+  std::string name;
+  std::vector<std::pair<std::string, double>> fields;
+};
+
+// Medians of `reps` interleaved rounds of each side; returns seconds.
+std::vector<double> interleaved(int reps, const std::vector<std::function<void()>>& sides) {
+  std::vector<std::vector<double>> t(sides.size());
+  for (const auto& s : sides) s();  // warm-up
+  for (int r = 0; r < reps; ++r) {
+    for (size_t i = 0; i < sides.size(); ++i) t[i].push_back(seconds_of_call(sides[i]));
+  }
+  std::vector<double> out;
+  for (auto& v : t) out.push_back(median(v));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 9;
+  std::string out, machine;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (a == "--machine" && i + 1 < argc) {
+      machine = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_dynamic [--reps N] [--out F.json] [--machine NAME]\n");
+      return 2;
+    }
+  }
+  if (machine.empty()) {
+    utsname u{};
+    uname(&u);
+    machine = u.nodename;
+  }
+  DeviceScope cpu("/device:CPU:0");
+  Session session;
+  const std::vector<int64_t> keys = random_keys(kKeys, 1);
+  DynamicVariable table = get_dynamic_variable(
+      "table", {.dim = kDim, .initializer = zeros_initializer(), .initial_capacity = kKeys});
+  Variable dense = get_variable(
+      "dense", {.shape = TensorShape{kKeys, kDim}, .initializer = zeros_initializer()});
+  AdagradOptimizer opt_table(0.01);
+  AdagradOptimizer opt_dense(0.01);
+  session.run(global_variables_initializer());
+  // The live keys, and the remap a user would keep.
+  for (int64_t b = 0; b < kKeys; b += kBatch) {
+    const std::vector<int64_t> part(keys.begin() + b, keys.begin() + b + kBatch);
+    table.gather(Tensor::from_vector(part));
+  }
+  std::unordered_map<int64_t, int64_t> remap;
+  remap.reserve(static_cast<size_t>(kKeys));
+  for (int64_t i = 0; i < kKeys; ++i) remap.emplace(keys[static_cast<size_t>(i)], i);
+  const Tensor updates =
+      Tensor::filled(DType::kFloat, {kBatch, kDim}, Tensor(0.001f), DeviceManager::instance().cpu());
+  std::vector<Row> rows;
+  double sink = 0;
+
+  for (const bool zipf : {false, true}) {
+    const std::vector<int64_t> pos = draws(kKeys, zipf, zipf ? 3 : 2);
+    std::vector<int64_t> batch_keys(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i) batch_keys[i] = keys[static_cast<size_t>(pos[i])];
+    const Tensor k = Tensor::from_vector(batch_keys);
+    const Tensor ids = Tensor::from_vector(pos);
+    auto remapped = [&] {
+      std::vector<int64_t> out(batch_keys.size());
+      for (size_t i = 0; i < out.size(); ++i) out[i] = remap.find(batch_keys[i])->second;
+      return Tensor::from_vector(out);
+    };
+    const char* dist = zipf ? "zipf" : "uniform";
+    struct Op {
+      const char* name;
+      std::function<void()> dynamic, dense_ids, map_then_dense;
+    };
+    std::vector<Op> ops = {
+        {"lookup", [&] { sink += table.lookup(k).num_elements(); },
+         [&] { sink += gather(dense, ids).num_elements(); },
+         [&] { sink += gather(dense, remapped()).num_elements(); }},
+        {"gather_training", [&] { sink += table.gather(k).num_elements(); },
+         [&] { sink += gather(dense, ids).num_elements(); },
+         [&] { sink += gather(dense, remapped()).num_elements(); }},
+        {"scatter_add", [&] { table.scatter_add(k, updates); },
+         [&] { scatter_add(dense, ids, updates); },
+         [&] { scatter_add(dense, remapped(), updates); }},
+        {"sparse_adagrad", [&] { opt_table.apply_gradients({table.gradient(k, updates)}); },
+         [&] { opt_dense.apply_gradients({{IndexedSlices(updates, ids), dense}}); },
+         [&] { opt_dense.apply_gradients({{IndexedSlices(updates, remapped()), dense}}); }},
+    };
+    for (const Op& op : ops) {
+      const std::vector<double> t = interleaved(reps, {op.dynamic, op.dense_ids, op.map_then_dense});
+      const std::string name = std::string(op.name) + "_65536_" + dist;
+      std::printf("%-28s dynamic %8.3f ms  dense(remapped ids) %8.3f ms (%.2fx)  "
+                  "unordered_map+dense %8.3f ms (%.2fx)\n",
+                  name.c_str(), t[0] * 1e3, t[1] * 1e3, t[1] / t[0], t[2] * 1e3, t[2] / t[0]);
+      std::fflush(stdout);
+      rows.push_back({name,
+                      {{"dynamic_ms", t[0] * 1e3},
+                       {"dense_remapped_ms", t[1] * 1e3},
+                       {"map_then_dense_ms", t[2] * 1e3},
+                       {"dynamic_over_dense", t[1] / t[0]},
+                       {"dynamic_over_map_then_dense", t[2] / t[0]}}});
+    }
+  }
+
+  // Memory per live row: the table with its two members (the variable and
+  // Adagrad's accumulator), against (key + row) bytes of each.
+  {
+    const double live = static_cast<double>(table.size());
+    const double payload = live * 2 * (8.0 + kDim * 4.0);
+    const double held = static_cast<double>(table.memory_bytes());
+    std::printf("%-28s %.1f bytes per live row (key + rows: %.1f), %.3fx\n", "memory_per_row",
+                held / live, payload / live, held / payload);
+    rows.push_back({"memory_per_row_with_adagrad_slot",
+                    {{"bytes_per_row", held / live},
+                     {"key_plus_rows_bytes", payload / live},
+                     {"ratio", held / payload}}});
+  }
+
+  // Insertion of 1M new keys, in batches of 65,536.
+  const std::vector<int64_t> fresh = random_keys(kKeys, 7);
+  std::vector<Tensor> fresh_batches;
+  for (int64_t b = 0; b < kKeys; b += kBatch) {
+    fresh_batches.push_back(Tensor::from_vector(
+        std::vector<int64_t>(fresh.begin() + b, fresh.begin() + b + kBatch)));
+  }
+  const Tensor zero_rows = Tensor::zeros(DType::kFloat, {kBatch, kDim});
+  for (const bool reserved : {true, false}) {
+    std::vector<double> t;
+    for (int r = 0; r < std::max(3, reps / 3); ++r) {
+      reset_default_graph();
+      DynamicVariable t2 = get_dynamic_variable(
+          "fresh", {.dim = kDim,
+                    .initializer = zeros_initializer(),
+                    .initial_capacity = reserved ? kKeys : 0});
+      session.run(global_variables_initializer());
+      t.push_back(seconds_of_call([&] {
+        for (const Tensor& batch : fresh_batches) t2.insert(batch, zero_rows);
+      }));
+      sink += static_cast<double>(t2.size());
+    }
+    const double s = median(t);
+    const std::string name = reserved ? "insert_1M_reserved" : "insert_1M_growing";
+    std::printf("%-28s %8.1f ms  %.1f M keys/s\n", name.c_str(), s * 1e3,
+                static_cast<double>(kKeys) / s / 1e6);
+    rows.push_back({name, {{"ms", s * 1e3}, {"M_keys_per_s", static_cast<double>(kKeys) / s / 1e6}}});
+  }
+
+  if (!out.empty()) {
+    std::ofstream f(out);
+    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"threads\": "
+      << std::thread::hardware_concurrency() << ", \"live_keys\": " << kKeys
+      << ", \"batch\": " << kBatch << ", \"dim\": " << kDim << ", \"reps\": " << reps
+      << "},\n  \"results\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      f << "    {\"case\": \"" << rows[i].name << "\"";
+      for (const auto& [key, value] : rows[i].fields) f << ", \"" << key << "\": " << value;
+      f << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
+    }
+    f << "  ]\n}\n";
+  }
+  return sink == 0 ? 1 : 0;
+}
