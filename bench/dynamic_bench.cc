@@ -58,7 +58,8 @@ std::vector<int64_t> draws(int64_t n, bool zipf, uint64_t seed) {
   std::shuffle(order.begin(), order.end(), gen);
   std::vector<double> cdf(static_cast<size_t>(n));
   double sum = 0;
-  for (size_t r = 0; r < cdf.size(); ++r) cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
+  for (size_t r = 0; r < cdf.size(); ++r)
+    cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
   std::uniform_real_distribution<double> u(0, sum);
   for (int64_t& p : out) {
     const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(gen)) - cdf.begin();
@@ -125,8 +126,8 @@ int main(int argc, char** argv) {
   std::unordered_map<int64_t, int64_t> remap;
   remap.reserve(static_cast<size_t>(kKeys));
   for (int64_t i = 0; i < kKeys; ++i) remap.emplace(keys[static_cast<size_t>(i)], i);
-  const Tensor updates =
-      Tensor::filled(DType::kFloat, {kBatch, kDim}, Tensor(0.001f), DeviceManager::instance().cpu());
+  const Tensor updates = Tensor::filled(DType::kFloat, {kBatch, kDim}, Tensor(0.001f),
+                                        DeviceManager::instance().cpu());
   std::vector<Row> rows;
   double sink = 0;
 
@@ -157,15 +158,21 @@ int main(int argc, char** argv) {
          [&] { scatter_add(dense, ids, updates); },
          [&] { scatter_add(dense, remapped(), updates); }},
         {"sparse_adagrad", [&] { opt_table.apply_gradients({table.gradient(k, updates)}); },
-         [&] { opt_dense.apply_gradients({{IndexedSlices(updates, ids), dense}}); },
-         [&] { opt_dense.apply_gradients({{IndexedSlices(updates, remapped()), dense}}); }},
+         [&] {
+           opt_dense.apply_gradients({{IndexedSlices(updates, ids), dense}});
+         },
+         [&] {
+           opt_dense.apply_gradients({{IndexedSlices(updates, remapped()), dense}});
+         }},
     };
     for (const Op& op : ops) {
-      const std::vector<double> t = interleaved(reps, {op.dynamic, op.dense_ids, op.map_then_dense});
+      const std::vector<double> t =
+          interleaved(reps, {op.dynamic, op.dense_ids, op.map_then_dense});
       const std::string name = std::string(op.name) + "_65536_" + dist;
-      std::printf("%-28s dynamic %8.3f ms  dense(remapped ids) %8.3f ms (%.2fx)  "
-                  "unordered_map+dense %8.3f ms (%.2fx)\n",
-                  name.c_str(), t[0] * 1e3, t[1] * 1e3, t[1] / t[0], t[2] * 1e3, t[2] / t[0]);
+      std::printf(
+          "%-28s dynamic %8.3f ms  dense(remapped ids) %8.3f ms (%.2fx)  "
+          "unordered_map+dense %8.3f ms (%.2fx)\n",
+          name.c_str(), t[0] * 1e3, t[1] * 1e3, t[1] / t[0], t[2] * 1e3, t[2] / t[0]);
       std::fflush(stdout);
       rows.push_back({name,
                       {{"dynamic_ms", t[0] * 1e3},
@@ -194,18 +201,18 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> fresh = random_keys(kKeys, 7);
   std::vector<Tensor> fresh_batches;
   for (int64_t b = 0; b < kKeys; b += kBatch) {
-    fresh_batches.push_back(Tensor::from_vector(
-        std::vector<int64_t>(fresh.begin() + b, fresh.begin() + b + kBatch)));
+    fresh_batches.push_back(
+        Tensor::from_vector(std::vector<int64_t>(fresh.begin() + b, fresh.begin() + b + kBatch)));
   }
   const Tensor zero_rows = Tensor::zeros(DType::kFloat, {kBatch, kDim});
   for (const bool reserved : {true, false}) {
     std::vector<double> t;
     for (int r = 0; r < std::max(3, reps / 3); ++r) {
       reset_default_graph();
-      DynamicVariable t2 = get_dynamic_variable(
-          "fresh", {.dim = kDim,
-                    .initializer = zeros_initializer(),
-                    .initial_capacity = reserved ? kKeys : 0});
+      DynamicVariable t2 =
+          get_dynamic_variable("fresh", {.dim = kDim,
+                                         .initializer = zeros_initializer(),
+                                         .initial_capacity = reserved ? kKeys : 0});
       session.run(global_variables_initializer());
       t.push_back(seconds_of_call([&] {
         for (const Tensor& batch : fresh_batches) t2.insert(batch, zero_rows);
@@ -216,13 +223,14 @@ int main(int argc, char** argv) {
     const std::string name = reserved ? "insert_1M_reserved" : "insert_1M_growing";
     std::printf("%-28s %8.1f ms  %.1f M keys/s\n", name.c_str(), s * 1e3,
                 static_cast<double>(kKeys) / s / 1e6);
-    rows.push_back({name, {{"ms", s * 1e3}, {"M_keys_per_s", static_cast<double>(kKeys) / s / 1e6}}});
+    rows.push_back(
+        {name, {{"ms", s * 1e3}, {"M_keys_per_s", static_cast<double>(kKeys) / s / 1e6}}});
   }
 
   if (!out.empty()) {
     std::ofstream f(out);
-    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"threads\": "
-      << std::thread::hardware_concurrency() << ", \"live_keys\": " << kKeys
+    f << "{\n  \"context\": {\"machine\": \"" << machine
+      << "\", \"threads\": " << std::thread::hardware_concurrency() << ", \"live_keys\": " << kKeys
       << ", \"batch\": " << kBatch << ", \"dim\": " << kDim << ", \"reps\": " << reps
       << "},\n  \"results\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {

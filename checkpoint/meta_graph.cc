@@ -18,6 +18,7 @@
 #include "checkpoint/meta_graph_ops_internal.h"
 #include "proto/meta_graph.pb.h"
 #include "proto/saver.pb.h"
+#include "runtime/keyed_storage.h"
 #include "varstate/error.h"
 #include "varstate/placement.h"
 #include "varstate/tensor_slice.h"
@@ -186,9 +187,17 @@ void add_variable_nodes(tf::GraphDef* g, const Variable& v,
                         std::set<std::string>& no_initial_value) {
   const std::string& op = v.op_name();
   const auto dtype = static_cast<tf::DataType>(v.dtype());
+  // A dynamic variable's row count follows its keys: a variable of
+  // unknown shape, assigned without a shape check (TensorFlow's
+  // validate_shape=False).
+  const bool dynamic = internal::keyed_storage(v) != nullptr;
   tf::NodeDef* var = add_node(g, op, "VariableV2", {}, v.placement());
   attr(var, "dtype").set_type(dtype);
-  set_shape(attr(var, "shape").mutable_shape(), v.shape().dims());
+  if (dynamic) {
+    attr(var, "shape").mutable_shape()->set_unknown_rank(true);
+  } else {
+    set_shape(attr(var, "shape").mutable_shape(), v.shape().dims());
+  }
   attr(var, "container").set_s("");
   attr(var, "shared_name").set_s("");
 
@@ -211,7 +220,7 @@ void add_variable_nodes(tf::GraphDef* g, const Variable& v,
       add_node(g, op + "/Assign", "Assign", {op, op + "/initial_value"}, v.placement());
   attr(assign, "T").set_type(dtype);
   attr(assign, "use_locking").set_b(true);
-  attr(assign, "validate_shape").set_b(true);
+  attr(assign, "validate_shape").set_b(!dynamic);
   set_colocation(assign, op);
 }
 

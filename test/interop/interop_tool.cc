@@ -14,6 +14,14 @@
 //       row n-1 := row 0 in every non-string variable of 2+ rows; compacts
 //       PREFIX-2 into the full checkpoint OUT.
 //   interop_tool dump CHECKPOINT OUT      every tensor of a V1/V2 checkpoint
+//   interop_tool dynamic_save PREFIX OUT
+//       a dynamic variable "emb" (dim 3) trained with Adagrad, written to
+//       and erased from, and a dense "dense", saved at PREFIX (meta graph
+//       included); OUT: keys, values, slot (emb's rows and accumulator in
+//       key order) and dense
+//   interop_tool dynamic_restore CHECKPOINT DIM OUT
+//       restores a dynamic variable "emb" of DIM from CHECKPOINT's
+//       emb-keys / emb-values; OUT: its keys and values
 //   interop_tool restore CHECKPOINT VARS OUT
 //       creates the variables of VARS (DATA ignored) and restores them with a
 //       Saver; writes each variable's value (partitions keyed KEY@OFFSET)
@@ -111,12 +119,15 @@
 #include "tensor_text.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
+#include "varstate/device_manager.h"
+#include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/gather.h"
 #include "varstate/graph.h"
 #include "varstate/initializers.h"
 #include "varstate/math_ops.h"
 #include "varstate/meta_graph.h"
+#include "varstate/optimizers.h"
 #include "varstate/partitioned_variable.h"
 #include "varstate/partitioners.h"
 #include "varstate/placeholder.h"
@@ -251,6 +262,51 @@ int cmd_save_chain(const std::vector<std::string>& args) {
     saver.save(sess, prefix, {.global_step = step, .write_meta_graph = false, .incremental = true});
   }
   compact_checkpoint(prefix + "-2", args.at(2));
+  return 0;
+}
+
+// A dynamic variable trained, written to and erased from, saved with its
+// Adagrad slot and a dense variable (meta graph included) at args[0]; its
+// contents (keys, rows, slot rows) go to args[1] for TensorFlow to compare.
+int cmd_dynamic_save(const std::vector<std::string>& args) {
+  DynamicVariable emb = get_dynamic_variable(
+      "emb", {.dim = 3, .initializer = random_normal_initializer({.seed = 5})});
+  Variable dense = get_variable("dense", {.shape = TensorShape{2, 2}});
+  AdagradOptimizer opt(0.5);
+  Session sess;
+  sess.run(global_variables_initializer());
+  const Tensor keys = Tensor::from_vector<int64_t>(
+      {INT64_MIN, INT64_MIN + 1, -7, 0, 42, int64_t{1} << 40, INT64_MAX, 42});
+  opt.apply_gradients(
+      {emb.gradient(keys, Tensor::filled(DType::kFloat, {8, 3}, Tensor(0.25f),
+                                         DeviceManager::instance().cpu())),
+       {Tensor::filled(DType::kFloat, {2, 2}, Tensor(1.0f), DeviceManager::instance().cpu()),
+        dense}});
+  emb.insert(Tensor::from_vector<int64_t>({1000}), Tensor({{1.0f, 2.0f, 3.0f}}));
+  emb.erase(Tensor::from_vector<int64_t>({0}));
+  Saver().save(sess, args.at(0));
+  Output out(args.at(1));
+  const KeysAndValues kv = emb.export_rows();
+  out.write("keys", kv.keys);
+  out.write("values", kv.values);
+  out.write("slot", opt.get_slot(emb.variable(), "accumulator")->value());
+  out.write("dense", dense.value());
+  return 0;
+}
+
+// Restores a dynamic variable "emb" of dim args[1] from the checkpoint
+// args[0] (its "emb-keys" / "emb-values", written by TensorFlow) and writes
+// its keys and rows to args[2].
+int cmd_dynamic_restore(const std::vector<std::string>& args) {
+  DynamicVariable emb = get_dynamic_variable("emb", {.dim = std::stoll(args.at(1))});
+  Session sess;
+  sess.run(global_variables_initializer());
+  emb.gather(Tensor::from_vector<int64_t>({12345}));  // replaced by the restore
+  Saver({.var_list = std::vector<Variable>{emb.variable()}}).restore(sess, args.at(0));
+  Output out(args.at(2));
+  const KeysAndValues kv = emb.export_rows();
+  out.write("keys", kv.keys);
+  out.write("values", kv.values);
   return 0;
 }
 
@@ -1023,6 +1079,8 @@ int main(int argc, char** argv) {
     if (cmd == "save") return cmd_save(args);
     if (cmd == "save_chain") return cmd_save_chain(args);
     if (cmd == "dump") return cmd_dump(args);
+    if (cmd == "dynamic_save") return cmd_dynamic_save(args);
+    if (cmd == "dynamic_restore") return cmd_dynamic_restore(args);
     if (cmd == "restore") return cmd_restore(args);
     if (cmd == "random") return cmd_random(args);
     if (cmd == "init") return cmd_init(args);
