@@ -1,6 +1,7 @@
 #include "varstate/training_ops.h"
 
 #include "runtime/keyed_storage.h"
+#include "runtime/scatter_by_op.h"
 #include "runtime/variable_storage.h"
 #include "training/training_ops_internal.h"
 #include "varstate/math_ops.h"
@@ -140,6 +141,12 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
           scatter_sub(t[0], compact, host, {.name = name});
         }};
     internal::RemoteApplyBatch::submit(std::move(update));
+    return Tensor();
+  }
+  if (internal::keyed_storage(var) != nullptr) {
+    // A dynamic variable's value is every row: nothing is read back.
+    internal::scatter_into(kernels::ScatterOp::kSub, var, delta.indices(), scaled, scatter_options,
+                           call.who());
     return Tensor();
   }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);

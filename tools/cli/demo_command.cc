@@ -61,6 +61,7 @@
 
 #include "commands.h"
 #include "demo_data.h"
+#include "demo_dynamic.h"
 #include "demo_ps.h"
 
 namespace varstate::cli {
@@ -915,6 +916,10 @@ Action add_demo_command(CLI::App& app) {
   cmd->add_option("--json", o->json,
                   "also write the run's summary (throughput without the checkpoint saves, "
                   "RMSE, phase times) as JSON to this file");
+  auto dynamic = std::make_shared<bool>(false);
+  cmd->add_flag("--dynamic", *dynamic,
+                "hash-keyed embedding tables: the ids as raw 64-bit feature hashes, no remap "
+                "(varstate/dynamic_variable.h); the tables on the first chosen device");
   auto ps = std::make_shared<int>(0);
   cmd->add_option(
          "--ps", *ps,
@@ -922,8 +927,30 @@ Action add_demo_command(CLI::App& app) {
          "tasks (the first ranks), trained by the other ranks (default --shards: two per "
          "ps task)")
       ->check(count_at_least(1));
-  return [o, ps, learning_rate] {
+  return [o, ps, dynamic, learning_rate] {
     if (learning_rate->count() == 0) o->learning_rate = default_learning_rate(o->optimizer);
+    if (*dynamic) {
+      if (*ps > 0) throw InvalidArgumentError("--dynamic and --ps: choose one");
+      check_sizes(*o);
+      ensure_writable_dir("--checkpoint_dir", o->checkpoint_dir);
+      return demo_dynamic(
+          {.users = o->users,
+           .items = o->items,
+           .rank = o->rank,
+           .ratings_per_user = o->ratings_per_user,
+           .noise = o->noise,
+           .steps = o->steps,
+           .batch_size = o->batch_size,
+           .l2 = o->l2,
+           .checkpoint_dir = o->checkpoint_dir,
+           .save_every = o->save_every,
+           .max_to_keep = o->max_to_keep,
+           .resume = o->resume,
+           .seed = o->seed,
+           .device = chosen_devices(o->device).front(),
+           .json = o->json,
+           .make_optimizer = [o] { return make_optimizer(o->optimizer, o->learning_rate); }});
+    }
     if (*ps > 0) {
       check_sizes(*o);
       ensure_writable_dir("--checkpoint_dir", o->checkpoint_dir);

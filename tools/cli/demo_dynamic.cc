@@ -1,0 +1,224 @@
+// `varstate demo --dynamic` (demo_dynamic.h): the same ratings, batches,
+// model and optimizer as the dense demo, with the embedding tables keyed by
+// 64-bit id hashes:
+//
+//   users = get_dynamic_variable("users", {.dim = rank, .initializer = ...})
+//   rows  = users.gather(user_keys)                      // new keys get rows
+//   opt.apply_gradients({users.gradient(user_keys, grads), ...}, &global_step)
+//
+// A key's initial row is drawn from the seed and the key, so the run is
+// reproducible; evaluation reads with lookup(), which inserts nothing (an id
+// never trained reads the row it would start with). A Saver writes the
+// tables as "<name>-keys" / "<name>-values" every --save_every steps;
+// --resume restores the latest checkpoint and continues from its step.
+#include "demo_dynamic.h"
+
+#include <varstate/varstate.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "demo_data.h"
+
+namespace varstate::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A feature hash of id `id` in table `salt`: the SplitMix64 finalizer, so
+// the keys spread over the whole int64 range (negative ones included), as
+// hashed feature ids do.
+int64_t feature_hash(int64_t id, uint64_t salt) {
+  uint64_t z = static_cast<uint64_t>(id) + salt * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<int64_t>(z ^ (z >> 31));
+}
+
+constexpr uint64_t kUserSalt = 1;
+constexpr uint64_t kItemSalt = 2;
+
+struct Model {
+  DynamicVariable users, items;
+  Variable global_step;
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+// Both tables under variable_scope("recommender") on the chosen device,
+// initialized as the dense demo's (random_normal, the same stddev; each
+// key's row from the seed and the key), the global step and the optimizer.
+Model build_model(const DynamicDemoOptions& o) {
+  reset_default_graph();
+  set_random_seed(o.seed);
+  const double stddev = 0.5 * std::pow(static_cast<double>(o.rank), -0.25);
+  auto table = [&](const char* name, int64_t rows, int64_t seed) {
+    return get_dynamic_variable(
+        name, {.dim = o.rank,
+               .initializer = random_normal_initializer({.stddev = stddev, .seed = seed}),
+               .initial_capacity = rows});
+  };
+  std::optional<DynamicVariable> users, items;
+  {
+    DeviceScope here(o.device);
+    auto scope = variable_scope("recommender");
+    users = table("users", o.users, 1);
+    items = table("items", o.items, 2);
+  }
+  DeviceScope cpu("/device:CPU:0");
+  Model m{*users, *items, get_or_create_global_step(), o.make_optimizer()};
+  m.optimizer->create_slots({m.users.variable(), m.items.variable()});
+  set_deterministic_ops(true);
+  return m;
+}
+
+struct Batch {
+  Tensor user_keys, item_keys;  // int64 [n], on the host
+  Tensor ratings;               // [n, 1] on the tables' device
+};
+
+Batch feed(const Ratings& r, const uint32_t* positions, size_t count, Device& device) {
+  std::vector<int64_t> users(count), items(count);
+  std::vector<float> ratings(count);
+  for (size_t k = 0; k < count; ++k) {
+    const Rating& x = r.rows[positions[k]];
+    users[k] = feature_hash(x.user, kUserSalt);
+    items[k] = feature_hash(x.item, kItemSalt);
+    ratings[k] = x.value;
+  }
+  return {Tensor::from_vector(users), Tensor::from_vector(items),
+          Tensor::from_vector(ratings, TensorShape{static_cast<int64_t>(count), 1}).on(device)};
+}
+
+// errors = sum(u * v, axis=1) - ratings, as [n, 1], with the rows read for
+// training (inserting new keys) or for evaluation (lookup).
+struct Forward {
+  Tensor user_rows, item_rows, errors;
+};
+
+Forward forward(Model& m, const Batch& b, const Tensor& ones, bool training) {
+  Forward f{m.users.gather(b.user_keys, {.training = training}),
+            m.items.gather(b.item_keys, {.training = training}), Tensor()};
+  f.errors = matmul(f.user_rows * f.item_rows, ones) - b.ratings;
+  return f;
+}
+
+double rmse(Model& m, const Ratings& r, const Tensor& ones, Device& device) {
+  constexpr size_t kChunk = 32'768;
+  std::vector<uint32_t> positions(r.size());
+  std::iota(positions.begin(), positions.end(), 0u);
+  double sum = 0;
+  for (size_t begin = 0; begin < r.size(); begin += kChunk) {
+    const size_t count = std::min(kChunk, r.size() - begin);
+    const Forward f = forward(m, feed(r, &positions[begin], count, device), ones, false);
+    sum += matmul(f.errors, f.errors, true).to_host().data<float>()[0];
+  }
+  return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;
+}
+
+}  // namespace
+
+int demo_dynamic(const DynamicDemoOptions& o) {
+  const auto t_start = Clock::now();
+  std::printf(
+      "varstate demo --dynamic: matrix factorization of %lld users x %lld items, rank %lld, "
+      "ids as 64-bit feature hashes (no remap)\n",
+      static_cast<long long>(o.users), static_cast<long long>(o.items),
+      static_cast<long long>(o.rank));
+  const Dataset data = make_dataset({.users = o.users,
+                                     .items = o.items,
+                                     .rank = o.rank,
+                                     .ratings_per_user = o.ratings_per_user,
+                                     .noise = o.noise,
+                                     .seed = o.seed});
+  std::printf("ratings: %zu train, %zu test\n", data.train.size(), data.test.size());
+  Model m = build_model(o);
+  Device& device = m.users.device();
+  Session sess;
+  sess.run(global_variables_initializer());
+  std::filesystem::create_directories(o.checkpoint_dir);
+  const std::string prefix = (std::filesystem::path(o.checkpoint_dir) / "model").string();
+  Saver saver({.max_to_keep = static_cast<int>(o.max_to_keep), .save_relative_paths = true});
+  int64_t first = 0;
+  if (o.resume) {
+    if (std::optional<std::string> latest = latest_checkpoint(o.checkpoint_dir)) {
+      saver.restore(sess, *latest);
+      first = m.global_step.value().to_host().scalar<int64_t>();
+      std::printf("resumed from %s at step %lld\n", latest->c_str(), static_cast<long long>(first));
+    } else {
+      std::printf("--resume: no checkpoint in %s yet, starting at step 0\n",
+                  o.checkpoint_dir.c_str());
+    }
+  }
+  const Tensor ones = Tensor::filled(DType::kFloat, {o.rank, 1}, Tensor(1.0f), device);
+  const Tensor l2 = Tensor(static_cast<float>(o.l2)).on(device);
+  const double rmse_before = rmse(m, data.test, ones, device);
+  std::printf("test RMSE at step %lld: %.4f (noise level %.4f)\n", static_cast<long long>(first),
+              rmse_before, o.noise);
+
+  Batches batches(data.train.size(), o.batch_size, o.seed);
+  const auto t_train = Clock::now();
+  double save_seconds = 0;
+  int64_t updates = 0;
+  for (int64_t step = first; step < o.steps; ++step) {
+    const auto [positions, count] = batches.batch(step);
+    const Batch b = feed(data.train, positions, count, device);
+    const Forward f = forward(m, b, ones, true);
+    // d/du of (u.v - r)^2 / 2 + l2 (|u|^2 + |v|^2) / 2 and d/dv.
+    const Tensor user_grads = multiply_add(f.errors, f.item_rows, f.user_rows, l2);
+    const Tensor item_grads = multiply_add(f.errors, f.user_rows, f.item_rows, l2);
+    m.optimizer->apply_gradients(
+        {m.users.gradient(b.user_keys, user_grads), m.items.gradient(b.item_keys, item_grads)},
+        &m.global_step);
+    updates += 2 * static_cast<int64_t>(count);
+    const int64_t done = step + 1;
+    if (done % o.save_every == 0 || done == o.steps) {
+      const auto t0 = Clock::now();
+      const std::string path = *saver.save(sess, prefix, {.global_step = m.global_step}).path();
+      save_seconds += seconds_since(t0);
+      std::printf("step %lld/%lld  users %lld, items %lld live keys  saved %s\n",
+                  static_cast<long long>(done), static_cast<long long>(o.steps),
+                  static_cast<long long>(m.users.size()), static_cast<long long>(m.items.size()),
+                  path.c_str());
+      std::fflush(stdout);
+    }
+  }
+  const double train_seconds = seconds_since(t_train) - save_seconds;
+  const double rmse_train = rmse(m, data.train, ones, device);
+  const double rmse_after = rmse(m, data.test, ones, device);
+  const double bytes = static_cast<double>(m.users.memory_bytes() + m.items.memory_bytes());
+  std::printf(
+      "\ntrained %lld steps on %s: %.0f steps/s, %.2fM row updates/s\n"
+      "live keys: users %lld, items %lld; tables with slots %.1f MiB\n"
+      "RMSE: train %.4f, test %.4f (before %.4f; noise %.4f)\ntotal %.1f s\n",
+      static_cast<long long>(o.steps - first), device.name().c_str(),
+      static_cast<double>(o.steps - first) / std::max(train_seconds, 1e-9),
+      static_cast<double>(updates) / std::max(train_seconds, 1e-9) / 1e6,
+      static_cast<long long>(m.users.size()), static_cast<long long>(m.items.size()),
+      bytes / (1 << 20), rmse_train, rmse_after, rmse_before, o.noise, seconds_since(t_start));
+  if (!o.json.empty()) {
+    nlohmann::json j = {{"mode", "dynamic"},
+                        {"device", device.name()},
+                        {"steps", o.steps - first},
+                        {"steps_per_s", static_cast<double>(o.steps - first) / train_seconds},
+                        {"live_users", m.users.size()},
+                        {"live_items", m.items.size()},
+                        {"table_bytes", bytes},
+                        {"rmse_train", rmse_train},
+                        {"rmse_test", rmse_after},
+                        {"rmse_before", rmse_before}};
+    std::ofstream(o.json) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace varstate::cli

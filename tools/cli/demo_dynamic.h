@@ -1,0 +1,42 @@
+// `varstate demo --dynamic`: the demo's recommender with hash-keyed
+// embedding tables (varstate/dynamic_variable.h). The user and item ids are
+// turned into raw 64-bit feature hashes, as a production pipeline sees
+// them, and used as keys with no remap into [0, rows): each table holds the
+// ids training has seen, created on first sight (demo_dynamic.cc).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace varstate {
+class Optimizer;
+}
+
+namespace varstate::cli {
+
+// The demo's flags that the dynamic run reads (demo_command.cc fills them).
+struct DynamicDemoOptions {
+  int64_t users = 0;
+  int64_t items = 0;
+  int64_t rank = 0;
+  int64_t ratings_per_user = 0;
+  double noise = 0;
+  int64_t steps = 0;
+  int64_t batch_size = 0;
+  double l2 = 0;
+  std::string checkpoint_dir;
+  int64_t save_every = 0;
+  int64_t max_to_keep = 0;
+  bool resume = false;
+  int64_t seed = 0;
+  std::string device;  // the tables' device ("/device:CPU:0", "/device:GPU:0")
+  std::string json;    // where to write the summary; empty: nowhere
+  std::function<std::unique_ptr<Optimizer>()> make_optimizer;
+};
+
+// Runs the dynamic demo; the exit code.
+int demo_dynamic(const DynamicDemoOptions& o);
+
+}  // namespace varstate::cli
