@@ -11,8 +11,6 @@
 //     into one that grows, keys per second;
 //   memory per live row against key + row bytes, slots included.
 //   bench_dynamic [--reps N] [--out F.json] [--machine NAME]
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -88,26 +86,11 @@ std::vector<double> interleaved(int reps, const std::vector<std::function<void()
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 9;
-  std::string out, machine;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--out" && i + 1 < argc) {
-      out = argv[++i];
-    } else if (a == "--machine" && i + 1 < argc) {
-      machine = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_dynamic [--reps N] [--out F.json] [--machine NAME]\n");
-      return 2;
-    }
-  }
-  if (machine.empty()) {
-    utsname u{};
-    uname(&u);
-    machine = u.nodename;
-  }
+  const varstate::bench::PlainArgs args =
+      varstate::bench::parse_plain_args(argc, argv, "bench_dynamic", 9);
+  const int reps = args.reps;
+  const std::string& out = args.out;
+  const std::string& machine = args.machine;
   DeviceScope cpu("/device:CPU:0");
   Session session;
   const std::vector<int64_t> keys = random_keys(kKeys, 1);

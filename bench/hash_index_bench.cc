@@ -10,8 +10,6 @@
 // Single-threaded: the index is one shard's; a keyed table runs shards on
 // the pool.
 //   bench_hash_index [--reps N] [--out F.json] [--machine NAME]
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -90,26 +88,11 @@ Result pair(const std::string& name, int64_t ops, int reps, const std::function<
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7;
-  std::string out, machine;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--out" && i + 1 < argc) {
-      out = argv[++i];
-    } else if (a == "--machine" && i + 1 < argc) {
-      machine = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_hash_index [--reps N] [--out F.json] [--machine NAME]\n");
-      return 2;
-    }
-  }
-  if (machine.empty()) {
-    utsname u{};
-    uname(&u);
-    machine = u.nodename;
-  }
+  const varstate::bench::PlainArgs args =
+      varstate::bench::parse_plain_args(argc, argv, "bench_hash_index", 7);
+  const int reps = args.reps;
+  const std::string& out = args.out;
+  const std::string& machine = args.machine;
   const std::vector<int64_t> keys = random_keys(kKeys, 1);
   std::vector<Result> results;
   int64_t sink = 0;

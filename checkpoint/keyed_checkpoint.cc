@@ -150,8 +150,9 @@ void KeyedRestore::apply() {
     for (const Member& m : members) {
       const int member = keyed_storage(m.variable)->member();
       which.push_back(member);
-      values.push_back(align_rows(m.keys, m.rows, keys, [&] {
-        return table->initial_rows(member, keys.to_vector<int64_t>());
+      KeyedTable* t = table;  // (a lambda may not capture a structured binding in C++17)
+      values.push_back(align_rows(m.keys, m.rows, keys, [t, member, &keys] {
+        return t->initial_rows(member, keys.to_vector<int64_t>());
       }));
     }
     table->replace(keys, which, values);

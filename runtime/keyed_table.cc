@@ -21,18 +21,16 @@ using kernels::cpu::HashIndex;
 
 Device& host() { return DeviceManager::instance().cpu(); }
 
-// Calls fn(T{}) with T the storage type of a float dtype.
+// Calls fn(T{}) with T the storage type of a float dtype (the dtype list's
+// floating entries).
 template <typename Fn>
 void dispatch_float(DType dtype, const std::string& who, Fn&& fn) {
   switch (dtype) {
-    case DType::kHalf:
-      return fn(half{});
-    case DType::kBFloat16:
-      return fn(bfloat16{});
-    case DType::kFloat:
-      return fn(float{});
-    case DType::kDouble:
-      return fn(double{});
+#define VARSTATE_KEYED_CASE(E, T) \
+  case DType::E:                  \
+    return fn(T{});
+    VARSTATE_DTYPES_FLOATING(VARSTATE_DTYPE_ENTRY, VARSTATE_KEYED_CASE)
+#undef VARSTATE_KEYED_CASE
     default:
       throw InternalError(who + ": a keyed table of " + std::string(dtype_name(dtype)));
   }
@@ -527,8 +525,7 @@ int64_t KeyedTable::erase(std::span<const int64_t> keys) {
   return erased;
 }
 
-void KeyedTable::clear() {
-  std::unique_lock lock(mu_);
+void KeyedTable::drop_keys() {
   if (marking_) {
     for_each_key([&](int64_t key, int64_t) { erased_.push_back(key); });
     for (int64_t s = 0; s < capacity_; ++s) marks_[static_cast<size_t>(s)].store(0);
@@ -537,6 +534,11 @@ void KeyedTable::clear() {
   free_.clear();
   next_slot_ = 0;
   size_.store(0, std::memory_order_relaxed);
+}
+
+void KeyedTable::clear() {
+  std::unique_lock lock(mu_);
+  drop_keys();
   for (const auto& m : members_) m->version.fetch_add(1);
 }
 
@@ -637,14 +639,7 @@ void KeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
                          const std::vector<Tensor>& values) {
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
   std::unique_lock lock(mu_);
-  if (marking_) {
-    for_each_key([&](int64_t key, int64_t) { erased_.push_back(key); });
-    for (int64_t s = 0; s < capacity_; ++s) marks_[static_cast<size_t>(s)].store(0);
-  }
-  for (auto& shard : shards_) shard.clear();
-  free_.clear();
-  next_slot_ = 0;
-  size_.store(0, std::memory_order_relaxed);
+  drop_keys();
   const std::vector<int64_t> slots = find_or_insert(k);
   for (size_t j = 0; j < members.size(); ++j) {
     write_rows(*members_.at(static_cast<size_t>(members[j])), slots, values[j]);

@@ -198,6 +198,9 @@ class KeyedTable {
   // then holds some rows). Caller holds mu_.
   bool gather_present(const Member& m, std::span<const int64_t> keys, Tensor& out) const;
   void mark(std::span<const int64_t> slots);
+  // Removes every key (recorded as erased when marking). Caller holds mu_
+  // exclusively.
+  void drop_keys();
   Tensor slot_tensor(std::span<const int64_t> slots) const;
 
   const std::string name_;
