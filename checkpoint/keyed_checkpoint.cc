@@ -89,6 +89,11 @@ KeyedRestore::KeyedRestore(const std::vector<Saver::Item>& items, const Checkpoi
                                  expected.to_string() + " (one row of the variable per key of " +
                                  quoted(keys_key) + ")");
     }
+    const int64_t cap = k->table().policy().max_rows;
+    if (cap > 0 && n > cap) {
+      throw ResourceExhaustedError(where + ": " + quoted(keys_key) + " holds " + std::to_string(n) +
+                                   " keys, the table is capped at max_rows " + std::to_string(cap));
+    }
     Tensor keys = tensor_from_data(reader.read(keys_key), TensorShape({n}), host);
     if (keys.dtype() != DType::kInt64) keys = keys.cast(DType::kInt64);
     const std::vector<int64_t> ids = keys.to_vector<int64_t>();

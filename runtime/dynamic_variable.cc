@@ -117,7 +117,15 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
                                ": dynamic variables are held by the process that creates them; "
                                "parameter-server tasks do not serve them yet");
     }
-    auto table = std::make_shared<KeyedTable>(op_name, o.key_dtype, device);
+    KeyedPolicy policy;
+    policy.admit_after = o.admit_after;
+    policy.max_rows = o.max_rows;
+    policy.evict = o.eviction == DynamicVariableOptions::Eviction::kNone ? KeyedPolicy::Evict::kNone
+                   : o.eviction == DynamicVariableOptions::Eviction::kLeastFrequentlyUpdated
+                       ? KeyedPolicy::Evict::kLeastFrequentlyUpdated
+                       : KeyedPolicy::Evict::kLeastRecentlyUpdated;
+    policy.expire_after = o.expire_after;
+    auto table = std::make_shared<KeyedTable>(op_name, o.key_dtype, device, policy);
     table->add_member(op_name, dtype, TensorShape({dim}), init);
     if (o.initial_capacity > 0) table->reserve(o.initial_capacity);
     return std::make_shared<KeyedStorage>(std::move(table), 0, absent_row);
@@ -198,6 +206,14 @@ void DynamicVariable::insert(const Tensor& keys, const Tensor& values) {
   std::lock_guard lock(internal::update_mutex(variable_));
   keyed(variable_).table().insert(ids, rows);
 }
+
+int64_t DynamicVariable::expire() {
+  check_initialized(variable_);
+  std::lock_guard lock(internal::update_mutex(variable_));
+  return keyed(variable_).table().expire();
+}
+
+int64_t DynamicVariable::step() const { return keyed(variable_).table().step(); }
 
 int64_t DynamicVariable::erase(const Tensor& keys) {
   const std::string who = "erase from " + quoted(op_name());

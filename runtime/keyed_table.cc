@@ -19,6 +19,9 @@ namespace {
 
 using kernels::cpu::HashIndex;
 
+// An absent key the policy did not admit (inside find_or_insert only).
+constexpr int64_t kRejected = -2;
+
 Device& host() { return DeviceManager::instance().cpu(); }
 
 // Calls fn(T{}) with T the storage type of a float dtype (the dtype list's
@@ -44,12 +47,14 @@ TensorShape rows_shape(int64_t n, const TensorShape& row_shape) {
 
 }  // namespace
 
-KeyedTable::KeyedTable(std::string name, DType key_dtype, Device& device)
+KeyedTable::KeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy)
     : name_(std::move(name)),
       key_dtype_(key_dtype),
       device_(device),
       num_shards_(std::max(1, kernels::cpu::pool_threads())),
-      shards_(static_cast<size_t>(num_shards_)) {}
+      shards_(static_cast<size_t>(num_shards_)),
+      policy_(policy),
+      tracking_(policy.max_rows > 0 || policy.expire_after > 0) {}
 
 int64_t KeyedTable::live_keys() const {
   int64_t n = 0;
@@ -256,9 +261,146 @@ void KeyedTable::grow_to(int64_t capacity) {
   for (int64_t s = 0; s < capacity_; ++s) {
     marks[static_cast<size_t>(s)].store(marks_ ? marks_[static_cast<size_t>(s)].load() : 0);
   }
+  if (tracking_) {
+    auto last = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(capacity));
+    auto updates = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(capacity));
+    for (int64_t s = 0; s < capacity_; ++s) {
+      last[static_cast<size_t>(s)].store(last_step_[static_cast<size_t>(s)].load());
+      updates[static_cast<size_t>(s)].store(updates_[static_cast<size_t>(s)].load());
+    }
+    last_step_ = std::move(last);
+    updates_ = std::move(updates);
+  }
   for (size_t k = 0; k < members_.size(); ++k) members_[k]->arena = std::move(arenas[k]);
   marks_ = std::move(marks);
   capacity_ = capacity;
+}
+
+void KeyedTable::touch(std::span<const int64_t> slots) {
+  if (!tracking_) return;
+  const int64_t now = clock_.load(std::memory_order_relaxed);
+  for (int64_t s : slots) {
+    last_step_[static_cast<size_t>(s)].store(now, std::memory_order_relaxed);
+    updates_[static_cast<size_t>(s)].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void KeyedTable::erase_slot(int64_t key, int64_t slot) {
+  shard_of(key).erase(key);
+  free_.push_back(slot);
+  if (marking_) {
+    marks_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
+    erased_.push_back(key);
+  }
+}
+
+void KeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slots, bool admit) {
+  const bool counting = admit && policy_.admit_after > 1;
+  const bool capped = policy_.max_rows > 0;
+  if (!counting && !capped) return;
+  // Each absent key's sightings in this batch, in first-appearance order.
+  std::unordered_map<int64_t, int64_t> seen;
+  std::vector<int64_t> order;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] != HashIndex::kAbsent) continue;
+    if (seen[keys[i]]++ == 0) order.push_back(keys[i]);
+  }
+  std::unordered_map<int64_t, bool> admitted;
+  int64_t new_keys = 0;
+  for (int64_t key : order) {
+    int64_t before = 0;
+    if (counting) {
+      const auto it = candidates_.find(key);
+      if (it != candidates_.end()) before = it->second.first;
+    }
+    const bool yes = !counting || before + seen[key] >= policy_.admit_after;
+    admitted[key] = yes;
+    new_keys += yes ? 1 : 0;
+  }
+  if (capped) {
+    const int64_t live = live_keys();
+    const int64_t over = live + new_keys - policy_.max_rows;
+    if (over > 0) {
+      // Keys of this batch stay; the others may make room.
+      std::vector<uint8_t> in_batch(static_cast<size_t>(capacity_), 0);
+      int64_t batch_live = 0;
+      for (int64_t slot : slots) {
+        if (slot >= 0 && in_batch[static_cast<size_t>(slot)] == 0) {
+          in_batch[static_cast<size_t>(slot)] = 1;
+          ++batch_live;
+        }
+      }
+      const int64_t evictable = live - batch_live;
+      if (policy_.evict == KeyedPolicy::Evict::kNone || over > evictable) {
+        throw ResourceExhaustedError(
+            quoted(name_) + ": " + std::to_string(new_keys) +
+            " new keys do not fit under max_rows " + std::to_string(policy_.max_rows) +
+            " (the table holds " + std::to_string(live) + " keys" +
+            (policy_.evict == KeyedPolicy::Evict::kNone
+                 ? "; eviction is off)"
+                 : "; only " + std::to_string(evictable) + " of them are outside this batch)") +
+            "; nothing was inserted");
+      }
+      // The `over` least recently (or frequently) updated keys outside the
+      // batch, ties broken by the smaller key.
+      struct Victim {
+        int64_t metric, key, slot;
+      };
+      std::vector<Victim> pool;
+      pool.reserve(static_cast<size_t>(evictable));
+      const bool lru = policy_.evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
+      for_each_key([&](int64_t key, int64_t slot) {
+        if (in_batch[static_cast<size_t>(slot)] != 0) return;
+        const auto& metric = lru ? last_step_ : updates_;
+        pool.push_back({metric[static_cast<size_t>(slot)].load(), key, slot});
+      });
+      auto before = [](const Victim& a, const Victim& b) {
+        return a.metric != b.metric ? a.metric < b.metric : a.key < b.key;
+      };
+      std::nth_element(pool.begin(), pool.begin() + (over - 1), pool.end(), before);
+      for (int64_t v = 0; v < over; ++v) {
+        erase_slot(pool[static_cast<size_t>(v)].key, pool[static_cast<size_t>(v)].slot);
+      }
+      size_.store(live_keys(), std::memory_order_relaxed);
+      for (const auto& m : members_) m->version.fetch_add(1);
+    }
+  }
+  if (counting) {
+    const int64_t now = clock_.load(std::memory_order_relaxed);
+    for (int64_t key : order) {
+      if (admitted[key]) {
+        candidates_.erase(key);
+      } else {
+        auto& c = candidates_[key];
+        c.first += seen[key];
+        c.second = now;
+      }
+    }
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] == HashIndex::kAbsent && !admitted[keys[i]]) slots[i] = kRejected;
+    }
+  }
+}
+
+int64_t KeyedTable::expire() {
+  if (policy_.expire_after <= 0) return 0;
+  std::unique_lock lock(mu_);
+  const int64_t now = clock_.load(std::memory_order_relaxed);
+  std::vector<std::pair<int64_t, int64_t>> stale;
+  for_each_key([&](int64_t key, int64_t slot) {
+    if (now - last_step_[static_cast<size_t>(slot)].load() >= policy_.expire_after) {
+      stale.emplace_back(key, slot);
+    }
+  });
+  for (const auto& [key, slot] : stale) erase_slot(key, slot);
+  for (auto it = candidates_.begin(); it != candidates_.end();) {
+    it = now - it->second.second >= policy_.expire_after ? candidates_.erase(it) : std::next(it);
+  }
+  if (!stale.empty()) {
+    size_.store(live_keys(), std::memory_order_relaxed);
+    for (const auto& m : members_) m->version.fetch_add(1);
+  }
+  return static_cast<int64_t>(stale.size());
 }
 
 void KeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
@@ -277,11 +419,17 @@ void KeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
   }
 }
 
-std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init) {
+std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init,
+                                                bool admit_keys) {
   const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> slots = find(keys);
+  if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return slots;
+  admit(keys, slots, admit_keys);
   const int64_t absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
-  if (absent == 0) return slots;
+  if (absent == 0) {
+    std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
+    return slots;
+  }
   reserve_rows(absent);
   // The absent keys by shard, in order, with their positions in `keys`.
   const size_t num_shards = shards_.size();
@@ -353,7 +501,15 @@ std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys, i
     }
   }
   mark(new_slots);
+  if (tracking_) {
+    const int64_t now = clock_.load(std::memory_order_relaxed);
+    for (int64_t slot : new_slots) {
+      last_step_[static_cast<size_t>(slot)].store(now, std::memory_order_relaxed);
+      updates_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
+    }
+  }
   size_.store(live_keys(), std::memory_order_relaxed);
+  std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
   return slots;
 }
 
@@ -398,6 +554,45 @@ bool KeyedTable::gather_present(const Member& m, std::span<const int64_t> keys, 
   return !absent.load();
 }
 
+Tensor KeyedTable::compose_rows(const Member& m, int member, std::span<const int64_t> keys,
+                                const std::vector<int64_t>& slots, const Tensor& absent_row) const {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  std::vector<int64_t> present_slots;
+  std::vector<int64_t> absent_keys;
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[static_cast<size_t>(i)] == HashIndex::kAbsent) {
+      absent_keys.push_back(keys[i]);
+    } else {
+      present_slots.push_back(slots[static_cast<size_t>(i)]);
+    }
+  }
+  const Tensor present = read_rows(m, present_slots).to_host();
+  const Tensor made = absent_row.valid() ? Tensor() : initial_rows(member, absent_keys);
+  const Tensor fill = absent_row.valid() ? absent_row.to_host() : Tensor();
+  Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
+  const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
+  auto* dst = static_cast<std::byte*>(out.raw_data());
+  const auto* from_present = static_cast<const std::byte*>(present.raw_data());
+  const auto* from_made = made.valid() ? static_cast<const std::byte*>(made.raw_data()) : nullptr;
+  size_t p = 0;
+  size_t a = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::byte* row = dst + static_cast<size_t>(i) * row_bytes;
+    if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) {
+      std::memcpy(row, from_present + p++ * row_bytes, row_bytes);
+    } else if (fill.valid()) {
+      // A scalar default repeats; a row default is copied whole.
+      const size_t fill_bytes = fill.nbytes();
+      for (size_t off = 0; off < row_bytes; off += fill_bytes) {
+        std::memcpy(row + off, fill.raw_data(), fill_bytes);
+      }
+    } else {
+      std::memcpy(row, from_made + a++ * row_bytes, row_bytes);
+    }
+  }
+  return out.on(device_);
+}
+
 Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
                           const Tensor& absent_row) {
   const int64_t n = static_cast<int64_t>(keys.size());
@@ -411,57 +606,48 @@ Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert
     std::vector<int64_t> slots = find(keys);
     const auto absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
     if (absent == 0) return read_rows(m, slots);
-    if (!insert) {
-      // Present rows from the arena, absent ones made here.
-      std::vector<int64_t> present_slots;
-      std::vector<int64_t> absent_keys;
-      for (int64_t i = 0; i < n; ++i) {
-        if (slots[static_cast<size_t>(i)] == HashIndex::kAbsent) {
-          absent_keys.push_back(keys[i]);
-        } else {
-          present_slots.push_back(slots[static_cast<size_t>(i)]);
-        }
-      }
-      const Tensor present = read_rows(m, present_slots).to_host();
-      const Tensor made = absent_row.valid() ? Tensor() : initial_rows(member, absent_keys);
-      Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
-      const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
-      auto* dst = static_cast<std::byte*>(out.raw_data());
-      const auto* from_present = static_cast<const std::byte*>(present.raw_data());
-      const auto* from_made =
-          made.valid() ? static_cast<const std::byte*>(made.raw_data()) : nullptr;
-      const Tensor fill = absent_row.valid() ? absent_row.to_host() : Tensor();
-      size_t p = 0;
-      size_t a = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        std::byte* row = dst + static_cast<size_t>(i) * row_bytes;
-        if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) {
-          std::memcpy(row, from_present + p++ * row_bytes, row_bytes);
-        } else if (fill.valid()) {
-          // A scalar default repeats; a row default is copied whole.
-          const size_t fill_bytes = fill.nbytes();
-          for (size_t off = 0; off < row_bytes; off += fill_bytes) {
-            std::memcpy(row + off, fill.raw_data(), fill_bytes);
-          }
-          ++a;
-        } else {
-          std::memcpy(row, from_made + a++ * row_bytes, row_bytes);
-        }
-      }
-      return out.on(device_);
-    }
+    if (!insert) return compose_rows(m, member, keys, slots, absent_row);
   }
   std::unique_lock lock(mu_);
-  const std::vector<int64_t> slots = find_or_insert(keys);
-  return read_rows(*members_.at(static_cast<size_t>(member)), slots);
+  const Member& m = *members_.at(static_cast<size_t>(member));
+  const std::vector<int64_t> slots = find_or_insert(keys, -1, /*admit_keys=*/true);
+  if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
+    return read_rows(m, slots);
+  }
+  // Keys not admitted (yet) read the default.
+  return compose_rows(m, member, keys, slots, absent_row);
 }
+
+namespace {
+
+// The positions of `slots` that hold a slot (not kAbsent); all of them when
+// every key is present (then `kept` is left empty and false is returned).
+bool kept_positions(std::vector<int64_t>& slots, std::vector<int64_t>& kept) {
+  if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return false;
+  std::vector<int64_t> present;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] == HashIndex::kAbsent) continue;
+    kept.push_back(static_cast<int64_t>(i));
+    present.push_back(slots[i]);
+  }
+  slots = std::move(present);
+  return true;
+}
+
+}  // namespace
 
 void KeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                          const Tensor& updates, const std::string& who) {
-  auto run = [&](Member& m, const std::vector<int64_t>& slots) {
+  auto run = [&](Member& m, std::vector<int64_t> slots) {
+    // The updates of keys not admitted are dropped.
+    std::vector<int64_t> kept;
+    Tensor values = updates;
+    if (kept_positions(slots, kept) && updates.rank() > 0) values = gather_rows(updates, kept);
+    if (slots.empty()) return;
     Tensor arena = m.arena;
-    scatter_tensor(op, arena, slot_tensor(slots), updates, {.name = who});
+    scatter_tensor(op, arena, slot_tensor(slots), values, {.name = who});
     mark(slots);
+    touch(slots);
     m.version.fetch_add(1);
   };
   {
@@ -474,8 +660,7 @@ void KeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int6
     }
   }
   std::unique_lock lock(mu_);
-  const std::vector<int64_t> slots = find_or_insert(keys);
-  run(*members_.at(static_cast<size_t>(member)), slots);
+  run(*members_.at(static_cast<size_t>(member)), find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
 void KeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
@@ -502,6 +687,7 @@ void KeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
                distinct.size() == slots.size() ? values : gather_rows(values, positions));
   }
   mark(slots);
+  touch(slots);
   m.version.fetch_add(1);
 }
 
@@ -509,13 +695,9 @@ int64_t KeyedTable::erase(std::span<const int64_t> keys) {
   std::unique_lock lock(mu_);
   int64_t erased = 0;
   for (int64_t key : keys) {
-    const int64_t slot = shard_of(key).erase(key);
+    const int64_t slot = shard_of(key).find(key);
     if (slot == HashIndex::kAbsent) continue;
-    free_.push_back(slot);
-    if (marking_) {
-      marks_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
-      erased_.push_back(key);
-    }
+    erase_slot(key, slot);
     ++erased;
   }
   if (erased > 0) {
@@ -558,11 +740,16 @@ void KeyedTable::reset_member(int member) {
 
 void KeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
                              bool all_rows,
-                             const std::function<void(std::vector<Tensor>&, const Tensor&)>& fn) {
-  auto run = [&](const std::vector<int64_t>& slots) {
+                             const std::function<void(std::vector<Tensor>&, const Tensor&,
+                                                      const std::vector<int64_t>*)>& fn) {
+  auto run = [&](std::vector<int64_t> slots) {
     std::vector<Tensor> arenas;
     for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
-    fn(arenas, slot_tensor(slots));
+    std::vector<int64_t> kept;
+    const bool filtered = kept_positions(slots, kept);
+    if (!slots.empty() || all_rows) fn(arenas, slot_tensor(slots), filtered ? &kept : nullptr);
+    touch(slots);
+    clock_.fetch_add(1, std::memory_order_relaxed);
     if (all_rows && marking_) {
       for_each_key([&](int64_t, int64_t slot) {
         marks_[static_cast<size_t>(slot)].store(1, std::memory_order_relaxed);
@@ -581,7 +768,7 @@ void KeyedTable::update_rows(const std::vector<int>& members, std::span<const in
     }
   }
   std::unique_lock lock(mu_);
-  run(find_or_insert(keys));
+  run(find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
 void KeyedTable::modify(std::vector<RowsChange>& changes) {
@@ -638,6 +825,11 @@ KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) cons
 void KeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
                          const std::vector<Tensor>& values) {
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
+  if (policy_.max_rows > 0 && static_cast<int64_t>(k.size()) > policy_.max_rows) {
+    throw ResourceExhaustedError(quoted(name_) + ": restoring " + std::to_string(k.size()) +
+                                 " keys into a table capped at max_rows " +
+                                 std::to_string(policy_.max_rows));
+  }
   std::unique_lock lock(mu_);
   drop_keys();
   const std::vector<int64_t> slots = find_or_insert(k);

@@ -30,6 +30,8 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/common.h"
@@ -57,10 +59,27 @@ struct KeyedRowInit {
   uint64_t seed2 = 0;
 };
 
+// Which keys a table holds (varstate/dynamic_variable.h's options).
+struct KeyedPolicy {
+  // Sightings in training before a key gets a row (1: at once).
+  int64_t admit_after = 1;
+  // Live keys at most (0: no cap), and what makes room for new ones.
+  int64_t max_rows = 0;
+  enum class Evict {
+    kNone,
+    kLeastRecentlyUpdated,
+    kLeastFrequentlyUpdated
+  };
+  Evict evict = Evict::kLeastRecentlyUpdated;
+  // Training steps without an update after which expire() erases a key
+  // (0: never).
+  int64_t expire_after = 0;
+};
+
 class KeyedTable {
  public:
   // `name`: the variable's op name, for messages.
-  KeyedTable(std::string name, DType key_dtype, Device& device);
+  KeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy = {});
   KeyedTable(const KeyedTable&) = delete;
   KeyedTable& operator=(const KeyedTable&) = delete;
 
@@ -73,6 +92,16 @@ class KeyedTable {
   Device& device() const { return device_; }
   // Live keys now.
   int64_t size() const { return size_.load(std::memory_order_relaxed); }
+  const KeyedPolicy& policy() const { return policy_; }
+  // Training steps so far: update_rows calls and tick()s.
+  int64_t step() const { return clock_.load(std::memory_order_relaxed); }
+  // Counts a training step that updated the table another way (sparse
+  // gradient descent's scatter).
+  void tick() { clock_.fetch_add(1, std::memory_order_relaxed); }
+  // Erases the keys no training step updated in the last
+  // policy().expire_after steps (and forgets candidates unseen as long);
+  // returns how many keys it erased. 0 when expiry is off.
+  int64_t expire();
   // Room for `rows` live keys without growing the arenas or the index.
   void reserve(int64_t rows);
   // Bytes held: the arenas, the index and the marks.
@@ -83,16 +112,19 @@ class KeyedTable {
   uint64_t version(int member) const;
 
   // Rows of `keys` in `member`, [keys.size()] + row shape, on the device.
-  // With `insert`, absent keys are inserted first (every member gets their
-  // initial rows); without, an absent key reads `absent_row` when it is
-  // valid (a host tensor of the row shape, or a scalar), else its initial
-  // row, and nothing is inserted.
+  // With `insert` (training), absent keys are admitted (the policy's
+  // sightings and cap; ResourceExhaustedError when the cap leaves no room
+  // and nothing may be evicted, nothing changed) and get their initial rows
+  // in every member. An absent key not admitted, or any absent key without
+  // `insert`, reads `absent_row` when it is valid (a host tensor of the row
+  // shape, or a scalar), else its initial row.
   Tensor gather(int member, std::span<const int64_t> keys, bool insert,
                 const Tensor& absent_row = Tensor());
-  // member[keys] (op)= updates ([n] + row shape, or a scalar with
-  // `updates_scalar`; the member's dtype, on any device): absent keys are
-  // inserted first, then the scatter kernel runs on their slots (duplicates
-  // as the dense scatter treats them). The caller validated the arguments.
+  // member[keys] (op)= updates ([n] + row shape, or a scalar; the
+  // member's dtype, on any device): absent keys are admitted first (as a
+  // training gather), then the scatter kernel runs on their slots
+  // (duplicates as the dense scatter treats them); the updates of keys not
+  // admitted are dropped. The caller validated the arguments.
   void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                const Tensor& updates, const std::string& who);
   // Inserts or overwrites the rows of `keys` in member 0 with `values`
@@ -113,8 +145,12 @@ class KeyedTable {
   // when every key was present, so updates of other keys run meanwhile);
   // then marks those rows (every live row with `all_rows`) and bumps the
   // members' versions.
+  // Keys not admitted are left out: then `kept` holds the positions in
+  // `keys` of the slots' keys (else it is null), for the caller to pick the
+  // matching gradient rows. Advances step().
   void update_rows(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
-                   const std::function<void(std::vector<Tensor>&, const Tensor&)>& fn);
+                   const std::function<void(std::vector<Tensor>& arenas, const Tensor& slots,
+                                            const std::vector<int64_t>* kept)>& fn);
 
   // The training ops' row move (VariableStorage::modify_rows): for each
   // update, its members' rows of `keys` (distinct; absent ones inserted)
@@ -179,9 +215,25 @@ class KeyedTable {
   // Slots of `keys` (kAbsent when absent). Caller holds mu_.
   std::vector<int64_t> find(std::span<const int64_t> keys) const;
   // Slots of `keys`, absent ones inserted and initialized in every member
-  // but `skip_init` (whose new rows the caller writes). Caller holds mu_
-  // exclusively.
-  std::vector<int64_t> find_or_insert(std::span<const int64_t> keys, int skip_init = -1);
+  // but `skip_init` (whose new rows the caller writes). With `admit`, the
+  // policy decides which absent keys get rows (the others stay kAbsent)
+  // and makes room under the cap. Caller holds mu_ exclusively.
+  std::vector<int64_t> find_or_insert(std::span<const int64_t> keys, int skip_init = -1,
+                                      bool admit = false);
+  // The policy's part of find_or_insert: marks the positions of absent keys
+  // not admitted kRejected, counting their sightings, and evicts keys not in
+  // the batch to make room under the cap; ResourceExhaustedError first,
+  // with nothing changed, when there is no room.
+  void admit(std::span<const int64_t> keys, std::vector<int64_t>& slots, bool admit);
+  // Erases the key of live slot `slot`. Caller holds mu_ exclusively.
+  void erase_slot(int64_t key, int64_t slot);
+  // Records an update of `slots` at the current step (capped or expiring
+  // tables).
+  void touch(std::span<const int64_t> slots);
+  // Rows of `keys` at `slots`, absent keys (kAbsent) reading `absent_row`
+  // or their initial rows. Caller holds mu_.
+  Tensor compose_rows(const Member& m, int member, std::span<const int64_t> keys,
+                      const std::vector<int64_t>& slots, const Tensor& absent_row) const;
   // Writes m's constant initial value to the rows `slots` (CPU arenas).
   void fill_rows(Member& m, std::span<const int64_t> slots);
   // Room for `more` rows beyond the slots in use (arenas grown by half, or
@@ -230,6 +282,16 @@ class KeyedTable {
   int64_t next_slot_ = 0;      // slots [next_slot_, capacity) never used
   int64_t capacity_ = 0;
   std::atomic<int64_t> size_{0};
+
+  const KeyedPolicy policy_;
+  // Per slot, when tracking (a cap or expiry): the step of its last update
+  // and its update count. Written under either lock.
+  bool tracking_ = false;
+  std::unique_ptr<std::atomic<int64_t>[]> last_step_;
+  std::unique_ptr<std::atomic<int64_t>[]> updates_;
+  std::atomic<int64_t> clock_{0};
+  // Keys seen fewer than admit_after times: (sightings, last step seen).
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> candidates_;
 
   // Dirty keys: a mark per slot, set by writers under either lock.
   bool marking_ = false;

@@ -683,6 +683,11 @@ DynamicVariable get_dynamic_variable(std::string_view name, const DynamicVariabl
     throw ValueError(what + ": rows must be float16, bfloat16, float32 or float64, got " +
                      std::string(dtype_name(dtype)));
   }
+  if (options.admit_after < 1 || options.max_rows < 0 || options.expire_after < 0) {
+    throw ValueError(what + ": admit_after must be >= 1, max_rows and expire_after >= 0; got " +
+                     std::to_string(options.admit_after) + ", " + std::to_string(options.max_rows) +
+                     ", " + std::to_string(options.expire_after));
+  }
   if (options.initial_capacity < 0) {
     throw ValueError(what + ": initial_capacity must be >= 0, got " +
                      std::to_string(options.initial_capacity));

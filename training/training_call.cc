@@ -364,10 +364,12 @@ Tensor TrainingCall::apply_keyed(const IndexedSlices& grad) {
   const bool all_rows = op_ == TrainingOp::kAdam;
   if (keys.empty() && !all_rows) return Tensor();
   const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
-  keyed.table().update_rows(members, keys, all_rows,
-                            [&](std::vector<Tensor>& arenas, const Tensor& slots) {
-                              kernel.run(arenas, values, &slots);
-                            });
+  keyed.table().update_rows(
+      members, keys, all_rows,
+      [&](std::vector<Tensor>& arenas, const Tensor& slots, const std::vector<int64_t>* kept) {
+        // Keys the table has not admitted train nothing.
+        kernel.run(arenas, kept ? gather_rows(values, *kept) : values, &slots);
+      });
   return Tensor();
 }
 

@@ -143,10 +143,12 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
     internal::RemoteApplyBatch::submit(std::move(update));
     return Tensor();
   }
-  if (internal::keyed_storage(var) != nullptr) {
-    // A dynamic variable's value is every row: nothing is read back.
+  if (internal::KeyedStorage* keyed = internal::keyed_storage(var)) {
+    // A dynamic variable's value is every row: nothing is read back. The
+    // step counts for expiry and eviction.
     internal::scatter_into(kernels::ScatterOp::kSub, var, delta.indices(), scaled, scatter_options,
                            call.who());
+    keyed->table().tick();
     return Tensor();
   }
   return scatter_sub(var, delta.indices(), scaled, scatter_options);

@@ -74,6 +74,27 @@ struct DynamicVariableOptions {
   // not grow until it holds that many keys; it grows past them by half
   // again each time.
   int64_t initial_capacity = 0;
+  // Admission: a key gets a row only once training has seen it this many
+  // times (training gathers, scatters and gradients count; 1: at once).
+  // Until then a training gather reads the default value (or the row it
+  // would start with) and its updates and gradients are dropped.
+  int64_t admit_after = 1;
+  // A cap on the live keys (0: none). When new keys would pass it, keys
+  // outside the batch are evicted first (`eviction`), ties broken by the
+  // smaller key; with Eviction::kNone, or when the batch alone cannot fit,
+  // the call is ResourceExhaustedError naming the variable, the cap and the
+  // new keys, and nothing changes. Evicted keys leave the rows, the slots
+  // and the next checkpoint.
+  int64_t max_rows = 0;
+  enum class Eviction {
+    kNone,
+    kLeastRecentlyUpdated,
+    kLeastFrequentlyUpdated
+  };
+  Eviction eviction = Eviction::kLeastRecentlyUpdated;
+  // expire() erases the keys no training step has updated in this many
+  // steps (0: never). A training step is one optimizer apply of the table.
+  int64_t expire_after = 0;
   bool trainable = true;
   // Default {GraphKeys::GLOBAL_VARIABLES} (+ TRAINABLE_VARIABLES if trainable).
   std::optional<std::vector<std::string>> collections = std::nullopt;
@@ -134,6 +155,13 @@ class DynamicVariable {
   void insert(const Tensor& keys, const Tensor& values);
   // Removes the keys present (rows and slot rows); returns how many.
   int64_t erase(const Tensor& keys);
+  // Erases the keys not updated in the last `expire_after` training steps
+  // (and forgets admission candidates unseen as long); returns how many
+  // keys it erased (0 without expire_after).
+  int64_t expire();
+  // Training steps applied to the table so far (the clock of expiry and of
+  // least-recently-updated eviction).
+  int64_t step() const;
   // Every key and its row.
   KeysAndValues export_rows() const;
 

@@ -428,3 +428,108 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates an
   for (int t = 0; t < kThreads; ++t) CHECK(rows.count(1000 + t) == 1);
   CHECK(v.size() == 64 + kThreads);
 }
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: admission after k sightings", "[dynamic]") {
+  DynamicVariable v = get_dynamic_variable("emb", {.dim = 2,
+                                                   .initializer = constant_initializer(Tensor(1.0)),
+                                                   .default_value = Tensor(0.0f),
+                                                   .admit_after = 3});
+  GradientDescentOptimizer sgd(1.0);
+  init_all();
+  // Two sightings: the default row, no key.
+  for (int i = 0; i < 2; ++i) {
+    CHECK(v.gather(keys_tensor({5})).to_vector<float>() == std::vector<float>{0, 0});
+  }
+  CHECK(v.size() == 0);
+  // A gradient of a candidate is dropped (and counts as its third sighting:
+  // the key is admitted, at its initial row, by this step).
+  sgd.apply_gradients({v.gradient(keys_tensor({5}), rows_tensor({1, 1}, 1, 2))});
+  CHECK(v.size() == 1);
+  CHECK(exported(v).at(5) == std::vector<float>{0, 0});
+  // Three sightings in one batch admit a key at once; two do not.
+  v.gather(keys_tensor({7, 7, 7, 8, 8}));
+  CHECK(exported(v).count(7) == 1);
+  CHECK(exported(v).count(8) == 0);
+  // Updates of a candidate change nothing; it then reads the default row.
+  v.scatter_add(keys_tensor({9}), rows_tensor({4, 4}, 1, 2));
+  CHECK(exported(v).count(9) == 0);
+  CHECK(v.lookup(keys_tensor({9})).to_vector<float>() == std::vector<float>{0, 0});
+  // insert() admits at once.
+  v.insert(keys_tensor({10}), rows_tensor({3, 3}, 1, 2));
+  CHECK(exported(v).at(10) == std::vector<float>{3, 3});
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: a row cap evicts the least recently updated",
+                 "[dynamic]") {
+  DynamicVariable v =
+      get_dynamic_variable("emb", {.dim = 2, .initializer = zeros_initializer(), .max_rows = 3});
+  AdagradOptimizer opt(0.1);
+  init_all();
+  for (int64_t k : {30, 10, 20}) {  // updated at steps 0, 1, 2
+    opt.apply_gradients({v.gradient(keys_tensor({k}), rows_tensor({1, 1}, 1, 2))});
+  }
+  CHECK(v.step() == 3);
+  Variable accum = *opt.get_slot(v.variable(), "accumulator");
+  // Key 40 needs room: 30 was updated longest ago.
+  v.gather(keys_tensor({40}));
+  Rows rows = exported(v);
+  CHECK(rows.size() == 3);
+  CHECK(rows.count(30) == 0);
+  CHECK(accum.shape() == TensorShape({3, 2}));
+  // Keys of the batch itself are never evicted: 10 and 20 are in it, so 40
+  // (inserted at step 3, never updated since) goes.
+  v.gather(keys_tensor({10, 20, 50}));
+  rows = exported(v);
+  CHECK((rows.count(10) && rows.count(20) && rows.count(50) && !rows.count(40)));
+  // A batch of more new keys than the cap allows: nothing changes.
+  CHECK_THROWS_WITH(v.gather(keys_tensor({1, 2, 3, 4})),
+                    Contains("max_rows 3") && Contains("\"emb\"") && Contains("nothing"));
+  CHECK(exported(v) == rows);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: LFU eviction, no eviction, expiry", "[dynamic]") {
+  SECTION("least frequently updated, ties by the smaller key") {
+    DynamicVariable v = get_dynamic_variable(
+        "emb", {.dim = 1,
+                .initializer = zeros_initializer(),
+                .max_rows = 3,
+                .eviction = DynamicVariableOptions::Eviction::kLeastFrequentlyUpdated});
+    init_all();
+    v.scatter_add(keys_tensor({1, 1, 1, 2, 3, 3}), rows_tensor({1, 1, 1, 1, 1, 1}, 6, 1));
+    v.scatter_add(keys_tensor({3}), rows_tensor({1}, 1, 1));
+    v.gather(keys_tensor({4}));  // 2 has the fewest updates
+    CHECK(exported(v) == Rows{{1, {3}}, {3, {3}}, {4, {0}}});
+    v.gather(keys_tensor({5}));  // 4 (never updated) goes
+    CHECK(exported(v).count(4) == 0);
+  }
+  SECTION("eviction off: a full table refuses new keys") {
+    DynamicVariable v =
+        get_dynamic_variable("emb", {.dim = 1,
+                                     .initializer = zeros_initializer(),
+                                     .max_rows = 2,
+                                     .eviction = DynamicVariableOptions::Eviction::kNone});
+    init_all();
+    v.insert(keys_tensor({1, 2}), rows_tensor({5, 6}, 2, 1));
+    CHECK_THROWS_AS(v.insert(keys_tensor({3}), rows_tensor({7}, 1, 1)), ResourceExhaustedError);
+    CHECK_THROWS_WITH(v.gather(keys_tensor({3})), Contains("eviction is off"));
+    CHECK(exported(v) == Rows{{1, {5}}, {2, {6}}});
+    v.insert(keys_tensor({2}), rows_tensor({8}, 1, 1));  // present keys still update
+    CHECK(exported(v).at(2) == std::vector<float>{8});
+  }
+  SECTION("expiry after T training steps without an update") {
+    DynamicVariable v = get_dynamic_variable(
+        "emb", {.dim = 1, .initializer = zeros_initializer(), .expire_after = 2});
+    GradientDescentOptimizer sgd(1.0);
+    init_all();
+    sgd.apply_gradients({v.gradient(keys_tensor({1, 2}), rows_tensor({1, 1}, 2, 1))});
+    for (int step = 0; step < 2; ++step) {
+      sgd.apply_gradients({v.gradient(keys_tensor({2}), rows_tensor({1}, 1, 1))});
+    }
+    // Key 1 was last updated at step 0, the clock is at 3.
+    CHECK(v.expire() == 1);
+    CHECK(exported(v) == Rows{{2, {-3}}});
+    CHECK(v.expire() == 0);
+  }
+  CHECK_THROWS_WITH(get_dynamic_variable("bad", {.dim = 1, .admit_after = 0}),
+                    Contains("admit_after must be >= 1"));
+}

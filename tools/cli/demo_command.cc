@@ -920,6 +920,17 @@ Action add_demo_command(CLI::App& app) {
   cmd->add_flag("--dynamic", *dynamic,
                 "hash-keyed embedding tables: the ids as raw 64-bit feature hashes, no remap "
                 "(varstate/dynamic_variable.h); the tables on the first chosen device");
+  auto admit_after = std::make_shared<int64_t>(2);
+  cmd->add_option("--admit_after", *admit_after,
+                  "--dynamic: training sightings before an id gets a row")
+      ->check(count_at_least(1))
+      ->capture_default_str();
+  auto row_cap = std::make_shared<double>(1.0);
+  cmd->add_option("--row_cap", *row_cap,
+                  "--dynamic: each table's row cap as a fraction of its ids (the least recently "
+                  "updated rows evicted past it)")
+      ->check(CLI::Range(1e-9, 1e9))
+      ->capture_default_str();
   auto ps = std::make_shared<int>(0);
   cmd->add_option(
          "--ps", *ps,
@@ -927,7 +938,7 @@ Action add_demo_command(CLI::App& app) {
          "tasks (the first ranks), trained by the other ranks (default --shards: two per "
          "ps task)")
       ->check(count_at_least(1));
-  return [o, ps, dynamic, learning_rate] {
+  return [o, ps, dynamic, admit_after, row_cap, learning_rate] {
     if (learning_rate->count() == 0) o->learning_rate = default_learning_rate(o->optimizer);
     if (*dynamic) {
       if (*ps > 0) throw InvalidArgumentError("--dynamic and --ps: choose one");
@@ -949,6 +960,8 @@ Action add_demo_command(CLI::App& app) {
            .seed = o->seed,
            .device = chosen_devices(o->device).front(),
            .json = o->json,
+           .admit_after = *admit_after,
+           .row_cap = *row_cap,
            .make_optimizer = [o] { return make_optimizer(o->optimizer, o->learning_rate); }});
     }
     if (*ps > 0) {

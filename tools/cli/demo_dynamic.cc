@@ -7,8 +7,11 @@
 //   opt.apply_gradients({users.gradient(user_keys, grads), ...}, &global_step)
 //
 // A key's initial row is drawn from the seed and the key, so the run is
-// reproducible; evaluation reads with lookup(), which inserts nothing (an id
-// never trained reads the row it would start with). A Saver writes the
+// reproducible. An id gets a row once training has seen it --admit_after
+// times (until then it reads zeros and its gradients are dropped); each
+// table holds at most --row_cap of its ids' rows, evicting the least
+// recently updated. Evaluation reads with lookup(), which inserts nothing
+// (an id never admitted reads zeros). A Saver writes the
 // tables as "<name>-keys" / "<name>-values" every --save_every steps;
 // --resume restores the latest checkpoint and continues from its step.
 #include "demo_dynamic.h"
@@ -61,11 +64,17 @@ Model build_model(const DynamicDemoOptions& o) {
   reset_default_graph();
   set_random_seed(o.seed);
   const double stddev = 0.5 * std::pow(static_cast<double>(o.rank), -0.25);
-  auto table = [&](const char* name, int64_t rows, int64_t seed) {
+  // Admission after --admit_after sightings; at most --row_cap of the ids
+  // hold rows, the least recently updated evicted past it.
+  auto table = [&](const char* name, int64_t ids, int64_t seed) {
+    const auto cap = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.row_cap * ids)));
     return get_dynamic_variable(
         name, {.dim = o.rank,
                .initializer = random_normal_initializer({.stddev = stddev, .seed = seed}),
-               .initial_capacity = rows});
+               .default_value = Tensor(0.0f),
+               .initial_capacity = cap,
+               .admit_after = o.admit_after,
+               .max_rows = cap});
   };
   std::optional<DynamicVariable> users, items;
   {
@@ -131,9 +140,10 @@ int demo_dynamic(const DynamicDemoOptions& o) {
   const auto t_start = Clock::now();
   std::printf(
       "varstate demo --dynamic: matrix factorization of %lld users x %lld items, rank %lld, "
-      "ids as 64-bit feature hashes (no remap)\n",
+      "ids as 64-bit feature hashes (no remap), admitted after %lld sightings, rows capped at "
+      "%.3g of the ids\n",
       static_cast<long long>(o.users), static_cast<long long>(o.items),
-      static_cast<long long>(o.rank));
+      static_cast<long long>(o.rank), static_cast<long long>(o.admit_after), o.row_cap);
   const Dataset data = make_dataset({.users = o.users,
                                      .items = o.items,
                                      .rank = o.rank,
@@ -215,7 +225,9 @@ int demo_dynamic(const DynamicDemoOptions& o) {
                         {"table_bytes", bytes},
                         {"rmse_train", rmse_train},
                         {"rmse_test", rmse_after},
-                        {"rmse_before", rmse_before}};
+                        {"rmse_before", rmse_before},
+                        {"admit_after", o.admit_after},
+                        {"row_cap", o.row_cap}};
     std::ofstream(o.json) << j.dump(2) << "\n";
   }
   return 0;

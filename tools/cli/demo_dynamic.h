@@ -33,6 +33,10 @@ struct DynamicDemoOptions {
   int64_t seed = 0;
   std::string device;  // the tables' device ("/device:CPU:0", "/device:GPU:0")
   std::string json;    // where to write the summary; empty: nowhere
+  // Admission (sightings before an id gets a row) and each table's row cap
+  // as a fraction of its ids (least recently updated rows evicted past it).
+  int64_t admit_after = 2;
+  double row_cap = 1.0;
   std::function<std::unique_ptr<Optimizer>()> make_optimizer;
 };
 
