@@ -236,6 +236,9 @@ void TrainingCall::check_slot(const TrainingSlot& slot, DType dtype,
     throw TypeError(who_ + ": " + name + " is " + std::string(dtype_name(dtype)) + ", expected " +
                     std::string(dtype_name(dtype_)));
   }
+  // A dynamic variable's slots are members of its table (apply_keyed checks
+  // that): their row counts are its own, read at another moment.
+  if (keyed_storage(var_) != nullptr) return;
   TensorShape expected = var_shape();
   if (op_ == TrainingOp::kRowwiseAdagrad) {
     if (expected.rank() < 1) {

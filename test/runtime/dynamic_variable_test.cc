@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -388,12 +389,30 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates an
   const int64_t dim = 4;
   DynamicVariable v = get_dynamic_variable("emb", {.dim = dim, .initializer = zeros_initializer()});
   init_all();
+  // Training steps on new keys meanwhile, in another table, while a
+  // second thread inserts into it: its row count (and its slot's) moves
+  // while each step is checked.
+  DynamicVariable trained =
+      get_dynamic_variable("trained", {.dim = dim, .initializer = zeros_initializer()});
+  AdagradOptimizer opt(0.1);
+  init_all();
   constexpr int kThreads = 4;
   constexpr int kRounds = 150;
   // Thread t owns keys t, t + kThreads, ...: it adds 1 to each of its keys
   // every round, and erases and re-creates its key 1000 + t; everyone
   // gathers every key and exports meanwhile.
   std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  std::string error;
+  auto fail = [&] {
+    std::lock_guard lock(error_mu);
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    failed = true;
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -412,12 +431,34 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates an
           if (r % 25 == 0) v.export_rows();
         }
       } catch (...) {
-        failed = true;
+        fail();
       }
     });
   }
+  Graph& graph = get_default_graph();
+  threads.emplace_back([&] {
+    try {
+      auto in_graph = graph.as_default();  // the optimizer's graph on this thread too
+      for (int r = 0; r < kRounds; ++r) {
+        opt.apply_gradients({trained.gradient(
+            keys_tensor({r, -1 - r}),
+            Tensor::filled(DType::kFloat, {2, dim}, Tensor(1.0f), test_device()))});
+      }
+    } catch (...) {
+      fail();
+    }
+  });
+  threads.emplace_back([&] {
+    try {
+      for (int r = 0; r < kRounds; ++r) trained.gather(keys_tensor({100000 + r}));
+    } catch (...) {
+      fail();
+    }
+  });
   for (auto& th : threads) th.join();
+  CAPTURE(error);
   REQUIRE_FALSE(failed);
+  CHECK(trained.size() == 3 * kRounds);
   const Rows rows = exported(v);
   for (int64_t k = 0; k < 64; ++k) {
     CAPTURE(k);
