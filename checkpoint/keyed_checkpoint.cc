@@ -18,7 +18,10 @@ bool is_keyed(const Saver::Item& item) { return item.part != Part::kValue; }
 
 // The checkpoint key of the other tensor of an item's pair.
 std::string base_key(const Saver::Item& item) {
-  const std::string suffix = item.part == Part::kKeys ? kKeysSuffix : kValuesSuffix;
+  const std::string suffix = item.part == Part::kKeys       ? kKeysSuffix
+                             : item.part == Part::kRows     ? kValuesSuffix
+                             : item.part == Part::kVersions ? kVersionsSuffix
+                                                            : kCountsSuffix;
   return item.key.substr(0, item.key.size() - suffix.size());
 }
 
@@ -37,13 +40,24 @@ KeyedExports::KeyedExports(const std::vector<Saver::Item>& items) {
     Table& t = tables_[table];
     t.keys = std::move(e.keys);
     for (size_t j = 0; j < which.size(); ++j) t.rows[which[j]] = std::move(e.values[j]);
+    t.versions = std::move(e.versions);
+    t.counts = std::move(e.counts);
   }
 }
 
 Tensor KeyedExports::value(const Saver::Item& item) const {
   const KeyedStorage* k = keyed_storage(item.variable);
   const Table& t = tables_.at(&k->table());
-  return item.part == Part::kKeys ? t.keys : t.rows.at(k->member());
+  switch (item.part) {
+    case Part::kKeys:
+      return t.keys;
+    case Part::kVersions:
+      return t.versions;
+    case Part::kCounts:
+      return t.counts;
+    default:
+      return t.rows.at(k->member());
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -106,7 +120,27 @@ KeyedRestore::KeyedRestore(const std::vector<Saver::Item>& items, const Checkpoi
       }
     }
     Tensor rows = tensor_from_data(reader.read(rows_key), expected, host);
-    tables_[&k->table()].push_back({var, std::move(keys), std::move(rows)});
+    Member member{var, std::move(keys), std::move(rows), Tensor(), Tensor()};
+    // The update history, when the saver holds it and the checkpoint has it.
+    const bool history = std::any_of(items.begin(), items.end(), [&](const Saver::Item& i) {
+      return i.part == Part::kVersions && i.variable.same_as(var);
+    });
+    if (history && reader.contains(base + kVersionsSuffix) &&
+        reader.contains(base + kCountsSuffix)) {
+      for (const char* suffix : {kVersionsSuffix, kCountsSuffix}) {
+        const std::string key = base + suffix;
+        const TensorInfo info = reader.info(key);
+        if (info.dtype != DType::kInt64 || info.shape != std::vector<int64_t>{n}) {
+          throw InvalidArgumentError(where + ": key " + quoted(key) + " must hold int64 [" +
+                                     std::to_string(n) + "] (one per key), got " +
+                                     std::string(dtype_name(info.dtype)) + " " +
+                                     shape_string(info.shape));
+        }
+        (suffix == kVersionsSuffix ? member.versions : member.counts) =
+            tensor_from_data(reader.read(key), TensorShape({n}), host);
+      }
+    }
+    tables_[&k->table()].push_back(std::move(member));
   }
 }
 
@@ -161,6 +195,9 @@ void KeyedRestore::apply() {
       }));
     }
     table->replace(keys, which, values);
+    if (primary->versions.valid()) {
+      table->set_update_history(keys, primary->versions, primary->counts);
+    }
     for (const Member& m : members) keyed_storage(m.variable)->mark_initialized();
   }
 }

@@ -26,6 +26,8 @@ class KeyedTable;
 
 inline constexpr const char* kKeysSuffix = "-keys";
 inline constexpr const char* kValuesSuffix = "-values";
+inline constexpr const char* kVersionsSuffix = "-versions";
+inline constexpr const char* kCountsSuffix = "-counts";
 
 // The exports of every table whose members `items` save, one per table.
 class KeyedExports {
@@ -40,6 +42,7 @@ class KeyedExports {
   struct Table {
     Tensor keys;
     std::map<int, Tensor> rows;  // member -> rows
+    Tensor versions, counts;     // a tracking table's
   };
   std::map<const KeyedTable*, Table> tables_;
 };
@@ -59,6 +62,7 @@ class KeyedRestore {
     Variable variable;
     Tensor keys;
     Tensor rows;
+    Tensor versions, counts;  // the variable's, when saved (else invalid)
   };
   std::map<KeyedTable*, std::vector<Member>> tables_;
 };

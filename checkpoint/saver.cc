@@ -141,9 +141,13 @@ namespace {
 // and rows.
 void push_item(std::vector<Saver::Item>& out, const std::string& key, const Variable& var) {
   using Part = Saver::Part;
-  if (internal::keyed_storage(var) != nullptr) {
+  if (const internal::KeyedStorage* keyed = internal::keyed_storage(var)) {
     out.push_back({key + internal::kKeysSuffix, var, std::nullopt, Part::kKeys});
     out.push_back({key + internal::kValuesSuffix, var, std::nullopt, Part::kRows});
+    if (keyed->member() == 0 && keyed->table().tracking()) {
+      out.push_back({key + internal::kVersionsSuffix, var, std::nullopt, Part::kVersions});
+      out.push_back({key + internal::kCountsSuffix, var, std::nullopt, Part::kCounts});
+    }
     return;
   }
   out.push_back({key, var, var.save_slice_info()});

@@ -819,7 +819,35 @@ KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) cons
   for (int member : members) {
     out.values.push_back(read_rows(*members_.at(static_cast<size_t>(member)), slots).to_host());
   }
+  if (tracking_) {
+    std::vector<int64_t> versions(slots.size());
+    std::vector<int64_t> counts(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      versions[i] = last_step_[static_cast<size_t>(slots[i])].load();
+      counts[i] = updates_[static_cast<size_t>(slots[i])].load();
+    }
+    out.versions = Tensor::from_vector(versions);
+    out.counts = Tensor::from_vector(counts);
+  }
   return out;
+}
+
+void KeyedTable::set_update_history(const Tensor& keys, const Tensor& versions,
+                                    const Tensor& counts) {
+  if (!tracking_) return;
+  const std::vector<int64_t> k = keys.to_vector<int64_t>();
+  const std::vector<int64_t> v = versions.to_vector<int64_t>();
+  const std::vector<int64_t> c = counts.to_vector<int64_t>();
+  std::unique_lock lock(mu_);
+  const std::vector<int64_t> slots = find(k);
+  int64_t latest = clock_.load();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] == HashIndex::kAbsent) continue;
+    last_step_[static_cast<size_t>(slots[i])].store(v[i]);
+    updates_[static_cast<size_t>(slots[i])].store(c[i]);
+    latest = std::max(latest, v[i]);
+  }
+  clock_.store(latest);
 }
 
 void KeyedTable::replace(const Tensor& keys, const std::vector<int>& members,

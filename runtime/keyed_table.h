@@ -169,11 +169,21 @@ class KeyedTable {
   // Every key, ascending, as an int64 host tensor [n], and each of
   // `members`' rows in that order ([n] + row shape, host), taken together
   // under one lock.
+  // A tracking table (capped or expiring) also gives each key's last
+  // update step and update count (int64 [n], host; invalid otherwise).
   struct Export {
     Tensor keys;
     std::vector<Tensor> values;
+    Tensor versions;
+    Tensor counts;
   };
   Export export_rows(const std::vector<int>& members) const;
+  // Whether rows carry update steps and counts (a cap or expiry).
+  bool tracking() const { return tracking_; }
+  // Sets the update step and count of each of `keys` present (host int64
+  // [n] each, as export_rows gives them); the step clock moves up to the
+  // latest step. A no-op when not tracking.
+  void set_update_history(const Tensor& keys, const Tensor& versions, const Tensor& counts);
   // Replaces every key and row: `keys` (distinct, host int64 [n]) and, for
   // each member k of `members`, values[k] ([n] + row shape, host); members
   // not listed get their initial rows.

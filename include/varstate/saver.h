@@ -291,11 +291,15 @@ class Saver {
   // What is saved: checkpoint key, variable, and for a partition its slice.
   // A dynamic variable (varstate/dynamic_variable.h) is two items: its keys
   // ("<name>-keys", int64 [n] ascending) and its rows ("<name>-values",
-  // [n, dim] in that order), taken together.
+  // [n, dim] in that order), taken together; one with a row cap or expiry
+  // also saves each key's last update step ("<name>-versions") and update
+  // count ("<name>-counts"), int64 [n] in key order.
   enum class Part : uint8_t {
-    kValue,  // the variable's value (or its slice)
-    kKeys,   // a dynamic variable's keys
-    kRows,   // a dynamic variable's rows
+    kValue,     // the variable's value (or its slice)
+    kKeys,      // a dynamic variable's keys
+    kRows,      // a dynamic variable's rows
+    kVersions,  // its keys' last update steps
+    kCounts,    // its keys' update counts
   };
   struct Item {
     std::string key;

@@ -215,3 +215,41 @@ TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: incremental chains and async
   }
   reset_default_graph();
 }
+
+TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: a capped table's update history restores",
+                 "[dynamic][saver]") {
+  TempDir dir;
+  auto make = [] {
+    return get_dynamic_variable(
+        "emb", {.dim = 2, .initializer = zeros_initializer(), .max_rows = 3, .expire_after = 100});
+  };
+  DynamicVariable v = make();
+  GradientDescentOptimizer sgd(0.5);
+  session.run(global_variables_initializer());
+  const Tensor g = Tensor::filled(DType::kFloat, {1, 2}, Tensor(1.0f), test_device());
+  for (int64_t k : {30, 10, 20, 10}) sgd.apply_gradients({v.gradient(keys_tensor({k}), g)});
+  const std::string path = Saver().save(session, dir / "capped").wait().value();
+  std::unique_ptr<CheckpointReader> reader = open_checkpoint(path);
+  // Keys ascending: 10 (steps 1 and 3), 20 (step 2), 30 (step 0).
+  CHECK(reader->read("emb-versions").values<int64_t>() == std::vector<int64_t>{3, 2, 0});
+  CHECK(reader->read("emb-counts").values<int64_t>() == std::vector<int64_t>{2, 1, 1});
+
+  reset_default_graph();
+  DynamicVariable fresh = make();
+  session.run(global_variables_initializer());
+  Saver().restore(session, path);
+  CHECK(fresh.step() == 3);
+  // The least recently updated key is still 30: a new key evicts it.
+  fresh.gather(keys_tensor({40}));
+  const std::vector<int64_t> keys = fresh.export_rows().keys.to_vector<int64_t>();
+  CHECK(keys == std::vector<int64_t>{10, 20, 40});
+  // A checkpoint with more keys than the cap: nothing changes.
+  reset_default_graph();
+  DynamicVariable small =
+      get_dynamic_variable("emb", {.dim = 2, .initializer = zeros_initializer(), .max_rows = 2});
+  session.run(global_variables_initializer());
+  small.insert(keys_tensor({1}), Tensor::zeros(DType::kFloat, {1, 2}));
+  CHECK_THROWS_AS(Saver().restore(session, path), ResourceExhaustedError);
+  CHECK(small.export_rows().keys.to_vector<int64_t>() == std::vector<int64_t>{1});
+  reset_default_graph();
+}
