@@ -87,11 +87,6 @@ void KeyedStorage::replace_value(Variable& self, const Tensor& value) {
   initialized_.store(true);
 }
 
-void KeyedStorage::restore(const Tensor& keys, const Tensor& values) {
-  table_->replace(keys, {member_}, {values});
-  initialized_.store(true);
-}
-
 // ---------------------------------------------------------------------------
 // Sparse ops
 
@@ -155,28 +150,11 @@ void KeyedStorage::gather_parts(std::vector<StoragePart>& parts) {
 }
 
 void KeyedStorage::modify_rows(std::vector<RowsUpdate>& updates) {
-  std::vector<KeyedTable::RowsChange> changes;
-  for (RowsUpdate& u : updates) {
-    auto* first = dynamic_cast<KeyedStorage*>(u.storages.front());
-    if (first == nullptr) throw InternalError("modify_rows: a keyed batch holds another storage");
-    KeyedTable::RowsChange c{first->table_.get(), {}, {}, u.fn};
-    for (VariableStorage* s : u.storages) {
-      auto* keyed = dynamic_cast<KeyedStorage*>(s);
-      if (keyed == nullptr || keyed->table_ != first->table_) {
-        throw InvalidArgumentError("training " + quoted(first->table_->name()) +
-                                   ": its slots must be dynamic slots of the same table");
-      }
-      c.members.push_back(keyed->member_);
-    }
-    if (!u.rows) {
-      throw InvalidArgumentError("training " + quoted(first->table_->name()) +
-                                 ": a dynamic variable takes sparse gradients (IndexedSlices of "
-                                 "keys), not a dense one");
-    }
-    c.keys = *u.rows;
-    changes.push_back(std::move(c));
-  }
-  KeyedTable::modify(changes);
+  // The training ops run in place on the table's rows (KeyedTable::
+  // update_rows, training/training_call.cc): no rows move.
+  throw InternalError(
+      "modify_rows on the dynamic variable " + quoted(table_->member_name(member_)) +
+      ": dynamic variables train in place (" + std::to_string(updates.size()) + " updates)");
 }
 
 std::vector<int64_t> KeyedStorage::take_marked_rows() {

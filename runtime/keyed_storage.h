@@ -6,8 +6,9 @@
 // Its entries take the keyed meanings variable_storage.h marks: shape() is
 // [live keys] + the row shape; the reads are the rows in ascending key
 // order; scatter and gather take keys and insert absent ones; the training
-// ops move rows through modify_rows (updates_in_place() is false), where a
-// slot's rows are the same keys' rows of the slot's member. Whole-value
+// ops run in place on the table's rows (KeyedTable::update_rows), a slot's
+// rows being the same keys' rows of the slot's member; updates_in_place()
+// is false, so that the generic paths never take the buffer for the value. Whole-value
 // writes throw UnimplementedError naming the variable.
 #pragma once
 
@@ -68,9 +69,8 @@ class KeyedStorage final : public VariableStorage {
   void scatter_parts(kernels::ScatterOp op, std::vector<StoragePart>& parts, bool updates_scalar,
                      const UpdateOptions& options) override;
   void gather_parts(std::vector<StoragePart>& parts) override;
-  // Every update's storages must be members of one table (a variable and
-  // its slots), with rows (keys); a whole-value update is
-  // InvalidArgumentError.
+  // Not used: the training ops run in place on a dynamic variable's rows
+  // (KeyedTable::update_rows); InternalError.
   void modify_rows(std::vector<RowsUpdate>& updates) override;
 
   DirtyRows& dirty_rows() override { return unmarked_; }
@@ -78,10 +78,6 @@ class KeyedStorage final : public VariableStorage {
   // The changed keys (erased keys stay for KeyedTable::take_marked).
   std::vector<int64_t> take_marked_rows() override;
 
-  // Whole-table restore: `keys` (host int64 [n], distinct) and this
-  // member's rows; the other members' rows of those keys start at their
-  // initial values. Marks the storage initialized.
-  void restore(const Tensor& keys, const Tensor& values);
   // Marks it initialized (a restore of its table by checkpoint/).
   void mark_initialized() { initialized_.store(true); }
 

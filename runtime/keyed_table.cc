@@ -771,40 +771,6 @@ void KeyedTable::update_rows(const std::vector<int>& members, std::span<const in
   run(find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
-void KeyedTable::modify(std::vector<RowsChange>& changes) {
-  std::vector<KeyedTable*> tables;
-  for (const RowsChange& c : changes) tables.push_back(c.table);
-  std::sort(tables.begin(), tables.end());
-  tables.erase(std::unique(tables.begin(), tables.end()), tables.end());
-  std::vector<std::unique_lock<std::shared_mutex>> locks;
-  for (KeyedTable* t : tables) locks.emplace_back(t->mu_);
-  // Slots first (inserting absent keys changes nothing a fn could undo:
-  // the new rows hold their initial values), then every fn, then the
-  // writes.
-  std::vector<std::vector<int64_t>> slots;
-  std::vector<std::vector<Tensor>> rows;
-  for (RowsChange& c : changes) {
-    slots.push_back(c.table->find_or_insert(c.keys));
-    std::vector<Tensor> values;
-    for (int member : c.members) {
-      values.push_back(
-          c.table->read_rows(*c.table->members_.at(static_cast<size_t>(member)), slots.back())
-              .to_host());
-    }
-    rows.push_back(std::move(values));
-  }
-  for (size_t i = 0; i < changes.size(); ++i) changes[i].fn(rows[i]);
-  for (size_t i = 0; i < changes.size(); ++i) {
-    RowsChange& c = changes[i];
-    for (size_t k = 0; k < c.members.size(); ++k) {
-      Member& m = *c.table->members_.at(static_cast<size_t>(c.members[k]));
-      c.table->write_rows(m, slots[i], rows[i][k]);
-      m.version.fetch_add(1);
-    }
-    c.table->mark(slots[i]);
-  }
-}
-
 KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) const {
   std::shared_lock lock(mu_);
   std::vector<std::pair<int64_t, int64_t>> entries;

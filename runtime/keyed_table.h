@@ -1,14 +1,19 @@
 // The rows of a hash-keyed variable (varstate/dynamic_variable.h) and of its
 // optimizer slots. Runtime-internal.
 //
-// One key index serves every member of the table (kernels/cpu/hash_index.h:
-// key -> arena slot, in shards chosen by kernels/key_hash.h's key_shard, one
-// per pool thread, so that a batch of new keys is inserted by every thread): member 0 is the
-// variable, the others are its slots, so a slot's rows are created and erased with the variable's
-// keys. Each member keeps its rows in an arena, a dense tensor of `capacity` rows on the table's
-// device (CPU or GPU); row operations resolve keys to slots on the host and then run the dense
-// kernels (gather, scatter, training ops) on the arena rows at those slots. Rows never move within
-// an arena; an arena grows by a copy into a larger one under the exclusive lock.
+// One key index serves every member of the table: member 0 is the
+// variable, the others are its slots, so a slot's rows are created and
+// erased with the variable's keys. The index maps key -> arena slot
+// (kernels/cpu/hash_index.h), in shards chosen by kernels/key_hash.h's
+// key_shard, one per pool thread, so that a batch of new keys is inserted
+// by every thread. Each member keeps its rows in an arena, a dense tensor of
+// `capacity` rows on the table's device (CPU or GPU); row operations
+// resolve keys to slots on the host, then run the dense kernels (gather,
+// scatter, training ops) on the arena rows at those slots. Rows never move
+// within an arena; an arena grows by a copy into a larger one under the
+// exclusive lock. A KeyedPolicy may hold keys back until seen k times, cap
+// the live keys (evicting the least recently or frequently updated) and
+// expire keys not updated for T training steps.
 //
 // A new key's row in each member comes from that member's KeyedRowInit:
 // a constant, or a seeded random row that depends only on the seeds and the
@@ -16,11 +21,11 @@
 // high 64 bits, i.e. seed2 + key), so the same key gets the same initial
 // row on every device and shard, in every run.
 //
-// Thread safety: every member function may be called concurrently. Lookups
-// and updates of keys already present run under a shared lock (in
-// parallel; updates of one key race as the dense variables' do without
-// use_locking); inserts, erasures, growth and the training ops' row moves
-// take the lock exclusively.
+// Thread safety: every member function may be called concurrently. Lookups,
+// updates and training steps of keys already present run under a shared
+// lock (in parallel; updates of one key race as the dense variables' do
+// without use_locking); inserts, erasures, evictions and growth take the
+// lock exclusively.
 #pragma once
 
 #include <atomic>
@@ -151,20 +156,6 @@ class KeyedTable {
   void update_rows(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
                    const std::function<void(std::vector<Tensor>& arenas, const Tensor& slots,
                                             const std::vector<int64_t>* kept)>& fn);
-
-  // The training ops' row move (VariableStorage::modify_rows): for each
-  // update, its members' rows of `keys` (distinct; absent ones inserted)
-  // are gathered to the host, passed to `fn` in the members' order, and
-  // once every fn has returned written back. Nothing is written when a fn
-  // throws. Tables are locked in address order (several updates may share
-  // one).
-  struct RowsChange {
-    KeyedTable* table;
-    std::vector<int> members;
-    std::vector<int64_t> keys;
-    std::function<void(std::vector<Tensor>&)> fn;
-  };
-  static void modify(std::vector<RowsChange>& changes);
 
   // Every key, ascending, as an int64 host tensor [n], and each of
   // `members`' rows in that order ([n] + row shape, host), taken together
