@@ -574,3 +574,19 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: LFU eviction, no eviction, exp
   CHECK_THROWS_WITH(get_dynamic_variable("bad", {.dim = 1, .admit_after = 0}),
                     Contains("admit_after must be >= 1"));
 }
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: int32 keys", "[dynamic]") {
+  DynamicVariable v = get_dynamic_variable(
+      "emb", {.dim = 2, .key_dtype = DType::kInt32, .initializer = zeros_initializer()});
+  init_all();
+  CHECK(v.key_dtype() == DType::kInt32);
+  const Tensor keys = Tensor::from_vector<int32_t>({INT32_MIN, -1, 7, INT32_MAX});
+  v.scatter_add(keys, Tensor::filled(DType::kFloat, {4, 2}, Tensor(1.5f), test_device()));
+  KeysAndValues kv = v.export_rows();
+  CHECK(kv.keys.dtype() == DType::kInt32);
+  CHECK(kv.keys.to_vector<int32_t>() == std::vector<int32_t>{INT32_MIN, -1, 7, INT32_MAX});
+  CHECK(kv.values.to_vector<float>() == std::vector<float>(8, 1.5f));
+  // int64 keys into an int32 table: TypeError, nothing inserted.
+  CHECK_THROWS_AS(v.gather(Tensor::from_vector<int64_t>({3})), TypeError);
+  CHECK(v.size() == 4);
+}
