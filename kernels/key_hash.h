@@ -51,4 +51,9 @@ VARSTATE_KEY_HD int64_t key_shard(uint64_t key, int64_t shards) {
   return static_cast<int64_t>(((key_hash(key) >> 32) * static_cast<uint64_t>(shards)) >> 32);
 }
 
+// key_shard from the key's hash, for callers that probe with it too.
+VARSTATE_KEY_HD int64_t hash_shard(uint64_t hash, int64_t shards) {
+  return static_cast<int64_t>(((hash >> 32) * static_cast<uint64_t>(shards)) >> 32);
+}
+
 }  // namespace varstate::kernels

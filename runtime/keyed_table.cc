@@ -217,11 +217,21 @@ int64_t KeyedTable::memory_bytes() const {
 // Keys
 
 void KeyedTable::find_range(const int64_t* keys, int64_t n, int64_t* slots) const {
+  // Each key hashed once: the hash picks the shard, prefetches the entry
+  // kAhead keys early, and starts the probe (a ring of the hashes ahead).
   constexpr int64_t kAhead = 16;
-  for (int64_t i = 0; i < std::min(kAhead, n); ++i) shard_of(keys[i]).prefetch(keys[i]);
+  uint64_t ring[kAhead];
+  auto start = [&](int64_t i) {
+    const uint64_t h = kernels::key_hash(static_cast<uint64_t>(keys[i]));
+    shards_[static_cast<size_t>(kernels::hash_shard(h, num_shards_))].prefetch_hashed(h);
+    ring[i % kAhead] = h;
+  };
+  for (int64_t i = 0; i < std::min(kAhead, n); ++i) start(i);
   for (int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) shard_of(keys[i + kAhead]).prefetch(keys[i + kAhead]);
-    slots[i] = shard_of(keys[i]).find(keys[i]);
+    const uint64_t h = ring[i % kAhead];
+    if (i + kAhead < n) start(i + kAhead);
+    slots[i] =
+        shards_[static_cast<size_t>(kernels::hash_shard(h, num_shards_))].find_hashed(keys[i], h);
   }
 }
 
@@ -280,8 +290,11 @@ void KeyedTable::touch(std::span<const int64_t> slots) {
   if (!tracking_) return;
   const int64_t now = clock_.load(std::memory_order_relaxed);
   for (int64_t s : slots) {
-    last_step_[static_cast<size_t>(s)].store(now, std::memory_order_relaxed);
-    updates_[static_cast<size_t>(s)].fetch_add(1, std::memory_order_relaxed);
+    const auto i = static_cast<size_t>(s);
+    last_step_[i].store(now, std::memory_order_relaxed);
+    // A plain increment, not a locked one: two threads updating one key at
+    // once may count it once (as their row updates race too).
+    updates_[i].store(updates_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 }
 

@@ -42,10 +42,13 @@ class HashIndex {
   int64_t rebuild_threshold() const { return capacity() / 4 * 3; }
 
   // The slot of `key`, or kAbsent.
-  int64_t find(int64_t key) const {
+  int64_t find(int64_t key) const { return find_hashed(key, key_hash(static_cast<uint64_t>(key))); }
+  // find() given the key's key_hash (computed once by a caller that also
+  // shards or prefetches with it).
+  int64_t find_hashed(int64_t key, uint64_t hash) const {
     const auto k = static_cast<uint64_t>(key);
     if (const int s = side_of(k); s >= 0) return side_[s];
-    for (uint64_t i = home(k);; i = (i + 1) & mask_) {
+    for (uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
       const Entry& e = entries_[i];
       if (e.key == k) return e.slot;
       if (e.key == kEmpty) return kAbsent;
@@ -67,9 +70,8 @@ class HashIndex {
   int64_t insert(const int64_t* keys, int64_t n, const int64_t* free_slots, int64_t* slots);
   // Starts loading the entry a lookup of `key` reads first (a caller
   // probing keys one at a time, ahead of the probe).
-  void prefetch(int64_t key) const {
-    __builtin_prefetch(&entries_[key_hash(static_cast<uint64_t>(key)) & mask_]);
-  }
+  void prefetch(int64_t key) const { prefetch_hashed(key_hash(static_cast<uint64_t>(key))); }
+  void prefetch_hashed(uint64_t hash) const { __builtin_prefetch(&entries_[hash & mask_]); }
   // Removes `key`. Returns the slot it had, or kAbsent.
   int64_t erase(int64_t key);
   // Rebuilds now if needed so that `keys` live keys fit without a rebuild.
