@@ -15,6 +15,7 @@
 
 #include "device_fixture.h"
 #include "kernels/cpu/random.h"
+#include "runtime/remote_storage.h"
 #include "test_util.h"
 #include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
@@ -589,4 +590,27 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: int32 keys", "[dynamic]") {
   // int64 keys into an int32 table: TypeError, nothing inserted.
   CHECK_THROWS_AS(v.gather(Tensor::from_vector<int64_t>({3})), TypeError);
   CHECK(v.size() == 4);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: placed on a cluster task, refused", "[dynamic]") {
+  // A process in a cluster (a remote-storage factory installed): a dynamic
+  // variable placed on a task is refused before anything is created, and
+  // one placed on this process's device works.
+  internal::set_remote_storage_factory(
+      [](const std::string&, const std::string&, DType, const TensorShape&) {
+        return std::shared_ptr<internal::RemoteStorage>();
+      });
+  struct Uninstall {
+    ~Uninstall() { internal::set_remote_storage_factory(nullptr); }
+  } uninstall;
+  {
+    DeviceScope ps("/job:ps/task:0");
+    CHECK_THROWS_WITH(get_dynamic_variable("emb", {.dim = 2}),
+                      Contains("\"emb\"") && Contains("/job:ps/task:0") &&
+                          Contains("parameter-server tasks do not serve them yet"));
+  }
+  CHECK(global_variables().empty());
+  DynamicVariable here = get_dynamic_variable("emb", {.dim = 2});
+  CHECK(here.variable().placement().find("job") == std::string::npos);
+  CHECK(here.size() == 0);
 }
