@@ -612,14 +612,19 @@ Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert
   {
     std::shared_lock lock(mu_);
     const Member& m = *members_.at(static_cast<size_t>(member));
-    if (device_.is_cpu() && row_elements(m.row_shape) > 0) {
+    const bool cpu = device_.is_cpu() && row_elements(m.row_shape) > 0;
+    if (cpu) {
       Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
       if (gather_present(m, keys, out)) return out;
     }
-    std::vector<int64_t> slots = find(keys);
-    const auto absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
-    if (absent == 0) return read_rows(m, slots);
-    if (!insert) return compose_rows(m, member, keys, slots, absent_row);
+    // (A CPU training lookup that met an absent key goes straight to the
+    // insert below, which looks every key up again under the exclusive lock.)
+    if (!(cpu && insert)) {
+      std::vector<int64_t> slots = find(keys);
+      const auto absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
+      if (absent == 0) return read_rows(m, slots);
+      if (!insert) return compose_rows(m, member, keys, slots, absent_row);
+    }
   }
   std::unique_lock lock(mu_);
   const Member& m = *members_.at(static_cast<size_t>(member));

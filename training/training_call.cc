@@ -6,8 +6,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <typeindex>
-#include <typeinfo>
 
 #include "kernels/cpu/training_ops.h"
 #include "runtime/dirty_rows.h"
@@ -433,18 +431,7 @@ void RemoteApplyBatch::submit(RowsUpdate update) {
 void RemoteApplyBatch::flush() {
   std::vector<RowsUpdate> updates = std::move(updates_);
   updates_.clear();
-  // One modify_rows per kind of storage (remote, keyed), in the order the
-  // kinds first appear.
-  while (!updates.empty()) {
-    const std::type_index kind(typeid(*updates[0].storages[0]));
-    std::vector<RowsUpdate> group;
-    std::vector<RowsUpdate> rest;
-    for (RowsUpdate& u : updates) {
-      (std::type_index(typeid(*u.storages[0])) == kind ? group : rest).push_back(std::move(u));
-    }
-    group[0].storages[0]->modify_rows(group);
-    updates = std::move(rest);
-  }
+  if (!updates.empty()) updates[0].storages[0]->modify_rows(updates);
 }
 
 std::vector<Variable*> TrainingCall::written() {
