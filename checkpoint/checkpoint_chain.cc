@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/keyed_checkpoint.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
@@ -17,6 +19,56 @@ namespace {
 
 constexpr const char* kIdsSuffix = "/.delta_ids";
 constexpr const char* kRowsSuffix = "/.delta_rows";
+constexpr const char* kKeysDeltaSuffix = "/.delta_keys";
+constexpr const char* kErasedSuffix = "/.delta_erased";
+constexpr const char* kKeyRowsSuffix = "/.delta_key_rows";
+constexpr const char* kDeltaEntry = "/.delta_";
+
+// The keys tensor whose keys index the rows of `rows_tensor`
+// ("emb-values" -> "emb-keys"), or "" for a tensor of no dynamic variable.
+std::string keys_tensor_of(std::string_view rows_tensor) {
+  for (const char* suffix :
+       {internal::kValuesSuffix, internal::kVersionsSuffix, internal::kCountsSuffix}) {
+    if (rows_tensor.ends_with(suffix)) {
+      return std::string(rows_tensor.substr(0, rows_tensor.size() - std::strlen(suffix))) +
+             internal::kKeysSuffix;
+    }
+  }
+  return "";
+}
+
+// The tensor a delta entry ("<key>/.delta_<what>[@<offset>]") belongs to.
+std::string entry_tensor(const std::string& name) {
+  const auto at = name.rfind(kDeltaEntry);
+  return at == std::string::npos ? name : name.substr(0, at);
+}
+
+// Throws `bad(why)` unless `keys` ascend strictly.
+template <typename Bad>
+void check_ascending(const std::vector<int64_t>& keys, const Bad& bad) {
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] <= keys[i - 1]) {
+      throw bad("the keys are not ascending and distinct: key " + std::to_string(i) + " (" +
+                std::to_string(keys[i]) + ") follows " + std::to_string(keys[i - 1]));
+    }
+  }
+}
+
+// The box `region` of `whole`, a tensor's full value.
+TensorData cut(TensorData whole, const TensorSlice& region) {
+  if (region.covers(whole.shape)) return whole;
+  TensorData out;
+  out.dtype = whole.dtype;
+  out.shape = region.slice_shape(whole.shape);
+  if (whole.dtype == DType::kString) {
+    out.strings.resize(static_cast<size_t>(out.num_elements()));
+  } else {
+    out.bytes.resize(static_cast<size_t>(out.num_elements()) * dtype_size(whole.dtype));
+  }
+  copy_slice_region(whole, TensorSlice::full(static_cast<int>(whole.shape.size())), out, region,
+                    region, whole.shape);
+  return out;
+}
 
 std::string part_suffix(std::optional<int64_t> part_offset) {
   return part_offset ? "@" + std::to_string(*part_offset) : "";
@@ -59,21 +111,18 @@ std::vector<DeltaEntry> delta_entries(const BundleReader& delta) {
   std::map<std::string, DeltaEntry> by_key;
   for (const TensorInfo& info : delta.list()) {
     if (info.name == kChainKey) continue;
-    std::string key = info.name;
-    bool rows = false;
-    for (const char* suffix : {kIdsSuffix, kRowsSuffix}) {
-      const auto at = info.name.rfind(suffix);
-      if (at != std::string::npos) {
-        key = info.name.substr(0, at);
-        rows = true;
-      }
-    }
+    const std::string key = entry_tensor(info.name);
     DeltaEntry& e = by_key[key];
     e.key = key;
     e.bytes += stored_bytes(info);
-    if (rows && info.name.find(kIdsSuffix) != std::string::npos) {
-      e.rows = std::max<int64_t>(e.rows, 0) + info.shape.at(0);
+    // Rows: the ids of a variable's rows, the keys of a dynamic variable's
+    // (its erasures count none), each rows tensor's rows by key.
+    for (const char* suffix : {kIdsSuffix, kKeysDeltaSuffix, kKeyRowsSuffix}) {
+      if (info.name.find(suffix) != std::string::npos) {
+        e.rows = std::max<int64_t>(e.rows, 0) + info.shape.at(0);
+      }
     }
+    if (info.name.find(kErasedSuffix) != std::string::npos) e.rows = std::max<int64_t>(e.rows, 0);
   }
   std::vector<DeltaEntry> out;
   for (auto& [key, e] : by_key) out.push_back(std::move(e));
@@ -88,6 +137,16 @@ std::string delta_ids_key(const std::string& key, std::optional<int64_t> part_of
 
 std::string delta_rows_key(const std::string& key, std::optional<int64_t> part_offset) {
   return key + kRowsSuffix + part_suffix(part_offset);
+}
+
+std::string delta_keys_key(const std::string& keys_tensor) {
+  return keys_tensor + kKeysDeltaSuffix;
+}
+
+std::string delta_erased_key(const std::string& keys_tensor) { return keys_tensor + kErasedSuffix; }
+
+std::string delta_key_rows_key(const std::string& rows_tensor) {
+  return rows_tensor + kKeyRowsSuffix;
 }
 
 uint32_t index_checksum(FileSystem& fs, const std::string& prefix) {
@@ -177,6 +236,153 @@ ChainReader::ChainReader(std::vector<std::unique_ptr<BundleReader>> links)
     }
     check_delta(i);
   }
+  // The dynamic variables some delta changes by key, merged now: their
+  // shapes are the merged key counts.
+  std::set<std::string> keyed;
+  for (size_t i = 1; i < links_.size(); ++i) {
+    for (const TensorInfo& info : links_[i]->list()) {
+      if (info.name.ends_with(kKeysDeltaSuffix)) keyed.insert(entry_tensor(info.name));
+    }
+  }
+  for (const std::string& keys_tensor : keyed) merge_keys(keys_tensor);
+}
+
+void ChainReader::merge_keys(const std::string& keys_tensor) {
+  const BundleReader& base = *links_[0];
+  auto bad_in = [this](const BundleReader& link, const std::string& key) {
+    return [&link, key, this](const std::string& why) {
+      return DataLossError(in_chain(path()) + ": " + quoted(link.path()) + ", " + quoted(key) +
+                           ": " + why);
+    };
+  };
+  auto int64_vector = [](const TensorInfo& info) {
+    return info.dtype == DType::kInt64 && info.shape.size() == 1;
+  };
+  auto described = [](const TensorInfo& info) {
+    return std::string(dtype_name(info.dtype)) + shape_string(info.shape);
+  };
+  const std::optional<TensorInfo> b = base.find(keys_tensor);
+  if (!b || !int64_vector(*b)) {
+    throw bad_in(base, keys_tensor)(
+        "the deltas change these keys; the base must hold them as an int64 vector, " +
+        (b ? "holds " + described(*b) : std::string("lacks them")));
+  }
+  // The tensors of rows by these keys: each must have a row per key, and
+  // each delta that changes the keys their rows.
+  std::vector<TensorInfo> rows_tensors;
+  for (const TensorInfo& info : base.list()) {
+    if (keys_tensor_of(info.name) != keys_tensor) continue;
+    if (info.dtype == DType::kString || info.shape.empty() || info.shape[0] != b->shape[0]) {
+      throw bad_in(base, info.name)("must hold a fixed-width row per key of " +
+                                    quoted(keys_tensor) + " (" + std::to_string(b->shape[0]) +
+                                    "), holds " + described(info));
+    }
+    rows_tensors.push_back(info);
+  }
+  KeyedMerge merge;
+  merge.keys = base.read(keys_tensor).values<int64_t>();
+  check_ascending(merge.keys, bad_in(base, keys_tensor));
+  merge.from.reserve(merge.keys.size());
+  for (size_t r = 0; r < merge.keys.size(); ++r) merge.from.emplace_back(0, r);
+  for (size_t i = 1; i < links_.size(); ++i) {
+    const BundleReader& delta = *links_[i];
+    const std::string upserts_key = delta_keys_key(keys_tensor);
+    const std::string erased_key = delta_erased_key(keys_tensor);
+    if (!delta.contains(upserts_key)) {
+      for (const std::string& key : {keys_tensor, erased_key}) {
+        if (delta.contains(key)) {
+          throw bad_in(delta, key)("in a delta without " + quoted(upserts_key) +
+                                   ", in a chain that changes these keys by key");
+        }
+      }
+      continue;
+    }
+    // The keys written, and those erased.
+    std::vector<int64_t> upserts;
+    std::vector<int64_t> erased;
+    for (const std::string& key : {upserts_key, erased_key}) {
+      const std::optional<TensorInfo> info = delta.find(key);
+      if (!info) continue;
+      if (!int64_vector(*info)) {
+        throw bad_in(delta, key)("must be a vector of int64, is " + described(*info));
+      }
+      (key == upserts_key ? upserts : erased) = delta.read(key).values<int64_t>();
+      check_ascending(key == upserts_key ? upserts : erased, bad_in(delta, key));
+    }
+    for (const TensorInfo& rows : rows_tensors) {
+      const std::string key = delta_key_rows_key(rows.name);
+      const std::optional<TensorInfo> info = delta.find(key);
+      const std::vector<int64_t> want =
+          rows_shape(static_cast<int64_t>(upserts.size()), rows.shape);
+      if (!info || info->dtype != rows.dtype || info->shape != want) {
+        throw bad_in(delta, key)("must hold the rows of the " + std::to_string(upserts.size()) +
+                                 " keys of " + quoted(upserts_key) + " as " +
+                                 std::string(dtype_name(rows.dtype)) + shape_string(want) +
+                                 (info ? ", holds " + described(*info) : ", is missing"));
+      }
+    }
+    // Erasures first, then the rows written (which win over the old ones).
+    KeyedMerge next;
+    next.keys.reserve(merge.keys.size() + upserts.size());
+    next.from.reserve(merge.keys.size() + upserts.size());
+    size_t old = 0;
+    size_t gone = 0;
+    size_t up = 0;
+    while (old < merge.keys.size() || up < upserts.size()) {
+      if (up == upserts.size() || (old < merge.keys.size() && merge.keys[old] < upserts[up])) {
+        const int64_t key = merge.keys[old];
+        while (gone < erased.size() && erased[gone] < key) ++gone;
+        if (gone == erased.size() || erased[gone] != key) {
+          next.keys.push_back(key);
+          next.from.push_back(merge.from[old]);
+        }
+        ++old;
+        continue;
+      }
+      if (old < merge.keys.size() && merge.keys[old] == upserts[up]) ++old;
+      next.keys.push_back(upserts[up]);
+      next.from.emplace_back(static_cast<uint32_t>(i), static_cast<int64_t>(up));
+      ++up;
+    }
+    merge = std::move(next);
+  }
+  for (const TensorInfo& rows : rows_tensors) keyed_rows_[rows.name] = keys_tensor;
+  keyed_[keys_tensor] = std::move(merge);
+}
+
+const ChainReader::KeyedMerge* ChainReader::keyed_merge(std::string_view name) const {
+  if (const auto it = keyed_.find(name); it != keyed_.end()) return &it->second;
+  if (const auto it = keyed_rows_.find(name); it != keyed_rows_.end()) {
+    return &keyed_.find(it->second)->second;
+  }
+  return nullptr;
+}
+
+bool ChainReader::merges_keys(std::string_view name) const { return keyed_merge(name) != nullptr; }
+
+TensorData ChainReader::read_merged(const std::string& name, const KeyedMerge& merge) const {
+  const auto n = static_cast<int64_t>(merge.keys.size());
+  if (keyed_.contains(name)) return TensorData::from_values({n}, merge.keys);
+  TensorData out;
+  out.dtype = links_[0]->info(name).dtype;
+  out.shape = links_[0]->info(name).shape;
+  out.shape[0] = n;
+  const size_t row =
+      static_cast<size_t>(num_elements(std::span<const int64_t>(out.shape).subspan(1))) *
+      dtype_size(out.dtype);
+  out.bytes.resize(static_cast<size_t>(n) * row);
+  // Each link's rows, read when a key first needs them.
+  std::vector<std::optional<TensorData>> sources(links_.size());
+  for (size_t r = 0; r < merge.keys.size(); ++r) {
+    const auto [link, at] = merge.from[r];
+    std::optional<TensorData>& source = sources[link];
+    if (!source) {
+      source = link == 0 ? links_[0]->read(name) : links_[link]->read(delta_key_rows_key(name));
+    }
+    std::memcpy(out.bytes.data() + r * row, source->bytes.data() + static_cast<size_t>(at) * row,
+                row);
+  }
+  return out;
 }
 
 void ChainReader::check_delta(size_t link) const {
@@ -187,7 +393,15 @@ void ChainReader::check_delta(size_t link) const {
                          ": " + why);
   };
   for (const TensorInfo& info : delta.list()) {
-    if (info.name == kChainKey || info.name.find("/.delta_") != std::string::npos) continue;
+    // A dynamic variable's entries come with its keys' (merge_keys checks
+    // them).
+    if (info.name.ends_with(kErasedSuffix) || info.name.ends_with(kKeyRowsSuffix)) {
+      const std::string tensor = entry_tensor(info.name);
+      const std::string keys =
+          delta_keys_key(info.name.ends_with(kErasedSuffix) ? tensor : keys_tensor_of(tensor));
+      if (!delta.contains(keys)) throw bad(info.name, "the delta lacks " + quoted(keys));
+    }
+    if (info.name == kChainKey || info.name.find(kDeltaEntry) != std::string::npos) continue;
     const std::optional<TensorInfo> b = base.find(info.name);
     if (!b) throw bad(info.name, "not in the base " + quoted(base.path()));
     if (b->dtype != info.dtype || b->shape != info.shape) {
@@ -218,16 +432,24 @@ void ChainReader::check_delta(size_t link) const {
   }
 }
 
+TensorInfo ChainReader::as_read(TensorInfo info) const {
+  info = as_whole(std::move(info));
+  if (const KeyedMerge* merge = keyed_merge(info.name)) {
+    info.shape[0] = static_cast<int64_t>(merge->keys.size());
+  }
+  return info;
+}
+
 std::vector<TensorInfo> ChainReader::list() const {
   std::vector<TensorInfo> out;
-  for (TensorInfo& info : links_[0]->list()) out.push_back(as_whole(std::move(info)));
+  for (TensorInfo& info : links_[0]->list()) out.push_back(as_read(std::move(info)));
   return out;
 }
 
 std::optional<TensorInfo> ChainReader::find(std::string_view name) const {
   std::optional<TensorInfo> info = links_[0]->find(name);
   if (!info) return std::nullopt;
-  return as_whole(std::move(*info));
+  return as_read(std::move(*info));
 }
 
 void ChainReader::check_stored(const TensorInfo& /*info*/, int /*slice_index*/) const {}
@@ -302,6 +524,7 @@ void ChainReader::apply_pieces(size_t link, const std::string& key, const Tensor
 
 TensorData ChainReader::read_region(std::string_view name, const TensorSlice& region) const {
   const std::string key(name);
+  if (const KeyedMerge* merge = keyed_merge(key)) return cut(read_merged(key, *merge), region);
   const TensorInfo info = links_[0]->info(key);
   const int rank = static_cast<int>(info.shape.size());
   bool whole_rows = rank > 0;
@@ -311,18 +534,7 @@ TensorData ChainReader::read_region(std::string_view name, const TensorSlice& re
   }
   if (!whole_rows && !region.covers(info.shape)) {
     // Rows only partly inside the region: merge the whole tensor, then cut.
-    const TensorSlice full = TensorSlice::full(rank);
-    const TensorData whole = read_region(name, full);
-    TensorData out;
-    out.dtype = info.dtype;
-    out.shape = region.slice_shape(info.shape);
-    if (info.dtype == DType::kString) {
-      out.strings.resize(static_cast<size_t>(out.num_elements()));
-    } else {
-      out.bytes.resize(static_cast<size_t>(out.num_elements()) * dtype_size(info.dtype));
-    }
-    copy_slice_region(whole, full, out, region, region, info.shape);
-    return out;
+    return cut(read_region(name, TensorSlice::full(rank)), region);
   }
   TensorData out = links_[0]->read_slice(key, region);
   for (size_t i = 1; i < links_.size(); ++i) {
@@ -344,7 +556,7 @@ bool ChainReader::read_into(std::string_view name, std::span<std::byte> dst) con
   if (info.dtype == DType::kString) return false;
   bool pieces = false;
   for (size_t i = 1; i < links_.size(); ++i) pieces = pieces || links_[i]->contains(key);
-  if (pieces || info.shape.empty() || !links_[0]->read_into(key, dst)) {
+  if (pieces || info.shape.empty() || keyed_merge(key) || !links_[0]->read_into(key, dst)) {
     const TensorData value =
         read_region(name, TensorSlice::full(static_cast<int>(info.shape.size())));
     if (value.bytes.size() != dst.size()) {

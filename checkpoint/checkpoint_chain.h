@@ -26,6 +26,19 @@ inline constexpr const char* kChainMagic = "varstate-delta-1";
 std::string delta_ids_key(const std::string& key, std::optional<int64_t> part_offset);
 std::string delta_rows_key(const std::string& key, std::optional<int64_t> part_offset);
 
+// The entries of a dynamic variable's table in a delta
+// (checkpoint/keyed_checkpoint.h): for its keys tensor "emb-keys",
+// "emb-keys/.delta_keys" (the keys inserted or written since the parent,
+// int64, ascending) and "emb-keys/.delta_erased" (the keys erased since,
+// int64, ascending; a key erased and then inserted again is in both); for
+// each tensor of rows by those keys ("emb-values", a slot's values, the
+// update history), "emb-values/.delta_key_rows": the rows of the
+// ".delta_keys" keys, in their order. A reader applies the erasures, then
+// the rows.
+std::string delta_keys_key(const std::string& keys_tensor);
+std::string delta_erased_key(const std::string& keys_tensor);
+std::string delta_key_rows_key(const std::string& rows_tensor);
+
 // A checkpoint a delta applies to: its file name (in the delta's directory)
 // and the crc32c of its ".index" file.
 struct ChainRecordLink {
@@ -51,9 +64,12 @@ std::vector<std::unique_ptr<BundleReader>> open_chain(std::unique_ptr<BundleRead
 
 // A base and its deltas read as one checkpoint: every tensor of the base,
 // listed as stored whole, read as the base's value with each delta's whole
-// tensors, slices and rows applied in order. The constructor checks every
-// delta entry against the base (keys, dtypes, shapes), so that reads fail
-// only on corrupt data (DataLossError naming the file).
+// tensors, slices and rows applied in order; a dynamic variable's keys and
+// rows by key (delta_keys_key above) as the keys the chain leaves, with
+// their newest rows, in ascending key order. The constructor checks every
+// delta entry against the base (keys, dtypes, shapes) and merges the
+// dynamic variables' keys, so that reads fail only on corrupt data
+// (DataLossError naming the file).
 class ChainReader final : public CheckpointReader {
  public:
   explicit ChainReader(std::vector<std::unique_ptr<BundleReader>> links);
@@ -84,6 +100,9 @@ class ChainReader final : public CheckpointReader {
   // otherwise). Throws as read().
   std::vector<int64_t> read_row_ids(size_t link, const std::string& ids_key,
                                     int64_t num_rows) const;
+  // Whether `name` is a dynamic variable's keys or rows that some delta
+  // changes by key (its value is then merged whole on every read).
+  bool merges_keys(std::string_view name) const;
 
  protected:
   TensorData read_stored(const TensorInfo& info, int slice_index) const override;
@@ -103,6 +122,9 @@ class ChainReader final : public CheckpointReader {
     std::string* strings;
   };
   void check_delta(size_t link) const;
+  // `info` of the base as this reader lists it: whole, of the merged
+  // shape.
+  TensorInfo as_read(TensorInfo info) const;
   // Applies the row entries of `key` in every delta.
   void apply_all_rows(const std::string& key, const RowTarget& target) const;
   void apply_rows(size_t link, const std::string& key, const std::string& suffix,
@@ -112,8 +134,24 @@ class ChainReader final : public CheckpointReader {
   void apply_pieces(size_t link, const std::string& key, const TensorSlice& region,
                     TensorData& out) const;
 
+  // A dynamic variable's keys merged over the chain: the keys the chain
+  // leaves (ascending) and where each one's newest row is (link 0: the
+  // base's row; link i > 0: the row of delta i's ".delta_keys").
+  struct KeyedMerge {
+    std::vector<int64_t> keys;
+    std::vector<std::pair<uint32_t, int64_t>> from;
+  };
+  void merge_keys(const std::string& keys_tensor);
+  // The merge `name` (a keys or rows tensor) is read by, or null.
+  const KeyedMerge* keyed_merge(std::string_view name) const;
+  // The merged value of `name` (keyed_merge(name) non-null).
+  TensorData read_merged(const std::string& name, const KeyedMerge& merge) const;
+
   std::vector<std::unique_ptr<BundleReader>> links_;
   std::vector<RowEntries> rows_;
+  // By keys tensor; and each rows tensor's keys tensor.
+  std::map<std::string, KeyedMerge, std::less<>> keyed_;
+  std::map<std::string, std::string, std::less<>> keyed_rows_;
 };
 
 }  // namespace varstate

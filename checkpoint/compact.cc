@@ -64,10 +64,12 @@ uint64_t delta_row_bytes(const ChainReader& chain, const std::string& key) {
 }
 
 // True when `info` streams: the base holds it whole and the deltas only by
-// rows, and those rows hold no more bytes than the tensor.
+// rows (not by key: a dynamic variable's rows are merged whole), and those
+// rows hold no more bytes than the tensor.
 bool streams(const ChainReader& chain, const TensorInfo& info, uint64_t tensor_bytes) {
   const auto& links = chain.links();
-  if (!fixed_width(info) || info.shape.empty() || !links[0]->info(info.name).slices.empty()) {
+  if (!fixed_width(info) || info.shape.empty() || !links[0]->info(info.name).slices.empty() ||
+      chain.merges_keys(info.name)) {
     return false;
   }
   for (size_t i = 1; i < links.size(); ++i) {

@@ -65,6 +65,11 @@ std::vector<DirtyRows::Taken> take_changed_rows(const std::vector<Saver::Item>& 
   for (size_t i = 0; i < items.size(); ++i) {
     const Variable& v = items[i].variable;
     VariableStorage& held = storage(v);
+    if (items[i].part != Saver::Part::kValue) {
+      taken.emplace_back();
+      shapes.emplace_back();
+      continue;
+    }
     if (owner_marks && !held.updates_in_place()) {
       // Marked where the rows live.
       DirtyRows::Taken t;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,15 @@ struct ItemDelta {
   std::vector<int64_t> rows;  // else the changed rows of its buffer, ascending
 };
 
-// The plan of a delta: one entry per saver item, and the chain record.
+class KeyedExports;
+
+// The plan of a delta: one entry per saver item (a dynamic variable's
+// items: whole, unused), the dynamic variables' changes, and the chain
+// record.
 struct DeltaPlan {
   std::vector<ItemDelta> items;
-  std::vector<ChainRecordLink> links;  // base first, the parent last
+  std::shared_ptr<const KeyedExports> keyed;  // null when none is written
+  std::vector<ChainRecordLink> links;         // base first, the parent last
 };
 
 // Rows, unless every row is dirty or the item is one a delta writes whole:
@@ -48,7 +54,8 @@ int64_t full_bytes(const Saver::Item& item, const TensorShape& shape);
 void start_marking(const std::vector<Saver::Item>& items);
 
 // The rows of each of `items` changed since the previous take, clearing
-// the marks, and in `shapes` each one's shape as of its take: with
+// the marks, and in `shapes` each one's shape as of its take (a dynamic
+// variable's items: all, their changes being their table's): with
 // `owner_marks`, a variable held by the cluster from its owner's storage
 // (this task owns it); every other from its dirty rows (`generations[i]`
 // is its last take's generation, updated here).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 
+#include "checkpoint/checkpoint_chain.h"
 #include "checkpoint/saver_io_internal.h"
 #include "runtime/keyed_storage.h"
 #include "varstate/device_manager.h"
@@ -27,7 +28,10 @@ std::string base_key(const Saver::Item& item) {
 
 }  // namespace
 
-KeyedExports::KeyedExports(const std::vector<Saver::Item>& items) {
+namespace {
+
+// The members of each table that `items` save.
+std::map<KeyedTable*, std::vector<int>> members_saved(const std::vector<Saver::Item>& items) {
   std::map<KeyedTable*, std::vector<int>> members;
   for (const Saver::Item& item : items) {
     if (!is_keyed(item)) continue;
@@ -35,7 +39,22 @@ KeyedExports::KeyedExports(const std::vector<Saver::Item>& items) {
     std::vector<int>& m = members[&k->table()];
     if (std::find(m.begin(), m.end(), k->member()) == m.end()) m.push_back(k->member());
   }
-  for (auto& [table, which] : members) {
+  return members;
+}
+
+// The bytes of one element of the tensor `item` saves, times a row's
+// elements.
+int64_t row_bytes(const Saver::Item& item) {
+  if (item.part != Part::kRows) return sizeof(int64_t);
+  const KeyedStorage* k = keyed_storage(item.variable);
+  return k->table().row_shape(k->member()).num_elements() *
+         static_cast<int64_t>(dtype_size(item.variable.dtype()));
+}
+
+}  // namespace
+
+KeyedExports::KeyedExports(const std::vector<Saver::Item>& items) {
+  for (auto& [table, which] : members_saved(items)) {
     KeyedTable::Export e = table->export_rows(which);
     Table& t = tables_[table];
     t.keys = std::move(e.keys);
@@ -45,7 +64,40 @@ KeyedExports::KeyedExports(const std::vector<Saver::Item>& items) {
   }
 }
 
-Tensor KeyedExports::value(const Saver::Item& item) const {
+std::shared_ptr<KeyedExports> KeyedExports::changes(
+    const std::vector<Saver::Item>& items, std::map<const KeyedTable*, uint64_t>& generations) {
+  std::shared_ptr<KeyedExports> out(new KeyedExports());
+  out->delta_ = true;
+  std::map<const KeyedTable*, int64_t> live;
+  for (auto& [table, which] : members_saved(items)) {
+    KeyedTable::Changes c = table->take_changes(which, generations[table]);
+    generations[table] = c.generation;
+    live[table] = table->size();
+    if (!c.complete) {
+      out->complete_ = false;
+      continue;
+    }
+    Table& t = out->tables_[table];
+    t.keys = std::move(c.written.keys);
+    for (size_t j = 0; j < which.size(); ++j) t.rows[which[j]] = std::move(c.written.values[j]);
+    t.versions = std::move(c.written.versions);
+    t.counts = std::move(c.written.counts);
+    t.erased = Tensor::from_vector(c.erased);
+  }
+  if (!out->complete_) return out;
+  for (const Saver::Item& item : items) {
+    if (!is_keyed(item)) continue;
+    const KeyedTable* table = &keyed_storage(item.variable)->table();
+    const Table& t = out->tables_.at(table);
+    int64_t delta = t.keys.num_elements() * row_bytes(item);
+    if (item.part == Part::kKeys) delta += t.erased.num_elements() * sizeof(int64_t);
+    out->delta_bytes_ += delta;
+    out->full_bytes_ += live.at(table) * row_bytes(item);
+  }
+  return out;
+}
+
+const Tensor& KeyedExports::rows(const Saver::Item& item) const {
   const KeyedStorage* k = keyed_storage(item.variable);
   const Table& t = tables_.at(&k->table());
   switch (item.part) {
@@ -57,6 +109,18 @@ Tensor KeyedExports::value(const Saver::Item& item) const {
       return t.counts;
     default:
       return t.rows.at(k->member());
+  }
+}
+
+void KeyedExports::write(CheckpointWriter::Shard& shard, const Saver::Item& item) const {
+  if (!delta_) {
+    shard.add_tensor(item.key, std::nullopt, rows(item));
+  } else if (item.part == Part::kKeys) {
+    shard.add_tensor(delta_keys_key(item.key), std::nullopt, rows(item));
+    shard.add_tensor(delta_erased_key(item.key), std::nullopt,
+                     tables_.at(&keyed_storage(item.variable)->table()).erased);
+  } else {
+    shard.add_tensor(delta_key_rows_key(item.key), std::nullopt, rows(item));
   }
 }
 

@@ -5,7 +5,10 @@
 // "<key>-values" ([n] + the row shape, the rows in that order), two
 // Saver::Items (Part kKeys and kRows). Every member of a table (variable
 // and slots) that a save writes comes from one export taken under the
-// table's lock, so keys and rows agree. A restore replaces the table: the
+// table's lock, so keys and rows agree. A delta holds each table's changes
+// since the parent, by key: the keys written with their rows, and the keys
+// erased (checkpoint/checkpoint_chain.h's delta_keys_key; ChainReader
+// merges them). A restore replaces the table: the
 // variable's keys and rows, and each restored slot's rows of those keys
 // (a key the slot's tensors lack starts at the slot's initial value);
 // slots restored without their variable only overwrite the rows of keys
@@ -16,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "checkpoint/checkpoint_writer.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
 #include "varstate/tensor.h"
@@ -29,22 +33,49 @@ inline constexpr const char* kValuesSuffix = "-values";
 inline constexpr const char* kVersionsSuffix = "-versions";
 inline constexpr const char* kCountsSuffix = "-counts";
 
-// The exports of every table whose members `items` save, one per table.
+// What a save writes of every table whose members `items` save, each
+// table's taken at once: all of it, or for a delta its changes.
 class KeyedExports {
  public:
-  // Takes them now (nothing when no item is a dynamic variable's).
+  // Every key and row, taken now (nothing when no item is a dynamic
+  // variable's).
   explicit KeyedExports(const std::vector<Saver::Item>& items);
+  // The changes of each table since this saver's last take, taken now
+  // (KeyedTable::take_changes). `generations`: per table, the generation
+  // of that take; updated. A base takes them too: the next delta holds what
+  // changed since.
+  static std::shared_ptr<KeyedExports> changes(const std::vector<Saver::Item>& items,
+                                               std::map<const KeyedTable*, uint64_t>& generations);
+
   bool empty() const { return tables_.empty(); }
-  // The tensor a kKeys or kRows item saves (host).
-  Tensor value(const Saver::Item& item) const;
+  // Whether every table's changes are known (changes() only): when not,
+  // the save must be a base.
+  bool complete() const { return complete_; }
+  // The bytes the items' tensors take in a delta of these changes, and in
+  // a full save (changes() only).
+  int64_t delta_bytes() const { return delta_bytes_; }
+  int64_t full_bytes() const { return full_bytes_; }
+  // Writes what the save holds of `item` (a kKeys, kRows, kVersions or
+  // kCounts item): its tensor whole, or a delta's entries for it
+  // (checkpoint/checkpoint_chain.h's delta_keys_key).
+  void write(CheckpointWriter::Shard& shard, const Saver::Item& item) const;
 
  private:
+  KeyedExports() = default;
+  // The tensor a full save writes for `item`, or a delta's rows of it.
+  const Tensor& rows(const Saver::Item& item) const;
+
   struct Table {
-    Tensor keys;
-    std::map<int, Tensor> rows;  // member -> rows
+    Tensor keys;                 // all, or those written since the last take
+    std::map<int, Tensor> rows;  // member -> rows of `keys`
     Tensor versions, counts;     // a tracking table's
+    Tensor erased;               // a delta's: the keys erased since
   };
   std::map<const KeyedTable*, Table> tables_;
+  bool delta_ = false;
+  bool complete_ = true;
+  int64_t delta_bytes_ = 0;
+  int64_t full_bytes_ = 0;
 };
 
 // A restore of the dynamic variables among a saver's items: constructed

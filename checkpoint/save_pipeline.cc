@@ -134,9 +134,11 @@ SaveJob SavePipeline::prepare(SaveRequest request, SaveCollective& collective) {
     }
     job.delta = plan_delta(job, collective, job.error);
   }
-  // The dynamic variables' keys and rows, each table's in one take (a
-  // delta holds them whole).
-  if (!job.error) {
+  // The dynamic variables' keys and rows, each table's in one take; a
+  // delta's changes of them were taken with its plan.
+  if (job.delta && job.delta->keyed) {
+    job.keyed = job.delta->keyed;
+  } else if (!job.error) {
     try {
       auto keyed = std::make_shared<const KeyedExports>(options_.writes);
       if (!keyed->empty()) job.keyed = std::move(keyed);
@@ -149,7 +151,7 @@ SaveJob SavePipeline::prepare(SaveRequest request, SaveCollective& collective) {
 
 Tensor SavePipeline::copy_item(const SaveJob& job, size_t i) const {
   const Saver::Item& item = options_.writes[i];
-  if (item.part != Saver::Part::kValue) return job.keyed->value(item);
+  if (item.part != Saver::Part::kValue) return Tensor();  // job.keyed holds it
   const DeltaPlan* delta = job.delta.get();
   return copy_value(item, delta && !delta->items[i].whole ? &delta->items[i] : nullptr);
 }
@@ -161,8 +163,10 @@ std::shared_ptr<DeltaPlan> SavePipeline::plan_delta(const SaveJob& job, SaveColl
   // A base takes the rows too: the next delta holds what changed since.
   std::vector<DirtyRows::Taken> taken;
   std::vector<TensorShape> shapes;
+  std::shared_ptr<KeyedExports> keyed;
   try {
     taken = take_changed_rows(writes, options_.owner_marks, generations_, shapes);
+    keyed = KeyedExports::changes(writes, keyed_generations_);
   } catch (...) {
     error = std::current_exception();
   }
@@ -183,11 +187,18 @@ std::shared_ptr<DeltaPlan> SavePipeline::plan_delta(const SaveJob& job, SaveColl
   for (size_t i = 0; i < taken.size(); ++i) {
     plan->items.push_back(
         plan_item_delta(writes[i], shapes[i], std::move(taken[i]), options_.owner_marks));
+    if (writes[i].part != Saver::Part::kValue) continue;  // counted below
     delta += delta_bytes(writes[i], shapes[i], plan->items.back());
     full += full_bytes(writes[i], shapes[i]);
   }
-  const bool small = !error && static_cast<double>(delta) <=
-                                   options_.max_delta_fraction * static_cast<double>(full);
+  if (keyed) {
+    delta += keyed->delta_bytes();
+    full += keyed->full_bytes();
+    if (!keyed->empty()) plan->keyed = keyed;
+  }
+  const bool small =
+      !error && (!keyed || keyed->complete()) &&
+      static_cast<double>(delta) <= options_.max_delta_fraction * static_cast<double>(full);
   if (!collective.all(small)) return nullptr;
   return plan;
 }
@@ -218,6 +229,11 @@ void SavePipeline::write_shard(const SaveJob& job, size_t group,
   }
   for (size_t i : job.request.shards[group]) {
     const Saver::Item& item = options_.writes[i];
+    if (item.part != Saver::Part::kValue) {
+      // A dynamic variable's: a copy taken in prepare().
+      job.keyed->write(*out, item);
+      continue;
+    }
     const ItemDelta* rows = delta != nullptr && !delta->items[i].whole ? &delta->items[i] : nullptr;
     if (snapshot.empty() && rows == nullptr && storage(item.variable).updates_in_place()) {
       // A blocking save reads the live buffer under the variable's lock.

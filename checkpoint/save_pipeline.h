@@ -64,6 +64,7 @@ class Graph;
 namespace internal {
 
 class KeyedExports;
+class KeyedTable;
 class LiveSave;
 struct DeltaPlan;
 
@@ -163,8 +164,8 @@ struct SaveJob {
   std::shared_ptr<CheckpointWriter> writer;
   int first_shard = 0;
   std::shared_ptr<DeltaPlan> delta;  // null: a full checkpoint
-  // The dynamic variables' keys and rows, taken in prepare() (null when
-  // none is written).
+  // The dynamic variables' keys and rows, or a delta's changes of them,
+  // taken in prepare() (null when none is written).
   std::shared_ptr<const KeyedExports> keyed;
   // A failure to take the changed rows: the save fails in finish().
   std::exception_ptr error;
@@ -230,10 +231,11 @@ class SavePipeline {
   SavePipelineOptions options_;
 
   // Incremental saves: per write, the generation of its dirty rows' last
-  // take. On the committing process: the chain the next delta extends
-  // (base first; the last link is the previous save), unset when the next
-  // save must be a base.
+  // take, and per dynamic variable's table its changes'. On the committing process: the chain the
+  // next delta extends (base first; the last link is the previous save), unset when the next save
+  // must be a base.
   std::vector<uint64_t> generations_;
+  std::map<const KeyedTable*, uint64_t> keyed_generations_;
   std::optional<std::vector<ChainRecordLink>> chain_;
   std::string chain_dir_;
 

@@ -158,7 +158,9 @@ void KeyedStorage::modify_rows(std::vector<RowsUpdate>& updates) {
 }
 
 std::vector<int64_t> KeyedStorage::take_marked_rows() {
-  return table_->take_marked(/*take_erased=*/false).changed;
+  throw InternalError("take_marked_rows on the dynamic variable " +
+                      quoted(table_->member_name(member_)) +
+                      ": its changes are keys written and erased, taken from its table");
 }
 
 KeyedStorage* keyed_storage(const Variable& v) { return dynamic_cast<KeyedStorage*>(&storage(v)); }

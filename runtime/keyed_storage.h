@@ -75,7 +75,9 @@ class KeyedStorage final : public VariableStorage {
 
   DirtyRows& dirty_rows() override { return unmarked_; }
   void start_marking() override { table_->start_marking(); }
-  // The changed keys (erased keys stay for KeyedTable::take_marked).
+  // Not used: a dynamic variable's changes are keys written and keys
+  // erased, which the saver takes from its table (KeyedTable::take_changes,
+  // checkpoint/keyed_checkpoint.h); InternalError.
   std::vector<int64_t> take_marked_rows() override;
 
   // Marks it initialized (a restore of its table by checkpoint/).

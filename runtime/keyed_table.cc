@@ -304,6 +304,13 @@ void KeyedTable::erase_slot(int64_t key, int64_t slot) {
   if (marking_) {
     marks_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
     erased_.push_back(key);
+    // Churn between two saves may erase the same keys again and again: the
+    // list is made distinct each time it doubles.
+    if (erased_.size() >= erased_limit_) {
+      std::sort(erased_.begin(), erased_.end());
+      erased_.erase(std::unique(erased_.begin(), erased_.end()), erased_.end());
+      erased_limit_ = std::max(kMinErasedLimit, 2 * erased_.size());
+    }
   }
 }
 
@@ -795,6 +802,12 @@ KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) cons
   entries.reserve(static_cast<size_t>(live_keys()));
   for_each_key([&](int64_t key, int64_t slot) { entries.emplace_back(key, slot); });
   std::sort(entries.begin(), entries.end());
+  return export_entries(members, entries);
+}
+
+KeyedTable::Export KeyedTable::export_entries(
+    const std::vector<int>& members,
+    const std::vector<std::pair<int64_t, int64_t>>& entries) const {
   std::vector<int64_t> keys(entries.size());
   std::vector<int64_t> slots(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) std::tie(keys[i], slots[i]) = entries[i];
@@ -876,21 +889,35 @@ void KeyedTable::start_marking() {
   }
 }
 
-KeyedTable::Marked KeyedTable::take_marked(bool take_erased) {
+KeyedTable::Changes KeyedTable::take_changes(const std::vector<int>& members, uint64_t last) {
   std::unique_lock lock(mu_);
-  Marked out;
-  if (take_erased) {
-    out.erased = std::move(erased_);
-    erased_.clear();
+  Changes out;
+  out.complete = marking_ && last == generation_;
+  out.generation = ++generation_;
+  if (!marking_) {
+    marking_ = true;
+    if (!marks_ && capacity_ > 0) {
+      marks_ = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(capacity_));
+    }
   }
-  if (!marking_) return out;
+  // Every mark is cleared, whether the changes are given or not.
+  std::vector<std::pair<int64_t, int64_t>> written;
   for_each_key([&](int64_t key, int64_t slot) {
-    if (marks_[static_cast<size_t>(slot)].exchange(0, std::memory_order_relaxed) != 0) {
-      out.changed.push_back(key);
+    std::atomic<uint8_t>& m = marks_[static_cast<size_t>(slot)];
+    if (m.load(std::memory_order_relaxed) != 0) {
+      m.store(0, std::memory_order_relaxed);
+      written.emplace_back(key, slot);
     }
   });
-  std::sort(out.changed.begin(), out.changed.end());
-  std::sort(out.erased.begin(), out.erased.end());
+  std::vector<int64_t> erased = std::move(erased_);
+  erased_.clear();
+  erased_limit_ = kMinErasedLimit;
+  if (!out.complete) return out;
+  std::sort(written.begin(), written.end());
+  std::sort(erased.begin(), erased.end());
+  erased.erase(std::unique(erased.begin(), erased.end()), erased.end());
+  out.written = export_entries(members, written);
+  out.erased = std::move(erased);
   return out;
 }
 

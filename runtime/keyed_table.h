@@ -186,16 +186,25 @@ class KeyedTable {
   // skipped.
   void write_present(int member, std::span<const int64_t> keys, const Tensor& rows);
 
-  // Changed keys for incremental saves: after start_marking(), the keys
-  // whose rows any member wrote; take_marked() returns them ascending, and
-  // the keys erased since the last take, and clears both.
+  // Turns on the change marks: from now on writes mark the keys they
+  // touch and erasures record the key. Idempotent.
   void start_marking();
-  struct Marked {
-    std::vector<int64_t> changed;
+  // The changes since the last take, for incremental saves, taken together
+  // under the exclusive lock and cleared: the keys written since (inserted,
+  // updated, trained, restored; ascending) with each of `members`' rows of
+  // them and, when tracking, their update history; and the keys erased
+  // since (ascending; a key erased then inserted again is in both).
+  // `complete` is false, and nothing but `generation` is given, on the
+  // first take (it turns the marks on) and when `last` is not the
+  // generation the previous take returned (another saver took the changes
+  // in between): the caller then saves the table whole.
+  struct Changes {
+    bool complete = false;
+    uint64_t generation = 0;  // pass to the next take
+    Export written;
     std::vector<int64_t> erased;
   };
-  // With take_erased false, the erased keys stay for the next take.
-  Marked take_marked(bool take_erased = true);
+  Changes take_changes(const std::vector<int>& members, uint64_t last);
 
   // The initial rows of `keys` in `member`, [n] + row shape, on the host.
   Tensor initial_rows(int member, std::span<const int64_t> keys) const;
@@ -255,6 +264,10 @@ class KeyedTable {
   // exclusively.
   void drop_keys();
   Tensor slot_tensor(std::span<const int64_t> slots) const;
+  // The export of `entries` ((key, slot), ascending by key). Caller holds
+  // mu_.
+  Export export_entries(const std::vector<int>& members,
+                        const std::vector<std::pair<int64_t, int64_t>>& entries) const;
 
   const std::string name_;
   const DType key_dtype_;
@@ -294,10 +307,14 @@ class KeyedTable {
   // Keys seen fewer than admit_after times: (sightings, last step seen).
   std::unordered_map<int64_t, std::pair<int64_t, int64_t>> candidates_;
 
-  // Dirty keys: a mark per slot, set by writers under either lock.
+  // Dirty keys: a mark per slot, set by writers under either lock; the
+  // keys erased since the last take; that take's generation.
   bool marking_ = false;
   std::unique_ptr<std::atomic<uint8_t>[]> marks_;
   std::vector<int64_t> erased_;
+  static constexpr size_t kMinErasedLimit = size_t{1} << 16;
+  size_t erased_limit_ = kMinErasedLimit;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace varstate::internal

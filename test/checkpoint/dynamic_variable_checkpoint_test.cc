@@ -5,17 +5,25 @@
 // nothing.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "checkpoint/checkpoint_chain.h"
+#include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "device_fixture.h"
+#include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
+#include "varstate/graph.h"
 #include "varstate/optimizers.h"
 #include "varstate/saver.h"
 #include "varstate/variable_scope.h"
@@ -251,5 +259,353 @@ TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: a capped table's update hist
   small.insert(keys_tensor({1}), Tensor::zeros(DType::kFloat, {1, 2}));
   CHECK_THROWS_AS(Saver().restore(session, path), ResourceExhaustedError);
   CHECK(small.export_rows().keys.to_vector<int64_t>() == std::vector<int64_t>{1});
+  reset_default_graph();
+}
+
+namespace {
+
+// The sorted distinct union of key lists.
+std::vector<int64_t> sorted_union(std::initializer_list<std::vector<int64_t>> lists) {
+  std::vector<int64_t> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int64_t> slice(const std::vector<int64_t>& v, size_t from, size_t to) {
+  return {v.begin() + static_cast<ptrdiff_t>(from), v.begin() + static_cast<ptrdiff_t>(to)};
+}
+
+const DeltaEntry& entry(const ChainLink& link, const std::string& key) {
+  for (const DeltaEntry& e : link.entries) {
+    if (e.key == key) return e;
+  }
+  FAIL("no entry " << key << " in " << link.path);
+  throw std::logic_error("unreachable");
+}
+
+// What a fresh graph holds after restoring `path`: the table's keys and
+// rows and the accumulator's rows.
+std::tuple<std::vector<int64_t>, std::vector<float>, std::vector<float>> restored(
+    Session& session, const std::string& path, int64_t dim) {
+  reset_default_graph();
+  std::unique_ptr<Model> fresh = make_model(dim);
+  session.run(global_variables_initializer());
+  fresh->emb.gather(keys_tensor({-42}));  // replaced by the restore
+  Saver().restore(session, path);
+  auto [keys, rows] = contents(fresh->emb.variable());
+  return {keys, rows, slot_rows(*fresh)};
+}
+
+// Rewrites the bundle at `prefix` (a delta: its chain record kept) with
+// `edit` applied to its tensors.
+void rewrite_bundle(const std::string& prefix,
+                    const std::function<void(std::map<std::string, TensorData>&)>& edit) {
+  std::map<std::string, TensorData> tensors;
+  {
+    BundleReader bundle(prefix);
+    for (const TensorInfo& info : bundle.list()) tensors[info.name] = bundle.read(info.name);
+  }
+  edit(tensors);
+  BundleWriter writer(prefix);
+  for (const auto& [key, tensor] : tensors) writer.add(key, tensor.view());
+  writer.finish();
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic checkpoint: a delta holds the keys written and erased; chains restore "
+                 "and compact bit-exact",
+                 "[dynamic][saver][incremental]") {
+  TempDir dir;
+  const int64_t dim = 16;
+  std::unique_ptr<Model> m = make_model(dim);
+  session.run(global_variables_initializer());
+  const std::vector<int64_t> keys = random_keys(2000, kSeed + 7);
+  train(*m, keys, 1);
+  Saver saver({.max_to_keep = 10});
+  const std::string base =
+      saver.save(session, dir / "model", {.global_step = int64_t{1}, .incremental = true})
+          .wait()
+          .value();
+
+  // 20 keys trained, 10 erased, 3 new, one erased and inserted again.
+  const std::vector<int64_t> trained = slice(keys, 0, 20);
+  const std::vector<int64_t> erased = slice(keys, 20, 30);
+  const std::vector<int64_t> fresh_keys = {11, 22, 33};
+  const int64_t again = keys[30];
+  train(*m, trained, 2);
+  m->emb.erase(keys_tensor(erased));
+  m->emb.gather(keys_tensor(fresh_keys));
+  m->emb.erase(keys_tensor({again}));
+  m->emb.gather(keys_tensor({again}));
+  const std::string delta1 =
+      saver.save(session, dir / "model", {.global_step = int64_t{2}, .incremental = true})
+          .wait()
+          .value();
+  const auto saved1 = contents(m->emb.variable());
+  const std::vector<float> saved1_slot = slot_rows(*m);
+  CHECK(saved1.first.size() == 2000 - 10 + 3);
+
+  // The delta as stored: the keys written and erased, and their rows only.
+  const std::vector<ChainLink> chain1 = checkpoint_chain(delta1);
+  REQUIRE(chain1.size() == 2);
+  REQUIRE(chain1[1].is_delta);
+  const std::vector<int64_t> written1 = sorted_union({trained, fresh_keys, {again}});
+  {
+    BundleReader d(delta1);
+    CHECK(d.read("emb-keys/.delta_keys").values<int64_t>() == written1);
+    CHECK(d.read("emb-keys/.delta_erased").values<int64_t>() == sorted_union({erased, {again}}));
+    CHECK(d.info("emb-values/.delta_key_rows").shape ==
+          std::vector<int64_t>{static_cast<int64_t>(written1.size()), dim});
+    CHECK(d.info("emb/Adagrad-values/.delta_key_rows").shape[0] ==
+          static_cast<int64_t>(written1.size()));
+    CHECK_FALSE(d.contains("emb-values"));
+  }
+  CHECK(entry(chain1[1], "emb-values").rows == static_cast<int64_t>(written1.size()));
+  CHECK(entry(chain1[1], "emb-values").bytes * 50 < BundleReader(base).info("emb-values").size);
+  // The chain read as one checkpoint.
+  CHECK(open_checkpoint(delta1)->info("emb-values").shape ==
+        std::vector<int64_t>{static_cast<int64_t>(saved1.first.size()), dim});
+  CHECK(restored(session, delta1, dim) == std::tuple{saved1.first, saved1.second, saved1_slot});
+
+  // A second delta: a key new in the first erased, a key erased there
+  // inserted again, more training.
+  reset_default_graph();
+  m = make_model(dim);
+  session.run(global_variables_initializer());
+  Saver saver2({.max_to_keep = 10});
+  saver2.restore(session, delta1);
+  // (a restore replaces the table: saver2's first incremental save is a base)
+  const std::string base2 =
+      saver2.save(session, dir / "again", {.global_step = int64_t{2}, .incremental = true})
+          .wait()
+          .value();
+  CHECK(checkpoint_chain(base2).size() == 1);
+  m->emb.erase(keys_tensor({fresh_keys[0]}));
+  m->emb.gather(keys_tensor({erased[0]}));
+  train(*m, slice(keys, 100, 130), 3);
+  const std::string d2 =
+      saver2.save(session, dir / "again", {.global_step = int64_t{3}, .incremental = true})
+          .wait()
+          .value();
+  m->emb.erase(keys_tensor({erased[0], keys[100]}));
+  m->emb.gather(keys_tensor({fresh_keys[0]}));
+  train(*m, slice(keys, 120, 125), 4);
+  const std::string d3 =
+      saver2.save(session, dir / "again", {.global_step = int64_t{4}, .incremental = true})
+          .wait()
+          .value();
+  const auto saved3 = contents(m->emb.variable());
+  const std::vector<float> saved3_slot = slot_rows(*m);
+  REQUIRE(checkpoint_chain(d3).size() == 3);
+  CHECK(checkpoint_chain(d2).back().is_delta);
+  CHECK(restored(session, d3, dim) == std::tuple{saved3.first, saved3.second, saved3_slot});
+
+  // Compaction folds the chain into plain tensors TensorFlow reads.
+  compact_checkpoint(d3, dir / "compact");
+  {
+    BundleReader c(dir / "compact");
+    CHECK(c.read("emb-keys").values<int64_t>() == saved3.first);
+    CHECK(c.read("emb-values").values<float>() == saved3.second);
+    CHECK(c.read("emb/Adagrad-values").values<float>() == saved3_slot);
+    CHECK(c.read("emb/Adagrad-keys").values<int64_t>() == saved3.first);
+    CHECK_FALSE(c.contains("emb-keys/.delta_keys"));
+  }
+  CHECK(restored(session, dir / "compact", dim) ==
+        std::tuple{saved3.first, saved3.second, saved3_slot});
+  reset_default_graph();
+}
+
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic checkpoint: another saver's take makes the next save a base",
+                 "[dynamic][saver][incremental]") {
+  TempDir dir;
+  std::unique_ptr<Model> m = make_model(8);
+  session.run(global_variables_initializer());
+  const std::vector<int64_t> keys = random_keys(1000, kSeed + 8);
+  train(*m, keys, 1);
+  Saver a({.max_to_keep = 10});
+  Saver b({.max_to_keep = 10});
+  (void)a.save(session, dir / "a", {.global_step = int64_t{1}, .incremental = true}).wait();
+  (void)b.save(session, dir / "b", {.global_step = int64_t{1}, .incremental = true}).wait();
+  train(*m, slice(keys, 0, 5), 2);
+  // b took the marks since a's base: a's next save cannot know them.
+  const std::string next =
+      a.save(session, dir / "a", {.global_step = int64_t{2}, .incremental = true}).wait().value();
+  CHECK(checkpoint_chain(next).size() == 1);
+  train(*m, slice(keys, 5, 10), 3);
+  const std::string delta =
+      a.save(session, dir / "a", {.global_step = int64_t{3}, .incremental = true}).wait().value();
+  CHECK(checkpoint_chain(delta).size() == 2);
+  const auto saved = contents(m->emb.variable());
+  CHECK(std::get<0>(restored(session, delta, 8)) == saved.first);
+  CHECK(std::get<1>(restored(session, delta, 8)) == saved.second);
+  reset_default_graph();
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: a capped table's update history in deltas",
+                 "[dynamic][saver][incremental]") {
+  TempDir dir;
+  auto make = [] {
+    return get_dynamic_variable(
+        "emb", {.dim = 4,
+                .initializer = zeros_initializer(),
+                .max_rows = 400,
+                .eviction = DynamicVariableOptions::Eviction::kLeastRecentlyUpdated});
+  };
+  DynamicVariable v = make();
+  GradientDescentOptimizer sgd(0.5);
+  session.run(global_variables_initializer());
+  auto step = [&](int64_t first, int64_t n) {
+    std::vector<int64_t> k(static_cast<size_t>(n));
+    std::iota(k.begin(), k.end(), first);
+    sgd.apply_gradients({v.gradient(
+        keys_tensor(k), Tensor::filled(DType::kFloat, {n, 4}, Tensor(0.25f), test_device()))});
+  };
+  for (int64_t s = 0; s < 4; ++s) step(s * 100, 100);  // full: 400 keys
+  Saver saver({.max_to_keep = 10});
+  (void)saver.save(session, dir / "m", {.global_step = int64_t{1}, .incremental = true}).wait();
+  step(50, 10);   // updated
+  step(1000, 5);  // new: evicts the 5 least recently updated
+  const std::string delta =
+      saver.save(session, dir / "m", {.global_step = int64_t{2}, .incremental = true})
+          .wait()
+          .value();
+  REQUIRE(checkpoint_chain(delta).size() == 2);
+  const std::string full = Saver().save(session, dir / "full").wait().value();
+  std::unique_ptr<CheckpointReader> chained = open_checkpoint(delta);
+  std::unique_ptr<CheckpointReader> whole = open_checkpoint(full);
+  for (const char* key : {"emb-keys", "emb-values", "emb-versions", "emb-counts"}) {
+    CAPTURE(key);
+    CHECK(chained->read(key).bytes == whole->read(key).bytes);
+    CHECK(chained->info(key).shape == whole->info(key).shape);
+  }
+  reset_default_graph();
+  DynamicVariable fresh = make();
+  session.run(global_variables_initializer());
+  Saver().restore(session, delta);
+  CHECK(fresh.export_rows().keys.to_vector<int64_t>() == v.export_rows().keys.to_vector<int64_t>());
+  reset_default_graph();
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic checkpoint: a bad delta is refused naming the file",
+                 "[dynamic][saver][incremental]") {
+  TempDir dir;
+  std::unique_ptr<Model> m = make_model(8);
+  session.run(global_variables_initializer());
+  const std::vector<int64_t> keys = random_keys(1000, kSeed + 9);
+  train(*m, keys, 1);
+  Saver saver({.max_to_keep = 10});
+  (void)saver.save(session, dir / "m", {.global_step = int64_t{1}, .incremental = true}).wait();
+  train(*m, slice(keys, 0, 10), 2);
+  m->emb.erase(keys_tensor(slice(keys, 10, 12)));
+  const std::string delta =
+      saver.save(session, dir / "m", {.global_step = int64_t{2}, .incremental = true})
+          .wait()
+          .value();
+  REQUIRE(checkpoint_chain(delta).size() == 2);
+  const std::string good = read_file(delta + ".index");
+  const std::string good_data = read_file(delta + ".data-00000-of-00001");
+  auto expect_loss = [&](const std::function<void(std::map<std::string, TensorData>&)>& edit,
+                         const std::string& why) {
+    rewrite_bundle(delta, edit);
+    CAPTURE(why);
+    CHECK_THROWS_AS(open_checkpoint(delta), DataLossError);
+    CHECK_THROWS_WITH(open_checkpoint(delta), Contains(why) && Contains(delta));
+    write_file(delta + ".index", good);
+    write_file(delta + ".data-00000-of-00001", good_data);
+  };
+  expect_loss(
+      [](auto& t) {
+        std::vector<int64_t> k = t["emb-keys/.delta_keys"].template values<int64_t>();
+        std::reverse(k.begin(), k.end());
+        t["emb-keys/.delta_keys"] = TensorData::from_values({static_cast<int64_t>(k.size())}, k);
+      },
+      "not ascending");
+  expect_loss([](auto& t) { t.erase("emb-values/.delta_key_rows"); }, "is missing");
+  expect_loss(
+      [](auto& t) {
+        TensorData& rows = t["emb/Adagrad-values/.delta_key_rows"];
+        rows.shape[0] -= 1;
+        rows.bytes.resize(rows.bytes.size() - 8 * sizeof(float));
+      },
+      "must hold the rows");
+  expect_loss([](auto& t) { t.erase("emb-keys/.delta_keys"); }, "lacks");
+  // The untouched delta still restores.
+  const auto saved = contents(m->emb.variable());
+  CHECK(std::get<0>(restored(session, delta, 8)) == saved.first);
+  reset_default_graph();
+}
+
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic checkpoint: incremental saves while other threads train, insert and "
+                 "erase; the last restores the live table",
+                 "[dynamic][saver][incremental][stress]") {
+  TempDir dir;
+  std::unique_ptr<Model> m = make_model(4);
+  session.run(global_variables_initializer());
+  const std::vector<int64_t> keys = random_keys(3000, kSeed + 10);
+  train(*m, keys, 1);
+  Saver saver({.max_to_keep = 20, .max_deltas_per_base = 6});
+  std::atomic<bool> stop{false};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  Graph& graph = get_default_graph();
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      auto in_graph = graph.as_default();  // the optimizer's graph on this thread too
+      DeviceScope here(test_device_name());
+      std::mt19937_64 rng(kSeed + static_cast<uint64_t>(t));
+      while (!stop) try {
+          const size_t at = rng() % (keys.size() - 8);
+          switch (rng() % 3) {
+            case 0:
+              train(*m, slice(keys, at, at + 8), rng());
+              break;
+            case 1:
+              m->emb.erase(keys_tensor(slice(keys, at, at + 2)));
+              break;
+            default:
+              m->emb.gather(keys_tensor({keys[at], static_cast<int64_t>(rng() % 5000)}));
+          }
+        } catch (...) {
+          failed = true;
+          return;
+        }
+    });
+  }
+  std::vector<std::string> paths;
+  for (int64_t i = 1; i <= 12; ++i) {
+    paths.push_back(
+        saver.save(session, dir / "m", {.global_step = i, .async = i % 2 == 0, .incremental = true})
+            .wait()
+            .value());
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  REQUIRE_FALSE(failed);
+  int deltas = 0;
+  for (const std::string& p : paths) {
+    CAPTURE(p);
+    std::unique_ptr<CheckpointReader> r = open_checkpoint(p);
+    const int64_t n = r->info("emb-keys").shape[0];
+    CHECK(r->info("emb-values").shape[0] == n);
+    CHECK(r->info("emb/Adagrad-values").shape[0] == n);
+    const std::vector<int64_t> k = r->read("emb-keys").values<int64_t>();
+    CHECK(std::is_sorted(k.begin(), k.end()));
+    deltas += checkpoint_chain(p).back().is_delta ? 1 : 0;
+  }
+  CHECK(deltas >= 6);
+  const std::string last =
+      saver.save(session, dir / "m", {.global_step = int64_t{13}, .incremental = true})
+          .wait()
+          .value();
+  CHECK(checkpoint_chain(last).back().is_delta);
+  const auto live = contents(m->emb.variable());
+  const std::vector<float> live_slot = slot_rows(*m);
+  CHECK(restored(session, last, 4) == std::tuple{live.first, live.second, live_slot});
   reset_default_graph();
 }
