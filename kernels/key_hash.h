@@ -51,6 +51,16 @@ VARSTATE_KEY_HD int64_t key_shard(uint64_t key, int64_t shards) {
   return static_cast<int64_t>(((key_hash(key) >> 32) * static_cast<uint64_t>(shards)) >> 32);
 }
 
+// The device shard in [0, shards) of a table sharded over devices
+// (runtime/sharded_keyed_table.h): hash bits 16-47 scaled to the count,
+// dominated by bits 40-47, so that within a device shard the index shards
+// (key_shard: bits 56-63 dominate) and the probe positions (the low bits)
+// stay uniform.
+VARSTATE_KEY_HD int64_t device_shard(uint64_t key, int64_t shards) {
+  return static_cast<int64_t>(
+      (((key_hash(key) >> 16) & 0xffffffffull) * static_cast<uint64_t>(shards)) >> 32);
+}
+
 // key_shard from the key's hash, for callers that probe with it too.
 VARSTATE_KEY_HD int64_t hash_shard(uint64_t hash, int64_t shards) {
   return static_cast<int64_t>(((hash >> 32) * static_cast<uint64_t>(shards)) >> 32);

@@ -1,6 +1,8 @@
 #include "varstate/dynamic_variable.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "runtime/dynamic_variable_internal.h"
 #include "runtime/initializer_recipe.h"
@@ -93,6 +95,53 @@ KeyedRowInit keyed_row_init(const Initializer& init, DType dtype, const std::str
   }
 }
 
+namespace {
+
+// The device `name` names, or null when this process has none such (no
+// soft placement: a shard never moves).
+Device* shard_device(const std::string& name) {
+  return DeviceManager::instance().find(DeviceSpec::parse(name));
+}
+
+std::vector<Device*> shard_devices(const std::vector<std::string>& names) {
+  std::vector<Device*> out;
+  for (const std::string& name : names) out.push_back(shard_device(name));
+  return out;
+}
+
+}  // namespace
+
+void check_shard_devices(const std::string& what, const std::vector<std::string>& devices) {
+  if (devices.empty()) return;
+  if (devices.size() == 1) {
+    throw ValueError(what + ": devices must name two or more devices to shard over, got one (" +
+                     quoted(devices.front()) + "); leave it empty and use a device scope instead");
+  }
+  std::vector<Device*> seen;
+  for (const std::string& name : devices) {
+    Device* device = nullptr;
+    try {
+      device = shard_device(name);
+    } catch (const Error& e) {
+      throw ValueError(what + ": cannot shard over device " + quoted(name) + ": " + e.what());
+    }
+    if (DeviceSpec::parse(name).job) {
+      throw ValueError(what + ": cannot shard over device " + quoted(name) +
+                       ": the shards are held by the process that creates the variable");
+    }
+    if (device == nullptr) {
+      throw ValueError(what + ": cannot shard over device " + quoted(name) +
+                       ": this process has no such device (it has " +
+                       DeviceManager::instance().device_list() + ")");
+    }
+    if (std::find(seen.begin(), seen.end(), device) != seen.end()) {
+      throw ValueError(what + ": devices names " + device->name() +
+                       " twice; each shard needs a device of its own");
+    }
+    seen.push_back(device);
+  }
+}
+
 // Creates the dynamic variable `name` (full name) in `graph`. The caller
 // holds the variable store's lock and has checked the name is free.
 Variable create_dynamic_variable(Graph& graph, const std::string& name,
@@ -125,7 +174,9 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
                        ? KeyedPolicy::Evict::kLeastFrequentlyUpdated
                        : KeyedPolicy::Evict::kLeastRecentlyUpdated;
     policy.expire_after = o.expire_after;
-    auto table = std::make_shared<KeyedTable>(op_name, o.key_dtype, device, policy);
+    std::vector<Device*> devices = {&device};
+    if (!o.devices.empty()) devices = shard_devices(o.devices);
+    std::shared_ptr<KeyedTable> table = make_keyed_table(op_name, o.key_dtype, devices, policy);
     table->add_member(op_name, dtype, TensorShape({dim}), init);
     if (o.initial_capacity > 0) table->reserve(o.initial_capacity);
     return std::make_shared<KeyedStorage>(std::move(table), 0, absent_row);
@@ -137,6 +188,9 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
   vo.name = name;
   vo.graph = &graph;
   NameScope root(graph, "");  // get_variable names ignore name scopes
+  // A sharded table's variable is on its first shard's device.
+  std::optional<DeviceScope> first;
+  if (!o.devices.empty()) first.emplace(o.devices.front());
   // The initial value is the empty table (a constant a meta graph stores).
   return Variable(Tensor::zeros(dtype, {0, dim}), vo);
 }

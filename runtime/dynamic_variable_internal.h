@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/keyed_table.h"
 #include "varstate/dynamic_variable.h"
@@ -19,6 +20,10 @@ bool draws_rows_from_keys(const Initializer& init);
 // ValueError for an initializer whose values depend on the table's shape
 // or that is a custom function.
 KeyedRowInit keyed_row_init(const Initializer& init, DType dtype, const std::string& name);
+
+// Checks DynamicVariableOptions::devices: none, or two or more distinct
+// devices this process has (ValueError naming `what` and the device).
+void check_shard_devices(const std::string& what, const std::vector<std::string>& devices);
 
 // The new dynamic variable `name` (a full name, used as given) in `graph`,
 // on the current device scope's device. The caller holds the variable

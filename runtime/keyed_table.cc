@@ -11,6 +11,7 @@
 #include "kernels/cpu/random.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
+#include "runtime/sharded_keyed_table.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 
@@ -47,23 +48,22 @@ TensorShape rows_shape(int64_t n, const TensorShape& row_shape) {
 
 }  // namespace
 
-KeyedTable::KeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy)
-    : name_(std::move(name)),
-      key_dtype_(key_dtype),
+DeviceKeyedTable::DeviceKeyedTable(std::string name, DType key_dtype, Device& device,
+                                   KeyedPolicy policy)
+    : KeyedTable(std::move(name), key_dtype, policy),
       device_(device),
       num_shards_(std::max(1, kernels::cpu::pool_threads())),
       shards_(static_cast<size_t>(num_shards_)),
-      policy_(policy),
-      tracking_(policy.max_rows > 0 || policy.expire_after > 0) {}
+      tracking_(tracking()) {}
 
-int64_t KeyedTable::live_keys() const {
+int64_t DeviceKeyedTable::live_keys() const {
   int64_t n = 0;
   for (const auto& shard : shards_) n += shard.size();
   return n;
 }
 
-int KeyedTable::add_member(std::string op_name, DType dtype, TensorShape row_shape,
-                           KeyedRowInit init) {
+int DeviceKeyedTable::add_member(std::string op_name, DType dtype, TensorShape row_shape,
+                                 KeyedRowInit init) {
   auto m = std::make_unique<Member>();
   m->op_name = std::move(op_name);
   m->dtype = dtype;
@@ -78,22 +78,22 @@ int KeyedTable::add_member(std::string op_name, DType dtype, TensorShape row_sha
   return member;
 }
 
-DType KeyedTable::dtype(int member) const {
+DType DeviceKeyedTable::dtype(int member) const {
   std::shared_lock lock(mu_);
   return members_.at(static_cast<size_t>(member))->dtype;
 }
 
-const TensorShape& KeyedTable::row_shape(int member) const {
+const TensorShape& DeviceKeyedTable::row_shape(int member) const {
   std::shared_lock lock(mu_);
   return members_.at(static_cast<size_t>(member))->row_shape;
 }
 
-const std::string& KeyedTable::member_name(int member) const {
+const std::string& DeviceKeyedTable::member_name(int member) const {
   std::shared_lock lock(mu_);
   return members_.at(static_cast<size_t>(member))->op_name;
 }
 
-uint64_t KeyedTable::version(int member) const {
+uint64_t DeviceKeyedTable::version(int member) const {
   std::shared_lock lock(mu_);
   return members_.at(static_cast<size_t>(member))->version.load();
 }
@@ -101,7 +101,7 @@ uint64_t KeyedTable::version(int member) const {
 // ---------------------------------------------------------------------------
 // Rows
 
-Tensor KeyedTable::initial_rows(int member, std::span<const int64_t> keys) const {
+Tensor DeviceKeyedTable::initial_rows(int member, std::span<const int64_t> keys) const {
   const Member& m = *members_.at(static_cast<size_t>(member));
   const int64_t n = static_cast<int64_t>(keys.size());
   const int64_t width = row_elements(m.row_shape);
@@ -137,11 +137,11 @@ Tensor KeyedTable::initial_rows(int member, std::span<const int64_t> keys) const
   return out;
 }
 
-Tensor KeyedTable::slot_tensor(std::span<const int64_t> slots) const {
+Tensor DeviceKeyedTable::slot_tensor(std::span<const int64_t> slots) const {
   return Tensor::from_vector(std::vector<int64_t>(slots.begin(), slots.end())).on(device_);
 }
 
-void KeyedTable::write_rows(Member& m, std::span<const int64_t> slots, const Tensor& rows) {
+void DeviceKeyedTable::write_rows(Member& m, std::span<const int64_t> slots, const Tensor& rows) {
   if (slots.empty() || row_elements(m.row_shape) == 0) return;
   if (device_.is_cpu()) {
     const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
@@ -162,16 +162,16 @@ void KeyedTable::write_rows(Member& m, std::span<const int64_t> slots, const Ten
   scatter_tensor(kernels::ScatterOp::kUpdate, arena, slot_tensor(slots), rows.on(device_), {});
 }
 
-Tensor KeyedTable::read_rows(const Member& m, std::span<const int64_t> slots) const {
+Tensor DeviceKeyedTable::read_rows(const Member& m, std::span<const int64_t> slots) const {
   return gather_rows(m.arena, slots);
 }
 
-void KeyedTable::mark(std::span<const int64_t> slots) {
+void DeviceKeyedTable::mark(std::span<const int64_t> slots) {
   if (!marking_) return;
   for (int64_t s : slots) marks_[static_cast<size_t>(s)].store(1, std::memory_order_relaxed);
 }
 
-void KeyedTable::reserve(int64_t rows) {
+void DeviceKeyedTable::reserve(int64_t rows) {
   std::unique_lock lock(mu_);
   const int64_t more = rows - live_keys();
   if (more <= 0) return;
@@ -203,7 +203,7 @@ void KeyedTable::reserve(int64_t rows) {
   for (auto& shard : shards_) shard.reserve(per_shard + spread + 16);
 }
 
-int64_t KeyedTable::memory_bytes() const {
+int64_t DeviceKeyedTable::memory_bytes() const {
   std::shared_lock lock(mu_);
   int64_t entries = 0;
   for (const auto& shard : shards_) entries += shard.capacity();
@@ -216,7 +216,7 @@ int64_t KeyedTable::memory_bytes() const {
 // ---------------------------------------------------------------------------
 // Keys
 
-void KeyedTable::find_range(const int64_t* keys, int64_t n, int64_t* slots) const {
+void DeviceKeyedTable::find_range(const int64_t* keys, int64_t n, int64_t* slots) const {
   // Each key hashed once: the hash picks the shard, prefetches the entry
   // kAhead keys early, and starts the probe (a ring of the hashes ahead).
   constexpr int64_t kAhead = 16;
@@ -235,7 +235,7 @@ void KeyedTable::find_range(const int64_t* keys, int64_t n, int64_t* slots) cons
   }
 }
 
-std::vector<int64_t> KeyedTable::find(std::span<const int64_t> keys) const {
+std::vector<int64_t> DeviceKeyedTable::find(std::span<const int64_t> keys) const {
   const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> slots(keys.size());
   // About one cache miss a key: large batches split over the pool.
@@ -246,7 +246,7 @@ std::vector<int64_t> KeyedTable::find(std::span<const int64_t> keys) const {
   return slots;
 }
 
-void KeyedTable::reserve_rows(int64_t more) {
+void DeviceKeyedTable::reserve_rows(int64_t more) {
   const int64_t room = static_cast<int64_t>(free_.size()) + (capacity_ - next_slot_);
   if (more <= room) return;
   // Half again (a doubling would leave up to half of every arena idle),
@@ -255,7 +255,7 @@ void KeyedTable::reserve_rows(int64_t more) {
   grow_to(std::max({capacity_ + capacity_ / 2, needed, int64_t{64}}));
 }
 
-void KeyedTable::grow_to(int64_t capacity) {
+void DeviceKeyedTable::grow_to(int64_t capacity) {
   // Every arena first, then the bookkeeping: a failed allocation leaves
   // the table as it was.
   std::vector<Tensor> arenas;
@@ -286,7 +286,7 @@ void KeyedTable::grow_to(int64_t capacity) {
   capacity_ = capacity;
 }
 
-void KeyedTable::touch(std::span<const int64_t> slots) {
+void DeviceKeyedTable::touch(std::span<const int64_t> slots) {
   if (!tracking_) return;
   const int64_t now = clock_.load(std::memory_order_relaxed);
   for (int64_t s : slots) {
@@ -298,7 +298,7 @@ void KeyedTable::touch(std::span<const int64_t> slots) {
   }
 }
 
-void KeyedTable::erase_slot(int64_t key, int64_t slot) {
+void DeviceKeyedTable::erase_slot(int64_t key, int64_t slot) {
   shard_of(key).erase(key);
   free_.push_back(slot);
   if (marking_) {
@@ -314,9 +314,10 @@ void KeyedTable::erase_slot(int64_t key, int64_t slot) {
   }
 }
 
-void KeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slots, bool admit) {
-  const bool counting = admit && policy_.admit_after > 1;
-  const bool capped = policy_.max_rows > 0;
+void DeviceKeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slots,
+                             bool admit) {
+  const bool counting = admit && policy().admit_after > 1;
+  const bool capped = policy().max_rows > 0;
   if (!counting && !capped) return;
   // Each absent key's sightings in this batch, in first-appearance order.
   std::unordered_map<int64_t, int64_t> seen;
@@ -333,13 +334,13 @@ void KeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slot
       const auto it = candidates_.find(key);
       if (it != candidates_.end()) before = it->second.first;
     }
-    const bool yes = !counting || before + seen[key] >= policy_.admit_after;
+    const bool yes = !counting || before + seen[key] >= policy().admit_after;
     admitted[key] = yes;
     new_keys += yes ? 1 : 0;
   }
   if (capped) {
     const int64_t live = live_keys();
-    const int64_t over = live + new_keys - policy_.max_rows;
+    const int64_t over = live + new_keys - policy().max_rows;
     if (over > 0) {
       // Keys of this batch stay; the others may make room.
       std::vector<uint8_t> in_batch(static_cast<size_t>(capacity_), 0);
@@ -351,12 +352,12 @@ void KeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slot
         }
       }
       const int64_t evictable = live - batch_live;
-      if (policy_.evict == KeyedPolicy::Evict::kNone || over > evictable) {
+      if (policy().evict == KeyedPolicy::Evict::kNone || over > evictable) {
         throw ResourceExhaustedError(
-            quoted(name_) + ": " + std::to_string(new_keys) +
-            " new keys do not fit under max_rows " + std::to_string(policy_.max_rows) +
+            quoted(name()) + ": " + std::to_string(new_keys) +
+            " new keys do not fit under max_rows " + std::to_string(policy().max_rows) +
             " (the table holds " + std::to_string(live) + " keys" +
-            (policy_.evict == KeyedPolicy::Evict::kNone
+            (policy().evict == KeyedPolicy::Evict::kNone
                  ? "; eviction is off)"
                  : "; only " + std::to_string(evictable) + " of them are outside this batch)") +
             "; nothing was inserted");
@@ -368,7 +369,7 @@ void KeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slot
       };
       std::vector<Victim> pool;
       pool.reserve(static_cast<size_t>(evictable));
-      const bool lru = policy_.evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
+      const bool lru = policy().evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
       for_each_key([&](int64_t key, int64_t slot) {
         if (in_batch[static_cast<size_t>(slot)] != 0) return;
         const auto& metric = lru ? last_step_ : updates_;
@@ -402,19 +403,19 @@ void KeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>& slot
   }
 }
 
-int64_t KeyedTable::expire() {
-  if (policy_.expire_after <= 0) return 0;
+int64_t DeviceKeyedTable::expire() {
+  if (policy().expire_after <= 0) return 0;
   std::unique_lock lock(mu_);
   const int64_t now = clock_.load(std::memory_order_relaxed);
   std::vector<std::pair<int64_t, int64_t>> stale;
   for_each_key([&](int64_t key, int64_t slot) {
-    if (now - last_step_[static_cast<size_t>(slot)].load() >= policy_.expire_after) {
+    if (now - last_step_[static_cast<size_t>(slot)].load() >= policy().expire_after) {
       stale.emplace_back(key, slot);
     }
   });
   for (const auto& [key, slot] : stale) erase_slot(key, slot);
   for (auto it = candidates_.begin(); it != candidates_.end();) {
-    it = now - it->second.second >= policy_.expire_after ? candidates_.erase(it) : std::next(it);
+    it = now - it->second.second >= policy().expire_after ? candidates_.erase(it) : std::next(it);
   }
   if (!stale.empty()) {
     size_.store(live_keys(), std::memory_order_relaxed);
@@ -423,7 +424,7 @@ int64_t KeyedTable::expire() {
   return static_cast<int64_t>(stale.size());
 }
 
-void KeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
+void DeviceKeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
   const size_t value_bytes = dtype_size(m.dtype);
   const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * value_bytes;
   if (row_bytes == 0) return;
@@ -439,8 +440,8 @@ void KeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
   }
 }
 
-std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init,
-                                                bool admit_keys) {
+std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init,
+                                                      bool admit_keys) {
   const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> slots = find(keys);
   if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return slots;
@@ -536,7 +537,8 @@ std::vector<int64_t> KeyedTable::find_or_insert(std::span<const int64_t> keys, i
 // ---------------------------------------------------------------------------
 // Operations
 
-bool KeyedTable::gather_present(const Member& m, std::span<const int64_t> keys, Tensor& out) const {
+bool DeviceKeyedTable::gather_present(const Member& m, std::span<const int64_t> keys,
+                                      Tensor& out) const {
   // Keys resolved a chunk at a time (the index prefetches their entries),
   // then the chunk's rows copied while the next rows are prefetched: the
   // entry and row misses overlap, and no slot list is built.
@@ -574,8 +576,9 @@ bool KeyedTable::gather_present(const Member& m, std::span<const int64_t> keys, 
   return !absent.load();
 }
 
-Tensor KeyedTable::compose_rows(const Member& m, int member, std::span<const int64_t> keys,
-                                const std::vector<int64_t>& slots, const Tensor& absent_row) const {
+Tensor DeviceKeyedTable::compose_rows(const Member& m, int member, std::span<const int64_t> keys,
+                                      const std::vector<int64_t>& slots,
+                                      const Tensor& absent_row) const {
   const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> present_slots;
   std::vector<int64_t> absent_keys;
@@ -613,8 +616,8 @@ Tensor KeyedTable::compose_rows(const Member& m, int member, std::span<const int
   return out.on(device_);
 }
 
-Tensor KeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
-                          const Tensor& absent_row) {
+Tensor DeviceKeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
+                                const Tensor& absent_row) {
   const int64_t n = static_cast<int64_t>(keys.size());
   {
     std::shared_lock lock(mu_);
@@ -661,8 +664,8 @@ bool kept_positions(std::vector<int64_t>& slots, std::vector<int64_t>& kept) {
 
 }  // namespace
 
-void KeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
-                         const Tensor& updates, const std::string& who) {
+void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
+                               const Tensor& updates, const std::string& who) {
   auto run = [&](Member& m, std::vector<int64_t> slots) {
     // The updates of keys not admitted are dropped.
     std::vector<int64_t> kept;
@@ -688,7 +691,7 @@ void KeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int6
   run(*members_.at(static_cast<size_t>(member)), find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
-void KeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
+void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
   std::unique_lock lock(mu_);
   // Member 0's new rows are written below, not initialized first.
   std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0);
@@ -716,7 +719,7 @@ void KeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
   m.version.fetch_add(1);
 }
 
-int64_t KeyedTable::erase(std::span<const int64_t> keys) {
+int64_t DeviceKeyedTable::erase(std::span<const int64_t> keys) {
   std::unique_lock lock(mu_);
   int64_t erased = 0;
   for (int64_t key : keys) {
@@ -732,7 +735,7 @@ int64_t KeyedTable::erase(std::span<const int64_t> keys) {
   return erased;
 }
 
-void KeyedTable::drop_keys() {
+void DeviceKeyedTable::drop_keys() {
   if (marking_) {
     for_each_key([&](int64_t key, int64_t) { erased_.push_back(key); });
     for (int64_t s = 0; s < capacity_; ++s) marks_[static_cast<size_t>(s)].store(0);
@@ -743,13 +746,13 @@ void KeyedTable::drop_keys() {
   size_.store(0, std::memory_order_relaxed);
 }
 
-void KeyedTable::clear() {
+void DeviceKeyedTable::clear() {
   std::unique_lock lock(mu_);
   drop_keys();
   for (const auto& m : members_) m->version.fetch_add(1);
 }
 
-void KeyedTable::reset_member(int member) {
+void DeviceKeyedTable::reset_member(int member) {
   std::unique_lock lock(mu_);
   Member& m = *members_.at(static_cast<size_t>(member));
   std::vector<int64_t> keys;
@@ -763,10 +766,8 @@ void KeyedTable::reset_member(int member) {
   m.version.fetch_add(1);
 }
 
-void KeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
-                             bool all_rows,
-                             const std::function<void(std::vector<Tensor>&, const Tensor&,
-                                                      const std::vector<int64_t>*)>& fn) {
+void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
+                                   bool all_rows, const RowsFn& fn) {
   auto run = [&](std::vector<int64_t> slots) {
     std::vector<Tensor> arenas;
     for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
@@ -796,7 +797,7 @@ void KeyedTable::update_rows(const std::vector<int>& members, std::span<const in
   run(find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
-KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) const {
+KeyedTable::Export DeviceKeyedTable::export_rows(const std::vector<int>& members) const {
   std::shared_lock lock(mu_);
   std::vector<std::pair<int64_t, int64_t>> entries;
   entries.reserve(static_cast<size_t>(live_keys()));
@@ -805,7 +806,7 @@ KeyedTable::Export KeyedTable::export_rows(const std::vector<int>& members) cons
   return export_entries(members, entries);
 }
 
-KeyedTable::Export KeyedTable::export_entries(
+KeyedTable::Export DeviceKeyedTable::export_entries(
     const std::vector<int>& members,
     const std::vector<std::pair<int64_t, int64_t>>& entries) const {
   std::vector<int64_t> keys(entries.size());
@@ -829,8 +830,8 @@ KeyedTable::Export KeyedTable::export_entries(
   return out;
 }
 
-void KeyedTable::set_update_history(const Tensor& keys, const Tensor& versions,
-                                    const Tensor& counts) {
+void DeviceKeyedTable::set_update_history(const Tensor& keys, const Tensor& versions,
+                                          const Tensor& counts) {
   if (!tracking_) return;
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
   const std::vector<int64_t> v = versions.to_vector<int64_t>();
@@ -847,13 +848,13 @@ void KeyedTable::set_update_history(const Tensor& keys, const Tensor& versions,
   clock_.store(latest);
 }
 
-void KeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
-                         const std::vector<Tensor>& values) {
+void DeviceKeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
+                               const std::vector<Tensor>& values) {
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
-  if (policy_.max_rows > 0 && static_cast<int64_t>(k.size()) > policy_.max_rows) {
-    throw ResourceExhaustedError(quoted(name_) + ": restoring " + std::to_string(k.size()) +
+  if (policy().max_rows > 0 && static_cast<int64_t>(k.size()) > policy().max_rows) {
+    throw ResourceExhaustedError(quoted(name()) + ": restoring " + std::to_string(k.size()) +
                                  " keys into a table capped at max_rows " +
-                                 std::to_string(policy_.max_rows));
+                                 std::to_string(policy().max_rows));
   }
   std::unique_lock lock(mu_);
   drop_keys();
@@ -864,7 +865,8 @@ void KeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
   for (const auto& m : members_) m->version.fetch_add(1);
 }
 
-void KeyedTable::write_present(int member, std::span<const int64_t> keys, const Tensor& rows) {
+void DeviceKeyedTable::write_present(int member, std::span<const int64_t> keys,
+                                     const Tensor& rows) {
   std::unique_lock lock(mu_);
   Member& m = *members_.at(static_cast<size_t>(member));
   const std::vector<int64_t> slots = find(keys);
@@ -880,7 +882,16 @@ void KeyedTable::write_present(int member, std::span<const int64_t> keys, const 
   m.version.fetch_add(1);
 }
 
-void KeyedTable::start_marking() {
+std::shared_ptr<KeyedTable> make_keyed_table(std::string name, DType key_dtype,
+                                             const std::vector<Device*>& devices,
+                                             KeyedPolicy policy) {
+  if (devices.size() == 1) {
+    return std::make_shared<DeviceKeyedTable>(std::move(name), key_dtype, *devices[0], policy);
+  }
+  return std::make_shared<ShardedKeyedTable>(std::move(name), key_dtype, devices, policy);
+}
+
+void DeviceKeyedTable::start_marking() {
   std::unique_lock lock(mu_);
   if (marking_) return;
   marking_ = true;
@@ -889,7 +900,7 @@ void KeyedTable::start_marking() {
   }
 }
 
-KeyedTable::Changes KeyedTable::take_changes(const std::vector<int>& members, uint64_t last) {
+KeyedTable::Changes DeviceKeyedTable::take_changes(const std::vector<int>& members, uint64_t last) {
   std::unique_lock lock(mu_);
   Changes out;
   out.complete = marking_ && last == generation_;

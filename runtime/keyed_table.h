@@ -81,81 +81,93 @@ struct KeyedPolicy {
   int64_t expire_after = 0;
 };
 
+// A hash-keyed table: on one device (DeviceKeyedTable, below), or sharded
+// by key over several (ShardedKeyedTable, runtime/sharded_keyed_table.h).
+// make_keyed_table picks.
 class KeyedTable {
  public:
-  // `name`: the variable's op name, for messages.
-  KeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy = {});
+  virtual ~KeyedTable() = default;
   KeyedTable(const KeyedTable&) = delete;
   KeyedTable& operator=(const KeyedTable&) = delete;
 
-  // A member with rows of `row_shape` and `dtype` (a float dtype); the keys
-  // present get their initial rows now. Returns its number (0 first).
-  int add_member(std::string op_name, DType dtype, TensorShape row_shape, KeyedRowInit init);
-
+  // `name`: the variable's op name, for messages.
   const std::string& name() const { return name_; }
   DType key_dtype() const { return key_dtype_; }
-  Device& device() const { return device_; }
-  // Live keys now.
-  int64_t size() const { return size_.load(std::memory_order_relaxed); }
   const KeyedPolicy& policy() const { return policy_; }
+  // Whether rows carry update steps and counts (a cap or expiry).
+  bool tracking() const { return policy_.max_rows > 0 || policy_.expire_after > 0; }
+  // The device of the rows it returns: its own, or its first shard's.
+  virtual Device& device() const = 0;
+  // The devices of its shards, in order (its device alone when unsharded).
+  virtual std::vector<Device*> devices() const = 0;
+
+  // A member with rows of `row_shape` and `dtype` (a float dtype); the keys
+  // present get their initial rows now. Returns its number (0 first).
+  virtual int add_member(std::string op_name, DType dtype, TensorShape row_shape,
+                         KeyedRowInit init) = 0;
+  // Live keys now.
+  virtual int64_t size() const = 0;
   // Training steps so far: update_rows calls and tick()s.
-  int64_t step() const { return clock_.load(std::memory_order_relaxed); }
+  virtual int64_t step() const = 0;
   // Counts a training step that updated the table another way (sparse
   // gradient descent's scatter).
-  void tick() { clock_.fetch_add(1, std::memory_order_relaxed); }
+  virtual void tick() = 0;
   // Erases the keys no training step updated in the last
   // policy().expire_after steps (and forgets candidates unseen as long);
   // returns how many keys it erased. 0 when expiry is off.
-  int64_t expire();
+  virtual int64_t expire() = 0;
   // Room for `rows` live keys without growing the arenas or the index.
-  void reserve(int64_t rows);
+  virtual void reserve(int64_t rows) = 0;
   // Bytes held: the arenas, the index and the marks.
-  int64_t memory_bytes() const;
-  DType dtype(int member) const;
-  const TensorShape& row_shape(int member) const;
-  const std::string& member_name(int member) const;
-  uint64_t version(int member) const;
+  virtual int64_t memory_bytes() const = 0;
+  virtual DType dtype(int member) const = 0;
+  virtual const TensorShape& row_shape(int member) const = 0;
+  virtual const std::string& member_name(int member) const = 0;
+  // Bumped by every change of the member's rows.
+  virtual uint64_t version(int member) const = 0;
 
-  // Rows of `keys` in `member`, [keys.size()] + row shape, on the device.
+  // Rows of `keys` in `member`, [keys.size()] + row shape, on device().
   // With `insert` (training), absent keys are admitted (the policy's
   // sightings and cap; ResourceExhaustedError when the cap leaves no room
   // and nothing may be evicted, nothing changed) and get their initial rows
   // in every member. An absent key not admitted, or any absent key without
   // `insert`, reads `absent_row` when it is valid (a host tensor of the row
   // shape, or a scalar), else its initial row.
-  Tensor gather(int member, std::span<const int64_t> keys, bool insert,
-                const Tensor& absent_row = Tensor());
+  virtual Tensor gather(int member, std::span<const int64_t> keys, bool insert,
+                        const Tensor& absent_row = Tensor()) = 0;
   // member[keys] (op)= updates ([n] + row shape, or a scalar; the
   // member's dtype, on any device): absent keys are admitted first (as a
   // training gather), then the scatter kernel runs on their slots
   // (duplicates as the dense scatter treats them); the updates of keys not
   // admitted are dropped. The caller validated the arguments.
-  void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
-               const Tensor& updates, const std::string& who);
+  virtual void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
+                       const Tensor& updates, const std::string& who) = 0;
   // Inserts or overwrites the rows of `keys` in member 0 with `values`
   // ([n] + row shape, host; a repeated key keeps its last row); new keys
   // get their slot rows initialized.
-  void insert(std::span<const int64_t> keys, const Tensor& values);
+  virtual void insert(std::span<const int64_t> keys, const Tensor& values) = 0;
   // Removes the keys present among `keys` from every member; returns how
   // many were removed.
-  int64_t erase(std::span<const int64_t> keys);
+  virtual int64_t erase(std::span<const int64_t> keys) = 0;
   // Removes every key.
-  void clear();
+  virtual void clear() = 0;
   // Rewrites the rows of every key of `member` with its initial rows.
-  void reset_member(int member);
+  virtual void reset_member(int member) = 0;
 
-  // The training ops in place: runs fn(arenas, slots) with the arenas of
-  // `members` and `slots` (int64 [keys.size()] on the device) the rows of
-  // `keys`, absent ones inserted first, under the table's lock (shared
+  // The training ops in place: runs fn(arenas, slots, kept) with the
+  // arenas of `members` and `slots` (int64 on the arenas' device) the rows
+  // of `keys`, absent ones inserted first, under the table's lock (shared
   // when every key was present, so updates of other keys run meanwhile);
   // then marks those rows (every live row with `all_rows`) and bumps the
-  // members' versions.
-  // Keys not admitted are left out: then `kept` holds the positions in
-  // `keys` of the slots' keys (else it is null), for the caller to pick the
-  // matching gradient rows. Advances step().
-  void update_rows(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
-                   const std::function<void(std::vector<Tensor>& arenas, const Tensor& slots,
-                                            const std::vector<int64_t>* kept)>& fn);
+  // members' versions. `kept`, when not null, holds the positions in
+  // `keys` of the slots' keys (keys not admitted are left out; a sharded
+  // table calls fn once per shard, with that shard's keys), for the caller
+  // to pick the matching gradient rows; null means all of `keys`, in order.
+  // fn moves them to the arenas' device. Advances step().
+  using RowsFn = std::function<void(std::vector<Tensor>& arenas, const Tensor& slots,
+                                    const std::vector<int64_t>* kept)>;
+  virtual void update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
+                           bool all_rows, const RowsFn& fn) = 0;
 
   // Every key, ascending, as an int64 host tensor [n], and each of
   // `members`' rows in that order ([n] + row shape, host), taken together
@@ -168,27 +180,26 @@ class KeyedTable {
     Tensor versions;
     Tensor counts;
   };
-  Export export_rows(const std::vector<int>& members) const;
-  // Whether rows carry update steps and counts (a cap or expiry).
-  bool tracking() const { return tracking_; }
+  virtual Export export_rows(const std::vector<int>& members) const = 0;
   // Sets the update step and count of each of `keys` present (host int64
   // [n] each, as export_rows gives them); the step clock moves up to the
   // latest step. A no-op when not tracking.
-  void set_update_history(const Tensor& keys, const Tensor& versions, const Tensor& counts);
+  virtual void set_update_history(const Tensor& keys, const Tensor& versions,
+                                  const Tensor& counts) = 0;
   // Replaces every key and row: `keys` (distinct, host int64 [n]) and, for
   // each member k of `members`, values[k] ([n] + row shape, host); members
-  // not listed get their initial rows.
-  void replace(const Tensor& keys, const std::vector<int>& members,
-               const std::vector<Tensor>& values);
-
+  // not listed get their initial rows. ResourceExhaustedError, nothing
+  // changed, when the keys do not fit under the cap.
+  virtual void replace(const Tensor& keys, const std::vector<int>& members,
+                       const std::vector<Tensor>& values) = 0;
   // Overwrites `member`'s rows of those of `keys` the table holds with
   // their rows of `rows` (host, [keys.size()] + row shape); other keys are
   // skipped.
-  void write_present(int member, std::span<const int64_t> keys, const Tensor& rows);
+  virtual void write_present(int member, std::span<const int64_t> keys, const Tensor& rows) = 0;
 
   // Turns on the change marks: from now on writes mark the keys they
   // touch and erasures record the key. Idempotent.
-  void start_marking();
+  virtual void start_marking() = 0;
   // The changes since the last take, for incremental saves, taken together
   // under the exclusive lock and cleared: the keys written since (inserted,
   // updated, trained, restored; ascending) with each of `members`' rows of
@@ -204,10 +215,65 @@ class KeyedTable {
     Export written;
     std::vector<int64_t> erased;
   };
-  Changes take_changes(const std::vector<int>& members, uint64_t last);
+  virtual Changes take_changes(const std::vector<int>& members, uint64_t last) = 0;
 
   // The initial rows of `keys` in `member`, [n] + row shape, on the host.
-  Tensor initial_rows(int member, std::span<const int64_t> keys) const;
+  virtual Tensor initial_rows(int member, std::span<const int64_t> keys) const = 0;
+
+ protected:
+  KeyedTable(std::string name, DType key_dtype, KeyedPolicy policy)
+      : name_(std::move(name)), key_dtype_(key_dtype), policy_(policy) {}
+
+ private:
+  const std::string name_;
+  const DType key_dtype_;
+  const KeyedPolicy policy_;
+};
+
+// A table whose shards are on `devices` (one: a DeviceKeyedTable), keys
+// routed by kernels::key_shard; a cap is split evenly over the shards.
+std::shared_ptr<KeyedTable> make_keyed_table(std::string name, DType key_dtype,
+                                             const std::vector<Device*>& devices,
+                                             KeyedPolicy policy = {});
+
+// A table on one device.
+class DeviceKeyedTable final : public KeyedTable {
+ public:
+  DeviceKeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy = {});
+
+  Device& device() const override { return device_; }
+  std::vector<Device*> devices() const override { return {&device_}; }
+  int add_member(std::string op_name, DType dtype, TensorShape row_shape,
+                 KeyedRowInit init) override;
+  int64_t size() const override { return size_.load(std::memory_order_relaxed); }
+  int64_t step() const override { return clock_.load(std::memory_order_relaxed); }
+  void tick() override { clock_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t expire() override;
+  void reserve(int64_t rows) override;
+  int64_t memory_bytes() const override;
+  DType dtype(int member) const override;
+  const TensorShape& row_shape(int member) const override;
+  const std::string& member_name(int member) const override;
+  uint64_t version(int member) const override;
+  Tensor gather(int member, std::span<const int64_t> keys, bool insert,
+                const Tensor& absent_row = Tensor()) override;
+  void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
+               const Tensor& updates, const std::string& who) override;
+  void insert(std::span<const int64_t> keys, const Tensor& values) override;
+  int64_t erase(std::span<const int64_t> keys) override;
+  void clear() override;
+  void reset_member(int member) override;
+  void update_rows(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
+                   const RowsFn& fn) override;
+  Export export_rows(const std::vector<int>& members) const override;
+  void set_update_history(const Tensor& keys, const Tensor& versions,
+                          const Tensor& counts) override;
+  void replace(const Tensor& keys, const std::vector<int>& members,
+               const std::vector<Tensor>& values) override;
+  void write_present(int member, std::span<const int64_t> keys, const Tensor& rows) override;
+  void start_marking() override;
+  Changes take_changes(const std::vector<int>& members, uint64_t last) override;
+  Tensor initial_rows(int member, std::span<const int64_t> keys) const override;
 
  private:
   struct Member {
@@ -269,8 +335,6 @@ class KeyedTable {
   Export export_entries(const std::vector<int>& members,
                         const std::vector<std::pair<int64_t, int64_t>>& entries) const;
 
-  const std::string name_;
-  const DType key_dtype_;
   Device& device_;
 
   mutable std::shared_mutex mu_;
@@ -297,10 +361,9 @@ class KeyedTable {
   int64_t capacity_ = 0;
   std::atomic<int64_t> size_{0};
 
-  const KeyedPolicy policy_;
   // Per slot, when tracking (a cap or expiry): the step of its last update
   // and its update count. Written under either lock.
-  bool tracking_ = false;
+  const bool tracking_;
   std::unique_ptr<std::atomic<int64_t>[]> last_step_;
   std::unique_ptr<std::atomic<int64_t>[]> updates_;
   std::atomic<int64_t> clock_{0};

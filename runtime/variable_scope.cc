@@ -696,6 +696,7 @@ DynamicVariable get_dynamic_variable(std::string_view name, const DynamicVariabl
     throw ValueError(what + ": keys must be int64 or int32, got " +
                      std::string(dtype_name(options.key_dtype)));
   }
+  internal::check_shard_devices(what, options.devices);
   ScopeStore& st = store(graph);
   std::lock_guard lock(st.mu);
   if (auto it = st.vars.find(full_name); it != st.vars.end()) {

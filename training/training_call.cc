@@ -368,8 +368,10 @@ Tensor TrainingCall::apply_keyed(const IndexedSlices& grad) {
   keyed.table().update_rows(
       members, keys, all_rows,
       [&](std::vector<Tensor>& arenas, const Tensor& slots, const std::vector<int64_t>* kept) {
-        // Keys the table has not admitted train nothing.
-        kernel.run(arenas, kept ? gather_rows(values, *kept) : values, &slots);
+        // Keys the table has not admitted train nothing; a shard's rows
+        // move to its device.
+        const Tensor rows = kept ? gather_rows(values, *kept) : values;
+        kernel.run(arenas, rows.on(arenas.front().device()), &slots);
       });
   return Tensor();
 }

@@ -19,6 +19,12 @@
 //  - "<key>/.delta_rows" (the variable's dtype, [n] + shape[1:]): their values;
 //    for a partition of a partitioned variable the two keys end in
 //    "@<row offset of the part>" ("emb/.delta_ids@4096");
+//  - for a dynamic variable's keys tensor "emb-keys": "emb-keys/.delta_keys"
+//    and "emb-keys/.delta_erased" (int64, ascending: the keys written and
+//    the keys erased since the parent), and for each tensor of rows by
+//    those keys ("emb-values", its slots'): "emb-values/.delta_key_rows",
+//    the rows of the ".delta_keys" keys in their order; a reader applies the
+//    erasures, then the rows;
 //  - ".varstate_chain" (string, [1 + links]): "varstate-delta-1", then one
 //    "<file name>\t<crc32c of its .index, 8 hex digits>" per checkpoint the
 //    delta applies to, the base first and its parent last. Links live in the

@@ -70,6 +70,15 @@ struct DynamicVariableOptions {
   // What lookup() (and gather with training off) returns for an absent
   // key: a scalar or a [dim] row; unset: the row the key would get.
   std::optional<Tensor> default_value = std::nullopt;
+  // Shards the table by key over these devices ("/device:GPU:0",
+  // "/device:GPU:1", ...; two or more, distinct): each key, with its slot
+  // rows, lives on the device its hash picks; every call splits its keys
+  // over the shards and returns rows on the first device, which is the
+  // variable's device(). Checkpoints hold one table whatever the sharding
+  // (restore into any number of shards). A cap (max_rows) is split evenly
+  // over the shards, each evicting within itself. Empty: one table on the
+  // device the device scope picks.
+  std::vector<std::string> devices = {};
   // Rows (and index entries) reserved at creation, so that the table does
   // not grow until it holds that many keys; it grows past them by half
   // again each time.

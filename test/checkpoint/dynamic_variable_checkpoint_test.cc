@@ -19,8 +19,10 @@
 #include "checkpoint/tensor_bundle.h"
 #include "checkpoint_test_util.h"
 #include "device_fixture.h"
+#include "kernels/key_hash.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
+#include "varstate/device_manager.h"
 #include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
@@ -53,10 +55,11 @@ struct Model {
 
 // A dynamic table, a dense variable and their Adagrad slots, created in the
 // current graph (trained or not).
-std::unique_ptr<Model> make_model(int64_t dim) {
+std::unique_ptr<Model> make_model(int64_t dim, const std::vector<std::string>& devices = {}) {
   auto m = std::unique_ptr<Model>(new Model{
-      get_dynamic_variable("emb",
-                           {.dim = dim, .initializer = random_uniform_initializer({.seed = 3})}),
+      get_dynamic_variable(
+          "emb",
+          {.dim = dim, .initializer = random_uniform_initializer({.seed = 3}), .devices = devices}),
       get_variable("dense", {.shape = TensorShape{3}}),
   });
   m->opt.create_slots({m->emb.variable(), m->dense});
@@ -607,5 +610,89 @@ TEST_CASE_METHOD(FreshSession,
   const auto live = contents(m->emb.variable());
   const std::vector<float> live_slot = slot_rows(*m);
   CHECK(restored(session, last, 4) == std::tuple{live.first, live.second, live_slot});
+  reset_default_graph();
+}
+
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic checkpoint: a sharded table saves one table and restores into any "
+                 "sharding",
+                 "[dynamic][saver]") {
+  const int gpus = DeviceManager::instance().num_gpus();
+  if (gpus == 0) return;  // one device: nothing to shard over
+  std::vector<std::string> all = {"/device:CPU:0"};
+  for (int g = 0; g < gpus; ++g) all.push_back("/device:GPU:" + std::to_string(g));
+  const std::vector<std::vector<std::string>> targets = {{}, {all.back(), "/device:CPU:0"}, all};
+  TempDir dir;
+  const std::vector<int64_t> keys = random_keys(1500, kSeed + 11);
+  auto run = [&](Model& m) {
+    train(m, keys, 1);
+    train(m, slice(keys, 0, 300), 2);
+    m.emb.erase(keys_tensor(slice(keys, 300, 320)));
+  };
+  // The same steps on one table and on a sharded one save the same tensors.
+  std::unique_ptr<Model> one = make_model(8);
+  session.run(global_variables_initializer());
+  run(*one);
+  const std::string one_path = Saver().save(session, dir / "one").wait().value();
+  reset_default_graph();
+  std::unique_ptr<Model> sharded = make_model(8, all);
+  session.run(global_variables_initializer());
+  run(*sharded);
+  Saver saver({.max_to_keep = 10});
+  const std::string base =
+      saver.save(session, dir / "sharded", {.global_step = int64_t{1}, .incremental = true})
+          .wait()
+          .value();
+  for (const char* key : {"emb-keys", "emb-values", "emb/Adagrad-keys", "emb/Adagrad-values"}) {
+    CAPTURE(key);
+    CHECK(open_checkpoint(base)->read(key).bytes == open_checkpoint(one_path)->read(key).bytes);
+  }
+  // A delta of the sharded table.
+  train(*sharded, slice(keys, 500, 520), 3);
+  sharded->emb.erase(keys_tensor(slice(keys, 600, 610)));
+  sharded->emb.gather(keys_tensor({7, 8, 9}));
+  const std::string delta =
+      saver.save(session, dir / "sharded", {.global_step = int64_t{2}, .incremental = true})
+          .wait()
+          .value();
+  REQUIRE(checkpoint_chain(delta).back().is_delta);
+  const auto saved = contents(sharded->emb.variable());
+  const std::vector<float> saved_slot = slot_rows(*sharded);
+  train(*sharded, keys, 4);
+  const auto stepped = contents(sharded->emb.variable());
+  // Restored into one table, two shards and as many as saved.
+  for (const std::vector<std::string>& devices : targets) {
+    CAPTURE(devices);
+    reset_default_graph();
+    std::unique_ptr<Model> fresh = make_model(8, devices);
+    session.run(global_variables_initializer());
+    Saver().restore(session, delta);
+    CHECK(contents(fresh->emb.variable()) == saved);
+    CHECK(slot_rows(*fresh) == saved_slot);
+    train(*fresh, keys, 4);
+    CHECK(contents(fresh->emb.variable()) == stepped);
+  }
+  // Keys one shard's part of the cap cannot hold, though the whole cap
+  // holds them all: refused before any shard changes.
+  const std::vector<int64_t> saved_keys = saved.first;
+  std::vector<int64_t> per_shard(all.size(), 0);
+  for (int64_t k : saved_keys) {
+    ++per_shard[static_cast<size_t>(
+        kernels::device_shard(static_cast<uint64_t>(k), static_cast<int64_t>(all.size())))];
+  }
+  const int64_t fullest = *std::max_element(per_shard.begin(), per_shard.end());
+  const int64_t cap = static_cast<int64_t>(all.size()) * (fullest - 1);
+  REQUIRE(cap >= static_cast<int64_t>(saved_keys.size()));
+  reset_default_graph();
+  DynamicVariable tight =
+      get_dynamic_variable("tight", {.dim = 8, .devices = all, .max_rows = cap});
+  session.run(global_variables_initializer());
+  tight.gather(keys_tensor({1, 2, 3}));
+  const auto before = contents(tight.variable());
+  CHECK_THROWS_WITH(Saver({.var_list = std::map<std::string, Variable>{{"emb", tight.variable()}}})
+                        .restore(session, delta),
+                    Contains("\"tight\"") && Contains("shard") &&
+                        Contains("holds at most " + std::to_string(fullest - 1)));
+  CHECK(contents(tight.variable()) == before);
   reset_default_graph();
 }

@@ -17,10 +17,12 @@
 #include "kernels/cpu/random.h"
 #include "runtime/remote_storage.h"
 #include "test_util.h"
+#include "varstate/device_manager.h"
 #include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/gather.h"
 #include "varstate/optimizers.h"
+#include "varstate/placement.h"
 #include "varstate/random_seed.h"
 #include "varstate/scatter.h"
 #include "varstate/variable_scope.h"
@@ -55,6 +57,19 @@ Rows exported(const DynamicVariable& v) {
 }
 
 void init_all() { Session().run(global_variables_initializer()); }
+
+// The shardings a test runs under: one table, and with GPUs (emulated in
+// CI) one sharded over the CPU and every GPU.
+std::vector<std::vector<std::string>> shardings() {
+  std::vector<std::vector<std::string>> out = {{}};
+  const int gpus = DeviceManager::instance().num_gpus();
+  if (gpus > 0) {
+    std::vector<std::string> devices = {"/device:CPU:0"};
+    for (int g = 0; g < gpus; ++g) devices.push_back("/device:GPU:" + std::to_string(g));
+    out.push_back(devices);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -159,10 +174,12 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: a new key's row depends on the
 TEST_CASE_METHOD(FreshSession, "dynamic variable: every operation against a reference map",
                  "[dynamic]") {
   const int64_t dim = 3;
-  DynamicVariable v =
-      get_dynamic_variable("emb", {.dim = dim, .initializer = constant_initializer(Tensor(0.5))});
-  DynamicVariable with_default =
-      get_dynamic_variable("emb_default", {.dim = dim, .default_value = Tensor(-1.0f)});
+  const std::vector<std::string> devices = GENERATE(from_range(shardings()));
+  CAPTURE(devices);
+  DynamicVariable v = get_dynamic_variable(
+      "emb", {.dim = dim, .initializer = constant_initializer(Tensor(0.5)), .devices = devices});
+  DynamicVariable with_default = get_dynamic_variable(
+      "emb_default", {.dim = dim, .default_value = Tensor(-1.0f), .devices = devices});
   init_all();
   Rows ref;
   std::mt19937_64 rng(kSeed);
@@ -318,10 +335,13 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
       {"rmsprop", [] { return std::make_unique<RMSPropOptimizer>(0.01); }},
       {"ftrl", [] { return std::make_unique<FtrlOptimizer>(0.1); }},
   };
+  const std::vector<std::string> devices = GENERATE(from_range(shardings()));
+  CAPTURE(devices);
   for (const Case& c : cases) {
     SECTION(c.name) {
       DynamicVariable dyn = get_dynamic_variable(
-          "dyn", {.dim = dim, .initializer = constant_initializer(Tensor(0.25))});
+          "dyn",
+          {.dim = dim, .initializer = constant_initializer(Tensor(0.25)), .devices = devices});
       Variable dense =
           get_variable("dense", {.shape = TensorShape{static_cast<int64_t>(key_space.size()), dim},
                                  .initializer = constant_initializer(Tensor(0.25))});
@@ -609,8 +629,61 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: placed on a cluster task, refu
                       Contains("\"emb\"") && Contains("/job:ps/task:0") &&
                           Contains("parameter-server tasks do not serve them yet"));
   }
+  CHECK_THROWS_WITH(get_dynamic_variable(
+                        "remote", {.dim = 2, .devices = {"/job:ps/task:0/device:CPU:0", "/cpu:0"}}),
+                    Contains("\"remote\"") && Contains("the process that creates"));
   CHECK(global_variables().empty());
   DynamicVariable here = get_dynamic_variable("emb", {.dim = 2});
   CHECK(here.variable().placement().find("job") == std::string::npos);
   CHECK(here.size() == 0);
+}
+
+TEST_CASE_METHOD(FreshSession, "dynamic variable: sharded over devices", "[dynamic]") {
+  // Bad device lists: ValueError naming the variable, nothing created.
+  CHECK_THROWS_WITH(get_dynamic_variable("one", {.dim = 2, .devices = {"/device:CPU:0"}}),
+                    Contains("\"one\"") && Contains("two or more"));
+  CHECK_THROWS_WITH(
+      get_dynamic_variable("twice", {.dim = 2, .devices = {"/device:CPU:0", "/cpu:0"}}),
+      Contains("\"twice\"") && Contains("twice"));
+  CHECK_THROWS_WITH(
+      get_dynamic_variable("nowhere", {.dim = 2, .devices = {"/device:CPU:0", "/device:GPU:64"}}),
+      Contains("\"nowhere\"") && Contains("/device:GPU:64"));
+  CHECK_THROWS_WITH(get_dynamic_variable(
+                        "remote", {.dim = 2, .devices = {"/job:ps/task:0/device:CPU:0", "/cpu:0"}}),
+                    Contains("\"remote\"") && Contains("the process that creates"));
+  CHECK(global_variables().empty());
+  const std::vector<std::vector<std::string>> all = shardings();
+  if (all.size() < 2) return;  // one device: nothing to shard over
+  const std::vector<std::string>& devices = all.back();
+  DynamicVariable sharded =
+      get_dynamic_variable("emb", {.dim = 4,
+                                   .initializer = random_uniform_initializer({.seed = 5}),
+                                   .devices = devices,
+                                   .max_rows = 3000});
+  DynamicVariable single = get_dynamic_variable(
+      "ref", {.dim = 4, .initializer = random_uniform_initializer({.seed = 5})});
+  init_all();
+  // The variable and the rows returned are on the first device.
+  CHECK(sharded.device().name() == resolve_device(DeviceSpec::parse(devices[0])).name());
+  std::mt19937_64 rng(kSeed + 3);
+  std::vector<int64_t> keys(2000);
+  for (int64_t& k : keys) k = static_cast<int64_t>(rng());
+  const Tensor rows = sharded.gather(keys_tensor(keys));
+  CHECK(&rows.device() == &sharded.device());
+  // Rows depend on the seed and key alone: the same as in one table.
+  CHECK(rows.to_vector<float>() == single.gather(keys_tensor(keys)).to_vector<float>());
+  CHECK(sharded.size() == 2000);
+  // The cap is split over the shards: 3000 / shards each; a batch that
+  // overfills one shard is refused whole.
+  const DynamicVariable capped =
+      get_dynamic_variable("capped", {.dim = 1,
+                                      .devices = devices,
+                                      .max_rows = static_cast<int64_t>(devices.size()),
+                                      .eviction = DynamicVariableOptions::Eviction::kNone});
+  init_all();
+  DynamicVariable c = capped;
+  std::vector<int64_t> many(40);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i) * 7777;
+  CHECK_THROWS_AS(c.gather(keys_tensor(many)), ResourceExhaustedError);
+  CHECK(c.size() <= static_cast<int64_t>(devices.size()));
 }

@@ -1,0 +1,290 @@
+#include "runtime/sharded_keyed_table.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/key_hash.h"
+#include "runtime/row_gather.h"
+#include "runtime/scatter_by_op.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+
+namespace varstate::internal {
+namespace {
+
+Device& host() { return DeviceManager::instance().cpu(); }
+
+// Per-shard exports merged in ascending key order (a key is in one shard).
+KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t members,
+                                 bool tracking) {
+  // (key, shard, row) for every row of every shard, sorted by key.
+  std::vector<std::tuple<int64_t, uint32_t, int64_t>> order;
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const std::vector<int64_t> keys = parts[s].keys.to_vector<int64_t>();
+    for (size_t r = 0; r < keys.size(); ++r) {
+      order.emplace_back(keys[r], static_cast<uint32_t>(s), static_cast<int64_t>(r));
+    }
+  }
+  std::sort(order.begin(), order.end());
+  const auto n = static_cast<int64_t>(order.size());
+  KeyedTable::Export out;
+  std::vector<int64_t> keys(order.size());
+  for (size_t i = 0; i < order.size(); ++i) keys[i] = std::get<0>(order[i]);
+  out.keys = Tensor::from_vector(keys);
+  // Each tensor of rows by key: the shards' rows copied in the merged order.
+  auto merged = [&](const std::function<const Tensor&(const KeyedTable::Export&)>& of) {
+    const Tensor& first = of(parts.front());
+    Tensor t(first.dtype(), TensorShape({n}).concatenate(first.shape().tail(1)), host());
+    const size_t row = n == 0 ? 0 : t.nbytes() / static_cast<size_t>(n);
+    auto* dst = static_cast<std::byte*>(t.raw_data());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto* src = static_cast<const std::byte*>(of(parts[std::get<1>(order[i])]).raw_data());
+      std::memcpy(dst + i * row, src + static_cast<size_t>(std::get<2>(order[i])) * row, row);
+    }
+    return t;
+  };
+  for (size_t m = 0; m < members; ++m) {
+    out.values.push_back(merged([m](const KeyedTable::Export& e) -> const Tensor& {
+      return e.values[m];
+    }));
+  }
+  if (tracking) {
+    out.versions = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.versions; });
+    out.counts = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.counts; });
+  }
+  return out;
+}
+
+}  // namespace
+
+ShardedKeyedTable::ShardedKeyedTable(std::string name, DType key_dtype,
+                                     const std::vector<Device*>& devices, KeyedPolicy policy)
+    : KeyedTable(name, key_dtype, policy) {
+  const auto count = static_cast<int64_t>(devices.size());
+  KeyedPolicy each = policy;
+  if (policy.max_rows > 0) each.max_rows = (policy.max_rows + count - 1) / count;
+  for (int64_t s = 0; s < count; ++s) {
+    Device& device = *devices[static_cast<size_t>(s)];
+    shards_.push_back(std::make_unique<DeviceKeyedTable>(
+        name + " (shard " + std::to_string(s) + " of " + std::to_string(count) + ", on " +
+            device.name() + ")",
+        key_dtype, device, each));
+  }
+  shard_generations_.assign(shards_.size(), 0);
+}
+
+std::vector<Device*> ShardedKeyedTable::devices() const {
+  std::vector<Device*> out;
+  for (const auto& s : shards_) out.push_back(&s->device());
+  return out;
+}
+
+ShardedKeyedTable::Split ShardedKeyedTable::split(std::span<const int64_t> keys) const {
+  const auto count = static_cast<int64_t>(shards_.size());
+  Split out;
+  out.keys.resize(shards_.size());
+  out.positions.resize(shards_.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto s =
+        static_cast<size_t>(kernels::device_shard(static_cast<uint64_t>(keys[i]), count));
+    out.keys[s].push_back(keys[i]);
+    out.positions[s].push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+int ShardedKeyedTable::add_member(std::string op_name, DType dtype, TensorShape row_shape,
+                                  KeyedRowInit init) {
+  int member = 0;
+  for (const auto& s : shards_) member = s->add_member(op_name, dtype, row_shape, init);
+  return member;
+}
+
+int64_t ShardedKeyedTable::size() const {
+  int64_t n = 0;
+  for (const auto& s : shards_) n += s->size();
+  return n;
+}
+
+void ShardedKeyedTable::tick() {
+  for (const auto& s : shards_) s->tick();
+}
+
+int64_t ShardedKeyedTable::expire() {
+  int64_t n = 0;
+  for (const auto& s : shards_) n += s->expire();
+  return n;
+}
+
+void ShardedKeyedTable::reserve(int64_t rows) {
+  // The keys spread evenly, give or take: an eighth more each.
+  const auto count = static_cast<int64_t>(shards_.size());
+  const int64_t each = (rows + count - 1) / count;
+  for (const auto& s : shards_) s->reserve(each + each / 8);
+}
+
+int64_t ShardedKeyedTable::memory_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : shards_) n += s->memory_bytes();
+  return n;
+}
+
+uint64_t ShardedKeyedTable::version(int member) const {
+  uint64_t v = 0;
+  for (const auto& s : shards_) v += s->version(member);
+  return v;
+}
+
+Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
+                                 const Tensor& absent_row) {
+  const Split parts = split(keys);
+  Device& out_device = device();
+  Tensor out(dtype(member),
+             TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member)),
+             out_device);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (parts.keys[s].empty()) continue;
+    const Tensor rows = shards_[s]->gather(member, parts.keys[s], insert, absent_row);
+    if (parts.keys[s].size() == keys.size()) return rows.on(out_device);
+    scatter_tensor(kernels::ScatterOp::kUpdate, out,
+                   Tensor::from_vector(parts.positions[s]).on(out_device), rows.on(out_device),
+                   {});
+  }
+  return out;
+}
+
+void ShardedKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
+                                const Tensor& updates, const std::string& who) {
+  const Split parts = split(keys);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (parts.keys[s].empty()) continue;
+    const Tensor mine = updates.rank() == 0 || parts.keys[s].size() == keys.size()
+                            ? updates
+                            : gather_rows(updates, parts.positions[s]);
+    shards_[s]->scatter(op, member, parts.keys[s], mine.on(shards_[s]->device()), who);
+  }
+}
+
+void ShardedKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
+  const Split parts = split(keys);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (parts.keys[s].empty()) continue;
+    shards_[s]->insert(parts.keys[s], gather_rows(values, parts.positions[s]));
+  }
+}
+
+int64_t ShardedKeyedTable::erase(std::span<const int64_t> keys) {
+  const Split parts = split(keys);
+  int64_t n = 0;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (!parts.keys[s].empty()) n += shards_[s]->erase(parts.keys[s]);
+  }
+  return n;
+}
+
+void ShardedKeyedTable::clear() {
+  for (const auto& s : shards_) s->clear();
+}
+
+void ShardedKeyedTable::reset_member(int member) {
+  for (const auto& s : shards_) s->reset_member(member);
+}
+
+void ShardedKeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
+                                    bool all_rows, const RowsFn& fn) {
+  const Split parts = split(keys);
+  // Every shard counts the step, with keys or not.
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const std::vector<int64_t>& positions = parts.positions[s];
+    shards_[s]->update_rows(
+        members, parts.keys[s], all_rows,
+        [&](std::vector<Tensor>& arenas, const Tensor& slots, const std::vector<int64_t>* kept) {
+          if (kept == nullptr) return fn(arenas, slots, &positions);
+          std::vector<int64_t> mine;
+          mine.reserve(kept->size());
+          for (int64_t k : *kept) mine.push_back(positions[static_cast<size_t>(k)]);
+          fn(arenas, slots, &mine);
+        });
+  }
+}
+
+KeyedTable::Export ShardedKeyedTable::export_rows(const std::vector<int>& members) const {
+  std::vector<Export> parts;
+  for (const auto& s : shards_) parts.push_back(s->export_rows(members));
+  return merge_exports(parts, members.size(), tracking());
+}
+
+void ShardedKeyedTable::set_update_history(const Tensor& keys, const Tensor& versions,
+                                           const Tensor& counts) {
+  const std::vector<int64_t> k = keys.to_vector<int64_t>();
+  const Split parts = split(k);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    shards_[s]->set_update_history(Tensor::from_vector(parts.keys[s]),
+                                   gather_rows(versions, parts.positions[s]),
+                                   gather_rows(counts, parts.positions[s]));
+  }
+}
+
+void ShardedKeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
+                                const std::vector<Tensor>& values) {
+  const std::vector<int64_t> k = keys.to_vector<int64_t>();
+  const Split parts = split(k);
+  // Every shard's cap checked before any shard changes.
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const int64_t cap = shards_[s]->policy().max_rows;
+    const auto n = static_cast<int64_t>(parts.keys[s].size());
+    if (cap > 0 && n > cap) {
+      throw ResourceExhaustedError(
+          quoted(name()) + ": restoring " + std::to_string(k.size()) + " keys puts " +
+          std::to_string(n) + " in shard " + std::to_string(s) + " (on " +
+          shards_[s]->device().name() + "), which holds at most " + std::to_string(cap) +
+          " (max_rows " + std::to_string(policy().max_rows) + " over " +
+          std::to_string(shards_.size()) + " shards)");
+    }
+  }
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    std::vector<Tensor> mine;
+    for (const Tensor& v : values) mine.push_back(gather_rows(v, parts.positions[s]));
+    shards_[s]->replace(Tensor::from_vector(parts.keys[s]), members, mine);
+  }
+}
+
+void ShardedKeyedTable::write_present(int member, std::span<const int64_t> keys,
+                                      const Tensor& rows) {
+  const Split parts = split(keys);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (parts.keys[s].empty()) continue;
+    shards_[s]->write_present(member, parts.keys[s], gather_rows(rows, parts.positions[s]));
+  }
+}
+
+void ShardedKeyedTable::start_marking() {
+  for (const auto& s : shards_) s->start_marking();
+}
+
+KeyedTable::Changes ShardedKeyedTable::take_changes(const std::vector<int>& members,
+                                                    uint64_t last) {
+  std::lock_guard lock(take_mu_);
+  Changes out;
+  out.complete = last == generation_;
+  std::vector<Changes> parts;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    parts.push_back(shards_[s]->take_changes(members, shard_generations_[s]));
+    shard_generations_[s] = parts.back().generation;
+    out.complete = out.complete && parts.back().complete;
+  }
+  out.generation = ++generation_;
+  if (!out.complete) return out;
+  std::vector<Export> written;
+  for (Changes& c : parts) {
+    written.push_back(std::move(c.written));
+    out.erased.insert(out.erased.end(), c.erased.begin(), c.erased.end());
+  }
+  out.written = merge_exports(written, members.size(), tracking());
+  std::sort(out.erased.begin(), out.erased.end());
+  return out;
+}
+
+}  // namespace varstate::internal
