@@ -46,9 +46,8 @@ KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t 
     return t;
   };
   for (size_t m = 0; m < members; ++m) {
-    out.values.push_back(merged([m](const KeyedTable::Export& e) -> const Tensor& {
-      return e.values[m];
-    }));
+    out.values.push_back(
+        merged([m](const KeyedTable::Export& e) -> const Tensor& { return e.values[m]; }));
   }
   if (tracking) {
     out.versions = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.versions; });
@@ -67,10 +66,10 @@ ShardedKeyedTable::ShardedKeyedTable(std::string name, DType key_dtype,
   if (policy.max_rows > 0) each.max_rows = (policy.max_rows + count - 1) / count;
   for (int64_t s = 0; s < count; ++s) {
     Device& device = *devices[static_cast<size_t>(s)];
-    shards_.push_back(std::make_unique<DeviceKeyedTable>(
-        name + " (shard " + std::to_string(s) + " of " + std::to_string(count) + ", on " +
-            device.name() + ")",
-        key_dtype, device, each));
+    shards_.push_back(std::make_unique<DeviceKeyedTable>(name + " (shard " + std::to_string(s) +
+                                                             " of " + std::to_string(count) +
+                                                             ", on " + device.name() + ")",
+                                                         key_dtype, device, each));
   }
   shard_generations_.assign(shards_.size(), 0);
 }
@@ -149,8 +148,7 @@ Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool
     const Tensor rows = shards_[s]->gather(member, parts.keys[s], insert, absent_row);
     if (parts.keys[s].size() == keys.size()) return rows.on(out_device);
     scatter_tensor(kernels::ScatterOp::kUpdate, out,
-                   Tensor::from_vector(parts.positions[s]).on(out_device), rows.on(out_device),
-                   {});
+                   Tensor::from_vector(parts.positions[s]).on(out_device), rows.on(out_device), {});
   }
   return out;
 }
@@ -236,12 +234,12 @@ void ShardedKeyedTable::replace(const Tensor& keys, const std::vector<int>& memb
     const int64_t cap = shards_[s]->policy().max_rows;
     const auto n = static_cast<int64_t>(parts.keys[s].size());
     if (cap > 0 && n > cap) {
-      throw ResourceExhaustedError(
-          quoted(name()) + ": restoring " + std::to_string(k.size()) + " keys puts " +
-          std::to_string(n) + " in shard " + std::to_string(s) + " (on " +
-          shards_[s]->device().name() + "), which holds at most " + std::to_string(cap) +
-          " (max_rows " + std::to_string(policy().max_rows) + " over " +
-          std::to_string(shards_.size()) + " shards)");
+      throw ResourceExhaustedError(quoted(name()) + ": restoring " + std::to_string(k.size()) +
+                                   " keys puts " + std::to_string(n) + " in shard " +
+                                   std::to_string(s) + " (on " + shards_[s]->device().name() +
+                                   "), which holds at most " + std::to_string(cap) + " (max_rows " +
+                                   std::to_string(policy().max_rows) + " over " +
+                                   std::to_string(shards_.size()) + " shards)");
     }
   }
   for (size_t s = 0; s < shards_.size(); ++s) {

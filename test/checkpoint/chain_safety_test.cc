@@ -6,7 +6,8 @@
 // whose base a cut-short deletion removed and meta graphs whose checkpoint
 // is gone. The kill tests SIGKILL a child saving or compacting at random
 // points (a random file operation, or a random time) and count what is
-// left, and check that every listed checkpoint restores.
+// left, and check that every listed checkpoint restores (a dense table's
+// rows and a dynamic table's keys written and erased, by their deltas).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "test_util.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_state.h"
+#include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/saver.h"
 #include "varstate/scatter.h"
@@ -61,11 +63,46 @@ std::vector<float> table_at(int64_t s) {
 
 int64_t step_of(const std::string& p) { return std::stoll(p.substr(p.rfind('-') + 1)); }
 
-// A table trained by scatters, and the step it holds.
+// The dynamic table's keys: step `s` writes three (two of a small key space,
+// so keys come back, and a new one) and erases one.
+constexpr int64_t kDynDim = 4;
+std::vector<int64_t> keys_written_by(int64_t s) {
+  return {(s * 7) % 50, (s * 13 + 5) % 50, 100 + s};
+}
+int64_t key_erased_by(int64_t s) { return (s * 11) % 50; }
+float dyn_value(int64_t s, size_t j, int64_t c) { return static_cast<float>(s * 100 + j * 10) + c; }
+
+// The dynamic table after steps 1..s, computed without the library.
+std::map<int64_t, std::vector<float>> dyn_at(int64_t s) {
+  std::map<int64_t, std::vector<float>> t;
+  for (int64_t step = 1; step <= s; ++step) {
+    const std::vector<int64_t> keys = keys_written_by(step);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      auto& row = t[keys[j]];
+      row.resize(kDynDim);
+      for (int64_t c = 0; c < kDynDim; ++c) row[static_cast<size_t>(c)] = dyn_value(step, j, c);
+    }
+    t.erase(key_erased_by(step));
+  }
+  return t;
+}
+
+// A table trained by scatters and a dynamic table written by key, and the
+// step they hold.
 struct Model {
   Graph graph;
   Variable table;
-  Model() : table(make_table(graph)) {}
+  DynamicVariable dyn;
+  Model() : table(make_table(graph)), dyn(make_dyn(graph)) {}
+  // A dynamic table (keys written and erased each step), on the host as
+  // the table.
+  static DynamicVariable make_dyn(Graph& g) {
+    auto guard = g.as_default();
+    DeviceScope on_host("/cpu:0");
+    DynamicVariable d = get_dynamic_variable("dyn", {.dim = kDynDim});
+    d.variable().initializer().run();
+    return d;
+  }
   static Variable make_table(Graph& g) {
     auto guard = g.as_default();
     // The kill tests fork: a child may not use GPUs its parent set up (CUDA's
@@ -80,6 +117,8 @@ struct Model {
   void clear() {
     internal::set_value(table, Tensor::from_vector<float>(std::vector<float>(kRows * kWidth, -7.f),
                                                           {kRows, kWidth}));
+    dyn.insert(Tensor::from_vector<int64_t>({-7}),
+               Tensor::from_vector<float>(std::vector<float>(kDynDim, -7.f), {1, kDynDim}));
   }
   void step(int64_t s) {
     const std::vector<int64_t> rows = rows_of(s);
@@ -90,8 +129,27 @@ struct Model {
     }
     scatter_update(table, Tensor::from_vector<int64_t>(rows, {n}),
                    Tensor::from_vector<float>(values, {n, kWidth}));
+    const std::vector<int64_t> keys = keys_written_by(s);
+    std::vector<float> dyn_rows;
+    for (size_t j = 0; j < keys.size(); ++j) {
+      for (int64_t c = 0; c < kDynDim; ++c) dyn_rows.push_back(dyn_value(s, j, c));
+    }
+    dyn.insert(Tensor::from_vector<int64_t>(keys),
+               Tensor::from_vector<float>(dyn_rows, {static_cast<int64_t>(keys.size()), kDynDim}));
+    dyn.erase(Tensor::from_vector<int64_t>({key_erased_by(s)}));
   }
-  bool holds(int64_t s) const { return table.value().to_vector<float>() == table_at(s); }
+  bool holds(int64_t s) const {
+    if (table.value().to_vector<float>() != table_at(s)) return false;
+    const KeysAndValues kv = dyn.export_rows();
+    const std::vector<int64_t> keys = kv.keys.to_vector<int64_t>();
+    const std::vector<float> values = kv.values.to_vector<float>();
+    std::map<int64_t, std::vector<float>> got;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      got[keys[i]] = std::vector<float>(values.begin() + static_cast<ptrdiff_t>(i * kDynDim),
+                                        values.begin() + static_cast<ptrdiff_t>((i + 1) * kDynDim));
+    }
+    return got == dyn_at(s);
+  }
 };
 
 // Restores `path` into a fresh model; true if it then holds step `step`'s values.
