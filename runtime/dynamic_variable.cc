@@ -142,6 +142,24 @@ void check_shard_devices(const std::string& what, const std::vector<std::string>
   }
 }
 
+namespace {
+
+std::string listed(const std::vector<Device*>& devices) {
+  std::string out = "[";
+  for (Device* d : devices) out += (out.size() > 1 ? ", " : "") + d->name();
+  return out + "]";
+}
+
+}  // namespace
+
+std::string shard_device_names(const std::vector<std::string>& devices) {
+  return listed(shard_devices(devices));
+}
+
+std::string shard_device_names(const DynamicVariable& v) {
+  return listed(keyed_storage(v.variable())->table().devices());
+}
+
 // Creates the dynamic variable `name` (full name) in `graph`. The caller
 // holds the variable store's lock and has checked the name is free.
 Variable create_dynamic_variable(Graph& graph, const std::string& name,

@@ -25,6 +25,12 @@ KeyedRowInit keyed_row_init(const Initializer& init, DType dtype, const std::str
 // devices this process has (ValueError naming `what` and the device).
 void check_shard_devices(const std::string& what, const std::vector<std::string>& devices);
 
+// The devices a table is sharded over, as a message lists them
+// ("[/device:CPU:0, /device:GPU:0]"; one device when not sharded): those
+// `devices` name (checked), or those of `v`'s table.
+std::string shard_device_names(const std::vector<std::string>& devices);
+std::string shard_device_names(const DynamicVariable& v);
+
 // The new dynamic variable `name` (a full name, used as given) in `graph`,
 // on the current device scope's device. The caller holds the variable
 // store's lock, has checked that the name is free and `o`'s values.

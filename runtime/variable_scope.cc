@@ -724,6 +724,12 @@ DynamicVariable get_dynamic_variable(std::string_view name, const DynamicVariabl
     if (options.key_dtype != found->key_dtype()) {
       mismatch("key dtype", dtype_name(options.key_dtype), dtype_name(found->key_dtype()));
     }
+    if (!options.devices.empty()) {
+      // Asked to shard: over the devices it is sharded over, in order.
+      const std::string asked = internal::shard_device_names(options.devices);
+      const std::string held = internal::shard_device_names(*found);
+      if (asked != held) mismatch("devices", asked, held);
+    }
     return *found;
   }
   if (scope.reuse().mode() == Reuse::kReuse) {

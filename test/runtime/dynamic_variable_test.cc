@@ -663,6 +663,14 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: sharded over devices", "[dynam
   DynamicVariable single = get_dynamic_variable(
       "ref", {.dim = 4, .initializer = random_uniform_initializer({.seed = 5})});
   init_all();
+  {
+    // Reuse: the same table, unless asked for another sharding.
+    auto reuse = variable_scope(get_variable_scope(), {.reuse = true});
+    CHECK(get_dynamic_variable("emb", {.dim = 4}).same_as(sharded));
+    CHECK(get_dynamic_variable("emb", {.dim = 4, .devices = devices}).same_as(sharded));
+    CHECK_THROWS_WITH(get_dynamic_variable("emb", {.dim = 4, .devices = {devices[1], devices[0]}}),
+                      Contains("Trying to share dynamic variable emb, but specified devices"));
+  }
   // The variable and the rows returned are on the first device.
   CHECK(sharded.device().name() == resolve_device(DeviceSpec::parse(devices[0])).name());
   std::mt19937_64 rng(kSeed + 3);
