@@ -49,12 +49,19 @@ TensorShape rows_shape(int64_t n, const TensorShape& row_shape) {
 }  // namespace
 
 DeviceKeyedTable::DeviceKeyedTable(std::string name, DType key_dtype, Device& device,
-                                   KeyedPolicy policy)
+                                   KeyedPolicy policy, std::shared_ptr<KeyedBudget> budget)
     : KeyedTable(std::move(name), key_dtype, policy),
       device_(device),
+      budget_(std::move(budget)),
       num_shards_(std::max(1, kernels::cpu::pool_threads())),
       shards_(static_cast<size_t>(num_shards_)),
       tracking_(tracking()) {}
+
+void DeviceKeyedTable::note_size() {
+  const int64_t now = live_keys();
+  const int64_t before = size_.exchange(now, std::memory_order_relaxed);
+  if (budget_) budget_->live.fetch_add(now - before);
+}
 
 int64_t DeviceKeyedTable::live_keys() const {
   int64_t n = 0;
@@ -339,7 +346,10 @@ void DeviceKeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>
     new_keys += yes ? 1 : 0;
   }
   if (capped) {
-    const int64_t live = live_keys();
+    // The keys held against the cap: this table's, or with a shared
+    // budget every shard's (the caller holds the budget's lock).
+    const int64_t own = live_keys();
+    const int64_t live = budget_ ? budget_->live.load() : own;
     const int64_t over = live + new_keys - policy().max_rows;
     if (over > 0) {
       // Keys of this batch stay; the others may make room.
@@ -351,15 +361,17 @@ void DeviceKeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>
           ++batch_live;
         }
       }
-      const int64_t evictable = live - batch_live;
+      const int64_t evictable = own - batch_live;
       if (policy().evict == KeyedPolicy::Evict::kNone || over > evictable) {
         throw ResourceExhaustedError(
             quoted(name()) + ": " + std::to_string(new_keys) +
             " new keys do not fit under max_rows " + std::to_string(policy().max_rows) +
             " (the table holds " + std::to_string(live) + " keys" +
+            (budget_ ? ", " + std::to_string(own) + " of them in this shard" : "") +
             (policy().evict == KeyedPolicy::Evict::kNone
                  ? "; eviction is off)"
-                 : "; only " + std::to_string(evictable) + " of them are outside this batch)") +
+                 : "; only " + std::to_string(evictable) + " of them are outside this batch" +
+                       (budget_ ? " in this shard)" : ")")) +
             "; nothing was inserted");
       }
       // The `over` least recently (or frequently) updated keys outside the
@@ -382,7 +394,7 @@ void DeviceKeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>
       for (int64_t v = 0; v < over; ++v) {
         erase_slot(pool[static_cast<size_t>(v)].key, pool[static_cast<size_t>(v)].slot);
       }
-      size_.store(live_keys(), std::memory_order_relaxed);
+      note_size();
       for (const auto& m : members_) m->version.fetch_add(1);
     }
   }
@@ -403,6 +415,45 @@ void DeviceKeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>
   }
 }
 
+int64_t DeviceKeyedTable::count_new(std::span<const int64_t> keys, bool admit) const {
+  std::shared_lock lock(mu_);
+  const std::vector<int64_t> slots = find(keys);
+  std::unordered_map<int64_t, int64_t> seen;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] == HashIndex::kAbsent) ++seen[keys[i]];
+  }
+  if (!admit || policy().admit_after <= 1) return static_cast<int64_t>(seen.size());
+  int64_t n = 0;
+  for (const auto& [key, count] : seen) {
+    const auto it = candidates_.find(key);
+    const int64_t before = it == candidates_.end() ? 0 : it->second.first;
+    n += before + count >= policy().admit_after ? 1 : 0;
+  }
+  return n;
+}
+
+std::vector<std::pair<int64_t, int64_t>> DeviceKeyedTable::eviction_candidates(
+    std::span<const int64_t> keys, int64_t n) const {
+  std::shared_lock lock(mu_);
+  if (n <= 0 || !tracking_) return {};
+  std::vector<uint8_t> in_batch(static_cast<size_t>(capacity_), 0);
+  for (int64_t slot : find(keys)) {
+    if (slot >= 0) in_batch[static_cast<size_t>(slot)] = 1;
+  }
+  const bool lru = policy().evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
+  const auto& metric = lru ? last_step_ : updates_;
+  std::vector<std::pair<int64_t, int64_t>> pool;
+  for_each_key([&](int64_t key, int64_t slot) {
+    if (in_batch[static_cast<size_t>(slot)] == 0) {
+      pool.emplace_back(metric[static_cast<size_t>(slot)].load(), key);
+    }
+  });
+  const auto keep = std::min<size_t>(pool.size(), static_cast<size_t>(n));
+  std::partial_sort(pool.begin(), pool.begin() + static_cast<ptrdiff_t>(keep), pool.end());
+  pool.resize(keep);
+  return pool;
+}
+
 int64_t DeviceKeyedTable::expire() {
   if (policy().expire_after <= 0) return 0;
   std::unique_lock lock(mu_);
@@ -418,7 +469,7 @@ int64_t DeviceKeyedTable::expire() {
     it = now - it->second.second >= policy().expire_after ? candidates_.erase(it) : std::next(it);
   }
   if (!stale.empty()) {
-    size_.store(live_keys(), std::memory_order_relaxed);
+    note_size();
     for (const auto& m : members_) m->version.fetch_add(1);
   }
   return static_cast<int64_t>(stale.size());
@@ -445,6 +496,10 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   const int64_t n = static_cast<int64_t>(keys.size());
   std::vector<int64_t> slots = find(keys);
   if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return slots;
+  // A shared cap is checked and the new keys counted in it under its lock:
+  // two shards inserting at once cannot both pass it.
+  std::unique_lock<std::mutex> budget_lock;
+  if (budget_ && policy().max_rows > 0) budget_lock = std::unique_lock(budget_->mu);
   admit(keys, slots, admit_keys);
   const int64_t absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
   if (absent == 0) {
@@ -529,7 +584,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
       updates_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
     }
   }
-  size_.store(live_keys(), std::memory_order_relaxed);
+  note_size();
   std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
   return slots;
 }
@@ -729,7 +784,7 @@ int64_t DeviceKeyedTable::erase(std::span<const int64_t> keys) {
     ++erased;
   }
   if (erased > 0) {
-    size_.store(live_keys(), std::memory_order_relaxed);
+    note_size();
     for (const auto& m : members_) m->version.fetch_add(1);
   }
   return erased;
@@ -743,7 +798,7 @@ void DeviceKeyedTable::drop_keys() {
   for (auto& shard : shards_) shard.clear();
   free_.clear();
   next_slot_ = 0;
-  size_.store(0, std::memory_order_relaxed);
+  note_size();
 }
 
 void DeviceKeyedTable::clear() {

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -236,10 +237,21 @@ std::shared_ptr<KeyedTable> make_keyed_table(std::string name, DType key_dtype,
                                              const std::vector<Device*>& devices,
                                              KeyedPolicy policy = {});
 
+// A cap shared by the shards of one table (runtime/sharded_keyed_table.h):
+// their live keys together stay at most the policy's max_rows. A shard
+// inserting new keys holds `mu` from the cap's check until `live` counts
+// them, evicting its own keys to make room.
+struct KeyedBudget {
+  std::mutex mu;
+  std::atomic<int64_t> live{0};
+};
+
 // A table on one device.
 class DeviceKeyedTable final : public KeyedTable {
  public:
-  DeviceKeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy = {});
+  // With `budget`, max_rows caps the keys of every table sharing it.
+  DeviceKeyedTable(std::string name, DType key_dtype, Device& device, KeyedPolicy policy = {},
+                   std::shared_ptr<KeyedBudget> budget = nullptr);
 
   Device& device() const override { return device_; }
   std::vector<Device*> devices() const override { return {&device_}; }
@@ -274,6 +286,15 @@ class DeviceKeyedTable final : public KeyedTable {
   void start_marking() override;
   Changes take_changes(const std::vector<int>& members, uint64_t last) override;
   Tensor initial_rows(int member, std::span<const int64_t> keys) const override;
+
+  // For a sharded table's cap (ShardedKeyedTable): how many of `keys` a
+  // training call would insert now (distinct, absent and, with `admit`,
+  // admitted), and the keys it would evict first: up to `n` of the keys
+  // not among `keys`, as (metric, key), least recently (or frequently)
+  // updated first, ties by the smaller key. Change nothing.
+  int64_t count_new(std::span<const int64_t> keys, bool admit) const;
+  std::vector<std::pair<int64_t, int64_t>> eviction_candidates(std::span<const int64_t> keys,
+                                                               int64_t n) const;
 
  private:
   struct Member {
@@ -336,6 +357,7 @@ class DeviceKeyedTable final : public KeyedTable {
                         const std::vector<std::pair<int64_t, int64_t>>& entries) const;
 
   Device& device_;
+  const std::shared_ptr<KeyedBudget> budget_;
 
   mutable std::shared_mutex mu_;
   kernels::cpu::HashIndex& shard_of(int64_t key) {
@@ -352,6 +374,9 @@ class DeviceKeyedTable final : public KeyedTable {
     for (const auto& shard : shards_) shard.for_each(fn);
   }
   int64_t live_keys() const;
+  // size_ = live_keys(), the change counted in the budget. Caller holds mu_
+  // exclusively.
+  void note_size();
 
   const int64_t num_shards_;
   std::vector<kernels::cpu::HashIndex> shards_;

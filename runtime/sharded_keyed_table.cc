@@ -62,14 +62,15 @@ ShardedKeyedTable::ShardedKeyedTable(std::string name, DType key_dtype,
                                      const std::vector<Device*>& devices, KeyedPolicy policy)
     : KeyedTable(name, key_dtype, policy) {
   const auto count = static_cast<int64_t>(devices.size());
-  KeyedPolicy each = policy;
-  if (policy.max_rows > 0) each.max_rows = (policy.max_rows + count - 1) / count;
+  // A cap is one budget for every shard's keys.
+  std::shared_ptr<KeyedBudget> budget;
+  if (policy.max_rows > 0) budget = std::make_shared<KeyedBudget>();
   for (int64_t s = 0; s < count; ++s) {
     Device& device = *devices[static_cast<size_t>(s)];
     shards_.push_back(std::make_unique<DeviceKeyedTable>(name + " (shard " + std::to_string(s) +
                                                              " of " + std::to_string(count) +
                                                              ", on " + device.name() + ")",
-                                                         key_dtype, device, each));
+                                                         key_dtype, device, policy, budget));
   }
   shard_generations_.assign(shards_.size(), 0);
 }
@@ -92,6 +93,45 @@ ShardedKeyedTable::Split ShardedKeyedTable::split(std::span<const int64_t> keys)
     out.positions[s].push_back(static_cast<int64_t>(i));
   }
   return out;
+}
+
+void ShardedKeyedTable::make_room(const Split& parts, bool admit) {
+  const int64_t cap = policy().max_rows;
+  if (cap <= 0) return;
+  int64_t fresh = 0;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (!parts.keys[s].empty()) fresh += shards_[s]->count_new(parts.keys[s], admit);
+  }
+  const int64_t live = size();
+  const int64_t over = live + fresh - cap;
+  if (fresh == 0 || over <= 0) return;
+  auto refuse = [&](const std::string& why) {
+    throw ResourceExhaustedError(
+        quoted(name()) + ": " + std::to_string(fresh) + " new keys do not fit under max_rows " +
+        std::to_string(cap) + " (the table holds " + std::to_string(live) + " keys over " +
+        std::to_string(shards_.size()) + " shards; " + why + "); nothing was inserted");
+  };
+  if (policy().evict == KeyedPolicy::Evict::kNone) refuse("eviction is off");
+  // The `over` keys the table evicts: each shard's best, then the best of
+  // those.
+  std::vector<std::tuple<int64_t, int64_t, size_t>> victims;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    for (const auto& [metric, key] : shards_[s]->eviction_candidates(parts.keys[s], over)) {
+      victims.emplace_back(metric, key, s);
+    }
+  }
+  if (static_cast<int64_t>(victims.size()) < over) {
+    refuse("only " + std::to_string(victims.size()) + " of them are outside this call's keys");
+  }
+  std::partial_sort(victims.begin(), victims.begin() + over, victims.end());
+  std::vector<std::vector<int64_t>> evict(shards_.size());
+  for (int64_t v = 0; v < over; ++v) {
+    const auto& [metric, key, s] = victims[static_cast<size_t>(v)];
+    evict[s].push_back(key);
+  }
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (!evict[s].empty()) shards_[s]->erase(evict[s]);
+  }
 }
 
 int ShardedKeyedTable::add_member(std::string op_name, DType dtype, TensorShape row_shape,
@@ -139,6 +179,7 @@ uint64_t ShardedKeyedTable::version(int member) const {
 Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
                                  const Tensor& absent_row) {
   const Split parts = split(keys);
+  if (insert) make_room(parts, /*admit=*/true);
   Device& out_device = device();
   Tensor out(dtype(member),
              TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member)),
@@ -156,6 +197,7 @@ Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool
 void ShardedKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                                 const Tensor& updates, const std::string& who) {
   const Split parts = split(keys);
+  make_room(parts, /*admit=*/true);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (parts.keys[s].empty()) continue;
     const Tensor mine = updates.rank() == 0 || parts.keys[s].size() == keys.size()
@@ -167,6 +209,7 @@ void ShardedKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<con
 
 void ShardedKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
   const Split parts = split(keys);
+  make_room(parts, /*admit=*/false);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (parts.keys[s].empty()) continue;
     shards_[s]->insert(parts.keys[s], gather_rows(values, parts.positions[s]));
@@ -193,6 +236,7 @@ void ShardedKeyedTable::reset_member(int member) {
 void ShardedKeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
                                     bool all_rows, const RowsFn& fn) {
   const Split parts = split(keys);
+  make_room(parts, /*admit=*/true);
   // Every shard counts the step, with keys or not.
   for (size_t s = 0; s < shards_.size(); ++s) {
     const std::vector<int64_t>& positions = parts.positions[s];
@@ -229,19 +273,14 @@ void ShardedKeyedTable::replace(const Tensor& keys, const std::vector<int>& memb
                                 const std::vector<Tensor>& values) {
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
   const Split parts = split(k);
-  // Every shard's cap checked before any shard changes.
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    const int64_t cap = shards_[s]->policy().max_rows;
-    const auto n = static_cast<int64_t>(parts.keys[s].size());
-    if (cap > 0 && n > cap) {
-      throw ResourceExhaustedError(quoted(name()) + ": restoring " + std::to_string(k.size()) +
-                                   " keys puts " + std::to_string(n) + " in shard " +
-                                   std::to_string(s) + " (on " + shards_[s]->device().name() +
-                                   "), which holds at most " + std::to_string(cap) + " (max_rows " +
-                                   std::to_string(policy().max_rows) + " over " +
-                                   std::to_string(shards_.size()) + " shards)");
-    }
+  if (policy().max_rows > 0 && static_cast<int64_t>(k.size()) > policy().max_rows) {
+    throw ResourceExhaustedError(quoted(name()) + ": restoring " + std::to_string(k.size()) +
+                                 " keys into a table capped at max_rows " +
+                                 std::to_string(policy().max_rows));
   }
+  // Every shard emptied first, so that no shard's new keys meet another's
+  // old ones in the cap.
+  for (const auto& s : shards_) s->clear();
   for (size_t s = 0; s < shards_.size(); ++s) {
     std::vector<Tensor> mine;
     for (const Tensor& v : values) mine.push_back(gather_rows(v, parts.positions[s]));

@@ -8,10 +8,11 @@
 // on each shard, and puts the rows it returns back in the keys' order on
 // the first shard's device. Exports merge the shards in ascending key
 // order, so a checkpoint does not depend on the sharding and restores into
-// any number of shards (the keys are routed again). The policy applies per
-// shard: admission counts are exact (a key always meets the same shard),
-// a cap is split evenly (each shard holds at most ceil(max_rows / shards))
-// and evicts within its shard, every shard counts every training step.
+// any number of shards (the keys are routed again). Admission counts are
+// exact (a key always meets the same shard); a cap holds for the shards'
+// keys together (a KeyedBudget they share), a shard that needs room evicting
+// its own least recently (or frequently) updated keys; every shard counts
+// every training step.
 //
 // Thread safety: as DeviceKeyedTable's, per shard; a call spanning shards
 // is not atomic across them (each shard's part is).
@@ -80,6 +81,12 @@ class ShardedKeyedTable final : public KeyedTable {
     std::vector<std::vector<int64_t>> positions;
   };
   Split split(std::span<const int64_t> keys) const;
+  // Before a call that may insert `parts` (admitting with `admit`): under
+  // a cap, evicts the keys the whole table would (the least recently or
+  // frequently updated outside the call's keys, over every shard), so that
+  // each shard then has room; ResourceExhaustedError, nothing changed, when
+  // the new keys cannot fit (eviction off, or too few keys outside them).
+  void make_room(const Split& parts, bool admit);
 
   std::vector<std::unique_ptr<DeviceKeyedTable>> shards_;
   // take_changes: the generation handed out, and each shard's of the last

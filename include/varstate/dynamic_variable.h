@@ -75,9 +75,9 @@ struct DynamicVariableOptions {
   // rows, lives on the device its hash picks; every call splits its keys
   // over the shards and returns rows on the first device, which is the
   // variable's device(). Checkpoints hold one table whatever the sharding
-  // (restore into any number of shards). A cap (max_rows) is split evenly
-  // over the shards, each evicting within itself. Empty: one table on the
-  // device the device scope picks.
+  // (restore into any number of shards). A cap (max_rows) holds for the
+  // shards' keys together; a shard needing room evicts its own keys.
+  // Empty: one table on the device the device scope picks.
   std::vector<std::string> devices = {};
   // Rows (and index entries) reserved at creation, so that the table does
   // not grow until it holds that many keys; it grows past them by half

@@ -681,8 +681,8 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: sharded over devices", "[dynam
   // Rows depend on the seed and key alone: the same as in one table.
   CHECK(rows.to_vector<float>() == single.gather(keys_tensor(keys)).to_vector<float>());
   CHECK(sharded.size() == 2000);
-  // The cap is split over the shards: 3000 / shards each; a batch that
-  // overfills one shard is refused whole.
+  // A cap holds for the shards together: new keys past it are refused
+  // whole without eviction; with LRU eviction a shard makes room.
   const DynamicVariable capped =
       get_dynamic_variable("capped", {.dim = 1,
                                       .devices = devices,
@@ -692,6 +692,33 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: sharded over devices", "[dynam
   DynamicVariable c = capped;
   std::vector<int64_t> many(40);
   for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i) * 7777;
-  CHECK_THROWS_AS(c.gather(keys_tensor(many)), ResourceExhaustedError);
-  CHECK(c.size() <= static_cast<int64_t>(devices.size()));
+  CHECK_THROWS_WITH(c.gather(keys_tensor(many)), Contains("\"capped\"") &&
+                                                     Contains("eviction is off") &&
+                                                     Contains("nothing was inserted"));
+  CHECK(c.size() == 0);
+  // Under a cap, a sharded table evicts what one table would (the least
+  // recently updated over every shard), step by step.
+  for (const auto eviction : {DynamicVariableOptions::Eviction::kLeastRecentlyUpdated,
+                              DynamicVariableOptions::Eviction::kLeastFrequentlyUpdated}) {
+    CAPTURE(static_cast<int>(eviction));
+    reset_default_graph();
+    const DynamicVariableOptions base = {
+        .dim = 2, .initializer = zeros_initializer(), .max_rows = 50, .eviction = eviction};
+    DynamicVariableOptions on_shards = base;
+    on_shards.devices = devices;
+    DynamicVariable a = get_dynamic_variable("a", base);
+    DynamicVariable b = get_dynamic_variable("b", on_shards);
+    AdagradOptimizer opt(0.1);
+    init_all();
+    std::mt19937_64 gen(kSeed + 4);
+    for (int step = 0; step < 40; ++step) {
+      CAPTURE(step);
+      std::vector<int64_t> k(12);
+      for (int64_t& key : k) key = static_cast<int64_t>(gen() % 200) * 1000003;
+      const Tensor g = Tensor::filled(DType::kFloat, {12, 2}, Tensor(0.5f), test_device());
+      opt.apply_gradients({a.gradient(keys_tensor(k), g), b.gradient(keys_tensor(k), g)});
+      REQUIRE(exported(a) == exported(b));
+      REQUIRE(b.size() <= 50);
+    }
+  }
 }

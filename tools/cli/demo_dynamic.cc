@@ -11,9 +11,13 @@
 // times (until then it reads zeros and its gradients are dropped); each
 // table holds at most --row_cap of its ids' rows, evicting the least
 // recently updated. Evaluation reads with lookup(), which inserts nothing
-// (an id never admitted reads zeros). A Saver writes the
-// tables as "<name>-keys" / "<name>-values" every --save_every steps;
-// --resume restores the latest checkpoint and continues from its step.
+// (an id never admitted reads zeros). With several chosen devices
+// (--device gpu on a multi-GPU machine, --device all) each table is sharded
+// by key over them. A Saver writes the tables every --save_every steps,
+// incrementally (each delta holds the keys written and erased since the
+// previous save; --full_checkpoints: every save whole, "<name>-keys" /
+// "<name>-values"); --resume restores the latest checkpoint (its chain) and
+// continues from its step.
 #include "demo_dynamic.h"
 
 #include <varstate/varstate.h>
@@ -72,13 +76,14 @@ Model build_model(const DynamicDemoOptions& o) {
         name, {.dim = o.rank,
                .initializer = random_normal_initializer({.stddev = stddev, .seed = seed}),
                .default_value = Tensor(0.0f),
+               .devices = o.devices.size() > 1 ? o.devices : std::vector<std::string>{},
                .initial_capacity = cap,
                .admit_after = o.admit_after,
                .max_rows = cap});
   };
   std::optional<DynamicVariable> users, items;
   {
-    DeviceScope here(o.device);
+    DeviceScope here(o.devices.front());
     auto scope = variable_scope("recommender");
     users = table("users", o.users, 1);
     items = table("items", o.items, 2);
@@ -193,7 +198,11 @@ int demo_dynamic(const DynamicDemoOptions& o) {
     const int64_t done = step + 1;
     if (done % o.save_every == 0 || done == o.steps) {
       const auto t0 = Clock::now();
-      const std::string path = *saver.save(sess, prefix, {.global_step = m.global_step}).path();
+      const std::string path =
+          *saver
+               .save(sess, prefix,
+                     {.global_step = m.global_step, .incremental = !o.full_checkpoints})
+               .path();
       save_seconds += seconds_since(t0);
       std::printf("step %lld/%lld  users %lld, items %lld live keys  saved %s\n",
                   static_cast<long long>(done), static_cast<long long>(o.steps),
@@ -206,11 +215,16 @@ int demo_dynamic(const DynamicDemoOptions& o) {
   const double rmse_train = rmse(m, data.train, ones, device);
   const double rmse_after = rmse(m, data.test, ones, device);
   const double bytes = static_cast<double>(m.users.memory_bytes() + m.items.memory_bytes());
+  std::string where = device.name();
+  if (o.devices.size() > 1) {
+    where = "tables sharded over";
+    for (const std::string& d : o.devices) where += " " + d;
+  }
   std::printf(
       "\ntrained %lld steps on %s: %.0f steps/s, %.2fM row updates/s\n"
       "live keys: users %lld, items %lld; tables with slots %.1f MiB\n"
       "RMSE: train %.4f, test %.4f (before %.4f; noise %.4f)\ntotal %.1f s\n",
-      static_cast<long long>(o.steps - first), device.name().c_str(),
+      static_cast<long long>(o.steps - first), where.c_str(),
       static_cast<double>(o.steps - first) / std::max(train_seconds, 1e-9),
       static_cast<double>(updates) / std::max(train_seconds, 1e-9) / 1e6,
       static_cast<long long>(m.users.size()), static_cast<long long>(m.items.size()),
@@ -218,6 +232,8 @@ int demo_dynamic(const DynamicDemoOptions& o) {
   if (!o.json.empty()) {
     nlohmann::json j = {{"mode", "dynamic"},
                         {"device", device.name()},
+                        {"devices", o.devices},
+                        {"incremental_checkpoints", !o.full_checkpoints},
                         {"steps", o.steps - first},
                         {"steps_per_s", static_cast<double>(o.steps - first) / train_seconds},
                         {"live_users", m.users.size()},

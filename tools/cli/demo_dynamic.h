@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace varstate {
 class Optimizer;
@@ -31,8 +32,11 @@ struct DynamicDemoOptions {
   int64_t max_to_keep = 0;
   bool resume = false;
   int64_t seed = 0;
-  std::string device;  // the tables' device ("/device:CPU:0", "/device:GPU:0")
-  std::string json;    // where to write the summary; empty: nowhere
+  // The chosen devices ("/device:CPU:0", or the GPUs, ...): the tables live
+  // on the first, sharded over all of them when there are several.
+  std::vector<std::string> devices;
+  bool full_checkpoints = false;  // incremental (per-key delta) saves unless set
+  std::string json;               // where to write the summary; empty: nowhere
   // Admission (sightings before an id gets a row) and each table's row cap
   // as a fraction of its ids (least recently updated rows evicted past it).
   int64_t admit_after = 2;
