@@ -19,6 +19,12 @@
 //       and erased from, and a dense "dense", saved at PREFIX (meta graph
 //       included); OUT: keys, values, slot (emb's rows and accumulator in
 //       key order) and dense
+//   interop_tool dynamic_chain PREFIX COMPACT OUT
+//       a dynamic variable "emb" (dim 3, Adagrad) of 400 keys saved
+//       incrementally at PREFIX-1, then, after a few keys were trained,
+//       erased and inserted, a per-key delta at PREFIX-2, compacted into the
+//       full checkpoint COMPACT; OUT: keys, values, slot, written (the
+//       delta's keys) and erased
 //   interop_tool dynamic_restore CHECKPOINT DIM OUT
 //       restores a dynamic variable "emb" of DIM from CHECKPOINT's
 //       emb-keys / emb-values; OUT: its keys and values
@@ -99,6 +105,7 @@
 // writes its results as tensor_text lines, dispatched in main(), and a
 // test_*.py computing the same with TensorFlow through conftest's tool(),
 // encode() and read_tensors().
+#include <algorithm>
 #include <any>
 #include <chrono>
 #include <cstring>
@@ -291,6 +298,48 @@ int cmd_dynamic_save(const std::vector<std::string>& args) {
   out.write("values", kv.values);
   out.write("slot", opt.get_slot(emb.variable(), "accumulator")->value());
   out.write("dense", dense.value());
+  return 0;
+}
+
+// A dynamic table's chain: a base, a per-key delta, and its compaction
+// (the usage comment at the top).
+int cmd_dynamic_chain(const std::vector<std::string>& args) {
+  DynamicVariable emb = get_dynamic_variable(
+      "emb", {.dim = 3, .initializer = random_normal_initializer({.seed = 6})});
+  AdagradOptimizer opt(0.5);
+  Session sess;
+  sess.run(global_variables_initializer());
+  Device& cpu = DeviceManager::instance().cpu();
+  std::vector<int64_t> keys(400);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i * 7919) - 1000000;
+  opt.apply_gradients({emb.gradient(Tensor::from_vector(keys),
+                                    Tensor::filled(DType::kFloat, {400, 3}, Tensor(0.25f), cpu))});
+  Saver saver({.max_to_keep = 5});
+  (void)saver.save(sess, args.at(0), {.global_step = int64_t{1}, .incremental = true}).wait();
+  const std::vector<int64_t> trained(keys.begin(), keys.begin() + 5);
+  opt.apply_gradients({emb.gradient(Tensor::from_vector(trained),
+                                    Tensor::filled(DType::kFloat, {5, 3}, Tensor(-0.5f), cpu))});
+  emb.erase(Tensor::from_vector<int64_t>({keys[10], keys[11], keys[12]}));
+  emb.insert(Tensor::from_vector<int64_t>({INT64_MIN, INT64_MAX}),
+             Tensor({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}}));
+  const std::string delta =
+      saver.save(sess, args.at(0), {.global_step = int64_t{2}, .incremental = true}).wait().value();
+  if (!checkpoint_chain(delta).back().is_delta) {
+    std::fprintf(stderr, "dynamic_chain: %s is not a delta\n", delta.c_str());
+    return 2;
+  }
+  compact_checkpoint(delta, args.at(1));
+  Output out(args.at(2));
+  const KeysAndValues kv = emb.export_rows();
+  out.write("keys", kv.keys);
+  out.write("values", kv.values);
+  out.write("slot", opt.get_slot(emb.variable(), "accumulator")->value());
+  std::vector<int64_t> written = trained;
+  written.push_back(INT64_MIN);
+  written.push_back(INT64_MAX);
+  std::sort(written.begin(), written.end());
+  out.write("written", Tensor::from_vector(written));
+  out.write("erased", Tensor::from_vector<int64_t>({keys[10], keys[11], keys[12]}));
   return 0;
 }
 
@@ -1081,6 +1130,7 @@ int main(int argc, char** argv) {
     if (cmd == "dump") return cmd_dump(args);
     if (cmd == "dynamic_save") return cmd_dynamic_save(args);
     if (cmd == "dynamic_restore") return cmd_dynamic_restore(args);
+    if (cmd == "dynamic_chain") return cmd_dynamic_chain(args);
     if (cmd == "restore") return cmd_restore(args);
     if (cmd == "random") return cmd_random(args);
     if (cmd == "init") return cmd_init(args);

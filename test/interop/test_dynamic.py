@@ -3,7 +3,9 @@
 TensorFlow reads a dynamic variable's keys and rows (and its optimizer
 slot's) as plain tensors, imports the meta graph of a graph that holds one
 and restores its dense variables with that meta graph's saver; varstate
-restores a dynamic variable from keys and values TensorFlow wrote."""
+restores a dynamic variable from keys and values TensorFlow wrote;
+TensorFlow opens a per-key delta as a plain bundle and reads the
+compaction of a chain."""
 import numpy as np
 
 from conftest import read_tensors, same_bits, tf, tf1, tool
@@ -61,3 +63,32 @@ def test_varstate_restores_keys_and_values_tensorflow_wrote(tmp_path):
     restored = read_tensors(out)
     assert same_bits(restored["keys"], keys)
     assert same_bits(restored["values"], values)
+
+
+def test_tensorflow_reads_a_compacted_chain_and_the_delta(tmp_path):
+    prefix = tmp_path / "model"
+    compact = tmp_path / "compact"
+    out = tmp_path / "expected.txt"
+    tool("dynamic_chain", prefix, compact, out)
+    expected = read_tensors(out)
+    # The chain compacted: the table's keys and rows as one full save.
+    reader = tf.train.load_checkpoint(str(compact))
+    assert same_bits(reader.get_tensor("emb-keys"), expected["keys"])
+    assert same_bits(reader.get_tensor("emb-values"), expected["values"])
+    assert same_bits(reader.get_tensor("emb/Adagrad-keys"), expected["keys"])
+    assert same_bits(reader.get_tensor("emb/Adagrad-values"), expected["slot"])
+    assert not any(".delta_" in k for k in reader.get_variable_to_shape_map())
+    # The delta opens as an ordinary bundle: the keys written and erased
+    # since the base, and the rows of the written ones.
+    delta = tf.train.load_checkpoint(str(prefix) + "-2")
+    shapes = delta.get_variable_to_shape_map()
+    written = delta.get_tensor("emb-keys/.delta_keys")
+    assert same_bits(written, expected["written"])
+    assert same_bits(delta.get_tensor("emb-keys/.delta_erased"), expected["erased"])
+    assert shapes["emb-values/.delta_key_rows"] == [len(written), 3]
+    assert shapes["emb/Adagrad-values/.delta_key_rows"] == [len(written), 3]
+    rows = dict(zip(expected["keys"].tolist(), expected["values"].reshape(-1, 3)))
+    got = delta.get_tensor("emb-values/.delta_key_rows")
+    for k, row in zip(written.tolist(), got):
+        assert same_bits(row, rows[k])
+    assert "emb-values" not in shapes
