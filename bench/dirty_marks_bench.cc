@@ -66,24 +66,7 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
 
 // Uniform ids, or Zipf-like (exponent 1.1) over a shuffled vocabulary.
 std::vector<int64_t> make_ids(bool zipf, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> ids(static_cast<size_t>(kUpdates));
-  if (!zipf) {
-    for (auto& i : ids) i = static_cast<int64_t>(rng() % static_cast<uint64_t>(kRows));
-    return ids;
-  }
-  std::vector<double> cdf(static_cast<size_t>(kRows));
-  double sum = 0;
-  for (int64_t r = 0; r < kRows; ++r) cdf[static_cast<size_t>(r)] = sum += std::pow(r + 1, -1.1);
-  std::vector<int64_t> perm(static_cast<size_t>(kRows));
-  for (int64_t r = 0; r < kRows; ++r) perm[static_cast<size_t>(r)] = r;
-  std::shuffle(perm.begin(), perm.end(), rng);
-  std::uniform_real_distribution<double> u(0, sum);
-  for (auto& i : ids) {
-    const auto k = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
-    i = perm[static_cast<size_t>(std::min<int64_t>(k, kRows - 1))];
-  }
-  return ids;
+  return varstate::bench::random_positions(kRows, kUpdates, zipf, seed);
 }
 
 struct Result {

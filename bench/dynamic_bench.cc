@@ -50,29 +50,6 @@ std::vector<int64_t> random_keys(int64_t n, uint64_t seed) {
   return keys;
 }
 
-// kBatch positions in [0, n), uniform or Zipf(1.1) over a shuffled order.
-std::vector<int64_t> draws(int64_t n, bool zipf, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<int64_t> out(static_cast<size_t>(kBatch));
-  if (!zipf) {
-    for (int64_t& p : out) p = static_cast<int64_t>(gen() % static_cast<uint64_t>(n));
-    return out;
-  }
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  std::shuffle(order.begin(), order.end(), gen);
-  std::vector<double> cdf(static_cast<size_t>(n));
-  double sum = 0;
-  for (size_t r = 0; r < cdf.size(); ++r)
-    cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
-  std::uniform_real_distribution<double> u(0, sum);
-  for (int64_t& p : out) {
-    const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(gen)) - cdf.begin();
-    p = order[static_cast<size_t>(std::min<ptrdiff_t>(r, n - 1))];
-  }
-  return out;
-}
-
 struct Row {
   std::string name;
   std::vector<std::pair<std::string, double>> fields;
@@ -122,7 +99,8 @@ int main(int argc, char** argv) {
   double sink = 0;
 
   for (const bool zipf : {false, true}) {
-    const std::vector<int64_t> pos = draws(kKeys, zipf, zipf ? 3 : 2);
+    const std::vector<int64_t> pos =
+        varstate::bench::random_positions(kKeys, kBatch, zipf, zipf ? 3 : 2);
     std::vector<int64_t> batch_keys(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) batch_keys[i] = keys[static_cast<size_t>(pos[i])];
     const Tensor k = Tensor::from_vector(batch_keys);

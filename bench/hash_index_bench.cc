@@ -41,23 +41,12 @@ std::vector<int64_t> random_keys(int64_t n, uint64_t seed) {
   return keys;
 }
 
-// kBatch keys drawn from `keys`, uniform or Zipf(1.1) over a shuffled order.
+// kBatch keys drawn from `keys` (random keys), uniform or Zipf(1.1) over
+// their order.
 std::vector<int64_t> draws(const std::vector<int64_t>& keys, bool zipf, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<int64_t> out(static_cast<size_t>(kBatch));
-  if (!zipf) {
-    for (int64_t& k : out) k = keys[gen() % keys.size()];
-    return out;
-  }
-  std::vector<double> cdf(keys.size());
-  double sum = 0;
-  for (size_t r = 0; r < keys.size(); ++r)
-    cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.1);
-  std::uniform_real_distribution<double> u(0, sum);
-  for (int64_t& k : out) {
-    const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(gen)) - cdf.begin();
-    k = keys[static_cast<size_t>(std::min<ptrdiff_t>(r, std::ssize(keys) - 1))];
-  }
+  std::vector<int64_t> out =
+      varstate::bench::random_positions(std::ssize(keys), kBatch, zipf, seed, /*shuffled=*/false);
+  for (int64_t& k : out) k = keys[static_cast<size_t>(k)];
   return out;
 }
 

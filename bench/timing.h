@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -57,6 +60,33 @@ inline PlainArgs parse_plain_args(int argc, char** argv, const char* program, in
     a.machine = u.nodename;
   }
   return a;
+}
+
+// `count` positions in [0, n): uniform, or Zipf(`exponent`) over the
+// positions, the k-th most frequent being the k-th of a shuffled order (so
+// that hot positions are not neighbours) or, without `shuffled`, position k.
+inline std::vector<int64_t> random_positions(int64_t n, int64_t count, bool zipf, uint64_t seed,
+                                             bool shuffled = true, double exponent = 1.1) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  if (!zipf) {
+    for (int64_t& p : out) p = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    return out;
+  }
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  if (shuffled) std::shuffle(order.begin(), order.end(), rng);
+  std::vector<double> cdf(static_cast<size_t>(n));
+  double sum = 0;
+  for (size_t r = 0; r < cdf.size(); ++r) {
+    cdf[r] = sum += std::pow(static_cast<double>(r + 1), -exponent);
+  }
+  std::uniform_real_distribution<double> u(0, sum);
+  for (int64_t& p : out) {
+    const auto r = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+    p = order[static_cast<size_t>(std::min<ptrdiff_t>(r, n - 1))];
+  }
+  return out;
 }
 
 }  // namespace varstate::bench
