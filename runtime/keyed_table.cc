@@ -594,37 +594,53 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
 
 bool DeviceKeyedTable::gather_present(const Member& m, std::span<const int64_t> keys,
                                       Tensor& out) const {
-  // Keys resolved a chunk at a time (the index prefetches their entries),
-  // then the chunk's rows copied while the next rows are prefetched: the
-  // entry and row misses overlap, and no slot list is built.
-  constexpr int64_t kChunk = 64;
-  constexpr int64_t kRowsAhead = 4;
+  // One pipelined pass per range, three stages a key apart: key i+D1+D2 is
+  // hashed and its index entry prefetched, key i+D2 probed (its entry has
+  // arrived) and its row prefetched, row i copied (it has arrived). Every
+  // miss is in flight while earlier keys are served; no slot list is built.
+  constexpr int64_t kEntryAhead = 32;  // D1: keys between the prefetch and the probe
+  constexpr int64_t kRowAhead = 12;    // D2: keys between the probe and the copy
+  constexpr int64_t kRing = 64;        // > D1 and > D2, a power of two
+  static_assert(kRing > kEntryAhead && kRing > kRowAhead && (kRing & (kRing - 1)) == 0);
   const int64_t n = static_cast<int64_t>(keys.size());
   const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
+  // Rows up to 1 KiB prefetched whole; wider ones stream from their start.
+  const size_t prefetched = std::min<size_t>(row_bytes, 1024);
   const auto* arena = static_cast<const std::byte*>(m.arena.raw_data());
   auto* dst = static_cast<std::byte*>(out.raw_data());
   std::atomic<bool> absent{false};
   kernels::cpu::for_ranges(
-      n, kChunk, n * static_cast<int64_t>(row_bytes),
+      n, 64, n * static_cast<int64_t>(row_bytes),
       kernels::cpu::parallel_thresholds().gather_bytes / 4, [&](int64_t first, int64_t last) {
-        int64_t slots[kChunk];
-        for (int64_t c = first; c < last; c += kChunk) {
-          const int64_t count = std::min(kChunk, last - c);
-          find_range(keys.data() + c, count, slots);
-          for (int64_t j = 0; j < count; ++j) {
-            if (slots[j] == HashIndex::kAbsent) {
+        uint64_t hashes[kRing];
+        int64_t slots[kRing];
+        const int64_t count = last - first;
+        const int64_t* k = keys.data() + first;
+        for (int64_t i = 0; i < count + kEntryAhead + kRowAhead; ++i) {
+          if (i < count) {
+            const uint64_t h = kernels::key_hash(static_cast<uint64_t>(k[i]));
+            shards_[static_cast<size_t>(kernels::hash_shard(h, num_shards_))].prefetch_hashed(h);
+            hashes[i & (kRing - 1)] = h;
+          }
+          const int64_t probe = i - kEntryAhead;
+          if (probe >= 0 && probe < count) {
+            const uint64_t h = hashes[probe & (kRing - 1)];
+            const int64_t slot =
+                shards_[static_cast<size_t>(kernels::hash_shard(h, num_shards_))].find_hashed(
+                    k[probe], h);
+            if (slot == HashIndex::kAbsent) {
               absent.store(true, std::memory_order_relaxed);
               return;
             }
+            slots[probe & (kRing - 1)] = slot;
+            const std::byte* row = arena + static_cast<size_t>(slot) * row_bytes;
+            for (size_t b = 0; b < prefetched; b += 64) __builtin_prefetch(row + b);
           }
-          for (int64_t j = 0; j < count; ++j) {
-            if (j + kRowsAhead < count) {
-              const std::byte* ahead =
-                  arena + static_cast<size_t>(slots[j + kRowsAhead]) * row_bytes;
-              for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ahead + b);
-            }
-            std::memcpy(dst + static_cast<size_t>(c + j) * row_bytes,
-                        arena + static_cast<size_t>(slots[j]) * row_bytes, row_bytes);
+          const int64_t copy = probe - kRowAhead;
+          if (copy >= 0 && copy < count) {
+            std::memcpy(dst + static_cast<size_t>(first + copy) * row_bytes,
+                        arena + static_cast<size_t>(slots[copy & (kRing - 1)]) * row_bytes,
+                        row_bytes);
           }
         }
       });
