@@ -494,42 +494,68 @@ void DeviceKeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
 std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init,
                                                       bool admit_keys) {
   const int64_t n = static_cast<int64_t>(keys.size());
-  std::vector<int64_t> slots = find(keys);
-  if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return slots;
-  // A shared cap is checked and the new keys counted in it under its lock:
-  // two shards inserting at once cannot both pass it.
+  // Without a policy to consult, every key goes straight to its shard's
+  // insert, which leaves a present key's slot as it is and hands the free
+  // slots to the absent ones: one probe a key. A policy needs to know the
+  // absent keys first, and so does a table without a free row for every
+  // key (it would grow for keys it holds).
+  const bool policy_applies = (admit_keys && policy().admit_after > 1) || policy().max_rows > 0;
+  const int64_t room = static_cast<int64_t>(free_.size()) + (capacity_ - next_slot_);
+  std::vector<int64_t> slots;
   std::unique_lock<std::mutex> budget_lock;
-  if (budget_ && policy().max_rows > 0) budget_lock = std::unique_lock(budget_->mu);
-  admit(keys, slots, admit_keys);
+  if (policy_applies || room < n) {
+    slots = find(keys);
+    if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return slots;
+    // A shared cap is checked and the new keys counted in it under its
+    // lock: two shards inserting at once cannot both pass it.
+    if (budget_ && policy().max_rows > 0) budget_lock = std::unique_lock(budget_->mu);
+    admit(keys, slots, admit_keys);
+  } else {
+    slots.assign(keys.size(), HashIndex::kAbsent);
+  }
   const int64_t absent = std::count(slots.begin(), slots.end(), HashIndex::kAbsent);
   if (absent == 0) {
     std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
     return slots;
   }
   reserve_rows(absent);
-  // The absent keys by shard, in order, with their positions in `keys`.
+  // The absent keys by shard, in order, with their positions in `keys`:
+  // each key's shard, the shards' counts, then the keys placed.
   const size_t num_shards = shards_.size();
-  std::vector<std::vector<int64_t>> shard_keys(num_shards);
-  std::vector<std::vector<int64_t>> shard_positions(num_shards);
+  std::vector<uint32_t> shard_of_key(keys.size());
+  std::vector<size_t> counts(num_shards, 0);
   for (int64_t i = 0; i < n; ++i) {
     if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
     const auto s =
-        static_cast<size_t>(kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_));
-    shard_keys[s].push_back(keys[i]);
-    shard_positions[s].push_back(i);
+        static_cast<uint32_t>(kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_));
+    shard_of_key[static_cast<size_t>(i)] = s;
+    ++counts[s];
+  }
+  std::vector<std::vector<int64_t>> shard_keys(num_shards);
+  std::vector<std::vector<int64_t>> shard_positions(num_shards);
+  for (size_t s = 0; s < num_shards; ++s) {
+    shard_keys[s].resize(counts[s]);
+    shard_positions[s].resize(counts[s]);
+    counts[s] = 0;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
+    const uint32_t s = shard_of_key[static_cast<size_t>(i)];
+    const size_t at = counts[s]++;
+    shard_keys[s][at] = keys[i];
+    shard_positions[s][at] = i;
   }
   // Each shard's candidate slots (freed ones first, then fresh ones); a
   // shard hands them to its new keys in the order they first appear.
   std::vector<std::vector<int64_t>> candidates(num_shards);
   for (size_t s = 0; s < num_shards; ++s) {
-    for (size_t j = 0; j < shard_keys[s].size(); ++j) {
-      if (!free_.empty()) {
-        candidates[s].push_back(free_.back());
-        free_.pop_back();
-      } else {
-        candidates[s].push_back(next_slot_++);
-      }
-    }
+    std::vector<int64_t>& c = candidates[s];
+    c.resize(shard_keys[s].size());
+    const size_t reused = std::min(c.size(), free_.size());
+    std::copy(free_.end() - static_cast<ptrdiff_t>(reused), free_.end(), c.begin());
+    free_.resize(free_.size() - reused);
+    std::iota(c.begin() + static_cast<ptrdiff_t>(reused), c.end(), next_slot_);
+    next_slot_ += static_cast<int64_t>(c.size() - reused);
   }
   std::vector<std::vector<int64_t>> shard_slots(num_shards);
   std::vector<int64_t> used(num_shards, 0);
@@ -552,10 +578,12 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   // candidates in order.
   std::vector<int64_t> new_keys;
   std::vector<int64_t> new_slots;
+  int64_t fresh = 0;
+  for (size_t s = 0; s < num_shards; ++s) fresh += used[s];
+  new_keys.reserve(static_cast<size_t>(fresh));
+  new_slots.reserve(static_cast<size_t>(fresh));
   for (size_t s = 0; s < num_shards; ++s) {
-    for (size_t j = static_cast<size_t>(used[s]); j < candidates[s].size(); ++j) {
-      free_.push_back(candidates[s][j]);
-    }
+    free_.insert(free_.end(), candidates[s].begin() + used[s], candidates[s].end());
     for (size_t i = 0, j = 0; i < shard_keys[s].size() && static_cast<int64_t>(j) < used[s]; ++i) {
       if (shard_slots[s][i] == candidates[s][j]) {
         new_keys.push_back(shard_keys[s][i]);
