@@ -1,6 +1,12 @@
 // The rows of a hash-keyed variable (varstate/dynamic_variable.h) and of its
 // optimizer slots. Runtime-internal.
 //
+// KeyedTable is the interface every user of a table sees (the storage, the
+// training ops, the checkpoints); DeviceKeyedTable (below) holds a table on
+// one device, ShardedKeyedTable (runtime/sharded_keyed_table.h) routes keys
+// to DeviceKeyedTable shards on several. What follows describes a
+// DeviceKeyedTable.
+//
 // One key index serves every member of the table: member 0 is the
 // variable, the others are its slots, so a slot's rows are created and
 // erased with the variable's keys. The index maps key -> arena slot
