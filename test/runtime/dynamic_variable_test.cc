@@ -408,13 +408,17 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: slots are created and erased w
 TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates and erasures",
                  "[dynamic][stress]") {
   const int64_t dim = 4;
-  DynamicVariable v = get_dynamic_variable("emb", {.dim = dim, .initializer = zeros_initializer()});
+  // One table, and (with GPUs) tables sharded over the CPU and every GPU.
+  const std::vector<std::string> devices = GENERATE(from_range(shardings()));
+  CAPTURE(devices);
+  DynamicVariable v = get_dynamic_variable(
+      "emb", {.dim = dim, .initializer = zeros_initializer(), .devices = devices});
   init_all();
   // Training steps on new keys meanwhile, in another table, while a
   // second thread inserts into it: its row count (and its slot's) moves
   // while each step is checked.
-  DynamicVariable trained =
-      get_dynamic_variable("trained", {.dim = dim, .initializer = zeros_initializer()});
+  DynamicVariable trained = get_dynamic_variable(
+      "trained", {.dim = dim, .initializer = zeros_initializer(), .devices = devices});
   AdagradOptimizer opt(0.1);
   init_all();
   constexpr int kThreads = 4;
