@@ -363,9 +363,10 @@ bool ChainReader::merges_keys(std::string_view name) const { return keyed_merge(
 TensorData ChainReader::read_merged(const std::string& name, const KeyedMerge& merge) const {
   const auto n = static_cast<int64_t>(merge.keys.size());
   if (keyed_.contains(name)) return TensorData::from_values({n}, merge.keys);
+  const TensorInfo info = links_[0]->info(name);
   TensorData out;
-  out.dtype = links_[0]->info(name).dtype;
-  out.shape = links_[0]->info(name).shape;
+  out.dtype = info.dtype;
+  out.shape = info.shape;
   out.shape[0] = n;
   const size_t row =
       static_cast<size_t>(num_elements(std::span<const int64_t>(out.shape).subspan(1))) *

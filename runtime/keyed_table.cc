@@ -374,26 +374,7 @@ void DeviceKeyedTable::admit(std::span<const int64_t> keys, std::vector<int64_t>
                        (budget_ ? " in this shard)" : ")")) +
             "; nothing was inserted");
       }
-      // The `over` least recently (or frequently) updated keys outside the
-      // batch, ties broken by the smaller key.
-      struct Victim {
-        int64_t metric, key, slot;
-      };
-      std::vector<Victim> pool;
-      pool.reserve(static_cast<size_t>(evictable));
-      const bool lru = policy().evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
-      for_each_key([&](int64_t key, int64_t slot) {
-        if (in_batch[static_cast<size_t>(slot)] != 0) return;
-        const auto& metric = lru ? last_step_ : updates_;
-        pool.push_back({metric[static_cast<size_t>(slot)].load(), key, slot});
-      });
-      auto before = [](const Victim& a, const Victim& b) {
-        return a.metric != b.metric ? a.metric < b.metric : a.key < b.key;
-      };
-      std::nth_element(pool.begin(), pool.begin() + (over - 1), pool.end(), before);
-      for (int64_t v = 0; v < over; ++v) {
-        erase_slot(pool[static_cast<size_t>(v)].key, pool[static_cast<size_t>(v)].slot);
-      }
+      for (const Victim& v : victims(in_batch, over)) erase_slot(v.key, v.slot);
       note_size();
       for (const auto& m : members_) m->version.fetch_add(1);
     }
@@ -432,6 +413,25 @@ int64_t DeviceKeyedTable::count_new(std::span<const int64_t> keys, bool admit) c
   return n;
 }
 
+std::vector<DeviceKeyedTable::Victim> DeviceKeyedTable::victims(
+    const std::vector<uint8_t>& in_batch, int64_t n) const {
+  const bool lru = policy().evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
+  const auto& metric = lru ? last_step_ : updates_;
+  std::vector<Victim> pool;
+  for_each_key([&](int64_t key, int64_t slot) {
+    if (in_batch[static_cast<size_t>(slot)] == 0) {
+      pool.push_back({metric[static_cast<size_t>(slot)].load(), key, slot});
+    }
+  });
+  const auto keep = std::min<size_t>(pool.size(), static_cast<size_t>(std::max<int64_t>(n, 0)));
+  auto before = [](const Victim& a, const Victim& b) {
+    return a.metric != b.metric ? a.metric < b.metric : a.key < b.key;
+  };
+  std::nth_element(pool.begin(), pool.begin() + static_cast<ptrdiff_t>(keep), pool.end(), before);
+  pool.resize(keep);
+  return pool;
+}
+
 std::vector<std::pair<int64_t, int64_t>> DeviceKeyedTable::eviction_candidates(
     std::span<const int64_t> keys, int64_t n) const {
   std::shared_lock lock(mu_);
@@ -440,18 +440,9 @@ std::vector<std::pair<int64_t, int64_t>> DeviceKeyedTable::eviction_candidates(
   for (int64_t slot : find(keys)) {
     if (slot >= 0) in_batch[static_cast<size_t>(slot)] = 1;
   }
-  const bool lru = policy().evict == KeyedPolicy::Evict::kLeastRecentlyUpdated;
-  const auto& metric = lru ? last_step_ : updates_;
-  std::vector<std::pair<int64_t, int64_t>> pool;
-  for_each_key([&](int64_t key, int64_t slot) {
-    if (in_batch[static_cast<size_t>(slot)] == 0) {
-      pool.emplace_back(metric[static_cast<size_t>(slot)].load(), key);
-    }
-  });
-  const auto keep = std::min<size_t>(pool.size(), static_cast<size_t>(n));
-  std::partial_sort(pool.begin(), pool.begin() + static_cast<ptrdiff_t>(keep), pool.end());
-  pool.resize(keep);
-  return pool;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const Victim& v : victims(in_batch, n)) out.emplace_back(v.metric, v.key);
+  return out;
 }
 
 int64_t DeviceKeyedTable::expire() {

@@ -328,6 +328,13 @@ class DeviceKeyedTable final : public KeyedTable {
   // the batch to make room under the cap; ResourceExhaustedError first,
   // with nothing changed, when there is no room.
   void admit(std::span<const int64_t> keys, std::vector<int64_t>& slots, bool admit);
+  // The `n` (or all) live keys outside `in_batch` (a byte per slot) least
+  // recently or frequently updated (the policy's measure), ties broken by
+  // the smaller key; in no order. Caller holds mu_.
+  struct Victim {
+    int64_t metric, key, slot;
+  };
+  std::vector<Victim> victims(const std::vector<uint8_t>& in_batch, int64_t n) const;
   // Erases the key of live slot `slot`. Caller holds mu_ exclusively.
   void erase_slot(int64_t key, int64_t slot);
   // Records an update of `slots` at the current step (capped or expiring

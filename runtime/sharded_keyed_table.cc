@@ -97,7 +97,11 @@ ShardedKeyedTable::Split ShardedKeyedTable::split(std::span<const int64_t> keys)
 
 void ShardedKeyedTable::make_room(const Split& parts, bool admit) {
   const int64_t cap = policy().max_rows;
-  if (cap <= 0) return;
+  // Room for every key being new: nothing to count (no probe on the hot
+  // path of a table below its cap).
+  int64_t calls_keys = 0;
+  for (const auto& k : parts.keys) calls_keys += static_cast<int64_t>(k.size());
+  if (cap <= 0 || size() + calls_keys <= cap) return;
   int64_t fresh = 0;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (!parts.keys[s].empty()) fresh += shards_[s]->count_new(parts.keys[s], admit);
@@ -181,13 +185,15 @@ Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool
   const Split parts = split(keys);
   if (insert) make_room(parts, /*admit=*/true);
   Device& out_device = device();
-  Tensor out(dtype(member),
-             TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member)),
-             out_device);
+  const TensorShape shape =
+      TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member));
+  if (keys.empty()) return Tensor(dtype(member), shape, out_device);
+  Tensor out;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (parts.keys[s].empty()) continue;
     const Tensor rows = shards_[s]->gather(member, parts.keys[s], insert, absent_row);
     if (parts.keys[s].size() == keys.size()) return rows.on(out_device);
+    if (!out.valid()) out = Tensor(dtype(member), shape, out_device);
     scatter_tensor(kernels::ScatterOp::kUpdate, out,
                    Tensor::from_vector(parts.positions[s]).on(out_device), rows.on(out_device), {});
   }
