@@ -56,13 +56,17 @@ else
     errors=0; timed_out=""; bad=""
     options=()
     [ "$tool" = memcheck ] && options=(--track-stream-ordered-races all)
+    # Stores by TMA bulk copies (cuBLAS's Hopper kernels) count as writes.
+    case $tool in memcheck|initcheck) options+=(--check-bulk-copy yes) ;; esac
     for name in $gpu_bins; do
       out="$log/$name.$tool.log"
       VARSTATE_TEST_DEVICE=/device:GPU:0 VARSTATE_TEST_QUICK=1 timeout "$budget" \
         compute-sanitizer --tool "$tool" ${options[@]+"${options[@]}"} --error-exitcode 99 \
         "$bin/$name" "~[large]" >"$out" 2>&1
       rc=$?
-      n=$(grep -o 'ERROR SUMMARY: [0-9]*' "$out" | tail -n 1 | grep -o '[0-9]*$')
+      # "ERROR SUMMARY: N errors" (memcheck, initcheck, synccheck; not the
+      # "... were not printed" line past the print limit), "(N errors," (racecheck)
+      n=$(grep -a -o -E 'ERROR SUMMARY: [0-9]+ errors?$|\([0-9]+ errors?,' "$out" | tail -n 1 | grep -o -E '[0-9]+')
       errors=$((errors + ${n:-0}))
       case $rc in
         0|77) ;;

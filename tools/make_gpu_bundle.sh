@@ -5,25 +5,39 @@
 # they need into a relocatable folder (default: bundle/), with an $ORIGIN
 # rpath, so they run on a GPU host that has the CUDA driver and runtime but
 # none of the build dependencies:
-#   tools/make_gpu_bundle.sh [BUNDLE_DIR] [BUILD_DIR]
+#   tools/make_gpu_bundle.sh [BUNDLE_DIR] [BUILD_DIR] [ARCHIVE]
+# VARSTATE_BUNDLE_TARGETS (CMake targets, space-separated) builds and packs
+# only those, e.g. what one lease's slots run; the binaries are stripped.
+# With ARCHIVE, the bundle is also packed as ARCHIVE (tar, xz -9), the one
+# file to carry to a GPU machine.
 # On the GPU host:  bundle/gpu_check.sh (tests, the four compute-sanitizer
-# tools, the demo; one summary line each), bundle/run_tests.sh and
+# tools, the demo; one summary line each), bundle/gpu_slots.sh (the GPU
+# issue's slots inside one time budget), bundle/run_tests.sh and
 # bundle/run_bench.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${1:-$root/bundle}
 build=${2:-$root/build-bundle}
+archive=${3:-}
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVARSTATE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DVARSTATE_BUILD_TESTS=ON -DVARSTATE_BUILD_BENCH=ON -DVARSTATE_SHARED=OFF \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" \
   -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' -DCMAKE_SKIP_BUILD_RPATH=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)"
+# shellcheck disable=SC2086
+cmake --build "$build" -j"$(nproc)" ${VARSTATE_BUNDLE_TARGETS:+--target $VARSTATE_BUNDLE_TARGETS}
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 find "$build/test" "$build/bench" "$build/tools/cli" -maxdepth 1 -type f -executable \
-  \( -name 'test_*' -o -name 'bench_*' -o -name varstate \) -exec cp {} "$bundle/bin/" \;
+  \( -name 'test_*' -o -name 'bench_*' -o -name varstate \) | while read -r exe; do
+  name=$(basename "$exe")
+  # With VARSTATE_BUNDLE_TARGETS, only those (the CLI's target is varstate_cli).
+  case " ${VARSTATE_BUNDLE_TARGETS:-$name} " in
+    *" $name "*|*" ${name}_cli "*) cp "$exe" "$bundle/bin/" ;;
+  esac
+done
+strip "$bundle"/bin/*
 cp -r "$root/test/testdata" "$bundle/testdata"
 # The device-parameterized binaries (CTest runs them a second time with
 # VARSTATE_TEST_DEVICE=/device:GPU:0): one name a line.
@@ -33,7 +47,7 @@ for test in json.load(sys.stdin)["tests"]:
     for prop in test.get("properties", []):
         if prop["name"] == "ENVIRONMENT" and any(v.startswith("VARSTATE_TEST_DEVICE=") for v in prop["value"]):
             print(os.path.basename(test["command"][0]))
-' | sort -u > "$bundle/device_tests.txt"
+' | sort -u | while read -r t; do [ -x "$bundle/bin/$t" ] && echo "$t"; done > "$bundle/device_tests.txt"
 
 # Non-system libraries: everything ldd resolves outside libc's own set and
 # outside the CUDA toolkit (the GPU host has CUDA 13).
@@ -76,6 +90,11 @@ cd "$(dirname "$0")"
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 ./bin/varstate bench --full --out "${1:-results}" --filter "${2:-.}"
 SH
-cp "$root/tools/gpu_check.sh" "$bundle/"
+cp "$root/tools/gpu_check.sh" "$root/tools/gpu_slots.sh" "$bundle/"
 chmod +x "$bundle"/*.sh
 du -sh "$bundle"
+if [ -n "$archive" ]; then
+  mkdir -p "$(dirname "$archive")"
+  tar -C "$(dirname "$bundle")" -cf - "$(basename "$bundle")" | xz -9 -T"$(nproc)" >"$archive"
+  du -sh "$archive"
+fi
