@@ -14,7 +14,12 @@
 //   an incremental save after 1 % of the keys changed (Adagrad on them:
 //     rows and slot rows) against a full save of the table, time and bytes,
 //     on the temp directory's disk.
-//   bench_dynamic [--reps N] [--out F.json] [--machine NAME]
+// With --device NAME (default /device:CPU:0) the tables, the dense
+// variable, the keys, ids and updates all live on that device, every timed
+// call ends with a device synchronize, and the insertion limit is the rows
+// copied device to device. On a GPU the dense gather of remapped ids is the
+// device's random-access limit for these 256-byte rows.
+//   bench_dynamic [--reps N] [--out F.json] [--machine NAME] [--device NAME]
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -55,12 +60,22 @@ struct Row {
   std::vector<std::pair<std::string, double>> fields;
 };
 
-// Medians of `reps` interleaved rounds of each side; returns seconds.
-std::vector<double> interleaved(int reps, const std::vector<std::function<void()>>& sides) {
+// Wall seconds of `fn` and the device work it queued.
+double seconds_on(Device& device, const std::function<void()>& fn) {
+  return seconds_of_call([&] {
+    fn();
+    device.synchronize();
+  });
+}
+
+// Medians of `reps` interleaved rounds of each side on `device`; returns
+// seconds.
+std::vector<double> interleaved(Device& device, int reps,
+                                const std::vector<std::function<void()>>& sides) {
   std::vector<std::vector<double>> t(sides.size());
-  for (const auto& s : sides) s();  // warm-up
+  for (const auto& s : sides) seconds_on(device, s);  // warm-up
   for (int r = 0; r < reps; ++r) {
-    for (size_t i = 0; i < sides.size(); ++i) t[i].push_back(seconds_of_call(sides[i]));
+    for (size_t i = 0; i < sides.size(); ++i) t[i].push_back(seconds_on(device, sides[i]));
   }
   std::vector<double> out;
   for (auto& v : t) out.push_back(median(v));
@@ -71,11 +86,23 @@ std::vector<double> interleaved(int reps, const std::vector<std::function<void()
 
 int main(int argc, char** argv) {
   const varstate::bench::PlainArgs args =
-      varstate::bench::parse_plain_args(argc, argv, "bench_dynamic", 9);
+      varstate::bench::parse_plain_args(argc, argv, "bench_dynamic", 9, /*takes_device=*/true);
   const int reps = args.reps;
   const std::string& out = args.out;
   const std::string& machine = args.machine;
-  DeviceScope cpu("/device:CPU:0");
+  const std::string device_name = args.device.empty() ? "/device:CPU:0" : args.device;
+  Device* found = DeviceManager::instance().find(DeviceSpec::parse(device_name));
+  if (found == nullptr) {
+    std::fprintf(stderr, "bench_dynamic: no device %s here\n", device_name.c_str());
+    return 2;
+  }
+  if (found->emulated()) {
+    std::fprintf(stderr, "bench_dynamic: %s is emulated: its timings would be the CPU's\n",
+                 device_name.c_str());
+    return 2;
+  }
+  Device& device = *found;
+  DeviceScope here(device_name);
   Session session;
   const std::vector<int64_t> keys = random_keys(kKeys, 1);
   DynamicVariable table = get_dynamic_variable(
@@ -93,8 +120,7 @@ int main(int argc, char** argv) {
   std::unordered_map<int64_t, int64_t> remap;
   remap.reserve(static_cast<size_t>(kKeys));
   for (int64_t i = 0; i < kKeys; ++i) remap.emplace(keys[static_cast<size_t>(i)], i);
-  const Tensor updates = Tensor::filled(DType::kFloat, {kBatch, kDim}, Tensor(0.001f),
-                                        DeviceManager::instance().cpu());
+  const Tensor updates = Tensor::filled(DType::kFloat, {kBatch, kDim}, Tensor(0.001f), device);
   std::vector<Row> rows;
   double sink = 0;
 
@@ -103,12 +129,13 @@ int main(int argc, char** argv) {
         varstate::bench::random_positions(kKeys, kBatch, zipf, zipf ? 3 : 2);
     std::vector<int64_t> batch_keys(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) batch_keys[i] = keys[static_cast<size_t>(pos[i])];
-    const Tensor k = Tensor::from_vector(batch_keys);
-    const Tensor ids = Tensor::from_vector(pos);
+    const Tensor k = Tensor::from_vector(batch_keys).to(device);
+    const Tensor ids = Tensor::from_vector(pos).to(device);
+    // The user's remap runs on the host, on keys the host holds.
     auto remapped = [&] {
       std::vector<int64_t> out(batch_keys.size());
       for (size_t i = 0; i < out.size(); ++i) out[i] = remap.find(batch_keys[i])->second;
-      return Tensor::from_vector(out);
+      return Tensor::from_vector(out).to(device);
     };
     const char* dist = zipf ? "zipf" : "uniform";
     struct Op {
@@ -135,7 +162,7 @@ int main(int argc, char** argv) {
     };
     for (const Op& op : ops) {
       const std::vector<double> t =
-          interleaved(reps, {op.dynamic, op.dense_ids, op.map_then_dense});
+          interleaved(device, reps, {op.dynamic, op.dense_ids, op.map_then_dense});
       const std::string name = std::string(op.name) + "_65536_" + dist;
       std::printf(
           "%-28s dynamic %8.3f ms  dense(remapped ids) %8.3f ms (%.2fx)  "
@@ -188,14 +215,14 @@ int main(int argc, char** argv) {
         .save(session, (dir / "inc").string(), {.global_step = int64_t{0}, .incremental = true})
         .wait();
     const int64_t changed = kKeys / 100;
-    const Tensor grads = Tensor::filled(DType::kFloat, {changed, kDim}, Tensor(0.001f),
-                                        DeviceManager::instance().cpu());
+    const Tensor grads = Tensor::filled(DType::kFloat, {changed, kDim}, Tensor(0.001f), device);
     std::vector<double> t_delta, t_full, b_delta, b_full;
     for (int r = 0; r < reps; ++r) {
       // 1 % of the keys, distinct, a different stretch each round.
       const int64_t from = (static_cast<int64_t>(r) * 7919 * changed) % (kKeys - changed);
       const std::vector<int64_t> part(keys.begin() + from, keys.begin() + from + changed);
-      opt_table.apply_gradients({table.gradient(Tensor::from_vector(part), grads)});
+      opt_table.apply_gradients({table.gradient(Tensor::from_vector(part).to(device), grads)});
+      device.synchronize();
       std::string delta_path;
       t_delta.push_back(seconds_of_call([&] {
         delta_path = incremental
@@ -234,14 +261,24 @@ int main(int argc, char** argv) {
   std::vector<Tensor> fresh_batches;
   for (int64_t b = 0; b < kKeys; b += kBatch) {
     fresh_batches.push_back(
-        Tensor::from_vector(std::vector<int64_t>(fresh.begin() + b, fresh.begin() + b + kBatch)));
+        Tensor::from_vector(std::vector<int64_t>(fresh.begin() + b, fresh.begin() + b + kBatch))
+            .to(device));
   }
-  const Tensor zero_rows = Tensor::zeros(DType::kFloat, {kBatch, kDim});
+  const Tensor zero_rows = Tensor::zeros(DType::kFloat, {kBatch, kDim}, device);
   // The limit: the rows' bytes copied into a fresh buffer of the arena's
   // size and allocator, in the same batches, over every core (the pages
   // faulted in as the arena's are).
   const double limit_s = [&] {
     std::vector<double> t;
+    if (!device.is_cpu()) {  // on a GPU: each batch's rows copied into a fresh buffer there
+      for (int r = 0; r < std::max(3, reps / 3); ++r) {
+        std::vector<Tensor> arena;
+        t.push_back(seconds_on(device, [&] {
+          for (int64_t b = 0; b < kKeys / kBatch; ++b) arena.push_back(zero_rows.clone());
+        }));
+      }
+      return median(t);
+    }
     const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
     for (int r = 0; r < std::max(3, reps / 3); ++r) {
       Tensor arena(DType::kFloat, {kKeys, kDim}, DeviceManager::instance().cpu());
@@ -277,7 +314,7 @@ int main(int argc, char** argv) {
                                          .initializer = zeros_initializer(),
                                          .initial_capacity = reserved ? kKeys : 0});
       session.run(global_variables_initializer());
-      t.push_back(seconds_of_call([&] {
+      t.push_back(seconds_on(device, [&] {
         for (const Tensor& batch : fresh_batches) t2.insert(batch, zero_rows);
       }));
       sink += static_cast<double>(t2.size());
@@ -294,7 +331,7 @@ int main(int argc, char** argv) {
 
   if (!out.empty()) {
     std::ofstream f(out);
-    f << "{\n  \"context\": {\"machine\": \"" << machine
+    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"device\": \"" << device_name
       << "\", \"threads\": " << std::thread::hardware_concurrency() << ", \"live_keys\": " << kKeys
       << ", \"batch\": " << kBatch << ", \"dim\": " << kDim << ", \"reps\": " << reps
       << "},\n  \"results\": [\n";

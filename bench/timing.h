@@ -36,11 +36,14 @@ struct PlainArgs {
   int reps;
   std::string out;
   std::string machine;
+  std::string device;  // --device NAME, where the program takes one; else empty
 };
 
-// Parses argv; prints the usage and exits with 2 on anything else.
-inline PlainArgs parse_plain_args(int argc, char** argv, const char* program, int default_reps) {
-  PlainArgs a{default_reps, "", ""};
+// Parses argv (and --device NAME where `takes_device`); prints the usage and
+// exits with 2 on anything else.
+inline PlainArgs parse_plain_args(int argc, char** argv, const char* program, int default_reps,
+                                  bool takes_device = false) {
+  PlainArgs a{default_reps, "", "", ""};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--reps" && i + 1 < argc) {
@@ -49,8 +52,11 @@ inline PlainArgs parse_plain_args(int argc, char** argv, const char* program, in
       a.out = argv[++i];
     } else if (arg == "--machine" && i + 1 < argc) {
       a.machine = argv[++i];
+    } else if (takes_device && arg == "--device" && i + 1 < argc) {
+      a.device = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--out F.json] [--machine NAME]\n", program);
+      std::fprintf(stderr, "usage: %s [--reps N] [--out F.json] [--machine NAME]%s\n", program,
+                   takes_device ? " [--device NAME]" : "");
       std::exit(2);
     }
   }
