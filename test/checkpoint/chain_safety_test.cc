@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -293,7 +295,7 @@ TEST_CASE("compaction refuses an output that is a file of its own chain", "[comp
     CAPTURE(c.input, c.output);
     const std::string in = dir / c.input;
     // The same file through another spelling of its path too.
-    for (const std::string& out : {dir / c.output, dir.path() + "/./" + c.output}) {
+    for (const std::string out : {dir / c.output, dir.path() + "/./" + c.output}) {
       CHECK_THROWS_AS(compact_checkpoint(in, out), InvalidArgumentError);
       CHECK_THROWS_WITH(compact_checkpoint(in, out),
                         Catch::Contains("compacting checkpoint \"" + in + "\"") &&
@@ -316,7 +318,7 @@ TEST_CASE("compaction refuses a checkpoint the state file lists or needs", "[com
   // retention keeps. Compacting m-2 onto m-4 would make the latest hold
   // step 2's values.
   const std::map<std::string, std::string> before = contents_of(dir.path());
-  for (const std::string& out : {"m-4", "m-3"}) {
+  for (const std::string out : {"m-4", "m-3"}) {
     CAPTURE(out);
     CHECK_THROWS_AS(compact_checkpoint(dir / "m-2", dir / out), FailedPreconditionError);
     CHECK_THROWS_WITH(
@@ -348,7 +350,7 @@ TEST_CASE("compaction onto a directory fails before it writes anything", "[compa
     save_steps(saver, sess, model, dir.path(), 2);
   }
   TempDir out;
-  for (const std::string& blocked : {"o.index", "o.data-00000-of-00001", "o.meta"}) {
+  for (const std::string blocked : {"o.index", "o.data-00000-of-00001", "o.meta"}) {
     CAPTURE(blocked);
     std::filesystem::create_directory(out / blocked);
     const auto before = contents_of(out.path());
@@ -393,8 +395,14 @@ TEST_CASE("compaction removes what killed compactions to its output left",
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-      KillingFileSystem fs(by_ops ? at : 0);
-      for (;;) compact_checkpoint(dir / "m-3", out / "o", &fs);
+      // Never returns into the test runner: an error ends it with 3.
+      try {
+        KillingFileSystem fs(by_ops ? at : 0);
+        for (;;) compact_checkpoint(dir / "m-3", out / "o", &fs);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "killed-compaction child: %s\n", e.what());
+      }
+      _exit(3);
     }
     if (!by_ops) {
       std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
@@ -454,8 +462,8 @@ TEST_CASE("the next save removes deltas whose base is gone and meta graphs witho
     saver.save(sess, dir / "m", {.global_step = 5, .incremental = true});
   }
   const std::set<std::string> names = names_in(dir.path());
-  for (const std::string& gone : {"m-1.data-00000-of-00001", "m-1.meta", "m-2.index",
-                                  "m-2.data-00000-of-00001", "m-2.meta", "m-9.meta"}) {
+  for (const std::string gone : {"m-1.data-00000-of-00001", "m-1.meta", "m-2.index",
+                                 "m-2.data-00000-of-00001", "m-2.meta", "m-9.meta"}) {
     CAPTURE(gone);
     CHECK(names.count(gone) == 0);
   }
@@ -502,7 +510,12 @@ TEST_CASE("saves killed at random points leave every listed chain restorable and
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-      run_job(by_ops ? at : 0, 1000);
+      try {
+        run_job(by_ops ? at : 0, 1000);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "killed-job child: %s\n", e.what());
+        _exit(3);
+      }
       _exit(0);
     }
     if (!by_ops) {

@@ -23,8 +23,7 @@ using varstate::testing::TempDir;
 
 namespace {
 
-const std::string kTfV1 =
-    std::string(VARSTATE_TESTDATA_DIR) + "/tensorflow/half_plus_two_v1/export";
+const std::string kTfV1 = varstate::testing::testdata_dir() + "/tensorflow/half_plus_two_v1/export";
 
 template <typename T>
 TensorData data(std::vector<int64_t> shape, std::vector<T> values, DType dtype = dtype_of<T>) {

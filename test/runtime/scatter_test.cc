@@ -107,9 +107,23 @@ TEST_CASE_METHOD(FreshGraph, "every op, dtype, index dtype and index rank matche
                 seed + 2);
             Tensor expected = naive_scatter(op, start, indices, updates);
             Variable v = initialized_variable(start.clone(), "v");
-            Tensor out = apply_scatter(op, v, indices, updates);
+            // scatter_update keeps the last duplicate in deterministic mode
+            // only (any one on a GPU's atomic path): checked both ways.
+            const bool any_duplicate = op == ScatterOp::kUpdate && !scalar_update;
+            UpdateOptions options;
+            if (any_duplicate) options.deterministic = true;
+            Tensor out = apply_scatter(op, v, indices, updates, options);
             CHECK(compare_tensors(out, expected).empty());
             CHECK(compare_tensors(v.value(), expected).empty());
+            if (any_duplicate) {
+              Variable w = initialized_variable(start.clone(), "w");
+              apply_scatter(op, w, indices, updates, {.deterministic = false});
+              CHECK(update_takes_a_duplicate(
+                        w.value(), start, indices,
+                        updates.reshaped(
+                            TensorShape{indices.num_elements()}.concatenate(table_shape.tail(1))))
+                        .empty());
+            }
           }
         }
       }

@@ -131,6 +131,41 @@ inline Variable initialized_variable(const Tensor& value, const std::string& nam
   return v;
 }
 
+// scatter_update's contract where duplicates may land in any order (a GPU's
+// atomic path, varstate/scatter.h): every element of `got` equals that
+// element of `start` where no index names its row, else that element of
+// one of the updates naming the row (compared as bytes). `updates` is
+// [indices.size()] + row shape. Empty when it holds, else the first
+// element that breaks it.
+inline std::string update_takes_a_duplicate(const Tensor& got, const Tensor& start,
+                                            const Tensor& indices, const Tensor& updates) {
+  const Tensor g = got.to_host(), s = start.to_host(), u = updates.to_host();
+  const std::vector<int64_t> idx = indices.cast(DType::kInt64).to_vector<int64_t>();
+  const int64_t rows = s.shape().dim(0);
+  const int64_t width = rows == 0 ? 0 : s.num_elements() / rows;
+  const size_t size = dtype_size(s.dtype());
+  auto element = [&](const Tensor& t, int64_t i) {
+    return static_cast<const std::byte*>(t.raw_data()) + static_cast<size_t>(i) * size;
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < width; ++c) {
+      const std::byte* have = element(g, r * width + c);
+      bool named = false, found = false;
+      for (size_t p = 0; p < idx.size() && !found; ++p) {
+        if (idx[p] != r) continue;
+        named = true;
+        found = std::memcmp(have, element(u, static_cast<int64_t>(p) * width + c), size) == 0;
+      }
+      if (!named) found = std::memcmp(have, element(s, r * width + c), size) == 0;
+      if (!found) {
+        return "element [" + std::to_string(r) + "," + std::to_string(c) + "] is " +
+               (named ? "no update of its row" : "not its start value");
+      }
+    }
+  }
+  return "";
+}
+
 // Byte-wise equality of two tensors' contents (for "left unchanged").
 inline bool same_bytes(const Tensor& a, const Tensor& b) {
   Tensor x = a.to_host(), y = b.to_host();
