@@ -18,6 +18,8 @@
 #include "varstate/slice.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "kernels/cuda/gather.h"
+#include "kernels/cuda/scatter.h"
+#include "runtime/scatter_check_internal.h"
 #endif
 
 namespace varstate {
@@ -76,12 +78,16 @@ std::string op_label(const GatherOptions& options) {
   return options.name.empty() ? std::string("gather") : options.name;
 }
 
-// The indices as host int64 values, each checked against [0, rows).
-std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows, const std::string& who) {
+void check_index_dtype(const Tensor& indices, const std::string& who) {
   if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64) {
     throw TypeError(who + ": indices must be int32 or int64, got " +
                     std::string(dtype_name(indices.dtype())));
   }
+}
+
+// The indices as host int64 values, each checked against [0, rows).
+std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows, const std::string& who) {
+  check_index_dtype(indices, who);
   std::vector<int64_t> idx = internal::host_indices(indices);
   // The scatters' check: a bad index named by its coordinates, as TensorFlow does.
   internal::check_index_values(idx, indices.shape(), rows, who);
@@ -100,6 +106,59 @@ Tensor gather_checked(const Tensor& params, const TensorShape& index_shape,
                       std::span<const int64_t> positions) {
   return internal::gather_rows(params, positions)
       .reshaped(index_shape.concatenate(params.shape().tail(1)));
+}
+
+// Whether `params`' rows at `indices` can be gathered where both are: on
+// one GPU, the indices never copied to the host.
+bool gather_in_place(const Tensor& params, const Tensor& indices) {
+  return !params.on_cpu() && &indices.device() == &params.device();
+}
+
+// The rows of `params` (on a GPU) at `indices` (int32 or int64, on that
+// GPU), shaped indices.shape + params.shape[1:]: the bounds are checked on
+// the device (kernels/cuda/scatter.h's protocol: past a bad index the gather
+// writes nothing) and the check's record is the one thing read back, the
+// error (as the host check words it) raised before returning.
+Tensor gather_on_device(const Tensor& params, const Tensor& indices, const std::string& who) {
+  Tensor out(params.dtype(), indices.shape().concatenate(params.shape().tail(1)), params.device());
+#ifdef VARSTATE_HAVE_CUDA
+  const int64_t n = indices.num_elements();
+  if (n == 0) return out;
+  const int64_t rows = params.shape().dim(0);
+  const int64_t row_bytes =
+      params.shape().tail(1).num_elements() * static_cast<int64_t>(dtype_size(params.dtype()));
+  Device& device = params.device();
+  internal::CheckRecordPool& pool = internal::CheckRecordPool::instance();
+  std::unique_ptr<internal::CheckRecord> record = pool.take(device);
+  try {
+    DeviceGuard guard(device);
+    cudaStream_t stream = device.stream();
+    kernels::cuda::reset_index_check(record->check, stream);
+    auto run = [&](const auto* idx) {
+      kernels::cuda::validate_indices(idx, n, rows, record->check, stream);
+      kernels::cuda::gather_rows(params.raw_data(), row_bytes, idx, n, out.raw_data(), stream,
+                                 record->check);
+    };
+    if (indices.dtype() == DType::kInt32) {
+      run(static_cast<const int32_t*>(indices.raw_data()));
+    } else {
+      run(static_cast<const int64_t*>(indices.raw_data()));
+    }
+    device.copy_to_host_async(record->host.data(), record->check,
+                              sizeof(kernels::cuda::IndexCheck));
+    device.record_event()->wait_host();
+  } catch (...) {
+    internal::CheckRecordPool::discard(std::move(record));
+    throw;
+  }
+  const std::string error =
+      internal::check_error(record->host.data(), who, indices.shape(), TensorShape{}, rows);
+  pool.give_back(std::move(record));
+  if (!error.empty()) throw InvalidArgumentError(error);
+#else
+  (void)indices, (void)who;
+#endif
+  return out;
 }
 
 // The rows `local[k]` (host int64) of each part k, gathered by each kind
@@ -128,6 +187,10 @@ std::vector<Tensor> gather_parts(const std::vector<Variable>& parts,
 Tensor gather(const Tensor& params, const Tensor& indices, const GatherOptions& options) {
   const std::string who = op_label(options);
   check_params_rank(params.shape(), who);
+  if (gather_in_place(params, indices)) {
+    check_index_dtype(indices, who);
+    return gather_on_device(params, indices, who);
+  }
   return gather_checked(params, indices.shape(),
                         checked_indices(indices, params.shape().dim(0), who));
 }
@@ -139,6 +202,12 @@ Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions
     return dynamic->gather(indices);
   }
   check_params_rank(params.shape(), who);
+  if (!indices.on_cpu() && internal::storage(params).updates_in_place()) {
+    check_index_dtype(indices, who);
+    // The live value, as the storage's own gather reads it.
+    const Tensor value = params.value();
+    if (gather_in_place(value, indices)) return gather_on_device(value, indices, who);
+  }
   const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
   return internal::storage(params)
       .gather(params, idx)

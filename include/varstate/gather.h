@@ -19,8 +19,10 @@
 // Every index must be in [0, rows): an index outside raises
 // InvalidArgumentError naming its position and value, as TensorFlow's CPU
 // kernel does (TensorFlow's GPU kernel returns zeros instead; varstate
-// checks on every device). Indices on a GPU are read back to the host
-// for that check.
+// checks on every device). When a Tensor's or a Variable's rows and the
+// indices are on the same GPU, a kernel checks the indices there and the
+// gather waits only for that check's verdict (no copy of the indices);
+// indices elsewhere are checked on the host.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,7 @@
 // Row gather: one thread per word of output, grid-stride.
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/gather.h"
+#include "kernels/cuda/scatter.h"
 
 namespace varstate::kernels::cuda {
 namespace {
@@ -12,7 +13,9 @@ struct GatherConfig {
 template <typename W, typename Index>
 __global__ void __launch_bounds__(GatherConfig::kThreads)
     gather_rows_kernel(const W* __restrict__ table, int64_t row_words,
-                       const Index* __restrict__ indices, int64_t n, W* __restrict__ out) {
+                       const Index* __restrict__ indices, int64_t n, W* __restrict__ out,
+                       const IndexCheck* check) {
+  if (check != nullptr && check->first_bad_position != IndexCheck::kNone) return;
   const int64_t total = n * row_words;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < total;
@@ -28,31 +31,32 @@ struct alignas(16) Word16 {
 
 template <typename W, typename Index>
 void launch(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
-            cudaStream_t stream) {
+            cudaStream_t stream, const IndexCheck* check) {
   const int64_t row_words = row_bytes / static_cast<int64_t>(sizeof(W));
   constexpr int kThreads = GatherConfig::kThreads;
   launch_kernel(gather_rows_kernel<W, Index>, grid_for(n * row_words, kThreads), kThreads, 0,
-                stream, static_cast<const W*>(table), row_words, indices, n, static_cast<W*>(out));
+                stream, static_cast<const W*>(table), row_words, indices, n, static_cast<W*>(out),
+                check);
 }
 
 }  // namespace
 
 template <typename Index>
 void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const IndexCheck* check) {
   if (n == 0 || row_bytes == 0) return;
   const uint64_t align = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(table) |
                          reinterpret_cast<uintptr_t>(out);
-  if (align % 16 == 0) return launch<Word16>(table, row_bytes, indices, n, out, stream);
-  if (align % 8 == 0) return launch<uint64_t>(table, row_bytes, indices, n, out, stream);
-  if (align % 4 == 0) return launch<uint32_t>(table, row_bytes, indices, n, out, stream);
-  if (align % 2 == 0) return launch<uint16_t>(table, row_bytes, indices, n, out, stream);
-  launch<uint8_t>(table, row_bytes, indices, n, out, stream);
+  if (align % 16 == 0) return launch<Word16>(table, row_bytes, indices, n, out, stream, check);
+  if (align % 8 == 0) return launch<uint64_t>(table, row_bytes, indices, n, out, stream, check);
+  if (align % 4 == 0) return launch<uint32_t>(table, row_bytes, indices, n, out, stream, check);
+  if (align % 2 == 0) return launch<uint16_t>(table, row_bytes, indices, n, out, stream, check);
+  launch<uint8_t>(table, row_bytes, indices, n, out, stream, check);
 }
 
 template void gather_rows<int32_t>(const void*, int64_t, const int32_t*, int64_t, void*,
-                                   cudaStream_t);
+                                   cudaStream_t, const IndexCheck*);
 template void gather_rows<int64_t>(const void*, int64_t, const int64_t*, int64_t, void*,
-                                   cudaStream_t);
+                                   cudaStream_t, const IndexCheck*);
 
 }  // namespace varstate::kernels::cuda

@@ -10,13 +10,18 @@
 
 namespace varstate::kernels::cuda {
 
+struct IndexCheck;  // kernels/cuda/scatter.h
+
 // Enqueues out[i, :] = table[indices[i], :] for i in [0, n), each row
 // `row_bytes` bytes; all pointers are device memory of the stream's device.
-// Precondition (runtime/ checks it): every index is a valid row. No host
-// synchronization. Defined for Index in {int32_t, int64_t}. Throws
-// InternalError if the launch fails.
+// Precondition: every index is a valid row, checked by the caller (on the
+// host), or with `check`: by validate_indices into `check` enqueued before
+// on this stream (kernels/cuda/scatter.h's bounds protocol), the gather then
+// writing nothing when a bad index was recorded. No host synchronization.
+// Defined for Index in {int32_t, int64_t}. Throws InternalError if the
+// launch fails.
 template <typename Index>
 void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const IndexCheck* check = nullptr);
 
 }  // namespace varstate::kernels::cuda

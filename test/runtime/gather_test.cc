@@ -123,6 +123,65 @@ TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the 
                        Message("gather on \"emb\": indices[1] = 6 is not in [0, 6)"));
 }
 
+TEST_CASE_METHOD(FreshSession,
+                 "gather with indices on the params' device: the same rows, shapes and errors",
+                 "[gather]") {
+  // On a GPU the indices stay there: checked by a kernel, the rows gathered
+  // by another, the check's record the one thing read back.
+  Device& dev = test_device();
+  const std::vector<float> table = iota(5 * 3);
+  Tensor params = Tensor::from_vector<float>(table, {5, 3}).to(dev);
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> ids(1000);
+  for (int64_t& i : ids) i = static_cast<int64_t>(rng() % 5);
+  for (DType index_dtype : {DType::kInt64, DType::kInt32}) {
+    CAPTURE(dtype_name(index_dtype));
+    const Tensor idx = Tensor::from_vector<int64_t>(ids, {10, 100}).cast(index_dtype).to(dev);
+    Tensor rows = gather(params, idx);
+    CHECK(rows.shape() == TensorShape{10, 100, 3});
+    CHECK(&rows.device() == &dev);
+    CHECK(rows.to_vector<float>() == reference_rows(table, 3, ids));
+    // A scalar index; no indices.
+    CHECK(gather(params, Tensor::from_vector<int64_t>({4}, {}).cast(index_dtype).to(dev))
+              .to_vector<float>() == reference_rows(table, 3, {4}));
+    CHECK(gather(params, Tensor::from_vector<int64_t>({}).cast(index_dtype).to(dev)).shape() ==
+          TensorShape{0, 3});
+    // The first bad position, named as the host check names it.
+    std::vector<int64_t> bad = ids;
+    bad[537] = 5;
+    bad[901] = -3;
+    CHECK_THROWS_MATCHES(
+        gather(params, Tensor::from_vector<int64_t>(bad, {10, 100}).cast(index_dtype).to(dev)),
+        InvalidArgumentError, Message("gather: indices[5,37] = 5 is not in [0, 5)"));
+    // Rows of no bytes and a table of no rows still check every index.
+    Tensor empty_rows = Tensor::zeros(DType::kFloat, {5, 0}, dev);
+    CHECK(gather(empty_rows, Tensor::from_vector<int64_t>({4, 0}).cast(index_dtype).to(dev))
+              .shape() == TensorShape{2, 0});
+    CHECK_THROWS_MATCHES(
+        gather(empty_rows, Tensor::from_vector<int64_t>({0, 5}).cast(index_dtype).to(dev)),
+        InvalidArgumentError, Message("gather: indices[1] = 5 is not in [0, 5)"));
+    CHECK_THROWS_MATCHES(gather(Tensor::zeros(DType::kFloat, {0, 3}, dev),
+                                Tensor::from_vector<int64_t>({0}).cast(index_dtype).to(dev)),
+                         InvalidArgumentError, Message("gather: indices[0] = 0 is not in [0, 0)"));
+  }
+  // A variable: its live value, its errors; non-integer indices on the device.
+  Variable w(Tensor::from_vector<float>(table, {5, 3}), {.name = "w"});
+  CHECK_THROWS_AS(gather(w, Tensor::from_vector<int64_t>({0}).to(dev)), FailedPreconditionError);
+  session.run(global_variables_initializer());
+  w.assign_add(Tensor(1.0f));
+  std::vector<float> now = table;
+  for (float& x : now) x += 1;
+  const Tensor idx = Tensor::from_vector<int64_t>(ids).to(dev);
+  CHECK(gather(w, idx).to_vector<float>() == reference_rows(now, 3, ids));
+  CHECK_THROWS_MATCHES(gather(w, Tensor::from_vector<int32_t>({1, 7}).to(dev)),
+                       InvalidArgumentError,
+                       Message("gather on \"w\": indices[1] = 7 is not in [0, 5)"));
+  CHECK_THROWS_AS(gather(w, Tensor::from_vector<float>({1.0f}).to(dev)), TypeError);
+  CHECK_THROWS_AS(gather(params, Tensor::from_vector<float>({1.0f}).to(dev)), TypeError);
+  // The variable is unchanged by the failed gathers.
+  CHECK(w.value().to_vector<float>() == now);
+}
+
 namespace {
 
 // The IndexedSlices of gather_gradients' pair `k`, as host vectors.
