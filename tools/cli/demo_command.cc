@@ -919,7 +919,7 @@ Action add_demo_command(CLI::App& app) {
   auto dynamic = std::make_shared<bool>(false);
   cmd->add_flag("--dynamic", *dynamic,
                 "hash-keyed embedding tables: the ids as raw 64-bit feature hashes, no remap "
-                "(varstate/dynamic_variable.h); the tables on the first chosen device");
+                "(varstate/dynamic_variable.h); each table sharded over the chosen devices");
   auto admit_after = std::make_shared<int64_t>(2);
   cmd->add_option("--admit_after", *admit_after,
                   "--dynamic: training sightings before an id gets a row")
