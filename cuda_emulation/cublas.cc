@@ -84,6 +84,7 @@ cublasStatus_t gemm(cublasContext* h, cublasOperation_t ta, cublasOperation_t tb
     return E::load(tb == CUBLAS_OP_N ? B[p + static_cast<int64_t>(j) * ldb]
                                      : B[j + static_cast<int64_t>(p) * ldb]);
   };
+  emu::count(&emu::Stats::launches);
   const cudaError_t err = emu::enqueue_device_work(h->stream, [=] {
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < m; ++i) {

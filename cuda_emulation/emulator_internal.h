@@ -27,6 +27,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,23 @@ struct Config {
   int arch = VARSTATE_EMULATED_CUDA_ARCH;  // e.g. 900
 };
 const Config& config();
+
+// What the host asked of the emulated GPUs, for a program's host-side cost
+// model without a GPU (VARSTATE_EMULATED_GPU_STATS=1 prints it to stderr at
+// exit; tests read stats()): kernel launches (cuBLAS calls included), copies by direction with
+// their bytes (host-to-device ones from pageable memory also counted apart:
+// the runtime stages them), memsets, host waits (calls that return only
+// once device work has finished: synchronizes, blocking copies and memsets,
+// copies into pageable host memory, cudaFree), allocations and frees.
+struct Stats {
+  std::atomic<uint64_t> launches{0}, h2d{0}, h2d_bytes{0}, h2d_pageable{0}, d2h{0}, d2h_bytes{0},
+      d2d{0}, d2d_bytes{0}, memsets{0}, host_waits{0}, allocations{0}, frees{0};
+};
+// The process's counts (always kept: an atomic add per call).
+Stats& stats();
+inline void count(std::atomic<uint64_t> Stats::*field, uint64_t n = 1) {
+  (stats().*field).fetch_add(n, std::memory_order_relaxed);
+}
 
 class Stream;
 

@@ -319,6 +319,7 @@ void launch_grid(const void* kernel, dim3 grid, dim3 block_dim, size_t shared_by
     set_last_error(cudaErrorInvalidResourceHandle);
     return;
   }
+  count(&Stats::launches);
   auto shared_body = std::make_shared<KernelBody>(std::move(body));
   enqueue_ordered(s, Task{[shared_body, grid, block_dim, shared_bytes, device, kernel] {
                             GridJob job;

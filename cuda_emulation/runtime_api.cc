@@ -79,6 +79,15 @@ cudaError_t copy_on(emu::Stream* s, void* dst, const void* src, size_t bytes, cu
     return fail(e);
   }
   if (const cudaError_t e = emu::sticky_error(s->device()); e != cudaSuccess) return e;
+  const bool to_device = dst_side == Side::kDevice, from_device = src_side == Side::kDevice;
+  if (to_device && from_device) {
+    emu::count(&emu::Stats::d2d), emu::count(&emu::Stats::d2d_bytes, bytes);
+  } else if (to_device) {
+    emu::count(&emu::Stats::h2d), emu::count(&emu::Stats::h2d_bytes, bytes);
+    if (src_side == Side::kHost) emu::count(&emu::Stats::h2d_pageable);
+  } else if (from_device) {
+    emu::count(&emu::Stats::d2h), emu::count(&emu::Stats::d2h_bytes, bytes);
+  }
   if (src_side == Side::kHost && dst_side == Side::kDevice) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
@@ -89,7 +98,10 @@ cudaError_t copy_on(emu::Stream* s, void* dst, const void* src, size_t bytes, cu
   }
   const emu::StreamPoint p =
       emu::enqueue_ordered(s, emu::Task{[=] { std::memcpy(dst, src, bytes); }, {}, true});
-  if (dst_side == Side::kHost && src_side == Side::kDevice) s->wait(p.seq);
+  if (dst_side == Side::kHost && src_side == Side::kDevice) {
+    emu::count(&emu::Stats::host_waits);
+    s->wait(p.seq);
+  }
   return cudaSuccess;
 }
 
@@ -97,6 +109,7 @@ cudaError_t set_on(emu::Stream* s, void* p, int value, size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   if (!emu::is_device_range(p, bytes)) return fail(cudaErrorInvalidValue);
   if (const cudaError_t e = emu::sticky_error(s->device()); e != cudaSuccess) return e;
+  emu::count(&emu::Stats::memsets);
   emu::enqueue_ordered(s, emu::Task{[=] { std::memset(p, value, bytes); }, {}, true});
   return cudaSuccess;
 }
@@ -203,6 +216,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
 cudaError_t cudaDeviceSynchronize() {
   int device;
   if (const cudaError_t e = usable_device(&device); e != cudaSuccess) return e;
+  emu::count(&emu::Stats::host_waits);
   emu::synchronize_device(device);
   return emu::sticky_error(device);
 }
@@ -273,6 +287,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   *ptr = nullptr;
   if (const cudaError_t e = usable_device(&device); e != cudaSuccess) return e;
   if (bytes == 0) return cudaSuccess;
+  emu::count(&emu::Stats::allocations);
   *ptr = emu::allocate_device(device, bytes);
   return *ptr == nullptr ? fail(cudaErrorMemoryAllocation) : cudaSuccess;
 }
@@ -286,6 +301,7 @@ cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   const int owner = emu::device_of(ptr);
   if (owner < 0 || !emu::begin_free(ptr)) return fail(cudaErrorInvalidValue);
+  emu::count(&emu::Stats::frees), emu::count(&emu::Stats::host_waits);
   emu::synchronize_device(owner);  // cudaFree waits for the device, as on a GPU
   emu::finish_free(ptr);
   return cudaSuccess;
@@ -296,6 +312,7 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (ptr == nullptr) return cudaSuccess;
   if (!emu::begin_free(ptr)) return fail(cudaErrorInvalidValue);
+  emu::count(&emu::Stats::frees);
   emu::enqueue_ordered(s, emu::Task{[ptr] { emu::finish_free(ptr); }, {}, false});
   return cudaSuccess;
 }
@@ -357,6 +374,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   if (const cudaError_t e = usable_device(&device); e != cudaSuccess) return e;
   emu::Stream* s = emu::find_stream(nullptr);
   if (const cudaError_t e = copy_on(s, dst, src, bytes, kind); e != cudaSuccess) return e;
+  emu::count(&emu::Stats::host_waits);
   s->wait(s->last().seq);
   return emu::sticky_error(device);
 }
@@ -385,6 +403,7 @@ cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
   if (const cudaError_t e = usable_device(&device); e != cudaSuccess) return e;
   emu::Stream* s = emu::find_stream(nullptr);
   if (const cudaError_t e = set_on(s, ptr, value, bytes); e != cudaSuccess) return e;
+  emu::count(&emu::Stats::host_waits);
   s->wait(s->last().seq);
   return emu::sticky_error(device);
 }
@@ -415,6 +434,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   emu::Stream* s = stream_or_null(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  emu::count(&emu::Stats::host_waits);
   s->wait(s->last().seq);
   return emu::sticky_error(s->device());
 }
@@ -477,6 +497,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto* e = reinterpret_cast<emu::Event*>(event);
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (e->point.seq > 0 && !e->point.stream->done(e->point.seq)) {
+    emu::count(&emu::Stats::host_waits);  // a finished event does not stall the host
+  }
   if (e->point.seq > 0) e->point.stream->wait(e->point.seq);
   return emu::sticky_error(e->device);
 }

@@ -123,6 +123,40 @@ const Config& config() {
   return c;
 }
 
+namespace {
+
+void print_stats() {
+  const Stats& st = stats();
+  std::fprintf(stderr,
+               "emulated GPU stats: %llu launches; host-to-device %llu copies (%llu bytes, %llu "
+               "from pageable memory), device-to-host %llu (%llu bytes), device-to-device %llu "
+               "(%llu bytes); %llu memsets; %llu host waits; %llu allocations, %llu frees\n",
+               static_cast<unsigned long long>(st.launches.load()),
+               static_cast<unsigned long long>(st.h2d.load()),
+               static_cast<unsigned long long>(st.h2d_bytes.load()),
+               static_cast<unsigned long long>(st.h2d_pageable.load()),
+               static_cast<unsigned long long>(st.d2h.load()),
+               static_cast<unsigned long long>(st.d2h_bytes.load()),
+               static_cast<unsigned long long>(st.d2d.load()),
+               static_cast<unsigned long long>(st.d2d_bytes.load()),
+               static_cast<unsigned long long>(st.memsets.load()),
+               static_cast<unsigned long long>(st.host_waits.load()),
+               static_cast<unsigned long long>(st.allocations.load()),
+               static_cast<unsigned long long>(st.frees.load()));
+}
+
+}  // namespace
+
+Stats& stats() {
+  static Stats* const s = [] {
+    auto* st = new Stats;  // lives until exit: workers may count during static destruction
+    const char* v = std::getenv("VARSTATE_EMULATED_GPU_STATS");
+    if (v != nullptr && std::string(v) == "1") std::atexit(print_stats);
+    return st;
+  }();
+  return *s;
+}
+
 // ---------------------------------------------------------------------------
 // Stream
 

@@ -488,3 +488,54 @@ TEST_CASE("emulated GPUs: a contended 16-byte CAS loop applies every update once
   CUDA_OK(cudaFree(dp));
   CUDA_OK(cudaFree(df));
 }
+
+__global__ void set_kernel(int* p, int n, int value) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    p[i] = value;
+  }
+}
+
+TEST_CASE("emulated GPUs: the host-side counts see each kind of call", "[emulation]") {
+  namespace emu = varstate::cuda_emulation;
+  using S = emu::Stats;
+  const auto read = [](std::atomic<uint64_t> S::*f) { return (emu::stats().*f).load(); };
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const uint64_t launches = read(&S::launches), h2d = read(&S::h2d),
+                 h2d_bytes = read(&S::h2d_bytes), pageable = read(&S::h2d_pageable),
+                 d2h = read(&S::d2h), d2h_bytes = read(&S::d2h_bytes), d2d = read(&S::d2d),
+                 waits = read(&S::host_waits), allocations = read(&S::allocations),
+                 frees = read(&S::frees), memsets = read(&S::memsets);
+  int* d = device_alloc<int>(256);
+  int* e = device_alloc<int>(256);
+  std::vector<int> host(256, 3);
+  void* pinned = nullptr;
+  CUDA_OK(cudaHostAlloc(&pinned, 256 * sizeof(int), 0));
+  CUDA_OK(cudaMemcpyAsync(d, host.data(), 256 * sizeof(int), cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaMemcpyAsync(e, pinned, 256 * sizeof(int), cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaMemsetAsync(e, 0, 256 * sizeof(int), stream));
+  CUDA_OK(cudaMemcpyAsync(e, d, 256 * sizeof(int), cudaMemcpyDeviceToDevice, stream));
+  launch_kernel(set_kernel, 1, 64, 0, stream, d, 256, 7);
+  CUDA_OK(cudaGetLastError());
+  // Into pinned memory: asynchronous; into pageable memory: the host waits.
+  CUDA_OK(cudaMemcpyAsync(pinned, d, 16, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaMemcpyAsync(host.data(), d, 256 * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  CHECK(host[255] == 7);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaFreeAsync(e, stream));
+  CUDA_OK(cudaFree(d));
+  CUDA_OK(cudaFreeHost(pinned));
+  CUDA_OK(cudaStreamDestroy(stream));
+  CHECK(read(&S::launches) - launches == 1);
+  CHECK(read(&S::h2d) - h2d == 2);
+  CHECK(read(&S::h2d_bytes) - h2d_bytes == 2 * 256 * sizeof(int));
+  CHECK(read(&S::h2d_pageable) - pageable == 1);
+  CHECK(read(&S::d2h) - d2h == 2);
+  CHECK(read(&S::d2h_bytes) - d2h_bytes == 16 + 256 * sizeof(int));
+  CHECK(read(&S::d2d) - d2d == 1);
+  CHECK(read(&S::memsets) - memsets == 1);
+  // The pageable copy back, the stream synchronize and cudaFree.
+  CHECK(read(&S::host_waits) - waits == 3);
+  CHECK(read(&S::allocations) - allocations == 2);
+  CHECK(read(&S::frees) - frees == 2);
+}
