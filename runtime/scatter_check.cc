@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/deferred_check.h"
 #include "varstate/error.h"
 #include "varstate/scatter.h"
 
@@ -140,6 +141,30 @@ void ScatterState::raise_collected() {
   errors_.clear();
   throw InvalidArgumentError(message);
 }
+
+#ifdef VARSTATE_HAVE_CUDA
+DeferredIndexCheck::DeferredIndexCheck(const Variable& var, Device& device)
+    : state_(scatter_state(var)), serial_(state_->mutex()), device_(device) {
+  const ScatterState::Slot slot = state_->acquire(device);
+  slot_ = slot.index;
+  host_ = slot.host;
+  record_ = slot.check;
+}
+
+DeferredIndexCheck::~DeferredIndexCheck() {
+  if (slot_ >= 0) state_->release(slot_);
+}
+
+void DeferredIndexCheck::commit(std::string who, const TensorShape& indices_shape,
+                                const TensorShape& updates_shape, int64_t rows, bool synchronous) {
+  device_.copy_to_host_async(host_, record_, sizeof(IndexCheck));
+  std::shared_ptr<Event> event = device_.record_event();
+  state_->push(slot_, std::move(event), std::move(who), indices_shape, updates_shape, rows);
+  slot_ = -1;
+  serial_.unlock();
+  if (synchronous) state_->raise_pending_errors(/*wait=*/true);
+}
+#endif
 
 std::shared_ptr<ScatterState> scatter_state(const Variable& ref) {
   return std::static_pointer_cast<ScatterState>(

@@ -18,7 +18,11 @@
 #include "varstate/device.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/dirty_marks.h"
+#include "kernels/cuda/scatter.h"
 #include "kernels/cuda/training_ops.h"
+#include "runtime/deferred_check.h"
+#include "varstate/scatter.h"
 #endif
 
 namespace varstate::internal {
@@ -121,12 +125,25 @@ void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const
     throw InvalidArgumentError(who + ": var and grad.values do not match beyond dimension 0: " +
                                shape.to_string() + " vs " + values.shape().to_string());
   }
+  // (IndexedSlices holds int32 or int64 indices.)
   const Tensor& indices = grad.indices();
+  if (indices_checked_on_device(grad, var)) return;
   check_index_values(indices.on_cpu() ? indices : indices.to_host(), shape.dim(0), who, marks);
 }
 
+bool indices_checked_on_device(const IndexedSlices& grad, const Variable& var) {
+#ifdef VARSTATE_HAVE_CUDA
+  const Tensor& indices = grad.indices();
+  if (indices.on_cpu() || keyed_storage(var) != nullptr) return false;
+  return storage(var).updates_in_place() && &var.device() == &indices.device();
+#else
+  (void)grad, (void)var;
+  return false;
+#endif
+}
+
 bool TrainingKernel::run(const std::vector<Tensor>& tables, const Tensor& grad,
-                         const Tensor* indices) const {
+                         const Tensor* indices, const kernels::cuda::IndexCheck* check) const {
   const Tensor& table = tables[0];
   const int64_t width = row_width(table.shape());
   const int64_t rows = table.shape().rank() > 0 ? table.shape().dim(0) : 1;
@@ -170,10 +187,11 @@ bool TrainingKernel::run(const std::vector<Tensor>& tables, const Tensor& grad,
           [&device](void* ptr) { device.deallocate(ptr); }};
       with_index([&](auto* ids) {
         kernels::cuda::apply_sparse(op, hyper, s, rows, width, ids, n, g, deterministic, scratch,
-                                    device.stream());
+                                    device.stream(), check);
       });
     }
 #else
+    (void)check;
     throw InternalError(who + ": a GPU variable in a build without CUDA");
 #endif
   });
@@ -287,6 +305,7 @@ Tensor TrainingCall::apply_dense(const Tensor& grad) {
 
 Tensor TrainingCall::apply_sparse(const IndexedSlices& grad) {
   if (keyed_storage(var_) != nullptr) return apply_keyed(grad);
+  if (in_place_ && indices_checked_on_device(grad, var_)) return apply_sparse_on_device(grad);
   if (!in_place_) {
     check_sparse_gradient(grad, var_, who_);
     const Tensor values = converted(grad.values(), dtype_, "grad.values", who_).to_host();
@@ -442,12 +461,87 @@ std::vector<Variable*> TrainingCall::written() {
   return out;
 }
 
-bool TrainingCall::run_locked(const Tensor& grad, const Tensor* indices) {
+std::vector<std::unique_lock<std::mutex>> TrainingCall::update_locks() {
   std::vector<std::unique_lock<std::mutex>> locks;
   if (options_.use_locking.value_or(false)) {
     locks.emplace_back(update_mutex(var_));
     for (const TrainingSlot& slot : slots_) locks.emplace_back(update_mutex(*slot.var));
   }
+  return locks;
+}
+
+Tensor TrainingCall::apply_sparse_on_device(const IndexedSlices& grad) {
+#ifdef VARSTATE_HAVE_CUDA
+  check_sparse_gradient(grad, var_, who_);  // everything but the index values
+  Device& device = table_.device();
+  const Tensor values = converted(grad.values(), dtype_, "grad.values", who_).on(device);
+  const Tensor& indices = grad.indices();
+  const int64_t n = indices.num_elements();
+  // compat.v1 sparse Adam decays m and v of every row, even for a batch
+  // without rows, and so writes (and marks) every row.
+  const bool every_row = op_ == TrainingOp::kAdam;
+  if (n == 0 && !every_row) return table_;
+  // Locks as a scatter takes them: the update locks, then the variable's
+  // scatter lock (held by the check until commit).
+  std::vector<std::unique_lock<std::mutex>> locks = update_locks();
+  DeferredIndexCheck check(var_, device);
+  // The rows are marked on the device, the variable's by the index check,
+  // each slot's by a pass of its own, under each one's Writing guard.
+  std::vector<Variable*> targets = written();
+  std::deque<DirtyRows::Writing> writing;
+  std::vector<uint8_t*> marks(targets.size(), nullptr);
+  std::vector<Tensor> tables = {table_};
+  tables.insert(tables.end(), slot_tables_.begin(), slot_tables_.end());
+  if (!every_row) {
+    for (size_t k = 0; k < targets.size(); ++k) {
+      DirtyRows& dirty = dirty_rows(*targets[k]);
+      writing.emplace_back(dirty);
+      marks[k] = dirty.device_marks(device, tables[k].shape().dim(0));
+    }
+  }
+  const int64_t rows = table_.shape().dim(0);
+  {
+    DeviceGuard guard(device);
+    cudaStream_t stream = device.stream();
+    kernels::cuda::reset_index_check(check.record(), stream);
+    auto validate_and_mark = [&](const auto* ids) {
+      kernels::cuda::validate_indices(ids, n, rows, check.record(), stream, marks[0]);
+      for (size_t k = 1; k < targets.size(); ++k) {
+        if (marks[k] != nullptr) {
+          kernels::cuda::mark_rows(ids, n, tables[k].shape().dim(0), marks[k], stream);
+        }
+      }
+    };
+    if (n == 0) {
+      // Nothing to check (sparse Adam's decay of every row alone).
+    } else if (indices.dtype() == DType::kInt32) {
+      validate_and_mark(static_cast<const int32_t*>(indices.raw_data()));
+    } else {
+      validate_and_mark(static_cast<const int64_t*>(indices.raw_data()));
+    }
+  }
+  TrainingKernel{op_, hyper_, options_.deterministic.value_or(true), who_}.run(
+      tables, values, &indices, check.record());
+  for (size_t k = 0; k < targets.size(); ++k) {
+    // Rows marked on the device (or, untracked so far, every row).
+    if (every_row || marks[k] == nullptr) {
+      mark_updated(*targets[k]);
+    } else {
+      mark_rows_updated(*targets[k]);
+    }
+  }
+  writing.clear();
+  check.commit(who_, indices.shape(), values.shape(), rows,
+               options_.synchronous.value_or(synchronous_scatter_checks()));
+  return table_;
+#else
+  (void)grad;
+  throw InternalError(who_ + ": a GPU variable in a build without CUDA");
+#endif
+}
+
+bool TrainingCall::run_locked(const Tensor& grad, const Tensor* indices) {
+  std::vector<std::unique_lock<std::mutex>> locks = update_locks();
   std::vector<Tensor> tables = {table_};
   tables.insert(tables.end(), slot_tables_.begin(), slot_tables_.end());
   return TrainingKernel{op_, hyper_, options_.deterministic.value_or(true), who_}.run(tables, grad,

@@ -151,7 +151,10 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
     keyed->table().tick();
     return Tensor();
   }
-  return scatter_sub(var, delta.indices(), scaled, scatter_options);
+  // A scatter_sub whose errors (indices checked on a GPU among them) name
+  // this op.
+  return storage.scatter(kernels::ScatterOp::kSub, var, delta.indices(), scaled, scatter_options,
+                         call.who(), /*read_back=*/true);
 }
 
 Tensor apply_momentum(Variable& var, Variable& accum, const Tensor& lr, const Tensor& grad,

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +18,10 @@
 #include "varstate/tensor.h"
 #include "varstate/update_options.h"
 #include "varstate/variable.h"
+
+namespace varstate::kernels::cuda {
+struct IndexCheck;  // kernels/cuda/scatter.h
+}  // namespace varstate::kernels::cuda
 
 namespace varstate::internal {
 
@@ -30,8 +35,11 @@ struct TrainingKernel {
 
   // Runs the kernel on `tables` (the variable's, then the slots'; on one
   // device) with `grad` (and, for a sparse op, `indices`, rows of
-  // tables[0]); false when there was nothing to write.
-  bool run(const std::vector<Tensor>& tables, const Tensor& grad, const Tensor* indices) const;
+  // tables[0]); false when there was nothing to write. On a GPU, `check`
+  // (a record the indices were validated into on the device first) makes
+  // the sparse kernels write nothing past a bad index.
+  bool run(const std::vector<Tensor>& tables, const Tensor& grad, const Tensor* indices,
+           const kernels::cuda::IndexCheck* check = nullptr) const;
 };
 
 // While one is open on a thread (Optimizer::apply_gradients opens one),
@@ -99,6 +107,12 @@ class TrainingCall {
   // Runs the kernel on the local tables, with the update locks when
   // use_locking; false when there was nothing to write.
   bool run_locked(const Tensor& grad, const Tensor* indices);
+  // The update locks of the variable and its slots, when use_locking.
+  std::vector<std::unique_lock<std::mutex>> update_locks();
+  // apply_sparse on a GPU variable with indices on its device: checked
+  // there (runtime/deferred_check.h), rows marked there, nothing copied to
+  // the host.
+  Tensor apply_sparse_on_device(const IndexedSlices& grad);
   // The op on a variable whose rows move (a remote one; grad and indices
   // on the host): one locked read-modify-write of the variable and its
   // slots where they live (VariableStorage::modify_rows), of the batch's
@@ -130,12 +144,18 @@ class TrainingCall {
 
 // The gradient for `var` converted to its dtype and checked against its
 // shape as apply_dense / apply_sparse would (InvalidArgumentError, TypeError
-// naming `who`); index values too. Nothing is written, but with `marks`
-// (dirty rows of the variable and its slots, runtime/dirty_rows.h)
-// each index's row is marked in the pass that checks it.
+// naming `who`); index values too, unless indices_checked_on_device (the
+// op checks those on the device, deferring the error to the variable).
+// Nothing is written, but with `marks` (dirty rows of the variable and its
+// slots, runtime/dirty_rows.h) each index's row is marked in the pass that
+// checks it.
 Tensor checked_dense_gradient(const Tensor& grad, const Variable& var, const std::string& who);
 void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const std::string& who,
                            std::span<std::atomic<uint8_t>* const> marks = {});
+// Whether a sparse update of `var` by `grad` checks its index values on the
+// device: `var`'s rows are on a GPU, updated in place, and `grad`'s indices
+// are on that GPU (as a GPU scatter does with such indices).
+bool indices_checked_on_device(const IndexedSlices& grad, const Variable& var);
 
 // True for the dtypes the training ops and optimizers update (float16,
 // bfloat16, float32, float64).

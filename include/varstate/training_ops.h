@@ -55,8 +55,16 @@
 // Messages name the op and the variable: `SparseApplyAdagrad on "emb": ...`.
 //
 // Devices: the update runs on the variable's device; gradients on another
-// device are copied there first. Sparse indices are bounds-checked on the
-// host (indices on a GPU are copied back for the check).
+// device are copied there first. Sparse indices on the host are
+// bounds-checked there, as above. Indices on the variable's GPU are checked
+// on that GPU, as a GPU scatter checks them (varstate/scatter.h): the call
+// returns without waiting, a bad index writes nothing to the variable or
+// any slot, and its InvalidArgumentError ("... indices[1] = 3 is not in
+// [0, 3); found by the device-side check after the call returned, nothing
+// was written") is raised by the variable's next read (value(), ref(),
+// read_value()) once the check has finished, by sync() and eval() always,
+// or by the call itself with UpdateOptions::synchronous. An optimizer's
+// apply_gradients with such indices applies its other variables.
 //
 // Parameter-server variables (varstate/cluster.h): a variable held by
 // another task trains in place, with the same bits as here. Its slots are

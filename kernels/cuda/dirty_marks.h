@@ -19,4 +19,13 @@ namespace varstate::kernels::cuda {
 // launch fails.
 void take_marks(uint8_t* marks, uint8_t* out, int64_t n, cudaStream_t stream);
 
+// Enqueues marks[indices[i]] = 1 for each i in [0, n) whose index is in
+// [0, rows): the rows a sparse write into another buffer of the same rows
+// touches (a training op's slots; validate_indices marks the variable's in
+// its check pass). Device memory of the stream's device; no host
+// synchronization. Defined for Index in {int32_t, int64_t}. Throws
+// InternalError if the launch fails.
+template <typename Index>
+void mark_rows(const Index* indices, int64_t n, int64_t rows, uint8_t* marks, cudaStream_t stream);
+
 }  // namespace varstate::kernels::cuda

@@ -59,10 +59,17 @@ __device__ __forceinline__ C run_sum(const SortedRun& run, int64_t k, int64_t e,
   return g;
 }
 
+// Whether a bad index was recorded in `check` (none given: the caller
+// checked): the sparse kernels then write nothing.
+__device__ __forceinline__ bool rejected(const IndexCheck* check) {
+  return check != nullptr && check->first_bad_position != IndexCheck::kNone;
+}
+
 // One block per sorted position; the head of each run updates its row.
 template <TrainingOp Op, typename C, typename T>
 __global__ void sparse_kernel(TrainingParams<C> p, TrainingSlots<T> s, SortedRun run, int64_t n,
-                              const T* __restrict__ grad, int64_t width) {
+                              const T* __restrict__ grad, int64_t width, const IndexCheck* check) {
+  if (rejected(check)) return;
   for (int64_t k = blockIdx.x; k < n; k += gridDim.x) {
     if (!run_head(run, k)) continue;
     const int64_t e = run_end(run, k, n);
@@ -76,7 +83,9 @@ __global__ void sparse_kernel(TrainingParams<C> p, TrainingSlots<T> s, SortedRun
 // One thread per sorted position; the head of each run updates its row.
 template <typename C, typename T>
 __global__ void rowwise_sparse_kernel(TrainingParams<C> p, TrainingSlots<T> s, SortedRun run,
-                                      int64_t n, const T* __restrict__ grad, int64_t width) {
+                                      int64_t n, const T* __restrict__ grad, int64_t width,
+                                      const IndexCheck* check) {
+  if (rejected(check)) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += stride) {
@@ -87,7 +96,9 @@ __global__ void rowwise_sparse_kernel(TrainingParams<C> p, TrainingSlots<T> s, S
   }
 }
 
-__global__ void mark_runs_kernel(SortedRun run, int64_t n, int64_t* run_of_row) {
+__global__ void mark_runs_kernel(SortedRun run, int64_t n, int64_t* run_of_row,
+                                 const IndexCheck* check) {
+  if (rejected(check)) return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += stride) {
@@ -100,7 +111,9 @@ __global__ void mark_runs_kernel(SortedRun run, int64_t n, int64_t* run_of_row) 
 template <typename C, typename T>
 __global__ void adam_sparse_kernel(TrainingParams<C> p, TrainingSlots<T> s, SortedRun run,
                                    int64_t n, const int64_t* __restrict__ run_of_row,
-                                   const T* __restrict__ grad, int64_t rows, int64_t width) {
+                                   const T* __restrict__ grad, int64_t rows, int64_t width,
+                                   const IndexCheck* check) {
+  if (rejected(check)) return;
   const int64_t total = rows * width;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -176,7 +189,7 @@ template <typename T, typename Index>
 void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,
                   int64_t rows, int64_t row_width, const Index* indices, int64_t num_indices,
                   const T* grad, bool /*deterministic*/, const ScratchAllocator& scratch,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const IndexCheck* check) {
   // compat.v1 sparse Adam decays every row, even for a batch without rows.
   if (rows == 0 || row_width == 0 || (num_indices == 0 && op != TrainingOp::kAdam)) return;
   if (num_indices >= scatter_internal::ScatterConfig::kMaxSortItems) {
@@ -204,16 +217,16 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       VARSTATE_CUDA_CHECK(cudaMemsetAsync(run_of_row, 0xFF, map_bytes, stream));
       if (n > 0) {
         launch_kernel(mark_runs_kernel, grid_for(n, kThreads), kThreads, 0, stream, run, n,
-                      run_of_row);
+                      run_of_row, check);
       }
       launch_kernel(adam_sparse_kernel<C, D>, grid_for(rows * row_width, kThreads), kThreads, 0,
-                    stream, p, s, run, n, run_of_row, g, rows, row_width);
+                    stream, p, s, run, n, run_of_row, g, rows, row_width, check);
     } else if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {
       launch_kernel(rowwise_sparse_kernel<C, D>, grid_for(n, kThreads), kThreads, 0, stream, p, s,
-                    run, n, g, row_width);
+                    run, n, g, row_width, check);
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       launch_kernel(sparse_kernel<kOp, C, D>, row_grid(n), row_threads(row_width), 0, stream, p, s,
-                    run, n, g, row_width);
+                    run, n, g, row_width, check);
     }
   });
 }
@@ -223,10 +236,10 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
                                const T*, int64_t, int64_t, cudaStream_t);                          \
   template void apply_sparse<T, int32_t>(                                                          \
       TrainingOp, const TrainingHyper&, const TrainingSlots<T>&, int64_t, int64_t, const int32_t*, \
-      int64_t, const T*, bool, const ScratchAllocator&, cudaStream_t);                             \
+      int64_t, const T*, bool, const ScratchAllocator&, cudaStream_t, const IndexCheck*);          \
   template void apply_sparse<T, int64_t>(                                                          \
       TrainingOp, const TrainingHyper&, const TrainingSlots<T>&, int64_t, int64_t, const int64_t*, \
-      int64_t, const T*, bool, const ScratchAllocator&, cudaStream_t);
+      int64_t, const T*, bool, const ScratchAllocator&, cudaStream_t, const IndexCheck*);
 VARSTATE_FOR_EACH_TRAINING_TYPE(VARSTATE_INSTANTIATE)
 #undef VARSTATE_INSTANTIATE
 

@@ -28,11 +28,14 @@ void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<
 // As cpu::apply_sparse, for num_indices < 2^31 (InvalidArgumentError
 // otherwise); `scratch` provides the sort's memory (about 16 bytes per
 // index plus CUB's storage, and 8 bytes per row for kAdam), freed
-// stream-ordered before the call returns.
+// stream-ordered before the call returns. The indices are valid rows, or,
+// with `check`, were validated into it on this stream first
+// (kernels/cuda/scatter.h's bounds protocol): nothing is written when a bad
+// index was recorded.
 template <typename T, typename Index>
 void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,
                   int64_t rows, int64_t row_width, const Index* indices, int64_t num_indices,
                   const T* grad, bool deterministic, const ScratchAllocator& scratch,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const IndexCheck* check = nullptr);
 
 }  // namespace varstate::kernels::cuda

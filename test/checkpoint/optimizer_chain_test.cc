@@ -52,24 +52,31 @@ struct Model {
   }
 
   // Step k's gradients (the same for every run): a few rows of each table,
-  // with a duplicate id.
+  // with a duplicate id; on the host, or with `ids_on_device` on each
+  // table's device (a GPU checks and marks the ids there).
   void train(Optimizer& opt, int k) {
+    auto slices = [&](std::vector<float> rows, TensorShape shape, std::vector<int64_t> ids,
+                      const Variable& of) {
+      const Tensor values = Tensor::from_vector<float>(rows, shape);
+      const Tensor t = Tensor::from_vector<int64_t>(ids);
+      return ids_on_device ? IndexedSlices(values.to(of.device()), t.to(of.device()))
+                           : IndexedSlices(values, t);
+    };
     const float s = 0.1f * static_cast<float>(k + 1);
     const Tensor dense = Tensor::from_vector<float>({s, -s, 2 * s, 0.5f, -0.25f, s * s}, {2, 3});
     std::vector<float> rows(24);
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = s * static_cast<float>(i % 5) - 0.5f;
     const int64_t r = (37 * k) % 5000;
-    const IndexedSlices emb_grad(Tensor::from_vector<float>(rows, {3, 8}),
-                                 Tensor::from_vector<int64_t>({r, 4999, r}));
+    const IndexedSlices emb_grad = slices(rows, {3, 8}, {r, 4999, r}, emb);
     std::vector<GradientAndVariable> grads = {{dense, w}, {emb_grad, emb}};
     // One row of each part of the table.
     for (const Variable& part : table.variables()) {
-      grads.push_back({IndexedSlices(Tensor::from_vector<float>({s, -s, s, 1}, {1, 4}),
-                                     Tensor::from_vector<int64_t>({(101 * k) % 2048})),
-                       part});
+      grads.push_back({slices({s, -s, s, 1}, {1, 4}, {(101 * k) % 2048}, part), part});
     }
     opt.apply_gradients(grads, &step);
   }
+
+  bool ids_on_device = false;
 
   std::vector<Variable> trained() const {
     std::vector<Variable> out = {w, emb};
@@ -88,9 +95,11 @@ std::map<std::string, std::string> state() {
   return out;
 }
 
-std::map<std::string, std::string> uninterrupted(const Factory& make, int steps) {
+std::map<std::string, std::string> uninterrupted(const Factory& make, int steps,
+                                                 bool ids_on_device) {
   reset_default_graph();
   Model model;
+  model.ids_on_device = ids_on_device;
   auto opt = make();
   for (int k = 0; k < steps; ++k) model.train(*opt, k);
   return state();
@@ -102,9 +111,11 @@ struct Saved {
   std::vector<std::string> emb_keys;  // "emb" and its slots
 };
 
-Saved train_and_save(const Factory& make, int n, const std::string& prefix, bool incremental) {
+Saved train_and_save(const Factory& make, int n, const std::string& prefix, bool incremental,
+                     bool ids_on_device) {
   reset_default_graph();
   Model model;
+  model.ids_on_device = ids_on_device;
   auto opt = make();
   opt->create_slots(model.trained());  // before the Saver, which saves them
   Saver saver;
@@ -127,9 +138,10 @@ Saved train_and_save(const Factory& make, int n, const std::string& prefix, bool
 
 // A fresh graph restored from `checkpoint`, then steps [n, n + m).
 std::map<std::string, std::string> resumed(const Factory& make, const std::string& checkpoint,
-                                           int n, int m) {
+                                           int n, int m, bool ids_on_device) {
   reset_default_graph();
   Model model;
+  model.ids_on_device = ids_on_device;
   auto opt = make();
   opt->create_slots(model.trained());  // as building TensorFlow's train op
   Saver saver;
@@ -161,18 +173,26 @@ TEST_CASE_METHOD(FreshGraph,
   Saver saver;
   saver.save(Session(), dir / "m", {.global_step = 0, .incremental = true});
   std::vector<float> g(24, 0.25f);
-  opt.apply_gradients(
-      {GradientAndVariable{IndexedSlices(Tensor::from_vector<float>(g, {3, 8}),
-                                         Tensor::from_vector<int64_t>({640, 3, 17})),
-                           v}});
-  const std::string delta =
-      *saver.save(Session(), dir / "m", {.global_step = 1, .incremental = true}).path();
-  const BundleReader reader(delta);
-  for (const std::string key : {"v", "v/Adagrad"}) {
-    CAPTURE(key);
-    REQUIRE(reader.contains(delta_ids_key(key, std::nullopt)));
-    CHECK(reader.read(delta_ids_key(key, std::nullopt)).values<int64_t>() ==
-          std::vector<int64_t>{3, 17, 640});
+  // The ids on the host, then on the variable's device (a GPU checks and
+  // marks them there).
+  for (const bool on_device : {false, true}) {
+    CAPTURE(on_device);
+    const int64_t first = on_device ? 100 : 0;
+    const Tensor ids = Tensor::from_vector<int64_t>({640 + first, 3 + first, 17 + first});
+    const Tensor values = Tensor::from_vector<float>(g, {3, 8});
+    opt.apply_gradients(
+        {GradientAndVariable{on_device ? IndexedSlices(values.to(v.device()), ids.to(v.device()))
+                                       : IndexedSlices(values, ids),
+                             v}});
+    const std::string delta =
+        *saver.save(Session(), dir / "m", {.global_step = first + 1, .incremental = true}).path();
+    const BundleReader reader(delta);
+    for (const std::string key : {"v", "v/Adagrad"}) {
+      CAPTURE(key);
+      REQUIRE(reader.contains(delta_ids_key(key, std::nullopt)));
+      CHECK(reader.read(delta_ids_key(key, std::nullopt)).values<int64_t>() ==
+            std::vector<int64_t>{3 + first, 17 + first, 640 + first});
+    }
   }
 }
 
@@ -200,28 +220,33 @@ TEST_CASE_METHOD(FreshGraph, "every optimizer's chain restores and continues bit
   constexpr int kM = 3;
   TempDir dir;
   for (const auto& [name, make] : optimizers) {
-    CAPTURE(name);
-    const Saved chain = train_and_save(make, kN, dir / (name + "-chain"), true);
-    const Saved full = train_and_save(make, kN, dir / (name + "-full"), false);
-    // The last save is a delta holding rows of the embedding and its slots;
-    // compat.v1 sparse Adam moves every row, so its deltas would be as
-    // large as a base and are bases.
-    const BundleReader reader(chain.last);
-    const auto links = read_chain_record(reader);
-    if (name == "adam") {
-      CHECK_FALSE(reader.contains(delta_ids_key("emb", std::nullopt)));
-    } else {
-      CHECK((links && links->size() == 2));
-      CHECK(chain.emb_keys.size() > 1);
-      for (const std::string& key : chain.emb_keys) {
-        CAPTURE(key);
-        CHECK(reader.contains(delta_ids_key(key, std::nullopt)));
+    for (const bool ids_on_device : {false, true}) {
+      CAPTURE(name, ids_on_device);
+      const std::string tag = name + (ids_on_device ? "-device-ids" : "");
+      const Saved chain = train_and_save(make, kN, dir / (tag + "-chain"), true, ids_on_device);
+      const Saved full = train_and_save(make, kN, dir / (tag + "-full"), false, ids_on_device);
+      // The last save is a delta holding rows of the embedding and its slots;
+      // compat.v1 sparse Adam moves every row, so its deltas would be as
+      // large as a base and are bases.
+      const BundleReader reader(chain.last);
+      const auto links = read_chain_record(reader);
+      if (name == "adam") {
+        CHECK_FALSE(reader.contains(delta_ids_key("emb", std::nullopt)));
+      } else {
+        CHECK((links && links->size() == 2));
+        CHECK(chain.emb_keys.size() > 1);
+        for (const std::string& key : chain.emb_keys) {
+          CAPTURE(key);
+          CHECK(reader.contains(delta_ids_key(key, std::nullopt)));
+        }
+        CHECK(reader.contains(delta_ids_key("table", int64_t{0})));
+        CHECK(reader.contains(delta_ids_key("table", int64_t{2048})));
       }
-      CHECK(reader.contains(delta_ids_key("table", int64_t{0})));
-      CHECK(reader.contains(delta_ids_key("table", int64_t{2048})));
+      const auto want = uninterrupted(make, kN + kM, ids_on_device);
+      // Ids checked on the device train as ids checked on the host do.
+      if (ids_on_device) check_same(want, uninterrupted(make, kN + kM, false));
+      check_same(resumed(make, chain.last, kN, kM, ids_on_device), want);
+      check_same(resumed(make, full.last, kN, kM, ids_on_device), want);
     }
-    const auto want = uninterrupted(make, kN + kM);
-    check_same(resumed(make, chain.last, kN, kM), want);
-    check_same(resumed(make, full.last, kN, kM), want);
   }
 }

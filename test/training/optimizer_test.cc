@@ -204,6 +204,38 @@ TEST_CASE_METHOD(FreshGraph, "a failing apply_gradients changes no variable, slo
   CHECK_THROWS_AS(FtrlOptimizer(0.1, {.learning_rate_power = 0.5}), ValueError);
 }
 
+TEST_CASE_METHOD(FreshGraph,
+                 "apply_gradients with indices on a GPU: a bad one fails its variable alone, "
+                 "raised by that variable",
+                 "[optimizer][errors]") {
+  // Host indices are checked before anything changes (above); indices on
+  // the variables' GPU are checked there, as a GPU scatter's are.
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable e = make_var(kW, {2, 3}, "e");
+  AdagradOptimizer adagrad(0.1);
+  adagrad.create_slots({w, e});
+  Device& dev = test_device();
+  const IndexedSlices good(Tensor::from_vector<float>({1, 2, 3}, {1, 3}).to(dev),
+                           Tensor::from_vector<int64_t>({1}).to(dev));
+  const IndexedSlices bad(Tensor::from_vector<float>({1, 2, 3}, {1, 3}).to(dev),
+                          Tensor::from_vector<int64_t>({2}).to(dev));
+  const std::vector<float> w_before = floats(w), e_before = floats(e);
+  const std::vector<float> e_slot = floats(*adagrad.get_slot(e, "accumulator"));
+  const std::string message = "Adagrad on \"e\": indices[0] = 2 is not in [0, 2)";
+  if (dev.is_cpu()) {
+    CHECK_THROWS_WITH(adagrad.apply_gradients({{good, w}, {bad, e}}), Catch::Equals(message));
+    CHECK(floats(w) == w_before);
+  } else {
+    adagrad.apply_gradients({{good, w}, {bad, e}});
+    // Named by the training op that found it.
+    CHECK_THROWS_WITH(e.sync(), Catch::StartsWith("SparseApply" + message) &&
+                                    Catch::Contains("nothing was written"));
+    CHECK(floats(w) != w_before);  // the other variable was applied
+  }
+  CHECK(floats(e) == e_before);
+  CHECK(floats(*adagrad.get_slot(e, "accumulator")) == e_slot);
+}
+
 namespace {
 
 // What apply_gradients may not change when it throws: the graph's variables

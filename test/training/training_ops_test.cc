@@ -5,9 +5,11 @@
 // are bit-identical. Runs on each device (test_optimizers_on_gpu).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "device_fixture.h"
@@ -320,6 +322,82 @@ TEST_CASE_METHOD(FreshGraph, "training op errors name the op and the variable, a
   CHECK_ERROR(apply_ftrl(w, m, v, grad, -0.1f, 0.f, 0.f, -0.5f), InvalidArgumentError,
               Catch::Contains("lr is not positive"));
   CHECK(before.same(all));
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "sparse training ops with indices on the variable's device: the same bits; a "
+                 "bad index writes nothing and is raised by the variable",
+                 "[training_ops][errors]") {
+  // On a GPU the indices are checked there (no copy to the host) and the
+  // error is deferred to the variable; on the CPU they are the host's.
+  const std::vector<float> g = {0.5f, -1.f, 0.25f, 2.f, -0.5f, 1.f};
+  const bool deferred = !test_device().is_cpu();
+  auto ids = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v).to(test_device());
+  };
+  using Op = std::function<void(Variable&, Variable&, Variable&, const IndexedSlices&,
+                                const UpdateOptions&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"SparseApplyAdagrad",
+       [](Variable& w, Variable& a, Variable&, const IndexedSlices& d, const UpdateOptions& o) {
+         sparse_apply_adagrad(w, a, 0.1f, d, o);
+       }},
+      {"SparseApplyMomentum",
+       [](Variable& w, Variable& a, Variable&, const IndexedSlices& d, const UpdateOptions& o) {
+         sparse_apply_momentum(w, a, 0.1f, d, 0.9f, false, o);
+       }},
+      {"SparseApplyFtrl",
+       [](Variable& w, Variable& a, Variable& l, const IndexedSlices& d, const UpdateOptions& o) {
+         sparse_apply_ftrl(w, a, l, d, 0.1f, 0.01f, 0.f, -0.5f, o);
+       }},
+      {"SparseApplyAdam",
+       [](Variable& w, Variable& m, Variable& v, const IndexedSlices& d, const UpdateOptions& o) {
+         sparse_apply_adam(w, m, v, 0.9f, 0.999f, 0.01f, 0.9f, 0.999f, 1e-8f, d, o);
+       }},
+      {"SparseApplyGradientDescent",
+       [](Variable& w, Variable&, Variable&, const IndexedSlices& d, const UpdateOptions& o) {
+         sparse_apply_gradient_descent(w, 0.5f, d, o);
+       }},
+  };
+  for (const auto& [name, op] : ops) {
+    CAPTURE(name);
+    auto vars = [&, n = name](const std::string& tag) {
+      return std::array<Variable, 3>{
+          make_var(kVar, {3, 2}, n + tag + "_w"),
+          make_var({0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f}, {3, 2}, n + tag + "_s0"),
+          make_var({0, 0, 0, 0, 0, 0}, {3, 2}, n + tag + "_s1")};
+    };
+    auto host = vars("_host");
+    auto dev = vars("_dev");
+    // Duplicates, in two calls: the same bits as with host indices.
+    for (const std::vector<int64_t>& rows : {std::vector<int64_t>{2, 0, 2}, {1}}) {
+      const Tensor values = Tensor::from_vector<float>(
+          std::vector<float>(g.begin(), g.begin() + 2 * static_cast<int64_t>(rows.size())),
+          {static_cast<int64_t>(rows.size()), 2});
+      op(host[0], host[1], host[2], IndexedSlices(values, Tensor::from_vector<int64_t>(rows)), {});
+      op(dev[0], dev[1], dev[2], IndexedSlices(values.to(test_device()), ids(rows)), {});
+    }
+    for (int k = 0; k < 3; ++k) CHECK(floats(dev[k]) == floats(host[k]));
+    // A bad index: nothing written to the variable or its slots; the error
+    // names the op, the variable and the position, once.
+    const std::vector<std::vector<float>> before = {floats(dev[0]), floats(dev[1]), floats(dev[2])};
+    // (An IndexedSlices keeps its indices where its values are.)
+    const IndexedSlices bad(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}).to(test_device()),
+                            ids({1, 3}));
+    const std::string message =
+        name + " on \"" + name + "_dev_w\": indices[1] = 3 is not in [0, 3)";
+    if (deferred) {
+      op(dev[0], dev[1], dev[2], bad, {});  // returns before the check's verdict
+      CHECK_THROWS_WITH(dev[0].sync(), Catch::StartsWith(message) &&
+                                           Catch::Contains("found by the device-side check"));
+      CHECK_NOTHROW(dev[0].sync());  // raised once
+      CHECK_THROWS_WITH(op(dev[0], dev[1], dev[2], bad, {.synchronous = true}),
+                        Catch::StartsWith(message));
+    } else {
+      CHECK_THROWS_WITH(op(dev[0], dev[1], dev[2], bad, {}), Catch::Equals(message));
+    }
+    for (int k = 0; k < 3; ++k) CHECK(floats(dev[k]) == before[static_cast<size_t>(k)]);
+  }
 }
 
 TEST_CASE_METHOD(FreshGraph, "a slot on another device than its variable is refused",
