@@ -46,8 +46,8 @@ class DeferredIndexCheck {
   // variable (an error names `who`, the position by `indices_shape`, and
   // [0, rows)). Releases the lock; with `synchronous`, then waits for the
   // variable's pending checks and raises.
-  void commit(std::string who, const TensorShape& indices_shape,
-              const TensorShape& updates_shape, int64_t rows, bool synchronous);
+  void commit(std::string who, const TensorShape& indices_shape, const TensorShape& updates_shape,
+              int64_t rows, bool synchronous);
 
  private:
   std::shared_ptr<ScatterState> state_;
