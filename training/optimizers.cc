@@ -1,5 +1,7 @@
 #include "varstate/optimizers.h"
 
+#include "runtime/variable_storage.h"
+#include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/math_ops.h"
 #include "varstate/training_ops.h"
@@ -124,11 +126,24 @@ void AdamOptimizer::make_non_slot_variables(const Variable& first) {
 void AdamOptimizer::prepare() { lr_ = read(options_.learning_rate, "learning_rate"); }
 
 void AdamOptimizer::read_state() {
-  auto power = [this](const char* name) {
-    return non_slot_variable(name).value().to_host().cast(DType::kDouble).scalar<double>();
+  auto power = [this](const char* name, KnownPower& known) {
+    Variable& v = non_slot_variable(name);
+    internal::VariableStorage& storage = internal::storage(v);
+    // Only this process's buffers have a version to trust without asking.
+    if (!storage.updates_in_place()) {
+      known.valid = false;
+      return v.value().to_host().cast(DType::kDouble).scalar<double>();
+    }
+    const uint64_t version = storage.version();
+    if (!known.valid || known.version != version) {
+      known.value = v.value().to_host().cast(DType::kDouble).scalar<double>();
+      known.version = version;
+      known.valid = true;
+    }
+    return known.value;
   };
-  beta1_power_ = power("beta1_power");
-  beta2_power_ = power("beta2_power");
+  beta1_power_ = power("beta1_power", known_[0]);
+  beta2_power_ = power("beta2_power", known_[1]);
 }
 
 void AdamOptimizer::apply_dense(const Tensor& grad, Variable& var) {
@@ -144,11 +159,30 @@ void AdamOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
 }
 
 void AdamOptimizer::finish() {
-  for (auto [name, beta] :
-       {std::pair{"beta1_power", options_.beta1}, {"beta2_power", options_.beta2}}) {
-    Variable& power = non_slot_variable(name);
-    power.assign(power.value() * Tensor::filled(power.dtype(), {}, Tensor(beta), power.device()),
-                 {.use_locking = use_locking()});
+  const double betas[2] = {options_.beta1, options_.beta2};
+  const char* names[2] = {"beta1_power", "beta2_power"};
+  for (int k = 0; k < 2; ++k) {
+    Variable& power = non_slot_variable(names[k]);
+    internal::VariableStorage& storage = internal::storage(power);
+    KnownPower& known = known_[k];
+    // Known now only if read_state() left it known and nothing wrote it
+    // since: then the new value is the product the device computes, in the
+    // power's dtype, rounded once (computed here on the host, which rounds
+    // alike), and this assign is the one write that follows.
+    const bool was_known =
+        known.valid && storage.updates_in_place() && storage.version() == known.version;
+    const Tensor beta = Tensor::filled(power.dtype(), {}, Tensor(betas[k]), power.device());
+    power.assign(power.value() * beta, {.use_locking = use_locking()});
+    known.valid = false;
+    if (was_known && storage.version() == known.version + 1) {
+      Device& cpu = DeviceManager::instance().cpu();
+      const Tensor old = Tensor(known.value).cast(power.dtype());
+      known.value = (old * Tensor::filled(power.dtype(), {}, Tensor(betas[k]), cpu))
+                        .cast(DType::kDouble)
+                        .scalar<double>();
+      known.version = storage.version();
+      known.valid = true;
+    }
   }
 }
 

@@ -137,6 +137,18 @@ class AdamOptimizer : public Optimizer {
 
   AdamOptions options_;
   double lr_ = 0, beta1_power_ = 0, beta2_power_ = 0;
+
+ private:
+  // Each beta power as finish() last wrote it and its variable's version
+  // then: read_state() reads the variable only when something else has
+  // changed it since (an assign, a restore), so that a step on a GPU does
+  // not wait to read the powers back.
+  struct KnownPower {
+    bool valid = false;
+    uint64_t version = 0;  // the variable's when read or written here
+    double value = 0;
+  };
+  KnownPower known_[2];
 };
 
 // Not TensorFlow's (TensorFlow Addons' LazyAdam): IndexedSlices gradients

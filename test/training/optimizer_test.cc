@@ -144,6 +144,34 @@ TEST_CASE_METHOD(FreshGraph, "each optimizer's steps equal its training op appli
   CHECK(floats(s) == want);
 }
 
+TEST_CASE_METHOD(FreshGraph, "Adam reads beta powers changed outside its steps", "[optimizer]") {
+  // Adam keeps the powers it wrote on the host (a GPU step then waits for
+  // nothing); an assign or a restore in between must still be seen.
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable hw = make_var(kW, {2, 3}, "hw");
+  Variable m = make_var(std::vector<float>(6, 0), {2, 3}, "m");
+  Variable v = make_var(std::vector<float>(6, 0), {2, 3}, "v");
+  AdamOptimizer adam({.learning_rate = 0.01});
+  adam.apply_gradients({{g, w}});
+  apply_adam(hw, m, v, 0.9f, 0.999f, 0.01f, 0.9f, 0.999f, 1e-8f, g);
+  Variable* beta1_power = nullptr;
+  std::vector<Variable> vars = adam.variables();
+  for (Variable& power : vars) {
+    if (power.op_name() == "beta1_power") beta1_power = &power;
+  }
+  REQUIRE(beta1_power != nullptr);
+  beta1_power->assign(Tensor(0.5f));
+  adam.apply_gradients({{g, w}});
+  apply_adam(hw, m, v, 0.5f, 0.999f * 0.999f, 0.01f, 0.9f, 0.999f, 1e-8f, g);
+  CHECK(floats(w) == floats(hw));
+  CHECK(beta1_power->value().scalar<float>() == 0.5f * 0.9f);
+  // And after a step the host copy is the device's product, bit for bit.
+  adam.apply_gradients({{g, w}});
+  apply_adam(hw, m, v, 0.5f * 0.9f, 0.999f * 0.999f * 0.999f, 0.01f, 0.9f, 0.999f, 1e-8f, g);
+  CHECK(floats(w) == floats(hw));
+}
+
 TEST_CASE_METHOD(FreshGraph, "slots of a partitioned variable are partitions of the whole slot",
                  "[optimizer]") {
   PartitionedVariable emb =
