@@ -7,7 +7,9 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "base/cuda_check.h"
 #include "base/logging.h"
@@ -19,14 +21,59 @@
 namespace varstate::detail {
 namespace {
 
+// A device's spare CUDA events. Recording a point in a stream is frequent
+// (every checked scatter, gather and sparse training op records one), and
+// creating an event is a driver call: events go back here when their
+// CudaEvent ends, to be recorded again (re-recording a pending event is
+// allowed; nothing else holds it). Shared by the device and its events, so
+// that an event outliving the device still has somewhere to go.
+class EventPool {
+ public:
+  explicit EventPool(int device) : device_(device) {}
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  int device() const { return device_; }
+  cudaEvent_t take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    VARSTATE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give_back(cudaEvent_t e) {
+    std::lock_guard lock(mu_);
+    if (free_.size() < kMaxSpare) {
+      free_.push_back(e);
+      return;
+    }
+    cudaEventDestroy(e);
+  }
+
+ private:
+  static constexpr size_t kMaxSpare = 256;
+  const int device_;
+  std::mutex mu_;
+  std::vector<cudaEvent_t> free_;
+};
+
 class CudaEvent final : public Event {
  public:
-  CudaEvent(int device, cudaStream_t stream) : device_(device) {
+  CudaEvent(std::shared_ptr<EventPool> pool, cudaStream_t stream)
+      : device_(pool->device()), pool_(std::move(pool)) {
     CudaDeviceGuard guard(device_);
-    VARSTATE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-    VARSTATE_CUDA_CHECK(cudaEventRecord(event_, stream));
+    event_ = pool_->take();
+    const cudaError_t err = cudaEventRecord(event_, stream);
+    if (err != cudaSuccess) pool_->give_back(event_);
+    VARSTATE_CUDA_CHECK(err);
   }
-  ~CudaEvent() override { cudaEventDestroy(event_); }
+  ~CudaEvent() override { pool_->give_back(event_); }
   void wait_host() const override { VARSTATE_CUDA_CHECK(cudaEventSynchronize(event_)); }
   bool done() const override {
     cudaError_t err = cudaEventQuery(event_);
@@ -38,6 +85,7 @@ class CudaEvent final : public Event {
 
  private:
   int device_;
+  std::shared_ptr<EventPool> pool_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -120,7 +168,7 @@ class CudaDevice final : public Device {
   void synchronize() override { VARSTATE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   std::shared_ptr<Event> record_event() override {
-    return std::make_shared<CudaEvent>(index(), stream_);
+    return std::make_shared<CudaEvent>(events_, stream_);
   }
 
   void wait_event(const Event& event) override {
@@ -194,6 +242,7 @@ class CudaDevice final : public Device {
     }
   }
 
+  std::shared_ptr<EventPool> events_ = std::make_shared<EventPool>(index());
   std::string model_;
   size_t memory_ = 0;
   int cc_ = 0;

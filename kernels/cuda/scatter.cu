@@ -113,7 +113,7 @@ size_t cub_bytes(int64_t n, int64_t rows) {
 
 template <typename Index, typename Key>
 scatter_internal::SortedRun sort_with(const Index* indices, int64_t n, int64_t rows, void* scratch,
-                                      cudaStream_t stream) {
+                                      size_t scratch_bytes, cudaStream_t stream) {
   constexpr int kThreads = 256;
   char* p = static_cast<char*>(scratch);
   Key* keys0 = reinterpret_cast<Key*>(p);
@@ -121,11 +121,13 @@ scatter_internal::SortedRun sort_with(const Index* indices, int64_t n, int64_t r
   uint32_t* pos0 = reinterpret_cast<uint32_t*>(p += align_up(n * sizeof(Key)));
   uint32_t* pos1 = reinterpret_cast<uint32_t*>(p += align_up(n * sizeof(uint32_t)));
   void* temp = p + align_up(n * sizeof(uint32_t));
+  // CUB's storage: the rest of the scratch, which sort_scratch_bytes sized.
+  const size_t layout = 2 * align_up(n * sizeof(Key)) + 2 * align_up(n * sizeof(uint32_t));
   launch_kernel(make_sort_pairs_kernel<Index, Key>, grid_for(n, kThreads), kThreads, 0, stream,
                 indices, n, keys0, pos0);
   cub::DoubleBuffer<Key> keys(keys0, keys1);
   cub::DoubleBuffer<uint32_t> positions(pos0, pos1);
-  size_t temp_bytes = cub_bytes<Key>(n, rows);
+  size_t temp_bytes = scratch_bytes - layout;
   VARSTATE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       temp, temp_bytes, keys, positions, static_cast<uint32_t>(n), 0, key_bits(rows), stream));
   return {positions.Current(), keys.Current(), sizeof(Key) == 8};
@@ -179,13 +181,17 @@ size_t sort_scratch_bytes(int64_t n, int64_t rows) {
 
 template <typename Index>
 SortedRun sort_indices(const Index* indices, int64_t n, int64_t rows, void* scratch,
-                       cudaStream_t stream) {
-  if (wide_keys(rows)) return sort_with<Index, uint64_t>(indices, n, rows, scratch, stream);
-  return sort_with<Index, uint32_t>(indices, n, rows, scratch, stream);
+                       size_t scratch_bytes, cudaStream_t stream) {
+  if (wide_keys(rows)) {
+    return sort_with<Index, uint64_t>(indices, n, rows, scratch, scratch_bytes, stream);
+  }
+  return sort_with<Index, uint32_t>(indices, n, rows, scratch, scratch_bytes, stream);
 }
 
-template SortedRun sort_indices<int32_t>(const int32_t*, int64_t, int64_t, void*, cudaStream_t);
-template SortedRun sort_indices<int64_t>(const int64_t*, int64_t, int64_t, void*, cudaStream_t);
+template SortedRun sort_indices<int32_t>(const int32_t*, int64_t, int64_t, void*, size_t,
+                                         cudaStream_t);
+template SortedRun sort_indices<int64_t>(const int64_t*, int64_t, int64_t, void*, size_t,
+                                         cudaStream_t);
 
 bool kernel_has_cas128(const void* kernel) {
   int device = 0;

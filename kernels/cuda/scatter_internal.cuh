@@ -49,10 +49,12 @@ struct SortedRun {
 size_t sort_scratch_bytes(int64_t n, int64_t rows);
 
 // Enqueues the stable sort of indices[0, n) (n <= kMaxSortItems) in
-// `scratch` (sort_scratch_bytes(n, rows) bytes).
+// `scratch`, of `scratch_bytes` bytes: sort_scratch_bytes(m, rows) for some
+// m >= n (CUB's storage is what the layout for n leaves, so its size is not
+// asked again).
 template <typename Index>
 SortedRun sort_indices(const Index* indices, int64_t n, int64_t rows, void* scratch,
-                       cudaStream_t stream);
+                       size_t scratch_bytes, cudaStream_t stream);
 
 // True if `kernel` (a __global__ function's address), as it runs on the
 // current device, was compiled with 16-byte compare-and-swap: decided from
@@ -442,10 +444,12 @@ void launch(C* table, int64_t rows, int64_t row_width, const Index* indices, int
     return;
   }
   const int64_t chunk = n < ScatterConfig::kMaxSortItems ? n : ScatterConfig::kMaxSortItems;
-  ScratchBuffer buffer(scratch, sort_scratch_bytes(chunk, rows));
+  const size_t buffer_bytes = sort_scratch_bytes(chunk, rows);
+  ScratchBuffer buffer(scratch, buffer_bytes);
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t m = n - begin < chunk ? n - begin : chunk;
-    const SortedRun run = sort_indices(indices + begin, m, rows, buffer.get(), stream);
+    const SortedRun run =
+        sort_indices(indices + begin, m, rows, buffer.get(), buffer_bytes, stream);
     const C* u = updates_scalar ? updates : updates + begin * row_width;
     launch_kernel(scatter_sorted_kernel<Op, C, V>, grid_for(m << lanes_log2, kThreads), kThreads, 0,
                   stream, table, row_width, run, m, u, updates_scalar, lanes_log2, check);

@@ -205,10 +205,10 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
   const size_t sort_bytes = n > 0 ? scatter_internal::sort_scratch_bytes(n, rows) : 0;
   const size_t map_bytes = op == TrainingOp::kAdam ? static_cast<size_t>(rows) * 8 : 0;
   Scratch memory(scratch, sort_bytes + map_bytes);
-  const SortedRun run =
-      n > 0 ? scatter_internal::sort_indices(indices, n, rows,
-                                             static_cast<char*>(memory.get()) + map_bytes, stream)
-            : SortedRun{nullptr, nullptr, false};
+  const SortedRun run = n > 0 ? scatter_internal::sort_indices(
+                                    indices, n, rows, static_cast<char*>(memory.get()) + map_bytes,
+                                    sort_bytes, stream)
+                              : SortedRun{nullptr, nullptr, false};
   constexpr int kThreads = TrainingConfig::kThreads;
   dispatch_training_op(op, [&](auto tag) {
     constexpr TrainingOp kOp = decltype(tag)::value;
