@@ -3,7 +3,7 @@
 # unpacked GPU bundle (tools/make_gpu_bundle.sh) on a lent GPU machine, inside
 # one time budget, and leaves every log under OUT_DIR as at most one tarball
 # per slot (the device tool returns 8 files):
-#   gpu_slots.sh OUT_DIR DEADLINE_S SLOT...      SLOT: A, B, C, D or E
+#   gpu_slots.sh OUT_DIR DEADLINE_S SLOT...      SLOT: A, B, C, D, E or E2
 # Every step is capped by what is left of DEADLINE_S (seconds from the start),
 # so the script returns, with its logs, before the caller's own limit. The last
 # lines printed are one summary line per step.
@@ -19,6 +19,11 @@
 #   E  PyTorch side by side on CUDA: bench/compare_torch_demo.py, then
 #      bench_dynamic on GPU:0, then bench/compare_torch_scatter.py (needs the
 #      source tree beside the bundle: the bundle at the repository's bundle/)
+#   E2 the Google Benchmark suites' GPU cases, each against its limit
+#      measured in the same run (bench_optimizer: dense Adam against the
+#      device copy bandwidth, sparse optimizers; bench_random, bench_math_ops,
+#      bench_dense_update, bench_checkpoint, bench_scatter), those in the
+#      bundle, JSON each
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 deadline=$2
@@ -197,6 +202,20 @@ slot_e() {
   tar -C "$out" -cJf "$out/slotE-logs.tar.xz" slotE && rm -rf "$d"
 }
 
+slot_e2() {
+  local d=$out/slotE2; mkdir -p "$d"
+  local b
+  for b in bench_optimizer bench_random bench_math_ops bench_dense_update bench_checkpoint \
+    bench_scatter; do
+    [ -x "$bin/$b" ] || continue
+    [ "$(cap 120)" -gt 30 ] || { note "E2 $b: no time left"; continue; }
+    timeout "$(cap 120)" "$bin/$b" '--benchmark_filter=gpu|GPU' --benchmark_format=console \
+      --benchmark_out_format=json --benchmark_out="$d/$b-h200.json" >"$d/$b.log" 2>&1
+    note "E2 $b: rc $? ($(grep -c -E 'gpu|GPU' "$d/$b.log") lines)"
+  done
+  tar -C "$out" -cJf "$out/slotE2-logs.tar.xz" slotE2 && rm -rf "$d"
+}
+
 for slot in "$@"; do
   if [ "$(left)" -lt 40 ]; then note "slot $slot: not started, $(left) s left"; continue; fi
   slot_start=$SECONDS
@@ -207,6 +226,7 @@ for slot in "$@"; do
     C) sanitize C "memcheck initcheck" $device_tests ;;    # the device-parameterized ones
     D) sanitize D "racecheck synccheck" $gpu_only ;;
     E) slot_e ;;
+    E2) slot_e2 ;;
     *) note "unknown slot $slot" ;;
   esac
   note "slot $slot: $((SECONDS - slot_start)) s"
