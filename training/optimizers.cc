@@ -135,8 +135,10 @@ void AdamOptimizer::read_state() {
       return v.value().to_host().cast(DType::kDouble).scalar<double>();
     }
     const uint64_t version = storage.version();
-    if (!known.valid || known.version != version) {
+    if (!known.valid || !known.variable || !known.variable->same_as(v) ||
+        known.version != version) {
       known.value = v.value().to_host().cast(DType::kDouble).scalar<double>();
+      known.variable = v;
       known.version = version;
       known.valid = true;
     }
@@ -169,8 +171,8 @@ void AdamOptimizer::finish() {
     // since: then the new value is the product the device computes, in the
     // power's dtype, rounded once (computed here on the host, which rounds
     // alike), and this assign is the one write that follows.
-    const bool was_known =
-        known.valid && storage.updates_in_place() && storage.version() == known.version;
+    const bool was_known = known.valid && known.variable && known.variable->same_as(power) &&
+                           storage.updates_in_place() && storage.version() == known.version;
     const Tensor beta = Tensor::filled(power.dtype(), {}, Tensor(betas[k]), power.device());
     power.assign(power.value() * beta, {.use_locking = use_locking()});
     known.valid = false;

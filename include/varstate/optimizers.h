@@ -22,6 +22,7 @@
 //   Ftrl             accum, linear            initial_accumulator_value, zeros
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "varstate/optimizer.h"
@@ -145,7 +146,8 @@ class AdamOptimizer : public Optimizer {
   // not wait to read the powers back.
   struct KnownPower {
     bool valid = false;
-    uint64_t version = 0;  // the variable's when read or written here
+    std::optional<Variable> variable;  // which one (a new graph makes new ones)
+    uint64_t version = 0;              // its version when read or written here
     double value = 0;
   };
   KnownPower known_[2];

@@ -170,6 +170,15 @@ TEST_CASE_METHOD(FreshGraph, "Adam reads beta powers changed outside its steps",
   adam.apply_gradients({{g, w}});
   apply_adam(hw, m, v, 0.5f * 0.9f, 0.999f * 0.999f * 0.999f, 0.01f, 0.9f, 0.999f, 1e-8f, g);
   CHECK(floats(w) == floats(hw));
+  // In a new graph the optimizer makes new powers, which start over.
+  reset_default_graph();
+  Variable w2 = make_var(kW, {2, 3}, "w");
+  Variable hw2 = make_var(kW, {2, 3}, "hw");
+  Variable m2 = make_var(std::vector<float>(6, 0), {2, 3}, "m");
+  Variable v2 = make_var(std::vector<float>(6, 0), {2, 3}, "v");
+  adam.apply_gradients({{g, w2}});
+  apply_adam(hw2, m2, v2, 0.9f, 0.999f, 0.01f, 0.9f, 0.999f, 1e-8f, g);
+  CHECK(floats(w2) == floats(hw2));
 }
 
 TEST_CASE_METHOD(FreshGraph, "slots of a partitioned variable are partitions of the whole slot",
