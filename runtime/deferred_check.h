@@ -34,6 +34,9 @@ class DeferredIndexCheck {
   // lends its device record on `device`; raises the errors of earlier
   // checks that have finished, before anything is enqueued.
   DeferredIndexCheck(const Variable& var, Device& device);
+  // The same for a caller already holding `state`'s scatter lock (`serial`).
+  DeferredIndexCheck(std::shared_ptr<ScatterState> state, std::unique_lock<std::mutex> serial,
+                     Device& device);
   // Without commit(), the record goes back unused (its call failed).
   ~DeferredIndexCheck();
   DeferredIndexCheck(const DeferredIndexCheck&) = delete;

@@ -128,32 +128,24 @@ Tensor gather_on_device(const Tensor& params, const Tensor& indices, const std::
   const int64_t row_bytes =
       params.shape().tail(1).num_elements() * static_cast<int64_t>(dtype_size(params.dtype()));
   Device& device = params.device();
-  internal::CheckRecordPool& pool = internal::CheckRecordPool::instance();
-  std::unique_ptr<internal::CheckRecord> record = pool.take(device);
-  try {
-    DeviceGuard guard(device);
-    cudaStream_t stream = device.stream();
-    kernels::cuda::reset_index_check(record->check, stream);
-    auto run = [&](const auto* idx) {
-      kernels::cuda::validate_indices(idx, n, rows, record->check, stream);
-      kernels::cuda::gather_rows(params.raw_data(), row_bytes, idx, n, out.raw_data(), stream,
-                                 record->check);
-    };
-    if (indices.dtype() == DType::kInt32) {
-      run(static_cast<const int32_t*>(indices.raw_data()));
-    } else {
-      run(static_cast<const int64_t*>(indices.raw_data()));
-    }
-    device.copy_to_host_async(record->host.data(), record->check,
-                              sizeof(kernels::cuda::IndexCheck));
-    device.record_event()->wait_host();
-  } catch (...) {
-    internal::CheckRecordPool::discard(std::move(record));
-    throw;
-  }
-  const std::string error =
-      internal::check_error(record->host.data(), who, indices.shape(), TensorShape{}, rows);
-  pool.give_back(std::move(record));
+  const std::string error = internal::check_now(
+      device,
+      [&](kernels::cuda::IndexCheck* check) {
+        DeviceGuard guard(device);
+        cudaStream_t stream = device.stream();
+        kernels::cuda::reset_index_check(check, stream);
+        auto run = [&](const auto* idx) {
+          kernels::cuda::validate_indices(idx, n, rows, check, stream);
+          kernels::cuda::gather_rows(params.raw_data(), row_bytes, idx, n, out.raw_data(), stream,
+                                     check);
+        };
+        if (indices.dtype() == DType::kInt32) {
+          run(static_cast<const int32_t*>(indices.raw_data()));
+        } else {
+          run(static_cast<const int64_t*>(indices.raw_data()));
+        }
+      },
+      who, indices.shape(), TensorShape{}, rows);
   if (!error.empty()) throw InvalidArgumentError(error);
 #else
   (void)indices, (void)who;

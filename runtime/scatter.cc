@@ -1,4 +1,5 @@
 #include "varstate/scatter.h"
+#include "runtime/deferred_check.h"
 #include "runtime/scatter_by_op.h"
 #include "runtime/scatter_check_internal.h"
 #include "runtime/scatter_validate.h"
@@ -32,7 +33,6 @@
 namespace varstate {
 namespace {
 
-using internal::check_error;
 using internal::integer_division;
 using internal::scatter_state;
 using internal::ScatterState;
@@ -337,20 +337,12 @@ Tensor scatter_local(ScatterOp op, Variable& ref, LocalStorage& storage, const T
     return table;
   }
   Device& device = table.device();
-  ScatterState::Slot slot = state->acquire(device);
-  std::shared_ptr<Event> event;
-  try {
-    uint8_t* device_marks = p.indices_checked ? nullptr : book.device_marks(device, p.rows);
-    enqueue_gpu(op, table, p, deterministic, slot.check, who, device_marks);
-    device.copy_to_host_async(slot.host, slot.check, sizeof(IndexCheck));
-    event = device.record_event();
-  } catch (...) {
-    state->release(slot.index);
-    throw;
-  }
-  state->push(slot.index, std::move(event), who, p.indices.shape(), p.updates.shape(), p.rows);
+  DeferredIndexCheck check(state, std::move(serial), device);
+  uint8_t* device_marks = p.indices_checked ? nullptr : book.device_marks(device, p.rows);
+  enqueue_gpu(op, table, p, deterministic, check.record(), who, device_marks);
   book.finish(p);
-  serial.unlock();
+  // Releases the scatter lock; the update lock goes before any wait.
+  check.commit(who, p.indices.shape(), p.updates.shape(), p.rows, /*synchronous=*/false);
   if (locked.owns_lock()) locked.unlock();
   if (synchronous) state->raise_pending_errors(/*wait=*/true);
 #else
@@ -440,20 +432,10 @@ void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const T
     enqueue_gpu(op, target, p, deterministic, nullptr, who);
     return;
   }
-  Device& device = target.device();
-  internal::CheckRecordPool& pool = internal::CheckRecordPool::instance();
-  std::unique_ptr<internal::CheckRecord> record = pool.take(device);
-  try {
-    enqueue_gpu(op, target, p, deterministic, record->check, who);
-    device.copy_to_host_async(record->host.data(), record->check, sizeof(IndexCheck));
-    device.record_event()->wait_host();
-  } catch (...) {
-    internal::CheckRecordPool::discard(std::move(record));
-    throw;
-  }
-  std::string error =
-      check_error(record->host.data(), who, p.indices.shape(), p.updates.shape(), p.rows);
-  pool.give_back(std::move(record));
+  const std::string error = internal::check_now(
+      target.device(),
+      [&](IndexCheck* check) { enqueue_gpu(op, target, p, deterministic, check, who); }, who,
+      p.indices.shape(), p.updates.shape(), p.rows);
   if (!error.empty()) throw InvalidArgumentError(error);
 #endif
 }

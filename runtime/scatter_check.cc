@@ -144,7 +144,12 @@ void ScatterState::raise_collected() {
 
 #ifdef VARSTATE_HAVE_CUDA
 DeferredIndexCheck::DeferredIndexCheck(const Variable& var, Device& device)
-    : state_(scatter_state(var)), serial_(state_->mutex()), device_(device) {
+    : DeferredIndexCheck(scatter_state(var), {}, device) {}
+
+DeferredIndexCheck::DeferredIndexCheck(std::shared_ptr<ScatterState> state,
+                                       std::unique_lock<std::mutex> serial, Device& device)
+    : state_(std::move(state)), serial_(std::move(serial)), device_(device) {
+  if (!serial_.owns_lock()) serial_ = std::unique_lock(state_->mutex());
   const ScatterState::Slot slot = state_->acquire(device);
   slot_ = slot.index;
   host_ = slot.host;
@@ -205,6 +210,24 @@ void CheckRecordPool::give_back(std::unique_ptr<CheckRecord> record) {
 
 void CheckRecordPool::discard(std::unique_ptr<CheckRecord> record) {
   record->device->deallocate(record->check);
+}
+
+std::string check_now(Device& device, const std::function<void(IndexCheck*)>& enqueue,
+                      const std::string& who, const TensorShape& indices_shape,
+                      const TensorShape& updates_shape, int64_t rows) {
+  CheckRecordPool& pool = CheckRecordPool::instance();
+  std::unique_ptr<CheckRecord> record = pool.take(device);
+  try {
+    enqueue(record->check);
+    device.copy_to_host_async(record->host.data(), record->check, sizeof(IndexCheck));
+    device.record_event()->wait_host();
+  } catch (...) {
+    CheckRecordPool::discard(std::move(record));
+    throw;
+  }
+  std::string error = check_error(record->host.data(), who, indices_shape, updates_shape, rows);
+  pool.give_back(std::move(record));
+  return error;
 }
 #endif
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -118,6 +119,15 @@ class CheckRecordPool {
   std::mutex mu_;
   std::map<const Device*, std::vector<std::unique_ptr<CheckRecord>>> free_;
 };
+
+// A device check waited for at once (plain-tensor scatters, gathers): lends
+// a record on `device`, runs `enqueue` with it (the work that validates into
+// it and honours it, on the device's stream), waits for the record's copy
+// and returns check_error's message for it ("" when clean).
+std::string check_now(Device& device,
+                      const std::function<void(kernels::cuda::IndexCheck*)>& enqueue,
+                      const std::string& who, const TensorShape& indices_shape,
+                      const TensorShape& updates_shape, int64_t rows);
 #endif
 
 }  // namespace varstate::internal
