@@ -11,8 +11,9 @@ namespace varstate::kernels::cpu {
 // allocating it afresh on each call costs more than the kernel once the
 // heap is fragmented (a program that freed many small objects: malloc then
 // sorts its free lists on every large request). Buffers above kMaxKept
-// bytes are freed after the call.
-template <typename T>
+// bytes are freed after the call. Each (T, Tag) pair is one buffer per
+// thread: scratches a kernel holds at the same time need distinct tags.
+template <typename T, typename Tag = void>
 class ThreadScratch {
  public:
   static constexpr size_t kMaxKept = size_t{64} << 20;
@@ -25,6 +26,8 @@ class ThreadScratch {
   ThreadScratch(const ThreadScratch&) = delete;
   ThreadScratch& operator=(const ThreadScratch&) = delete;
   T* data() { return buffer_.data(); }
+  // The whole buffer's length (at least the n asked for).
+  size_t size() const { return buffer_.size(); }
 
  private:
   static std::vector<T>& kept() {

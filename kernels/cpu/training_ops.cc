@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -28,72 +29,173 @@ void for_range(int64_t n, double bytes_per_item, double cycles_per_item, Fn&& fn
       [&fn](Eigen::Index begin, Eigen::Index end) { fn(int64_t{begin}, int64_t{end}); });
 }
 
-// The positions of `indices` grouped by row: `order` lists them row by
-// row, each row's in their original order, the rows in the order the
-// indices first name them; heads[s] is where row s's run starts (n
-// appended). Linear, with no sort: one pass numbers the rows as they first
-// appear (a per-thread scratch entry per table row, written only where an
-// index points: nothing to clear; or, for a table much larger than the
-// batch, a hash index of the batch's rows), one counts each row's
-// positions, one places them.
-template <typename Index>
-void segments(const Index* indices, int64_t n, int64_t rows, std::vector<int64_t>& order,
-              std::vector<int64_t>& heads) {
-  std::vector<int32_t> segment_of_position(static_cast<size_t>(n));
-  heads.clear();  // first the count of each segment
-  // segment_of(row): the row's segment, the next number if it has none.
-  auto number = [&](auto&& segment_of) {
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t s = segment_of(static_cast<int64_t>(indices[j]));
-      if (s == std::ssize(heads)) heads.push_back(0);
-      segment_of_position[static_cast<size_t>(j)] = static_cast<int32_t>(s);
-      ++heads[static_cast<size_t>(s)];
+// The distinct rows of a sparse update's indices, numbered in the order
+// the indices first name them, and each one's gradient: its gradient rows
+// summed from zero in their original order, rounding to T after each
+// addition (TensorFlow's _deduplicate_indexed_slices; a single row plus
+// zero: -0 becomes +0). A row named once or twice has its gradient rows
+// read where they lie (the first ones come in order, a second one is a
+// random read); the gradient rows of a row named three times or more are
+// summed beforehand, in one sequential pass over the gradient, into a row
+// of `sums` (random reads of every duplicate cost more than the pass).
+template <typename C>
+struct SparseRows {
+  int64_t count = 0;                // distinct rows
+  const int64_t* row = nullptr;     // [count]: each one's row of the variable
+  const int64_t* first = nullptr;   // [count]: the position first naming it
+  const int64_t* second = nullptr;  // [count]: a row named twice: its other position; else -1
+  const int64_t* sum = nullptr;     // [count]: its row of sums, or -1
+  const C* sums = nullptr;
+  int64_t width = 0;
+};
+
+// Positions ahead whose row's entry the numbering pass prefetches (the
+// entries of a large table are cache misses at random).
+constexpr int64_t kPrefetchPositions = 16;
+
+// The stamp of this thread's next numbering pass over its per-row scratch
+// entries (`entries`, the whole buffer's `size`; one counter for every
+// instantiation, as they share the scratch): never 0, the stamp of a new
+// entry; when the counter wraps, the entries are cleared once.
+uint32_t next_stamp(uint64_t* entries, int64_t size) {
+  thread_local uint32_t last = 0;
+  if (++last == 0) {
+    std::fill(entries, entries + size, uint64_t{0});
+    last = 1;
+  }
+  return last;
+}
+
+// Tags of the per-thread scratch arrays a sparse update holds at once.
+struct PositionsTag;  // each position's distinct row
+struct TableRowsTag;  // each table row's distinct row (Adam: its number)
+struct DistinctTag;   // each distinct row's row of the table
+struct FirstTag;
+struct SecondTag;
+struct SumTag;
+struct SumsTag;
+
+// Fills the scratches behind a SparseRows: one pass numbers the rows as
+// they first appear (a per-thread scratch entry per table row, stamped
+// with the call so that nothing needs clearing; or, for a table much larger
+// than the batch, a hash index of the batch's rows), counts their
+// positions and keeps each one's last; then the gradient rows of the rows
+// named three times or more are summed in one sequential pass over the
+// gradient, the entries and sums ahead prefetched.
+template <typename T, typename C, typename Index>
+class DistinctRows {
+ public:
+  DistinctRows(const Index* indices, int64_t n, int64_t rows, const T* grad, int64_t w)
+      : positions_(static_cast<size_t>(n)),
+        row_(static_cast<size_t>(n)),
+        first_(static_cast<size_t>(n)),
+        second_(static_cast<size_t>(n)),
+        sum_(static_cast<size_t>(n)) {
+    int32_t* const of_position = positions_.data();
+    int64_t* const row = row_.data();
+    int64_t* const first = first_.data();
+    int64_t* const second = second_.data();  // first the last position naming the row
+    int64_t* const named = sum_.data();      // first the count of each row's positions
+    int64_t count = 0;
+    // distinct_of(r, next): row r's number, `next` if it has none;
+    // prefetch(r): the entry it will look at.
+    auto number = [&](auto&& distinct_of, auto&& prefetch) {
+      for (int64_t j = 0; j < n; ++j) {
+        if (j + kPrefetchPositions < n)
+          prefetch(static_cast<int64_t>(indices[j + kPrefetchPositions]));
+        const int64_t r = static_cast<int64_t>(indices[j]);
+        const int64_t d = distinct_of(r, count);
+        if (d == count) {
+          row[count] = r;
+          first[count] = j;
+          named[count++] = 0;
+        }
+        of_position[j] = static_cast<int32_t>(d);
+        second[d] = j;
+        ++named[d];
+      }
+    };
+    if (rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n)) {
+      // An entry is this call's when its high word is the call's stamp:
+      // no pass to clear the entries first. A new entry is zero, which no
+      // call uses; when the stamps wrap, the entries are cleared once.
+      ThreadScratch<uint64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
+      uint64_t* const of_row = scratch.data();
+      const uint64_t stamp = uint64_t{next_stamp(of_row, static_cast<int64_t>(scratch.size()))}
+                             << 32;
+      number(
+          [&](int64_t r, int64_t next) {
+            uint64_t& e = of_row[r];
+            if ((e & ~uint64_t{0xffffffff}) != stamp) e = stamp | static_cast<uint64_t>(next);
+            return static_cast<int64_t>(e & 0xffffffff);
+          },
+          [&](int64_t r) { __builtin_prefetch(of_row + r, 1); });
+    } else {
+      HashIndex of_row(n);
+      number([&](int64_t r, int64_t next) { return of_row.insert(r, next); },
+             [&](int64_t r) { of_row.prefetch(r); });
     }
-  };
-  if (rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n)) {
-    ThreadScratch<int32_t> scratch(static_cast<size_t>(rows));
-    int32_t* const segment_of_row = scratch.data();
-    for (int64_t j = 0; j < n; ++j) segment_of_row[indices[j]] = -1;
-    number([&](int64_t row) {
-      int32_t& s = segment_of_row[row];
-      if (s < 0) s = static_cast<int32_t>(heads.size());
-      return int64_t{s};
-    });
-  } else {
-    HashIndex segment_of_row(n);
-    number([&](int64_t row) { return segment_of_row.insert(row, std::ssize(heads)); });
+    int64_t repeated = 0;
+    for (int64_t d = 0; d < count; ++d) {
+      if (named[d] != 2) second[d] = -1;
+      named[d] = named[d] > 2 ? repeated++ : -1;
+    }
+    // Each sum starts from zero. One thread sums them all: split over the
+    // pool (by columns, or by rows) the pass measured no faster.
+    sums_.emplace(static_cast<size_t>(repeated * w));
+    C* const sums = sums_->data();
+    std::fill(sums, sums + repeated * w, C(0));
+    const int64_t prefetch_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
+    for (int64_t j = 0; repeated > 0 && j < n; ++j) {
+      if (j + kPrefetchPositions < n) {
+        const int64_t ahead = named[of_position[j + kPrefetchPositions]];
+        if (ahead >= 0) {
+          const char* line = reinterpret_cast<const char*>(sums + ahead * w);
+          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+        }
+      }
+      const int64_t k = named[of_position[j]];
+      if (k < 0) continue;
+      C* __restrict dst = sums + k * w;
+      const T* __restrict src = grad + j * w;
+      for (int64_t c = 0; c < w; ++c) dst[c] = round_through<T>(dst[c] + load_as<C>(src[c]));
+    }
+    rows_ = {count, row, first, second, named, sums, w};
   }
-  int64_t start = 0;
-  for (int64_t& h : heads) start += std::exchange(h, start);
-  heads.push_back(n);
-  order.resize(static_cast<size_t>(n));
-  std::vector<int64_t> next(heads.begin(), heads.end() - 1);
-  for (int64_t j = 0; j < n; ++j) {
-    order[static_cast<size_t>(
-        next[static_cast<size_t>(segment_of_position[static_cast<size_t>(j)])]++)] = j;
-  }
-}
 
-// The dense element loop: update_element's arithmetic on pointers that
-// alias nothing (the slots do not overlap: training_ops.h), so that the
-// compiler vectorizes it without run-time overlap checks. It is built
-// once per instruction set below and per value of the flags the formulas
-// branch on (`A`: Momentum's and Adam's use_nesterov, Ftrl's square-root
-// power; `B`: Ftrl's shrinkage), each a constant in its loop. The file is
-// built with -ffp-contract=off, so no multiply-add is ever fused, and lane
-// width changes no result: IEEE addition, multiplication, division and
-// square root round each element alike.
-template <TrainingOp Op, typename T, typename C>
-inline void dense_loop(const TrainingParams<C>& p, T* __restrict var, T* __restrict s0,
-                       T* __restrict s1, T* __restrict s2, const T* __restrict grad, int64_t begin,
-                       int64_t end) {
+  const SparseRows<C>& rows() const { return rows_; }
+
+ private:
+  ThreadScratch<int32_t, PositionsTag> positions_;
+  ThreadScratch<int64_t, DistinctTag> row_;
+  ThreadScratch<int64_t, FirstTag> first_;
+  ThreadScratch<int64_t, SecondTag> second_;
+  ThreadScratch<int64_t, SumTag> sum_;
+  std::optional<ThreadScratch<C, SumsTag>> sums_;
+  SparseRows<C> rows_;
+};
+
+// The element loops: update_element's arithmetic on pointers that alias
+// nothing (the slots do not overlap: training_ops.h), so that the compiler
+// vectorizes them without run-time overlap checks. Each is built once per
+// instruction set below and per value of the flags the formulas branch on
+// (`A`: Momentum's and Adam's use_nesterov, Ftrl's square-root power; `B`:
+// Ftrl's shrinkage), each a constant in its loop. The file is built with
+// -ffp-contract=off, so no multiply-add is ever fused, and lane width
+// changes no result: IEEE addition, multiplication, division and square
+// root round each element alike.
+template <TrainingOp Op, bool Sparse, typename T, typename C, typename G>
+inline void element_loop(const TrainingParams<C>& p, T* __restrict var, T* __restrict s0,
+                         T* __restrict s1, T* __restrict s2, const G* __restrict grad,
+                         int64_t begin, int64_t end) {
   const TrainingSlots<T> slots{var, s0, s1, s2};
-  for (int64_t i = begin; i < end; ++i) update_element<Op, false>(p, slots, i, load_as<C>(grad[i]));
+  for (int64_t i = begin; i < end; ++i)
+    update_element<Op, Sparse>(p, slots, i, load_as<C>(grad[i]));
 }
 
-template <TrainingOp Op, bool A, bool B, typename T, typename C>
-inline void dense_elements(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
-                           int64_t begin, int64_t end) {
+// p with the flags A and B set as constants.
+template <TrainingOp Op, bool A, bool B, typename C>
+TrainingParams<C> with_flags(const TrainingParams<C>& p) {
   TrainingParams<C> q = p;
   if constexpr (Op == TrainingOp::kFtrl) {
     q.sqrt_power = A;
@@ -101,13 +203,135 @@ inline void dense_elements(const TrainingParams<C>& p, const TrainingSlots<T>& s
   } else {
     q.use_nesterov = A;
   }
-  dense_loop<Op, T, C>(q, slots.var, slots.s0, slots.s1, slots.s2, grad, begin, end);
+  return q;
 }
 
-template <typename T, typename C>
-using DenseElementsFn = void (*)(const TrainingParams<C>&, const TrainingSlots<T>&, const T*,
-                                 int64_t, int64_t);
+// The slots of row `row` (w elements a row); the ones Op does not use stay
+// null.
+template <TrainingOp Op, typename T>
+TrainingSlots<T> row_slots(const TrainingSlots<T>& s, int64_t row, int64_t w) {
+  constexpr int kSlots = training_slot_count(Op);
+  const int64_t at = row * w;
+  return {s.var + at, kSlots > 0 ? s.s0 + at : nullptr, kSlots > 1 ? s.s1 + at : nullptr,
+          kSlots > 2 ? s.s2 + at : nullptr};
+}
 
+// The dense update of elements [begin, end).
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+struct DenseElements {
+  static void run(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
+                  int64_t begin, int64_t end) {
+    element_loop<Op, false, T, C>(with_flags<Op, A, B>(p), slots.var, slots.s0, slots.s1, slots.s2,
+                                  grad, begin, end);
+  }
+};
+
+// Distinct row s's gradient: its row of sums, or its only gradient row
+// plus zero, in buf.
+template <typename T, typename C>
+inline const C* gradient_of(const SparseRows<C>& r, const T* grad, int64_t s, C* __restrict buf) {
+  if (r.sum[s] >= 0) return r.sums + r.sum[s] * r.width;
+  const T* __restrict src = grad + r.first[s] * r.width;
+  for (int64_t c = 0; c < r.width; ++c) buf[c] = round_through<T>(C(0) + load_as<C>(src[c]));
+  if (r.second[s] >= 0) {
+    const T* __restrict next = grad + r.second[s] * r.width;
+    for (int64_t c = 0; c < r.width; ++c) buf[c] = round_through<T>(buf[c] + load_as<C>(next[c]));
+  }
+  return buf;
+}
+
+// Distinct rows ahead of the one being updated whose rows (of the variable
+// and the slots, and a second gradient row) are prefetched: they lie at
+// random, and the update of one row is too short to hide a miss.
+constexpr int64_t kPrefetchRows = 16;
+
+// Prefetches distinct row s's rows (the first 256 bytes of each; row-wise
+// Adagrad's accumulator is one element a row).
+template <TrainingOp Op, typename T, typename C>
+inline void prefetch_rows(const TrainingSlots<T>& slots, const T* grad, const SparseRows<C>& r,
+                          int64_t s) {
+  const int64_t bytes = std::min<int64_t>(r.width * static_cast<int64_t>(sizeof(T)), 256);
+  auto prefetch = [bytes](const T* row) {
+    for (int64_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(row) + b, 1);
+    }
+  };
+  if constexpr (Op == TrainingOp::kRowwiseAdagrad) {
+    prefetch(slots.var + r.row[s] * r.width);
+    __builtin_prefetch(slots.s0 + r.row[s], 1);
+  } else {
+    const TrainingSlots<T> at = row_slots<Op>(slots, r.row[s], r.width);
+    constexpr int kSlots = training_slot_count(Op);
+    prefetch(at.var);
+    if constexpr (kSlots > 0) prefetch(at.s0);
+    if constexpr (kSlots > 1) prefetch(at.s1);
+    if constexpr (kSlots > 2) prefetch(at.s2);
+  }
+  if (r.second[s] >= 0) {
+    const char* g = reinterpret_cast<const char*>(grad + r.second[s] * r.width);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(g + b, 0);
+  }
+}
+
+// The sparse update of distinct rows [begin, end): each row's gradient
+// summed into buf (width elements), then its elements updated.
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+struct SparseUpdate {
+  static void run(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
+                  const SparseRows<C>& r, C* buf, int64_t begin, int64_t end) {
+    const TrainingParams<C> q = with_flags<Op, A, B>(p);
+    for (int64_t s = begin; s < std::min(end, begin + kPrefetchRows); ++s) {
+      prefetch_rows<Op>(slots, grad, r, s);
+    }
+    for (int64_t s = begin; s < end; ++s) {
+      if (s + kPrefetchRows < end) prefetch_rows<Op>(slots, grad, r, s + kPrefetchRows);
+      const C* g = gradient_of(r, grad, s, buf);
+      if constexpr (Op == TrainingOp::kRowwiseAdagrad) {
+        // A sum over the row first, in column order (not vectorized).
+        rowwise_adagrad_row(q, slots, r.row[s], r.width, [g](int64_t c) { return g[c]; });
+      } else {
+        const TrainingSlots<T> at = row_slots<Op>(slots, r.row[s], r.width);
+        element_loop<Op, true, T, C>(q, at.var, at.s0, at.s1, at.s2, g, 0, r.width);
+      }
+    }
+  }
+};
+
+// compat.v1 Adam's sparse update of variable rows [begin, end): the rows
+// in the batch (distinct_of[row] >= 0) with their gradient, the others
+// decayed.
+template <typename T, typename C>
+inline void adam_decay_row(const TrainingParams<C>& p, T* __restrict var, T* __restrict m,
+                           T* __restrict v, int64_t w) {
+  const TrainingSlots<T> slots{var, m, v, nullptr};
+  for (int64_t c = 0; c < w; ++c) adam_decay_element(p, slots, c);
+}
+
+template <TrainingOp Op, bool A, bool B, typename T, typename C>
+struct AdamRows {
+  static void run(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
+                  const SparseRows<C>& r, const int64_t* distinct_of, C* buf, int64_t begin,
+                  int64_t end) {
+    const TrainingParams<C> q = with_flags<Op, A, B>(p);
+    for (int64_t row = begin; row < end; ++row) {
+      const TrainingSlots<T> at = row_slots<Op>(slots, row, r.width);
+      const int64_t s = distinct_of[row];
+      if (s < 0) {
+        adam_decay_row(q, at.var, at.s0, at.s1, r.width);
+        continue;
+      }
+      const C* g = gradient_of(r, grad, s, buf);
+      element_loop<Op, true, T, C>(q, at.var, at.s0, at.s1, at.s2, g, 0, r.width);
+    }
+  }
+};
+
+// K<Op, A, B, T, C>::run built for each instruction set: the variant for
+// this CPU.
+template <template <TrainingOp, bool, bool, typename, typename> class K, TrainingOp Op, bool A,
+          bool B, typename T, typename C>
+struct IsaVariants {
+  using Fn = decltype(&K<Op, A, B, T, C>::run);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // `flatten` inlines the loop and the functors into each variant, where they
 // are compiled (and vectorized) for its target; nothing the variants call
@@ -117,56 +341,49 @@ using DenseElementsFn = void (*)(const TrainingParams<C>&, const TrainingSlots<T
 #else
 #define VARSTATE_AVX512_TARGET "avx512f,avx512vl,avx512bw,prefer-vector-width=512"
 #endif
-
-template <TrainingOp Op, bool A, bool B, typename T, typename C>
-__attribute__((target(VARSTATE_AVX512_TARGET), flatten)) void dense_elements_avx512(
-    const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad, int64_t begin,
-    int64_t end) {
-  dense_elements<Op, A, B>(p, slots, grad, begin, end);
-}
-
-template <TrainingOp Op, bool A, bool B, typename T, typename C>
-__attribute__((target("avx2"), flatten)) void dense_elements_avx2(const TrainingParams<C>& p,
-                                                                  const TrainingSlots<T>& slots,
-                                                                  const T* grad, int64_t begin,
-                                                                  int64_t end) {
-  dense_elements<Op, A, B>(p, slots, grad, begin, end);
-}
-
-template <TrainingOp Op, bool A, bool B, typename T, typename C>
-DenseElementsFn<T, C> dense_elements_for_cpu() {
-  switch (cpu_isa()) {
-    case Isa::kAvx512:
-      return &dense_elements_avx512<Op, A, B, T, C>;
-    case Isa::kAvx2:
-      return &dense_elements_avx2<Op, A, B, T, C>;
-    case Isa::kBaseline:
-      break;
+  template <typename... Args>
+  __attribute__((target(VARSTATE_AVX512_TARGET), flatten)) static void avx512(Args... args) {
+    K<Op, A, B, T, C>::run(args...);
   }
-  return &dense_elements<Op, A, B, T, C>;
-}
+  template <typename... Args>
+  __attribute__((target("avx2"), flatten)) static void avx2(Args... args) {
+    K<Op, A, B, T, C>::run(args...);
+  }
+#undef VARSTATE_AVX512_TARGET
+  template <typename... Args>
+  static Fn pick(void (*)(Args...)) {
+    switch (cpu_isa()) {
+      case Isa::kAvx512:
+        return &avx512<Args...>;
+      case Isa::kAvx2:
+        return &avx2<Args...>;
+      case Isa::kBaseline:
+        break;
+    }
+    return &K<Op, A, B, T, C>::run;
+  }
+  static Fn for_cpu() { return pick(&K<Op, A, B, T, C>::run); }
 #else
-template <TrainingOp Op, bool A, bool B, typename T, typename C>
-DenseElementsFn<T, C> dense_elements_for_cpu() {
-  return &dense_elements<Op, A, B, T, C>;
-}
+  static Fn for_cpu() { return &K<Op, A, B, T, C>::run; }
 #endif
+};
 
-// The loop for p's flags on this CPU.
-template <TrainingOp Op, typename T, typename C>
-DenseElementsFn<T, C> dense_elements_for(const TrainingParams<C>& p) {
+// The variant of K for p's flags on this CPU.
+template <template <TrainingOp, bool, bool, typename, typename> class K, TrainingOp Op, typename T,
+          typename C>
+auto kernel_for(const TrainingParams<C>& p) {
   if constexpr (Op == TrainingOp::kFtrl) {
     if (p.sqrt_power) {
-      return p.shrinkage ? dense_elements_for_cpu<Op, true, true, T, C>()
-                         : dense_elements_for_cpu<Op, true, false, T, C>();
+      return p.shrinkage ? IsaVariants<K, Op, true, true, T, C>::for_cpu()
+                         : IsaVariants<K, Op, true, false, T, C>::for_cpu();
     }
-    return p.shrinkage ? dense_elements_for_cpu<Op, false, true, T, C>()
-                       : dense_elements_for_cpu<Op, false, false, T, C>();
+    return p.shrinkage ? IsaVariants<K, Op, false, true, T, C>::for_cpu()
+                       : IsaVariants<K, Op, false, false, T, C>::for_cpu();
   } else if constexpr (Op == TrainingOp::kMomentum || Op == TrainingOp::kAdam) {
-    return p.use_nesterov ? dense_elements_for_cpu<Op, true, false, T, C>()
-                          : dense_elements_for_cpu<Op, false, false, T, C>();
+    return p.use_nesterov ? IsaVariants<K, Op, true, false, T, C>::for_cpu()
+                          : IsaVariants<K, Op, false, false, T, C>::for_cpu();
   } else {
-    return dense_elements_for_cpu<Op, false, false, T, C>();
+    return IsaVariants<K, Op, false, false, T, C>::for_cpu();
   }
 }
 
@@ -191,7 +408,7 @@ void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<
                   }
                 });
     } else {
-      const DenseElementsFn<T, C> elements = dense_elements_for<kOp, T, C>(p);
+      const auto elements = kernel_for<DenseElements, kOp, T, C>(p);
       for_range(n, bytes, 8.0,
                 [&](int64_t begin, int64_t end) { elements(p, slots, grad, begin, end); });
     }
@@ -204,52 +421,29 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
                   const T* grad, bool /*deterministic*/) {
   using C = training_compute_t<T>;
   const TrainingParams<C> p = training_params<T, C>(hyper);
-  std::vector<int64_t> order;
-  std::vector<int64_t> heads;
-  segments(indices, num_indices, rows, order, heads);
-  const int64_t num_segments = static_cast<int64_t>(heads.size()) - 1;
+  const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, row_width);
+  const SparseRows<C>& r = distinct.rows();
   const int64_t w = row_width;
-  // Segment s's gradient row, summed into buf (row_width elements).
-  auto sum_row = [&](int64_t s, C* buf) {
-    const T* first = grad + order[heads[s]] * w;
-    for (int64_t c = 0; c < w; ++c) buf[c] = round_through<T>(C(0) + load_as<C>(first[c]));
-    for (int64_t q = heads[s] + 1; q < heads[s + 1]; ++q) {
-      const T* row = grad + order[q] * w;
-      for (int64_t c = 0; c < w; ++c) buf[c] = round_through<T>(buf[c] + load_as<C>(row[c]));
-    }
-  };
-  auto row_of = [&](int64_t s) { return static_cast<int64_t>(indices[order[heads[s]]]); };
   dispatch_training_op(op, [&](auto tag) {
     constexpr TrainingOp kOp = decltype(tag)::value;
     const double bytes = sizeof(T) * (2.0 + training_slot_count(kOp)) * static_cast<double>(w);
     if constexpr (kOp == TrainingOp::kAdam) {
-      std::vector<int64_t> segment_of(rows, -1);
-      for (int64_t s = 0; s < num_segments; ++s) segment_of[row_of(s)] = s;
+      // Every row moves: one pass over the variable, each row looking up
+      // its distinct row (a scratch entry per row, -1 for none).
+      ThreadScratch<int64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
+      int64_t* const distinct_of = scratch.data();
+      std::fill(distinct_of, distinct_of + rows, int64_t{-1});
+      for (int64_t s = 0; s < r.count; ++s) distinct_of[r.row[s]] = s;
+      const auto update = kernel_for<AdamRows, kOp, T, C>(p);
       for_range(rows, bytes, 12.0 * w, [&](int64_t begin, int64_t end) {
-        std::vector<C> buf(w);
-        for (int64_t r = begin; r < end; ++r) {
-          const int64_t s = segment_of[r];
-          if (s < 0) {
-            for (int64_t i = r * w; i < (r + 1) * w; ++i) adam_decay_element(p, slots, i);
-            continue;
-          }
-          sum_row(s, buf.data());
-          for (int64_t c = 0; c < w; ++c) update_element<kOp, true>(p, slots, r * w + c, buf[c]);
-        }
+        std::vector<C> buf(static_cast<size_t>(w));
+        update(p, slots, grad, r, distinct_of, buf.data(), begin, end);
       });
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
-      for_range(num_segments, bytes, 8.0 * w, [&](int64_t begin, int64_t end) {
-        std::vector<C> buf(w);
-        for (int64_t s = begin; s < end; ++s) {
-          sum_row(s, buf.data());
-          const int64_t row = row_of(s);
-          if constexpr (kOp == TrainingOp::kRowwiseAdagrad) {
-            rowwise_adagrad_row(p, slots, row, w, [&buf](int64_t c) { return buf[c]; });
-          } else {
-            for (int64_t c = 0; c < w; ++c)
-              update_element<kOp, true>(p, slots, row * w + c, buf[c]);
-          }
-        }
+      const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
+      for_range(r.count, bytes, 8.0 * w, [&](int64_t begin, int64_t end) {
+        std::vector<C> buf(static_cast<size_t>(w));
+        update(p, slots, grad, r, buf.data(), begin, end);
       });
     }
   });

@@ -39,9 +39,11 @@ void dense_case(TrainingOp op, int64_t rows, int64_t width, bool nesterov, doubl
 }
 
 template <typename T, typename Index>
-void sparse_case(TrainingOp op, int64_t rows, int64_t width, int64_t n, bool duplicates) {
-  CAPTURE(static_cast<int>(op), rows, width, n, duplicates, dtype_name(dtype_of<T>));
-  const auto h = test_hyper(false);
+void sparse_case(TrainingOp op, int64_t rows, int64_t width, int64_t n, bool duplicates,
+                 bool nesterov = false, double lr_power = -0.5, double shrinkage = 0) {
+  CAPTURE(static_cast<int>(op), rows, width, n, duplicates, nesterov, lr_power, shrinkage,
+          dtype_name(dtype_of<T>));
+  const auto h = test_hyper(nesterov, lr_power, shrinkage);
   const std::vector<Index> indices =
       duplicates ? duplicate_indices<Index>(n, rows, kSeed) : unique_indices<Index>(n, rows, kSeed);
   TrainingData<T> got = training_data<T>(rows * width, rows, n * width, kSeed + rows);
@@ -72,6 +74,11 @@ void all_cases() {
     sparse_case<T, int64_t>(op, 50, 3, 20, false);
     sparse_case<T, int32_t>(op, 50, 64, 200, true);
     sparse_case<T, int64_t>(op, 4000, 65, 3000, true);
+    // Each flag the sparse loops are specialized on, with duplicates summed
+    // on the pool (3000 gradient rows of 65 elements).
+    sparse_case<T, int64_t>(op, 4000, 65, 3000, true, true, -0.5);
+    sparse_case<T, int32_t>(op, 4000, 65, 3000, true, false, -0.5, 0.03);
+    sparse_case<T, int64_t>(op, 4000, 65, 3000, true, false, -0.3, 0.0);
   }
 }
 
