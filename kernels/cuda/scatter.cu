@@ -3,8 +3,6 @@
 // per dtype group in scatter_{float,half,int,int_wide,complex}.cu.
 #include <cub/device/device_radix_sort.cuh>
 
-#include <map>
-#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/scatter_internal.cuh"
@@ -193,18 +191,20 @@ template SortedRun sort_indices<int32_t>(const int32_t*, int64_t, int64_t, void*
 template SortedRun sort_indices<int64_t>(const int64_t*, int64_t, int64_t, void*, size_t,
                                          cudaStream_t);
 
-bool kernel_has_cas128(const void* kernel) {
+bool kernel_has_cas128(const void* kernel, Cas128Cache& cache) {
   int device = 0;
   VARSTATE_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, bool> cache;
-  std::lock_guard lock(mu);
-  const auto found = cache.find({device, kernel});
-  if (found != cache.end()) return found->second;
+  std::atomic<int8_t>* known =
+      device >= 0 && device < Cas128Cache::kDevices ? &cache.by_device[device] : nullptr;
+  if (known != nullptr) {
+    const int8_t k = known->load(std::memory_order_relaxed);
+    if (k != 0) return k == 2;
+  }
+  // Two threads may both ask the runtime the first time: the same answer.
   cudaFuncAttributes attributes{};
   VARSTATE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   const bool has = ptx_has_cas128(attributes.ptxVersion);
-  cache.emplace(std::make_pair(device, kernel), has);
+  if (known != nullptr) known->store(has ? 2 : 1, std::memory_order_relaxed);
   return has;
 }
 

@@ -4,6 +4,8 @@
 // and the radix sort of the deterministic path live in scatter.cu.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -56,12 +58,19 @@ template <typename Index>
 SortedRun sort_indices(const Index* indices, int64_t n, int64_t rows, void* scratch,
                        size_t scratch_bytes, cudaStream_t stream);
 
+// What kernel_has_cas128 found for one kernel, per device: 0 not asked
+// yet, 1 no, 2 yes (devices past kDevices are asked every time).
+struct Cas128Cache {
+  static constexpr int kDevices = 64;
+  std::atomic<int8_t> by_device[kDevices] = {};
+};
+
 // True if `kernel` (a __global__ function's address), as it runs on the
 // current device, was compiled with 16-byte compare-and-swap: decided from
 // the code the runtime picked (kernels/cuda/compiled_arch.h), so that the
-// launcher and the kernel's `#if __CUDA_ARCH__` agree. Cached per device and
-// kernel; thread-safe.
-bool kernel_has_cas128(const void* kernel);
+// launcher and the kernel's `#if __CUDA_ARCH__` agree. Kept in `cache` (the
+// kernel's own) once known: no lock on the way, thread-safe.
+bool kernel_has_cas128(const void* kernel, Cas128Cache& cache);
 
 // Scratch memory for the length of one call, freed (stream-ordered) on exit.
 class ScratchBuffer {
@@ -468,8 +477,10 @@ void scatter_op(C* table, int64_t rows, int64_t row_width, const Index* indices,
   if constexpr (sizeof(C) == 16 && (Op == ScatterOp::kMul || Op == ScatterOp::kDiv)) {
     // Complex128 multiply and divide need the 16-byte compare-and-swap of
     // the atomic kernel: without it in the code that runs, sort instead.
-    if (!deterministic && !kernel_has_cas128(reinterpret_cast<const void*>(
-                              &scatter_atomic_kernel<Op, C, Index, 1>))) {
+    static Cas128Cache cache;
+    if (!deterministic &&
+        !kernel_has_cas128(reinterpret_cast<const void*>(&scatter_atomic_kernel<Op, C, Index, 1>),
+                           cache)) {
       deterministic = true;
     }
   }
