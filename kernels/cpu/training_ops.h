@@ -5,10 +5,12 @@
 // Sparse updates combine duplicate indices first, as TensorFlow's
 // optimizers do (_deduplicate_indexed_slices: the gradient rows of one
 // index are summed, from zero, in their original order, rounding to T
-// after each addition). The positions are grouped by row, in their
-// original order within a row (no sort: a linear pass), and each distinct
-// row is updated by exactly one thread, so results are bitwise
-// the same run to run and for every thread count; `deterministic` changes
+// after each addition). The distinct rows are numbered in one linear pass
+// (no sort); a row's gradient rows are added in their original order (in
+// one sequential pass over the gradient for a row named three times or
+// more), and each distinct row is updated by exactly one thread, so
+// results are bitwise the same run to run, for every thread count and
+// every instruction set the loops are built for; `deterministic` changes
 // nothing on the CPU. Work below kParallelBytesThreshold runs on the
 // calling thread.
 #pragma once
