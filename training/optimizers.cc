@@ -125,23 +125,22 @@ void AdamOptimizer::make_non_slot_variables(const Variable& first) {
 
 void AdamOptimizer::prepare() { lr_ = read(options_.learning_rate, "learning_rate"); }
 
+bool AdamOptimizer::KnownPower::holds(const Variable& power) const {
+  // Only this process's buffers have a version to trust without asking.
+  internal::VariableStorage& storage = internal::storage(power);
+  return valid && variable && variable->same_as(power) && storage.updates_in_place() &&
+         storage.version() == version;
+}
+
 void AdamOptimizer::read_state() {
   auto power = [this](const char* name, KnownPower& known) {
     Variable& v = non_slot_variable(name);
+    if (known.holds(v)) return known.value;
     internal::VariableStorage& storage = internal::storage(v);
-    // Only this process's buffers have a version to trust without asking.
-    if (!storage.updates_in_place()) {
-      known.valid = false;
-      return v.value().to_host().cast(DType::kDouble).scalar<double>();
-    }
-    const uint64_t version = storage.version();
-    if (!known.valid || !known.variable || !known.variable->same_as(v) ||
-        known.version != version) {
-      known.value = v.value().to_host().cast(DType::kDouble).scalar<double>();
-      known.variable = v;
-      known.version = version;
-      known.valid = true;
-    }
+    known.value = v.value().to_host().cast(DType::kDouble).scalar<double>();
+    known.variable = v;
+    known.version = storage.version();
+    known.valid = storage.updates_in_place();
     return known.value;
   };
   beta1_power_ = power("beta1_power", known_[0]);
@@ -171,8 +170,7 @@ void AdamOptimizer::finish() {
     // since: then the new value is the product the device computes, in the
     // power's dtype, rounded once (computed here on the host, which rounds
     // alike), and this assign is the one write that follows.
-    const bool was_known = known.valid && known.variable && known.variable->same_as(power) &&
-                           storage.updates_in_place() && storage.version() == known.version;
+    const bool was_known = known.holds(power);
     const Tensor beta = Tensor::filled(power.dtype(), {}, Tensor(betas[k]), power.device());
     power.assign(power.value() * beta, {.use_locking = use_locking()});
     known.valid = false;

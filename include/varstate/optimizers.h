@@ -149,6 +149,9 @@ class AdamOptimizer : public Optimizer {
     std::optional<Variable> variable;  // which one (a new graph makes new ones)
     uint64_t version = 0;              // its version when read or written here
     double value = 0;
+    // True when this still is `power`'s value: `power` is the variable
+    // read or written here, held in this process, and unchanged since.
+    bool holds(const Variable& power) const;
   };
   KnownPower known_[2];
 };

@@ -434,7 +434,8 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       int64_t* const distinct_of = scratch.data();
       std::fill(distinct_of, distinct_of + rows, int64_t{-1});
       for (int64_t s = 0; s < r.count; ++s) distinct_of[r.row[s]] = s;
-      const auto update = kernel_for<AdamRows, kOp, T, C>(p);
+      // compat.v1's sparse Adam has no Nesterov form: one flag variant.
+      const auto update = IsaVariants<AdamRows, kOp, false, false, T, C>::for_cpu();
       for_range(rows, bytes, 12.0 * w, [&](int64_t begin, int64_t end) {
         std::vector<C> buf(static_cast<size_t>(w));
         update(p, slots, grad, r, distinct_of, buf.data(), begin, end);
