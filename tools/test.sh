@@ -16,4 +16,13 @@ case " $* " in
 esac
 cmake -S "$root" -B "$build" -G Ninja "$@"
 cmake --build "$build" -j"$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)"
+if ! ctest --test-dir "$build" --output-on-failure -j"$(nproc)"; then
+  # A failing test's output can run to thousands of lines of log warnings,
+  # and a CI report keeps only its head and tail: repeat the failed
+  # assertions (Catch2's "FAILED:" blocks, with their test case and
+  # expansion) and forked children's last words at the very end.
+  log="$build/Testing/Temporary/LastTest.log"
+  echo "== failed assertions (from $log):"
+  grep -a -B12 -A16 -E ": FAILED:|child: " "$log" | grep -av "\] \[warning\] " | tail -n 250 || true
+  exit 1
+fi
