@@ -1,5 +1,9 @@
 #include "runtime/keyed_table.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -148,21 +152,86 @@ Tensor DeviceKeyedTable::slot_tensor(std::span<const int64_t> slots) const {
   return Tensor::from_vector(std::vector<int64_t>(slots.begin(), slots.end())).on(device_);
 }
 
+namespace {
+
+// Copies rows of `row_bytes` bytes into an arena. A large batch (`rows`
+// rows) stores around the caches: the arena rows it writes are not read
+// soon, and a store that misses would first read the line it overwrites.
+class RowCopier {
+ public:
+  RowCopier(std::byte* arena, size_t row_bytes, int64_t rows)
+      : arena_(arena),
+        row_bytes_(row_bytes),
+        stream_(kCanStream && rows * static_cast<int64_t>(row_bytes) >= kStreamBytes &&
+                row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(arena) % 16 == 0) {}
+  ~RowCopier() {
+#if defined(__SSE2__)
+    if (stream_) _mm_sfence();  // seen before the table's lock is released
+#endif
+  }
+  RowCopier(const RowCopier&) = delete;
+  RowCopier& operator=(const RowCopier&) = delete;
+
+  // The row at `from` into arena slot `slot`.
+  void copy(int64_t slot, const std::byte* from) const {
+    std::byte* to = arena_ + static_cast<size_t>(slot) * row_bytes_;
+    if (!stream_) {
+      std::memcpy(to, from, row_bytes_);
+      return;
+    }
+#if defined(__SSE2__)
+    for (size_t b = 0; b < row_bytes_; b += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(to + b),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + b)));
+    }
+#endif
+  }
+
+ private:
+#if defined(__SSE2__)
+  static constexpr bool kCanStream = true;
+#else
+  static constexpr bool kCanStream = false;
+#endif
+  static constexpr int64_t kStreamBytes = int64_t{4} << 20;
+  std::byte* const arena_;
+  const size_t row_bytes_;
+  const bool stream_;
+};
+
+}  // namespace
+
 void DeviceKeyedTable::write_rows(Member& m, std::span<const int64_t> slots, const Tensor& rows) {
   if (slots.empty() || row_elements(m.row_shape) == 0) return;
   if (device_.is_cpu()) {
     const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
-    auto* dst = static_cast<std::byte*>(m.arena.raw_data());
     const auto* src = static_cast<const std::byte*>(rows.raw_data());
     const auto n = static_cast<int64_t>(slots.size());
-    kernels::cpu::for_ranges(n, 64, n * static_cast<int64_t>(row_bytes),
-                             kernels::cpu::parallel_thresholds().gather_bytes,
-                             [&](int64_t first, int64_t last) {
-                               for (int64_t i = first; i < last; ++i) {
-                                 std::memcpy(dst + static_cast<size_t>(slots[i]) * row_bytes,
-                                             src + static_cast<size_t>(i) * row_bytes, row_bytes);
-                               }
-                             });
+    const int64_t parts =
+        kernels::cpu::worth_splitting(n * static_cast<int64_t>(row_bytes),
+                                      kernels::cpu::parallel_thresholds().gather_bytes)
+            ? kernels::cpu::pool_threads()
+            : 1;
+    // Split by slot, not by position: each thread reads every position and
+    // writes the rows of its own slots, in order, so that a repeated slot
+    // keeps its last row. Slots go to threads in blocks of 16, spread by a
+    // multiplicative hash (a batch's new slots are runs).
+    auto part = [&](int64_t t) {
+      const RowCopier rows_out(static_cast<std::byte*>(m.arena.raw_data()), row_bytes, n / parts);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t h = (static_cast<uint64_t>(slots[i]) >> 4) * 0x9e3779b97f4a7c15ull;
+        if (parts > 1 &&
+            static_cast<int64_t>(((h >> 32) * static_cast<uint64_t>(parts)) >> 32) != t) {
+          continue;
+        }
+        rows_out.copy(slots[i], src + static_cast<size_t>(i) * row_bytes);
+      }
+    };
+    if (parts > 1) {
+      kernels::cpu::run_shards(parts, part);
+    } else {
+      part(0);
+    }
     return;
   }
   Tensor arena = m.arena;
@@ -483,7 +552,10 @@ void DeviceKeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
 }
 
 std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> keys, int skip_init,
-                                                      bool admit_keys) {
+                                                      bool admit_keys,
+                                                      const ShardRowsFn* rows_of_shard,
+                                                      bool* rows_written) {
+  if (rows_written != nullptr) *rows_written = false;
   const int64_t n = static_cast<int64_t>(keys.size());
   // Without a policy to consult, every key goes straight to its shard's
   // insert, which leaves a present key's slot as it is and hands the free
@@ -494,7 +566,8 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   const int64_t room = static_cast<int64_t>(free_.size()) + (capacity_ - next_slot_);
   std::vector<int64_t> slots;
   std::unique_lock<std::mutex> budget_lock;
-  if (policy_applies || room < n) {
+  const bool every_key_routed = !(policy_applies || room < n);
+  if (!every_key_routed) {
     slots = find(keys);
     if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) return slots;
     // A shared cap is checked and the new keys counted in it under its
@@ -510,100 +583,117 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     return slots;
   }
   reserve_rows(absent);
-  // The absent keys by shard, in order, with their positions in `keys`:
-  // each key's shard, the shards' counts, then the keys placed.
+  // Each shard's share of the batch, handled on a pool thread of its own
+  // when the batch is large: its absent keys and their positions in `keys`
+  // in order, its candidate slots, and then its new keys with the slots
+  // they took.
   const size_t num_shards = shards_.size();
-  std::vector<uint32_t> shard_of_key(keys.size());
-  std::vector<size_t> counts(num_shards, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
-    const auto s =
-        static_cast<uint32_t>(kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_));
-    shard_of_key[static_cast<size_t>(i)] = s;
-    ++counts[s];
-  }
-  std::vector<std::vector<int64_t>> shard_keys(num_shards);
-  std::vector<std::vector<int64_t>> shard_positions(num_shards);
-  for (size_t s = 0; s < num_shards; ++s) {
-    shard_keys[s].resize(counts[s]);
-    shard_positions[s].resize(counts[s]);
-    counts[s] = 0;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
-    const uint32_t s = shard_of_key[static_cast<size_t>(i)];
-    const size_t at = counts[s]++;
-    shard_keys[s][at] = keys[i];
-    shard_positions[s][at] = i;
-  }
-  // Each shard's candidate slots (freed ones first, then fresh ones); a
-  // shard hands them to its new keys in the order they first appear.
-  std::vector<std::vector<int64_t>> candidates(num_shards);
-  for (size_t s = 0; s < num_shards; ++s) {
-    std::vector<int64_t>& c = candidates[s];
-    c.resize(shard_keys[s].size());
+  struct ShardBatch {
+    std::unique_ptr<int64_t[]> keys, positions;  // `count` of each
+    int64_t count = 0;
+    std::vector<int64_t> candidates;
+    std::vector<int64_t> new_keys, new_slots;
+  };
+  std::vector<ShardBatch> batch(num_shards);
+  constexpr int64_t kKeysPerShardThread = 4096;
+  auto per_shard = [&](auto&& fn) {
+    if (num_shards > 1 && absent >= kKeysPerShardThread) {
+      kernels::cpu::run_shards(static_cast<int64_t>(num_shards), fn);
+    } else {
+      for (size_t s = 0; s < num_shards; ++s) fn(static_cast<int64_t>(s));
+    }
+  };
+  // 1. Every shard reads every key and keeps its own absent ones (written
+  //    without a branch: the next entry is overwritten unless it was one).
+  auto route = [&](int64_t s) {
+    ShardBatch& b = batch[static_cast<size_t>(s)];
+    b.keys.reset(new int64_t[static_cast<size_t>(n)]);
+    b.positions.reset(new int64_t[static_cast<size_t>(n)]);
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool mine =
+          slots[static_cast<size_t>(i)] == HashIndex::kAbsent &&
+          (num_shards == 1 || kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_) ==
+                                  static_cast<size_t>(s));
+      b.keys[static_cast<size_t>(count)] = keys[i];
+      b.positions[static_cast<size_t>(count)] = i;
+      count += mine ? 1 : 0;
+    }
+    b.count = count;
+  };
+  per_shard(route);
+  // 2. Each shard's candidate slots (freed ones first, then fresh ones); a
+  //    shard hands them to its new keys in the order they first appear.
+  for (ShardBatch& b : batch) {
+    std::vector<int64_t>& c = b.candidates;
+    c.resize(static_cast<size_t>(b.count));
     const size_t reused = std::min(c.size(), free_.size());
     std::copy(free_.end() - static_cast<ptrdiff_t>(reused), free_.end(), c.begin());
     free_.resize(free_.size() - reused);
     std::iota(c.begin() + static_cast<ptrdiff_t>(reused), c.end(), next_slot_);
     next_slot_ += static_cast<int64_t>(c.size() - reused);
   }
-  std::vector<std::vector<int64_t>> shard_slots(num_shards);
-  std::vector<int64_t> used(num_shards, 0);
-  auto insert_shard = [&](int64_t s) {
-    const auto k = static_cast<size_t>(s);
-    const auto m = static_cast<int64_t>(shard_keys[k].size());
-    shard_slots[k].resize(shard_keys[k].size());
+  // 3. Each shard inserts its keys, writes their slots into `slots` (at
+  //    positions no other shard has) and lists its new keys with their
+  //    slots: its used candidates are a prefix (fewer than its keys when a
+  //    new key repeats), matched with the keys that took them in order.
+  auto insert = [&](int64_t s) {
+    ShardBatch& b = batch[static_cast<size_t>(s)];
+    const int64_t m = b.count;
     if (m == 0) return;
-    used[k] =
-        shards_[k].insert(shard_keys[k].data(), m, candidates[k].data(), shard_slots[k].data());
-  };
-  constexpr int64_t kKeysPerShardThread = 4096;
-  if (num_shards > 1 && absent >= kKeysPerShardThread) {
-    kernels::cpu::run_shards(static_cast<int64_t>(num_shards), insert_shard);
-  } else {
-    for (size_t s = 0; s < num_shards; ++s) insert_shard(static_cast<int64_t>(s));
-  }
-  // A shard's used candidates are a prefix (fewer than its keys when a new
-  // key repeats): the rest are free again. New keys are matched with their
-  // candidates in order.
-  std::vector<int64_t> new_keys;
-  std::vector<int64_t> new_slots;
-  int64_t fresh = 0;
-  for (size_t s = 0; s < num_shards; ++s) fresh += used[s];
-  new_keys.reserve(static_cast<size_t>(fresh));
-  new_slots.reserve(static_cast<size_t>(fresh));
-  for (size_t s = 0; s < num_shards; ++s) {
-    free_.insert(free_.end(), candidates[s].begin() + used[s], candidates[s].end());
-    for (size_t i = 0, j = 0; i < shard_keys[s].size() && static_cast<int64_t>(j) < used[s]; ++i) {
-      if (shard_slots[s][i] == candidates[s][j]) {
-        new_keys.push_back(shard_keys[s][i]);
-        new_slots.push_back(candidates[s][j]);
-        ++j;
+    std::vector<int64_t> got(static_cast<size_t>(m));
+    const int64_t used =
+        shards_[static_cast<size_t>(s)].insert(b.keys.get(), m, b.candidates.data(), got.data());
+    b.new_keys.resize(static_cast<size_t>(used));
+    b.new_slots.assign(b.candidates.begin(), b.candidates.begin() + used);
+    for (int64_t i = 0, j = 0; i < m && j < used; ++i) {
+      if (got[static_cast<size_t>(i)] == b.candidates[static_cast<size_t>(j)]) {
+        b.new_keys[static_cast<size_t>(j++)] = b.keys[static_cast<size_t>(i)];
       }
     }
-    for (size_t i = 0; i < shard_positions[s].size(); ++i) {
-      slots[static_cast<size_t>(shard_positions[s][i])] = shard_slots[s][i];
+    for (int64_t i = 0; i < m; ++i) {
+      slots[static_cast<size_t>(b.positions[static_cast<size_t>(i)])] = got[static_cast<size_t>(i)];
     }
+    if (every_key_routed && rows_of_shard != nullptr) {
+      (*rows_of_shard)(b.positions.get(), got.data(), m);
+    }
+  };
+  per_shard(insert);
+  for (ShardBatch& b : batch) {
+    free_.insert(free_.end(), b.candidates.begin() + static_cast<ptrdiff_t>(b.new_slots.size()),
+                 b.candidates.end());
   }
+  // The new rows of the members, the marks and the update history, shard
+  // by shard; the new keys in one list only for initial rows that depend
+  // on the key.
+  std::vector<int64_t> new_keys;
+  std::vector<int64_t> new_slots;
   for (size_t k = 0; k < members_.size(); ++k) {
     if (static_cast<int>(k) == skip_init) continue;
     Member& m = *members_[k];
     if (m.init.kind == KeyedRowInit::Kind::kConstant && device_.is_cpu()) {
-      fill_rows(m, new_slots);
-    } else {
-      write_rows(m, new_slots, initial_rows(static_cast<int>(k), new_keys));
+      for (const ShardBatch& b : batch) fill_rows(m, b.new_slots);
+      continue;
     }
+    if (new_slots.empty()) {
+      for (const ShardBatch& b : batch) {
+        new_keys.insert(new_keys.end(), b.new_keys.begin(), b.new_keys.end());
+        new_slots.insert(new_slots.end(), b.new_slots.begin(), b.new_slots.end());
+      }
+    }
+    write_rows(m, new_slots, initial_rows(static_cast<int>(k), new_keys));
   }
-  mark(new_slots);
-  if (tracking_) {
-    const int64_t now = clock_.load(std::memory_order_relaxed);
-    for (int64_t slot : new_slots) {
+  const int64_t now = clock_.load(std::memory_order_relaxed);
+  for (const ShardBatch& b : batch) {
+    mark(b.new_slots);
+    if (!tracking_) continue;
+    for (int64_t slot : b.new_slots) {
       last_step_[static_cast<size_t>(slot)].store(now, std::memory_order_relaxed);
       updates_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
     }
   }
   note_size();
+  if (rows_written != nullptr) *rows_written = every_key_routed && rows_of_shard != nullptr;
   std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
   return slots;
 }
@@ -784,11 +874,30 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
 void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
   std::unique_lock lock(mu_);
   // Member 0's new rows are written below, not initialized first.
-  std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0);
   Member& m = *members_.front();
   if (device_.is_cpu()) {
-    write_rows(m, slots, values);  // in order: a repeated key keeps its last row
-  } else {
+    // Each shard's thread writes the rows of the keys it inserts, in order
+    // (a key's positions all go to one shard): a repeated key keeps its
+    // last row.
+    const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
+    const auto* src = static_cast<const std::byte*>(values.raw_data());
+    const ShardRowsFn write = [&](const int64_t* positions, const int64_t* at, int64_t count) {
+      const RowCopier rows_out(static_cast<std::byte*>(m.arena.raw_data()), row_bytes, count);
+      for (int64_t i = 0; i < count; ++i) {
+        rows_out.copy(at[i], src + static_cast<size_t>(positions[i]) * row_bytes);
+      }
+    };
+    bool written = false;
+    const std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0, /*admit=*/false,
+                                                      row_bytes > 0 ? &write : nullptr, &written);
+    if (!written) write_rows(m, slots, values);
+    mark(slots);
+    touch(slots);
+    m.version.fetch_add(1);
+    return;
+  }
+  std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0);
+  {
     // The last row of each repeated key only (a scatter of repeats has no
     // order on a GPU).
     std::vector<int64_t> last(static_cast<size_t>(capacity_), -1);

@@ -321,8 +321,19 @@ class DeviceKeyedTable final : public KeyedTable {
   // but `skip_init` (whose new rows the caller writes). With `admit`, the
   // policy decides which absent keys get rows (the others stay kAbsent)
   // and makes room under the cap. Caller holds mu_ exclusively.
+  //
+  // `rows_of_shard`, when given, is called on the thread of each shard that
+  // inserts, with the positions of `keys` routed to that shard (ascending)
+  // and their slots, so that the caller's rows are written beside the
+  // index's work; `rows_written` says whether it was called for every
+  // position (not when a policy applies or the arenas lack a free row per
+  // key: the caller then writes the rows itself).
+  using ShardRowsFn =
+      std::function<void(const int64_t* positions, const int64_t* slots, int64_t count)>;
   std::vector<int64_t> find_or_insert(std::span<const int64_t> keys, int skip_init = -1,
-                                      bool admit = false);
+                                      bool admit = false,
+                                      const ShardRowsFn* rows_of_shard = nullptr,
+                                      bool* rows_written = nullptr);
   // The policy's part of find_or_insert: marks the positions of absent keys
   // not admitted kRejected, counting their sightings, and evicts keys not in
   // the batch to make room under the cap; ResourceExhaustedError first,
@@ -353,6 +364,8 @@ class DeviceKeyedTable final : public KeyedTable {
   // exclusively.
   void grow_to(int64_t capacity);
   // Writes rows (host, [slots.size()] + row shape) at `slots` of a member.
+  // On the CPU a slot named twice keeps its last row; GPU callers pass
+  // distinct slots.
   void write_rows(Member& m, std::span<const int64_t> slots, const Tensor& rows);
   Tensor read_rows(const Member& m, std::span<const int64_t> slots) const;
   // The CPU lookup of keys all present: their rows of `m` into `out`

@@ -16,6 +16,8 @@ int64_t capacity_for(int64_t keys) {
 
 // Entries of a key further on, fetched while earlier keys are probed.
 constexpr int64_t kPrefetchDistance = 16;
+// The same for the batch insert, whose probes write.
+constexpr int64_t kInsertAhead = 32;
 
 }  // namespace
 
@@ -69,13 +71,52 @@ int64_t HashIndex::insert(const int64_t* keys, int64_t n, const int64_t* free_sl
   if (used_ + n > rebuild_threshold()) {
     rebuild(std::max(capacity(), capacity_for(array_keys() + n)));
   }
+  // Each key's home is computed once, kInsertAhead keys ahead, when its
+  // entry is prefetched; the probe reads it back from a ring.
+  constexpr int64_t kRing = 64;
+  static_assert(kRing > kInsertAhead && (kRing & (kRing - 1)) == 0);
+  uint64_t homes[kRing];
+  for (int64_t i = 0; i < std::min(n, kInsertAhead); ++i) {
+    homes[i] = home(static_cast<uint64_t>(keys[i]));
+    __builtin_prefetch(&entries_[homes[i]], 1);
+  }
   int64_t taken = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (i + kPrefetchDistance < n) {
-      __builtin_prefetch(&entries_[home(static_cast<uint64_t>(keys[i + kPrefetchDistance]))], 1);
+    if (i + kInsertAhead < n) {
+      const uint64_t h = home(static_cast<uint64_t>(keys[i + kInsertAhead]));
+      homes[(i + kInsertAhead) & (kRing - 1)] = h;
+      __builtin_prefetch(&entries_[h], 1);
     }
-    const int64_t slot = insert(keys[i], free_slots[taken]);
-    taken += slot == free_slots[taken];
+    const auto k = static_cast<uint64_t>(keys[i]);
+    const int64_t free_slot = free_slots[taken];
+    int64_t slot;
+    if (side_of(k) >= 0) {
+      slot = insert(keys[i], free_slot);
+    } else {
+      // insert(key, slot)'s probe, the rebuild check done above.
+      Entry* reuse = nullptr;  // the first tombstone on the probe
+      slot = free_slot;
+      for (uint64_t p = homes[i & (kRing - 1)];; p = (p + 1) & mask_) {
+        Entry& e = entries_[p];
+        if (e.key == k) {
+          slot = e.slot;
+          break;
+        }
+        if (e.key == kTombstone && reuse == nullptr) reuse = &e;
+        if (e.key == kEmpty) {
+          if (reuse == nullptr) {
+            reuse = &e;
+            ++used_;
+          }
+          break;
+        }
+      }
+      if (slot == free_slot) {
+        *reuse = {k, slot};
+        ++size_;
+      }
+    }
+    taken += slot == free_slot;
     slots[i] = slot;
   }
   return taken;

@@ -5,6 +5,7 @@
 // concurrent lookups, updates and erasures.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -272,6 +273,65 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: every operation against a refe
   CHECK(with_default.lookup(keys_tensor({4, 5})).to_vector<float>() ==
         std::vector<float>{1, 2, 3, -1, -1, -1});
   CHECK(with_default.size() == 1);
+}
+
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic variable: a large insert keeps each repeated key's last row on every "
+                 "path",
+                 "[dynamic]") {
+  // Batches past the thresholds from which an insert splits over the pool
+  // (by index shard, and its rows by slot): a table reserved ahead (each
+  // shard writes its keys' rows as it inserts them), one that grows (the
+  // rows written after the index), a capped one (the policy's path), and
+  // present keys overwritten. Keys repeat at random positions, far apart.
+  const int64_t dim = 64;
+  const int64_t n = 40000;
+  const int64_t initial_capacity = GENERATE(int64_t{0}, int64_t{100000});
+  const int64_t max_rows = GENERATE(int64_t{0}, int64_t{90000});
+  const std::vector<std::string> devices = GENERATE(from_range(shardings()));
+  CAPTURE(initial_capacity, max_rows, devices);
+  DynamicVariable v = get_dynamic_variable("emb", {.dim = dim,
+                                                   .initializer = zeros_initializer(),
+                                                   .devices = devices,
+                                                   .initial_capacity = initial_capacity,
+                                                   .max_rows = max_rows});
+  init_all();
+  std::mt19937_64 rng(kSeed + 3);
+  Rows ref;
+  std::vector<int64_t> first_keys;  // the first round's distinct keys
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    // n / 2 distinct keys, each named twice: new ones, and in the second
+    // round half of the first round's keys again (overwritten).
+    std::vector<int64_t> distinct(static_cast<size_t>(n / 2));
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      distinct[i] = round == 1 && i % 2 == 0 ? first_keys[i] : static_cast<int64_t>(rng() >> 1);
+    }
+    if (round == 0) first_keys = distinct;
+    std::vector<int64_t> keys = distinct;
+    keys.insert(keys.end(), distinct.begin(), distinct.end());
+    std::shuffle(keys.begin(), keys.end(), rng);
+    std::vector<float> rows(static_cast<size_t>(n * dim));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i] = static_cast<float>((i + static_cast<size_t>(round)) % 1000003);
+    }
+    v.insert(keys_tensor(keys), rows_tensor(rows, n, dim));
+    for (int64_t i = 0; i < n; ++i) {
+      ref[keys[static_cast<size_t>(i)]] =
+          std::vector<float>(rows.begin() + i * dim, rows.begin() + (i + 1) * dim);
+    }
+  }
+  REQUIRE(v.size() == static_cast<int64_t>(ref.size()));
+  // The keys whose row is not their last one (the first named).
+  const Rows got = exported(v);
+  int64_t wrong = 0;
+  int64_t first_wrong = 0;
+  for (const auto& [key, row] : ref) {
+    const auto it = got.find(key);
+    if ((it == got.end() || it->second != row) && wrong++ == 0) first_wrong = key;
+  }
+  CAPTURE(first_wrong);
+  CHECK(wrong == 0);
 }
 
 TEST_CASE_METHOD(FreshSession, "dynamic variable: the Variable's scatter and gather take keys",
