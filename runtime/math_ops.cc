@@ -236,9 +236,11 @@ class DeviceErrorFlag {
 };
 #endif
 
+// out = op(x, y). On a GPU, y may be a host scalar (`y_on_host`): its
+// value then goes to the kernel as an argument.
 template <typename T>
-int run_binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out,
-               const BinaryGeometry& g) {
+int run_binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out, const BinaryGeometry& g,
+               bool y_on_host) {
   const T* a = static_cast<const T*>(x.raw_data());
   const T* b = static_cast<const T*>(y.raw_data());
   Device& device = out.device();
@@ -261,12 +263,13 @@ int run_binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out,
   }
   if constexpr (!std::is_same_v<T, bool>) {
     T* c = static_cast<T*>(out.raw_data());
+    const T* host_b = y_on_host ? b : nullptr;
     if (kernels::binary_op_can_fail<T>(op)) {
       DeviceErrorFlag flag(device);
-      kernels::cuda::arithmetic<T>(op, a, b, c, g, flag.get(), device.stream());
+      kernels::cuda::arithmetic<T>(op, a, b, c, g, flag.get(), device.stream(), host_b);
       return flag.read();
     }
-    kernels::cuda::arithmetic<T>(op, a, b, c, g, nullptr, device.stream());
+    kernels::cuda::arithmetic<T>(op, a, b, c, g, nullptr, device.stream(), host_b);
   }
 #endif
   return kernels::kKernelOk;
@@ -310,12 +313,18 @@ Tensor binary(BinaryOp op, const Tensor& x_in, const Tensor& y_in) {
   std::vector<int64_t> out_dims;
   const BinaryGeometry g = broadcast(name, x.shape(), y.shape(), out_dims);
   Device& device = x.device();
-  y = y.on(device);
+  // A host scalar y of a GPU op travels as a kernel argument, not a copy
+  // (a learning rate, a decay: one fewer transfer and allocation a call).
+  const bool y_on_host =
+      !device.is_cpu() && y.device().is_cpu() && !kernels::binary_op_is_predicate(op) &&
+      (g.layout == BinaryGeometry::kScalarB || g.layout == BinaryGeometry::kScalarBoth);
+  if (!y_on_host) y = y.on(device);
   const DType out_dtype = kernels::binary_op_is_predicate(op) ? DType::kBool : x.dtype();
   Tensor out(out_dtype, TensorShape(out_dims), device);
   if (g.n == 0) return out;
-  const int status = dispatch_kernel_type(
-      x.dtype(), name, [&](auto tag) { return run_binary<decltype(tag)>(op, x, y, out, g); });
+  const int status = dispatch_kernel_type(x.dtype(), name, [&](auto tag) {
+    return run_binary<decltype(tag)>(op, x, y, out, g, y_on_host);
+  });
   if (status != kernels::kKernelOk) throw_kernel_error(name, status);
   return out;
 }

@@ -171,11 +171,12 @@ void AdamOptimizer::finish() {
     // power's dtype, rounded once (computed here on the host, which rounds
     // alike), and this assign is the one write that follows.
     const bool was_known = known.holds(power);
-    const Tensor beta = Tensor::filled(power.dtype(), {}, Tensor(betas[k]), power.device());
+    // (beta a host scalar: on a GPU it is the kernel's argument.)
+    Device& cpu = DeviceManager::instance().cpu();
+    const Tensor beta = Tensor::filled(power.dtype(), {}, Tensor(betas[k]), cpu);
     power.assign(power.value() * beta, {.use_locking = use_locking()});
     known.valid = false;
     if (was_known && storage.version() == known.version + 1) {
-      Device& cpu = DeviceManager::instance().cpu();
       const Tensor old = Tensor(known.value).cast(power.dtype());
       known.value = (old * Tensor::filled(power.dtype(), {}, Tensor(betas[k]), cpu))
                         .cast(DType::kDouble)

@@ -4,6 +4,7 @@
 #include "runtime/scatter_by_op.h"
 #include "runtime/variable_storage.h"
 #include "training/training_ops_internal.h"
+#include "varstate/device_manager.h"
 #include "varstate/math_ops.h"
 #include "varstate/scatter.h"
 
@@ -123,7 +124,9 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   Device& device = var.device();
   Tensor values = delta.values().cast(var.dtype());
   values = values.on(device);
-  const Tensor scaled = values * Tensor::filled(var.dtype(), {}, Tensor(lr), device);
+  // (alpha as a host scalar: on a GPU it is the kernel's argument.)
+  const Tensor scaled =
+      values * Tensor::filled(var.dtype(), {}, Tensor(lr), DeviceManager::instance().cpu());
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
   internal::VariableStorage& storage = internal::storage(var);

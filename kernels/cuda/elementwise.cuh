@@ -62,11 +62,13 @@ inline bool aligned(const void* p) {
 
 // Same-shape and scalar operands. With `vectorize`, whole packets move as
 // 16-byte loads/stores and a scalar loop finishes the tail; without it
-// (unaligned pointers) the tail loop does everything.
+// (unaligned pointers) the tail loop does everything. A scalar b comes
+// from b[0], or from `b_value` when `b` is null (a host scalar).
 template <typename C, typename O, typename F>
 __global__ void __launch_bounds__(ElementwiseConfig::kThreads)
-    binary_vector_kernel(const C* __restrict__ a, const C* __restrict__ b, O* __restrict__ out,
-                         int64_t n, bool a_scalar, bool b_scalar, bool vectorize, F f, int* err) {
+    binary_vector_kernel(const C* __restrict__ a, const C* __restrict__ b, C b_value,
+                         O* __restrict__ out, int64_t n, bool a_scalar, bool b_scalar,
+                         bool vectorize, F f, int* err) {
   constexpr int N = lanes<C>();
   using VC = Vec<C, N>;
   using VO = Vec<O, N>;
@@ -74,7 +76,7 @@ __global__ void __launch_bounds__(ElementwiseConfig::kThreads)
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packets = vectorize ? n / N : 0;
   const C a0 = a_scalar ? a[0] : C{};
-  const C b0 = b_scalar ? b[0] : C{};
+  const C b0 = !b_scalar ? C{} : b == nullptr ? b_value : b[0];
   for (int64_t p = tid; p < packets; p += stride) {
     VC va, vb;
     if (!a_scalar) va = reinterpret_cast<const VC*>(a)[p];
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(ElementwiseConfig::kThreads)
 
 template <typename C, typename O, typename F>
 void launch_binary(const C* a, const C* b, O* out, const BinaryGeometry& g, F f, int* err,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const C* host_b = nullptr) {
   constexpr int kThreads = ElementwiseConfig::kThreads;
   if (g.n == 0) return;
   if (g.layout == BinaryGeometry::kBroadcast) {
@@ -147,10 +149,15 @@ void launch_binary(const C* a, const C* b, O* out, const BinaryGeometry& g, F f,
         g.layout == BinaryGeometry::kScalarA || g.layout == BinaryGeometry::kScalarBoth;
     const bool b_scalar =
         g.layout == BinaryGeometry::kScalarB || g.layout == BinaryGeometry::kScalarBoth;
+    if (host_b != nullptr && !b_scalar) {
+      throw InternalError("CUDA binary kernel: a host operand must be a scalar");
+    }
     const bool vectorize = aligned(out) && (a_scalar || aligned(a)) && (b_scalar || aligned(b));
     const int64_t work = vectorize ? (g.n + lanes<C>() - 1) / lanes<C>() : g.n;
+    const C b_value = host_b != nullptr ? *host_b : C{};
     launch_kernel(binary_vector_kernel<C, O, F>, grid_for(work, kThreads), kThreads, 0, stream, a,
-                  b, out, g.n, a_scalar, b_scalar, vectorize, f, err);
+                  host_b != nullptr ? nullptr : b, b_value, out, g.n, a_scalar, b_scalar, vectorize,
+                  f, err);
   }
 }
 
@@ -172,14 +179,14 @@ void launch_unary(const C* in, O* out, int64_t n, F f, cudaStream_t stream) {
 
 template <typename T>
 void arithmetic(BinaryOp op, const T* a, const T* b, T* out, const BinaryGeometry& g,
-                int* error_flag, cudaStream_t stream) {
+                int* error_flag, cudaStream_t stream, const T* host_b) {
   using C = cuda_t<T>;
   with_binary_functor(op, [&](auto fn, auto op_constant) {
     constexpr BinaryOp kOp = decltype(op_constant)::value;
     if constexpr (binary_op_supports<T>(kOp) && !binary_op_is_predicate(kOp)) {
       elementwise_detail::launch_binary(reinterpret_cast<const C*>(a),
                                         reinterpret_cast<const C*>(b), reinterpret_cast<C*>(out), g,
-                                        fn, error_flag, stream);
+                                        fn, error_flag, stream, reinterpret_cast<const C*>(host_b));
     } else {
       elementwise_detail::not_instantiated("arithmetic");
     }
@@ -236,7 +243,7 @@ void complex_abs(const T* in, R* out, int64_t n, cudaStream_t stream) {
 // Explicit instantiations, used inside namespace varstate::kernels::cuda.
 #define VARSTATE_CUDA_ARITHMETIC_INSTANTIATE(E, T)                                           \
   template void arithmetic<T>(BinaryOp, const T*, const T*, T*, const BinaryGeometry&, int*, \
-                              cudaStream_t);
+                              cudaStream_t, const T*);
 #define VARSTATE_CUDA_PREDICATE_INSTANTIATE(E, T)                                        \
   template void predicate<T>(BinaryOp, const T*, const T*, bool*, const BinaryGeometry&, \
                              cudaStream_t);

@@ -17,10 +17,13 @@ namespace varstate::kernels::cuda {
 // All pointers are device memory of the stream's device. `error_flag` is a
 // device int (may be null when binary_op_can_fail<T>(op) is false) that an
 // element which fails sets to its KernelError; the caller reads it back.
-// Throws InternalError if the launch fails.
+// Throws InternalError if the launch fails. With `host_b` (not null), b is
+// a scalar (layout kScalarB or kScalarBoth) whose value this call reads
+// from host memory and passes to the kernel as an argument (`b` is then
+// not read): a host scalar operand needs no copy to the device.
 template <typename T>
 void arithmetic(BinaryOp op, const T* a, const T* b, T* out, const BinaryGeometry& g,
-                int* error_flag, cudaStream_t stream);
+                int* error_flag, cudaStream_t stream, const T* host_b = nullptr);
 
 // The comparisons and logical ops (bool result).
 template <typename T>

@@ -52,6 +52,12 @@ void check_gpu_binary(const char* what, const BinaryFn& op, const std::vector<DT
       Tensor on_gpu = op(x.to(gpu), y.to(gpu));
       CHECK(&on_gpu.device() == &gpu);
       CHECK(compare_tensors(on_gpu, on_cpu) == "");
+      if (y.num_elements() == 1) {
+        // A host scalar y: its value is the kernel's argument, not a copy.
+        Tensor host_y = op(x.to(gpu), y);
+        CHECK(&host_y.device() == &gpu);
+        CHECK(compare_tensors(host_y, on_cpu) == "");
+      }
     }
   }
 }
@@ -133,11 +139,15 @@ TEST_CASE("GPU integer division by zero raises and does not crash", "[gpu][math_
   CHECK_THROWS_AS(floordiv(a, z), InvalidArgumentError);
   CHECK_THROWS_WITH(mod(a, z), Catch::Contains("Integer division by zero"));
   CHECK_THROWS_AS(varstate::pow(a, Tensor({-1, 1, 1}).to(gpu)), InvalidArgumentError);
+  // The same through a host scalar divisor (the kernel's argument).
+  CHECK_THROWS_WITH(floordiv(a, Tensor(0)), Catch::Contains("Integer division by zero"));
+  CHECK_THROWS_AS(varstate::pow(a, Tensor(-1)), InvalidArgumentError);
   // The device is still usable afterwards.
   CHECK(floordiv(a, 2).to_vector<int32_t>() == std::vector<int32_t>{0, 1, 1});
 }
 
-TEST_CASE("a CPU operand is copied to the first operand's GPU", "[gpu][math_ops]") {
+TEST_CASE("a CPU operand goes to the first operand's GPU (a scalar as the kernel's argument)",
+          "[gpu][math_ops]") {
   Device& gpu = DeviceManager::instance().gpu(0);
   Tensor x = Tensor({1.f, 2.f, 3.f}).to(gpu);
   Tensor r = x + Tensor({10.f, 20.f, 30.f});
