@@ -93,7 +93,100 @@ class CudaEvent final : public Event {
 // of this size, so the host-side memcpy of one chunk overlaps the DMA of the
 // previous one.
 constexpr size_t kStagingChunk = size_t{8} << 20;
-constexpr size_t kDirectCopyLimit = size_t{1} << 20;
+// Copies up to this size go through the small-copy ring instead.
+constexpr size_t kRingCopyLimit = size_t{1} << 20;
+
+// The pinned ring of a device's small host-to-device copies (indices, a
+// batch's ids and positions: several a training step). A pageable source
+// given to cudaMemcpyAsync is staged by the driver, which may first wait
+// for the stream's earlier work; here the host copies the bytes into the
+// ring and enqueues an asynchronous copy from there, so the call returns
+// at once and the step never waits for the GPU. The regions in flight are
+// a FIFO (one stream: they complete in order), each with the event that
+// frees it; a region is reused only after its event, normally long done.
+class SmallCopyRing {
+ public:
+  SmallCopyRing(std::shared_ptr<EventPool> events, size_t bytes)
+      : events_(std::move(events)), buffer_(bytes) {}
+  ~SmallCopyRing() {
+    for (const InFlight& f : in_flight_) {
+      cudaEventSynchronize(f.done);
+      events_->give_back(f.done);
+    }
+  }
+  SmallCopyRing(const SmallCopyRing&) = delete;
+  SmallCopyRing& operator=(const SmallCopyRing&) = delete;
+
+  // Whether the ring has page-locked memory (else copies go the plain way).
+  bool usable() const { return buffer_.pinned(); }
+
+  // dst <- src (`bytes` <= kRingCopyLimit, at most half the ring), on
+  // `stream`; returns once `src` has been read. Caller holds the device's
+  // ring mutex and its device current.
+  void copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+    const size_t length = (bytes + kAlign - 1) / kAlign * kAlign;
+    const size_t at = reserve(length);
+    char* staged = static_cast<char*>(buffer_.data()) + at;
+    std::memcpy(staged, src, bytes);
+    VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
+    cudaEvent_t done = events_->take();
+    const cudaError_t err = cudaEventRecord(done, stream);
+    if (err != cudaSuccess) {
+      // Nothing marks the region's end: wait for the copy itself.
+      events_->give_back(done);
+      VARSTATE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      VARSTATE_CUDA_CHECK(err);
+    }
+    in_flight_.push_back({at, at + length, done});
+    head_ = at + length;
+  }
+
+ private:
+  static constexpr size_t kAlign = 256;
+  struct InFlight {
+    size_t begin, end;
+    cudaEvent_t done;
+  };
+
+  // Frees the oldest region in flight (waiting for its copy if needed).
+  void retire_oldest() {
+    const InFlight f = in_flight_.front();
+    in_flight_.erase(in_flight_.begin());
+    const cudaError_t err = cudaEventSynchronize(f.done);
+    events_->give_back(f.done);
+    VARSTATE_CUDA_CHECK(err);
+  }
+
+  // Regions in flight overlapping [at, at + length).
+  bool overlaps(size_t at, size_t length) const {
+    for (const InFlight& f : in_flight_) {
+      if (f.begin < at + length && at < f.end) return true;
+    }
+    return false;
+  }
+
+  // The offset of `length` free bytes: after the newest region, or at the
+  // start once the end is reached, retiring what is still in their way.
+  size_t reserve(size_t length) {
+    // Regions whose copies are done cost nothing to retire.
+    while (!in_flight_.empty()) {
+      const cudaError_t err = cudaEventQuery(in_flight_.front().done);
+      if (err == cudaErrorNotReady) break;
+      VARSTATE_CUDA_CHECK(err);
+      events_->give_back(in_flight_.front().done);
+      in_flight_.erase(in_flight_.begin());
+    }
+    if (in_flight_.empty()) head_ = 0;
+    size_t at = head_ + length <= buffer_.size() ? head_ : 0;
+    while (overlaps(at, length)) retire_oldest();
+    return at;
+  }
+
+  std::shared_ptr<EventPool> events_;
+  PinnedBuffer buffer_;
+  std::vector<InFlight> in_flight_;  // oldest first
+  size_t head_ = 0;                  // the end of the newest region
+};
 
 class CudaDevice final : public Device {
  public:
@@ -200,6 +293,14 @@ class CudaDevice final : public Device {
   // Host (pageable or pinned) -> this GPU. Returns once `src` has been read.
   void copy_from_host(void* dst, const void* src, size_t bytes) {
     CudaDeviceGuard guard(index());
+    if (bytes <= kRingCopyLimit) {
+      std::lock_guard lock(ring_mu_);
+      if (!ring_) ring_ = std::make_unique<SmallCopyRing>(events_, kRingBytes);
+      if (ring_->usable()) {
+        ring_->copy(dst, src, bytes, stream_);
+        return;
+      }
+    }
     cudaPointerAttributes attr{};
     VARSTATE_CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
     if (attr.type == cudaMemoryTypeHost) {  // already pinned: DMA directly
@@ -207,8 +308,9 @@ class CudaDevice final : public Device {
       VARSTATE_CUDA_CHECK(cudaStreamSynchronize(stream_));
       return;
     }
-    if (bytes <= kDirectCopyLimit) {
-      // Pageable: the runtime returns once it has staged the bytes itself.
+    if (bytes <= kRingCopyLimit) {
+      // Pageable (no pinned ring): the runtime returns once it has staged
+      // the bytes itself.
       VARSTATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
       return;
     }
@@ -250,6 +352,10 @@ class CudaDevice final : public Device {
   std::mutex staging_mu_;
   std::array<PinnedBuffer, 2> staging_;
   std::array<cudaEvent_t, 2> staging_events_{};
+  // The small copies' ring, made at the first one.
+  static constexpr size_t kRingBytes = size_t{8} << 20;
+  std::mutex ring_mu_;
+  std::unique_ptr<SmallCopyRing> ring_;
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "device/allocation_tail.h"
@@ -49,6 +51,54 @@ TEST_CASE("host <-> GPU copies round-trip bytes exactly", "[gpu][device]") {
     gpu.deallocate(d);
     gpu.deallocate(d2);
   }
+}
+
+TEST_CASE(
+    "small host-to-GPU copies: the source is free once the call returns, across wrap-arounds "
+    "of the staging ring and threads",
+    "[gpu][device]") {
+  // Small copies are staged through a pinned ring of the device (8 MiB)
+  // and return before the GPU has the bytes; each thread reuses one host
+  // buffer, overwriting it right after every copy, and pushes ~15 MiB
+  // through the ring, so that regions come round again while earlier
+  // copies may still be in flight.
+  auto& dm = DeviceManager::instance();
+  Device& cpu = dm.cpu();
+  Device& gpu = dm.gpu(0);
+  constexpr int kThreads = 3;
+  constexpr int kCopies = 300;
+  std::vector<std::vector<void*>> dst(kThreads);
+  std::vector<std::vector<size_t>> sizes(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(varstate::testing::kSeed + static_cast<uint64_t>(t));
+      std::vector<unsigned char> host(size_t{100} << 10);
+      for (int i = 0; i < kCopies; ++i) {
+        const size_t bytes = 1 + rng() % host.size();
+        const auto pattern = byte_pattern(bytes, static_cast<unsigned>(t * kCopies + i));
+        std::memcpy(host.data(), pattern.data(), bytes);
+        void* d = gpu.allocate(bytes);
+        copy_bytes(gpu, d, cpu, host.data(), bytes);
+        std::memset(host.data(), 0xab, bytes);  // the source is ours again
+        dst[t].push_back(d);
+        sizes[t].push_back(bytes);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  int wrong = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kCopies; ++i) {
+      const size_t bytes = sizes[t][i];
+      std::vector<unsigned char> back(bytes);
+      copy_bytes(cpu, back.data(), gpu, dst[t][i], bytes);
+      const auto pattern = byte_pattern(bytes, static_cast<unsigned>(t * kCopies + i));
+      if (std::memcmp(back.data(), pattern.data(), bytes) != 0) ++wrong;
+      gpu.deallocate(dst[t][i]);
+    }
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("pinned staging and async transfers", "[gpu][device]") {
