@@ -163,7 +163,8 @@ void HashIndex::clear() {
 }
 
 void HashIndex::rebuild(int64_t capacity) {
-  std::vector<Entry> old(static_cast<size_t>(capacity), Entry{kEmpty, kAbsent});
+  std::vector<Entry, IndexAllocator<Entry>> old(static_cast<size_t>(capacity),
+                                                Entry{kEmpty, kAbsent});
   old.swap(entries_);
   mask_ = static_cast<uint64_t>(capacity) - 1;
   used_ = 0;

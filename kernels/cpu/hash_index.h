@@ -20,12 +20,49 @@
 // arrange that).
 #pragma once
 
+#include <sys/mman.h>
+
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <vector>
 
 #include "kernels/key_hash.h"
 
 namespace varstate::kernels::cpu {
+
+// The allocator of an index's entries: arrays of 2 MiB and more are asked
+// to be backed by huge pages (transparent huge pages, madvise mode) before
+// their first touch, so that random probes of a large index miss the TLB
+// far less.
+template <typename T>
+struct IndexAllocator {
+  using value_type = T;
+  IndexAllocator() = default;
+  template <typename U>
+  IndexAllocator(const IndexAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    constexpr size_t kHugePage = size_t{2} << 20;
+    if (bytes < kHugePage) return std::allocator<T>().allocate(n);
+    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = std::aligned_alloc(kHugePage, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE);  // advisory
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n * sizeof(T) < (size_t{2} << 20)) {
+      std::allocator<T>().deallocate(p, n);
+      return;
+    }
+    std::free(p);
+  }
+  friend bool operator==(const IndexAllocator&, const IndexAllocator&) { return true; }
+};
 
 class HashIndex {
  public:
@@ -107,7 +144,7 @@ class HashIndex {
   int64_t array_keys() const { return size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent); }
   void rebuild(int64_t capacity);
 
-  std::vector<Entry> entries_;
+  std::vector<Entry, IndexAllocator<Entry>> entries_;
   uint64_t mask_ = 0;
   int64_t size_ = 0;  // live keys, side entries included
   int64_t used_ = 0;  // live entries plus tombstones in the array
