@@ -83,6 +83,9 @@ TEST_CASE("saves during unlocked assign_add always restore", "[saver][reliabilit
           }
         });
       }
+      // The saves start once the updaters run (on a loaded machine a new
+      // thread may wait longer than the eight saves take).
+      while (adds.load() == 0) std::this_thread::yield();
       std::vector<std::string> paths;
       for (int i = 0; i < kSaves; ++i) {
         SaveHandle h = saver.save(sess, dir / "m", {.global_step = i, .async = async});
