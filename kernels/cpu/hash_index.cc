@@ -46,10 +46,15 @@ int64_t HashIndex::insert(int64_t key, int64_t slot) {
     // again either way, so rebuilds are amortized).
     rebuild(array_keys() + 1 > capacity() / 2 ? capacity() * 2 : capacity());
   }
+  return probe_insert(k, home(k), slot);
+}
+
+__attribute__((always_inline)) inline int64_t HashIndex::probe_insert(uint64_t key, uint64_t home,
+                                                                      int64_t slot) {
   Entry* reuse = nullptr;  // the first tombstone on the probe
-  for (uint64_t i = home(k);; i = (i + 1) & mask_) {
+  for (uint64_t i = home;; i = (i + 1) & mask_) {
     Entry& e = entries_[i];
-    if (e.key == k) return e.slot;
+    if (e.key == key) return e.slot;
     if (e.key == kTombstone && reuse == nullptr) reuse = &e;
     if (e.key == kEmpty) {
       if (reuse == nullptr) {
@@ -59,7 +64,7 @@ int64_t HashIndex::insert(int64_t key, int64_t slot) {
       break;
     }
   }
-  *reuse = {k, slot};
+  *reuse = {key, slot};
   ++size_;
   return slot;
 }
@@ -89,33 +94,9 @@ int64_t HashIndex::insert(const int64_t* keys, int64_t n, const int64_t* free_sl
     }
     const auto k = static_cast<uint64_t>(keys[i]);
     const int64_t free_slot = free_slots[taken];
-    int64_t slot;
-    if (side_of(k) >= 0) {
-      slot = insert(keys[i], free_slot);
-    } else {
-      // insert(key, slot)'s probe, the rebuild check done above.
-      Entry* reuse = nullptr;  // the first tombstone on the probe
-      slot = free_slot;
-      for (uint64_t p = homes[i & (kRing - 1)];; p = (p + 1) & mask_) {
-        Entry& e = entries_[p];
-        if (e.key == k) {
-          slot = e.slot;
-          break;
-        }
-        if (e.key == kTombstone && reuse == nullptr) reuse = &e;
-        if (e.key == kEmpty) {
-          if (reuse == nullptr) {
-            reuse = &e;
-            ++used_;
-          }
-          break;
-        }
-      }
-      if (slot == free_slot) {
-        *reuse = {k, slot};
-        ++size_;
-      }
-    }
+    // (the rebuild check done above)
+    const int64_t slot = side_of(k) >= 0 ? insert(keys[i], free_slot)
+                                         : probe_insert(k, homes[i & (kRing - 1)], free_slot);
     taken += slot == free_slot;
     slots[i] = slot;
   }

@@ -143,6 +143,9 @@ class HashIndex {
   // Live keys in the array (the side entries' aside).
   int64_t array_keys() const { return size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent); }
   void rebuild(int64_t capacity);
+  // insert(key, slot) for a key of the array, probing from `home`, with
+  // room for it (no rebuild check).
+  int64_t probe_insert(uint64_t key, uint64_t home, int64_t slot);
 
   std::vector<Entry, IndexAllocator<Entry>> entries_;
   uint64_t mask_ = 0;
