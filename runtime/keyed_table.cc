@@ -588,13 +588,20 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   // in order, its candidate slots, and then its new keys with the slots
   // they took.
   const size_t num_shards = shards_.size();
+  // Everything the shards' threads fill is allocated here, on the calling
+  // thread: a task on the pool must not throw.
   struct ShardBatch {
     std::unique_ptr<int64_t[]> keys, positions;  // `count` of each
     int64_t count = 0;
     std::vector<int64_t> candidates;
+    std::vector<int64_t> got;  // the slots of `keys`
     std::vector<int64_t> new_keys, new_slots;
   };
   std::vector<ShardBatch> batch(num_shards);
+  for (ShardBatch& b : batch) {
+    b.keys.reset(new int64_t[static_cast<size_t>(n)]);
+    b.positions.reset(new int64_t[static_cast<size_t>(n)]);
+  }
   constexpr int64_t kKeysPerShardThread = 4096;
   auto per_shard = [&](auto&& fn) {
     if (num_shards > 1 && absent >= kKeysPerShardThread) {
@@ -607,8 +614,6 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   //    without a branch: the next entry is overwritten unless it was one).
   auto route = [&](int64_t s) {
     ShardBatch& b = batch[static_cast<size_t>(s)];
-    b.keys.reset(new int64_t[static_cast<size_t>(n)]);
-    b.positions.reset(new int64_t[static_cast<size_t>(n)]);
     int64_t count = 0;
     for (int64_t i = 0; i < n; ++i) {
       const bool mine =
@@ -632,7 +637,11 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     free_.resize(free_.size() - reused);
     std::iota(c.begin() + static_cast<ptrdiff_t>(reused), c.end(), next_slot_);
     next_slot_ += static_cast<int64_t>(c.size() - reused);
+    b.got.resize(c.size());
+    b.new_keys.reserve(c.size());
+    b.new_slots.reserve(c.size());
   }
+  for (size_t s = 0; s < num_shards; ++s) shards_[s].prepare_insert(batch[s].count);
   // 3. Each shard inserts its keys, writes their slots into `slots` (at
   //    positions no other shard has) and lists its new keys with their
   //    slots: its used candidates are a prefix (fewer than its keys when a
@@ -641,7 +650,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     ShardBatch& b = batch[static_cast<size_t>(s)];
     const int64_t m = b.count;
     if (m == 0) return;
-    std::vector<int64_t> got(static_cast<size_t>(m));
+    std::vector<int64_t>& got = b.got;
     const int64_t used =
         shards_[static_cast<size_t>(s)].insert(b.keys.get(), m, b.candidates.data(), got.data());
     b.new_keys.resize(static_cast<size_t>(used));

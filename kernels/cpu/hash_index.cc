@@ -69,13 +69,17 @@ __attribute__((always_inline)) inline int64_t HashIndex::probe_insert(uint64_t k
   return slot;
 }
 
+void HashIndex::prepare_insert(int64_t n) {
+  if (used_ + n > rebuild_threshold()) {
+    rebuild(std::max(capacity(), capacity_for(array_keys() + n)));
+  }
+}
+
 int64_t HashIndex::insert(const int64_t* keys, int64_t n, const int64_t* free_slots,
                           int64_t* slots) {
   // Room for every key being new, tombstones aside: no rebuild inside the
   // loop, so the entries prefetched stay where they are.
-  if (used_ + n > rebuild_threshold()) {
-    rebuild(std::max(capacity(), capacity_for(array_keys() + n)));
-  }
+  prepare_insert(n);
   // Each key's home is computed once, kInsertAhead keys ahead, when its
   // entry is prefetched; the probe reads it back from a ring.
   constexpr int64_t kRing = 64;

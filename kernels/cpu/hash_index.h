@@ -105,6 +105,9 @@ class HashIndex {
   // most once, before the first key, and prefetches the entries of keys
   // further on while earlier ones are inserted.
   int64_t insert(const int64_t* keys, int64_t n, const int64_t* free_slots, int64_t* slots);
+  // Rebuilds now if the batch insert of `n` keys would (so that the insert
+  // allocates nothing).
+  void prepare_insert(int64_t n);
   // Starts loading the entry a lookup of `key` reads first (a caller
   // probing keys one at a time, ahead of the probe).
   void prefetch(int64_t key) const { prefetch_hashed(key_hash(static_cast<uint64_t>(key))); }
