@@ -618,8 +618,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     for (int64_t i = 0; i < n; ++i) {
       const bool mine =
           slots[static_cast<size_t>(i)] == HashIndex::kAbsent &&
-          (num_shards == 1 || kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_) ==
-                                  static_cast<size_t>(s));
+          (num_shards == 1 || kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_) == s);
       b.keys[static_cast<size_t>(count)] = keys[i];
       b.positions[static_cast<size_t>(count)] = i;
       count += mine ? 1 : 0;
