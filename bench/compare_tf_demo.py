@@ -155,6 +155,8 @@ def run_varstate(o, workdir, rep, threads=None, device="cpu"):
            "--steps", str(o.steps), "--batch_size", str(o.batch_size),
            "--learning_rate", str(o.learning_rate), "--l2", str(o.l2),
            "--seed", str(o.seed), "--save_every", str(o.steps), "--max_to_keep", "1"]
+    if o.shards > 0:
+        cmd += ["--shards", str(o.shards)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
         return json.load(f)
@@ -173,6 +175,9 @@ def add_job_arguments(ap):
     ap.add_argument("--learning_rate", type=float, default=0.1)
     ap.add_argument("--l2", type=float, default=0.002)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--shards", type=int, default=0,
+                    help="varstate's parts per table (default 0: the demo's, two per device; "
+                    "1: one table each, as the peers hold them)")
     ap.add_argument("--reps", type=int, default=3)
 
 

@@ -7,7 +7,8 @@ TensorFlow twin): user and item embedding tables initialized normal with
 stddev 0.5 rank^-1/4, a mini-batch per step, loss = sum over the batch of
 (u.v - rating)^2 / 2 + l2 (|u|^2 + |v|^2) / 2, plain SGD at the same
 learning rate on the rows the batch touched. PyTorch has no partitioned
-variables: each table is one tensor. The two PyTorch programs:
+variables: each table is one tensor (`--shards 1` gives varstate one part per
+table too; by default the demo splits each table in two parts per device). The two PyTorch programs:
 
   index_add    the fastest hand-written PyTorch: parameter tensors, the
                gradients written out (err v + l2 u, err u + l2 v) and
@@ -51,7 +52,7 @@ the ratios varstate / PyTorch of the same run.
 
   /usr/bin/python3 bench/compare_torch_demo.py \\
       --varstate build/tools/cli/varstate [--device cpu|cuda] [--threads 2,1]
-      [--steps 4000] [--reps 3] [--rmse_tolerance 0.05] [--out FILE]
+      [--steps 4000] [--reps 3] [--shards N] [--rmse_tolerance 0.05] [--out FILE]
 """
 import argparse
 import json
