@@ -616,8 +616,9 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     ShardBatch& b = batch[static_cast<size_t>(s)];
     int64_t count = 0;
     for (int64_t i = 0; i < n; ++i) {
+      // (Without a policy every key is routed: no need to read its slot.)
       const bool mine =
-          slots[static_cast<size_t>(i)] == HashIndex::kAbsent &&
+          (every_key_routed || slots[static_cast<size_t>(i)] == HashIndex::kAbsent) &&
           (num_shards == 1 || kernels::key_shard(static_cast<uint64_t>(keys[i]), num_shards_) == s);
       b.keys[static_cast<size_t>(count)] = keys[i];
       b.positions[static_cast<size_t>(count)] = i;
@@ -702,7 +703,8 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   }
   note_size();
   if (rows_written != nullptr) *rows_written = every_key_routed && rows_of_shard != nullptr;
-  std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
+  // (Only a policy marks keys kRejected.)
+  if (!every_key_routed) std::replace(slots.begin(), slots.end(), kRejected, HashIndex::kAbsent);
   return slots;
 }
 
