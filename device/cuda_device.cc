@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -151,7 +152,7 @@ class SmallCopyRing {
   // Frees the oldest region in flight (waiting for its copy if needed).
   void retire_oldest() {
     const InFlight f = in_flight_.front();
-    in_flight_.erase(in_flight_.begin());
+    in_flight_.pop_front();
     const cudaError_t err = cudaEventSynchronize(f.done);
     events_->give_back(f.done);
     VARSTATE_CUDA_CHECK(err);
@@ -174,7 +175,7 @@ class SmallCopyRing {
       if (err == cudaErrorNotReady) break;
       VARSTATE_CUDA_CHECK(err);
       events_->give_back(in_flight_.front().done);
-      in_flight_.erase(in_flight_.begin());
+      in_flight_.pop_front();
     }
     if (in_flight_.empty()) head_ = 0;
     size_t at = head_ + length <= buffer_.size() ? head_ : 0;
@@ -184,8 +185,8 @@ class SmallCopyRing {
 
   std::shared_ptr<EventPool> events_;
   PinnedBuffer buffer_;
-  std::vector<InFlight> in_flight_;  // oldest first
-  size_t head_ = 0;                  // the end of the newest region
+  std::deque<InFlight> in_flight_;  // oldest first
+  size_t head_ = 0;                 // the end of the newest region
 };
 
 class CudaDevice final : public Device {

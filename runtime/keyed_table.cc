@@ -213,17 +213,12 @@ void DeviceKeyedTable::write_rows(Member& m, std::span<const int64_t> slots, con
             ? kernels::cpu::pool_threads()
             : 1;
     // Split by slot, not by position: each thread reads every position and
-    // writes the rows of its own slots, in order, so that a repeated slot
-    // keeps its last row. Slots go to threads in blocks of 16, spread by a
-    // multiplicative hash (a batch's new slots are runs).
+    // writes the rows of its own slots (blocks of 16), in order, so that a
+    // repeated slot keeps its last row.
     auto part = [&](int64_t t) {
       const RowCopier rows_out(static_cast<std::byte*>(m.arena.raw_data()), row_bytes, n / parts);
       for (int64_t i = 0; i < n; ++i) {
-        const uint64_t h = (static_cast<uint64_t>(slots[i]) >> 4) * 0x9e3779b97f4a7c15ull;
-        if (parts > 1 &&
-            static_cast<int64_t>(((h >> 32) * static_cast<uint64_t>(parts)) >> 32) != t) {
-          continue;
-        }
+        if (parts > 1 && kernels::cpu::owner_of(slots[i], 4, parts) != t) continue;
         rows_out.copy(slots[i], src + static_cast<size_t>(i) * row_bytes);
       }
     };
@@ -883,12 +878,12 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
 
 void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
   std::unique_lock lock(mu_);
-  // Member 0's new rows are written below, not initialized first.
+  // Member 0's new rows are written here, not initialized first.
   Member& m = *members_.front();
-  if (device_.is_cpu()) {
-    // Each shard's thread writes the rows of the keys it inserts, in order
-    // (a key's positions all go to one shard): a repeated key keeps its
-    // last row.
+  // On the host each shard's thread writes the rows of the keys it inserts,
+  // in order (a key's positions all go to one shard): a repeated key keeps
+  // its last row.
+  auto on_host = [&] {
     const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
     const auto* src = static_cast<const std::byte*>(values.raw_data());
     const ShardRowsFn write = [&](const int64_t* positions, const int64_t* at, int64_t count) {
@@ -898,18 +893,15 @@ void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& value
       }
     };
     bool written = false;
-    const std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0, /*admit=*/false,
-                                                      row_bytes > 0 ? &write : nullptr, &written);
+    std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0, /*admit=*/false,
+                                                row_bytes > 0 ? &write : nullptr, &written);
     if (!written) write_rows(m, slots, values);
-    mark(slots);
-    touch(slots);
-    m.version.fetch_add(1);
-    return;
-  }
-  std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0);
-  {
-    // The last row of each repeated key only (a scatter of repeats has no
-    // order on a GPU).
+    return slots;
+  };
+  // On a GPU the last row of each repeated key only (a scatter of repeats
+  // has no order there).
+  auto on_device = [&] {
+    std::vector<int64_t> slots = find_or_insert(keys, /*skip_init=*/0);
     std::vector<int64_t> last(static_cast<size_t>(capacity_), -1);
     for (size_t i = 0; i < slots.size(); ++i)
       last[static_cast<size_t>(slots[i])] = static_cast<int64_t>(i);
@@ -922,7 +914,9 @@ void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& value
     }
     write_rows(m, distinct,
                distinct.size() == slots.size() ? values : gather_rows(values, positions));
-  }
+    return slots;
+  };
+  const std::vector<int64_t> slots = device_.is_cpu() ? on_host() : on_device();
   mark(slots);
   touch(slots);
   m.version.fetch_add(1);

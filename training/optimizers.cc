@@ -178,9 +178,7 @@ void AdamOptimizer::finish() {
     known.valid = false;
     if (was_known && storage.version() == known.version + 1) {
       const Tensor old = Tensor(known.value).cast(power.dtype());
-      known.value = (old * Tensor::filled(power.dtype(), {}, Tensor(betas[k]), cpu))
-                        .cast(DType::kDouble)
-                        .scalar<double>();
+      known.value = (old * beta).cast(DType::kDouble).scalar<double>();
       known.version = storage.version();
       known.valid = true;
     }

@@ -53,6 +53,15 @@ int pool_threads();
 // that pays.
 bool worth_splitting(int64_t work, int64_t threshold);
 inline constexpr int kMaxLateDoublings = 10;
+
+// The part (of `parts`) that owns row r when rows are split by owner:
+// blocks of 2^block_shift rows spread by a multiplicative hash, so that hot
+// rows, even neighbouring ones (a frequency-sorted vocabulary), and runs of
+// new rows land on different parts.
+inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
+  const uint32_t h = static_cast<uint32_t>(static_cast<uint64_t>(r) >> block_shift) * 0x9E3779B1u;
+  return static_cast<int64_t>((uint64_t{h} * static_cast<uint64_t>(parts)) >> 32);
+}
 bool worth_splitting(int64_t work, int64_t threshold);
 
 // Runs fn(context, s) for every shard s in [0, shards), each exactly once,

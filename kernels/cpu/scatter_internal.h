@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/index_check.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cpu/thread_scratch.h"
 #include "kernels/elementwise_functors.h"
@@ -53,14 +54,6 @@ struct ShardPlan {
 // Shards for `work_bytes` touched in rows of `row_width` elements of
 // `elem_bytes` on `threads` threads; a single shard below the threshold.
 ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads);
-
-// The row part (of `parts`) that owns row r: blocks of rows spread by a
-// multiplicative hash, so that hot rows, even neighbouring ones (a
-// frequency-sorted vocabulary), land on different shards.
-inline int64_t owner_of(int64_t r, int block_shift, int64_t parts) {
-  const uint32_t h = static_cast<uint32_t>(static_cast<uint64_t>(r) >> block_shift) * 0x9E3779B1u;
-  return static_cast<int64_t>((uint64_t{h} * static_cast<uint64_t>(parts)) >> 32);
-}
 
 // One byte per table row, set for each row a scatter writes (the dirty
 // rows of runtime/dirty_rows.h).
