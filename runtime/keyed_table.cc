@@ -27,6 +27,12 @@ using kernels::cpu::HashIndex;
 // An absent key the policy did not admit (inside find_or_insert only).
 constexpr int64_t kRejected = -2;
 
+// The smallest batch a GPU table resolves on the device: below it, the
+// host's probes cost less than the device's round trip (the keys' copy,
+// the kernel and the wait for its count). An emulated GPU takes every batch
+// there, so that CI checks the device index on every lookup.
+constexpr int64_t kDeviceFindMinKeys = 1024;
+
 Device& host() { return DeviceManager::instance().cpu(); }
 
 // Calls fn(T{}) with T the storage type of a float dtype (the dtype list's
@@ -59,7 +65,9 @@ DeviceKeyedTable::DeviceKeyedTable(std::string name, DType key_dtype, Device& de
       budget_(std::move(budget)),
       num_shards_(std::max(1, kernels::cpu::pool_threads())),
       shards_(static_cast<size_t>(num_shards_)),
-      tracking_(tracking()) {}
+      tracking_(tracking()) {
+  if (!device_.is_cpu()) device_index_ = std::make_unique<DeviceKeyIndex>(device_);
+}
 
 void DeviceKeyedTable::note_size() {
   const int64_t now = live_keys();
@@ -150,6 +158,69 @@ Tensor DeviceKeyedTable::initial_rows(int member, std::span<const int64_t> keys)
 
 Tensor DeviceKeyedTable::slot_tensor(std::span<const int64_t> slots) const {
   return Tensor::from_vector(std::vector<int64_t>(slots.begin(), slots.end())).on(device_);
+}
+
+std::optional<Tensor> DeviceKeyedTable::present_on_device(std::span<const int64_t> keys,
+                                                          std::vector<int64_t>* host_slots) const {
+  if (!device_index_ || !device_index_->valid() || keys.empty()) return std::nullopt;
+  if (!device_.emulated() && static_cast<int64_t>(keys.size()) < kDeviceFindMinKeys) {
+    return std::nullopt;
+  }
+  DeviceKeyIndex::Found found = device_index_->find(keys);
+  if (found.absent > 0) return std::nullopt;
+  if (host_slots != nullptr) *host_slots = found.slots.to_vector<int64_t>();
+  return std::move(found.slots);
+}
+
+void DeviceKeyedTable::record_inserted(const std::vector<int64_t>& keys,
+                                       const std::vector<int64_t>& slots) {
+  if (!device_index_ || keys.empty()) return;
+  if (index_changes_.empty() || index_changes_.back().erase) index_changes_.emplace_back();
+  IndexChange& c = index_changes_.back();
+  c.keys.insert(c.keys.end(), keys.begin(), keys.end());
+  c.slots.insert(c.slots.end(), slots.begin(), slots.end());
+}
+
+void DeviceKeyedTable::record_erased(int64_t key) {
+  if (!device_index_) return;
+  if (index_changes_.empty() || !index_changes_.back().erase) {
+    index_changes_.emplace_back();
+    index_changes_.back().erase = true;
+  }
+  index_changes_.back().keys.push_back(key);
+}
+
+void DeviceKeyedTable::flush_index() noexcept {
+  if (!device_index_) return;
+  std::vector<IndexChange> changes = std::move(index_changes_);
+  index_changes_.clear();
+  const bool cleared = std::exchange(index_cleared_, false);
+  try {
+    if (!device_index_->valid()) {
+      // Rebuilt whole from the host index.
+      std::vector<int64_t> keys, slots;
+      keys.reserve(static_cast<size_t>(live_keys()));
+      slots.reserve(keys.capacity());
+      for_each_key([&](int64_t key, int64_t slot) {
+        keys.push_back(key);
+        slots.push_back(slot);
+      });
+      device_index_->assign(keys, slots);
+      return;
+    }
+    if (cleared) device_index_->clear();
+    for (const IndexChange& c : changes) {
+      if (c.erase) {
+        device_index_->erase(c.keys);
+      } else {
+        device_index_->insert_at(c.keys, c.slots);
+      }
+    }
+  } catch (const std::exception&) {
+    // Lookups take the host's path until the next exclusive section
+    // rebuilds the mirror.
+    device_index_->invalidate();
+  }
 }
 
 namespace {
@@ -243,7 +314,8 @@ void DeviceKeyedTable::mark(std::span<const int64_t> slots) {
 }
 
 void DeviceKeyedTable::reserve(int64_t rows) {
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
+  if (device_index_) device_index_->reserve(rows);
   const int64_t more = rows - live_keys();
   if (more <= 0) return;
   const int64_t room = static_cast<int64_t>(free_.size()) + (capacity_ - next_slot_);
@@ -281,6 +353,7 @@ int64_t DeviceKeyedTable::memory_bytes() const {
   int64_t bytes = entries * static_cast<int64_t>(sizeof(kernels::KeyEntry)) +
                   capacity_ /* marks */ + static_cast<int64_t>(free_.capacity() * sizeof(int64_t));
   for (const auto& m : members_) bytes += static_cast<int64_t>(m->arena.nbytes());
+  if (device_index_) bytes += device_index_->bytes();
   return bytes;
 }
 
@@ -372,6 +445,7 @@ void DeviceKeyedTable::touch(std::span<const int64_t> slots) {
 void DeviceKeyedTable::erase_slot(int64_t key, int64_t slot) {
   shard_of(key).erase(key);
   free_.push_back(slot);
+  record_erased(key);
   if (marking_) {
     marks_[static_cast<size_t>(slot)].store(0, std::memory_order_relaxed);
     erased_.push_back(key);
@@ -511,7 +585,7 @@ std::vector<std::pair<int64_t, int64_t>> DeviceKeyedTable::eviction_candidates(
 
 int64_t DeviceKeyedTable::expire() {
   if (policy().expire_after <= 0) return 0;
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   const int64_t now = clock_.load(std::memory_order_relaxed);
   std::vector<std::pair<int64_t, int64_t>> stale;
   for_each_key([&](int64_t key, int64_t slot) {
@@ -666,6 +740,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   for (ShardBatch& b : batch) {
     free_.insert(free_.end(), b.candidates.begin() + static_cast<ptrdiff_t>(b.new_slots.size()),
                  b.candidates.end());
+    record_inserted(b.new_keys, b.new_slots);
   }
   // The new rows of the members, the marks and the update history, shard
   // by shard; the new keys in one list only for initial rows that depend
@@ -811,6 +886,8 @@ Tensor DeviceKeyedTable::gather(int member, std::span<const int64_t> keys, bool 
     if (cpu) {
       Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
       if (gather_present(m, keys, out)) return out;
+    } else if (std::optional<Tensor> slots = present_on_device(keys, nullptr)) {
+      return gather_slots(m.arena, *slots);
     }
     // (A CPU training lookup that met an absent key goes straight to the
     // insert below, which looks every key up again under the exclusive lock.)
@@ -821,7 +898,7 @@ Tensor DeviceKeyedTable::gather(int member, std::span<const int64_t> keys, bool 
       if (!insert) return compose_rows(m, member, keys, slots, absent_row);
     }
   }
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   const Member& m = *members_.at(static_cast<size_t>(member));
   const std::vector<int64_t> slots = find_or_insert(keys, -1, /*admit_keys=*/true);
   if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
@@ -866,18 +943,28 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
   {
     std::shared_lock lock(mu_);
     Member& m = *members_.at(static_cast<size_t>(member));
+    std::vector<int64_t> host_slots;
+    if (std::optional<Tensor> slots =
+            present_on_device(keys, needs_host_slots() ? &host_slots : nullptr)) {
+      Tensor arena = m.arena;
+      scatter_tensor(op, arena, *slots, updates, {.name = who});
+      mark(host_slots);
+      touch(host_slots);
+      m.version.fetch_add(1);
+      return;
+    }
     std::vector<int64_t> slots = find(keys);
     if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
       run(m, slots);
       return;
     }
   }
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   run(*members_.at(static_cast<size_t>(member)), find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
 void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   // Member 0's new rows are written here, not initialized first.
   Member& m = *members_.front();
   // On the host each shard's thread writes the rows of the keys it inserts,
@@ -923,7 +1010,7 @@ void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& value
 }
 
 int64_t DeviceKeyedTable::erase(std::span<const int64_t> keys) {
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   int64_t erased = 0;
   for (int64_t key : keys) {
     const int64_t slot = shard_of(key).find(key);
@@ -947,10 +1034,14 @@ void DeviceKeyedTable::drop_keys() {
   free_.clear();
   next_slot_ = 0;
   note_size();
+  if (device_index_) {
+    index_changes_.clear();
+    index_cleared_ = true;
+  }
 }
 
 void DeviceKeyedTable::clear() {
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   drop_keys();
   for (const auto& m : members_) m->version.fetch_add(1);
 }
@@ -971,12 +1062,17 @@ void DeviceKeyedTable::reset_member(int member) {
 
 void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
                                    bool all_rows, const RowsFn& fn) {
-  auto run = [&](std::vector<int64_t> slots) {
+  // `on_device`: the slots resolved there (every key present), when given.
+  auto run = [&](std::vector<int64_t> slots, const Tensor* on_device = nullptr) {
     std::vector<Tensor> arenas;
     for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
     std::vector<int64_t> kept;
-    const bool filtered = kept_positions(slots, kept);
-    if (!slots.empty() || all_rows) fn(arenas, slot_tensor(slots), filtered ? &kept : nullptr);
+    const bool filtered = on_device == nullptr && kept_positions(slots, kept);
+    if (on_device != nullptr) {
+      fn(arenas, *on_device, nullptr);
+    } else if (!slots.empty() || all_rows) {
+      fn(arenas, slot_tensor(slots), filtered ? &kept : nullptr);
+    }
     touch(slots);
     clock_.fetch_add(1, std::memory_order_relaxed);
     if (all_rows && marking_) {
@@ -990,13 +1086,19 @@ void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<co
   };
   {
     std::shared_lock lock(mu_);
+    std::vector<int64_t> host_slots;
+    if (std::optional<Tensor> slots =
+            present_on_device(keys, needs_host_slots() ? &host_slots : nullptr)) {
+      run(std::move(host_slots), &*slots);
+      return;
+    }
     const std::vector<int64_t> slots = find(keys);
     if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
       run(slots);
       return;
     }
   }
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   run(find_or_insert(keys, -1, /*admit_keys=*/true));
 }
 
@@ -1059,7 +1161,7 @@ void DeviceKeyedTable::replace(const Tensor& keys, const std::vector<int>& membe
                                  " keys into a table capped at max_rows " +
                                  std::to_string(policy().max_rows));
   }
-  std::unique_lock lock(mu_);
+  Exclusive lock(*this);
   drop_keys();
   const std::vector<int64_t> slots = find_or_insert(k);
   for (size_t j = 0; j < members.size(); ++j) {

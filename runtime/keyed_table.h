@@ -14,8 +14,12 @@
 // key_shard, one per pool thread, so that a batch of new keys is inserted
 // by every thread. Each member keeps its rows in an arena, a dense tensor of
 // `capacity` rows on the table's device (CPU or GPU); row operations
-// resolve keys to slots on the host, then run the dense kernels (gather,
-// scatter, training ops) on the arena rows at those slots. Rows never move
+// resolve keys to slots, then run the dense kernels (gather, scatter,
+// training ops) on the arena rows at those slots. On a GPU the index is
+// mirrored in device memory (runtime/device_key_index.h): a batch of keys
+// all present is resolved there by a kernel; a batch with absent keys, and
+// every change of the keys, goes through the host index, which the mirror
+// follows. Rows never move
 // within an arena; an arena grows by a copy into a larger one under the
 // exclusive lock. A KeyedPolicy may hold keys back until seen k times, cap
 // the live keys (evicting the least recently or frequently updated) and
@@ -39,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -48,6 +53,7 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/hash_index.h"
+#include "runtime/device_key_index.h"
 #include "varstate/device.h"
 #include "varstate/tensor.h"
 #include "varstate/tensor_shape.h"
@@ -377,6 +383,37 @@ class DeviceKeyedTable final : public KeyedTable {
   // exclusively.
   void drop_keys();
   Tensor slot_tensor(std::span<const int64_t> slots) const;
+
+  // GPU tables: the slots of `keys` resolved by the device index (int64 on
+  // the device), when it is valid, the batch is worth a kernel and every
+  // key is present; else nullopt (the caller takes the host's path). With
+  // `host_slots`, the slots are copied there too. Caller holds mu_.
+  std::optional<Tensor> present_on_device(std::span<const int64_t> keys,
+                                          std::vector<int64_t>* host_slots) const;
+  // Whether the rows' slots must be known on the host after an update
+  // (for the marks of incremental saves, or the policy's update history).
+  bool needs_host_slots() const { return marking_ || tracking_; }
+  // The key changes since the last flush, for the device index (in order:
+  // a batch of new keys with their slots, or a batch of erased keys).
+  void record_inserted(const std::vector<int64_t>& keys, const std::vector<int64_t>& slots);
+  void record_erased(int64_t key);
+  // Applies the recorded changes to the device index (rebuilding it from
+  // the host index when it is not valid); a failure leaves it invalid and
+  // the table correct. Caller holds mu_ exclusively.
+  void flush_index() noexcept;
+  // The exclusive lock of a section that may change the keys: the device
+  // index follows the changes before the lock is released.
+  class Exclusive {
+   public:
+    explicit Exclusive(DeviceKeyedTable& t) : t_(t), lock_(t.mu_) {}
+    ~Exclusive() { t_.flush_index(); }
+    Exclusive(const Exclusive&) = delete;
+    Exclusive& operator=(const Exclusive&) = delete;
+
+   private:
+    DeviceKeyedTable& t_;
+    std::unique_lock<std::shared_mutex> lock_;
+  };
   // The export of `entries` ((key, slot), ascending by key). Caller holds
   // mu_.
   Export export_entries(const std::vector<int>& members,
@@ -429,6 +466,16 @@ class DeviceKeyedTable final : public KeyedTable {
   static constexpr size_t kMinErasedLimit = size_t{1} << 16;
   size_t erased_limit_ = kMinErasedLimit;
   uint64_t generation_ = 0;
+
+  // GPU tables: the device's mirror of the index, and the key changes not
+  // yet applied to it.
+  std::unique_ptr<DeviceKeyIndex> device_index_;
+  struct IndexChange {
+    bool erase = false;
+    std::vector<int64_t> keys, slots;
+  };
+  std::vector<IndexChange> index_changes_;
+  bool index_cleared_ = false;  // every key dropped first
 };
 
 }  // namespace varstate::internal

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void __launch_bounds__(kThreads)
     find_kernel(const KeyEntry* __restrict__ entries, uint64_t mask,
-                const int64_t* __restrict__ keys, int64_t n, int64_t* __restrict__ slots) {
+                const int64_t* __restrict__ keys, int64_t n, int64_t* __restrict__ slots,
+                Word* __restrict__ absent) {
   for (int64_t i = grid_index(); i < n; i += grid_stride()) {
     const auto k = static_cast<uint64_t>(keys[i]);
     int64_t slot = kAbsentSlot;
@@ -51,6 +52,28 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     slots[i] = slot;
+    if (absent != nullptr && slot == kAbsentSlot) atomicAdd(absent, Word{1});
+  }
+}
+
+// Distinct absent keys with their slots given: each claims the first empty
+// entry of its probe.
+__global__ void __launch_bounds__(kThreads)
+    insert_at_kernel(KeyEntry* __restrict__ entries, uint64_t mask,
+                     const int64_t* __restrict__ keys, const int64_t* __restrict__ slots,
+                     int64_t n) {
+  for (int64_t i = grid_index(); i < n; i += grid_stride()) {
+    const auto k = static_cast<uint64_t>(keys[i]);
+    if (const int s = sentinel_of(k); s >= 0) {
+      entries[mask + 1 + s] = {1, slots[i]};
+      continue;
+    }
+    for (uint64_t p = key_hash(k) & mask;; p = (p + 1) & mask) {
+      if (atomicCAS(key_word(&entries[p]), Word{kEmptyKey}, Word{k}) == kEmptyKey) {
+        entries[p].slot = slots[i];
+        break;
+      }
+    }
   }
 }
 
@@ -160,10 +183,17 @@ void hash_index_clear(KeyEntry* entries, int64_t capacity, cudaStream_t stream) 
 }
 
 void hash_index_find(const KeyEntry* entries, int64_t capacity, const int64_t* keys, int64_t n,
-                     int64_t* slots, cudaStream_t stream) {
+                     int64_t* slots, cudaStream_t stream, unsigned long long* absent) {
   if (n == 0) return;
   launch_kernel(find_kernel, grid_for(n, kThreads), kThreads, 0, stream, entries, mask_of(capacity),
-                keys, n, slots);
+                keys, n, slots, absent);
+}
+
+void hash_index_insert_at(KeyEntry* entries, int64_t capacity, const int64_t* keys,
+                          const int64_t* slots, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_kernel(insert_at_kernel, grid_for(n, kThreads), kThreads, 0, stream, entries,
+                mask_of(capacity), keys, slots, n);
 }
 
 void hash_index_insert(KeyEntry* entries, int64_t capacity, const int64_t* keys, int64_t n,

@@ -33,9 +33,10 @@ inline int64_t hash_index_entries(int64_t capacity) { return capacity + 2; }
 // Empties every entry.
 void hash_index_clear(KeyEntry* entries, int64_t capacity, cudaStream_t stream);
 
-// slots[i] = the slot of keys[i], or kAbsentSlot, for i in [0, n).
+// slots[i] = the slot of keys[i], or kAbsentSlot, for i in [0, n); with
+// `absent`, *absent grows by the number of positions whose key is absent.
 void hash_index_find(const KeyEntry* entries, int64_t capacity, const int64_t* keys, int64_t n,
-                     int64_t* slots, cudaStream_t stream);
+                     int64_t* slots, cudaStream_t stream, unsigned long long* absent = nullptr);
 
 // Inserts the keys of keys[0, n) that are absent. Each distinct new key
 // takes one slot of free_slots[0, n), the next after *taken (which the
@@ -47,6 +48,13 @@ void hash_index_find(const KeyEntry* entries, int64_t capacity, const int64_t* k
 void hash_index_insert(KeyEntry* entries, int64_t capacity, const int64_t* keys, int64_t n,
                        const int64_t* free_slots, unsigned long long* taken, int64_t* positions,
                        int64_t* slots, cudaStream_t stream);
+
+// Puts keys[i] -> slots[i] for i in [0, n): distinct keys, absent from
+// the index, with slots the caller chose (for an index that mirrors one
+// kept elsewhere: the keyed table's host index decides, this one follows).
+// Room as for hash_index_insert.
+void hash_index_insert_at(KeyEntry* entries, int64_t capacity, const int64_t* keys,
+                          const int64_t* slots, int64_t n, cudaStream_t stream);
 
 // Erases the keys of keys[0, n) that are present: slots[i] is the slot
 // keys[i] had, or kAbsentSlot (absent, or a repeat of a key the batch

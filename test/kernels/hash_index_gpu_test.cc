@@ -221,3 +221,71 @@ TEST_CASE("GPU hash index: a batch of one key repeated takes one slot", "[gpu][h
     CHECK(index.find({key}) == std::vector<int64_t>{kAbsentSlot});
   }
 }
+
+// insert_at: keys with the slots a host index chose (the keyed table's
+// mirror, runtime/device_key_index.h), past tombstones, and find's count
+// of absent positions.
+TEST_CASE("GPU hash index: inserts at given slots, and the count of absent keys",
+          "[gpu][hash_index]") {
+  Stream stream;
+  const int64_t capacity = 1 << 14;
+  void* memory = nullptr;
+  CUDA_OK(cudaMalloc(&memory,
+                     static_cast<size_t>(gpu::hash_index_entries(capacity)) * sizeof(KeyEntry)));
+  auto* entries = static_cast<KeyEntry*>(memory);
+  gpu::hash_index_clear(entries, capacity, stream.get());
+  std::mt19937_64 gen(20261129);
+  std::map<int64_t, int64_t> ref;
+  auto insert_at = [&](const std::vector<int64_t>& keys, const std::vector<int64_t>& slots) {
+    DeviceArray<int64_t> d_keys(keys), d_slots(slots);
+    gpu::hash_index_insert_at(entries, capacity, d_keys.get(), d_slots.get(), std::ssize(keys),
+                              stream.get());
+    stream.sync();
+    for (size_t i = 0; i < keys.size(); ++i) ref[keys[i]] = slots[i];
+  };
+  auto erase = [&](const std::vector<int64_t>& keys) {
+    DeviceArray<int64_t> d_keys(keys), d_slots(std::vector<int64_t>(keys.size(), -9));
+    DeviceArray<unsigned long long> d_erased(std::vector<unsigned long long>{0});
+    gpu::hash_index_erase(entries, capacity, d_keys.get(), std::ssize(keys), d_slots.get(),
+                          d_erased.get(), stream.get());
+    stream.sync();
+    for (int64_t k : keys) ref.erase(k);
+  };
+  // Distinct keys, the reserved words among them, each with an arbitrary
+  // slot (the host's choice, not the index's).
+  std::set<int64_t> distinct = {kMin, kMin + 1, 0};
+  while (distinct.size() < 6000) distinct.insert(static_cast<int64_t>(gen()));
+  std::vector<int64_t> keys(distinct.begin(), distinct.end());
+  std::shuffle(keys.begin(), keys.end(), gen);
+  std::vector<int64_t> slots(keys.size());
+  for (int64_t& s : slots) s = static_cast<int64_t>(gen() % 1000000);
+  insert_at(keys, slots);
+  // Half erased (tombstones), then a third of those back with new slots:
+  // their probes pass the tombstones.
+  const std::vector<int64_t> gone(keys.begin(), keys.begin() + 3000);
+  erase(gone);
+  const std::vector<int64_t> back(gone.begin(), gone.begin() + 1000);
+  std::vector<int64_t> back_slots(back.size());
+  for (int64_t& s : back_slots) s = 2000000 + static_cast<int64_t>(gen() % 1000);
+  insert_at(back, back_slots);
+  // Lookups of every key ever inserted, repeated, with unseen keys.
+  std::vector<int64_t> probe = keys;
+  probe.insert(probe.end(), keys.begin(), keys.begin() + 500);
+  for (int i = 0; i < 700; ++i) probe.push_back(static_cast<int64_t>(gen()));
+  const int64_t n = std::ssize(probe);
+  DeviceArray<int64_t> d_probe(probe), d_found(std::vector<int64_t>(probe.size(), -9));
+  DeviceArray<unsigned long long> d_absent(std::vector<unsigned long long>{5});
+  gpu::hash_index_find(entries, capacity, d_probe.get(), n, d_found.get(), stream.get(),
+                       d_absent.get());
+  stream.sync();
+  const std::vector<int64_t> found = d_found.to_host();
+  int64_t absent = 0;
+  for (size_t i = 0; i < probe.size(); ++i) {
+    const auto it = ref.find(probe[i]);
+    REQUIRE(found[i] == (it == ref.end() ? kAbsentSlot : it->second));
+    absent += it == ref.end() ? 1 : 0;
+  }
+  CHECK(absent >= 2000 + 700 - 10);  // the erased keys not put back, and nearly every unseen one
+  CHECK(static_cast<int64_t>(d_absent.to_host()[0]) == 5 + absent);  // the count adds up
+  CUDA_OK(cudaFree(entries));
+}

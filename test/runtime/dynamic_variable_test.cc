@@ -16,6 +16,7 @@
 
 #include "device_fixture.h"
 #include "kernels/cpu/random.h"
+#include "runtime/device_key_index.h"
 #include "runtime/remote_storage.h"
 #include "test_util.h"
 #include "varstate/device_manager.h"
@@ -785,4 +786,124 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: sharded over devices", "[dynam
       REQUIRE(b.size() <= 50);
     }
   }
+}
+
+// On a GPU a batch of keys all present is resolved by the device's copy of
+// the index (runtime/device_key_index.h), which follows every change of
+// the host's: inserts, erasures, evictions, expiry, clearing and restores.
+// The same calls on a table on the CPU are the reference, step by step.
+TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows every change",
+                 "[dynamic]") {
+  if (!testing_on_gpu()) return;  // a GPU table's path; test_runtime_on_gpu runs it
+  struct Policy {
+    const char* name;
+    int64_t admit_after, max_rows, expire_after;
+  };
+  const Policy policy = GENERATE(Policy{"none", 1, 0, 0}, Policy{"capped, admit 2", 2, 2500, 0},
+                                 Policy{"expiring", 1, 0, 3});
+  CAPTURE(policy.name);
+  const int64_t dim = 4;
+  const DynamicVariableOptions options = {
+      .dim = dim,
+      .initializer = random_uniform_initializer({.minval = -1, .maxval = 1, .seed = 9}),
+      .admit_after = policy.admit_after,
+      .max_rows = policy.max_rows,
+      .expire_after = policy.expire_after};
+  DynamicVariable gpu = get_dynamic_variable("gpu", options);
+  std::optional<DynamicVariable> cpu_table;
+  {
+    DeviceScope cpu_scope("/device:CPU:0");
+    cpu_table = get_dynamic_variable("cpu", options);
+  }
+  DynamicVariable& cpu = *cpu_table;
+  REQUIRE(!gpu.device().is_cpu());
+  REQUIRE(cpu.device().is_cpu());
+  GradientDescentOptimizer sgd(0.5);
+  init_all();
+  std::mt19937_64 rng(kSeed + 11);
+  // Batches past the device path's threshold (1,024 keys on a real GPU),
+  // over 6,000 keys so that they repeat within and across batches.
+  auto batch = [&] {
+    std::vector<int64_t> k(1100 + rng() % 500);
+    for (int64_t& key : k) {
+      const int64_t r = static_cast<int64_t>(rng() % 6000);
+      key = r == 0 ? INT64_MIN : r == 1 ? INT64_MIN + 1 : (r - 3000) * 1000003;
+    }
+    return k;
+  };
+  // Multiples of 1/4: sums are exact in any order (the GPU adds duplicates
+  // in no fixed order).
+  auto quarters = [&](size_t n) {
+    std::vector<float> out(n * dim);
+    for (float& x : out) x = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 4.0f;
+    return out;
+  };
+  const int64_t finds_before = internal::DeviceKeyIndex::finds_for_testing();
+  for (int step = 0; step < 36; ++step) {
+    const int op = step % 9;
+    CAPTURE(step, op);
+    const std::vector<int64_t> keys = batch();
+    const int64_t n = std::ssize(keys);
+    const Tensor k = keys_tensor(keys);
+    switch (op) {
+      case 0:  // training gathers (inserting), then read again (all present)
+      case 1:
+        REQUIRE(gpu.gather(k).to_vector<float>() == cpu.gather(k).to_vector<float>());
+        REQUIRE(gpu.gather(k).to_vector<float>() == cpu.gather(k).to_vector<float>());
+        break;
+      case 2:  // evaluation lookups, absent keys among them
+        REQUIRE(gpu.lookup(k).to_vector<float>() == cpu.lookup(k).to_vector<float>());
+        break;
+      case 3: {  // insert of distinct keys
+        std::vector<int64_t> distinct = keys;
+        std::sort(distinct.begin(), distinct.end());
+        distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+        const int64_t m = std::ssize(distinct);
+        const std::vector<float> rows = quarters(distinct.size());
+        gpu.insert(keys_tensor(distinct), rows_tensor(rows, m, dim));
+        cpu.insert(keys_tensor(distinct), Tensor::from_vector(rows, TensorShape({m, dim})));
+        break;
+      }
+      case 4: {  // erase a third of a batch
+        const std::vector<int64_t> some(keys.begin(), keys.begin() + n / 3);
+        REQUIRE(gpu.erase(keys_tensor(some)) == cpu.erase(keys_tensor(some)));
+        break;
+      }
+      case 5: {  // scatter_add
+        const std::vector<float> u = quarters(keys.size());
+        gpu.scatter_add(k, rows_tensor(u, n, dim));
+        cpu.scatter_add(k, Tensor::from_vector(u, TensorShape({n, dim})));
+        break;
+      }
+      case 6: {  // a training step (sparse gradient descent)
+        const std::vector<float> g = quarters(keys.size());
+        sgd.apply_gradients({gpu.gradient(k, rows_tensor(g, n, dim)),
+                             cpu.gradient(k, Tensor::from_vector(g, TensorShape({n, dim})))});
+        break;
+      }
+      case 7:  // expiry (a no-op without it)
+        REQUIRE(gpu.expire() == cpu.expire());
+        break;
+      default: {  // every key erased, and the rows put back (tombstones to rebuild past)
+        const KeysAndValues kv = cpu.export_rows();
+        REQUIRE(gpu.erase(kv.keys) == kv.keys.num_elements());
+        REQUIRE(cpu.erase(kv.keys) == kv.keys.num_elements());
+        REQUIRE(gpu.size() == 0);
+        if (kv.keys.num_elements() > 0) {
+          gpu.insert(kv.keys, kv.values.to(gpu.device()));
+          cpu.insert(kv.keys, kv.values);
+        }
+        break;
+      }
+    }
+    REQUIRE(gpu.size() == cpu.size());
+    REQUIRE(exported(gpu) == exported(cpu));
+    // Every live key read back through the device path.
+    const KeysAndValues kv = cpu.export_rows();
+    if (kv.keys.num_elements() > 0) {
+      REQUIRE(gpu.lookup(kv.keys).to_vector<float>() == kv.values.to_vector<float>());
+    }
+  }
+  // The lookups above took the device's path (the count is process-wide).
+  CHECK(internal::DeviceKeyIndex::finds_for_testing() - finds_before >= 36);
 }
