@@ -27,8 +27,9 @@ constexpr int64_t kMinCapacity = 1024;
 
 // A power of two of at least kMinCapacity with `keys` at most half of it.
 int64_t capacity_for(int64_t keys) {
-  return std::max(kMinCapacity, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(
-                                    std::max<int64_t>(2 * keys, 1)))));
+  return std::max(
+      kMinCapacity,
+      static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(2 * keys, 1)))));
 }
 
 // An int64 device buffer of `n` elements, the first `from.size()` copied
@@ -172,8 +173,8 @@ void DeviceKeyIndex::erase(std::span<const int64_t> keys) {
     Tensor staged = device_int64(device_, 2 * n + 1, keys);
     auto* base = static_cast<int64_t*>(staged.raw_data());
     DeviceGuard guard(device_);
-    kernels::cuda::hash_index_erase(static_cast<KeyEntry*>(entries_.raw_data()), capacity_, base,
-                                    n, base + n, reinterpret_cast<unsigned long long*>(base + 2 * n),
+    kernels::cuda::hash_index_erase(static_cast<KeyEntry*>(entries_.raw_data()), capacity_, base, n,
+                                    base + n, reinterpret_cast<unsigned long long*>(base + 2 * n),
                                     device_.stream());
   } catch (...) {
     invalidate();
@@ -188,6 +189,23 @@ void DeviceKeyIndex::erase(std::span<const int64_t> keys) {
 
 DeviceKeyIndex::Found DeviceKeyIndex::find(std::span<const int64_t> keys) const {
   const auto n = static_cast<int64_t>(keys.size());
+  if (n == 0 || capacity_ == 0) return find_staged(n, nullptr, nullptr);
+  // The keys, then the count of absent ones.
+  Tensor staged = device_int64(device_, n + 1, keys);
+  auto* base = static_cast<int64_t*>(staged.raw_data());
+  return find_staged(n, base, reinterpret_cast<unsigned long long*>(base + n));
+}
+
+DeviceKeyIndex::Found DeviceKeyIndex::find(const Tensor& keys) const {
+  const int64_t n = keys.num_elements();
+  if (n == 0 || capacity_ == 0) return find_staged(n, nullptr, nullptr);
+  Tensor count = device_int64(device_, 1);
+  return find_staged(n, static_cast<const int64_t*>(keys.raw_data()),
+                     static_cast<unsigned long long*>(count.raw_data()));
+}
+
+DeviceKeyIndex::Found DeviceKeyIndex::find_staged(int64_t n, const int64_t* keys,
+                                                  unsigned long long* count) const {
   Found out;
   out.slots = device_int64(device_, n);
   if (n == 0) return out;
@@ -197,15 +215,11 @@ DeviceKeyIndex::Found DeviceKeyIndex::find(std::span<const int64_t> keys) const 
     out.absent = n;
     return out;
   }
-  // The keys, then the count of absent ones.
-  Tensor staged = device_int64(device_, n + 1, keys);
-  auto* base = static_cast<int64_t*>(staged.raw_data());
-  auto* count = reinterpret_cast<unsigned long long*>(base + n);
   device_.memset(count, 0, sizeof(*count));
   {
     DeviceGuard guard(device_);
     kernels::cuda::hash_index_find(static_cast<const KeyEntry*>(entries_.raw_data()), capacity_,
-                                   base, n, static_cast<int64_t*>(out.slots.raw_data()),
+                                   keys, n, static_cast<int64_t*>(out.slots.raw_data()),
                                    device_.stream(), count);
   }
   unsigned long long absent = 0;
@@ -213,6 +227,7 @@ DeviceKeyIndex::Found DeviceKeyIndex::find(std::span<const int64_t> keys) const 
   out.absent = static_cast<int64_t>(absent);
   finds_on_device.fetch_add(1, std::memory_order_relaxed);
 #else
+  (void)keys, (void)count;
   no_cuda();
 #endif
   return out;

@@ -55,6 +55,8 @@ class DeviceKeyIndex {
     int64_t absent = 0;
   };
   Found find(std::span<const int64_t> keys) const;
+  // The same for keys already in device memory (int64 [n] on the device).
+  Found find(const Tensor& keys) const;
 
   // Calls of find() so far in this process, on every table (for tests:
   // that a lookup took the device's path).
@@ -64,15 +66,19 @@ class DeviceKeyIndex {
   // An array of `capacity` entries holding the live keys, tombstones
   // dropped.
   void rebuild(int64_t capacity);
+  // find() of n keys at `keys` (device memory), counting the absent ones
+  // into *count (device memory; both may be null when n or the capacity is
+  // 0).
+  Found find_staged(int64_t n, const int64_t* keys, unsigned long long* count) const;
   // Room for `more` new keys within 3/4 of the array, rebuilt (larger, or
   // the same size to drop tombstones) when there is not.
   void make_room(int64_t more);
 
   Device& device_;
-  Tensor entries_;         // capacity + 2 KeyEntry (kernels/key_hash.h), as bytes
-  int64_t capacity_ = 0;   // a power of two, or 0 before the first key
-  int64_t live_ = 0;       // keys held
-  int64_t used_ = 0;       // entries not empty: live keys and tombstones
+  Tensor entries_;        // capacity + 2 KeyEntry (kernels/key_hash.h), as bytes
+  int64_t capacity_ = 0;  // a power of two, or 0 before the first key
+  int64_t live_ = 0;      // keys held
+  int64_t used_ = 0;      // entries not empty: live keys and tombstones
   bool valid_ = true;
 };
 

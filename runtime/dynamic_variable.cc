@@ -257,6 +257,13 @@ Tensor DynamicVariable::gather(const Tensor& keys, const DynamicGatherOptions& o
   const std::string who = "gather on " + quoted(op_name());
   check_initialized(variable_);
   KeyedStorage& k = keyed(variable_);
+  if (k.on_table_device(keys)) {
+    // Keys in the table's device memory, every one present: resolved there.
+    if (std::optional<Tensor> rows =
+            k.table().gather_device_keys(0, keys.reshaped({keys.num_elements()}))) {
+      return rows->reshaped(rows_of(keys.shape(), dim()));
+    }
+  }
   const std::vector<int64_t> ids = internal::checked_keys(keys, key_dtype(), who);
   return k.table()
       .gather(0, ids, options.training, k.absent_row())

@@ -104,22 +104,39 @@ Tensor KeyedStorage::scatter(kernels::ScatterOp op, Variable& self, const Tensor
   const ScatterArgs args =
       check_scatter_args(op, self.dtype(), TensorShape({table_->size()}).concatenate(row_shape),
                          indices, updates, who);
-  const std::vector<int64_t> keys = checked_keys(indices, table_->key_dtype(), who);
+  const int64_t n = indices.num_elements();
+  // Scalar updates repeat for every key; row updates in key order.
+  auto values = [&] {
+    const Tensor v = args.updates_scalar
+                         ? args.updates.reshaped({})
+                         : args.updates.reshaped(TensorShape({n}).concatenate(row_shape));
+    return v.on(table_->device());
+  };
   std::unique_lock<std::mutex> locked;
-  if (use_locking(options, op, UpdateCaller::kMethod)) {
-    locked = std::unique_lock<std::mutex>(update_mutex(self));
+  auto lock = [&] {
+    if (use_locking(options, op, UpdateCaller::kMethod)) {
+      locked = std::unique_lock<std::mutex>(update_mutex(self));
+    }
+  };
+  if (on_table_device(indices)) {
+    // Keys in the table's device memory, every one present: resolved there.
+    lock();
+    if (table_->scatter_device_keys(op, member_, indices.reshaped({n}), values(), who)) {
+      if (locked.owns_lock()) locked.unlock();
+      return read_back ? read_live(self) : Tensor();
+    }
+    if (locked.owns_lock()) locked.unlock();
   }
-  if (!keys.empty()) {
-    // Scalar updates repeat for every key; row updates in key order.
-    const Tensor values =
-        args.updates_scalar
-            ? args.updates.reshaped({})
-            : args.updates.reshaped(
-                  TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape));
-    table_->scatter(op, member_, keys, values.on(table_->device()), who);
-  }
+  const std::vector<int64_t> keys = checked_keys(indices, table_->key_dtype(), who);
+  lock();
+  if (!keys.empty()) table_->scatter(op, member_, keys, values(), who);
   if (locked.owns_lock()) locked.unlock();
   return read_back ? read_live(self) : Tensor();
+}
+
+bool KeyedStorage::on_table_device(const Tensor& keys) const {
+  return keys.valid() && keys.dtype() == DType::kInt64 && table_->key_dtype() == DType::kInt64 &&
+         !keys.on_cpu() && &keys.device() == &table_->device();
 }
 
 Tensor KeyedStorage::gather(const Variable& self, const std::vector<int64_t>& rows) {

@@ -35,6 +35,10 @@ class KeyedStorage final : public VariableStorage {
   const std::shared_ptr<KeyedTable>& shared_table() const { return table_; }
   int member() const { return member_; }
   const Tensor& absent_row() const { return absent_row_; }
+  // Whether `keys` may be resolved where they are (KeyedTable::
+  // gather_device_keys): int64 keys of an int64 table, in the memory of its
+  // (GPU) device.
+  bool on_table_device(const Tensor& keys) const;
 
   const std::string& holder() const override;
   bool updates_in_place() const override { return false; }

@@ -160,16 +160,35 @@ Tensor DeviceKeyedTable::slot_tensor(std::span<const int64_t> slots) const {
   return Tensor::from_vector(std::vector<int64_t>(slots.begin(), slots.end())).on(device_);
 }
 
-std::optional<Tensor> DeviceKeyedTable::present_on_device(std::span<const int64_t> keys,
-                                                          std::vector<int64_t>* host_slots) const {
-  if (!device_index_ || !device_index_->valid() || keys.empty()) return std::nullopt;
-  if (!device_.emulated() && static_cast<int64_t>(keys.size()) < kDeviceFindMinKeys) {
-    return std::nullopt;
-  }
-  DeviceKeyIndex::Found found = device_index_->find(keys);
+bool DeviceKeyedTable::finds_on_device(int64_t n) const {
+  return device_index_ && device_index_->valid() && n > 0 &&
+         (device_.emulated() || n >= kDeviceFindMinKeys);
+}
+
+namespace {
+
+// The slots found when every key is present.
+std::optional<Tensor> all_present(DeviceKeyIndex::Found found, std::vector<int64_t>* host_slots) {
   if (found.absent > 0) return std::nullopt;
   if (host_slots != nullptr) *host_slots = found.slots.to_vector<int64_t>();
   return std::move(found.slots);
+}
+
+}  // namespace
+
+std::optional<Tensor> DeviceKeyedTable::present_on_device(std::span<const int64_t> keys,
+                                                          std::vector<int64_t>* host_slots) const {
+  if (!finds_on_device(static_cast<int64_t>(keys.size()))) return std::nullopt;
+  return all_present(device_index_->find(keys), host_slots);
+}
+
+std::optional<Tensor> DeviceKeyedTable::present_on_device(const Tensor& keys,
+                                                          std::vector<int64_t>* host_slots) const {
+  if (keys.dtype() != DType::kInt64 || &keys.device() != &device_ ||
+      !finds_on_device(keys.num_elements())) {
+    return std::nullopt;
+  }
+  return all_present(device_index_->find(keys), host_slots);
 }
 
 void DeviceKeyedTable::record_inserted(const std::vector<int64_t>& keys,
@@ -946,11 +965,7 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
     std::vector<int64_t> host_slots;
     if (std::optional<Tensor> slots =
             present_on_device(keys, needs_host_slots() ? &host_slots : nullptr)) {
-      Tensor arena = m.arena;
-      scatter_tensor(op, arena, *slots, updates, {.name = who});
-      mark(host_slots);
-      touch(host_slots);
-      m.version.fetch_add(1);
+      scatter_slots(op, m, *slots, host_slots, updates, who);
       return;
     }
     std::vector<int64_t> slots = find(keys);
@@ -961,6 +976,36 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
   }
   Exclusive lock(*this);
   run(*members_.at(static_cast<size_t>(member)), find_or_insert(keys, -1, /*admit_keys=*/true));
+}
+
+void DeviceKeyedTable::scatter_slots(kernels::ScatterOp op, Member& m, const Tensor& slots,
+                                     std::span<const int64_t> host_slots, const Tensor& updates,
+                                     const std::string& who) {
+  Tensor arena = m.arena;
+  scatter_tensor(op, arena, slots, updates, {.name = who});
+  mark(host_slots);
+  touch(host_slots);
+  m.version.fetch_add(1);
+}
+
+std::optional<Tensor> DeviceKeyedTable::gather_device_keys(int member, const Tensor& keys) {
+  std::shared_lock lock(mu_);
+  const Member& m = *members_.at(static_cast<size_t>(member));
+  if (std::optional<Tensor> slots = present_on_device(keys, nullptr)) {
+    return gather_slots(m.arena, *slots);
+  }
+  return std::nullopt;
+}
+
+bool DeviceKeyedTable::scatter_device_keys(kernels::ScatterOp op, int member, const Tensor& keys,
+                                           const Tensor& updates, const std::string& who) {
+  std::shared_lock lock(mu_);
+  Member& m = *members_.at(static_cast<size_t>(member));
+  std::vector<int64_t> host_slots;
+  std::optional<Tensor> slots = present_on_device(keys, needs_host_slots() ? &host_slots : nullptr);
+  if (!slots) return false;
+  scatter_slots(op, m, *slots, host_slots, updates, who);
+  return true;
 }
 
 void DeviceKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {

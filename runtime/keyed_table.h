@@ -155,6 +155,20 @@ class KeyedTable {
   // admitted are dropped. The caller validated the arguments.
   virtual void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                        const Tensor& updates, const std::string& who) = 0;
+  // For keys already in the memory of device() (int64 [n]): the rows of
+  // `member` ([n] + row shape, on device()) when the table resolves them
+  // where they are and every key is present, else nullopt (the caller then
+  // reads the keys to the host and calls gather(); nothing changed).
+  virtual std::optional<Tensor> gather_device_keys(int member, const Tensor& keys) {
+    (void)member, (void)keys;
+    return std::nullopt;
+  }
+  // The same for scatter(): true when done, false when nothing was done.
+  virtual bool scatter_device_keys(kernels::ScatterOp op, int member, const Tensor& keys,
+                                   const Tensor& updates, const std::string& who) {
+    (void)op, (void)member, (void)keys, (void)updates, (void)who;
+    return false;
+  }
   // Inserts or overwrites the rows of `keys` in member 0 with `values`
   // ([n] + row shape, host; a repeated key keeps its last row); new keys
   // get their slot rows initialized.
@@ -283,6 +297,9 @@ class DeviceKeyedTable final : public KeyedTable {
                 const Tensor& absent_row = Tensor()) override;
   void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                const Tensor& updates, const std::string& who) override;
+  std::optional<Tensor> gather_device_keys(int member, const Tensor& keys) override;
+  bool scatter_device_keys(kernels::ScatterOp op, int member, const Tensor& keys,
+                           const Tensor& updates, const std::string& who) override;
   void insert(std::span<const int64_t> keys, const Tensor& values) override;
   int64_t erase(std::span<const int64_t> keys) override;
   void clear() override;
@@ -390,6 +407,16 @@ class DeviceKeyedTable final : public KeyedTable {
   // `host_slots`, the slots are copied there too. Caller holds mu_.
   std::optional<Tensor> present_on_device(std::span<const int64_t> keys,
                                           std::vector<int64_t>* host_slots) const;
+  // The same for keys in device memory (int64 on device_).
+  std::optional<Tensor> present_on_device(const Tensor& keys,
+                                          std::vector<int64_t>* host_slots) const;
+  // Whether a batch of n keys goes to the device index.
+  bool finds_on_device(int64_t n) const;
+  // The scatter of a batch whose keys are all present, at `slots` (on the
+  // device; `host_slots` too when needs_host_slots()). Caller holds mu_.
+  void scatter_slots(kernels::ScatterOp op, Member& m, const Tensor& slots,
+                     std::span<const int64_t> host_slots, const Tensor& updates,
+                     const std::string& who);
   // Whether the rows' slots must be known on the host after an update
   // (for the marks of incremental saves, or the policy's update history).
   bool needs_host_slots() const { return marking_ || tracking_; }

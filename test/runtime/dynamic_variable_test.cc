@@ -847,10 +847,15 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
     const Tensor k = keys_tensor(keys);
     switch (op) {
       case 0:  // training gathers (inserting), then read again (all present)
-      case 1:
         REQUIRE(gpu.gather(k).to_vector<float>() == cpu.gather(k).to_vector<float>());
         REQUIRE(gpu.gather(k).to_vector<float>() == cpu.gather(k).to_vector<float>());
         break;
+      case 1: {  // the same with the keys in the GPU's memory
+        const Tensor on_gpu = k.to(gpu.device());
+        REQUIRE(gpu.gather(on_gpu).to_vector<float>() == cpu.gather(k).to_vector<float>());
+        REQUIRE(gpu.gather(on_gpu).to_vector<float>() == cpu.gather(k).to_vector<float>());
+        break;
+      }
       case 2:  // evaluation lookups, absent keys among them
         REQUIRE(gpu.lookup(k).to_vector<float>() == cpu.lookup(k).to_vector<float>());
         break;
@@ -869,9 +874,9 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
         REQUIRE(gpu.erase(keys_tensor(some)) == cpu.erase(keys_tensor(some)));
         break;
       }
-      case 5: {  // scatter_add
+      case 5: {  // scatter_add, the keys in the GPU's memory
         const std::vector<float> u = quarters(keys.size());
-        gpu.scatter_add(k, rows_tensor(u, n, dim));
+        gpu.scatter_add(k.to(gpu.device()), rows_tensor(u, n, dim));
         cpu.scatter_add(k, Tensor::from_vector(u, TensorShape({n, dim})));
         break;
       }
