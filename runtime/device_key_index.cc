@@ -9,7 +9,6 @@
 #include "varstate/error.h"
 
 #ifdef VARSTATE_HAVE_CUDA
-#include "kernels/cuda/gather.h"
 #include "kernels/cuda/hash_index.h"
 #endif
 
@@ -228,25 +227,6 @@ DeviceKeyIndex::Found DeviceKeyIndex::find_staged(int64_t n, const int64_t* keys
   finds_on_device.fetch_add(1, std::memory_order_relaxed);
 #else
   (void)keys, (void)count;
-  no_cuda();
-#endif
-  return out;
-}
-
-Tensor gather_slots(const Tensor& arena, const Tensor& slots) {
-  const int64_t n = slots.num_elements();
-  const TensorShape row_shape = arena.shape().tail(1);
-  Tensor out(arena.dtype(), TensorShape({n}).concatenate(row_shape), arena.device());
-#ifdef VARSTATE_HAVE_CUDA
-  const int64_t row_bytes =
-      row_shape.num_elements() * static_cast<int64_t>(dtype_size(arena.dtype()));
-  if (n == 0 || row_bytes == 0) return out;
-  Device& device = arena.device();
-  DeviceGuard guard(device);
-  kernels::cuda::gather_rows(arena.raw_data(), row_bytes,
-                             static_cast<const int64_t*>(slots.raw_data()), n, out.raw_data(),
-                             device.stream());
-#else
   no_cuda();
 #endif
   return out;

@@ -82,8 +82,4 @@ class DeviceKeyIndex {
   bool valid_ = true;
 };
 
-// The rows `slots` (int64 on arena's device, each a valid row) of
-// `arena` (a GPU tensor of rank >= 1), in order.
-Tensor gather_slots(const Tensor& arena, const Tensor& slots);
-
 }  // namespace varstate::internal

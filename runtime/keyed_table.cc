@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/random.h"
+#include "runtime/keyed_rows_gpu.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
 #include "runtime/sharded_keyed_table.h"
@@ -623,6 +624,21 @@ int64_t DeviceKeyedTable::expire() {
   return static_cast<int64_t>(stale.size());
 }
 
+void DeviceKeyedTable::init_rows(Member& m, int member, std::span<const int64_t> keys,
+                                 std::span<const int64_t> slots, StagedKeys& staged) {
+  if (slots.empty() || row_elements(m.row_shape) == 0) return;
+  if (device_.is_cpu()) {
+    write_rows(m, slots, initial_rows(member, keys));
+    return;
+  }
+  // On a GPU its kernels draw the rows where they go.
+  if (!staged.slots.valid()) {
+    staged.keys = slot_tensor(keys);
+    staged.slots = slot_tensor(slots);
+  }
+  write_initial_rows(m.arena, m.init, staged.keys, staged.slots);
+}
+
 void DeviceKeyedTable::fill_rows(Member& m, std::span<const int64_t> slots) {
   const size_t value_bytes = dtype_size(m.dtype);
   const size_t row_bytes = static_cast<size_t>(row_elements(m.row_shape)) * value_bytes;
@@ -766,6 +782,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   // on the key.
   std::vector<int64_t> new_keys;
   std::vector<int64_t> new_slots;
+  StagedKeys staged;
   for (size_t k = 0; k < members_.size(); ++k) {
     if (static_cast<int>(k) == skip_init) continue;
     Member& m = *members_[k];
@@ -779,7 +796,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
         new_slots.insert(new_slots.end(), b.new_slots.begin(), b.new_slots.end());
       }
     }
-    write_rows(m, new_slots, initial_rows(static_cast<int>(k), new_keys));
+    init_rows(m, static_cast<int>(k), new_keys, new_slots, staged);
   }
   const int64_t now = clock_.load(std::memory_order_relaxed);
   for (const ShardBatch& b : batch) {
@@ -1100,7 +1117,8 @@ void DeviceKeyedTable::reset_member(int member) {
     keys.push_back(key);
     slots.push_back(slot);
   });
-  write_rows(m, slots, initial_rows(member, keys));
+  StagedKeys staged;
+  init_rows(m, member, keys, slots, staged);
   mark(slots);
   m.version.fetch_add(1);
 }

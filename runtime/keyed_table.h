@@ -378,6 +378,14 @@ class DeviceKeyedTable final : public KeyedTable {
   // or their initial rows. Caller holds mu_.
   Tensor compose_rows(const Member& m, int member, std::span<const int64_t> keys,
                       const std::vector<int64_t>& slots, const Tensor& absent_row) const;
+  // Writes m's initial rows of `keys` at `slots` (distinct): on the host
+  // from initial_rows(), on a GPU by its kernels, the keys and slots copied
+  // over once (into `staged`) for every member that draws rows.
+  struct StagedKeys {
+    Tensor keys, slots;
+  };
+  void init_rows(Member& m, int member, std::span<const int64_t> keys,
+                 std::span<const int64_t> slots, StagedKeys& staged);
   // Writes m's constant initial value to the rows `slots` (CPU arenas).
   void fill_rows(Member& m, std::span<const int64_t> slots);
   // Room for `more` rows beyond the slots in use (arenas grown by half, or

@@ -1,0 +1,92 @@
+#include "runtime/keyed_rows_gpu.h"
+
+#include "varstate/error.h"
+
+#ifdef VARSTATE_HAVE_CUDA
+#include "kernels/cuda/gather.h"
+#include "kernels/cuda/random.h"
+#endif
+
+namespace varstate::internal {
+namespace {
+
+#ifndef VARSTATE_HAVE_CUDA
+[[noreturn]] void no_cuda(const char* what) {
+  throw InternalError(std::string(what) + " on a GPU in a build without CUDA");
+}
+#endif
+
+}  // namespace
+
+Tensor gather_slots(const Tensor& arena, const Tensor& slots) {
+  const int64_t n = slots.num_elements();
+  const TensorShape row_shape = arena.shape().tail(1);
+  Tensor out(arena.dtype(), TensorShape({n}).concatenate(row_shape), arena.device());
+#ifdef VARSTATE_HAVE_CUDA
+  const int64_t row_bytes =
+      row_shape.num_elements() * static_cast<int64_t>(dtype_size(arena.dtype()));
+  if (n == 0 || row_bytes == 0) return out;
+  Device& device = arena.device();
+  DeviceGuard guard(device);
+  kernels::cuda::gather_rows(arena.raw_data(), row_bytes,
+                             static_cast<const int64_t*>(slots.raw_data()), n, out.raw_data(),
+                             device.stream());
+#else
+  no_cuda("gather_slots");
+#endif
+  return out;
+}
+
+void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
+                        const Tensor& slots) {
+  const int64_t n = slots.num_elements();
+  const int64_t width = arena.shape().tail(1).num_elements();
+  if (n == 0 || width == 0) return;
+#ifdef VARSTATE_HAVE_CUDA
+  Device& device = arena.device();
+  const auto* k = static_cast<const int64_t*>(keys.raw_data());
+  const auto* s = static_cast<const int64_t*>(slots.raw_data());
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* out = static_cast<T*>(arena.raw_data());
+    const T a = init.a.scalar<T>();
+    DeviceGuard guard(device);
+    cudaStream_t stream = device.stream();
+    switch (init.kind) {
+      case KeyedRowInit::Kind::kConstant:
+        kernels::cuda::constant_rows<T>(out, width, s, n, a, stream);
+        break;
+      case KeyedRowInit::Kind::kUniform:
+        kernels::cuda::random_uniform_rows<T>(out, width, k, s, n, init.seed, init.seed2, a,
+                                              init.b.scalar<T>(), stream);
+        break;
+      case KeyedRowInit::Kind::kNormal:
+        kernels::cuda::random_normal_rows<T>(out, width, k, s, n, init.seed, init.seed2, a,
+                                             init.b.scalar<T>(), stream);
+        break;
+      case KeyedRowInit::Kind::kTruncatedNormal:
+        kernels::cuda::truncated_normal_rows<T>(out, width, k, s, n, init.seed, init.seed2, a,
+                                                init.b.scalar<T>(), stream);
+        break;
+    }
+  };
+  switch (arena.dtype()) {
+    case DType::kHalf:
+      return run(half{});
+    case DType::kBFloat16:
+      return run(bfloat16{});
+    case DType::kFloat:
+      return run(float{});
+    case DType::kDouble:
+      return run(double{});
+    default:
+      throw InternalError("initial rows of a keyed table of " +
+                          std::string(dtype_name(arena.dtype())));
+  }
+#else
+  (void)init, (void)keys;
+  no_cuda("write_initial_rows");
+#endif
+}
+
+}  // namespace varstate::internal

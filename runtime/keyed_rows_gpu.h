@@ -1,0 +1,21 @@
+// The GPU kernels a hash-keyed table (runtime/keyed_table.h) runs on its
+// arenas by slot. Runtime-internal; compiled in every build, called only
+// for tables on a GPU.
+#pragma once
+
+#include "runtime/keyed_table.h"
+#include "varstate/tensor.h"
+
+namespace varstate::internal {
+
+// The rows `slots` (int64 on arena's device, each a valid row) of `arena`
+// (a GPU tensor of rank >= 1), in order.
+Tensor gather_slots(const Tensor& arena, const Tensor& slots);
+
+// Writes `init`'s initial rows of `keys` at `slots` (int64 [n] each, on
+// arena's device; the slots distinct): the constant, or the seeded random
+// row of each key, bit for bit the CPU's (DeviceKeyedTable::initial_rows).
+void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
+                        const Tensor& slots);
+
+}  // namespace varstate::internal
