@@ -281,9 +281,14 @@ void DynamicVariable::insert(const Tensor& keys, const Tensor& values) {
     throw InvalidArgumentError(who + ": values must have shape " + expected.to_string() +
                                " (the keys' shape, then the row's), got " + v.shape().to_string());
   }
-  const Tensor rows = v.reshaped(TensorShape({static_cast<int64_t>(ids.size()), dim()})).to_host();
+  KeyedTable& table = keyed(variable_).table();
+  // A table on one GPU takes its rows there (they may be there already);
+  // the others on the host.
+  const bool one_gpu = table.devices().size() == 1 && !table.device().is_cpu();
+  const Tensor flat = v.reshaped(TensorShape({static_cast<int64_t>(ids.size()), dim()}));
+  const Tensor rows = one_gpu ? flat.on(table.device()) : flat.to_host();
   std::lock_guard lock(internal::update_mutex(variable_));
-  keyed(variable_).table().insert(ids, rows);
+  table.insert(ids, rows);
 }
 
 int64_t DynamicVariable::expire() {

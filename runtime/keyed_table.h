@@ -170,8 +170,9 @@ class KeyedTable {
     return false;
   }
   // Inserts or overwrites the rows of `keys` in member 0 with `values`
-  // ([n] + row shape, host; a repeated key keeps its last row); new keys
-  // get their slot rows initialized.
+  // ([n] + row shape, on the host, or on device() for a DeviceKeyedTable
+  // on a GPU; a repeated key keeps its last row); new keys get their slot
+  // rows initialized.
   virtual void insert(std::span<const int64_t> keys, const Tensor& values) = 0;
   // Removes the keys present among `keys` from every member; returns how
   // many were removed.
