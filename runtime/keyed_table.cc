@@ -1123,46 +1123,57 @@ void DeviceKeyedTable::reset_member(int member) {
   m.version.fetch_add(1);
 }
 
+void DeviceKeyedTable::apply_rows(const std::vector<int>& members, std::vector<int64_t> slots,
+                                  const Tensor* on_device, bool all_rows, const RowsFn& fn) {
+  std::vector<Tensor> arenas;
+  for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
+  std::vector<int64_t> kept;
+  const bool filtered = on_device == nullptr && kept_positions(slots, kept);
+  if (on_device != nullptr) {
+    fn(arenas, *on_device, nullptr);
+  } else if (!slots.empty() || all_rows) {
+    fn(arenas, slot_tensor(slots), filtered ? &kept : nullptr);
+  }
+  touch(slots);
+  clock_.fetch_add(1, std::memory_order_relaxed);
+  if (all_rows && marking_) {
+    for_each_key([&](int64_t, int64_t slot) {
+      marks_[static_cast<size_t>(slot)].store(1, std::memory_order_relaxed);
+    });
+  } else {
+    mark(slots);
+  }
+  for (int member : members) members_.at(static_cast<size_t>(member))->version.fetch_add(1);
+}
+
 void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
                                    bool all_rows, const RowsFn& fn) {
-  // `on_device`: the slots resolved there (every key present), when given.
-  auto run = [&](std::vector<int64_t> slots, const Tensor* on_device = nullptr) {
-    std::vector<Tensor> arenas;
-    for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
-    std::vector<int64_t> kept;
-    const bool filtered = on_device == nullptr && kept_positions(slots, kept);
-    if (on_device != nullptr) {
-      fn(arenas, *on_device, nullptr);
-    } else if (!slots.empty() || all_rows) {
-      fn(arenas, slot_tensor(slots), filtered ? &kept : nullptr);
-    }
-    touch(slots);
-    clock_.fetch_add(1, std::memory_order_relaxed);
-    if (all_rows && marking_) {
-      for_each_key([&](int64_t, int64_t slot) {
-        marks_[static_cast<size_t>(slot)].store(1, std::memory_order_relaxed);
-      });
-    } else {
-      mark(slots);
-    }
-    for (int member : members) members_.at(static_cast<size_t>(member))->version.fetch_add(1);
-  };
   {
     std::shared_lock lock(mu_);
     std::vector<int64_t> host_slots;
     if (std::optional<Tensor> slots =
             present_on_device(keys, needs_host_slots() ? &host_slots : nullptr)) {
-      run(std::move(host_slots), &*slots);
+      apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
       return;
     }
-    const std::vector<int64_t> slots = find(keys);
+    std::vector<int64_t> slots = find(keys);
     if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
-      run(slots);
+      apply_rows(members, std::move(slots), nullptr, all_rows, fn);
       return;
     }
   }
   Exclusive lock(*this);
-  run(find_or_insert(keys, -1, /*admit_keys=*/true));
+  apply_rows(members, find_or_insert(keys, -1, /*admit_keys=*/true), nullptr, all_rows, fn);
+}
+
+bool DeviceKeyedTable::update_rows_device_keys(const std::vector<int>& members, const Tensor& keys,
+                                               bool all_rows, const RowsFn& fn) {
+  std::shared_lock lock(mu_);
+  std::vector<int64_t> host_slots;
+  std::optional<Tensor> slots = present_on_device(keys, needs_host_slots() ? &host_slots : nullptr);
+  if (!slots) return false;
+  apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
+  return true;
 }
 
 KeyedTable::Export DeviceKeyedTable::export_rows(const std::vector<int>& members) const {

@@ -197,6 +197,16 @@ class KeyedTable {
   virtual void update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
                            bool all_rows, const RowsFn& fn) = 0;
 
+  // update_rows() for keys in the memory of device() (int64 [n]): true
+  // when the table resolved them there, every key present (fn then gets
+  // `kept` null); false, with nothing done, otherwise (the caller reads
+  // the keys to the host and calls update_rows()).
+  virtual bool update_rows_device_keys(const std::vector<int>& members, const Tensor& keys,
+                                       bool all_rows, const RowsFn& fn) {
+    (void)members, (void)keys, (void)all_rows, (void)fn;
+    return false;
+  }
+
   // Every key, ascending, as an int64 host tensor [n], and each of
   // `members`' rows in that order ([n] + row shape, host), taken together
   // under one lock.
@@ -307,6 +317,8 @@ class DeviceKeyedTable final : public KeyedTable {
   void reset_member(int member) override;
   void update_rows(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
                    const RowsFn& fn) override;
+  bool update_rows_device_keys(const std::vector<int>& members, const Tensor& keys, bool all_rows,
+                               const RowsFn& fn) override;
   Export export_rows(const std::vector<int>& members) const override;
   void set_update_history(const Tensor& keys, const Tensor& versions,
                           const Tensor& counts) override;
@@ -419,6 +431,11 @@ class DeviceKeyedTable final : public KeyedTable {
   // The same for keys in device memory (int64 on device_).
   std::optional<Tensor> present_on_device(const Tensor& keys,
                                           std::vector<int64_t>* host_slots) const;
+  // update_rows' work once the slots are known (host `slots`, filtered
+  // of absent keys here, or every key present at `on_device`, with `slots`
+  // empty unless needs_host_slots()). Caller holds mu_.
+  void apply_rows(const std::vector<int>& members, std::vector<int64_t> slots,
+                  const Tensor* on_device, bool all_rows, const RowsFn& fn);
   // Whether a batch of n keys goes to the device index.
   bool finds_on_device(int64_t n) const;
   // The scatter of a batch whose keys are all present, at `slots` (on the

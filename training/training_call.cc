@@ -370,28 +370,33 @@ Tensor TrainingCall::apply_keyed(const IndexedSlices& grad) {
     }
     members.push_back(s->member());
   }
-  const std::vector<int64_t> keys = host_indices(grad.indices());
+  const int64_t n = grad.indices().num_elements();
   Device& device = keyed.table().device();
-  const Tensor values = converted(grad.values(), dtype_, "grad.values", who_)
-                            .on(device)
-                            .reshaped(TensorShape({static_cast<int64_t>(keys.size())})
-                                          .concatenate(keyed.table().row_shape(keyed.member())));
+  const Tensor values =
+      converted(grad.values(), dtype_, "grad.values", who_)
+          .on(device)
+          .reshaped(TensorShape({n}).concatenate(keyed.table().row_shape(keyed.member())));
   std::vector<std::unique_lock<std::mutex>> locks;
   if (options_.use_locking.value_or(false)) {
     for (Variable* v : written()) locks.emplace_back(update_mutex(*v));
   }
   // compat.v1 sparse Adam decays every row, as on a dense variable.
   const bool all_rows = op_ == TrainingOp::kAdam;
-  if (keys.empty() && !all_rows) return Tensor();
+  if (n == 0 && !all_rows) return Tensor();
   const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
-  keyed.table().update_rows(
-      members, keys, all_rows,
-      [&](std::vector<Tensor>& arenas, const Tensor& slots, const std::vector<int64_t>* kept) {
-        // Keys the table has not admitted train nothing; a shard's rows
-        // move to its device.
-        const Tensor rows = kept ? gather_rows(values, *kept) : values;
-        kernel.run(arenas, rows.on(arenas.front().device()), &slots);
-      });
+  const KeyedTable::RowsFn fn = [&](std::vector<Tensor>& arenas, const Tensor& slots,
+                                    const std::vector<int64_t>* kept) {
+    // Keys the table has not admitted train nothing; a shard's rows move
+    // to its device.
+    const Tensor rows = kept ? gather_rows(values, *kept) : values;
+    kernel.run(arenas, rows.on(arenas.front().device()), &slots);
+  };
+  // Keys in the table's device memory, every one present: resolved there.
+  if (keyed.on_table_device(grad.indices()) &&
+      keyed.table().update_rows_device_keys(members, grad.indices().reshaped({n}), all_rows, fn)) {
+    return Tensor();
+  }
+  keyed.table().update_rows(members, host_indices(grad.indices()), all_rows, fn);
   return Tensor();
 }
 

@@ -819,6 +819,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
   REQUIRE(!gpu.device().is_cpu());
   REQUIRE(cpu.device().is_cpu());
   GradientDescentOptimizer sgd(0.5);
+  AdagradOptimizer adagrad(0.5);
   init_all();
   std::mt19937_64 rng(kSeed + 11);
   // Batches past the device path's threshold (1,024 keys on a real GPU),
@@ -880,10 +881,17 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
         cpu.scatter_add(k, Tensor::from_vector(u, TensorShape({n, dim})));
         break;
       }
-      case 6: {  // a training step (sparse gradient descent)
+      case 6: {  // a training step: gradient descent, or Adagrad with the keys on the GPU
         const std::vector<float> g = quarters(keys.size());
-        sgd.apply_gradients({gpu.gradient(k, rows_tensor(g, n, dim)),
-                             cpu.gradient(k, Tensor::from_vector(g, TensorShape({n, dim})))});
+        const Tensor on_cpu = Tensor::from_vector(g, TensorShape({n, dim}));
+        if (step % 2 == 0) {
+          sgd.apply_gradients({gpu.gradient(k, rows_tensor(g, n, dim)), cpu.gradient(k, on_cpu)});
+        } else {
+          // (Its accumulators are slots: rows of the same keys, created on
+          // first use for every key present.)
+          adagrad.apply_gradients(
+              {gpu.gradient(k.to(gpu.device()), rows_tensor(g, n, dim)), cpu.gradient(k, on_cpu)});
+        }
         break;
       }
       case 7:  // expiry (a no-op without it)
