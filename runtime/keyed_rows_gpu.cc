@@ -71,14 +71,11 @@ void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& k
     }
   };
   switch (arena.dtype()) {
-    case DType::kHalf:
-      return run(half{});
-    case DType::kBFloat16:
-      return run(bfloat16{});
-    case DType::kFloat:
-      return run(float{});
-    case DType::kDouble:
-      return run(double{});
+#define VARSTATE_KEYED_ROWS_CASE(E, T) \
+  case DType::E:                       \
+    return run(T{});
+    VARSTATE_DTYPES_FLOATING(VARSTATE_DTYPE_ENTRY, VARSTATE_KEYED_ROWS_CASE)
+#undef VARSTATE_KEYED_ROWS_CASE
     default:
       throw InternalError("initial rows of a keyed table of " +
                           std::string(dtype_name(arena.dtype())));
