@@ -40,6 +40,13 @@ using Rows = std::map<int64_t, std::vector<float>>;
 
 Tensor keys_tensor(const std::vector<int64_t>& keys) { return Tensor::from_vector(keys); }
 
+// The keys once each, ascending.
+std::vector<int64_t> distinct_of(std::vector<int64_t> keys) {
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
 Tensor rows_tensor(const std::vector<float>& values, int64_t n, int64_t dim) {
   return Tensor::from_vector(values, TensorShape({n, dim})).on(test_device());
 }
@@ -832,8 +839,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
     }
     return k;
   };
-  // Multiples of 1/4: sums are exact in any order (the GPU adds duplicates
-  // in no fixed order).
+  // Multiples of 1/4 (the updates; the rows they meet are random).
   auto quarters = [&](size_t n) {
     std::vector<float> out(n * dim);
     for (float& x : out) x = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 4.0f;
@@ -861,9 +867,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
         REQUIRE(gpu.lookup(k).to_vector<float>() == cpu.lookup(k).to_vector<float>());
         break;
       case 3: {  // insert of distinct keys
-        std::vector<int64_t> distinct = keys;
-        std::sort(distinct.begin(), distinct.end());
-        distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+        const std::vector<int64_t> distinct = distinct_of(keys);
         const int64_t m = std::ssize(distinct);
         const std::vector<float> rows = quarters(distinct.size());
         gpu.insert(keys_tensor(distinct), rows_tensor(rows, m, dim));
@@ -875,18 +879,25 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
         REQUIRE(gpu.erase(keys_tensor(some)) == cpu.erase(keys_tensor(some)));
         break;
       }
-      case 5: {  // scatter_add, the keys in the GPU's memory
-        const std::vector<float> u = quarters(keys.size());
-        gpu.scatter_add(k.to(gpu.device()), rows_tensor(u, n, dim));
-        cpu.scatter_add(k, Tensor::from_vector(u, TensorShape({n, dim})));
+      case 5: {  // scatter_add of distinct keys, the keys in the GPU's memory
+        const std::vector<int64_t> distinct = distinct_of(keys);
+        const int64_t m = std::ssize(distinct);
+        const std::vector<float> u = quarters(distinct.size());
+        gpu.scatter_add(keys_tensor(distinct).to(gpu.device()), rows_tensor(u, m, dim));
+        cpu.scatter_add(keys_tensor(distinct), Tensor::from_vector(u, TensorShape({m, dim})));
         break;
       }
       case 6: {  // a training step: gradient descent, or Adagrad with the keys on the GPU
         const std::vector<float> g = quarters(keys.size());
         const Tensor on_cpu = Tensor::from_vector(g, TensorShape({n, dim}));
-        if (step % 2 == 0) {
-          sgd.apply_gradients({gpu.gradient(k, rows_tensor(g, n, dim)), cpu.gradient(k, on_cpu)});
-        } else {
+        if (step % 2 == 0) {  // distinct keys (the GPU adds duplicates in no fixed order)
+          const std::vector<int64_t> distinct = distinct_of(keys);
+          const int64_t m = std::ssize(distinct);
+          const std::vector<float> d(g.begin(), g.begin() + m * dim);
+          sgd.apply_gradients(
+              {gpu.gradient(keys_tensor(distinct), rows_tensor(d, m, dim)),
+               cpu.gradient(keys_tensor(distinct), Tensor::from_vector(d, TensorShape({m, dim})))});
+        } else {  // the deterministic path sums a key's duplicates in order, as the CPU
           // (Its accumulators are slots: rows of the same keys, created on
           // first use for every key present.)
           adagrad.apply_gradients(
