@@ -931,3 +931,61 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
   // The lookups above took the device's path (the count is process-wide).
   CHECK(internal::DeviceKeyIndex::finds_for_testing() - finds_before >= 36);
 }
+
+// Lookups through the GPU's device index while another thread churns the
+// table: inserts and erasures of other keys grow and rebuild both indexes
+// and reuse freed rows. Every lookup of the keys that stay must read their
+// own rows, whatever change it meets.
+TEST_CASE_METHOD(FreshSession, "dynamic variable: device-index lookups during churn",
+                 "[dynamic][stress]") {
+  if (!testing_on_gpu()) return;  // the GPU table's path; test_runtime_on_gpu runs it
+  const int64_t dim = 2;
+  DynamicVariable v = get_dynamic_variable("emb", {.dim = dim, .initializer = zeros_initializer()});
+  init_all();
+  // 1,100 keys that stay (past the device path's threshold on a real GPU),
+  // each row (k, -k).
+  std::vector<int64_t> stay(1100);
+  std::vector<float> rows;
+  for (size_t i = 0; i < stay.size(); ++i) {
+    stay[i] = static_cast<int64_t>(i) * 7919 + 1;
+    rows.push_back(static_cast<float>(i));
+    rows.push_back(-static_cast<float>(i));
+  }
+  const int64_t n = std::ssize(stay);
+  v.insert(keys_tensor(stay), rows_tensor(rows, n, dim));
+  const Tensor stay_on_gpu = keys_tensor(stay).to(v.device());
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::atomic<int> reads{0};
+  const int64_t finds_before = internal::DeviceKeyIndex::finds_for_testing();
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&, t] {
+      // (At least 20 reads each, however fast the churn.)
+      for (int i = 0; !done.load() || i < 20; ++i) {
+        const Tensor got = t == 0 ? v.lookup(keys_tensor(stay)) : v.gather(stay_on_gpu);
+        if (got.to_vector<float>() != rows) bad.fetch_add(1);
+        reads.fetch_add(1);
+      }
+    });
+  }
+  // Churn: rounds of 3,000 new keys inserted, then erased (tombstones in
+  // the device index, freed rows reused by the next round's keys).
+  for (int round = 0; round < 12; ++round) {
+    std::vector<int64_t> churn(3000);
+    for (size_t i = 0; i < churn.size(); ++i) {
+      churn[i] = -1 - static_cast<int64_t>(round * 100000 + static_cast<int>(i));
+    }
+    v.gather(keys_tensor(churn));
+    REQUIRE(v.size() == n + 3000);
+    REQUIRE(v.erase(keys_tensor(churn)) == 3000);
+  }
+  done = true;
+  for (auto& r : readers) r.join();
+  CAPTURE(reads.load());
+  CHECK(bad.load() == 0);
+  // The reads took the device's path (the count is process-wide).
+  CHECK(internal::DeviceKeyIndex::finds_for_testing() - finds_before >= reads.load());
+  CHECK(v.lookup(keys_tensor(stay)).to_vector<float>() == rows);
+  CHECK(v.size() == n);
+}
