@@ -37,6 +37,26 @@ Tensor gather_slots(const Tensor& arena, const Tensor& slots) {
   return out;
 }
 
+Tensor gather_slots_or_fill(const Tensor& arena, const Tensor& slots, const Tensor& fill) {
+  const int64_t n = slots.num_elements();
+  const TensorShape row_shape = arena.shape().tail(1);
+  Tensor out(arena.dtype(), TensorShape({n}).concatenate(row_shape), arena.device());
+#ifdef VARSTATE_HAVE_CUDA
+  const int64_t row_bytes =
+      row_shape.num_elements() * static_cast<int64_t>(dtype_size(arena.dtype()));
+  if (n == 0 || row_bytes == 0) return out;
+  Device& device = arena.device();
+  DeviceGuard guard(device);
+  kernels::cuda::gather_rows_or_fill(
+      arena.raw_data(), row_bytes, static_cast<const int64_t*>(slots.raw_data()), n, out.raw_data(),
+      fill.valid() ? fill.raw_data() : nullptr, device.stream());
+#else
+  (void)fill;
+  no_cuda("gather_slots_or_fill");
+#endif
+  return out;
+}
+
 void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
                         const Tensor& slots) {
   const int64_t n = slots.num_elements();

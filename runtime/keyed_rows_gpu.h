@@ -12,6 +12,11 @@ namespace varstate::internal {
 // (a GPU tensor of rank >= 1), in order.
 Tensor gather_slots(const Tensor& arena, const Tensor& slots);
 
+// The rows of `slots` (int64 [n] on arena's device) of `arena`, a
+// negative slot reading `fill` (a GPU tensor of one row) or, with `fill`
+// invalid, left unwritten for the caller.
+Tensor gather_slots_or_fill(const Tensor& arena, const Tensor& slots, const Tensor& fill);
+
 // Writes `init`'s initial rows of `keys` at `slots` (int64 [n] each, on
 // arena's device; the slots distinct): the constant, or the seeded random
 // row of each key, bit for bit the CPU's (DeviceKeyedTable::initial_rows).

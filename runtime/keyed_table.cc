@@ -876,6 +876,29 @@ Tensor DeviceKeyedTable::compose_rows(const Member& m, int member, std::span<con
                                       const std::vector<int64_t>& slots,
                                       const Tensor& absent_row) const {
   const int64_t n = static_cast<int64_t>(keys.size());
+  if (!device_.is_cpu()) {
+    // On the GPU: one gather, the absent keys reading the default row, or
+    // their initial rows drawn in place after it. No row leaves the GPU.
+    Tensor fill;
+    if (absent_row.valid()) {  // a scalar repeats; a row is taken whole
+      const Tensor row = absent_row.to_host();
+      fill = (row.rank() == 0 ? Tensor::filled(m.dtype, m.row_shape, row, host())
+                              : row.reshaped(m.row_shape))
+                 .on(device_);
+    }
+    Tensor out = gather_slots_or_fill(m.arena, slot_tensor(slots), fill);
+    if (!fill.valid()) {
+      std::vector<int64_t> absent_keys;
+      std::vector<int64_t> positions;
+      for (int64_t i = 0; i < n; ++i) {
+        if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
+        absent_keys.push_back(keys[static_cast<size_t>(i)]);
+        positions.push_back(i);
+      }
+      write_initial_rows(out, m.init, slot_tensor(absent_keys), slot_tensor(positions));
+    }
+    return out;
+  }
   std::vector<int64_t> present_slots;
   std::vector<int64_t> absent_keys;
   for (int64_t i = 0; i < n; ++i) {

@@ -24,4 +24,10 @@ template <typename Index>
 void gather_rows(const void* table, int64_t row_bytes, const Index* indices, int64_t n, void* out,
                  cudaStream_t stream, const IndexCheck* check = nullptr);
 
+// As gather_rows with int64 indices and no check, except that a row whose
+// index is negative gets `fill` (a row of `row_bytes` bytes in device
+// memory) or, with `fill` null, is left as it is (for rows written after).
+void gather_rows_or_fill(const void* table, int64_t row_bytes, const int64_t* indices, int64_t n,
+                         void* out, const void* fill, cudaStream_t stream);
+
 }  // namespace varstate::kernels::cuda
