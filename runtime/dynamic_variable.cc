@@ -332,7 +332,7 @@ VARSTATE_DYNAMIC_SCATTER(kMax, scatter_max)
 
 GradientAndVariable DynamicVariable::gradient(const Tensor& keys, const Tensor& grads) const {
   const std::string who = "gradient of " + quoted(op_name());
-  internal::checked_keys(keys, key_dtype(), who);
+  internal::check_keys(keys, key_dtype(), who);
   if (!grads.valid()) throw InvalidArgumentError(who + ": empty tensor handle for grads");
   const TensorShape expected = rows_of(keys.shape(), dim());
   if (grads.shape() != expected) {

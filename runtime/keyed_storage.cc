@@ -96,6 +96,13 @@ std::vector<int64_t> checked_keys(const Tensor& keys, DType key_dtype, const std
   return host_indices(k);
 }
 
+void check_keys(const Tensor& keys, DType key_dtype, const std::string& who) {
+  if (!keys.valid()) throw InvalidArgumentError(who + ": empty tensor handle for keys");
+  // Every value of the key dtype is a key: nothing to read. (Another dtype
+  // converts as checked_keys converts it, or fails as it fails.)
+  if (keys.dtype() != key_dtype) convert_to_dtype(keys, key_dtype, who + ": keys");
+}
+
 Tensor KeyedStorage::scatter(kernels::ScatterOp op, Variable& self, const Tensor& indices,
                              const Tensor& updates, const UpdateOptions& options,
                              const std::string& who, bool read_back) {

@@ -105,5 +105,8 @@ KeyedStorage* keyed_storage(const Variable& v);
 // validated (TypeError naming `who`, the expected and the actual dtype),
 // as int64 on the host.
 std::vector<int64_t> checked_keys(const Tensor& keys, DType key_dtype, const std::string& who);
+// The checks of checked_keys alone: keys of the key dtype are not read,
+// wherever they are.
+void check_keys(const Tensor& keys, DType key_dtype, const std::string& who);
 
 }  // namespace varstate::internal

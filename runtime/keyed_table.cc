@@ -321,7 +321,8 @@ void DeviceKeyedTable::write_rows(Member& m, std::span<const int64_t> slots, con
     return;
   }
   Tensor arena = m.arena;
-  scatter_tensor(kernels::ScatterOp::kUpdate, arena, slot_tensor(slots), rows.on(device_), {});
+  scatter_tensor(kernels::ScatterOp::kUpdate, arena, slot_tensor(slots), rows.on(device_), {},
+                 /*indices_in_range=*/true);
 }
 
 Tensor DeviceKeyedTable::read_rows(const Member& m, std::span<const int64_t> slots) const {
@@ -994,7 +995,8 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
     if (kept_positions(slots, kept) && updates.rank() > 0) values = gather_rows(updates, kept);
     if (slots.empty()) return;
     Tensor arena = m.arena;
-    scatter_tensor(op, arena, slot_tensor(slots), values, {.name = who});
+    scatter_tensor(op, arena, slot_tensor(slots), values, {.name = who},
+                   /*indices_in_range=*/true);
     mark(slots);
     touch(slots);
     m.version.fetch_add(1);
@@ -1022,7 +1024,7 @@ void DeviceKeyedTable::scatter_slots(kernels::ScatterOp op, Member& m, const Ten
                                      std::span<const int64_t> host_slots, const Tensor& updates,
                                      const std::string& who) {
   Tensor arena = m.arena;
-  scatter_tensor(op, arena, slots, updates, {.name = who});
+  scatter_tensor(op, arena, slots, updates, {.name = who}, /*indices_in_range=*/true);
   mark(host_slots);
   touch(host_slots);
   m.version.fetch_add(1);

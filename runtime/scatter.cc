@@ -418,9 +418,10 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
 }
 
 void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,
-                    const UpdateOptions& options) {
+                    const UpdateOptions& options, bool indices_in_range) {
   const std::string who = subject(op, options.name, {});
   Prepared p = prepare(op, target, indices, updates, who);
+  if (indices_in_range) p.indices_checked = true;
   if (p.n == 0 || p.row_width == 0) return;
   if (target.on_cpu()) {
     run_cpu(op, target, p, who);

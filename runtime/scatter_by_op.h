@@ -42,9 +42,12 @@ void scatter_into(kernels::ScatterOp op, Variable& ref, const Tensor& indices,
 
 // The scatter op `op` on a plain tensor, as the in-place free functions of
 // varstate/scatter.h (scatter_add(Tensor&, ...)): the same validation and
-// messages, a GPU bounds check waited for.
+// messages, a GPU bounds check waited for. With `indices_in_range` (rows
+// the caller made: a keyed table's slots) indices in the GPU's memory are
+// not checked there, and nothing is waited for.
 void scatter_tensor(kernels::ScatterOp op, Tensor& target, const Tensor& indices,
-                    const Tensor& updates, const UpdateOptions& options);
+                    const Tensor& updates, const UpdateOptions& options,
+                    bool indices_in_range = false);
 
 // Applies `op` to the parts, all on the CPU, in one kernel call: part k
 // holds rows [offsets[k], offsets[k] + parts[k].shape().dim(0)) of the whole

@@ -195,7 +195,8 @@ Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool
     if (parts.keys[s].size() == keys.size()) return rows.on(out_device);
     if (!out.valid()) out = Tensor(dtype(member), shape, out_device);
     scatter_tensor(kernels::ScatterOp::kUpdate, out,
-                   Tensor::from_vector(parts.positions[s]).on(out_device), rows.on(out_device), {});
+                   Tensor::from_vector(parts.positions[s]).on(out_device), rows.on(out_device), {},
+                   /*indices_in_range=*/true);
   }
   return out;
 }

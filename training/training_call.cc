@@ -111,7 +111,7 @@ void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const
                                  " (the keys' shape, then the row's), got " +
                                  values.shape().to_string());
     }
-    checked_keys(grad.indices(), keyed->table().key_dtype(), who);
+    check_keys(grad.indices(), keyed->table().key_dtype(), who);
     return;
   }
   const TensorShape shape = var.shape();
