@@ -18,26 +18,7 @@ namespace {
 
 }  // namespace
 
-Tensor gather_slots(const Tensor& arena, const Tensor& slots) {
-  const int64_t n = slots.num_elements();
-  const TensorShape row_shape = arena.shape().tail(1);
-  Tensor out(arena.dtype(), TensorShape({n}).concatenate(row_shape), arena.device());
-#ifdef VARSTATE_HAVE_CUDA
-  const int64_t row_bytes =
-      row_shape.num_elements() * static_cast<int64_t>(dtype_size(arena.dtype()));
-  if (n == 0 || row_bytes == 0) return out;
-  Device& device = arena.device();
-  DeviceGuard guard(device);
-  kernels::cuda::gather_rows(arena.raw_data(), row_bytes,
-                             static_cast<const int64_t*>(slots.raw_data()), n, out.raw_data(),
-                             device.stream());
-#else
-  no_cuda("gather_slots");
-#endif
-  return out;
-}
-
-Tensor gather_slots_or_fill(const Tensor& arena, const Tensor& slots, const Tensor& fill) {
+Tensor gather_slots(const Tensor& arena, const Tensor& slots, const Tensor& fill) {
   const int64_t n = slots.num_elements();
   const TensorShape row_shape = arena.shape().tail(1);
   Tensor out(arena.dtype(), TensorShape({n}).concatenate(row_shape), arena.device());
@@ -52,7 +33,7 @@ Tensor gather_slots_or_fill(const Tensor& arena, const Tensor& slots, const Tens
       fill.valid() ? fill.raw_data() : nullptr, device.stream());
 #else
   (void)fill;
-  no_cuda("gather_slots_or_fill");
+  no_cuda("gather_slots");
 #endif
   return out;
 }

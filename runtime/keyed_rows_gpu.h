@@ -8,14 +8,10 @@
 
 namespace varstate::internal {
 
-// The rows `slots` (int64 on arena's device, each a valid row) of `arena`
-// (a GPU tensor of rank >= 1), in order.
-Tensor gather_slots(const Tensor& arena, const Tensor& slots);
-
-// The rows of `slots` (int64 [n] on arena's device) of `arena`, a
-// negative slot reading `fill` (a GPU tensor of one row) or, with `fill`
-// invalid, left unwritten for the caller.
-Tensor gather_slots_or_fill(const Tensor& arena, const Tensor& slots, const Tensor& fill);
+// The rows `slots` (int64 [n] on arena's device) of `arena` (a GPU tensor
+// of rank >= 1), in order; a negative slot reads `fill` (a GPU tensor of
+// one row) or, with `fill` invalid, is left unwritten for the caller.
+Tensor gather_slots(const Tensor& arena, const Tensor& slots, const Tensor& fill = Tensor());
 
 // Writes `init`'s initial rows of `keys` at `slots` (int64 [n] each, on
 // arena's device; the slots distinct): the constant, or the seeded random

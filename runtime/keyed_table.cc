@@ -887,7 +887,7 @@ Tensor DeviceKeyedTable::compose_rows(const Member& m, int member, std::span<con
                               : row.reshaped(m.row_shape))
                  .on(device_);
     }
-    Tensor out = gather_slots_or_fill(m.arena, slot_tensor(slots), fill);
+    Tensor out = gather_slots(m.arena, slot_tensor(slots), fill);
     if (!fill.valid()) {
       std::vector<int64_t> absent_keys;
       std::vector<int64_t> positions;
