@@ -112,12 +112,16 @@ Tensor KeyedStorage::scatter(kernels::ScatterOp op, Variable& self, const Tensor
       check_scatter_args(op, self.dtype(), TensorShape({table_->size()}).concatenate(row_shape),
                          indices, updates, who);
   const int64_t n = indices.num_elements();
-  // Scalar updates repeat for every key; row updates in key order.
+  // Scalar updates repeat for every key; row updates in key order. Moved
+  // to the table's device once, when first needed.
+  Tensor moved;
   auto values = [&] {
-    const Tensor v = args.updates_scalar
-                         ? args.updates.reshaped({})
-                         : args.updates.reshaped(TensorShape({n}).concatenate(row_shape));
-    return v.on(table_->device());
+    if (!moved.valid()) {
+      moved = (args.updates_scalar ? args.updates.reshaped({})
+                                   : args.updates.reshaped(TensorShape({n}).concatenate(row_shape)))
+                  .on(table_->device());
+    }
+    return moved;
   };
   std::unique_lock<std::mutex> locked;
   auto lock = [&] {
