@@ -873,33 +873,40 @@ bool DeviceKeyedTable::gather_present(const Member& m, std::span<const int64_t> 
   return !absent.load();
 }
 
+Tensor DeviceKeyedTable::compose_on_device(const Member& m, std::span<const int64_t> keys,
+                                           const Tensor& slots,
+                                           const std::vector<int64_t>* host_slots,
+                                           const Tensor& absent_row) const {
+  // One gather, the absent keys reading the default row, or their initial
+  // rows drawn in place after it. No row leaves the GPU.
+  Tensor fill;
+  if (absent_row.valid()) {  // a scalar repeats; a row is taken whole
+    const Tensor row = absent_row.to_host();
+    fill = (row.rank() == 0 ? Tensor::filled(m.dtype, m.row_shape, row, host())
+                            : row.reshaped(m.row_shape))
+               .on(device_);
+  }
+  Tensor out = gather_slots(m.arena, slots, fill);
+  if (fill.valid()) return out;
+  const std::vector<int64_t> read =
+      host_slots ? std::vector<int64_t>() : slots.to_vector<int64_t>();
+  const std::vector<int64_t>& at = host_slots ? *host_slots : read;
+  std::vector<int64_t> absent_keys;
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (at[i] != HashIndex::kAbsent) continue;
+    absent_keys.push_back(keys[i]);
+    positions.push_back(static_cast<int64_t>(i));
+  }
+  write_initial_rows(out, m.init, slot_tensor(absent_keys), slot_tensor(positions));
+  return out;
+}
+
 Tensor DeviceKeyedTable::compose_rows(const Member& m, int member, std::span<const int64_t> keys,
                                       const std::vector<int64_t>& slots,
                                       const Tensor& absent_row) const {
   const int64_t n = static_cast<int64_t>(keys.size());
-  if (!device_.is_cpu()) {
-    // On the GPU: one gather, the absent keys reading the default row, or
-    // their initial rows drawn in place after it. No row leaves the GPU.
-    Tensor fill;
-    if (absent_row.valid()) {  // a scalar repeats; a row is taken whole
-      const Tensor row = absent_row.to_host();
-      fill = (row.rank() == 0 ? Tensor::filled(m.dtype, m.row_shape, row, host())
-                              : row.reshaped(m.row_shape))
-                 .on(device_);
-    }
-    Tensor out = gather_slots(m.arena, slot_tensor(slots), fill);
-    if (!fill.valid()) {
-      std::vector<int64_t> absent_keys;
-      std::vector<int64_t> positions;
-      for (int64_t i = 0; i < n; ++i) {
-        if (slots[static_cast<size_t>(i)] != HashIndex::kAbsent) continue;
-        absent_keys.push_back(keys[static_cast<size_t>(i)]);
-        positions.push_back(i);
-      }
-      write_initial_rows(out, m.init, slot_tensor(absent_keys), slot_tensor(positions));
-    }
-    return out;
-  }
+  if (!device_.is_cpu()) return compose_on_device(m, keys, slot_tensor(slots), &slots, absent_row);
   std::vector<int64_t> present_slots;
   std::vector<int64_t> absent_keys;
   for (int64_t i = 0; i < n; ++i) {
@@ -946,8 +953,12 @@ Tensor DeviceKeyedTable::gather(int member, std::span<const int64_t> keys, bool 
     if (cpu) {
       Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
       if (gather_present(m, keys, out)) return out;
-    } else if (std::optional<Tensor> slots = present_on_device(keys, nullptr)) {
-      return gather_slots(m.arena, *slots);
+    } else if (finds_on_device(n)) {
+      // Resolved on the device: every key present, or (without insertion)
+      // the absent ones read their default there, with no probe on the host.
+      DeviceKeyIndex::Found found = device_index_->find(keys);
+      if (found.absent == 0) return gather_slots(m.arena, found.slots);
+      if (!insert) return compose_on_device(m, keys, found.slots, nullptr, absent_row);
     }
     // (A CPU training lookup that met an absent key goes straight to the
     // insert below, which looks every key up again under the exclusive lock.)

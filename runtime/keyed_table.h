@@ -387,6 +387,11 @@ class DeviceKeyedTable final : public KeyedTable {
   // Records an update of `slots` at the current step (capped or expiring
   // tables).
   void touch(std::span<const int64_t> slots);
+  // compose_rows on a GPU: `slots` on the device (kAbsent for absent keys),
+  // `host_slots` the same on the host when the caller has them (else they
+  // are read back when initial rows are drawn).
+  Tensor compose_on_device(const Member& m, std::span<const int64_t> keys, const Tensor& slots,
+                           const std::vector<int64_t>* host_slots, const Tensor& absent_row) const;
   // Rows of `keys` at `slots`, absent keys (kAbsent) reading `absent_row`
   // or their initial rows. Caller holds mu_.
   Tensor compose_rows(const Member& m, int member, std::span<const int64_t> keys,
