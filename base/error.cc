@@ -44,9 +44,7 @@ std::string_view error_code_name(ErrorCode code) {
   return "Error";
 }
 
-namespace {
-
-[[noreturn]] void throw_with_code(ErrorCode code, const std::string& msg) {
+void throw_error(ErrorCode code, const std::string& msg) {
   switch (code) {
     case ErrorCode::kCancelled:
       throw CancelledError(msg);
@@ -86,13 +84,11 @@ namespace {
   throw Error(code, msg);
 }
 
-}  // namespace
-
 void rethrow_with_context(const std::string& context) {
   try {
     throw;
   } catch (const Error& e) {
-    throw_with_code(e.code(), context + ": " + e.what());
+    throw_error(e.code(), context + ": " + e.what());
   } catch (const std::exception& e) {
     throw InternalError(context + ": " + e.what());
   }

@@ -8,6 +8,7 @@
 
 #include "checkpoint/crc32c.h"
 #include "checkpoint/file_system.h"
+#include "checkpoint/keyed_checkpoint.h"
 #include "checkpoint/saver_io_internal.h"
 #include "checkpoint/saver_restore_internal.h"
 #include "checkpoint/tensor_bundle.h"
@@ -103,8 +104,11 @@ RestoreShare::RestoreShare(std::vector<ShareItem> all, int rank, std::string sav
       fs_(fs),
       threads_(std::max(1, threads)) {
   for (const ShareItem& s : all_) {
-    if (std::find(s.ranks.begin(), s.ranks.end(), rank_) != s.ranks.end()) {
+    if (std::find(s.ranks.begin(), s.ranks.end(), rank_) == s.ranks.end()) continue;
+    if (s.item.part == Saver::Part::kValue) {
       my_items_.push_back(&s.item);
+    } else {
+      my_keyed_items_.push_back(s.item);
     }
   }
 }
@@ -340,6 +344,9 @@ std::vector<uint32_t> RestoreShare::my_checksums() const {
 std::vector<uint32_t> RestoreShare::read() {
   reader_ = open_for_restore(save_path_, fs_);
   bundle_ = dynamic_cast<const BundleReader*>(reader_.get());
+  // Dynamic variables: every tensor read whole and checked now.
+  keyed_.reset();
+  if (!my_keyed_items_.empty()) keyed_ = std::make_unique<KeyedRestore>(my_keyed_items_, *reader_);
   if (my_items_.empty()) {
     plan_layout();  // no value to read, but the same verdict to reach
     return {};
@@ -430,6 +437,7 @@ void RestoreShare::assign() {
       set_value(variable, values_[i]);
     }
   }
+  if (keyed_) keyed_->apply();
 }
 
 }  // namespace varstate::internal

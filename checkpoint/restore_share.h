@@ -65,6 +65,8 @@ class MappedRegion;
 
 namespace varstate::internal {
 
+class KeyedRestore;  // checkpoint/keyed_checkpoint.h
+
 // A variable and the ranks restoring it: its owner, or every rank for a
 // variable each process holds.
 struct ShareItem {
@@ -99,7 +101,7 @@ class RestoreShare {
   std::optional<Failure> verify(const std::vector<std::vector<uint32_t>>& by_rank) const;
 
   // Assigns the values read to this task's variables, each under its
-  // update lock.
+  // update lock, and replaces its dynamic variables' tables.
   void assign();
 
  private:
@@ -130,6 +132,10 @@ class RestoreShare {
   // This task's checksum of each (piece, segment) it read.
   std::map<std::pair<PieceId, size_t>, uint32_t> mine_;
   std::vector<const Saver::Item*> my_items_;
+  // This task's items of dynamic variables (stored whole, not in slices):
+  // read and checked by read(), applied by assign().
+  std::vector<Saver::Item> my_keyed_items_;
+  std::unique_ptr<KeyedRestore> keyed_;
   std::vector<Tensor> values_;
   // Per item: the mapped runs of its rows, written by assign() instead of
   // values_ (empty when the value was read into values_).

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/mpi_keyed_table.h"
 #include "distributed/mpi_storage.h"
 #include "runtime/remote_storage.h"
 #include "varstate/device_spec.h"
@@ -39,6 +40,8 @@ struct Cluster::Impl {
   ClusterSpec spec;
   MPI_Comm job_comm = MPI_COMM_NULL;  // this task's job (barrier(job))
   std::unique_ptr<internal::LockWatchdog> watchdog;
+  // Serves the shards of dynamic variables this task holds.
+  std::shared_ptr<internal::KeyedService> keyed;
 
   [[noreturn]] void fail(int rc, const std::string& what) const {
     throw AbortedError(what + " on " +
@@ -96,25 +99,45 @@ struct Cluster::Impl {
   // Every rank's process id, kept for the ranks on this host.
   void exchange_pids();
 
-  std::shared_ptr<internal::RemoteStorage> make(const std::string& op_name,
-                                                const std::string& placement, DType dtype,
-                                                const TensorShape& shape) {
+  // The rank of the task `placement` names (for variable `op_name`), or -1
+  // when it names no job. NotFoundError for a task the cluster lacks.
+  int owner_of(const std::string& op_name, const std::string& placement) const {
     const DeviceSpec spec_of = DeviceSpec::parse(placement);
-    if (!spec_of.job) return nullptr;
+    if (!spec_of.job) return -1;
     const std::string& job_name = *spec_of.job;
     const int task_index = spec_of.task.value_or(0);
-    const std::string where = "/job:" + job_name + "/task:" + std::to_string(task_index);
-    int owner = -1;
     if (auto it = ranks_of_job.find(job_name); it != ranks_of_job.end()) {
       const auto& tasks = tasks_of_job.at(job_name);
       for (size_t i = 0; i < tasks.size(); ++i) {
-        if (tasks[i] == task_index) owner = it->second[i];
+        if (tasks[i] == task_index) return it->second[i];
       }
     }
-    if (owner < 0) {
-      throw NotFoundError("variable " + quoted(op_name) + " is placed on " + where +
-                          ", which is not a task of the cluster (" + describe() + ")");
+    throw NotFoundError("variable " + quoted(op_name) + " is placed on /job:" + job_name +
+                        "/task:" + std::to_string(task_index) +
+                        ", which is not a task of the cluster (" + describe() + ")");
+  }
+
+  std::shared_ptr<internal::KeyedTable> make_keyed(const std::string& name, DType key_dtype,
+                                                   const std::vector<std::string>& placements,
+                                                   const internal::KeyedPolicy& policy) {
+    std::vector<int> owners;
+    for (const std::string& p : placements) owners.push_back(owner_of(name, p));
+    const auto local = std::count(owners.begin(), owners.end(), -1);
+    if (local == static_cast<std::ptrdiff_t>(owners.size())) return nullptr;
+    if (local > 0) {
+      throw InvalidArgumentError("dynamic variable " + quoted(name) +
+                                 ": its shards' placements mix cluster tasks and devices of "
+                                 "this process; shard over one kind");
     }
+    return keyed->make_table(name, key_dtype, owners, policy);
+  }
+
+  std::shared_ptr<internal::RemoteStorage> make(const std::string& op_name,
+                                                const std::string& placement, DType dtype,
+                                                const TensorShape& shape) {
+    const int owner = owner_of(op_name, placement);
+    if (owner < 0) return nullptr;
+    const std::string& where = shared->task_names[static_cast<size_t>(owner)];
     if (dtype == DType::kString) {
       throw UnimplementedError("variable " + quoted(op_name) + " is placed on " + where +
                                ": string variables cannot live on a cluster task (their "
@@ -265,7 +288,13 @@ Cluster::Cluster(ClusterOptions options) : impl_(std::make_unique<Impl>()) {
     throw AlreadyExistsError("Cluster: another Cluster is active in this process");
   }
   m.watchdog = std::make_unique<internal::LockWatchdog>(*m.shared);
+  m.keyed = std::make_shared<internal::KeyedService>(m.shared, m.rank);
   Impl* impl = impl_.get();
+  internal::set_remote_keyed_table_factory([impl](const std::string& name, DType key_dtype,
+                                                  const std::vector<std::string>& placements,
+                                                  const internal::KeyedPolicy& policy) {
+    return impl->make_keyed(name, key_dtype, placements, policy);
+  });
   internal::set_remote_storage_factory(
       [impl](const std::string& op_name, const std::string& placement, DType dtype,
              const TensorShape& shape) { return impl->make(op_name, placement, dtype, shape); },
@@ -360,6 +389,9 @@ void Cluster::shutdown() {
   m.shut_down = true;
   m.watchdog.reset();
   internal::set_remote_storage_factory(nullptr);
+  internal::set_remote_keyed_table_factory(nullptr);
+  // Every task has joined: no request comes any more.
+  m.keyed->stop(/*free_comms=*/m.shared->dead_rank.load() < 0);
   Cluster* self = this;
   g_current.compare_exchange_strong(self, nullptr);
   std::lock_guard lock(m.shared->mu);

@@ -11,6 +11,7 @@
 #include "checkpoint/restore_share.h"
 #include "checkpoint/save_pipeline.h"
 #include "distributed/cluster_collectives.h"
+#include "runtime/keyed_storage.h"
 #include "varstate/checkpoint_state.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
@@ -159,13 +160,9 @@ DistributedSaver::DistributedSaver(Cluster& cluster, DistributedSaverOptions opt
   if (options.var_list) key_options.var_list = *options.var_list;
   Saver keys(std::move(key_options));
   m.items = keys.items();
-  for (const Saver::Item& item : m.items) {
-    if (item.part != Saver::Part::kValue) {
-      throw UnimplementedError("DistributedSaver: " + quoted(item.variable.op_name()) +
-                               " is a dynamic variable; a DistributedSaver does not save them "
-                               "yet (save it with a Saver of the process that holds it)");
-    }
-  }
+  // A dynamic variable's tensors are written by rank 0 (its table's
+  // export gathers the rows from the tasks holding them), as are the
+  // variables of no task.
   for (const Saver::Item& item : m.items) {
     const int owner = ClusterAccess::owner_rank(item.variable);
     if (owner == cluster.rank() || (owner < 0 && cluster.rank() == 0)) m.writes.push_back(item);
@@ -259,7 +256,13 @@ void DistributedSaver::restore(const std::string& save_path) {
     const int owner = ClusterAccess::owner_rank(item.variable);
     std::vector<int> ranks;
     if (owner >= 0) ranks.push_back(owner);
-    for (int r = 0; owner < 0 && r < cluster.size(); ++r) ranks.push_back(r);
+    // A dynamic variable held by cluster tasks is restored once, by rank 0
+    // (its table routes the keys to their tasks); one local to each
+    // process, like any local variable, by every task.
+    const internal::KeyedStorage* keyed = internal::keyed_storage(item.variable);
+    if (keyed != nullptr && keyed->table().remote()) ranks.push_back(0);
+    const bool every_task = ranks.empty();
+    for (int r = 0; every_task && r < cluster.size(); ++r) ranks.push_back(r);
     all.push_back({item, std::move(ranks)});
   }
   // The cores are shared by the tasks that read (those holding variables).

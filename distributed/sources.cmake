@@ -2,6 +2,7 @@
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cluster.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_storage.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_keyed_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_sparse.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_modify.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_window.cc
@@ -19,6 +20,7 @@ target_compile_definitions(varstate PUBLIC VARSTATE_HAVE_MPI=1)
 # that includes mpi.h.
 set_source_files_properties(
   ${CMAKE_CURRENT_LIST_DIR}/cluster.cc ${CMAKE_CURRENT_LIST_DIR}/mpi_storage.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mpi_keyed_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_sparse.cc ${CMAKE_CURRENT_LIST_DIR}/mpi_window.cc
   ${CMAKE_CURRENT_LIST_DIR}/mpi_modify.cc
   ${CMAKE_CURRENT_LIST_DIR}/distributed_saver.cc PROPERTIES

@@ -117,6 +117,31 @@ void check_shard_devices(const std::string& what, const std::vector<std::string>
     throw ValueError(what + ": devices must name two or more devices to shard over, got one (" +
                      quoted(devices.front()) + "); leave it empty and use a device scope instead");
   }
+  // Cluster tasks (every name a job's task): a Cluster holds the shards.
+  size_t on_tasks = 0;
+  for (const std::string& name : devices) on_tasks += DeviceSpec::parse(name).job ? 1 : 0;
+  if (on_tasks > 0) {
+    if (on_tasks != devices.size()) {
+      throw ValueError(what + ": devices mixes cluster tasks and devices of this process (" +
+                       quoted(devices.front()) + ", ...); shard over one kind");
+    }
+    if (!remote_storage_installed()) {
+      throw ValueError(what + ": devices names cluster tasks (" + quoted(devices.front()) +
+                       ", ...) but no Cluster is active in this process");
+    }
+    std::vector<std::string> tasks;
+    for (const std::string& name : devices) {
+      const DeviceSpec spec = DeviceSpec::parse(name);
+      const std::string task =
+          "/job:" + *spec.job + "/task:" + std::to_string(spec.task.value_or(0));
+      if (std::find(tasks.begin(), tasks.end(), task) != tasks.end()) {
+        throw ValueError(what + ": devices names " + task +
+                         " twice; each shard needs a task of its own");
+      }
+      tasks.push_back(task);
+    }
+    return;
+  }
   std::vector<Device*> seen;
   for (const std::string& name : devices) {
     Device* device = nullptr;
@@ -124,10 +149,6 @@ void check_shard_devices(const std::string& what, const std::vector<std::string>
       device = shard_device(name);
     } catch (const Error& e) {
       throw ValueError(what + ": cannot shard over device " + quoted(name) + ": " + e.what());
-    }
-    if (DeviceSpec::parse(name).job) {
-      throw ValueError(what + ": cannot shard over device " + quoted(name) +
-                       ": the shards are held by the process that creates the variable");
     }
     if (device == nullptr) {
       throw ValueError(what + ": cannot shard over device " + quoted(name) +
@@ -179,11 +200,6 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
   }
   ScopedStorageFactory factory([&](const std::string& op_name, DType, Device& device,
                                    const std::string& placement) {
-    if (remote_storage_installed() && DeviceSpec::parse(placement).job) {
-      throw UnimplementedError("dynamic variable " + quoted(op_name) + " placed on " + placement +
-                               ": dynamic variables are held by the process that creates them; "
-                               "parameter-server tasks do not serve them yet");
-    }
     KeyedPolicy policy;
     policy.admit_after = o.admit_after;
     policy.max_rows = o.max_rows;
@@ -192,9 +208,18 @@ Variable create_dynamic_variable(Graph& graph, const std::string& name,
                        ? KeyedPolicy::Evict::kLeastFrequentlyUpdated
                        : KeyedPolicy::Evict::kLeastRecentlyUpdated;
     policy.expire_after = o.expire_after;
-    std::vector<Device*> devices = {&device};
-    if (!o.devices.empty()) devices = shard_devices(o.devices);
-    std::shared_ptr<KeyedTable> table = make_keyed_table(op_name, o.key_dtype, devices, policy);
+    // On cluster tasks when its placement (or every shard's) names one.
+    std::shared_ptr<KeyedTable> table;
+    if (remote_storage_installed()) {
+      table = make_remote_keyed_table(
+          op_name, o.key_dtype, o.devices.empty() ? std::vector<std::string>{placement} : o.devices,
+          policy);
+    }
+    if (!table) {
+      std::vector<Device*> devices = {&device};
+      if (!o.devices.empty()) devices = shard_devices(o.devices);
+      table = make_keyed_table(op_name, o.key_dtype, devices, policy);
+    }
     table->add_member(op_name, dtype, TensorShape({dim}), init);
     if (o.initial_capacity > 0) table->reserve(o.initial_capacity);
     return std::make_shared<KeyedStorage>(std::move(table), 0, absent_row);

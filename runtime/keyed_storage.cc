@@ -84,6 +84,18 @@ void KeyedStorage::replace_value(Variable& self, const Tensor& value) {
   } else {
     table_->reset_member(member_);
   }
+  mark_initialized();
+}
+
+bool KeyedStorage::is_initialized() {
+  if (initialized_.load()) return true;
+  if (!table_->remote() || !table_->initialized(member_)) return false;
+  initialized_.store(true);
+  return true;
+}
+
+void KeyedStorage::mark_initialized() {
+  if (table_->remote()) table_->set_initialized(member_);
   initialized_.store(true);
 }
 

@@ -43,7 +43,8 @@ class KeyedStorage final : public VariableStorage {
   const std::string& holder() const override;
   bool updates_in_place() const override { return false; }
 
-  bool is_initialized() override { return initialized_.load(); }
+  // Initialized here, or (a table held by cluster tasks) by any task.
+  bool is_initialized() override;
   uint64_t version() override { return table_->version(member_); }
   uint64_t cache_copies() const override { return cache_copies_.load(); }
   TensorShape shape() const override;
@@ -85,7 +86,7 @@ class KeyedStorage final : public VariableStorage {
   std::vector<int64_t> take_marked_rows() override;
 
   // Marks it initialized (a restore of its table by checkpoint/).
-  void mark_initialized() { initialized_.store(true); }
+  void mark_initialized();
 
  private:
   [[noreturn]] void throw_whole_value(const Variable& self, const char* op) const;

@@ -1297,6 +1297,12 @@ void DeviceKeyedTable::write_present(int member, std::span<const int64_t> keys,
   m.version.fetch_add(1);
 }
 
+void KeyedTable::train(const std::vector<int>&, std::span<const int64_t>, bool,
+                       const KeyedTrainingStep& step) {
+  throw InternalError(step.who + ": " + quoted(name_) +
+                      " holds its rows in this process; train it through update_rows");
+}
+
 std::shared_ptr<KeyedTable> make_keyed_table(std::string name, DType key_dtype,
                                              const std::vector<Device*>& devices,
                                              KeyedPolicy policy) {

@@ -53,6 +53,7 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/hash_index.h"
+#include "kernels/training_functors.h"
 #include "runtime/device_key_index.h"
 #include "varstate/device.h"
 #include "varstate/tensor.h"
@@ -94,9 +95,23 @@ struct KeyedPolicy {
   int64_t expire_after = 0;
 };
 
-// A hash-keyed table: on one device (DeviceKeyedTable, below), or sharded
-// by key over several (ShardedKeyedTable, runtime/sharded_keyed_table.h).
-// make_keyed_table picks.
+// A training op on a table's rows, as data: what a table whose rows live
+// in another process (KeyedTable::remote()) sends to where they are. The
+// op, its hyperparameters and its name for messages (TrainingKernel's,
+// training/training_ops_internal.h), and the gradient's rows, [keys] + the
+// row shape, in the order of the call's keys.
+struct KeyedTrainingStep {
+  kernels::TrainingOp op = kernels::TrainingOp::kGradientDescent;
+  kernels::TrainingHyper hyper;
+  bool deterministic = true;
+  std::string who;
+  Tensor values;
+};
+
+// A hash-keyed table: on one device (DeviceKeyedTable, below), sharded by
+// key over several (ShardedKeyedTable, runtime/sharded_keyed_table.h), or
+// held by parameter-server tasks (distributed/mpi_keyed_table.h).
+// make_keyed_table picks the first two, a Cluster the third.
 class KeyedTable {
  public:
   virtual ~KeyedTable() = default;
@@ -206,6 +221,25 @@ class KeyedTable {
     (void)members, (void)keys, (void)all_rows, (void)fn;
     return false;
   }
+
+  // Whether its rows live in other processes (cluster tasks): the training
+  // ops then call train() with the step as data, where they would call
+  // update_rows() with a function.
+  virtual bool remote() const { return false; }
+  // update_rows() of a remote() table: the processes holding the rows of
+  // `keys` run `step` on them (step.values on the host). InternalError on
+  // a table that is not remote().
+  virtual void train(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
+                     const KeyedTrainingStep& step);
+  // A remote() table's record of which members were initialized (their
+  // initializer ran, or a restore), where every task sees it: one task
+  // (the chief) initializes the variables of all. A table of this process
+  // keeps none (its storage's flag suffices): false, and a no-op.
+  virtual bool initialized(int member) const {
+    (void)member;
+    return false;
+  }
+  virtual void set_initialized(int member) { (void)member; }
 
   // Every key, ascending, as an int64 host tensor [n], and each of
   // `members`' rows in that order ([n] + row shape, host), taken together

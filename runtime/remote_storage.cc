@@ -22,6 +22,7 @@ namespace {
 struct Hooks {
   RemoteStorageFactory make;
   std::function<void()> begin_batch, end_batch;
+  RemoteKeyedTableFactory make_keyed;
 };
 std::mutex& factory_mutex() {
   static std::mutex mu;
@@ -40,7 +41,21 @@ Hooks current_hooks() {
 void set_remote_storage_factory(RemoteStorageFactory f, std::function<void()> begin_batch,
                                 std::function<void()> end_batch) {
   std::lock_guard lock(factory_mutex());
-  hooks() = {std::move(f), std::move(begin_batch), std::move(end_batch)};
+  hooks().make = std::move(f);
+  hooks().begin_batch = std::move(begin_batch);
+  hooks().end_batch = std::move(end_batch);
+}
+
+void set_remote_keyed_table_factory(RemoteKeyedTableFactory f) {
+  std::lock_guard lock(factory_mutex());
+  hooks().make_keyed = std::move(f);
+}
+
+std::shared_ptr<KeyedTable> make_remote_keyed_table(const std::string& name, DType key_dtype,
+                                                    const std::vector<std::string>& placements,
+                                                    const KeyedPolicy& policy) {
+  const RemoteKeyedTableFactory f = current_hooks().make_keyed;
+  return f ? f(name, key_dtype, placements, policy) : nullptr;
 }
 
 std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,

@@ -29,6 +29,8 @@
 namespace varstate::internal {
 
 class RemoteStorage;
+class KeyedTable;
+struct KeyedPolicy;
 
 // One variable's share of a sparse exchange with several owners (the parts
 // of a partitioned variable): its rows (in the variable, each in range)
@@ -149,6 +151,22 @@ bool remote_storage_installed();
 std::shared_ptr<RemoteStorage> make_remote_storage(const std::string& op_name,
                                                    const std::string& placement, DType dtype,
                                                    const TensorShape& shape);
+
+// Dynamic variables (runtime/keyed_table.h) on cluster tasks: (the
+// variable's name, its key dtype, its placements -- one per shard of the
+// table, in order -- and its policy) -> a table whose shards the named
+// tasks hold, or nullptr when no placement names a job (the table stays in
+// this process). Throws NotFoundError for a task the cluster lacks and
+// InvalidArgumentError for placements mixing tasks and local devices.
+// Creation is collective, as for remote variables.
+using RemoteKeyedTableFactory = std::function<std::shared_ptr<KeyedTable>(
+    const std::string& name, DType key_dtype, const std::vector<std::string>& placements,
+    const KeyedPolicy& policy)>;
+// Installs (or, with nullptr, removes) the process's factory. Thread-safe.
+void set_remote_keyed_table_factory(RemoteKeyedTableFactory factory);
+std::shared_ptr<KeyedTable> make_remote_keyed_table(const std::string& name, DType key_dtype,
+                                                    const std::vector<std::string>& placements,
+                                                    const KeyedPolicy& policy);
 
 // A creation batch: the remote variables created while one is open (the
 // parts of one partitioned variable) share one allocation per owning task,

@@ -1,63 +1,16 @@
 #include "runtime/sharded_keyed_table.h"
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <tuple>
 
-#include "kernels/key_hash.h"
+#include "runtime/keyed_shards.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 
 namespace varstate::internal {
-namespace {
-
-Device& host() { return DeviceManager::instance().cpu(); }
-
-// Per-shard exports merged in ascending key order (a key is in one shard).
-KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t members,
-                                 bool tracking) {
-  // (key, shard, row) for every row of every shard, sorted by key.
-  std::vector<std::tuple<int64_t, uint32_t, int64_t>> order;
-  for (size_t s = 0; s < parts.size(); ++s) {
-    const std::vector<int64_t> keys = parts[s].keys.to_vector<int64_t>();
-    for (size_t r = 0; r < keys.size(); ++r) {
-      order.emplace_back(keys[r], static_cast<uint32_t>(s), static_cast<int64_t>(r));
-    }
-  }
-  std::sort(order.begin(), order.end());
-  const auto n = static_cast<int64_t>(order.size());
-  KeyedTable::Export out;
-  std::vector<int64_t> keys(order.size());
-  for (size_t i = 0; i < order.size(); ++i) keys[i] = std::get<0>(order[i]);
-  out.keys = Tensor::from_vector(keys);
-  // Each tensor of rows by key: the shards' rows copied in the merged order.
-  auto merged = [&](const std::function<const Tensor&(const KeyedTable::Export&)>& of) {
-    const Tensor& first = of(parts.front());
-    Tensor t(first.dtype(), TensorShape({n}).concatenate(first.shape().tail(1)), host());
-    const size_t row = n == 0 ? 0 : t.nbytes() / static_cast<size_t>(n);
-    auto* dst = static_cast<std::byte*>(t.raw_data());
-    for (size_t i = 0; i < order.size(); ++i) {
-      const auto* src = static_cast<const std::byte*>(of(parts[std::get<1>(order[i])]).raw_data());
-      std::memcpy(dst + i * row, src + static_cast<size_t>(std::get<2>(order[i])) * row, row);
-    }
-    return t;
-  };
-  for (size_t m = 0; m < members; ++m) {
-    out.values.push_back(
-        merged([m](const KeyedTable::Export& e) -> const Tensor& { return e.values[m]; }));
-  }
-  if (tracking) {
-    out.versions = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.versions; });
-    out.counts = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.counts; });
-  }
-  return out;
-}
-
-}  // namespace
-
 ShardedKeyedTable::ShardedKeyedTable(std::string name, DType key_dtype,
                                      const std::vector<Device*>& devices, KeyedPolicy policy)
     : KeyedTable(name, key_dtype, policy) {
@@ -81,21 +34,11 @@ std::vector<Device*> ShardedKeyedTable::devices() const {
   return out;
 }
 
-ShardedKeyedTable::Split ShardedKeyedTable::split(std::span<const int64_t> keys) const {
-  const auto count = static_cast<int64_t>(shards_.size());
-  Split out;
-  out.keys.resize(shards_.size());
-  out.positions.resize(shards_.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const auto s =
-        static_cast<size_t>(kernels::device_shard(static_cast<uint64_t>(keys[i]), count));
-    out.keys[s].push_back(keys[i]);
-    out.positions[s].push_back(static_cast<int64_t>(i));
-  }
-  return out;
+KeySplit ShardedKeyedTable::split(std::span<const int64_t> keys) const {
+  return split_keys(keys, static_cast<int64_t>(shards_.size()));
 }
 
-void ShardedKeyedTable::make_room(const Split& parts, bool admit) {
+void ShardedKeyedTable::make_room(const KeySplit& parts, bool admit) {
   const int64_t cap = policy().max_rows;
   // Room for every key being new: nothing to count (no probe on the hot
   // path of a table below its cap).
@@ -182,7 +125,7 @@ uint64_t ShardedKeyedTable::version(int member) const {
 
 Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool insert,
                                  const Tensor& absent_row) {
-  const Split parts = split(keys);
+  const KeySplit parts = split(keys);
   if (insert) make_room(parts, /*admit=*/true);
   Device& out_device = device();
   const TensorShape shape =
@@ -203,7 +146,7 @@ Tensor ShardedKeyedTable::gather(int member, std::span<const int64_t> keys, bool
 
 void ShardedKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                                 const Tensor& updates, const std::string& who) {
-  const Split parts = split(keys);
+  const KeySplit parts = split(keys);
   make_room(parts, /*admit=*/true);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (parts.keys[s].empty()) continue;
@@ -215,7 +158,7 @@ void ShardedKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<con
 }
 
 void ShardedKeyedTable::insert(std::span<const int64_t> keys, const Tensor& values) {
-  const Split parts = split(keys);
+  const KeySplit parts = split(keys);
   make_room(parts, /*admit=*/false);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (parts.keys[s].empty()) continue;
@@ -224,7 +167,7 @@ void ShardedKeyedTable::insert(std::span<const int64_t> keys, const Tensor& valu
 }
 
 int64_t ShardedKeyedTable::erase(std::span<const int64_t> keys) {
-  const Split parts = split(keys);
+  const KeySplit parts = split(keys);
   int64_t n = 0;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (!parts.keys[s].empty()) n += shards_[s]->erase(parts.keys[s]);
@@ -242,7 +185,7 @@ void ShardedKeyedTable::reset_member(int member) {
 
 void ShardedKeyedTable::update_rows(const std::vector<int>& members, std::span<const int64_t> keys,
                                     bool all_rows, const RowsFn& fn) {
-  const Split parts = split(keys);
+  const KeySplit parts = split(keys);
   make_room(parts, /*admit=*/true);
   // Every shard counts the step, with keys or not.
   for (size_t s = 0; s < shards_.size(); ++s) {
@@ -268,7 +211,7 @@ KeyedTable::Export ShardedKeyedTable::export_rows(const std::vector<int>& member
 void ShardedKeyedTable::set_update_history(const Tensor& keys, const Tensor& versions,
                                            const Tensor& counts) {
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
-  const Split parts = split(k);
+  const KeySplit parts = split(k);
   for (size_t s = 0; s < shards_.size(); ++s) {
     shards_[s]->set_update_history(Tensor::from_vector(parts.keys[s]),
                                    gather_rows(versions, parts.positions[s]),
@@ -279,7 +222,7 @@ void ShardedKeyedTable::set_update_history(const Tensor& keys, const Tensor& ver
 void ShardedKeyedTable::replace(const Tensor& keys, const std::vector<int>& members,
                                 const std::vector<Tensor>& values) {
   const std::vector<int64_t> k = keys.to_vector<int64_t>();
-  const Split parts = split(k);
+  const KeySplit parts = split(k);
   if (policy().max_rows > 0 && static_cast<int64_t>(k.size()) > policy().max_rows) {
     throw ResourceExhaustedError(quoted(name()) + ": restoring " + std::to_string(k.size()) +
                                  " keys into a table capped at max_rows " +
@@ -297,7 +240,7 @@ void ShardedKeyedTable::replace(const Tensor& keys, const std::vector<int>& memb
 
 void ShardedKeyedTable::write_present(int member, std::span<const int64_t> keys,
                                       const Tensor& rows) {
-  const Split parts = split(keys);
+  const KeySplit parts = split(keys);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (parts.keys[s].empty()) continue;
     shards_[s]->write_present(member, parts.keys[s], gather_rows(rows, parts.positions[s]));
@@ -321,13 +264,9 @@ KeyedTable::Changes ShardedKeyedTable::take_changes(const std::vector<int>& memb
   }
   out.generation = ++generation_;
   if (!out.complete) return out;
-  std::vector<Export> written;
-  for (Changes& c : parts) {
-    written.push_back(std::move(c.written));
-    out.erased.insert(out.erased.end(), c.erased.begin(), c.erased.end());
-  }
-  out.written = merge_exports(written, members.size(), tracking());
-  std::sort(out.erased.begin(), out.erased.end());
+  Changes merged = merge_changes(parts, members.size(), tracking());
+  out.written = std::move(merged.written);
+  out.erased = std::move(merged.erased);
   return out;
 }
 

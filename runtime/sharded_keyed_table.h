@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/keyed_shards.h"
 #include "runtime/keyed_table.h"
 
 namespace varstate::internal {
@@ -75,18 +76,14 @@ class ShardedKeyedTable final : public KeyedTable {
   }
 
  private:
-  // Keys split by shard, in order, with their positions in the call's keys.
-  struct Split {
-    std::vector<std::vector<int64_t>> keys;
-    std::vector<std::vector<int64_t>> positions;
-  };
-  Split split(std::span<const int64_t> keys) const;
+  // Keys split by shard (runtime/keyed_shards.h).
+  KeySplit split(std::span<const int64_t> keys) const;
   // Before a call that may insert `parts` (admitting with `admit`): under
   // a cap, evicts the keys the whole table would (the least recently or
   // frequently updated outside the call's keys, over every shard), so that
   // each shard then has room; ResourceExhaustedError, nothing changed, when
   // the new keys cannot fit (eviction off, or too few keys outside them).
-  void make_room(const Split& parts, bool admit);
+  void make_room(const KeySplit& parts, bool admit);
 
   std::vector<std::unique_ptr<DeviceKeyedTable>> shards_;
   // take_changes: the generation handed out, and each shard's of the last

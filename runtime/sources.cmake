@@ -14,6 +14,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/keyed_storage.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_key_index.cc
   ${CMAKE_CURRENT_LIST_DIR}/keyed_rows_gpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/keyed_shards.cc
   ${CMAKE_CURRENT_LIST_DIR}/keyed_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/sharded_keyed_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_storage.cc

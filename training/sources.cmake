@@ -1,6 +1,7 @@
 # Sources of training/: the training ops, the optimizers and the global step.
 target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/training_call.cc
+  ${CMAKE_CURRENT_LIST_DIR}/keyed_training.cc
   ${CMAKE_CURRENT_LIST_DIR}/training_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cc
   ${CMAKE_CURRENT_LIST_DIR}/optimizers.cc

@@ -15,6 +15,7 @@
 #include "runtime/scatter_validate.h"
 #include "runtime/variable_access.h"
 #include "runtime/variable_storage.h"
+#include "training/keyed_training.h"
 #include "varstate/device.h"
 #include "varstate/error.h"
 #ifdef VARSTATE_HAVE_CUDA
@@ -383,20 +384,20 @@ Tensor TrainingCall::apply_keyed(const IndexedSlices& grad) {
   // compat.v1 sparse Adam decays every row, as on a dense variable.
   const bool all_rows = op_ == TrainingOp::kAdam;
   if (n == 0 && !all_rows) return Tensor();
-  const TrainingKernel kernel{op_, hyper_, options_.deterministic.value_or(true), who_};
-  const KeyedTable::RowsFn fn = [&](std::vector<Tensor>& arenas, const Tensor& slots,
-                                    const std::vector<int64_t>* kept) {
-    // Keys the table has not admitted train nothing; a shard's rows move
-    // to its device.
-    const Tensor rows = kept ? gather_rows(values, *kept) : values;
-    kernel.run(arenas, rows.on(arenas.front().device()), &slots);
-  };
-  // Keys in the table's device memory, every one present: resolved there.
-  if (keyed.on_table_device(grad.indices()) &&
-      keyed.table().update_rows_device_keys(members, grad.indices().reshaped({n}), all_rows, fn)) {
+  const KeyedTrainingStep step{op_, hyper_, options_.deterministic.value_or(true), who_, values};
+  KeyedTable& table = keyed.table();
+  // Held by cluster tasks: the step travels to them as data.
+  if (table.remote()) {
+    table.train(members, host_indices(grad.indices()), all_rows, step);
     return Tensor();
   }
-  keyed.table().update_rows(members, host_indices(grad.indices()), all_rows, fn);
+  const KeyedTable::RowsFn fn = keyed_training_fn(step);
+  // Keys in the table's device memory, every one present: resolved there.
+  if (keyed.on_table_device(grad.indices()) &&
+      table.update_rows_device_keys(members, grad.indices().reshaped({n}), all_rows, fn)) {
+    return Tensor();
+  }
+  table.update_rows(members, host_indices(grad.indices()), all_rows, fn);
   return Tensor();
 }
 

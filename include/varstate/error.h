@@ -78,6 +78,11 @@ VARSTATE_DECLARE_ERROR(TypeError, ErrorCode::kType)
 // `s` in double quotes, as error messages name files, tensors and variables.
 inline std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
+// Throws the class of `code` (InvalidArgumentError for kInvalidArgument,
+// ...) with `message`: an error carried as data (from another process)
+// raised again as the error it was.
+[[noreturn]] void throw_error(ErrorCode code, const std::string& message);
+
 // Rethrows the exception currently being handled with `context` prepended to
 // its message ("context: original message"), keeping its class. Lets each
 // layer add what it knows as an error travels up. Call only inside a catch.

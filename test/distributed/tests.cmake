@@ -184,3 +184,24 @@ set_tests_properties(mpi_training_clean PROPERTIES LABELS "mpi;cpu"
 varstate_mpi_test(mpi_training_incremental ${_mpirun} -np 4 $<TARGET_FILE:mpi_training_test>
                   incremental ${_training_incr})
 set_tests_properties(mpi_training_incremental PROPERTIES FIXTURES_REQUIRED mpi_training_clean)
+
+# Dynamic variables held by parameter-server tasks (mpi_dynamic_test.cc):
+# their ops against a table of one process, concurrent workers, errors; a
+# DistributedSaver chain of 2 ps tasks restored into 1 and into one
+# process.
+add_executable(mpi_dynamic_test ${CMAKE_CURRENT_LIST_DIR}/mpi_dynamic_test.cc
+                                ${CMAKE_CURRENT_LIST_DIR}/mpi_test_util.cc)
+target_link_libraries(mpi_dynamic_test PRIVATE varstate_private MPI::MPI_C)
+target_compile_definitions(mpi_dynamic_test PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+set(_dynamic ${CMAKE_CURRENT_BINARY_DIR}/mpi_dynamic_ckpt)
+varstate_mpi_test(mpi_dynamic_ops ${_mpirun} -np 4 $<TARGET_FILE:mpi_dynamic_test> ops)
+add_test(NAME mpi_dynamic_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_dynamic})
+set_tests_properties(mpi_dynamic_clean PROPERTIES LABELS "mpi;cpu" FIXTURES_SETUP mpi_dynamic_clean)
+varstate_mpi_test(mpi_dynamic_save ${_mpirun} -np 4 $<TARGET_FILE:mpi_dynamic_test> save ${_dynamic})
+set_tests_properties(mpi_dynamic_save PROPERTIES FIXTURES_SETUP mpi_dynamic
+                     FIXTURES_REQUIRED mpi_dynamic_clean)
+varstate_mpi_test(mpi_dynamic_restore ${_mpirun} -np 2 $<TARGET_FILE:mpi_dynamic_test> restore
+                  ${_dynamic})
+varstate_mpi_test(mpi_dynamic_restore_1_process $<TARGET_FILE:mpi_dynamic_test> check ${_dynamic})
+set_tests_properties(mpi_dynamic_restore mpi_dynamic_restore_1_process PROPERTIES
+                     FIXTURES_REQUIRED mpi_dynamic)

@@ -1,0 +1,1035 @@
+#include "distributed/mpi_keyed_table.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <utility>
+
+#include "runtime/keyed_shards.h"
+#include "runtime/row_gather.h"
+#include "training/keyed_training.h"
+#include "varstate/device_manager.h"
+#include "varstate/error.h"
+
+namespace varstate::internal {
+namespace {
+
+constexpr int kRequestTag = 1;
+// Messages travel as units of 64 bytes (2^31 units: 128 GiB a message);
+// the first 8 bytes hold the length.
+constexpr size_t kUnit = 64;
+constexpr size_t kLengthBytes = 8;
+// A request's header: length, op (1 byte), table id (8), reply tag (4).
+constexpr size_t kTagOffset = kLengthBytes + 1 + 8;
+constexpr int kYieldPolls = 200;
+constexpr int kLivenessPolls = 500;  // about 0.1 s of sleeping polls
+constexpr auto kNotReadyFor = std::chrono::seconds(60);
+
+enum class Op : uint8_t {
+  kSize = 1,
+  kStep,
+  kTick,
+  kExpire,
+  kReserve,
+  kMemory,
+  kVersion,
+  kGather,
+  kScatter,
+  kInsert,
+  kErase,
+  kClear,
+  kResetMember,
+  kTrain,
+  kExport,
+  kSetHistory,
+  kReplace,
+  kWritePresent,
+  kStartMarking,
+  kTakeChanges,
+  kInitialized,
+  kSetInitialized,
+};
+
+enum class Status : uint8_t { kOk = 0, kError = 1, kNotReady = 2 };
+
+Device& host() { return DeviceManager::instance().cpu(); }
+
+// Yields for the first polls, then sleeps 0.1 ms between them, so that
+// oversubscribed ranks do not spin against each other.
+void pause(int polls) {
+  if (polls <= kYieldPolls) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// Buffers MPI may still read after their call gave up (a peer died
+// mid-transfer): kept until the process exits.
+void abandon(std::string buffer) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::string>();
+  std::lock_guard lock(mu);
+  kept->push_back(std::move(buffer));
+}
+
+// The byte encoding of requests and answers (tasks of one job share the
+// byte order and the type sizes).
+class Writer {
+ public:
+  Writer() { buf_.resize(kLengthBytes); }
+  void u8(uint8_t v) { put(&v, 1); }
+  void i32(int32_t v) { put(&v, 4); }
+  void i64(int64_t v) { put(&v, 8); }
+  void f64(double v) { put(&v, 8); }
+  void str(const std::string& s) {
+    i64(static_cast<int64_t>(s.size()));
+    put(s.data(), s.size());
+  }
+  void keys(std::span<const int64_t> k) {
+    i64(static_cast<int64_t>(k.size()));
+    put(k.data(), k.size() * sizeof(int64_t));
+  }
+  void members(const std::vector<int>& m) {
+    i32(static_cast<int32_t>(m.size()));
+    for (int x : m) i32(x);
+  }
+  // A host copy of `t` (invalid: a marker).
+  void tensor(const Tensor& t) {
+    if (!t.valid()) {
+      i32(-1);
+      return;
+    }
+    const Tensor h = t.to_host();
+    i32(static_cast<int32_t>(h.dtype()));
+    i32(static_cast<int32_t>(h.shape().rank()));
+    for (int d = 0; d < h.shape().rank(); ++d) i64(h.shape().dim(d));
+    put(h.raw_data(), h.nbytes());
+  }
+  void rows(const KeyedTable::Export& e) {
+    tensor(e.keys);
+    i32(static_cast<int32_t>(e.values.size()));
+    for (const Tensor& v : e.values) tensor(v);
+    tensor(e.versions);
+    tensor(e.counts);
+  }
+  // The message: its length set, padded to whole units.
+  std::string take() {
+    const auto length = static_cast<int64_t>(buf_.size());
+    std::memcpy(buf_.data(), &length, kLengthBytes);
+    buf_.resize((buf_.size() + kUnit - 1) / kUnit * kUnit, '\0');
+    return std::move(buf_);
+  }
+
+ private:
+  void put(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  std::string buf_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& message) {
+    int64_t length = 0;
+    if (message.size() >= kLengthBytes) std::memcpy(&length, message.data(), kLengthBytes);
+    if (length < static_cast<int64_t>(kLengthBytes) ||
+        length > static_cast<int64_t>(message.size())) {
+      throw InternalError("keyed service: malformed message of " +
+                          std::to_string(message.size()) + " bytes");
+    }
+    p_ = message.data() + kLengthBytes;
+    end_ = message.data() + length;
+  }
+  uint8_t u8() { return get<uint8_t>(); }
+  int32_t i32() { return get<int32_t>(); }
+  int64_t i64() { return get<int64_t>(); }
+  double f64() { return get<double>(); }
+  std::string str() {
+    const auto n = count(1);
+    std::string s(p_, n);
+    p_ += n;
+    return s;
+  }
+  std::vector<int64_t> keys() {
+    const auto n = count(sizeof(int64_t));
+    std::vector<int64_t> k(n);
+    bytes(k.data(), n * sizeof(int64_t));
+    return k;
+  }
+  std::vector<int> members() {
+    const int32_t n = i32();
+    std::vector<int> m;
+    for (int32_t i = 0; i < n; ++i) m.push_back(i32());
+    return m;
+  }
+  Tensor tensor() {
+    const int32_t dtype = i32();
+    if (dtype < 0) return Tensor();
+    const int32_t rank = i32();
+    std::vector<int64_t> dims;
+    for (int32_t d = 0; d < rank; ++d) dims.push_back(i64());
+    Tensor t(static_cast<DType>(dtype), TensorShape(std::move(dims)), host());
+    bytes(t.raw_data(), t.nbytes());
+    return t;
+  }
+  KeyedTable::Export rows() {
+    KeyedTable::Export e;
+    e.keys = tensor();
+    const int32_t n = i32();
+    for (int32_t i = 0; i < n; ++i) e.values.push_back(tensor());
+    e.versions = tensor();
+    e.counts = tensor();
+    return e;
+  }
+
+ private:
+  template <typename T>
+  T get() {
+    T v;
+    bytes(&v, sizeof(T));
+    return v;
+  }
+  size_t count(size_t each) {
+    const int64_t n = i64();
+    if (n < 0 || static_cast<uint64_t>(n) * each > static_cast<size_t>(end_ - p_)) malformed();
+    return static_cast<size_t>(n);
+  }
+  void bytes(void* out, size_t n) {
+    if (n > static_cast<size_t>(end_ - p_)) malformed();
+    if (n > 0) std::memcpy(out, p_, n);
+    p_ += n;
+  }
+  [[noreturn]] static void malformed() {
+    throw InternalError("keyed service: a message ends before its contents");
+  }
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
+};
+
+void write_hyper(Writer& w, const kernels::TrainingHyper& h) {
+  for (double v : {h.lr, h.beta1, h.beta2, h.beta1_power, h.beta2_power, h.epsilon, h.momentum,
+                   h.rho, h.l1, h.l2, h.l2_shrinkage, h.lr_power}) {
+    w.f64(v);
+  }
+  w.u8(h.use_nesterov ? 1 : 0);
+}
+
+kernels::TrainingHyper read_hyper(Reader& r) {
+  kernels::TrainingHyper h;
+  for (double* v : {&h.lr, &h.beta1, &h.beta2, &h.beta1_power, &h.beta2_power, &h.epsilon,
+                    &h.momentum, &h.rho, &h.l1, &h.l2, &h.l2_shrinkage, &h.lr_power}) {
+    *v = r.f64();
+  }
+  h.use_nesterov = r.u8() != 0;
+  return h;
+}
+
+std::string status_reply(Status status, ErrorCode code, const std::string& message) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(status));
+  w.i32(static_cast<int32_t>(code));
+  w.str(message);
+  return w.take();
+}
+
+// An answer's payload, after its status.
+Reader payload(const std::string& reply) {
+  Reader r(reply);
+  r.u8();
+  return r;
+}
+
+Status status_of(const std::string& reply) {
+  return static_cast<Status>(static_cast<uint8_t>(reply.at(kLengthBytes)));
+}
+
+}  // namespace
+
+// A shard this task holds: its table and how many members (the variable,
+// then its slots) this task has created.
+struct KeyedService::Shard {
+  std::shared_ptr<DeviceKeyedTable> table;
+  std::atomic<int> members{0};
+  // The members initialized (kept by the first owner).
+  std::mutex mu;
+  std::vector<bool> initialized;
+};
+
+// ---------------------------------------------------------------------------
+// The table every task sees
+
+namespace {
+
+class RemoteKeyedTable final : public KeyedTable {
+ public:
+  RemoteKeyedTable(std::shared_ptr<KeyedService> service, int64_t id, std::string name,
+                   DType key_dtype, KeyedPolicy policy, std::vector<int> owners,
+                   std::shared_ptr<KeyedService::Shard> mine)
+      : KeyedTable(name, key_dtype, policy),
+        service_(std::move(service)),
+        id_(id),
+        owners_(std::move(owners)),
+        mine_(std::move(mine)),
+        template_(std::make_unique<DeviceKeyedTable>(std::move(name), key_dtype, host(), policy)),
+        owner_generations_(owners_.size(), 0) {}
+
+  Device& device() const override { return host(); }
+  std::vector<Device*> devices() const override { return {&host()}; }
+  bool remote() const override { return true; }
+
+  int add_member(std::string op_name, DType dtype, TensorShape row_shape,
+                 KeyedRowInit init) override {
+    const int member = template_->add_member(op_name, dtype, row_shape, init);
+    if (mine_) {
+      mine_->table->add_member(std::move(op_name), dtype, std::move(row_shape), std::move(init));
+      mine_->members.store(member + 1);
+    }
+    return member;
+  }
+
+  int64_t size() const override { return sum(Op::kSize); }
+  int64_t step() const override {
+    std::vector<std::string> requests(owners_.size());
+    requests[0] = head(Op::kStep).take();
+    return payload(ask(requests)[0]).i64();
+  }
+  void tick() override { every(Op::kTick); }
+  int64_t expire() override { return sum(Op::kExpire); }
+  void reserve(int64_t rows) override {
+    const auto count = static_cast<int64_t>(owners_.size());
+    const int64_t each = (rows + count - 1) / count;
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kReserve);
+      w.i64(each + each / 8);
+      requests.push_back(w.take());
+    }
+    ask(requests);
+  }
+  int64_t memory_bytes() const override { return sum(Op::kMemory); }
+  DType dtype(int member) const override { return template_->dtype(member); }
+  const TensorShape& row_shape(int member) const override { return template_->row_shape(member); }
+  const std::string& member_name(int member) const override {
+    return template_->member_name(member);
+  }
+  uint64_t version(int member) const override {
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kVersion);
+      w.i32(member);
+      requests.push_back(w.take());
+    }
+    uint64_t v = 0;
+    for (const std::string& reply : ask(requests)) v += static_cast<uint64_t>(payload(reply).i64());
+    return v;
+  }
+
+  Tensor gather(int member, std::span<const int64_t> keys, bool insert,
+                const Tensor& absent_row) override {
+    const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      Writer w = head(Op::kGather);
+      w.i32(member);
+      w.u8(insert ? 1 : 0);
+      w.keys(parts.keys[s]);
+      w.tensor(absent_row);
+      requests[s] = w.take();
+    }
+    const std::vector<std::string> replies = ask(requests);
+    const TensorShape shape =
+        TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member));
+    Tensor out(dtype(member), shape, host());
+    const size_t row = keys.empty() ? 0 : out.nbytes() / keys.size();
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      const Tensor rows = payload(replies[s]).tensor();
+      if (parts.keys[s].size() == keys.size()) return rows;
+      const auto* src = static_cast<const std::byte*>(rows.raw_data());
+      auto* dst = static_cast<std::byte*>(out.raw_data());
+      for (size_t i = 0; i < parts.positions[s].size(); ++i) {
+        std::memcpy(dst + static_cast<size_t>(parts.positions[s][i]) * row, src + i * row, row);
+      }
+    }
+    return out;
+  }
+
+  void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
+               const Tensor& updates, const std::string& who) override {
+    const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    const Tensor all = updates.to_host();
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      Writer w = head(Op::kScatter);
+      w.i32(static_cast<int32_t>(op));
+      w.i32(member);
+      w.str(who);
+      w.keys(parts.keys[s]);
+      w.tensor(all.rank() == 0 || parts.keys[s].size() == keys.size()
+                   ? all
+                   : gather_rows(all, parts.positions[s]));
+      requests[s] = w.take();
+    }
+    ask(requests);
+  }
+
+  void insert(std::span<const int64_t> keys, const Tensor& values) override {
+    const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    const Tensor all = values.to_host();
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      Writer w = head(Op::kInsert);
+      w.keys(parts.keys[s]);
+      w.tensor(parts.keys[s].size() == keys.size() ? all : gather_rows(all, parts.positions[s]));
+      requests[s] = w.take();
+    }
+    ask(requests);
+  }
+
+  int64_t erase(std::span<const int64_t> keys) override {
+    const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      Writer w = head(Op::kErase);
+      w.keys(parts.keys[s]);
+      requests[s] = w.take();
+    }
+    int64_t n = 0;
+    const std::vector<std::string> replies = ask(requests);
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (!replies[s].empty()) n += payload(replies[s]).i64();
+    }
+    return n;
+  }
+
+  void clear() override { every(Op::kClear); }
+
+  void reset_member(int member) override {
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kResetMember);
+      w.i32(member);
+      requests.push_back(w.take());
+    }
+    ask(requests);
+  }
+
+  void update_rows(const std::vector<int>&, std::span<const int64_t>, bool,
+                   const RowsFn&) override {
+    throw InternalError(quoted(name()) +
+                        " is held by cluster tasks: its training steps go through train()");
+  }
+
+  void train(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
+             const KeyedTrainingStep& step) override {
+    const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    const Tensor values = step.values.to_host();
+    // Every owner counts the step, with keys or not.
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kTrain);
+      w.members(members);
+      w.u8(all_rows ? 1 : 0);
+      w.i32(static_cast<int32_t>(step.op));
+      write_hyper(w, step.hyper);
+      w.u8(step.deterministic ? 1 : 0);
+      w.str(step.who);
+      w.keys(parts.keys[s]);
+      w.tensor(parts.keys[s].size() == keys.size() ? values
+                                                   : gather_rows(values, parts.positions[s]));
+      requests.push_back(w.take());
+    }
+    ask(requests);
+  }
+
+  Export export_rows(const std::vector<int>& members) const override {
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kExport);
+      w.members(members);
+      requests.push_back(w.take());
+    }
+    std::vector<Export> parts;
+    for (const std::string& reply : ask(requests)) parts.push_back(payload(reply).rows());
+    if (parts.size() == 1) return std::move(parts.front());
+    return merge_exports(parts, members.size(), tracking());
+  }
+
+  void set_update_history(const Tensor& keys, const Tensor& versions,
+                          const Tensor& counts) override {
+    const std::vector<int64_t> k = keys.to_vector<int64_t>();
+    const KeySplit parts = split_keys(k, static_cast<int64_t>(owners_.size()));
+    const Tensor v = versions.to_host(), c = counts.to_host();
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      Writer w = head(Op::kSetHistory);
+      w.tensor(Tensor::from_vector(parts.keys[s]));
+      w.tensor(gather_rows(v, parts.positions[s]));
+      w.tensor(gather_rows(c, parts.positions[s]));
+      requests[s] = w.take();
+    }
+    ask(requests);
+  }
+
+  void replace(const Tensor& keys, const std::vector<int>& members,
+               const std::vector<Tensor>& values) override {
+    const std::vector<int64_t> k = keys.to_vector<int64_t>();
+    const KeySplit parts = split_keys(k, static_cast<int64_t>(owners_.size()));
+    // Each owner's cap checked here first, so that no owner changes when
+    // another could not take its keys.
+    const int64_t cap = owner_cap();
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      const auto n = static_cast<int64_t>(parts.keys[s].size());
+      if (cap > 0 && n > cap) {
+        throw ResourceExhaustedError(
+            quoted(name()) + ": restoring " + std::to_string(k.size()) + " keys of which " +
+            std::to_string(n) + " belong to " + service_->task_name(owners_[s]) +
+            ", whose share of max_rows " + std::to_string(policy().max_rows) + " is " +
+            std::to_string(cap) + "; nothing restored");
+      }
+    }
+    std::vector<Tensor> host_values;
+    for (const Tensor& v : values) host_values.push_back(v.to_host());
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kReplace);
+      w.tensor(Tensor::from_vector(parts.keys[s]));
+      w.members(members);
+      for (const Tensor& v : host_values) w.tensor(gather_rows(v, parts.positions[s]));
+      requests.push_back(w.take());
+    }
+    ask(requests);
+  }
+
+  void write_present(int member, std::span<const int64_t> keys, const Tensor& rows) override {
+    const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    const Tensor all = rows.to_host();
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (parts.keys[s].empty()) continue;
+      Writer w = head(Op::kWritePresent);
+      w.i32(member);
+      w.keys(parts.keys[s]);
+      w.tensor(gather_rows(all, parts.positions[s]));
+      requests[s] = w.take();
+    }
+    ask(requests);
+  }
+
+  void start_marking() override { every(Op::kStartMarking); }
+
+  Changes take_changes(const std::vector<int>& members, uint64_t last) override {
+    std::lock_guard lock(take_mu_);
+    Changes out;
+    out.complete = last == generation_;
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kTakeChanges);
+      w.members(members);
+      w.i64(static_cast<int64_t>(owner_generations_[s]));
+      requests.push_back(w.take());
+    }
+    const std::vector<std::string> replies = ask(requests);
+    std::vector<Changes> parts;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Reader r = payload(replies[s]);
+      Changes c;
+      c.complete = r.u8() != 0;
+      c.generation = static_cast<uint64_t>(r.i64());
+      c.written = r.rows();
+      c.erased = r.keys();
+      owner_generations_[s] = c.generation;
+      out.complete = out.complete && c.complete;
+      parts.push_back(std::move(c));
+    }
+    out.generation = ++generation_;
+    if (!out.complete) return out;
+    Changes merged = merge_changes(parts, members.size(), tracking());
+    out.written = std::move(merged.written);
+    out.erased = std::move(merged.erased);
+    return out;
+  }
+
+  Tensor initial_rows(int member, std::span<const int64_t> keys) const override {
+    return template_->initial_rows(member, keys);
+  }
+
+  // Kept by the first owner.
+  bool initialized(int member) const override {
+    std::vector<std::string> requests(owners_.size());
+    Writer w = head(Op::kInitialized);
+    w.i32(member);
+    requests[0] = w.take();
+    return payload(ask(requests)[0]).u8() != 0;
+  }
+  void set_initialized(int member) override {
+    std::vector<std::string> requests(owners_.size());
+    Writer w = head(Op::kSetInitialized);
+    w.i32(member);
+    requests[0] = w.take();
+    ask(requests);
+  }
+
+ private:
+  Writer head(Op op) const {
+    Writer w;
+    w.u8(static_cast<uint8_t>(op));
+    w.i64(id_);
+    w.i32(0);  // the reply tag, set when sent
+    return w;
+  }
+  std::vector<std::string> ask(std::vector<std::string>& requests) const {
+    return service_->call(name(), owners_, requests);
+  }
+  std::vector<std::string> ask(std::vector<std::string>&& requests) const { return ask(requests); }
+  // The op (no arguments) on every owner.
+  std::vector<std::string> every(Op op) const {
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) requests.push_back(head(op).take());
+    return ask(requests);
+  }
+  int64_t sum(Op op) const {
+    int64_t n = 0;
+    for (const std::string& reply : every(op)) n += payload(reply).i64();
+    return n;
+  }
+  int64_t owner_cap() const {
+    const int64_t cap = policy().max_rows;
+    const auto count = static_cast<int64_t>(owners_.size());
+    return cap > 0 ? (cap + count - 1) / count : 0;
+  }
+
+  const std::shared_ptr<KeyedService> service_;
+  const int64_t id_;
+  const std::vector<int> owners_;
+  const std::shared_ptr<KeyedService::Shard> mine_;  // this task's shard, if any
+  // The members' dtypes, shapes, names and initial rows; holds no keys.
+  const std::unique_ptr<DeviceKeyedTable> template_;
+  std::mutex take_mu_;
+  uint64_t generation_ = 0;
+  std::vector<uint64_t> owner_generations_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The service
+
+KeyedService::KeyedService(std::shared_ptr<MpiContext> context, int rank)
+    : context_(std::move(context)), rank_(rank) {
+  std::lock_guard lock(context_->mu);
+  MPI_Comm_dup(context_->comm, &requests_);
+  MPI_Comm_dup(context_->comm, &replies_);
+  MPI_Comm_set_errhandler(requests_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(replies_, MPI_ERRORS_RETURN);
+  MPI_Type_contiguous(static_cast<int>(kUnit), MPI_BYTE, &unit_);
+  MPI_Type_commit(&unit_);
+  int* limit = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(replies_, MPI_TAG_UB, &limit, &found);
+  if (found && limit != nullptr) tag_limit_ = *limit;
+}
+
+KeyedService::~KeyedService() { stop(/*free_comms=*/false); }
+
+const std::string& KeyedService::task_name(int rank) const {
+  return context_->task_names.at(static_cast<size_t>(rank));
+}
+
+std::shared_ptr<KeyedTable> KeyedService::make_table(const std::string& name, DType key_dtype,
+                                                     const std::vector<int>& owners,
+                                                     KeyedPolicy policy) {
+  const int64_t id = tables_++;
+  const auto count = static_cast<int64_t>(owners.size());
+  KeyedPolicy share = policy;
+  if (policy.max_rows > 0) share.max_rows = (policy.max_rows + count - 1) / count;
+  std::shared_ptr<Shard> mine;
+  for (size_t s = 0; s < owners.size(); ++s) {
+    if (owners[s] != rank_) continue;
+    mine = std::make_shared<Shard>();
+    const std::string shard_name =
+        count == 1 ? name
+                   : name + " (shard " + std::to_string(s) + " of " + std::to_string(count) +
+                         ", on " + task_name(owners[s]) + ")";
+    mine->table = std::make_shared<DeviceKeyedTable>(shard_name, key_dtype, host(), share);
+    hold(id, mine);
+  }
+  return std::make_shared<RemoteKeyedTable>(shared_from_this(), id, name, key_dtype, policy,
+                                            owners, mine);
+}
+
+void KeyedService::hold(int64_t id, std::shared_ptr<Shard> shard) {
+  std::lock_guard lock(mu_);
+  held_[id] = std::move(shard);
+  if (!thread_.joinable() && !stop_.load()) thread_ = std::thread([this] { run(); });
+}
+
+void KeyedService::stop(bool free_comms) {
+  stop_.store(true);
+  {
+    std::lock_guard lock(mu_);
+    if (thread_.joinable()) thread_.join();
+  }
+  if (stopped_.exchange(true)) return;
+  if (!free_comms) return;
+  std::lock_guard lock(context_->mu);
+  MPI_Comm_free(&requests_);
+  MPI_Comm_free(&replies_);
+  MPI_Type_free(&unit_);
+}
+
+int KeyedService::next_tag() { return 1 + tag_.fetch_add(1) % (tag_limit_ - 1); }
+
+void KeyedService::run() {
+  std::string request;
+  for (int idle = 1; !stop_.load();) {
+    int found = 0;
+    MPI_Status status;
+    {
+      std::lock_guard lock(context_->mu);
+      if (!context_->alive) return;
+      MPI_Message message;
+      if (MPI_Improbe(MPI_ANY_SOURCE, kRequestTag, requests_, &found, &message, &status) !=
+          MPI_SUCCESS) {
+        found = 0;
+      }
+      if (found) {
+        int units = 0;
+        MPI_Get_count(&status, unit_, &units);
+        request.assign(static_cast<size_t>(units) * kUnit, '\0');
+        MPI_Mrecv(request.data(), units, unit_, &message, MPI_STATUS_IGNORE);
+      }
+    }
+    if (!found) {
+      pause(idle++);
+      continue;
+    }
+    idle = 1;
+    int tag = 0;
+    if (request.size() >= kTagOffset + 4) std::memcpy(&tag, request.data() + kTagOffset, 4);
+    send_reply(handle(request), status.MPI_SOURCE, tag);
+  }
+}
+
+void KeyedService::send_reply(std::string reply, int dest, int tag) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(context_->mu);
+    if (MPI_Isend(reply.data(), static_cast<int>(reply.size() / kUnit), unit_, dest, tag,
+                  replies_, &request) != MPI_SUCCESS) {
+      return;  // the caller sees its owner fail or die
+    }
+  }
+  for (int polls = 1;; ++polls) {
+    int done = 0;
+    {
+      std::lock_guard lock(context_->mu);
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    }
+    if (done) return;
+    bool give_up = stop_.load();
+    if (!give_up && polls % kLivenessPolls == 0) {
+      try {
+        check_peer_alive(*context_, dest, /*thorough=*/false);
+      } catch (const UnavailableError&) {
+        give_up = true;
+      }
+    }
+    if (give_up) {
+      abandon(std::move(reply));
+      return;
+    }
+    pause(polls);
+  }
+}
+
+std::string KeyedService::handle(const std::string& request) {
+  try {
+    Reader in(request);
+    const auto op = static_cast<Op>(in.u8());
+    const int64_t id = in.i64();
+    in.i32();  // the reply tag
+    std::shared_ptr<Shard> shard;
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = held_.find(id); it != held_.end()) shard = it->second;
+    }
+    auto not_ready = [&](const std::string& what) {
+      return status_reply(Status::kNotReady, ErrorCode::kFailedPrecondition, what);
+    };
+    if (!shard) return not_ready("it has not created the table (dynamic variable number " +
+                                 std::to_string(id) + ")");
+    auto lacks = [&](const std::vector<int>& members) {
+      for (int m : members) {
+        if (m < 0 || m >= shard->members.load()) return true;
+      }
+      return false;
+    };
+    auto lacks_one = [&](int member) { return lacks({member}); };
+    const auto lacking = [&] { return not_ready("it has not created that slot of the table yet"); };
+    DeviceKeyedTable& t = *shard->table;
+    Writer out;
+    out.u8(static_cast<uint8_t>(Status::kOk));
+    switch (op) {
+      case Op::kSize:
+        out.i64(t.size());
+        break;
+      case Op::kStep:
+        out.i64(t.step());
+        break;
+      case Op::kTick:
+        t.tick();
+        break;
+      case Op::kExpire:
+        out.i64(t.expire());
+        break;
+      case Op::kReserve:
+        t.reserve(in.i64());
+        break;
+      case Op::kMemory:
+        out.i64(t.memory_bytes());
+        break;
+      case Op::kVersion: {
+        const int member = in.i32();
+        if (lacks_one(member)) return lacking();
+        out.i64(static_cast<int64_t>(t.version(member)));
+        break;
+      }
+      case Op::kGather: {
+        const int member = in.i32();
+        const bool insert = in.u8() != 0;
+        const std::vector<int64_t> keys = in.keys();
+        const Tensor absent_row = in.tensor();
+        if (lacks_one(member)) return lacking();
+        out.tensor(t.gather(member, keys, insert, absent_row));
+        break;
+      }
+      case Op::kScatter: {
+        const auto scatter_op = static_cast<kernels::ScatterOp>(in.i32());
+        const int member = in.i32();
+        const std::string who = in.str();
+        const std::vector<int64_t> keys = in.keys();
+        const Tensor updates = in.tensor();
+        if (lacks_one(member)) return lacking();
+        t.scatter(scatter_op, member, keys, updates, who);
+        break;
+      }
+      case Op::kInsert: {
+        const std::vector<int64_t> keys = in.keys();
+        t.insert(keys, in.tensor());
+        break;
+      }
+      case Op::kErase:
+        out.i64(t.erase(in.keys()));
+        break;
+      case Op::kClear:
+        t.clear();
+        break;
+      case Op::kResetMember: {
+        const int member = in.i32();
+        if (lacks_one(member)) return lacking();
+        t.reset_member(member);
+        break;
+      }
+      case Op::kTrain: {
+        const std::vector<int> members = in.members();
+        const bool all_rows = in.u8() != 0;
+        KeyedTrainingStep step;
+        step.op = static_cast<kernels::TrainingOp>(in.i32());
+        step.hyper = read_hyper(in);
+        step.deterministic = in.u8() != 0;
+        step.who = in.str();
+        const std::vector<int64_t> keys = in.keys();
+        step.values = in.tensor();
+        if (lacks(members)) return lacking();
+        train_keyed_rows(t, members, keys, all_rows, step);
+        break;
+      }
+      case Op::kExport: {
+        const std::vector<int> members = in.members();
+        if (lacks(members)) return lacking();
+        out.rows(t.export_rows(members));
+        break;
+      }
+      case Op::kSetHistory: {
+        const Tensor keys = in.tensor();
+        const Tensor versions = in.tensor();
+        t.set_update_history(keys, versions, in.tensor());
+        break;
+      }
+      case Op::kReplace: {
+        const Tensor keys = in.tensor();
+        const std::vector<int> members = in.members();
+        std::vector<Tensor> values;
+        for (size_t m = 0; m < members.size(); ++m) values.push_back(in.tensor());
+        if (lacks(members)) return lacking();
+        t.replace(keys, members, values);
+        break;
+      }
+      case Op::kWritePresent: {
+        const int member = in.i32();
+        const std::vector<int64_t> keys = in.keys();
+        const Tensor rows = in.tensor();
+        if (lacks_one(member)) return lacking();
+        t.write_present(member, keys, rows);
+        break;
+      }
+      case Op::kStartMarking:
+        t.start_marking();
+        break;
+      case Op::kTakeChanges: {
+        const std::vector<int> members = in.members();
+        const auto last = static_cast<uint64_t>(in.i64());
+        if (lacks(members)) return lacking();
+        const KeyedTable::Changes c = t.take_changes(members, last);
+        out.u8(c.complete ? 1 : 0);
+        out.i64(static_cast<int64_t>(c.generation));
+        out.rows(c.written);
+        out.keys(c.erased);
+        break;
+      }
+      case Op::kInitialized: {
+        const auto member = static_cast<size_t>(in.i32());
+        std::lock_guard lock(shard->mu);
+        out.u8(member < shard->initialized.size() && shard->initialized[member] ? 1 : 0);
+        break;
+      }
+      case Op::kSetInitialized: {
+        const auto member = static_cast<size_t>(in.i32());
+        std::lock_guard lock(shard->mu);
+        if (shard->initialized.size() <= member) shard->initialized.resize(member + 1, false);
+        shard->initialized[member] = true;
+        break;
+      }
+      default:
+        throw InternalError("keyed service: unknown request " +
+                            std::to_string(static_cast<int>(op)));
+    }
+    return out.take();
+  } catch (const Error& e) {
+    return status_reply(Status::kError, e.code(), e.what());
+  } catch (const std::exception& e) {
+    return status_reply(Status::kError, ErrorCode::kInternal, e.what());
+  }
+}
+
+std::vector<std::string> KeyedService::call(const std::string& table,
+                                            const std::vector<int>& owners,
+                                            std::vector<std::string>& requests) {
+  std::vector<std::string> replies(owners.size());
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (!requests[i].empty()) pending.push_back(i);
+  }
+  const auto give_up_at = std::chrono::steady_clock::now() + kNotReadyFor;
+  while (!pending.empty()) {
+    if (stopped_.load() || stop_.load()) {
+      throw UnavailableError(quoted(table) + " is held by " + task_name(owners[pending[0]]) +
+                             ": the Cluster has shut down");
+    }
+    // Every remote owner's request goes out first; then this task's own
+    // part runs here; then the answers are collected.
+    struct Flight {
+      size_t i;
+      MPI_Request send = MPI_REQUEST_NULL;
+      int tag = 0;
+      bool sent = false, answered = false;
+    };
+    std::vector<Flight> flights;
+    for (size_t i : pending) {
+      if (owners[i] == rank_) continue;
+      Flight f{i};
+      f.tag = next_tag();
+      std::memcpy(requests[i].data() + kTagOffset, &f.tag, 4);
+      std::lock_guard lock(context_->mu);
+      const int rc = MPI_Isend(requests[i].data(), static_cast<int>(requests[i].size() / kUnit),
+                               unit_, owners[i], kRequestTag, requests_, &f.send);
+      if (rc != MPI_SUCCESS) {
+        throw UnavailableError("sending a request for " + quoted(table) + " to " +
+                               task_name(owners[i]) + " failed");
+      }
+      flights.push_back(f);
+      context_->data_bytes += requests[i].size();
+    }
+    for (size_t i : pending) {
+      if (owners[i] == rank_) replies[i] = handle(requests[i]);
+    }
+    for (int polls = 1; !flights.empty(); ++polls) {
+      bool all = true;
+      {
+        std::lock_guard lock(context_->mu);
+        for (Flight& f : flights) {
+          int flag = 0;
+          if (!f.sent) {
+            MPI_Test(&f.send, &flag, MPI_STATUS_IGNORE);
+            f.sent = flag != 0;
+          }
+          if (!f.answered) {
+            MPI_Message message;
+            MPI_Status status;
+            flag = 0;
+            MPI_Improbe(owners[f.i], f.tag, replies_, &flag, &message, &status);
+            if (flag) {
+              int units = 0;
+              MPI_Get_count(&status, unit_, &units);
+              replies[f.i].assign(static_cast<size_t>(units) * kUnit, '\0');
+              MPI_Mrecv(replies[f.i].data(), units, unit_, &message, MPI_STATUS_IGNORE);
+              context_->data_bytes += replies[f.i].size();
+              f.answered = true;
+            }
+          }
+          all = all && f.sent && f.answered;
+        }
+      }
+      if (all) break;
+      if (polls % kLivenessPolls == 0) {
+        for (const Flight& f : flights) {
+          if (f.answered) continue;
+          try {
+            check_peer_alive(*context_, owners[f.i], /*thorough=*/false);
+          } catch (const UnavailableError& e) {
+            for (const Flight& g : flights) {
+              if (!g.sent) abandon(std::move(requests[g.i]));
+            }
+            throw UnavailableError("a request for " + quoted(table) + " on " +
+                                   task_name(rank_) + ": " + e.what());
+          }
+        }
+      }
+      pause(polls);
+    }
+    context_->exchanges += flights.size();
+    // Owners that have not created the table (or slot) yet are asked again.
+    std::vector<size_t> again;
+    for (size_t i : pending) {
+      if (status_of(replies[i]) == Status::kNotReady) again.push_back(i);
+    }
+    if (!again.empty() && std::chrono::steady_clock::now() > give_up_at) {
+      Reader r = payload(replies[again[0]]);
+      r.i32();
+      throw FailedPreconditionError(
+          quoted(table) + " on " + task_name(owners[again[0]]) + ": " + r.str() +
+          " after 60 s; every task must create the same dynamic variables and slots, in the "
+          "same order");
+    }
+    if (!again.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pending = std::move(again);
+  }
+  for (const std::string& reply : replies) {
+    if (!reply.empty() && status_of(reply) == Status::kError) {
+      Reader r = payload(reply);
+      const auto code = static_cast<ErrorCode>(r.i32());
+      throw_error(code, r.str());
+    }
+  }
+  return replies;
+}
+
+}  // namespace varstate::internal

@@ -1,0 +1,79 @@
+#include "runtime/keyed_shards.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <tuple>
+
+#include "kernels/key_hash.h"
+#include "varstate/device_manager.h"
+
+namespace varstate::internal {
+
+KeySplit split_keys(std::span<const int64_t> keys, int64_t count) {
+  KeySplit out;
+  out.keys.resize(static_cast<size_t>(count));
+  out.positions.resize(static_cast<size_t>(count));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto s =
+        static_cast<size_t>(kernels::device_shard(static_cast<uint64_t>(keys[i]), count));
+    out.keys[s].push_back(keys[i]);
+    out.positions[s].push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t members,
+                                 bool tracking) {
+  // (key, shard, row) for every row of every shard, sorted by key.
+  std::vector<std::tuple<int64_t, uint32_t, int64_t>> order;
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const std::vector<int64_t> keys = parts[s].keys.to_vector<int64_t>();
+    for (size_t r = 0; r < keys.size(); ++r) {
+      order.emplace_back(keys[r], static_cast<uint32_t>(s), static_cast<int64_t>(r));
+    }
+  }
+  std::sort(order.begin(), order.end());
+  const auto n = static_cast<int64_t>(order.size());
+  KeyedTable::Export out;
+  std::vector<int64_t> keys(order.size());
+  for (size_t i = 0; i < order.size(); ++i) keys[i] = std::get<0>(order[i]);
+  out.keys = Tensor::from_vector(keys);
+  // Each tensor of rows by key: the shards' rows copied in the merged order.
+  Device& host = DeviceManager::instance().cpu();
+  auto merged = [&](const std::function<const Tensor&(const KeyedTable::Export&)>& of) {
+    const Tensor& first = of(parts.front());
+    Tensor t(first.dtype(), TensorShape({n}).concatenate(first.shape().tail(1)), host);
+    const size_t row = n == 0 ? 0 : t.nbytes() / static_cast<size_t>(n);
+    auto* dst = static_cast<std::byte*>(t.raw_data());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto* src = static_cast<const std::byte*>(of(parts[std::get<1>(order[i])]).raw_data());
+      std::memcpy(dst + i * row, src + static_cast<size_t>(std::get<2>(order[i])) * row, row);
+    }
+    return t;
+  };
+  for (size_t m = 0; m < members; ++m) {
+    out.values.push_back(
+        merged([m](const KeyedTable::Export& e) -> const Tensor& { return e.values[m]; }));
+  }
+  if (tracking) {
+    out.versions = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.versions; });
+    out.counts = merged([](const KeyedTable::Export& e) -> const Tensor& { return e.counts; });
+  }
+  return out;
+}
+
+KeyedTable::Changes merge_changes(std::vector<KeyedTable::Changes>& parts, size_t members,
+                                  bool tracking) {
+  KeyedTable::Changes out;
+  std::vector<KeyedTable::Export> written;
+  for (KeyedTable::Changes& c : parts) {
+    written.push_back(std::move(c.written));
+    out.erased.insert(out.erased.end(), c.erased.begin(), c.erased.end());
+  }
+  out.written = merge_exports(written, members, tracking);
+  std::sort(out.erased.begin(), out.erased.end());
+  return out;
+}
+
+}  // namespace varstate::internal
