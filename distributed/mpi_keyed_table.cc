@@ -53,7 +53,11 @@ enum class Op : uint8_t {
   kSetInitialized,
 };
 
-enum class Status : uint8_t { kOk = 0, kError = 1, kNotReady = 2 };
+enum class Status : uint8_t {
+  kOk = 0,
+  kError = 1,
+  kNotReady = 2
+};
 
 Device& host() { return DeviceManager::instance().cpu(); }
 
@@ -136,8 +140,8 @@ class Reader {
     if (message.size() >= kLengthBytes) std::memcpy(&length, message.data(), kLengthBytes);
     if (length < static_cast<int64_t>(kLengthBytes) ||
         length > static_cast<int64_t>(message.size())) {
-      throw InternalError("keyed service: malformed message of " +
-                          std::to_string(message.size()) + " bytes");
+      throw InternalError("keyed service: malformed message of " + std::to_string(message.size()) +
+                          " bytes");
     }
     p_ = message.data() + kLengthBytes;
     end_ = message.data() + length;
@@ -654,15 +658,15 @@ std::shared_ptr<KeyedTable> KeyedService::make_table(const std::string& name, DT
   for (size_t s = 0; s < owners.size(); ++s) {
     if (owners[s] != rank_) continue;
     mine = std::make_shared<Shard>();
-    const std::string shard_name =
-        count == 1 ? name
-                   : name + " (shard " + std::to_string(s) + " of " + std::to_string(count) +
-                         ", on " + task_name(owners[s]) + ")";
+    const std::string shard_name = count == 1 ? name
+                                              : name + " (shard " + std::to_string(s) + " of " +
+                                                    std::to_string(count) + ", on " +
+                                                    task_name(owners[s]) + ")";
     mine->table = std::make_shared<DeviceKeyedTable>(shard_name, key_dtype, host(), share);
     hold(id, mine);
   }
-  return std::make_shared<RemoteKeyedTable>(shared_from_this(), id, name, key_dtype, policy,
-                                            owners, mine);
+  return std::make_shared<RemoteKeyedTable>(shared_from_this(), id, name, key_dtype, policy, owners,
+                                            mine);
 }
 
 void KeyedService::hold(int64_t id, std::shared_ptr<Shard> shard) {
@@ -722,8 +726,8 @@ void KeyedService::send_reply(std::string reply, int dest, int tag) {
   MPI_Request request = MPI_REQUEST_NULL;
   {
     std::lock_guard lock(context_->mu);
-    if (MPI_Isend(reply.data(), static_cast<int>(reply.size() / kUnit), unit_, dest, tag,
-                  replies_, &request) != MPI_SUCCESS) {
+    if (MPI_Isend(reply.data(), static_cast<int>(reply.size() / kUnit), unit_, dest, tag, replies_,
+                  &request) != MPI_SUCCESS) {
       return;  // the caller sees its owner fail or die
     }
   }
@@ -764,8 +768,9 @@ std::string KeyedService::handle(const std::string& request) {
     auto not_ready = [&](const std::string& what) {
       return status_reply(Status::kNotReady, ErrorCode::kFailedPrecondition, what);
     };
-    if (!shard) return not_ready("it has not created the table (dynamic variable number " +
-                                 std::to_string(id) + ")");
+    if (!shard)
+      return not_ready("it has not created the table (dynamic variable number " +
+                       std::to_string(id) + ")");
     auto lacks = [&](const std::vector<int>& members) {
       for (int m : members) {
         if (m < 0 || m >= shard->members.load()) return true;
@@ -998,8 +1003,8 @@ std::vector<std::string> KeyedService::call(const std::string& table,
             for (const Flight& g : flights) {
               if (!g.sent) abandon(std::move(requests[g.i]));
             }
-            throw UnavailableError("a request for " + quoted(table) + " on " +
-                                   task_name(rank_) + ": " + e.what());
+            throw UnavailableError("a request for " + quoted(table) + " on " + task_name(rank_) +
+                                   ": " + e.what());
           }
         }
       }

@@ -1,9 +1,9 @@
 // Dynamic variables held by parameter-server tasks (distributed/
 // mpi_keyed_table.h), run by CTest under mpirun (test/distributed/
 // tests.cmake). One binary, one mode per run:
-//   ops        2 ps + 2 workers: a table on one ps task and one sharded over
-//              both; the chief's gathers (training and evaluation), inserts,
-//              scatters, erasures and Adagrad steps equal the same calls on
+//   ops        2 ps + 2 workers: a table on one ps task, one sharded over
+//              both, one placed by replica_device_setter; the chief's gathers (training and
+//              evaluation), inserts, scatters, erasures and Adagrad steps equal the same calls on
 //              a table of its own process, bitwise, slots included, as seen
 //              from the other worker too; a gather spanning both owners is
 //              one exchange per owner; both workers' concurrent scatter_adds
@@ -94,7 +94,8 @@ void script(DynamicVariable& v, Optimizer& opt, int part) {
   }
   for (int step = 0; step < 3; ++step) {
     std::vector<float> g;
-    for (int i = 0; i < 6 * kDim; ++i) g.push_back(static_cast<float>((i * 7 + step + part) % 9 - 4) / 8);
+    for (int i = 0; i < 6 * kDim; ++i)
+      g.push_back(static_cast<float>((i * 7 + step + part) % 9 - 4) / 8);
     opt.apply_gradients({v.gradient(keys, rows(g))});
   }
   if (part == 2) {
@@ -115,6 +116,12 @@ int dynamic_ops() {
                                            .max_rows = 3,
                                            .eviction = DynamicVariableOptions::Eviction::kNone};
   DynamicVariable capped = dynamic("capped", "/job:ps/task:0", capped_options);
+  // Placed by replica_device_setter: held by a ps task too.
+  DynamicVariable placed = [] {
+    DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+    return get_dynamic_variable("placed", {.dim = 1, .initializer = zeros_initializer()});
+  }();
+  EXPECT(placed.variable().placement().find("/job:ps/task:") != std::string::npos);
   AdagradOptimizer opt(0.1);
   opt.create_slots({one.variable(), two.variable()});
   // This process's twins.
@@ -122,7 +129,8 @@ int dynamic_ops() {
   DynamicVariable twin_two = dynamic("twin_two", "");
   AdagradOptimizer twin_opt(0.1);
   twin_opt.create_slots({twin_one.variable(), twin_two.variable()});
-  Session().run(global_variables_initializer());  // clears the remote tables: before the chief's calls
+  Session().run(
+      global_variables_initializer());  // clears the remote tables: before the chief's calls
   cluster.barrier();
   EXPECT(one.is_initialized() && two.is_initialized());
   const Tensor fresh = twin_one.lookup(i64({555, 5}));
@@ -138,8 +146,10 @@ int dynamic_ops() {
     EXPECT(one.size() == twin_one.size() && two.size() == twin_two.size() && two.size() == 210);
     EXPECT(same(two.gather(i64({200, 5, 100, 102})), twin_two.gather(i64({200, 5, 100, 102}))));
     EXPECT(two.erase(i64({12345})) == 0);
+    placed.insert(i64({42}), filled({1, 1}, 4));
   }
   cluster.barrier();
+  EXPECT(placed.size() == 1);  // the same table from every task
   if (worker) {
     // As seen from both workers: the same rows and slots as the twins.
     EXPECT(same_rows(one, twin_one));
@@ -187,8 +197,7 @@ int dynamic_ops() {
     capped.insert(i64({1, 2, 3}), filled({3, 2}, 1));
     EXPECT_THROWS(ResourceExhaustedError, capped.gather(i64({4, 5})), "\"capped\"", "max_rows 3");
     EXPECT(capped.size() == 3);
-    EXPECT_THROWS(InvalidArgumentError,
-                  two.insert(i64({7, 8}), filled({2, kDim + 1}, 1)), "two");
+    EXPECT_THROWS(InvalidArgumentError, two.insert(i64({7, 8}), filled({2, kDim + 1}, 1)), "two");
     EXPECT_THROWS(TypeError, two.gather(Tensor::from_vector<float>({1.0f})), "two");
     EXPECT(same_rows(two, two));  // still served
   }
@@ -236,8 +245,8 @@ struct Expected {
 std::unique_ptr<Expected> expected() {
   auto e = std::unique_ptr<Expected>(new Expected{dynamic("twin", "")});
   e->opt.create_slots({e->twin.variable()});
-  Session().run(variables_initializer({e->twin.variable(),
-                                       *e->opt.get_slot(e->twin.variable(), "accumulator")}));
+  Session().run(variables_initializer(
+      {e->twin.variable(), *e->opt.get_slot(e->twin.variable(), "accumulator")}));
   script(e->twin, e->opt, 1);
   script(e->twin, e->opt, 2);
   return e;

@@ -17,6 +17,7 @@
 #include "device_fixture.h"
 #include "kernels/cpu/random.h"
 #include "runtime/device_key_index.h"
+#include "runtime/keyed_table.h"
 #include "runtime/remote_storage.h"
 #include "test_util.h"
 #include "varstate/device_manager.h"
@@ -684,29 +685,59 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: int32 keys", "[dynamic]") {
   CHECK(v.size() == 4);
 }
 
-TEST_CASE_METHOD(FreshSession, "dynamic variable: placed on a cluster task, refused", "[dynamic]") {
-  // A process in a cluster (a remote-storage factory installed): a dynamic
-  // variable placed on a task is refused before anything is created, and
-  // one placed on this process's device works.
+TEST_CASE_METHOD(FreshSession, "dynamic variable: placed on cluster tasks, made by the cluster",
+                 "[dynamic]") {
+  // Without a Cluster, devices naming tasks are refused.
+  CHECK_THROWS_WITH(
+      get_dynamic_variable("early", {.dim = 2, .devices = {"/job:ps/task:0", "/job:ps/task:1"}}),
+      Contains("\"early\"") && Contains("no Cluster is active"));
+  // A process in a cluster (factories installed, as Cluster installs them;
+  // distributed/mpi_keyed_table.h is the real one): a table placed on tasks
+  // is the cluster's, made with its placements, its name and its policy;
+  // one placed on this process's devices is not.
   internal::set_remote_storage_factory(
       [](const std::string&, const std::string&, DType, const TensorShape&) {
         return std::shared_ptr<internal::RemoteStorage>();
       });
+  std::vector<std::pair<std::string, std::vector<std::string>>> asked;
+  internal::set_remote_keyed_table_factory(
+      [&asked](const std::string& name, DType key_dtype, const std::vector<std::string>& placements,
+               const internal::KeyedPolicy& policy) -> std::shared_ptr<internal::KeyedTable> {
+        asked.emplace_back(name, placements);
+        if (placements.front().find("/job:") == std::string::npos) return nullptr;
+        return std::make_shared<internal::DeviceKeyedTable>(
+            name, key_dtype, DeviceManager::instance().cpu(), policy);
+      });
   struct Uninstall {
-    ~Uninstall() { internal::set_remote_storage_factory(nullptr); }
+    ~Uninstall() {
+      internal::set_remote_storage_factory(nullptr);
+      internal::set_remote_keyed_table_factory(nullptr);
+    }
   } uninstall;
   {
     DeviceScope ps("/job:ps/task:0");
-    CHECK_THROWS_WITH(get_dynamic_variable("emb", {.dim = 2}),
-                      Contains("\"emb\"") && Contains("/job:ps/task:0") &&
-                          Contains("parameter-server tasks do not serve them yet"));
+    DynamicVariable on_ps = get_dynamic_variable("emb", {.dim = 2, .max_rows = 10});
+    CHECK(on_ps.variable().placement().find("/job:ps/task:0") != std::string::npos);
   }
+  DynamicVariable sharded =
+      get_dynamic_variable("sharded", {.dim = 2, .devices = {"/job:ps/task:0", "/job:ps/task:1"}});
+  REQUIRE(asked.size() == 2);
+  CHECK(asked[0].first == "emb");
+  CHECK(asked[0].second.size() == 1);
+  CHECK(asked[0].second[0].find("/job:ps/task:0") != std::string::npos);
+  CHECK(asked[1] == std::pair<std::string, std::vector<std::string>>(
+                        "sharded", {"/job:ps/task:0", "/job:ps/task:1"}));
+  // Bad task lists: ValueError naming the variable, nothing created.
   CHECK_THROWS_WITH(get_dynamic_variable(
-                        "remote", {.dim = 2, .devices = {"/job:ps/task:0/device:CPU:0", "/cpu:0"}}),
-                    Contains("\"remote\"") && Contains("the process that creates"));
-  CHECK(global_variables().empty());
-  DynamicVariable here = get_dynamic_variable("emb", {.dim = 2});
+                        "mixed", {.dim = 2, .devices = {"/job:ps/task:0/device:CPU:0", "/cpu:0"}}),
+                    Contains("\"mixed\"") && Contains("mixes cluster tasks"));
+  CHECK_THROWS_WITH(get_dynamic_variable(
+                        "again", {.dim = 2, .devices = {"/job:ps/task:1", "/job:ps/task:1/cpu:0"}}),
+                    Contains("\"again\"") && Contains("/job:ps/task:1 twice"));
+  CHECK(global_variables().size() == 2);
+  DynamicVariable here = get_dynamic_variable("here", {.dim = 2});
   CHECK(here.variable().placement().find("job") == std::string::npos);
+  CHECK(asked.size() == 3);  // asked, and declined
   CHECK(here.size() == 0);
 }
 
@@ -722,7 +753,7 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: sharded over devices", "[dynam
       Contains("\"nowhere\"") && Contains("/device:GPU:64"));
   CHECK_THROWS_WITH(get_dynamic_variable(
                         "remote", {.dim = 2, .devices = {"/job:ps/task:0/device:CPU:0", "/cpu:0"}}),
-                    Contains("\"remote\"") && Contains("the process that creates"));
+                    Contains("\"remote\"") && Contains("mixes cluster tasks"));
   CHECK(global_variables().empty());
   const std::vector<std::vector<std::string>> all = shardings();
   if (all.size() < 2) return;  // one device: nothing to shard over
