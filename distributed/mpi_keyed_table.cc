@@ -531,8 +531,6 @@ class RemoteKeyedTable final : public KeyedTable {
 
   Changes take_changes(const std::vector<int>& members, uint64_t last) override {
     std::lock_guard lock(take_mu_);
-    Changes out;
-    out.complete = last == generation_;
     std::vector<std::string> requests;
     for (size_t s = 0; s < owners_.size(); ++s) {
       Writer w = head(Op::kTakeChanges);
@@ -550,15 +548,10 @@ class RemoteKeyedTable final : public KeyedTable {
       c.written = r.rows();
       c.erased = r.keys();
       owner_generations_[s] = c.generation;
-      out.complete = out.complete && c.complete;
       parts.push_back(std::move(c));
     }
-    out.generation = ++generation_;
-    if (!out.complete) return out;
-    Changes merged = merge_changes(parts, members.size(), tracking());
-    out.written = std::move(merged.written);
-    out.erased = std::move(merged.erased);
-    return out;
+    const bool complete = last == generation_;
+    return join_changes(parts, complete, ++generation_, members.size(), tracking());
   }
 
   Tensor initial_rows(int member, std::span<const int64_t> keys) const override {

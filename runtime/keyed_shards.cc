@@ -63,9 +63,13 @@ KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t 
   return out;
 }
 
-KeyedTable::Changes merge_changes(std::vector<KeyedTable::Changes>& parts, size_t members,
-                                  bool tracking) {
+KeyedTable::Changes join_changes(std::vector<KeyedTable::Changes>& parts, bool complete,
+                                 uint64_t generation, size_t members, bool tracking) {
   KeyedTable::Changes out;
+  out.generation = generation;
+  out.complete = complete;
+  for (const KeyedTable::Changes& c : parts) out.complete = out.complete && c.complete;
+  if (!out.complete) return out;
   std::vector<KeyedTable::Export> written;
   for (KeyedTable::Changes& c : parts) {
     written.push_back(std::move(c.written));

@@ -29,10 +29,11 @@ KeySplit split_keys(std::span<const int64_t> keys, int64_t count);
 KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t members,
                                  bool tracking);
 
-// The shards' complete changes merged: the written keys' export (as
-// merge_exports) and the erased keys, ascending. `complete` and
-// `generation` are left to the caller.
-KeyedTable::Changes merge_changes(std::vector<KeyedTable::Changes>& parts, size_t members,
-                                  bool tracking);
+// The shards' changes of one take joined: complete when `complete` (the
+// caller's generation was the last take's) and every shard's is; then the
+// written keys' export merged (as merge_exports) and the erased keys,
+// ascending. `generation`: the take's.
+KeyedTable::Changes join_changes(std::vector<KeyedTable::Changes>& parts, bool complete,
+                                 uint64_t generation, size_t members, bool tracking);
 
 }  // namespace varstate::internal

@@ -254,20 +254,13 @@ void ShardedKeyedTable::start_marking() {
 KeyedTable::Changes ShardedKeyedTable::take_changes(const std::vector<int>& members,
                                                     uint64_t last) {
   std::lock_guard lock(take_mu_);
-  Changes out;
-  out.complete = last == generation_;
   std::vector<Changes> parts;
   for (size_t s = 0; s < shards_.size(); ++s) {
     parts.push_back(shards_[s]->take_changes(members, shard_generations_[s]));
     shard_generations_[s] = parts.back().generation;
-    out.complete = out.complete && parts.back().complete;
   }
-  out.generation = ++generation_;
-  if (!out.complete) return out;
-  Changes merged = merge_changes(parts, members.size(), tracking());
-  out.written = std::move(merged.written);
-  out.erased = std::move(merged.erased);
-  return out;
+  const bool complete = last == generation_;
+  return join_changes(parts, complete, ++generation_, members.size(), tracking());
 }
 
 }  // namespace varstate::internal
