@@ -9,7 +9,9 @@
 //              one exchange per owner; both workers' concurrent scatter_adds
 //              and inserts all land; errors (a cap with eviction off raised
 //              by the owner, a row of the wrong width, keys of the wrong
-//              dtype) keep their class and message and change nothing
+//              dtype) keep their class and message and change nothing; a
+//              request reaching an owner that has not created the table yet
+//              waits for it
 //   save DIR   2 ps + 2 workers train the sharded table; a DistributedSaver
 //              writes a full checkpoint, then a delta (a fraction of its
 //              size)
@@ -21,12 +23,14 @@
 // the exit code is non-zero when any rank failed.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distributed/cluster_collectives.h"
@@ -205,6 +209,18 @@ int dynamic_ops() {
   if (worker) {
     EXPECT(capped.size() == 3);
     EXPECT(same(capped.gather(i64({1, 2, 3})), filled({3, 2}, 1)));
+  }
+  cluster.barrier();
+
+  // A request that reaches its owner before the owner created the table
+  // waits for it (the owner is late here); then it is served.
+  if (cluster.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  DynamicVariable late =
+      dynamic("late", "/job:ps/task:0", {.dim = 1, .initializer = zeros_initializer()});
+  if (cluster.is_chief()) {
+    Session().run(variables_initializer({late.variable()}));
+    late.insert(i64({1, 2}), filled({2, 1}, 2));
+    EXPECT(late.size() == 2);
   }
   return finish(&cluster);
 }
