@@ -8,6 +8,7 @@
 #include <span>
 #include <utility>
 
+#include "distributed/mpi_storage.h"
 #include "runtime/keyed_shards.h"
 #include "runtime/row_gather.h"
 #include "training/keyed_training.h"
@@ -670,10 +671,12 @@ void KeyedService::hold(int64_t id, std::shared_ptr<Shard> shard) {
 
 void KeyedService::stop(bool free_comms) {
   stop_.store(true);
+  std::thread thread;
   {
-    std::lock_guard lock(mu_);
-    if (thread_.joinable()) thread_.join();
+    std::lock_guard lock(mu_);  // (the thread takes mu_ too: joined outside it)
+    thread = std::move(thread_);
   }
+  if (thread.joinable()) thread.join();
   if (stopped_.exchange(true)) return;
   if (!free_comms) return;
   std::lock_guard lock(context_->mu);
@@ -950,8 +953,9 @@ std::vector<std::string> KeyedService::call(const std::string& table,
       const int rc = MPI_Isend(requests[i].data(), static_cast<int>(requests[i].size() / kUnit),
                                unit_, owners[i], kRequestTag, requests_, &f.send);
       if (rc != MPI_SUCCESS) {
+        for (const Flight& sent : flights) abandon(std::move(requests[sent.i]));
         throw UnavailableError("sending a request for " + quoted(table) + " to " +
-                               task_name(owners[i]) + " failed");
+                               task_name(owners[i]) + " failed: " + mpi_error_string(rc));
       }
       flights.push_back(f);
       context_->data_bytes += requests[i].size();

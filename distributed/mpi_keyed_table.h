@@ -91,7 +91,7 @@ class KeyedService : public std::enable_shared_from_this<KeyedService> {
   MPI_Datatype unit_ = MPI_DATATYPE_NULL;  // kUnit bytes
   int tag_limit_ = 32767;
   std::atomic<int> tag_{0};
-  int64_t tables_ = 0;  // created so far (the next table's id)
+  std::atomic<int64_t> tables_{0};  // created so far (the next table's id)
 
   std::mutex mu_;  // held_, thread_
   std::unordered_map<int64_t, std::shared_ptr<Shard>> held_;

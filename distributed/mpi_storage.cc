@@ -434,10 +434,16 @@ MPI_Aint aligned(MPI_Aint bytes) {
 // cannot be abandoned. The caller holds context.mu.
 void live_barrier(MpiContext& context, const std::string& what, const MpiCheck& check) {
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(context.comm, &request), "MPI_Ibarrier before " + what);
+  {
+    std::lock_guard lock(context.mu);
+    check(MPI_Ibarrier(context.comm, &request), "MPI_Ibarrier before " + what);
+  }
   for (int polls = 1;; ++polls) {
     int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test before " + what);
+    {
+      std::lock_guard lock(context.mu);
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test before " + what);
+    }
     if (done) return;
     if (polls % 500 == 0) {
       try {
@@ -455,7 +461,10 @@ void live_barrier(MpiContext& context, const std::string& what, const MpiCheck& 
 // Every task is checked alive first (live_barrier): a task that died
 // before the creation is an error, not a hang; one dying between that
 // barrier and its MPI_Win_allocate (a window of microseconds) is left to
-// the launcher.
+// the launcher. The caller does not hold context.mu: it is taken for each
+// MPI call, so that this process's other threads (the keyed service of
+// distributed/mpi_keyed_table.h, which other tasks may need before they
+// reach the barrier) go on meanwhile.
 void allocate_window(MpiContext& context, int rank,
                      const std::vector<std::shared_ptr<RemoteStorage>>& storages,
                      const MpiCheck& check) {
@@ -467,16 +476,21 @@ void allocate_window(MpiContext& context, int rank,
   const std::string what = quoted(static_cast<const MpiStorage&>(*storages[0]).var().op_name) +
                            (storages.size() > 1 ? " and the variables created with it" : "");
   live_barrier(context, "creating " + what, check);
-  void* base = nullptr;
   MPI_Win win = MPI_WIN_NULL;
-  check(MPI_Win_allocate(size_here, 1, MPI_INFO_NULL, context.comm, &base, &win),
-        "MPI_Win_allocate for " + what);
-  context.windows.push_back(win);
-  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-  if (size_here > 0) {
-    check(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win), "MPI_Win_lock");
-    std::memset(base, 0, static_cast<size_t>(size_here));
-    check(MPI_Win_unlock(rank, win), "MPI_Win_unlock");
+  int64_t order = 0;
+  {
+    std::lock_guard lock(context.mu);
+    void* base = nullptr;
+    check(MPI_Win_allocate(size_here, 1, MPI_INFO_NULL, context.comm, &base, &win),
+          "MPI_Win_allocate for " + what);
+    context.windows.push_back(win);
+    order = static_cast<int64_t>(context.windows.size()) - 1;
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    if (size_here > 0) {
+      check(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win), "MPI_Win_lock");
+      std::memset(base, 0, static_cast<size_t>(size_here));
+      check(MPI_Win_unlock(rank, win), "MPI_Win_unlock");
+    }
   }
   // Nobody touches the window before its owners have zeroed the headers.
   live_barrier(context, "after creating " + what, check);
@@ -486,7 +500,7 @@ void allocate_window(MpiContext& context, int rank,
   for (size_t i = 0; i < storages.size(); ++i) {
     auto& m = static_cast<MpiStorage&>(*storages[i]);
     MPI_Aint& end = running[static_cast<size_t>(m.owner())];
-    m.bind(win, static_cast<int64_t>(context.windows.size()) - 1, end);
+    m.bind(win, order, end);
     end += aligned(m.footprint());
   }
 }
@@ -497,13 +511,14 @@ std::shared_ptr<RemoteStorage> create_mpi_storage(std::shared_ptr<MpiContext> co
                                                   const std::string& op_name, int owner,
                                                   DType dtype, const TensorShape& shape,
                                                   const MpiCheck& check) {
-  std::lock_guard lock(context->mu);
+  std::unique_lock lock(context->mu);
   if (!context->alive)
     throw UnavailableError("variable " + quoted(op_name) + ": the Cluster has shut down");
   auto storage = std::make_shared<MpiStorage>(context, op_name, owner, dtype, shape);
   if (context->batch_depth > 0) {
     context->pending.push_back(storage);
   } else {
+    lock.unlock();
     allocate_window(*context, rank, {storage}, check);
   }
   return storage;
@@ -515,11 +530,12 @@ void begin_mpi_batch(MpiContext& context) {
 }
 
 void end_mpi_batch(MpiContext& context, int rank, const MpiCheck& check) {
-  std::lock_guard lock(context.mu);
+  std::unique_lock lock(context.mu);
   if (context.batch_depth == 0 || --context.batch_depth > 0) return;
   std::vector<std::shared_ptr<RemoteStorage>> pending = std::move(context.pending);
   context.pending.clear();
   if (pending.empty() || !context.alive) return;
+  lock.unlock();
   allocate_window(context, rank, pending, check);
 }
 

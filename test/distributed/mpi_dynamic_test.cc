@@ -128,11 +128,24 @@ int dynamic_ops() {
   EXPECT(placed.variable().placement().find("/job:ps/task:") != std::string::npos);
   AdagradOptimizer opt(0.1);
   opt.create_slots({one.variable(), two.variable()});
+  // compat.v1 sparse Adam decays every row: each owner steps, keys or not.
+  AdamOptimizer adam(AdamOptions{.learning_rate = 0.01});
+  adam.create_slots({two.variable()});
   // This process's twins.
   DynamicVariable twin_one = dynamic("twin_one", "");
   DynamicVariable twin_two = dynamic("twin_two", "");
   AdagradOptimizer twin_opt(0.1);
   twin_opt.create_slots({twin_one.variable(), twin_two.variable()});
+  AdamOptimizer twin_adam(AdamOptions{.learning_rate = 0.01});
+  twin_adam.create_slots({twin_two.variable()});
+  // Steps of SGD (a scatter and a tick on each owner) and Adam.
+  const auto more_steps = [](DynamicVariable& a, DynamicVariable& b, Optimizer& adam_of_b) {
+    GradientDescentOptimizer sgd_of_a(0.5);
+    for (int step = 0; step < 2; ++step) {
+      sgd_of_a.apply_gradients({a.gradient(i64({5, 77, 5}), rows({1, 2, 3, 4, 5, 6, 7, 8, 9}))});
+      adam_of_b.apply_gradients({b.gradient(i64({100}), rows({0.5f, -1, 2}))});
+    }
+  };
   Session().run(
       global_variables_initializer());  // clears the remote tables: before the chief's calls
   cluster.barrier();
@@ -140,6 +153,7 @@ int dynamic_ops() {
   const Tensor fresh = twin_one.lookup(i64({555, 5}));
   if (worker) {
     for (auto* twin : {&twin_one, &twin_two}) script(*twin, twin_opt, 1);
+    more_steps(twin_one, twin_two, twin_adam);
   }
   if (cluster.is_chief()) {
     // Evaluation lookups insert nothing.
@@ -147,6 +161,7 @@ int dynamic_ops() {
     EXPECT(one.size() == 0);
     script(one, opt, 1);
     script(two, opt, 1);
+    more_steps(one, two, adam);
     EXPECT(one.size() == twin_one.size() && two.size() == twin_two.size() && two.size() == 210);
     EXPECT(same(two.gather(i64({200, 5, 100, 102})), twin_two.gather(i64({200, 5, 100, 102}))));
     EXPECT(two.erase(i64({12345})) == 0);
@@ -160,6 +175,8 @@ int dynamic_ops() {
     EXPECT(same_rows(two, twin_two));
     EXPECT(same_slot(opt, one, twin_opt, twin_one, "accumulator"));
     EXPECT(same_slot(opt, two, twin_opt, twin_two, "accumulator"));
+    EXPECT(same_slot(adam, two, twin_adam, twin_two, "m"));
+    EXPECT(same_slot(adam, two, twin_adam, twin_two, "v"));
     // A gather over keys of both owners: one exchange with each.
     const std::vector<int64_t> keys = {5, -3, 100, 101, 102, 200, int64_t{1} << 40};
     const internal::WireStats before = internal::ClusterAccess::wire_stats(cluster);
