@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <utility>
 
 #include "distributed/mpi_storage.h"
@@ -52,6 +53,8 @@ enum class Op : uint8_t {
   kTakeChanges,
   kInitialized,
   kSetInitialized,
+  kRoom,
+  kCandidates,
 };
 
 enum class Status : uint8_t {
@@ -334,6 +337,7 @@ class RemoteKeyedTable final : public KeyedTable {
   Tensor gather(int member, std::span<const int64_t> keys, bool insert,
                 const Tensor& absent_row) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    if (insert) make_room(parts, /*admit=*/true);
     std::vector<std::string> requests(owners_.size());
     for (size_t s = 0; s < owners_.size(); ++s) {
       if (parts.keys[s].empty()) continue;
@@ -365,6 +369,7 @@ class RemoteKeyedTable final : public KeyedTable {
   void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                const Tensor& updates, const std::string& who) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    make_room(parts, /*admit=*/true);
     const Tensor all = updates.to_host();
     std::vector<std::string> requests(owners_.size());
     for (size_t s = 0; s < owners_.size(); ++s) {
@@ -384,6 +389,7 @@ class RemoteKeyedTable final : public KeyedTable {
 
   void insert(std::span<const int64_t> keys, const Tensor& values) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    make_room(parts, /*admit=*/false);
     const Tensor all = values.to_host();
     std::vector<std::string> requests(owners_.size());
     for (size_t s = 0; s < owners_.size(); ++s) {
@@ -434,6 +440,7 @@ class RemoteKeyedTable final : public KeyedTable {
   void train(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
              const KeyedTrainingStep& step) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
+    make_room(parts, /*admit=*/true);
     const Tensor values = step.values.to_host();
     // Every owner counts the step, with keys or not.
     std::vector<std::string> requests;
@@ -487,18 +494,12 @@ class RemoteKeyedTable final : public KeyedTable {
                const std::vector<Tensor>& values) override {
     const std::vector<int64_t> k = keys.to_vector<int64_t>();
     const KeySplit parts = split_keys(k, static_cast<int64_t>(owners_.size()));
-    // Each owner's cap checked here first, so that no owner changes when
-    // another could not take its keys.
-    const int64_t cap = owner_cap();
-    for (size_t s = 0; s < owners_.size(); ++s) {
-      const auto n = static_cast<int64_t>(parts.keys[s].size());
-      if (cap > 0 && n > cap) {
-        throw ResourceExhaustedError(
-            quoted(name()) + ": restoring " + std::to_string(k.size()) + " keys of which " +
-            std::to_string(n) + " belong to " + service_->task_name(owners_[s]) +
-            ", whose share of max_rows " + std::to_string(policy().max_rows) + " is " +
-            std::to_string(cap) + "; nothing restored");
-      }
+    // The cap checked here first, so that no owner changes when the keys
+    // do not fit.
+    if (policy().max_rows > 0 && static_cast<int64_t>(k.size()) > policy().max_rows) {
+      throw ResourceExhaustedError(quoted(name()) + ": restoring " + std::to_string(k.size()) +
+                                   " keys into a table capped at max_rows " +
+                                   std::to_string(policy().max_rows));
     }
     std::vector<Tensor> host_values;
     for (const Tensor& v : values) host_values.push_back(v.to_host());
@@ -598,10 +599,72 @@ class RemoteKeyedTable final : public KeyedTable {
     for (const std::string& reply : every(op)) n += payload(reply).i64();
     return n;
   }
-  int64_t owner_cap() const {
+  // Before a call that may insert `parts` (admitting with `admit`): under
+  // a cap, with several owners, evicts the keys the whole table would (the
+  // least recently or frequently updated outside the call's keys, over
+  // every owner), so that every owner then has room; ResourceExhaustedError,
+  // nothing changed, when the new keys cannot fit. One exchange with every
+  // owner (its live keys, and how many of its keys this call would insert),
+  // two more when keys must go. (One owner: its own cap does all this, in
+  // the same lock as the insert.)
+  void make_room(const KeySplit& parts, bool admit) {
     const int64_t cap = policy().max_rows;
-    const auto count = static_cast<int64_t>(owners_.size());
-    return cap > 0 ? (cap + count - 1) / count : 0;
+    if (cap <= 0 || owners_.size() < 2) return;
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kRoom);
+      w.u8(admit ? 1 : 0);
+      w.keys(parts.keys[s]);
+      requests.push_back(w.take());
+    }
+    int64_t live = 0, fresh = 0;
+    for (const std::string& reply : ask(requests)) {
+      Reader r = payload(reply);
+      live += r.i64();
+      fresh += r.i64();
+    }
+    const int64_t over = live + fresh - cap;
+    if (fresh == 0 || over <= 0) return;
+    auto refuse = [&](const std::string& why) {
+      throw ResourceExhaustedError(
+          quoted(name()) + ": " + std::to_string(fresh) + " new keys do not fit under max_rows " +
+          std::to_string(cap) + " (the table holds " + std::to_string(live) + " keys over " +
+          std::to_string(owners_.size()) + " tasks; " + why + "); nothing was inserted");
+    };
+    if (policy().evict == KeyedPolicy::Evict::kNone) refuse("eviction is off");
+    requests.clear();
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Writer w = head(Op::kCandidates);
+      w.keys(parts.keys[s]);
+      w.i64(over);
+      requests.push_back(w.take());
+    }
+    std::vector<std::tuple<int64_t, int64_t, size_t>> victims;
+    const std::vector<std::string> replies = ask(requests);
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      Reader r = payload(replies[s]);
+      for (int64_t n = r.i64(); n > 0; --n) {
+        const int64_t metric = r.i64();
+        victims.emplace_back(metric, r.i64(), s);
+      }
+    }
+    if (static_cast<int64_t>(victims.size()) < over) {
+      refuse("only " + std::to_string(victims.size()) + " of them are outside this call's keys");
+    }
+    std::partial_sort(victims.begin(), victims.begin() + over, victims.end());
+    std::vector<std::vector<int64_t>> evict(owners_.size());
+    for (int64_t v = 0; v < over; ++v) {
+      const auto& [metric, key, s] = victims[static_cast<size_t>(v)];
+      evict[s].push_back(key);
+    }
+    requests.assign(owners_.size(), std::string());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (evict[s].empty()) continue;
+      Writer w = head(Op::kErase);
+      w.keys(evict[s]);
+      requests[s] = w.take();
+    }
+    ask(requests);
   }
 
   const std::shared_ptr<KeyedService> service_;
@@ -646,8 +709,6 @@ std::shared_ptr<KeyedTable> KeyedService::make_table(const std::string& name, DT
                                                      KeyedPolicy policy) {
   const int64_t id = tables_++;
   const auto count = static_cast<int64_t>(owners.size());
-  KeyedPolicy share = policy;
-  if (policy.max_rows > 0) share.max_rows = (policy.max_rows + count - 1) / count;
   std::shared_ptr<Shard> mine;
   for (size_t s = 0; s < owners.size(); ++s) {
     if (owners[s] != rank_) continue;
@@ -656,7 +717,9 @@ std::shared_ptr<KeyedTable> KeyedService::make_table(const std::string& name, DT
                                               : name + " (shard " + std::to_string(s) + " of " +
                                                     std::to_string(count) + ", on " +
                                                     task_name(owners[s]) + ")";
-    mine->table = std::make_shared<DeviceKeyedTable>(shard_name, key_dtype, host(), share);
+    // A cap holds each owner's keys under it too (RemoteKeyedTable::
+    // make_room keeps them all under it together).
+    mine->table = std::make_shared<DeviceKeyedTable>(shard_name, key_dtype, host(), policy);
     hold(id, mine);
   }
   return std::make_shared<RemoteKeyedTable>(shared_from_this(), id, name, key_dtype, policy, owners,
@@ -907,6 +970,23 @@ std::string KeyedService::handle(const std::string& request) {
         std::lock_guard lock(shard->mu);
         if (shard->initialized.size() <= member) shard->initialized.resize(member + 1, false);
         shard->initialized[member] = true;
+        break;
+      }
+      case Op::kRoom: {
+        const bool admit = in.u8() != 0;
+        const std::vector<int64_t> keys = in.keys();
+        out.i64(t.size());
+        out.i64(keys.empty() ? 0 : t.count_new(keys, admit));
+        break;
+      }
+      case Op::kCandidates: {
+        const std::vector<int64_t> keys = in.keys();
+        const auto candidates = t.eviction_candidates(keys, in.i64());
+        out.i64(static_cast<int64_t>(candidates.size()));
+        for (const auto& [metric, key] : candidates) {
+          out.i64(metric);
+          out.i64(key);
+        }
         break;
       }
       default:

@@ -24,8 +24,13 @@
 //   (yielding, then sleeping 0.1 ms between polls when idle) and answers
 //   them in arrival order. Errors raised on the owner come back with their
 //   class and message.
-// - A cap (max_rows) is split evenly over the owners: each holds at most
-//   ceil(max_rows / owners) keys and evicts its own.
+// - A cap (max_rows) holds for the owners' keys together, as for a table
+//   sharded over devices: before a call that may insert, the table asks
+//   every owner for its live keys and how many of the call's it would
+//   insert, and evicts the least recently (or frequently) updated keys over
+//   all owners first. Workers inserting at once may pass it by what they
+//   insert together, until the next such call evicts; no owner ever holds
+//   more than max_rows.
 // - Creation is collective (every task creates the same dynamic variables
 //   in the same order, numbering them alike); a request that reaches an
 //   owner before it created the table or a slot is retried for up to 60 s.

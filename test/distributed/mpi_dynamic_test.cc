@@ -2,7 +2,8 @@
 // mpi_keyed_table.h), run by CTest under mpirun (test/distributed/
 // tests.cmake). One binary, one mode per run:
 //   ops        2 ps + 2 workers: a table on one ps task, one sharded over
-//              both, one placed by replica_device_setter; the chief's gathers (training and
+//              both, one placed by replica_device_setter, one capped over
+//              both (evicting what one process's table evicts); the chief's gathers (training and
 //              evaluation), inserts, scatters, erasures and Adagrad steps equal the same calls on
 //              a table of its own process, bitwise, slots included, as seen
 //              from the other worker too; a gather spanning both owners is
@@ -120,6 +121,24 @@ int dynamic_ops() {
                                            .max_rows = 3,
                                            .eviction = DynamicVariableOptions::Eviction::kNone};
   DynamicVariable capped = dynamic("capped", "/job:ps/task:0", capped_options);
+  // A cap over both ps tasks, evicting the least recently updated keys of
+  // the whole table, as one process's table does.
+  DynamicVariableOptions lru_options = {
+      .dim = 1,
+      .initializer = zeros_initializer(),
+      .max_rows = 6,
+      .eviction = DynamicVariableOptions::Eviction::kLeastRecentlyUpdated};
+  lru_options.devices = {"/job:ps/task:0", "/job:ps/task:1"};
+  DynamicVariable lru = dynamic("lru", "", lru_options);
+  lru_options.devices = {};
+  DynamicVariable twin_lru = dynamic("twin_lru", "", lru_options);
+  const auto lru_script = [](DynamicVariable& v) {
+    GradientDescentOptimizer step(1.0);
+    v.insert(i64({1, 2, 3, 4, 5, 6}), filled({6, 1}, 1));
+    for (int64_t k : {3, 1, 5, 2}) step.apply_gradients({v.gradient(i64({k}), filled({1, 1}, 1))});
+    v.gather(i64({10, 11}));  // two new keys: the two least recently updated go
+    step.apply_gradients({v.gradient(i64({10, 12}), filled({2, 1}, 1))});
+  };
   // Placed by replica_device_setter: held by a ps task too.
   DynamicVariable placed = [] {
     DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
@@ -226,6 +245,18 @@ int dynamic_ops() {
   if (worker) {
     EXPECT(capped.size() == 3);
     EXPECT(same(capped.gather(i64({1, 2, 3})), filled({3, 2}, 1)));
+    lru_script(twin_lru);
+  }
+  if (cluster.is_chief()) {
+    lru_script(lru);
+    EXPECT(lru.size() == 6);
+    EXPECT_THROWS(ResourceExhaustedError, lru.gather(i64({20, 21, 22, 23, 24, 25, 26})), "\"lru\"",
+                  "7 new keys do not fit under max_rows 6");
+  }
+  cluster.barrier();
+  if (worker) {
+    EXPECT(same_rows(lru, twin_lru));
+    EXPECT(lru.size() == 6);
   }
   cluster.barrier();
 

@@ -941,7 +941,6 @@ Action add_demo_command(CLI::App& app) {
   return [o, ps, dynamic, admit_after, row_cap, learning_rate] {
     if (learning_rate->count() == 0) o->learning_rate = default_learning_rate(o->optimizer);
     if (*dynamic) {
-      if (*ps > 0) throw InvalidArgumentError("--dynamic and --ps: choose one");
       check_sizes(*o);
       ensure_writable_dir("--checkpoint_dir", o->checkpoint_dir);
       return demo_dynamic(
@@ -963,6 +962,7 @@ Action add_demo_command(CLI::App& app) {
            .json = o->json,
            .admit_after = *admit_after,
            .row_cap = *row_cap,
+           .ps = *ps,
            .make_optimizer = [o] { return make_optimizer(o->optimizer, o->learning_rate); }});
     }
     if (*ps > 0) {

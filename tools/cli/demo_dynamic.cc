@@ -29,6 +29,8 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "demo_data.h"
@@ -70,25 +72,30 @@ Model build_model(const DynamicDemoOptions& o) {
   const double stddev = 0.5 * std::pow(static_cast<double>(o.rank), -0.25);
   // Admission after --admit_after sightings; at most --row_cap of the ids
   // hold rows, the least recently updated evicted past it.
+  // Sharded over the chosen devices, or in a job over the ps tasks.
+  std::vector<std::string> shards = o.devices.size() > 1 ? o.devices : std::vector<std::string>{};
+  if (o.ps > 0) shards.clear();
+  for (int t = 0; o.ps > 1 && t < o.ps; ++t) shards.push_back("/job:ps/task:" + std::to_string(t));
   auto table = [&](const char* name, int64_t ids, int64_t seed) {
     const auto cap = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.row_cap * ids)));
     return get_dynamic_variable(
         name, {.dim = o.rank,
                .initializer = random_normal_initializer({.stddev = stddev, .seed = seed}),
                .default_value = Tensor(0.0f),
-               .devices = o.devices.size() > 1 ? o.devices : std::vector<std::string>{},
+               .devices = shards,
                .initial_capacity = cap,
                .admit_after = o.admit_after,
                .max_rows = cap});
   };
   std::optional<DynamicVariable> users, items;
   {
-    DeviceScope here(o.devices.front());
+    DeviceScope here(o.ps > 0 ? "/job:ps/task:0" : o.devices.front());
     auto scope = variable_scope("recommender");
     users = table("users", o.users, 1);
     items = table("items", o.items, 2);
   }
-  DeviceScope cpu("/device:CPU:0");
+  // In a job, global_step lives on a ps task too, where every task sees it.
+  DeviceScope cpu(o.ps > 0 ? "/job:ps/task:0" : "/device:CPU:0");
   Model m{*users, *items, get_or_create_global_step(), o.make_optimizer()};
   m.optimizer->create_slots({m.users.variable(), m.items.variable()});
   set_deterministic_ops(true);
@@ -139,9 +146,141 @@ double rmse(Model& m, const Ratings& r, const Tensor& ones, Device& device) {
   return r.size() ? std::sqrt(sum / static_cast<double>(r.size())) : 0.0;
 }
 
+#ifdef VARSTATE_HAVE_MPI
+// `mpirun -np N varstate demo --dynamic --ps K`: the same model as a TF1
+// between-graph replicated job. Every rank builds the same graph: the
+// tables are dynamic variables held by the K ps tasks (sharded by key over
+// them when K > 1; distributed/mpi_keyed_table.h), global_step on ps task
+// 0. The N-K workers train synchronously, data parallel: worker w takes
+// its contiguous share of each batch of the single-process demo, reads its
+// rows (training gathers: new ids get rows on their task), and once every
+// worker has read (a barrier of the workers) applies its share's gradients
+// with its optimizer; a second barrier ends the step. With sgd the step's
+// updates add up to the single-process step's (rounding aside); with an
+// optimizer that keeps per-row state (adagrad), each worker's share is a
+// step of its own, as asynchronous TF1 training applies it. A
+// DistributedSaver writes the tables every --save_every steps
+// (incrementally unless --full_checkpoints); --resume restores the latest.
+int demo_dynamic_ps(const DynamicDemoOptions& o) {
+  Cluster cluster({.ps_tasks = o.ps});
+  const int workers = cluster.num_tasks("worker");
+  if (workers < 1) {
+    cluster.shutdown();
+    throw InvalidArgumentError("--ps " + std::to_string(o.ps) + " needs at least " +
+                               std::to_string(o.ps + 1) + " ranks (mpirun -np N, N > K); got " +
+                               std::to_string(cluster.size()));
+  }
+  const bool worker = cluster.job_name() == "worker";
+  const bool chief = cluster.is_chief();
+  std::optional<Dataset> data;
+  if (worker) {
+    data = make_dataset({.users = o.users,
+                         .items = o.items,
+                         .rank = o.rank,
+                         .ratings_per_user = o.ratings_per_user,
+                         .noise = o.noise,
+                         .seed = o.seed});
+  }
+  Model m = build_model(o);  // collective: every task, the same graph
+  if (chief) Session().run(global_variables_initializer());
+  cluster.barrier();
+  if (cluster.job_name() == "ps") {
+    std::printf("[rank %d] %s: holds %s of the users' and the items' keys, serves the workers\n",
+                cluster.rank(), cluster.task_name().c_str(),
+                o.ps > 1 ? ("1/" + std::to_string(o.ps)).c_str() : "all");
+  } else {
+    std::printf("[rank %d] %s: trains its 1/%d of every batch%s\n", cluster.rank(),
+                cluster.task_name().c_str(), workers,
+                chief ? " (chief: initializes, reports)" : "");
+  }
+  std::fflush(stdout);
+  DistributedSaver saver(cluster, {.max_to_keep = static_cast<int>(o.max_to_keep)});
+  int64_t first = 0;
+  if (o.resume) {
+    if (const std::optional<std::string> latest = latest_checkpoint(o.checkpoint_dir)) {
+      if (auto state = get_checkpoint_state(o.checkpoint_dir)) {
+        saver.recover_last_checkpoints(state->all_model_checkpoint_paths);
+      }
+      saver.restore(*latest);
+      first = m.global_step.value().to_host().scalar<int64_t>();
+    }
+  }
+  Device& device = m.users.device();
+  const Tensor ones = Tensor::filled(DType::kFloat, {o.rank, 1}, Tensor(1.0f), device);
+  const Tensor l2 = Tensor(static_cast<float>(o.l2)).on(device);
+  if (chief) {
+    std::printf("%d ps tasks, %d workers; test RMSE at step %lld: %.4f (noise level %.4f)\n", o.ps,
+                workers, static_cast<long long>(first), rmse(m, data->test, ones, device), o.noise);
+  }
+  std::optional<Batches> batches;
+  if (worker) batches.emplace(data->train.size(), o.batch_size, o.seed);
+  const std::string prefix = (std::filesystem::path(o.checkpoint_dir) / "model").string();
+  std::string last_saved;
+  const auto t_train = Clock::now();
+  for (int64_t step = first; step < o.steps; ++step) {
+    if (worker) {
+      const auto [positions, count] = batches->batch(step);
+      const auto w = static_cast<size_t>(cluster.task_index());
+      const size_t begin = count * w / static_cast<size_t>(workers);
+      const size_t end = count * (w + 1) / static_cast<size_t>(workers);
+      std::optional<Forward> f;
+      std::optional<Batch> b;
+      if (end > begin) {
+        b = feed(data->train, positions + begin, end - begin, device);
+        f = forward(m, *b, ones, true);
+      }
+      cluster.barrier("worker");  // every worker has read the pre-step rows
+      if (f) {
+        const Tensor user_grads = multiply_add(f->errors, f->item_rows, f->user_rows, l2);
+        const Tensor item_grads = multiply_add(f->errors, f->user_rows, f->item_rows, l2);
+        m.optimizer->apply_gradients({m.users.gradient(b->user_keys, user_grads),
+                                      m.items.gradient(b->item_keys, item_grads)},
+                                     chief ? &m.global_step : nullptr);
+      } else if (chief) {
+        m.global_step.assign_add(Tensor(int64_t{1}));
+      }
+      cluster.barrier("worker");  // the step's updates have all landed
+    }
+    const int64_t done = step + 1;
+    if (done % o.save_every == 0 || done == o.steps) {
+      last_saved = saver.save(prefix, {.global_step = done, .incremental = !o.full_checkpoints});
+      if (chief) {
+        std::printf("step %lld/%lld  users %lld, items %lld live keys  saved %s\n",
+                    static_cast<long long>(done), static_cast<long long>(o.steps),
+                    static_cast<long long>(m.users.size()), static_cast<long long>(m.items.size()),
+                    last_saved.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+  const double seconds = seconds_since(t_train);
+  if (chief) {
+    std::printf(
+        "\n%lld steps in %.2f s: %.1f steps/s\ntest RMSE after: %.4f (train %.4f; noise level "
+        "%.4f)\nglobal_step = %lld; latest checkpoint: %s\n",
+        static_cast<long long>(o.steps - first), seconds,
+        static_cast<double>(o.steps - first) / std::max(seconds, 1e-9),
+        rmse(m, data->test, ones, device), rmse(m, data->train, ones, device), o.noise,
+        static_cast<long long>(m.global_step.value().to_host().scalar<int64_t>()),
+        last_saved.empty() ? "none (no steps run)" : last_saved.c_str());
+  }
+  cluster.barrier();
+  cluster.shutdown();
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int demo_dynamic(const DynamicDemoOptions& o) {
+  if (o.ps > 0) {
+#ifdef VARSTATE_HAVE_MPI
+    return demo_dynamic_ps(o);
+#else
+    throw UnimplementedError("demo --dynamic --ps " + std::to_string(o.ps) +
+                             ": this varstate was built without MPI (VARSTATE_MPI)");
+#endif
+  }
   const auto t_start = Clock::now();
   std::printf(
       "varstate demo --dynamic: matrix factorization of %lld users x %lld items, rank %lld, "

@@ -41,6 +41,9 @@ struct DynamicDemoOptions {
   // as a fraction of its ids (least recently updated rows evicted past it).
   int64_t admit_after = 2;
   double row_cap = 1.0;
+  // > 0: a job under mpirun (demo_dynamic.cc): the tables held by this many
+  // parameter-server tasks (the first ranks), trained by the other ranks.
+  int ps = 0;
   std::function<std::unique_ptr<Optimizer>()> make_optimizer;
 };
 
