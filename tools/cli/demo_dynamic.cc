@@ -155,10 +155,13 @@ double rmse(Model& m, const Ratings& r, const Tensor& ones, Device& device) {
 // its contiguous share of each batch of the single-process demo, reads its
 // rows (training gathers: new ids get rows on their task), and once every
 // worker has read (a barrier of the workers) applies its share's gradients
-// with its optimizer; a second barrier ends the step. With sgd the step's
-// updates add up to the single-process step's (rounding aside); with an
-// optimizer that keeps per-row state (adagrad), each worker's share is a
-// step of its own, as asynchronous TF1 training applies it. A
+// with its optimizer; a second barrier ends the step. With sgd and
+// --admit_after 1 the step's updates add up to the single-process step's
+// (rounding aside), so the test RMSE is one process's; with admission a
+// key's sightings in a step are split over the workers' calls, which admits
+// some keys a call later (and in the workers' order); with an optimizer
+// that keeps per-row state (adagrad), each worker's share is a step of its
+// own, as asynchronous TF1 training applies it. A
 // DistributedSaver writes the tables every --save_every steps
 // (incrementally unless --full_checkpoints); --resume restores the latest.
 int demo_dynamic_ps(const DynamicDemoOptions& o) {
