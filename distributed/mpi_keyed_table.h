@@ -7,9 +7,10 @@
 // key changes its index, growing it moves its rows, and admission,
 // eviction and expiry decide on the owner's counts. So the task holding a
 // shard runs it -- a DeviceKeyedTable on its CPU, the same code as in one
-// process -- and serves requests for it: every task but the owners holds a
-// RemoteKeyedTable, a KeyedTable that sends each call's keys (and rows) to
-// the owners and puts their answers back in the keys' order.
+// process -- and serves requests for it. Every task (owners included) uses
+// the variable through a RemoteKeyedTable, a KeyedTable that sends each
+// call's keys (and rows) to the owners and puts their answers back in the
+// keys' order.
 //
 // - Keys are routed to owners by kernels::device_shard (as ShardedKeyedTable
 //   routes them to devices), so a call makes one exchange per owner, every
