@@ -494,7 +494,8 @@ void run_training(Cluster& cluster, const std::string& out, const std::string& m
 // (np 3): gather and scatter_add of 4,096 distinct keys a call against the
 // same calls on a [ROWS, 64] partitioned variable in 2 parts on the same
 // tasks with the pre-remapped ids (one-sided RMA), in the same run; sparse
-// Adagrad steps on the dynamic table; inserting the keys, 65,536 a call.
+// Adagrad steps on the dynamic table; inserting the keys, 65,536 a call,
+// into a table reserved for them (initial_capacity).
 //   mpirun -np 3 bench_mpi dynamic OUT.json [MACHINE] [ROWS]
 
 std::string load_average();  // below
@@ -509,7 +510,8 @@ void run_dynamic(Cluster& cluster, const std::string& out, const std::string& ma
   DynamicVariable dyn =
       get_dynamic_variable("dyn", {.dim = kSparseWidth,
                                    .initializer = zeros_initializer(),
-                                   .devices = {"/job:ps/task:0", "/job:ps/task:1"}});
+                                   .devices = {"/job:ps/task:0", "/job:ps/task:1"},
+                                   .initial_capacity = rows});
   PartitionedVariable dense = [&] {
     DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
     return get_variable("dense", {.shape = {rows, kSparseWidth},

@@ -11,7 +11,6 @@
 
 #include "distributed/mpi_storage.h"
 #include "runtime/keyed_shards.h"
-#include "runtime/row_gather.h"
 #include "training/keyed_training.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -57,10 +56,13 @@ enum class Op : uint8_t {
   kCandidates,
 };
 
+// kNeedsRoom: a capped table's owner did nothing, the call would insert
+// keys there (RemoteKeyedTable::ask_inserting makes room, then asks again).
 enum class Status : uint8_t {
   kOk = 0,
   kError = 1,
-  kNotReady = 2
+  kNotReady = 2,
+  kNeedsRoom = 3,
 };
 
 Device& host() { return DeviceManager::instance().cpu(); }
@@ -112,10 +114,24 @@ class Writer {
       return;
     }
     const Tensor h = t.to_host();
-    i32(static_cast<int32_t>(h.dtype()));
-    i32(static_cast<int32_t>(h.shape().rank()));
-    for (int d = 0; d < h.shape().rank(); ++d) i64(h.shape().dim(d));
+    shape_of(h.dtype(), h.shape());
     put(h.raw_data(), h.nbytes());
+  }
+  // The rows `positions` of host tensor `all` (axis 0), as tensor() writes
+  // gather_rows(all, positions), without that copy. `all` whole when
+  // `whole` (the positions are every row, in order).
+  void rows_of(const Tensor& all, const std::vector<int64_t>& positions, bool whole) {
+    if (whole) return tensor(all);
+    const auto n = static_cast<int64_t>(positions.size());
+    shape_of(all.dtype(), TensorShape({n}).concatenate(all.shape().tail(1)));
+    const int64_t rows = all.shape().dim(0);
+    const size_t row = rows == 0 ? 0 : all.nbytes() / static_cast<size_t>(rows);
+    const auto* src = static_cast<const char*>(all.raw_data());
+    const size_t at = buf_.size();
+    buf_.resize(at + row * positions.size());
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::memcpy(buf_.data() + at + i * row, src + static_cast<size_t>(positions[i]) * row, row);
+    }
   }
   void rows(const KeyedTable::Export& e) {
     tensor(e.keys);
@@ -133,6 +149,14 @@ class Writer {
   }
 
  private:
+  void shape_of(DType dtype, const TensorShape& shape) {
+    i32(static_cast<int32_t>(dtype));
+    i32(static_cast<int32_t>(shape.rank()));
+    for (int d = 0; d < shape.rank(); ++d) i64(shape.dim(d));
+    // The elements follow: room for them at once.
+    buf_.reserve(buf_.size() + static_cast<size_t>(shape.num_elements()) * dtype_size(dtype) +
+                 kUnit);
+  }
   void put(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
   std::string buf_;
 };
@@ -337,18 +361,16 @@ class RemoteKeyedTable final : public KeyedTable {
   Tensor gather(int member, std::span<const int64_t> keys, bool insert,
                 const Tensor& absent_row) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
-    if (insert) make_room(parts, /*admit=*/true);
-    std::vector<std::string> requests(owners_.size());
-    for (size_t s = 0; s < owners_.size(); ++s) {
-      if (parts.keys[s].empty()) continue;
-      Writer w = head(Op::kGather);
-      w.i32(member);
-      w.u8(insert ? 1 : 0);
-      w.keys(parts.keys[s]);
-      w.tensor(absent_row);
-      requests[s] = w.take();
-    }
-    const std::vector<std::string> replies = ask(requests);
+    const std::vector<std::string> replies =
+        ask_inserting(parts, /*admit=*/true, /*every_owner=*/false, [&](size_t s, bool room) {
+          Writer w = head(Op::kGather);
+          w.u8(room || !insert ? 1 : 0);
+          w.i32(member);
+          w.u8(insert ? 1 : 0);
+          w.keys(parts.keys[s]);
+          w.tensor(absent_row);
+          return w.take();
+        });
     const TensorShape shape =
         TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member));
     Tensor out(dtype(member), shape, host());
@@ -369,37 +391,29 @@ class RemoteKeyedTable final : public KeyedTable {
   void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                const Tensor& updates, const std::string& who) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
-    make_room(parts, /*admit=*/true);
     const Tensor all = updates.to_host();
-    std::vector<std::string> requests(owners_.size());
-    for (size_t s = 0; s < owners_.size(); ++s) {
-      if (parts.keys[s].empty()) continue;
+    ask_inserting(parts, /*admit=*/true, /*every_owner=*/false, [&](size_t s, bool room) {
       Writer w = head(Op::kScatter);
+      w.u8(room ? 1 : 0);
       w.i32(static_cast<int32_t>(op));
       w.i32(member);
       w.str(who);
       w.keys(parts.keys[s]);
-      w.tensor(all.rank() == 0 || parts.keys[s].size() == keys.size()
-                   ? all
-                   : gather_rows(all, parts.positions[s]));
-      requests[s] = w.take();
-    }
-    ask(requests);
+      w.rows_of(all, parts.positions[s], all.rank() == 0 || parts.keys[s].size() == keys.size());
+      return w.take();
+    });
   }
 
   void insert(std::span<const int64_t> keys, const Tensor& values) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
-    make_room(parts, /*admit=*/false);
     const Tensor all = values.to_host();
-    std::vector<std::string> requests(owners_.size());
-    for (size_t s = 0; s < owners_.size(); ++s) {
-      if (parts.keys[s].empty()) continue;
+    ask_inserting(parts, /*admit=*/false, /*every_owner=*/false, [&](size_t s, bool room) {
       Writer w = head(Op::kInsert);
+      w.u8(room ? 1 : 0);
       w.keys(parts.keys[s]);
-      w.tensor(parts.keys[s].size() == keys.size() ? all : gather_rows(all, parts.positions[s]));
-      requests[s] = w.take();
-    }
-    ask(requests);
+      w.rows_of(all, parts.positions[s], parts.keys[s].size() == keys.size());
+      return w.take();
+    });
   }
 
   int64_t erase(std::span<const int64_t> keys) override {
@@ -440,12 +454,11 @@ class RemoteKeyedTable final : public KeyedTable {
   void train(const std::vector<int>& members, std::span<const int64_t> keys, bool all_rows,
              const KeyedTrainingStep& step) override {
     const KeySplit parts = split_keys(keys, static_cast<int64_t>(owners_.size()));
-    make_room(parts, /*admit=*/true);
     const Tensor values = step.values.to_host();
     // Every owner counts the step, with keys or not.
-    std::vector<std::string> requests;
-    for (size_t s = 0; s < owners_.size(); ++s) {
+    ask_inserting(parts, /*admit=*/true, /*every_owner=*/true, [&](size_t s, bool room) {
       Writer w = head(Op::kTrain);
+      w.u8(room ? 1 : 0);
       w.members(members);
       w.u8(all_rows ? 1 : 0);
       w.i32(static_cast<int32_t>(step.op));
@@ -453,11 +466,9 @@ class RemoteKeyedTable final : public KeyedTable {
       w.u8(step.deterministic ? 1 : 0);
       w.str(step.who);
       w.keys(parts.keys[s]);
-      w.tensor(parts.keys[s].size() == keys.size() ? values
-                                                   : gather_rows(values, parts.positions[s]));
-      requests.push_back(w.take());
-    }
-    ask(requests);
+      w.rows_of(values, parts.positions[s], parts.keys[s].size() == keys.size());
+      return w.take();
+    });
   }
 
   Export export_rows(const std::vector<int>& members) const override {
@@ -483,8 +494,8 @@ class RemoteKeyedTable final : public KeyedTable {
       if (parts.keys[s].empty()) continue;
       Writer w = head(Op::kSetHistory);
       w.tensor(Tensor::from_vector(parts.keys[s]));
-      w.tensor(gather_rows(v, parts.positions[s]));
-      w.tensor(gather_rows(c, parts.positions[s]));
+      w.rows_of(v, parts.positions[s], false);
+      w.rows_of(c, parts.positions[s], false);
       requests[s] = w.take();
     }
     ask(requests);
@@ -508,7 +519,7 @@ class RemoteKeyedTable final : public KeyedTable {
       Writer w = head(Op::kReplace);
       w.tensor(Tensor::from_vector(parts.keys[s]));
       w.members(members);
-      for (const Tensor& v : host_values) w.tensor(gather_rows(v, parts.positions[s]));
+      for (const Tensor& v : host_values) w.rows_of(v, parts.positions[s], false);
       requests.push_back(w.take());
     }
     ask(requests);
@@ -523,7 +534,7 @@ class RemoteKeyedTable final : public KeyedTable {
       Writer w = head(Op::kWritePresent);
       w.i32(member);
       w.keys(parts.keys[s]);
-      w.tensor(gather_rows(all, parts.positions[s]));
+      w.rows_of(all, parts.positions[s], false);
       requests[s] = w.take();
     }
     ask(requests);
@@ -599,6 +610,38 @@ class RemoteKeyedTable final : public KeyedTable {
     for (const std::string& reply : every(op)) n += payload(reply).i64();
     return n;
   }
+  // A call that may insert keys: `make(s, room)` builds owner s's request
+  // (for the owners with keys, or every owner). Under a cap, with several
+  // owners, the requests first go out without room made: an owner with
+  // nothing to insert does its part at once (one exchange, the common case
+  // once the keys are known), one that would insert answers kNeedsRoom and
+  // does nothing; then make_room() evicts over all owners and those are
+  // asked again. The answers, by owner.
+  std::vector<std::string> ask_inserting(const KeySplit& parts, bool admit, bool every_owner,
+                                         const std::function<std::string(size_t, bool)>& make) {
+    const bool capped = policy().max_rows > 0 && owners_.size() > 1;
+    std::vector<std::string> requests(owners_.size());
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (every_owner || !parts.keys[s].empty()) requests[s] = make(s, !capped);
+    }
+    std::vector<std::string> replies = ask(requests);
+    if (!capped) return replies;
+    std::vector<std::string> again(owners_.size());
+    bool refused = false;
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (replies[s].empty() || status_of(replies[s]) != Status::kNeedsRoom) continue;
+      again[s] = make(s, true);
+      refused = true;
+    }
+    if (!refused) return replies;
+    make_room(parts, admit);
+    std::vector<std::string> more = ask(again);
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (!again[s].empty()) replies[s] = std::move(more[s]);
+    }
+    return replies;
+  }
+
   // Before a call that may insert `parts` (admitting with `admit`): under
   // a cap, with several owners, evicts the keys the whole table would (the
   // least recently or frequently updated outside the call's keys, over
@@ -837,6 +880,15 @@ std::string KeyedService::handle(const std::string& request) {
       return false;
     };
     auto lacks_one = [&](int member) { return lacks({member}); };
+    // A call sent before room was made (capped, several owners) that would
+    // insert keys here: refused, nothing done.
+    const auto would_insert = [](const DeviceKeyedTable& table, const std::vector<int64_t>& keys,
+                                 bool admit) {
+      return !keys.empty() && table.count_new(keys, admit) > 0;
+    };
+    const auto needs_room = [] {
+      return status_reply(Status::kNeedsRoom, ErrorCode::kResourceExhausted, "");
+    };
     const auto lacking = [&] { return not_ready("it has not created that slot of the table yet"); };
     DeviceKeyedTable& t = *shard->table;
     Writer out;
@@ -867,26 +919,32 @@ std::string KeyedService::handle(const std::string& request) {
         break;
       }
       case Op::kGather: {
+        const bool room = in.u8() != 0;
         const int member = in.i32();
         const bool insert = in.u8() != 0;
         const std::vector<int64_t> keys = in.keys();
         const Tensor absent_row = in.tensor();
         if (lacks_one(member)) return lacking();
+        if (!room && would_insert(t, keys, true)) return needs_room();
         out.tensor(t.gather(member, keys, insert, absent_row));
         break;
       }
       case Op::kScatter: {
+        const bool room = in.u8() != 0;
         const auto scatter_op = static_cast<kernels::ScatterOp>(in.i32());
         const int member = in.i32();
         const std::string who = in.str();
         const std::vector<int64_t> keys = in.keys();
         const Tensor updates = in.tensor();
         if (lacks_one(member)) return lacking();
+        if (!room && would_insert(t, keys, true)) return needs_room();
         t.scatter(scatter_op, member, keys, updates, who);
         break;
       }
       case Op::kInsert: {
+        const bool room = in.u8() != 0;
         const std::vector<int64_t> keys = in.keys();
+        if (!room && would_insert(t, keys, false)) return needs_room();
         t.insert(keys, in.tensor());
         break;
       }
@@ -903,6 +961,7 @@ std::string KeyedService::handle(const std::string& request) {
         break;
       }
       case Op::kTrain: {
+        const bool room = in.u8() != 0;
         const std::vector<int> members = in.members();
         const bool all_rows = in.u8() != 0;
         KeyedTrainingStep step;
@@ -913,6 +972,7 @@ std::string KeyedService::handle(const std::string& request) {
         const std::vector<int64_t> keys = in.keys();
         step.values = in.tensor();
         if (lacks(members)) return lacking();
+        if (!room && would_insert(t, keys, true)) return needs_room();
         train_keyed_rows(t, members, keys, all_rows, step);
         break;
       }
