@@ -666,15 +666,8 @@ class RemoteKeyedTable final : public KeyedTable {
       live += r.i64();
       fresh += r.i64();
     }
-    const int64_t over = live + fresh - cap;
-    if (fresh == 0 || over <= 0) return;
-    auto refuse = [&](const std::string& why) {
-      throw ResourceExhaustedError(
-          quoted(name()) + ": " + std::to_string(fresh) + " new keys do not fit under max_rows " +
-          std::to_string(cap) + " (the table holds " + std::to_string(live) + " keys over " +
-          std::to_string(owners_.size()) + " tasks; " + why + "); nothing was inserted");
-    };
-    if (policy().evict == KeyedPolicy::Evict::kNone) refuse("eviction is off");
+    const int64_t over = keys_over_cap(name(), policy(), live, fresh, owners_.size(), "tasks");
+    if (over <= 0) return;
     requests.clear();
     for (size_t s = 0; s < owners_.size(); ++s) {
       Writer w = head(Op::kCandidates);
@@ -682,24 +675,17 @@ class RemoteKeyedTable final : public KeyedTable {
       w.i64(over);
       requests.push_back(w.take());
     }
-    std::vector<std::tuple<int64_t, int64_t, size_t>> victims;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> candidates(owners_.size());
     const std::vector<std::string> replies = ask(requests);
     for (size_t s = 0; s < owners_.size(); ++s) {
       Reader r = payload(replies[s]);
       for (int64_t n = r.i64(); n > 0; --n) {
         const int64_t metric = r.i64();
-        victims.emplace_back(metric, r.i64(), s);
+        candidates[s].emplace_back(metric, r.i64());
       }
     }
-    if (static_cast<int64_t>(victims.size()) < over) {
-      refuse("only " + std::to_string(victims.size()) + " of them are outside this call's keys");
-    }
-    std::partial_sort(victims.begin(), victims.begin() + over, victims.end());
-    std::vector<std::vector<int64_t>> evict(owners_.size());
-    for (int64_t v = 0; v < over; ++v) {
-      const auto& [metric, key, s] = victims[static_cast<size_t>(v)];
-      evict[s].push_back(key);
-    }
+    const std::vector<std::vector<int64_t>> evict =
+        pick_victims(name(), policy(), live, fresh, "tasks", candidates, over);
     requests.assign(owners_.size(), std::string());
     for (size_t s = 0; s < owners_.size(); ++s) {
       if (evict[s].empty()) continue;

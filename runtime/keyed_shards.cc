@@ -7,6 +7,7 @@
 
 #include "kernels/key_hash.h"
 #include "varstate/device_manager.h"
+#include "varstate/error.h"
 
 namespace varstate::internal {
 
@@ -78,6 +79,51 @@ KeyedTable::Changes join_changes(std::vector<KeyedTable::Changes>& parts, bool c
   out.written = merge_exports(written, members, tracking);
   std::sort(out.erased.begin(), out.erased.end());
   return out;
+}
+
+namespace {
+
+[[noreturn]] void refuse_room(const std::string& table, const KeyedPolicy& policy, int64_t live,
+                              int64_t fresh, size_t shards, const char* kind,
+                              const std::string& why) {
+  throw ResourceExhaustedError(
+      quoted(table) + ": " + std::to_string(fresh) + " new keys do not fit under max_rows " +
+      std::to_string(policy.max_rows) + " (the table holds " + std::to_string(live) +
+      " keys over " + std::to_string(shards) + " " + kind + "; " + why + "); nothing was inserted");
+}
+
+}  // namespace
+
+int64_t keys_over_cap(const std::string& table, const KeyedPolicy& policy, int64_t live,
+                      int64_t fresh, size_t shards, const char* kind) {
+  const int64_t over = live + fresh - policy.max_rows;
+  if (fresh == 0 || over <= 0) return 0;
+  if (policy.evict == KeyedPolicy::Evict::kNone) {
+    refuse_room(table, policy, live, fresh, shards, kind, "eviction is off");
+  }
+  return over;
+}
+
+std::vector<std::vector<int64_t>> pick_victims(
+    const std::string& table, const KeyedPolicy& policy, int64_t live, int64_t fresh,
+    const char* kind, const std::vector<std::vector<std::pair<int64_t, int64_t>>>& candidates,
+    int64_t over) {
+  // Each shard's best, then the best of those.
+  std::vector<std::tuple<int64_t, int64_t, size_t>> victims;
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    for (const auto& [metric, key] : candidates[s]) victims.emplace_back(metric, key, s);
+  }
+  if (static_cast<int64_t>(victims.size()) < over) {
+    refuse_room(table, policy, live, fresh, candidates.size(), kind,
+                "only " + std::to_string(victims.size()) + " of them are outside this call's keys");
+  }
+  std::partial_sort(victims.begin(), victims.begin() + over, victims.end());
+  std::vector<std::vector<int64_t>> evict(candidates.size());
+  for (int64_t v = 0; v < over; ++v) {
+    const auto& [metric, key, s] = victims[static_cast<size_t>(v)];
+    evict[s].push_back(key);
+  }
+  return evict;
 }
 
 }  // namespace varstate::internal

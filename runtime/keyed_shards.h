@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/keyed_table.h"
@@ -35,5 +37,21 @@ KeyedTable::Export merge_exports(std::vector<KeyedTable::Export>& parts, size_t 
 // ascending. `generation`: the take's.
 KeyedTable::Changes join_changes(std::vector<KeyedTable::Changes>& parts, bool complete,
                                  uint64_t generation, size_t members, bool tracking);
+
+// A cap over several shards: a table of `shards` shards (`kind`: "shards",
+// "tasks") holding `live` keys, `fresh` of a call's keys new. The number of
+// keys to evict before the call (<= 0: none); ResourceExhaustedError
+// naming `table`, the cap and the counts, nothing changed, when the keys
+// do not fit because the policy does not evict.
+int64_t keys_over_cap(const std::string& table, const KeyedPolicy& policy, int64_t live,
+                      int64_t fresh, size_t shards, const char* kind);
+// The `over` keys to evict among the shards' candidates ((metric, key)
+// per shard, as DeviceKeyedTable::eviction_candidates gives them): the
+// least recently (or frequently) updated, ties by the smaller key, by
+// shard. ResourceExhaustedError (as keys_over_cap's) when there are fewer.
+std::vector<std::vector<int64_t>> pick_victims(
+    const std::string& table, const KeyedPolicy& policy, int64_t live, int64_t fresh,
+    const char* kind, const std::vector<std::vector<std::pair<int64_t, int64_t>>>& candidates,
+    int64_t over);
 
 }  // namespace varstate::internal

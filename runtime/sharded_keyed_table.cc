@@ -50,32 +50,14 @@ void ShardedKeyedTable::make_room(const KeySplit& parts, bool admit) {
     if (!parts.keys[s].empty()) fresh += shards_[s]->count_new(parts.keys[s], admit);
   }
   const int64_t live = size();
-  const int64_t over = live + fresh - cap;
-  if (fresh == 0 || over <= 0) return;
-  auto refuse = [&](const std::string& why) {
-    throw ResourceExhaustedError(
-        quoted(name()) + ": " + std::to_string(fresh) + " new keys do not fit under max_rows " +
-        std::to_string(cap) + " (the table holds " + std::to_string(live) + " keys over " +
-        std::to_string(shards_.size()) + " shards; " + why + "); nothing was inserted");
-  };
-  if (policy().evict == KeyedPolicy::Evict::kNone) refuse("eviction is off");
-  // The `over` keys the table evicts: each shard's best, then the best of
-  // those.
-  std::vector<std::tuple<int64_t, int64_t, size_t>> victims;
+  const int64_t over = keys_over_cap(name(), policy(), live, fresh, shards_.size(), "shards");
+  if (over <= 0) return;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> candidates;
   for (size_t s = 0; s < shards_.size(); ++s) {
-    for (const auto& [metric, key] : shards_[s]->eviction_candidates(parts.keys[s], over)) {
-      victims.emplace_back(metric, key, s);
-    }
+    candidates.push_back(shards_[s]->eviction_candidates(parts.keys[s], over));
   }
-  if (static_cast<int64_t>(victims.size()) < over) {
-    refuse("only " + std::to_string(victims.size()) + " of them are outside this call's keys");
-  }
-  std::partial_sort(victims.begin(), victims.begin() + over, victims.end());
-  std::vector<std::vector<int64_t>> evict(shards_.size());
-  for (int64_t v = 0; v < over; ++v) {
-    const auto& [metric, key, s] = victims[static_cast<size_t>(v)];
-    evict[s].push_back(key);
-  }
+  const std::vector<std::vector<int64_t>> evict =
+      pick_victims(name(), policy(), live, fresh, "shards", candidates, over);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (!evict[s].empty()) shards_[s]->erase(evict[s]);
   }

@@ -766,12 +766,7 @@ int run_demo(const DemoOptions& o, const std::vector<std::string>& devices, int6
       static_cast<long long>(o.rank), o.noise);
 
   auto t0 = Clock::now();
-  const Dataset data = make_dataset({.users = o.users,
-                                     .items = o.items,
-                                     .rank = o.rank,
-                                     .ratings_per_user = o.ratings_per_user,
-                                     .noise = o.noise,
-                                     .seed = o.seed});
+  const Dataset data = dataset_of(o);
   time.data = seconds_since(t0);
   std::printf("ratings: %zu train, %zu test (%.1f s to generate; ratings' stddev %.3f)\n",
               data.train.size(), data.test.size(), time.data, data.signal_stddev);

@@ -57,6 +57,16 @@ struct DatasetOptions {
 // Ratings of users x items factors of the given rank plus noise: every user
 // rates ratings_per_user random items, one rating in ten is held out as test.
 Dataset make_dataset(const DatasetOptions& o);
+// The same from a demo's flags (any struct with these fields).
+template <typename Flags>
+Dataset dataset_of(const Flags& o) {
+  return make_dataset({.users = o.users,
+                       .items = o.items,
+                       .rank = o.rank,
+                       .ratings_per_user = o.ratings_per_user,
+                       .noise = o.noise,
+                       .seed = o.seed});
+}
 
 // The training order: epoch e visits the training ratings in a permutation
 // seeded by (seed, e); step s takes batch s % steps_per_epoch of epoch

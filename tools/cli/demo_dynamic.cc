@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "demo_data.h"
+#include "demo_ps.h"
 
 namespace varstate::cli {
 namespace {
@@ -167,22 +168,12 @@ double rmse(Model& m, const Ratings& r, const Tensor& ones, Device& device) {
 int demo_dynamic_ps(const DynamicDemoOptions& o) {
   Cluster cluster({.ps_tasks = o.ps});
   const int workers = cluster.num_tasks("worker");
-  if (workers < 1) {
-    cluster.shutdown();
-    throw InvalidArgumentError("--ps " + std::to_string(o.ps) + " needs at least " +
-                               std::to_string(o.ps + 1) + " ranks (mpirun -np N, N > K); got " +
-                               std::to_string(cluster.size()));
-  }
+  require_workers(workers, o.ps, cluster.size());
   const bool worker = cluster.job_name() == "worker";
   const bool chief = cluster.is_chief();
   std::optional<Dataset> data;
   if (worker) {
-    data = make_dataset({.users = o.users,
-                         .items = o.items,
-                         .rank = o.rank,
-                         .ratings_per_user = o.ratings_per_user,
-                         .noise = o.noise,
-                         .seed = o.seed});
+    data = dataset_of(o);
   }
   Model m = build_model(o);  // collective: every task, the same graph
   if (chief) Session().run(global_variables_initializer());
@@ -291,12 +282,7 @@ int demo_dynamic(const DynamicDemoOptions& o) {
       "%.3g of the ids\n",
       static_cast<long long>(o.users), static_cast<long long>(o.items),
       static_cast<long long>(o.rank), static_cast<long long>(o.admit_after), o.row_cap);
-  const Dataset data = make_dataset({.users = o.users,
-                                     .items = o.items,
-                                     .rank = o.rank,
-                                     .ratings_per_user = o.ratings_per_user,
-                                     .noise = o.noise,
-                                     .seed = o.seed});
+  const Dataset data = dataset_of(o);
   std::printf("ratings: %zu train, %zu test\n", data.train.size(), data.test.size());
   Model m = build_model(o);
   Device& device = m.users.device();

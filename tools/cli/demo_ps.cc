@@ -381,20 +381,11 @@ void train(const PsDemoOptions& o, Cluster& cluster, PsModel& m, DistributedSave
 }
 
 int run_job(const PsDemoOptions& o, Cluster& cluster) {
-  if (cluster.num_tasks("worker") < 1) {
-    throw InvalidArgumentError("--ps " + std::to_string(o.ps) + " needs at least " +
-                               std::to_string(o.ps + 1) + " ranks (mpirun -np N, N > K); got " +
-                               std::to_string(cluster.size()));
-  }
+  require_workers(cluster.num_tasks("worker"), o.ps, cluster.size());
   const bool worker = cluster.job_name() == "worker";
   std::optional<Dataset> data;
   if (worker) {
-    data = make_dataset({.users = o.users,
-                         .items = o.items,
-                         .rank = o.rank,
-                         .ratings_per_user = o.ratings_per_user,
-                         .noise = o.noise,
-                         .seed = o.seed});
+    data = dataset_of(o);
   }
   const int64_t shards = o.shards > 0 ? o.shards : 2 * static_cast<int64_t>(o.ps);
   PsModel m = build_ps_model(o, shards, cluster.num_tasks("worker"));
@@ -444,5 +435,12 @@ int demo_ps(const PsDemoOptions& o) {
 }
 
 #endif
+
+void require_workers(int workers, int ps, int ranks) {
+  if (workers >= 1) return;
+  throw InvalidArgumentError("--ps " + std::to_string(ps) + " needs at least " +
+                             std::to_string(ps + 1) + " ranks (mpirun -np N, N > K); got " +
+                             std::to_string(ranks));
+}
 
 }  // namespace varstate::cli

@@ -40,6 +40,10 @@ struct PsDemoOptions {
   std::function<std::unique_ptr<Optimizer>()> make_optimizer;
 };
 
+// The check of a job's size every --ps demo makes: InvalidArgumentError
+// unless some of the `ranks` ranks are workers (`workers` > 0).
+void require_workers(int workers, int ps, int ranks);
+
 // Runs this rank's task of the job; the exit code. Every rank of the job
 // calls it with the same options. UnimplementedError when varstate was
 // built without MPI.
