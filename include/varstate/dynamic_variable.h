@@ -77,7 +77,11 @@ struct DynamicVariableOptions {
   // variable's device(). Checkpoints hold one table whatever the sharding
   // (restore into any number of shards). A cap (max_rows) holds for the
   // shards' keys together; a shard needing room evicts its own keys.
-  // Empty: one table on the device the device scope picks.
+  // In a Cluster (varstate/cluster.h) they may name tasks instead
+  // ("/job:ps/task:0", "/job:ps/task:1"): each task holds its shard and
+  // serves it, rows return to the caller's CPU (docs/dynamic-variables.md).
+  // Empty: one table on the device the device scope picks (or, in a
+  // Cluster, on the task it names).
   std::vector<std::string> devices = {};
   // Rows (and index entries) reserved at creation, so that the table does
   // not grow until it holds that many keys; it grows past them by half
