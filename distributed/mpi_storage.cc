@@ -130,9 +130,21 @@ class MpiStorage final : public internal::RemoteStorage {
     std::lock_guard lock(shared_->mu);
     alive();
     Epoch e(*shared_, var_.win, MPI_LOCK_EXCLUSIVE, owner_, check_);
+    // Into this task's own segment (a ps task restoring its parts): copied
+    // in place within the exclusive epoch, not put through the transport,
+    // which over shared memory copies each byte twice.
+    char* local = owner_ == shared_->my_rank ? local_segment() : nullptr;
     for (const RowBytes& run : runs) {
-      put_bytes(run.row * row_width_ * esize_, run.data, static_cast<int64_t>(run.bytes));
+      const int64_t offset = run.row * row_width_ * esize_;
+      if (local != nullptr) {
+        std::memcpy(local + var_.data() + offset, run.data, run.bytes);
+        shared_->data_bytes.fetch_add(static_cast<uint64_t>(run.bytes));
+      } else {
+        put_bytes(offset, run.data, static_cast<int64_t>(run.bytes));
+      }
     }
+    // The stores made visible to the window's later accesses.
+    if (local != nullptr) check(MPI_Win_sync(var_.win), "MPI_Win_sync");
     e.flush();
     mark(e, /*initialize=*/true);
     e.close();
@@ -382,6 +394,18 @@ class MpiStorage final : public internal::RemoteStorage {
   }
   void put_all(const void* in) { put_bytes(0, in, elements_ * esize_); }
   // Bytes [offset, offset + n) of the value from `in`.
+  // The start of this task's segment of the window (it owns it), or null
+  // when MPI does not say (or its memory model is not unified, where local
+  // stores need not be seen by RMA).
+  char* local_segment() const {
+    void* base = nullptr;
+    int* model = nullptr;
+    int found = 0;
+    MPI_Win_get_attr(var_.win, MPI_WIN_MODEL, &model, &found);
+    if (!found || model == nullptr || *model != MPI_WIN_UNIFIED) return nullptr;
+    MPI_Win_get_attr(var_.win, MPI_WIN_BASE, &base, &found);
+    return found ? static_cast<char*>(base) : nullptr;
+  }
   void put_bytes(int64_t offset, const void* in, int64_t n) {
     shared_->data_bytes.fetch_add(static_cast<uint64_t>(n));
     // Byte counts are ints: at most 1 GiB per call.
