@@ -3,7 +3,8 @@
 // tests.cmake). One binary, one mode per run:
 //   ops        2 ps + 2 workers: a table on one ps task, one sharded over
 //              both, one placed by replica_device_setter, one capped over
-//              both (evicting what one process's table evicts); the chief's gathers (training and
+//              both (evicting what one process's table evicts), one
+//              expiring over both (expiring what it expires); the chief's gathers (training and
 //              evaluation), inserts, scatters, erasures and Adagrad steps equal the same calls on
 //              a table of its own process, bitwise, slots included, as seen
 //              from the other worker too; a gather spanning both owners is
@@ -132,6 +133,23 @@ int dynamic_ops() {
   DynamicVariable lru = dynamic("lru", "", lru_options);
   lru_options.devices = {};
   DynamicVariable twin_lru = dynamic("twin_lru", "", lru_options);
+  // Expiry over both ps tasks: every owner counts every step, so the keys
+  // expired are one process's.
+  DynamicVariableOptions expiring_options = {
+      .dim = 1, .initializer = zeros_initializer(), .expire_after = 2};
+  expiring_options.devices = {"/job:ps/task:0", "/job:ps/task:1"};
+  DynamicVariable expiring = dynamic("expiring", "", expiring_options);
+  expiring_options.devices = {};
+  DynamicVariable twin_expiring = dynamic("twin_expiring", "", expiring_options);
+  const auto expiry_script = [](DynamicVariable& v) {
+    GradientDescentOptimizer step(1.0);
+    v.insert(i64({1, 2, 3, 4, 5, 6, 7, 8}), filled({8, 1}, 1));
+    for (const std::vector<int64_t>& keys : {std::vector<int64_t>{1, 2}, {3}, {1, 5}}) {
+      step.apply_gradients(
+          {v.gradient(i64(keys), filled({static_cast<int64_t>(keys.size()), 1}, 1))});
+    }
+    return v.expire();
+  };
   const auto lru_script = [](DynamicVariable& v) {
     GradientDescentOptimizer step(1.0);
     v.insert(i64({1, 2, 3, 4, 5, 6}), filled({6, 1}, 1));
@@ -242,12 +260,16 @@ int dynamic_ops() {
     EXPECT(same_rows(two, two));  // still served
   }
   cluster.barrier();
+  int64_t twin_expired = 0;
   if (worker) {
     EXPECT(capped.size() == 3);
     EXPECT(same(capped.gather(i64({1, 2, 3})), filled({3, 2}, 1)));
     lru_script(twin_lru);
+    twin_expired = expiry_script(twin_expiring);
   }
   if (cluster.is_chief()) {
+    EXPECT(expiry_script(expiring) == twin_expired);
+    EXPECT(twin_expired > 0 && expiring.size() == twin_expiring.size());
     lru_script(lru);
     EXPECT(lru.size() == 6);
     EXPECT_THROWS(ResourceExhaustedError, lru.gather(i64({20, 21, 22, 23, 24, 25, 26})), "\"lru\"",
@@ -255,6 +277,7 @@ int dynamic_ops() {
   }
   cluster.barrier();
   if (worker) {
+    EXPECT(same_rows(expiring, twin_expiring));
     EXPECT(same_rows(lru, twin_lru));
     EXPECT(lru.size() == 6);
   }
