@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -19,6 +20,8 @@ namespace varstate::internal {
 namespace {
 
 constexpr int kRequestTag = 1;
+// The reply tag of a request nobody waits for (replies use tags >= 1).
+constexpr int kOneWay = 0;
 // Messages travel as units of 64 bytes (2^31 units: 128 GiB a message);
 // the first 8 bytes hold the length.
 constexpr size_t kUnit = 64;
@@ -327,7 +330,13 @@ class RemoteKeyedTable final : public KeyedTable {
     requests[0] = head(Op::kStep).take();
     return payload(ask(requests)[0]).i64();
   }
-  void tick() override { every(Op::kTick); }
+  // One way: nothing waits for the owners (they count it before this
+  // task's next request, which reaches them after it).
+  void tick() override {
+    std::vector<std::string> requests;
+    for (size_t s = 0; s < owners_.size(); ++s) requests.push_back(head(Op::kTick).take());
+    service_->post(name(), owners_, requests);
+  }
   int64_t expire() override { return sum(Op::kExpire); }
   void reserve(int64_t rows) override {
     const auto count = static_cast<int64_t>(owners_.size());
@@ -806,6 +815,10 @@ void KeyedService::run() {
     idle = 1;
     int tag = 0;
     if (request.size() >= kTagOffset + 4) std::memcpy(&tag, request.data() + kTagOffset, 4);
+    if (tag == kOneWay) {
+      handle_one_way(request);
+      continue;
+    }
     send_reply(handle(request), status.MPI_SOURCE, tag);
   }
 }
@@ -837,6 +850,84 @@ void KeyedService::send_reply(std::string reply, int dest, int tag) {
     if (give_up) {
       abandon(std::move(reply));
       return;
+    }
+    pause(polls);
+  }
+}
+
+void KeyedService::handle_one_way(const std::string& request) {
+  // No one waits for an answer: a table (or slot) this task has not created
+  // yet is waited for here, so that the caller's later requests still come
+  // after it.
+  const auto give_up_at = std::chrono::steady_clock::now() + kNotReadyFor;
+  for (;;) {
+    const std::string reply = handle(request);
+    const Status status = status_of(reply);
+    if (status == Status::kOk) return;
+    if (status == Status::kNotReady && std::chrono::steady_clock::now() < give_up_at &&
+        !stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    Reader r = payload(reply);
+    r.i32();
+    std::fprintf(stderr, "varstate: %s: a one-way request was dropped: %s\n",
+                 task_name(rank_).c_str(), r.str().c_str());
+    return;
+  }
+}
+
+void KeyedService::post(const std::string& table, const std::vector<int>& owners,
+                        std::vector<std::string>& requests) {
+  if (stopped_.load() || stop_.load()) {
+    throw UnavailableError(quoted(table) + " is held by " + task_name(owners.front()) +
+                           ": the Cluster has shut down");
+  }
+  std::vector<std::pair<size_t, MPI_Request>> sends;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (requests[i].empty() || owners[i] == rank_) continue;
+    std::memcpy(requests[i].data() + kTagOffset, &kOneWay, 4);
+    MPI_Request send = MPI_REQUEST_NULL;
+    std::lock_guard lock(context_->mu);
+    const int rc = MPI_Isend(requests[i].data(), static_cast<int>(requests[i].size() / kUnit),
+                             unit_, owners[i], kRequestTag, requests_, &send);
+    if (rc != MPI_SUCCESS) {
+      for (auto& [j, sent] : sends) abandon(std::move(requests[j]));
+      throw UnavailableError("sending a request for " + quoted(table) + " to " +
+                             task_name(owners[i]) + " failed: " + mpi_error_string(rc));
+    }
+    sends.emplace_back(i, send);
+    context_->data_bytes += requests[i].size();
+  }
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (!requests[i].empty() && owners[i] == rank_) handle_one_way(requests[i]);
+  }
+  // Small messages leave at once; the buffers stay until they have.
+  for (int polls = 1; !sends.empty(); ++polls) {
+    {
+      std::lock_guard lock(context_->mu);
+      for (size_t k = 0; k < sends.size();) {
+        int done = 0;
+        MPI_Test(&sends[k].second, &done, MPI_STATUS_IGNORE);
+        if (done) {
+          sends[k] = sends.back();
+          sends.pop_back();
+        } else {
+          ++k;
+        }
+      }
+    }
+    if (sends.empty()) break;
+    if (polls % kLivenessPolls == 0) {
+      for (auto& [j, send] : sends) {
+        try {
+          check_peer_alive(*context_, owners[j], /*thorough=*/false);
+        } catch (const UnavailableError& e) {
+          for (auto& [k, unsent] : sends) abandon(std::move(requests[k]));
+          throw UnavailableError("a request for " + quoted(table) + " on " + task_name(rank_) +
+                                 ": " + e.what());
+        }
+      }
     }
     pause(polls);
   }

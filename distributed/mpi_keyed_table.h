@@ -15,7 +15,9 @@
 // - Keys are routed to owners by kernels::device_shard (as ShardedKeyedTable
 //   routes them to devices), so a call makes one exchange per owner, every
 //   owner's request sent before any answer is awaited. An owner that is the
-//   calling task runs its part in place, without MPI.
+//   calling task runs its part in place, without MPI. A step count (tick(),
+//   after sparse SGD's scatter) goes one way: no answer is awaited, and the
+//   owner counts it before this task's next request, which arrives after it.
 // - A training step travels as data (KeyedTrainingStep: the op, its
 //   hyperparameters, the gradient's rows); the owner runs the same kernel
 //   on its rows (training/keyed_training.h), so N steps equal N local ones
@@ -76,6 +78,11 @@ class KeyedService : public std::enable_shared_from_this<KeyedService> {
   // the answers, in that order. Throws what the owner raised.
   std::vector<std::string> call(const std::string& table, const std::vector<int>& owners,
                                 std::vector<std::string>& requests);
+  // The same for requests nobody waits for (the owners answer nothing):
+  // returns once they have left. A task's requests reach an owner in the
+  // order it sent them, so its later ones see their effect.
+  void post(const std::string& table, const std::vector<int>& owners,
+            std::vector<std::string>& requests);
   // Registers this task's shard of table `id` (its DeviceKeyedTable).
   void hold(int64_t id, std::shared_ptr<Shard> shard);
   int rank() const { return rank_; }
@@ -85,6 +92,9 @@ class KeyedService : public std::enable_shared_from_this<KeyedService> {
   void run();
   // The answer to one request (for a shard of this task).
   std::string handle(const std::string& request);
+  // A request nobody waits for: handled once the table and its members
+  // exist here (waiting up to 60 s); a failure is written to stderr.
+  void handle_one_way(const std::string& request);
   // Sends `reply` to `dest` with `tag`, polling until it went (or the
   // service stops, or `dest` died).
   void send_reply(std::string reply, int dest, int tag);
