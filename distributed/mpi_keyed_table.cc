@@ -89,6 +89,28 @@ void abandon(std::string buffer) {
   kept->push_back(std::move(buffer));
 }
 
+// The request buffers of a call that MPI may still be reading: handed to
+// abandon() when the call leaves by an exception (a peer died, a send
+// failed), released with the call otherwise.
+class InFlight {
+ public:
+  explicit InFlight(std::vector<std::string>& requests) : requests_(requests) {}
+  ~InFlight() {
+    if (!landed_) {
+      for (size_t i : sent_) abandon(std::move(requests_[i]));
+    }
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  void add(size_t i) { sent_.push_back(i); }
+  void landed() { landed_ = true; }
+
+ private:
+  std::vector<std::string>& requests_;
+  std::vector<size_t> sent_;
+  bool landed_ = false;
+};
+
 // The byte encoding of requests and answers (tasks of one job share the
 // byte order and the type sizes).
 class Writer {
@@ -382,12 +404,16 @@ class RemoteKeyedTable final : public KeyedTable {
         });
     const TensorShape shape =
         TensorShape({static_cast<int64_t>(keys.size())}).concatenate(row_shape(member));
+    // Every key with one owner (always so for a table on one task): its
+    // rows as they came.
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (!keys.empty() && parts.keys[s].size() == keys.size()) return payload(replies[s]).tensor();
+    }
     Tensor out(dtype(member), shape, host());
     const size_t row = keys.empty() ? 0 : out.nbytes() / keys.size();
     for (size_t s = 0; s < owners_.size(); ++s) {
       if (parts.keys[s].empty()) continue;
       const Tensor rows = payload(replies[s]).tensor();
-      if (parts.keys[s].size() == keys.size()) return rows;
       const auto* src = static_cast<const std::byte*>(rows.raw_data());
       auto* dst = static_cast<std::byte*>(out.raw_data());
       for (size_t i = 0; i < parts.positions[s].size(); ++i) {
@@ -879,25 +905,13 @@ void KeyedService::handle_one_way(const std::string& request) {
 
 void KeyedService::post(const std::string& table, const std::vector<int>& owners,
                         std::vector<std::string>& requests) {
-  if (stopped_.load() || stop_.load()) {
-    throw UnavailableError(quoted(table) + " is held by " + task_name(owners.front()) +
-                           ": the Cluster has shut down");
-  }
+  check_running(table, owners.front());
   std::vector<std::pair<size_t, MPI_Request>> sends;
+  InFlight in_flight(requests);
   for (size_t i = 0; i < owners.size(); ++i) {
     if (requests[i].empty() || owners[i] == rank_) continue;
-    std::memcpy(requests[i].data() + kTagOffset, &kOneWay, 4);
-    MPI_Request send = MPI_REQUEST_NULL;
-    std::lock_guard lock(context_->mu);
-    const int rc = MPI_Isend(requests[i].data(), static_cast<int>(requests[i].size() / kUnit),
-                             unit_, owners[i], kRequestTag, requests_, &send);
-    if (rc != MPI_SUCCESS) {
-      for (auto& [j, sent] : sends) abandon(std::move(requests[j]));
-      throw UnavailableError("sending a request for " + quoted(table) + " to " +
-                             task_name(owners[i]) + " failed: " + mpi_error_string(rc));
-    }
-    sends.emplace_back(i, send);
-    context_->data_bytes += requests[i].size();
+    sends.emplace_back(i, send_request(table, owners[i], requests[i], kOneWay));
+    in_flight.add(i);
   }
   for (size_t i = 0; i < owners.size(); ++i) {
     if (!requests[i].empty() && owners[i] == rank_) handle_one_way(requests[i]);
@@ -919,17 +933,41 @@ void KeyedService::post(const std::string& table, const std::vector<int>& owners
     }
     if (sends.empty()) break;
     if (polls % kLivenessPolls == 0) {
-      for (auto& [j, send] : sends) {
-        try {
-          check_peer_alive(*context_, owners[j], /*thorough=*/false);
-        } catch (const UnavailableError& e) {
-          for (auto& [k, unsent] : sends) abandon(std::move(requests[k]));
-          throw UnavailableError("a request for " + quoted(table) + " on " + task_name(rank_) +
-                                 ": " + e.what());
-        }
-      }
+      for (const auto& [i, send] : sends) check_alive(table, owners[i]);
     }
     pause(polls);
+  }
+  in_flight.landed();
+}
+
+void KeyedService::check_running(const std::string& table, int owner) const {
+  if (stopped_.load() || stop_.load()) {
+    throw UnavailableError(quoted(table) + " is held by " + task_name(owner) +
+                           ": the Cluster has shut down");
+  }
+}
+
+MPI_Request KeyedService::send_request(const std::string& table, int owner, std::string& request,
+                                       int tag) {
+  std::memcpy(request.data() + kTagOffset, &tag, 4);
+  MPI_Request send = MPI_REQUEST_NULL;
+  std::lock_guard lock(context_->mu);
+  const int rc = MPI_Isend(request.data(), static_cast<int>(request.size() / kUnit), unit_, owner,
+                           kRequestTag, requests_, &send);
+  if (rc != MPI_SUCCESS) {
+    throw UnavailableError("sending a request for " + quoted(table) + " to " + task_name(owner) +
+                           " failed: " + mpi_error_string(rc));
+  }
+  context_->data_bytes += request.size();
+  return send;
+}
+
+void KeyedService::check_alive(const std::string& table, int owner) {
+  try {
+    check_peer_alive(*context_, owner, /*thorough=*/false);
+  } catch (const UnavailableError& e) {
+    throw UnavailableError("a request for " + quoted(table) + " on " + task_name(rank_) + ": " +
+                           e.what());
   }
 }
 
@@ -1148,10 +1186,7 @@ std::vector<std::string> KeyedService::call(const std::string& table,
   }
   const auto give_up_at = std::chrono::steady_clock::now() + kNotReadyFor;
   while (!pending.empty()) {
-    if (stopped_.load() || stop_.load()) {
-      throw UnavailableError(quoted(table) + " is held by " + task_name(owners[pending[0]]) +
-                             ": the Cluster has shut down");
-    }
+    check_running(table, owners[pending[0]]);
     // Every remote owner's request goes out first; then this task's own
     // part runs here; then the answers are collected.
     struct Flight {
@@ -1161,21 +1196,14 @@ std::vector<std::string> KeyedService::call(const std::string& table,
       bool sent = false, answered = false;
     };
     std::vector<Flight> flights;
+    InFlight in_flight(requests);
     for (size_t i : pending) {
       if (owners[i] == rank_) continue;
       Flight f{i};
       f.tag = next_tag();
-      std::memcpy(requests[i].data() + kTagOffset, &f.tag, 4);
-      std::lock_guard lock(context_->mu);
-      const int rc = MPI_Isend(requests[i].data(), static_cast<int>(requests[i].size() / kUnit),
-                               unit_, owners[i], kRequestTag, requests_, &f.send);
-      if (rc != MPI_SUCCESS) {
-        for (const Flight& sent : flights) abandon(std::move(requests[sent.i]));
-        throw UnavailableError("sending a request for " + quoted(table) + " to " +
-                               task_name(owners[i]) + " failed: " + mpi_error_string(rc));
-      }
+      f.send = send_request(table, owners[i], requests[i], f.tag);
+      in_flight.add(i);
       flights.push_back(f);
-      context_->data_bytes += requests[i].size();
     }
     for (size_t i : pending) {
       if (owners[i] == rank_) replies[i] = handle(requests[i]);
@@ -1210,20 +1238,12 @@ std::vector<std::string> KeyedService::call(const std::string& table,
       if (all) break;
       if (polls % kLivenessPolls == 0) {
         for (const Flight& f : flights) {
-          if (f.answered) continue;
-          try {
-            check_peer_alive(*context_, owners[f.i], /*thorough=*/false);
-          } catch (const UnavailableError& e) {
-            for (const Flight& g : flights) {
-              if (!g.sent) abandon(std::move(requests[g.i]));
-            }
-            throw UnavailableError("a request for " + quoted(table) + " on " + task_name(rank_) +
-                                   ": " + e.what());
-          }
+          if (!f.answered) check_alive(table, owners[f.i]);
         }
       }
       pause(polls);
     }
+    in_flight.landed();
     context_->exchanges += flights.size();
     // Owners that have not created the table (or slot) yet are asked again.
     std::vector<size_t> again;

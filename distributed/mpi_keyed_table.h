@@ -99,6 +99,13 @@ class KeyedService : public std::enable_shared_from_this<KeyedService> {
   // service stops, or `dest` died).
   void send_reply(std::string reply, int dest, int tag);
   int next_tag();
+  // UnavailableError naming `table` and `owner` once the service stopped.
+  void check_running(const std::string& table, int owner) const;
+  // Sends `request` to `owner` with reply tag `tag` (written into it);
+  // UnavailableError when MPI refuses.
+  MPI_Request send_request(const std::string& table, int owner, std::string& request, int tag);
+  // UnavailableError naming `table` when `owner`'s process has exited.
+  void check_alive(const std::string& table, int owner);
 
   std::shared_ptr<MpiContext> context_;
   const int rank_;
