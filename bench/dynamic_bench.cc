@@ -19,7 +19,14 @@
 // call ends with a device synchronize, and the insertion limit is the rows
 // copied device to device. On a GPU the dense gather of remapped ids is the
 // device's random-access limit for these 256-byte rows.
+// With --first-growth it only grows the process's first table from empty
+// to 1M keys (65,536 a call), once, and reports the time and the growth of
+// the process's peak resident memory: what a program pays the first time
+// its table grows (memory not yet faulted in, no cached blocks). One
+// sample a process: run it several times.
 //   bench_dynamic [--reps N] [--out F.json] [--machine NAME] [--device NAME]
+//   bench_dynamic --first-growth [--out F.json] [--machine NAME]
+#include <sys/resource.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -82,11 +89,62 @@ std::vector<double> interleaved(Device& device, int reps,
   return out;
 }
 
+// Peak resident memory of the process so far, bytes.
+double peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0;
+}
+
+// --first-growth (above).
+int first_growth(const std::string& out, const std::string& machine) {
+  Session session;
+  const std::vector<int64_t> fresh = random_keys(kKeys, 7);
+  std::vector<Tensor> batches;
+  for (int64_t b = 0; b < kKeys; b += kBatch) {
+    batches.push_back(
+        Tensor::from_vector(std::vector<int64_t>(fresh.begin() + b, fresh.begin() + b + kBatch)));
+  }
+  const Tensor zero_rows = Tensor::zeros(DType::kFloat, {kBatch, kDim});
+  DynamicVariable t =
+      get_dynamic_variable("fresh", {.dim = kDim, .initializer = zeros_initializer()});
+  session.run(global_variables_initializer());
+  const double rss_before = peak_rss_bytes();
+  const double s = seconds_of_call([&] {
+    for (const Tensor& batch : batches) t.insert(batch, zero_rows);
+  });
+  const double rss_growth = peak_rss_bytes() - rss_before;
+  const double row_bytes = static_cast<double>(kKeys * (kDim * 4 + 8));
+  std::printf("%-28s %8.1f ms  %.1f M keys/s  peak RSS +%.0f MB (%.2fx the keys and rows)\n",
+              "insert_1M_growing_first", s * 1e3, static_cast<double>(kKeys) / s / 1e6,
+              rss_growth / 1e6, rss_growth / row_bytes);
+  if (!out.empty()) {
+    std::ofstream f(out);
+    f << "{\"context\": {\"machine\": \"" << machine << "\", \"live_keys\": " << kKeys
+      << ", \"batch\": " << kBatch << ", \"dim\": " << kDim
+      << "}, \"results\": [{\"case\": \"insert_1M_growing_first\", \"ms\": " << s * 1e3
+      << ", \"M_keys_per_s\": " << static_cast<double>(kKeys) / s / 1e6
+      << ", \"peak_rss_growth_MB\": " << rss_growth / 1e6 << ", \"size\": " << t.size() << "}]}\n";
+  }
+  return t.size() == kKeys ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const varstate::bench::PlainArgs args =
-      varstate::bench::parse_plain_args(argc, argv, "bench_dynamic", 9, /*takes_device=*/true);
+  // --first-growth is taken out before the common flags are parsed.
+  bool growth_only = false;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--first-growth") == 0) {
+      growth_only = true;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  const varstate::bench::PlainArgs args = varstate::bench::parse_plain_args(
+      static_cast<int>(rest.size()), rest.data(), "bench_dynamic", 9, /*takes_device=*/true);
+  if (growth_only) return first_growth(args.out, args.machine);
   const int reps = args.reps;
   const std::string& out = args.out;
   const std::string& machine = args.machine;

@@ -52,6 +52,16 @@ std::string cpu_model_name() {
 // most 1/8 waste; whole pages, whole huge pages from 2 MiB) and reused by
 // class, up to a cap. Under AddressSanitizer nothing is cached, so
 // use-after-free stays detectable.
+//
+// Blocks of 2 MiB and more are mappings of their own, aligned to a huge
+// page, so that grow() can move one to a larger size with mremap: the page
+// tables move, the bytes stay where they are in physical memory, and the
+// new tail is faulted in as it is first written. A dynamic table's arena
+// that grows by half 30 times on its way to 1M rows of 256 bytes so copies
+// nothing, or only into cached memory faulted in already (it copied 3
+// times its final size into fresh memory, and held the old arena, the new
+// one and the cached earlier ones at once). Under AddressSanitizer they
+// stay malloc's (its redzones catch overflows), and grow() declines.
 class HostBlockCache {
  public:
   static constexpr size_t kMinCached = size_t{64} << 10;
@@ -78,17 +88,12 @@ class HostBlockCache {
         return p;
       }
     }
-    const size_t alignment = size >= kHugePage ? kHugePage : kPage;
-    void* p = std::aligned_alloc(alignment, size);
+    void* p = fresh(size);
     if (p == nullptr) {
       release_all();  // give cached blocks back and try once more
-      p = std::aligned_alloc(alignment, size);
+      p = fresh(size);
       if (p == nullptr) return nullptr;
     }
-#ifdef MADV_HUGEPAGE
-    // Fewer first-touch faults; advisory only.
-    if (size >= kHugePage) madvise(p, size, MADV_HUGEPAGE);
-#endif
     std::lock_guard lock(mu_);
     live_[p] = size;
     return p;
@@ -107,19 +112,123 @@ class HostBlockCache {
     live_.erase(it);
     if (!kCacheEnabled || cached_bytes_ + size > cap_) {
       lock.unlock();
-      std::free(p);
+      release(p, size);
       return;
     }
     free_.emplace(size, p);
     cached_bytes_ += size;
   }
 
+  // Grows the block at p (from allocate) to hold `bytes`, keeping its
+  // bytes: p itself when its size class holds them already; else the
+  // smallest cached block of that class or up to kMaxGrowInto times
+  // larger, p copied into it and given back (memory faulted in before is
+  // cheaper to copy into than fresh memory is to fault in, and what grows
+  // will likely grow on); else the block remapped to the larger class. p
+  // is then invalid. nullptr, with the block as it was, for a block that
+  // is not a mapping of its own or when the remap fails. Allocates nothing
+  // from the heap (live_'s entry is moved, not replaced): never throws.
+  static constexpr size_t kMaxGrowInto = 8;
+  void* grow(void* p, size_t bytes) noexcept {
+    if (!kMapsBlocks || p == nullptr) return nullptr;
+    std::unique_lock lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end() || it->second < kHugePage) return nullptr;
+    const size_t old_size = it->second;
+    if (bytes <= old_size) return p;
+    const size_t size = size_class(bytes);
+    // live_'s entry for p, to be given the grown block's address and size.
+    auto moved_entry = [&](void* to, size_t to_size) {
+      auto node = live_.extract(it);
+      node.key() = to;
+      node.mapped() = to_size;
+      live_.insert(std::move(node));  // as many entries as before: no rehash
+    };
+    if (auto cached = free_.lower_bound(size);
+        cached != free_.end() && cached->first / kMaxGrowInto <= size) {
+      void* q = cached->second;
+      const size_t cached_size = cached->first;
+      free_.erase(cached);
+      cached_bytes_ -= cached_size;
+      moved_entry(q, cached_size);
+      lock.unlock();
+      std::memcpy(q, p, old_size);
+      release(p, old_size);
+      return q;
+    }
+    // A huge-page-aligned place for the grown block: reserved (no access,
+    // no memory), the old mapping moved onto it, the reserve's ends given
+    // back.
+    const size_t span = size + kHugePage;
+    void* reserve =
+        mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserve == MAP_FAILED) return nullptr;
+    auto* const begin = static_cast<char*>(reserve);
+    char* const target = align_up(begin);
+    void* moved = mremap(p, old_size, size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (moved == MAP_FAILED) {
+      munmap(reserve, span);
+      return nullptr;
+    }
+    trim(begin, target, size, span);
+#ifdef MADV_HUGEPAGE
+    madvise(target, size, MADV_HUGEPAGE);
+#endif
+    moved_entry(target, size);
+    return target;
+  }
+
  private:
 #if defined(__SANITIZE_ADDRESS__)
   static constexpr bool kCacheEnabled = false;
+  static constexpr bool kMapsBlocks = false;
 #else
   static constexpr bool kCacheEnabled = true;
+  static constexpr bool kMapsBlocks = true;
 #endif
+
+  static char* align_up(char* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    return p + ((a + kHugePage - 1) / kHugePage * kHugePage - a);
+  }
+
+  // Unmaps [begin, target) and [target + size, begin + span).
+  static void trim(char* begin, char* target, size_t size, size_t span) {
+    if (target > begin) munmap(begin, static_cast<size_t>(target - begin));
+    char* const end = begin + span;
+    if (target + size < end) munmap(target + size, static_cast<size_t>(end - (target + size)));
+  }
+
+  // A new block of a size class: a huge-page-aligned mapping of its own
+  // from 2 MiB, else malloc's.
+  static void* fresh(size_t size) {
+    if (!kMapsBlocks || size < kHugePage) {
+      void* p = std::aligned_alloc(size >= kHugePage ? kHugePage : kPage, size);
+#ifdef MADV_HUGEPAGE
+      if (p != nullptr && size >= kHugePage) madvise(p, size, MADV_HUGEPAGE);
+#endif
+      return p;
+    }
+    const size_t span = size + kHugePage;
+    void* reserve = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (reserve == MAP_FAILED) return nullptr;
+    auto* const begin = static_cast<char*>(reserve);
+    char* const target = align_up(begin);
+    trim(begin, target, size, span);
+#ifdef MADV_HUGEPAGE
+    // Fewer first-touch faults; advisory only.
+    madvise(target, size, MADV_HUGEPAGE);
+#endif
+    return target;
+  }
+
+  static void release(void* p, size_t size) {
+    if (kMapsBlocks && size >= kHugePage) {
+      munmap(p, size);
+    } else {
+      std::free(p);
+    }
+  }
 
   // Rounds up to a multiple of 1/8 of the largest power of two <= bytes,
   // and to whole pages (below 2 MiB) or huge pages.
@@ -136,7 +245,7 @@ class HostBlockCache {
       blocks.swap(free_);
       cached_bytes_ = 0;
     }
-    for (auto& [size, p] : blocks) std::free(p);
+    for (auto& [size, p] : blocks) release(p, size);
   }
 
   const size_t cap_;
@@ -178,6 +287,7 @@ class CpuDevice final : public Device {
     return p;
   }
   void deallocate(void* ptr) noexcept override { cache_->deallocate(ptr); }
+  void* grow(void* ptr, size_t bytes) noexcept override { return cache_->grow(ptr, bytes); }
   void synchronize() override {}
   std::shared_ptr<Event> record_event() override { return std::make_shared<CompletedEvent>(); }
   void wait_event(const Event& event) override { event.wait_host(); }

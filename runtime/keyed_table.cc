@@ -17,6 +17,7 @@
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
 #include "runtime/sharded_keyed_table.h"
+#include "runtime/tensor_internal.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 
@@ -422,15 +423,20 @@ void DeviceKeyedTable::reserve_rows(int64_t more) {
 
 void DeviceKeyedTable::grow_to(int64_t capacity) {
   // Every arena first, then the bookkeeping: a failed allocation leaves
-  // the table as it was.
-  std::vector<Tensor> arenas;
-  for (const auto& m : members_) {
-    Tensor grown(m->dtype, rows_shape(capacity, m->row_shape), device_);
+  // the table as it was (an arena grown in place already holds the same
+  // rows, only more room). An arena the device can remap grows in place
+  // (Device::grow: large CPU arenas), the others by a copy into a new one.
+  std::vector<Tensor> arenas(members_.size());
+  for (size_t k = 0; k < members_.size(); ++k) {
+    Member& m = *members_[k];
+    if (m.arena.shape().dim(0) >= capacity) continue;
+    if (internal::grow_rows_in_place(m.arena, capacity)) continue;
+    Tensor grown(m.dtype, rows_shape(capacity, m.row_shape), device_);
     // The rows in use are a prefix of the arena.
     const size_t used = static_cast<size_t>(next_slot_) *
-                        static_cast<size_t>(row_elements(m->row_shape)) * dtype_size(m->dtype);
-    if (used > 0) copy_bytes(device_, grown.raw_data(), device_, m->arena.raw_data(), used);
-    arenas.push_back(std::move(grown));
+                        static_cast<size_t>(row_elements(m.row_shape)) * dtype_size(m.dtype);
+    if (used > 0) copy_bytes(device_, grown.raw_data(), device_, m.arena.raw_data(), used);
+    arenas[k] = std::move(grown);
   }
   auto marks = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(capacity));
   for (int64_t s = 0; s < capacity_; ++s) {
@@ -446,7 +452,9 @@ void DeviceKeyedTable::grow_to(int64_t capacity) {
     last_step_ = std::move(last);
     updates_ = std::move(updates);
   }
-  for (size_t k = 0; k < members_.size(); ++k) members_[k]->arena = std::move(arenas[k]);
+  for (size_t k = 0; k < members_.size(); ++k) {
+    if (arenas[k].valid()) members_[k]->arena = std::move(arenas[k]);
+  }
   marks_ = std::move(marks);
   capacity_ = capacity;
 }

@@ -20,8 +20,9 @@
 // all present is resolved there by a kernel; a batch with absent keys, and
 // every change of the keys, goes through the host index, which the mirror
 // follows. Rows never move
-// within an arena; an arena grows by a copy into a larger one under the
-// exclusive lock. A KeyedPolicy may hold keys back until seen k times, cap
+// within an arena; an arena grows under the exclusive lock, in place where
+// its device can remap it (Device::grow: CPU arenas of 2 MiB and more),
+// else by a copy into a larger one. A KeyedPolicy may hold keys back until seen k times, cap
 // the live keys (evicting the least recently or frequently updated) and
 // expire keys not updated for T training steps.
 //

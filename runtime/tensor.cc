@@ -35,6 +35,31 @@ Buffer::Buffer(Device& device, DType dtype, int64_t num_elements)
   data_ = device.allocate(bytes_);
 }
 
+bool Buffer::grow(int64_t num_elements) {
+  if (dtype_ == DType::kString || num_elements < num_elements_) return false;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(num_elements), dtype_size(dtype_), &bytes)) {
+    return false;
+  }
+  void* grown = device_->grow(data_, bytes);
+  if (grown == nullptr) return false;
+  data_ = grown;
+  bytes_ = bytes;
+  num_elements_ = num_elements;
+  return true;
+}
+
+bool grow_rows_in_place(Tensor& t, int64_t rows) {
+  if (!t.sole_owner() || t.shape_.rank() < 1 || rows < t.shape_.dim(0)) return false;
+  const TensorShape row_shape = t.shape_.tail(1);
+  int64_t elements = 0;
+  if (__builtin_mul_overflow(rows, row_shape.num_elements(), &elements)) return false;
+  if (elements == 0 || !t.buffer_->grow(elements)) return false;
+  t.shape_ = TensorShape({rows}).concatenate(row_shape);
+  t.num_elements_ = elements;
+  return true;
+}
+
 Buffer::~Buffer() {
   if (dtype_ == DType::kString) {
     auto* s = static_cast<std::string*>(data_);

@@ -72,6 +72,17 @@ class Device {
   // Frees memory from allocate(). Stream-ordered on a GPU: the memory is
   // reused only after the work already enqueued has finished.
   virtual void deallocate(void* ptr) noexcept = 0;
+  // Grows memory from allocate() to `bytes` without copying it, where the
+  // device can: its first bytes keep their values, the rest is
+  // uninitialized. Returns the (possibly new) address, the old one then
+  // invalid; or nullptr, the memory as it was, where it cannot (the CPU
+  // remaps its blocks of 2 MiB and more; a GPU never). The caller must be
+  // the memory's only user meanwhile.
+  virtual void* grow(void* ptr, size_t bytes) noexcept {
+    (void)ptr;
+    (void)bytes;
+    return nullptr;
+  }
 
   // The device's stream (nullptr for the CPU).
   virtual cudaStream_t stream() const { return nullptr; }

@@ -29,8 +29,11 @@
 
 namespace varstate {
 
+class Tensor;
+
 namespace internal {
-class Buffer;  // runtime/tensor_internal.h
+class Buffer;                                      // runtime/tensor_internal.h
+bool grow_rows_in_place(Tensor& t, int64_t rows);  // runtime/tensor_internal.h
 }  // namespace internal
 
 namespace detail {
@@ -149,6 +152,7 @@ class Tensor {
 
   template <typename T>
   static Tensor from_flat(const std::vector<T>& flat, std::vector<int64_t> dims);
+  friend bool internal::grow_rows_in_place(Tensor& t, int64_t rows);
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -48,6 +48,72 @@ TEST_CASE("CPU allocation is aligned and copies move bytes", "[device]") {
   CHECK(ev->done());
 }
 
+TEST_CASE("CPU blocks of 2 MiB and more grow keeping their bytes", "[device]") {
+  auto& cpu = DeviceManager::instance().cpu();
+  auto fill = [](unsigned char* p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i += 61) p[i] = static_cast<unsigned char>(i * 31 + seed);
+  };
+  auto same = [](const unsigned char* p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i += 61) {
+      if (p[i] != static_cast<unsigned char>(i * 31 + seed)) return false;
+    }
+    return true;
+  };
+  // Below 2 MiB a block is malloc's: the device declines, the block stays.
+  auto* small = static_cast<unsigned char*>(cpu.allocate(size_t{1} << 20));
+  fill(small, size_t{1} << 20, 3);
+  CHECK(cpu.grow(small, size_t{4} << 20) == nullptr);
+  CHECK(same(small, size_t{1} << 20, 3));
+  cpu.deallocate(small);
+  CHECK(cpu.grow(nullptr, 100) == nullptr);
+
+  const size_t first = size_t{3} << 20;
+  auto* p = static_cast<unsigned char*>(cpu.allocate(first));
+  fill(p, first, 5);
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer blocks stay malloc's (its redzones), and the
+  // caller copies instead.
+  CHECK(cpu.grow(p, size_t{40} << 20) == nullptr);
+  CHECK(same(p, first, 5));
+  cpu.deallocate(p);
+#else
+  // Within its size class: the same block.
+  CHECK(cpu.grow(p, first + 1000) == p);
+  // Remapped past it (a size no cached block has): the bytes kept, the new
+  // tail writable, the address huge-page aligned.
+  const size_t second = (size_t{37} << 20) + 4096;
+  auto* q = static_cast<unsigned char*>(cpu.grow(p, second));
+  REQUIRE(q != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(q) % (size_t{2} << 20) == 0);
+  CHECK(same(q, first, 5));
+  std::memset(q + first, 0x5A, second - first);
+  CHECK(q[second - 1] == 0x5A);
+  // Into a cached block of the class it grows to (freed just before): the
+  // bytes copied there.
+  auto* cached = static_cast<unsigned char*>(cpu.allocate(size_t{70} << 20));
+  cpu.deallocate(cached);
+  fill(q, second, 9);
+  auto* r = static_cast<unsigned char*>(cpu.grow(q, size_t{70} << 20));
+  REQUIRE(r != nullptr);
+  CHECK(r == cached);
+  CHECK(same(r, second, 9));
+  r[(size_t{70} << 20) - 1] = 1;
+  // Into a cached block up to 8 times larger than it needs (it will likely
+  // grow on), the smallest there is.
+  auto* larger = static_cast<unsigned char*>(cpu.allocate(size_t{300} << 20));
+  auto* largest = static_cast<unsigned char*>(cpu.allocate(size_t{600} << 20));
+  cpu.deallocate(largest);
+  cpu.deallocate(larger);
+  auto* s = static_cast<unsigned char*>(cpu.allocate(size_t{3} << 20));
+  fill(s, size_t{3} << 20, 11);
+  auto* t = static_cast<unsigned char*>(cpu.grow(s, size_t{50} << 20));
+  CHECK(t == larger);
+  CHECK(same(t, size_t{3} << 20, 11));
+  cpu.deallocate(t);
+  cpu.deallocate(r);
+#endif
+}
+
 TEST_CASE("PinnedBuffer gives usable host memory", "[device]") {
   PinnedBuffer buf(4096);
   REQUIRE(buf.data() != nullptr);

@@ -474,6 +474,66 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: slots are created and erased w
   CHECK(exported(v).at(7) == std::vector<float>{1, 1});
 }
 
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic variable: arenas that grow past 2 MiB keep their rows and slots",
+                 "[dynamic]") {
+  // 40,000 keys of 64 floats: the arenas (the rows' and Adagrad's
+  // accumulators) grow by half many times past 2 MiB, where the CPU remaps
+  // them instead of copying. A twin reserved ahead never grows: both must
+  // end bitwise alike.
+  const int64_t dim = 64, keys_total = 40000, batch = 2500;
+  const std::vector<std::string> devices = GENERATE(from_range(shardings()));
+  CAPTURE(devices);
+  auto make = [&](const std::string& name, int64_t capacity) {
+    return get_dynamic_variable(name, {.dim = dim,
+                                       .initializer = constant_initializer(Tensor(0.25)),
+                                       .devices = devices,
+                                       .initial_capacity = capacity});
+  };
+  DynamicVariable grown = make("grown", 0);
+  DynamicVariable reserved = make("reserved", keys_total);
+  AdagradOptimizer opt(0.1, {.initial_accumulator_value = 0.1});
+  init_all();
+  std::mt19937_64 rng(kSeed);
+  std::vector<int64_t> all;
+  for (int64_t b = 0; b < keys_total; b += batch) {
+    std::vector<int64_t> keys(static_cast<size_t>(batch));
+    for (auto& k : keys) k = static_cast<int64_t>(rng());
+    std::vector<float> values(static_cast<size_t>(batch * dim));
+    for (float& x : values) x = static_cast<float>(static_cast<int>(rng() % 201) - 100) / 64.0f;
+    for (DynamicVariable* v : {&grown, &reserved}) {
+      v->insert(keys_tensor(keys), rows_tensor(values, batch, dim));
+    }
+    all.insert(all.end(), keys.begin(), keys.end());
+    // A step on some of the keys so far (older and new ones): the
+    // accumulators' rows must survive the next growth too.
+    std::vector<int64_t> some;
+    for (int i = 0; i < 300; ++i) some.push_back(all[rng() % all.size()]);
+    std::vector<float> g(some.size() * static_cast<size_t>(dim));
+    for (float& x : g) x = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 8.0f;
+    const Tensor grads = rows_tensor(g, static_cast<int64_t>(some.size()), dim);
+    opt.apply_gradients(
+        {grown.gradient(keys_tensor(some), grads), reserved.gradient(keys_tensor(some), grads)});
+  }
+  REQUIRE(grown.size() == keys_total);
+  // Compared element by element (Catch would print whole tables).
+  auto first_difference = [](const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return int64_t{-2};
+    const auto at = std::mismatch(a.begin(), a.end(), b.begin());
+    return at.first == a.end() ? int64_t{-1} : static_cast<int64_t>(at.first - a.begin());
+  };
+  KeysAndValues a = grown.export_rows(), b = reserved.export_rows();
+  CHECK(a.keys.to_vector<int64_t>() == b.keys.to_vector<int64_t>());
+  CHECK(first_difference(a.values.to_vector<float>(), b.values.to_vector<float>()) == -1);
+  const Tensor probe = keys_tensor(all);
+  CHECK(first_difference(grown.lookup(probe).to_vector<float>(),
+                         reserved.lookup(probe).to_vector<float>()) == -1);
+  const Variable accum_grown = *opt.get_slot(grown.variable(), "accumulator");
+  const Variable accum_reserved = *opt.get_slot(reserved.variable(), "accumulator");
+  CHECK(first_difference(accum_grown.value().to_vector<float>(),
+                         accum_reserved.value().to_vector<float>()) == -1);
+}
+
 TEST_CASE_METHOD(FreshSession, "dynamic variable: concurrent lookups, updates and erasures",
                  "[dynamic][stress]") {
   const int64_t dim = 4;

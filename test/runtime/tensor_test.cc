@@ -3,8 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "device_fixture.h"
+#include "runtime/tensor_internal.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/tensor.h"
@@ -102,6 +104,33 @@ TEST_CASE("on(device) shares the buffer on that device; to(device) always copies
   CHECK(copy.to_vector<float>() == a.to_vector<float>());
   CHECK(a.to_host().shares_buffer_with(a));
   CHECK_FALSE(Tensor().on(cpu).valid());  // an empty handle stays empty
+}
+
+TEST_CASE("grow_rows_in_place keeps the rows, only for the sole handle", "[tensor]") {
+  // 8,192 rows of 64 floats: a 2 MiB buffer, which the CPU can remap.
+  Tensor t(DType::kFloat, {8192, 64});
+  std::vector<float> values(static_cast<size_t>(t.num_elements()));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) * 0.5f;
+  std::memcpy(t.raw_data(), values.data(), t.nbytes());
+
+  Tensor other = t;  // a second handle: refused, nothing changed
+  CHECK_FALSE(internal::grow_rows_in_place(t, 20000));
+  CHECK(t.shape() == TensorShape({8192, 64}));
+  other = Tensor();
+  CHECK_FALSE(internal::grow_rows_in_place(t, 100));  // fewer rows: refused
+  Tensor scalar(1.5f);
+  CHECK_FALSE(internal::grow_rows_in_place(scalar, 4));
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK_FALSE(internal::grow_rows_in_place(t, 20000));  // the CPU declines under ASan
+#else
+  REQUIRE(internal::grow_rows_in_place(t, 20000));
+  CHECK(t.shape() == TensorShape({20000, 64}));
+  CHECK(t.num_elements() == 20000 * 64);
+  CHECK(t.nbytes() == size_t{20000} * 64 * sizeof(float));
+  CHECK(std::memcmp(t.raw_data(), values.data(), values.size() * sizeof(float)) == 0);
+  static_cast<float*>(t.raw_data())[t.num_elements() - 1] = 7.0f;
+  CHECK(t.to_vector<float>().back() == 7.0f);
+#endif
 }
 
 TEST_CASE("tensors print like NumPy", "[tensor]") {
