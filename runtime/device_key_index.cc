@@ -186,47 +186,46 @@ void DeviceKeyIndex::erase(std::span<const int64_t> keys) {
 #endif
 }
 
-DeviceKeyIndex::Found DeviceKeyIndex::find(std::span<const int64_t> keys) const {
-  const auto n = static_cast<int64_t>(keys.size());
-  if (n == 0 || capacity_ == 0) return find_staged(n, nullptr, nullptr);
-  // The keys, then the count of absent ones.
-  Tensor staged = device_int64(device_, n + 1, keys);
-  auto* base = static_cast<int64_t*>(staged.raw_data());
-  return find_staged(n, base, reinterpret_cast<unsigned long long*>(base + n));
+DeviceKeyIndex::Found DeviceKeyIndex::find(std::span<const int64_t> keys, bool count_absent) const {
+  return find(device_int64(device_, static_cast<int64_t>(keys.size()), keys), count_absent);
 }
 
-DeviceKeyIndex::Found DeviceKeyIndex::find(const Tensor& keys) const {
-  const int64_t n = keys.num_elements();
-  if (n == 0 || capacity_ == 0) return find_staged(n, nullptr, nullptr);
-  Tensor count = device_int64(device_, 1);
-  return find_staged(n, static_cast<const int64_t*>(keys.raw_data()),
-                     static_cast<unsigned long long*>(count.raw_data()));
+DeviceKeyIndex::Found DeviceKeyIndex::find(const Tensor& keys, bool count_absent) const {
+  Tensor count = count_absent ? device_int64(device_, 1) : Tensor();
+  return find_staged(keys,
+                     count_absent ? static_cast<unsigned long long*>(count.raw_data()) : nullptr);
 }
 
-DeviceKeyIndex::Found DeviceKeyIndex::find_staged(int64_t n, const int64_t* keys,
+DeviceKeyIndex::Found DeviceKeyIndex::find_staged(const Tensor& keys,
                                                   unsigned long long* count) const {
+  const int64_t n = keys.num_elements();
   Found out;
+  out.keys = keys;
   out.slots = device_int64(device_, n);
+  out.absent = count != nullptr ? 0 : -1;
   if (n == 0) return out;
 #ifdef VARSTATE_HAVE_CUDA
   if (capacity_ == 0) {  // no key yet: every slot kAbsentSlot (all bits set)
     device_.memset(out.slots.raw_data(), 0xFF, static_cast<size_t>(n) * sizeof(int64_t));
-    out.absent = n;
+    if (count != nullptr) out.absent = n;
     return out;
   }
-  device_.memset(count, 0, sizeof(*count));
+  if (count != nullptr) device_.memset(count, 0, sizeof(*count));
   {
     DeviceGuard guard(device_);
     kernels::cuda::hash_index_find(static_cast<const KeyEntry*>(entries_.raw_data()), capacity_,
-                                   keys, n, static_cast<int64_t*>(out.slots.raw_data()),
-                                   device_.stream(), count);
+                                   static_cast<const int64_t*>(keys.raw_data()), n,
+                                   static_cast<int64_t*>(out.slots.raw_data()), device_.stream(),
+                                   count);
   }
-  unsigned long long absent = 0;
-  copy_bytes(host(), &absent, device_, count, sizeof(absent));
-  out.absent = static_cast<int64_t>(absent);
+  if (count != nullptr) {
+    unsigned long long absent = 0;
+    copy_bytes(host(), &absent, device_, count, sizeof(absent));
+    out.absent = static_cast<int64_t>(absent);
+  }
   finds_on_device.fetch_add(1, std::memory_order_relaxed);
 #else
-  (void)keys, (void)count;
+  (void)count;
   no_cuda();
 #endif
   return out;

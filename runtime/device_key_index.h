@@ -48,15 +48,17 @@ class DeviceKeyIndex {
   void clear();
 
   // The slots of `keys` (int64 [n] on the device; kAbsentSlot for a key it
-  // does not hold) and how many of the keys are absent. Waits for the
-  // count, not for the slots.
+  // does not hold), the keys in device memory, and, with `count_absent`,
+  // how many of the keys are absent: the host waits for the count (not for
+  // the slots); without it nothing waits and `absent` is -1.
   struct Found {
     Tensor slots;
+    Tensor keys;
     int64_t absent = 0;
   };
-  Found find(std::span<const int64_t> keys) const;
+  Found find(std::span<const int64_t> keys, bool count_absent = true) const;
   // The same for keys already in device memory (int64 [n] on the device).
-  Found find(const Tensor& keys) const;
+  Found find(const Tensor& keys, bool count_absent = true) const;
 
   // Calls of find() so far in this process, on every table (for tests:
   // that a lookup took the device's path).
@@ -66,10 +68,10 @@ class DeviceKeyIndex {
   // An array of `capacity` entries holding the live keys, tombstones
   // dropped.
   void rebuild(int64_t capacity);
-  // find() of n keys at `keys` (device memory), counting the absent ones
-  // into *count (device memory; both may be null when n or the capacity is
-  // 0).
-  Found find_staged(int64_t n, const int64_t* keys, unsigned long long* count) const;
+  // find() of the n keys of `keys` (device memory), counting the absent
+  // ones into *count (device memory) and reading it back when count is not
+  // null.
+  Found find_staged(const Tensor& keys, unsigned long long* count) const;
   // Room for `more` new keys within 3/4 of the array, rebuilt (larger, or
   // the same size to drop tombstones) when there is not.
   void make_room(int64_t more);

@@ -283,9 +283,10 @@ Tensor DynamicVariable::gather(const Tensor& keys, const DynamicGatherOptions& o
   check_initialized(variable_);
   KeyedStorage& k = keyed(variable_);
   if (k.on_table_device(keys)) {
-    // Keys in the table's device memory, every one present: resolved there.
-    if (std::optional<Tensor> rows =
-            k.table().gather_device_keys(0, keys.reshaped({keys.num_elements()}))) {
+    // Keys in the table's device memory: resolved there (in training, when
+    // every one is present).
+    if (std::optional<Tensor> rows = k.table().gather_device_keys(
+            0, keys.reshaped({keys.num_elements()}), options.training, k.absent_row())) {
       return rows->reshaped(rows_of(keys.shape(), dim()));
     }
   }

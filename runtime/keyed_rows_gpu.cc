@@ -38,40 +38,44 @@ Tensor gather_slots(const Tensor& arena, const Tensor& slots, const Tensor& fill
   return out;
 }
 
-void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
-                        const Tensor& slots) {
-  const int64_t n = slots.num_elements();
-  const int64_t width = arena.shape().tail(1).num_elements();
-  if (n == 0 || width == 0) return;
+namespace {
+
 #ifdef VARSTATE_HAVE_CUDA
-  Device& device = arena.device();
+// write_initial_rows and write_initial_rows_where_absent: the rows of
+// `out` that `at` names.
+void initial_rows(Tensor& out, const KeyedRowInit& init, const Tensor& keys, const Tensor& slots,
+                  kernels::cuda::RowsAt at) {
+  const int64_t n = slots.num_elements();
+  const int64_t width = out.shape().tail(1).num_elements();
+  if (n == 0 || width == 0) return;
+  Device& device = out.device();
   const auto* k = static_cast<const int64_t*>(keys.raw_data());
   const auto* s = static_cast<const int64_t*>(slots.raw_data());
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    T* out = static_cast<T*>(arena.raw_data());
+    T* rows = static_cast<T*>(out.raw_data());
     const T a = init.a.scalar<T>();
     DeviceGuard guard(device);
     cudaStream_t stream = device.stream();
     switch (init.kind) {
       case KeyedRowInit::Kind::kConstant:
-        kernels::cuda::constant_rows<T>(out, width, s, n, a, stream);
+        kernels::cuda::constant_rows<T>(rows, width, s, n, a, stream, at);
         break;
       case KeyedRowInit::Kind::kUniform:
-        kernels::cuda::random_uniform_rows<T>(out, width, k, s, n, init.seed, init.seed2, a,
-                                              init.b.scalar<T>(), stream);
+        kernels::cuda::random_uniform_rows<T>(rows, width, k, s, n, init.seed, init.seed2, a,
+                                              init.b.scalar<T>(), stream, at);
         break;
       case KeyedRowInit::Kind::kNormal:
-        kernels::cuda::random_normal_rows<T>(out, width, k, s, n, init.seed, init.seed2, a,
-                                             init.b.scalar<T>(), stream);
+        kernels::cuda::random_normal_rows<T>(rows, width, k, s, n, init.seed, init.seed2, a,
+                                             init.b.scalar<T>(), stream, at);
         break;
       case KeyedRowInit::Kind::kTruncatedNormal:
-        kernels::cuda::truncated_normal_rows<T>(out, width, k, s, n, init.seed, init.seed2, a,
-                                                init.b.scalar<T>(), stream);
+        kernels::cuda::truncated_normal_rows<T>(rows, width, k, s, n, init.seed, init.seed2, a,
+                                                init.b.scalar<T>(), stream, at);
         break;
     }
   };
-  switch (arena.dtype()) {
+  switch (out.dtype()) {
 #define VARSTATE_KEYED_ROWS_CASE(E, T) \
   case DType::E:                       \
     return run(T{});
@@ -79,11 +83,30 @@ void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& k
 #undef VARSTATE_KEYED_ROWS_CASE
     default:
       throw InternalError("initial rows of a keyed table of " +
-                          std::string(dtype_name(arena.dtype())));
+                          std::string(dtype_name(out.dtype())));
   }
+}
+#endif
+
+}  // namespace
+
+void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
+                        const Tensor& slots) {
+#ifdef VARSTATE_HAVE_CUDA
+  initial_rows(arena, init, keys, slots, kernels::cuda::RowsAt::kSlots);
 #else
-  (void)init, (void)keys;
+  (void)arena, (void)init, (void)keys, (void)slots;
   no_cuda("write_initial_rows");
+#endif
+}
+
+void write_initial_rows_where_absent(Tensor& rows, const KeyedRowInit& init, const Tensor& keys,
+                                     const Tensor& slots) {
+#ifdef VARSTATE_HAVE_CUDA
+  initial_rows(rows, init, keys, slots, kernels::cuda::RowsAt::kAbsent);
+#else
+  (void)rows, (void)init, (void)keys, (void)slots;
+  no_cuda("write_initial_rows_where_absent");
 #endif
 }
 

@@ -18,5 +18,10 @@ Tensor gather_slots(const Tensor& arena, const Tensor& slots, const Tensor& fill
 // row of each key, bit for bit the CPU's (DeviceKeyedTable::initial_rows).
 void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
                         const Tensor& slots);
+// The same into row i of `rows` (a lookup's output, [n] + row shape on the
+// GPU) for each i whose slot (int64 [n] on that GPU, as the key index
+// found it) is negative; rows of present keys are left as they are.
+void write_initial_rows_where_absent(Tensor& rows, const KeyedRowInit& init, const Tensor& keys,
+                                     const Tensor& slots);
 
 }  // namespace varstate::internal

@@ -881,12 +881,8 @@ bool DeviceKeyedTable::gather_present(const Member& m, std::span<const int64_t> 
   return !absent.load();
 }
 
-Tensor DeviceKeyedTable::compose_on_device(const Member& m, std::span<const int64_t> keys,
-                                           const Tensor& slots,
-                                           const std::vector<int64_t>* host_slots,
+Tensor DeviceKeyedTable::compose_on_device(const Member& m, const Tensor& keys, const Tensor& slots,
                                            const Tensor& absent_row) const {
-  // One gather, the absent keys reading the default row, or their initial
-  // rows drawn in place after it. No row leaves the GPU.
   Tensor fill;
   if (absent_row.valid()) {  // a scalar repeats; a row is taken whole
     const Tensor row = absent_row.to_host();
@@ -895,18 +891,7 @@ Tensor DeviceKeyedTable::compose_on_device(const Member& m, std::span<const int6
                .on(device_);
   }
   Tensor out = gather_slots(m.arena, slots, fill);
-  if (fill.valid()) return out;
-  const std::vector<int64_t> read =
-      host_slots ? std::vector<int64_t>() : slots.to_vector<int64_t>();
-  const std::vector<int64_t>& at = host_slots ? *host_slots : read;
-  std::vector<int64_t> absent_keys;
-  std::vector<int64_t> positions;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (at[i] != HashIndex::kAbsent) continue;
-    absent_keys.push_back(keys[i]);
-    positions.push_back(static_cast<int64_t>(i));
-  }
-  write_initial_rows(out, m.init, slot_tensor(absent_keys), slot_tensor(positions));
+  if (!fill.valid()) write_initial_rows_where_absent(out, m.init, keys, slots);
   return out;
 }
 
@@ -914,7 +899,8 @@ Tensor DeviceKeyedTable::compose_rows(const Member& m, int member, std::span<con
                                       const std::vector<int64_t>& slots,
                                       const Tensor& absent_row) const {
   const int64_t n = static_cast<int64_t>(keys.size());
-  if (!device_.is_cpu()) return compose_on_device(m, keys, slot_tensor(slots), &slots, absent_row);
+  if (!device_.is_cpu())
+    return compose_on_device(m, slot_tensor(keys), slot_tensor(slots), absent_row);
   std::vector<int64_t> present_slots;
   std::vector<int64_t> absent_keys;
   for (int64_t i = 0; i < n; ++i) {
@@ -962,11 +948,17 @@ Tensor DeviceKeyedTable::gather(int member, std::span<const int64_t> keys, bool 
       Tensor out(m.dtype, rows_shape(n, m.row_shape), host());
       if (gather_present(m, keys, out)) return out;
     } else if (finds_on_device(n)) {
-      // Resolved on the device: every key present, or (without insertion)
-      // the absent ones read their default there, with no probe on the host.
+      // Resolved on the device, with no probe on the host. An evaluation
+      // lookup decides nothing there: the absent keys read their default
+      // (or initial rows) on the device too, and the host waits for
+      // nothing. A training one waits for the count of absent keys: with
+      // none, the rows are gathered there.
+      if (!insert) {
+        const DeviceKeyIndex::Found found = device_index_->find(keys, /*count_absent=*/false);
+        return compose_on_device(m, found.keys, found.slots, absent_row);
+      }
       DeviceKeyIndex::Found found = device_index_->find(keys);
       if (found.absent == 0) return gather_slots(m.arena, found.slots);
-      if (!insert) return compose_on_device(m, keys, found.slots, nullptr, absent_row);
     }
     // (A CPU training lookup that met an absent key goes straight to the
     // insert below, which looks every key up again under the exclusive lock.)
@@ -1049,9 +1041,21 @@ void DeviceKeyedTable::scatter_slots(kernels::ScatterOp op, Member& m, const Ten
   m.version.fetch_add(1);
 }
 
-std::optional<Tensor> DeviceKeyedTable::gather_device_keys(int member, const Tensor& keys) {
+std::optional<Tensor> DeviceKeyedTable::gather_device_keys(int member, const Tensor& keys,
+                                                           bool insert, const Tensor& absent_row) {
   std::shared_lock lock(mu_);
   const Member& m = *members_.at(static_cast<size_t>(member));
+  if (!insert) {
+    // An evaluation lookup of keys already on the device: found and
+    // composed there whatever their number (nothing to copy to the host,
+    // nothing to wait for).
+    if (!device_index_ || !device_index_->valid() || keys.dtype() != DType::kInt64 ||
+        &keys.device() != &device_) {
+      return std::nullopt;
+    }
+    const DeviceKeyIndex::Found found = device_index_->find(keys, /*count_absent=*/false);
+    return compose_on_device(m, found.keys, found.slots, absent_row);
+  }
   if (std::optional<Tensor> slots = present_on_device(keys, nullptr)) {
     return gather_slots(m.arena, *slots);
   }

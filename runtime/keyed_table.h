@@ -171,12 +171,14 @@ class KeyedTable {
   // admitted are dropped. The caller validated the arguments.
   virtual void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                        const Tensor& updates, const std::string& who) = 0;
-  // For keys already in the memory of device() (int64 [n]): the rows of
-  // `member` ([n] + row shape, on device()) when the table resolves them
-  // where they are and every key is present, else nullopt (the caller then
-  // reads the keys to the host and calls gather(); nothing changed).
-  virtual std::optional<Tensor> gather_device_keys(int member, const Tensor& keys) {
-    (void)member, (void)keys;
+  // For keys already in the memory of device() (int64 [n]): gather()'s
+  // rows of `member` ([n] + row shape, on device()) when the table
+  // resolves the keys where they are (with `insert`, only when every key
+  // is present), else nullopt (the caller then reads the keys to the host
+  // and calls gather(); nothing changed).
+  virtual std::optional<Tensor> gather_device_keys(int member, const Tensor& keys, bool insert,
+                                                   const Tensor& absent_row = Tensor()) {
+    (void)member, (void)keys, (void)insert, (void)absent_row;
     return std::nullopt;
   }
   // The same for scatter(): true when done, false when nothing was done.
@@ -343,7 +345,8 @@ class DeviceKeyedTable final : public KeyedTable {
                 const Tensor& absent_row = Tensor()) override;
   void scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                const Tensor& updates, const std::string& who) override;
-  std::optional<Tensor> gather_device_keys(int member, const Tensor& keys) override;
+  std::optional<Tensor> gather_device_keys(int member, const Tensor& keys, bool insert,
+                                           const Tensor& absent_row) override;
   bool scatter_device_keys(kernels::ScatterOp op, int member, const Tensor& keys,
                            const Tensor& updates, const std::string& who) override;
   void insert(std::span<const int64_t> keys, const Tensor& values) override;
@@ -422,11 +425,12 @@ class DeviceKeyedTable final : public KeyedTable {
   // Records an update of `slots` at the current step (capped or expiring
   // tables).
   void touch(std::span<const int64_t> slots);
-  // compose_rows on a GPU: `slots` on the device (kAbsent for absent keys),
-  // `host_slots` the same on the host when the caller has them (else they
-  // are read back when initial rows are drawn).
-  Tensor compose_on_device(const Member& m, std::span<const int64_t> keys, const Tensor& slots,
-                           const std::vector<int64_t>* host_slots, const Tensor& absent_row) const;
+  // compose_rows on a GPU, from the keys and their slots in device memory
+  // (kAbsent for absent keys): one gather, the absent keys reading
+  // `absent_row` or getting their initial rows drawn in place; nothing is
+  // read back to the host.
+  Tensor compose_on_device(const Member& m, const Tensor& keys, const Tensor& slots,
+                           const Tensor& absent_row) const;
   // Rows of `keys` at `slots`, absent keys (kAbsent) reading `absent_row`
   // or their initial rows. Caller holds mu_.
   Tensor compose_rows(const Member& m, int member, std::span<const int64_t> keys,

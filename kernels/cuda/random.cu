@@ -99,6 +99,13 @@ struct KernelFill {
   }
 };
 
+// The row of `out` that position i fills (RowsAt), or -1 for none.
+__device__ __forceinline__ int64_t row_of(int64_t i, const int64_t* __restrict__ slots, RowsAt at) {
+  const int64_t slot = slots[i];
+  if (at == RowsAt::kSlots) return slot;
+  return slot < 0 ? i : -1;
+}
+
 // One thread per group of a row: the row's distribution is dist with the
 // key added to seed2 (the stream's counter high words), its elements those
 // of a tensor of `width` elements.
@@ -106,7 +113,7 @@ template <typename D>
 __global__ void __launch_bounds__(RandomConfig::kThreads)
     keyed_rows_kernel(D dist, uint64_t seed, uint64_t seed2, typename D::Bits* out, int64_t width,
                       const int64_t* __restrict__ keys, const int64_t* __restrict__ slots,
-                      int64_t n) {
+                      int64_t n, RowsAt at) {
   constexpr int kGroup = D::kGroupSize;
   const int64_t groups = (width + kGroup - 1) / kGroup;
   const ElementRange row{0, width};
@@ -114,31 +121,36 @@ __global__ void __launch_bounds__(RandomConfig::kThreads)
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = t / groups;
     const int64_t g = t - i * groups;
+    const int64_t dst = row_of(i, slots, at);
+    if (dst < 0) continue;
     D d = dist;
     d.stream = rng::PhiloxStream::from_seeds(seed, seed2 + static_cast<uint64_t>(keys[i]));
     typename D::Bits v[kGroup];
     d(static_cast<uint64_t>(g), v);
-    rng::store_clipped<kGroup>(v, g * kGroup, row, out + slots[i] * width);
+    rng::store_clipped<kGroup>(v, g * kGroup, row, out + dst * width);
   }
 }
 
 template <typename D>
 void keyed_rows(const D& dist, uint64_t seed, uint64_t seed2, typename D::Bits* out, int64_t width,
-                const int64_t* keys, const int64_t* slots, int64_t n, cudaStream_t stream) {
+                const int64_t* keys, const int64_t* slots, int64_t n, cudaStream_t stream,
+                RowsAt at) {
   if (n <= 0 || width <= 0) return;
   const int64_t groups = (width + D::kGroupSize - 1) / D::kGroupSize;
   launch_kernel(keyed_rows_kernel<D>, grid_for(n * groups, RandomConfig::kThreads),
-                RandomConfig::kThreads, 0, stream, dist, seed, seed2, out, width, keys, slots, n);
+                RandomConfig::kThreads, 0, stream, dist, seed, seed2, out, width, keys, slots, n,
+                at);
 }
 
 template <typename T>
 __global__ void __launch_bounds__(RandomConfig::kThreads)
     constant_rows_kernel(T* out, int64_t width, const int64_t* __restrict__ slots, int64_t n,
-                         T value) {
+                         T value, RowsAt at) {
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n * width;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = t / width;
-    out[slots[i] * width + (t - i * width)] = value;
+    const int64_t row = row_of(i, slots, at);
+    if (row >= 0) out[row * width + (t - i * width)] = value;
   }
 }
 
@@ -150,32 +162,33 @@ using BitsOf = typename rng::Arith<T>::Bits;
 template <typename T>
 void random_uniform_rows(T* out, int64_t width, const int64_t* keys, const int64_t* slots,
                          int64_t n, uint64_t seed, uint64_t seed2, T minval, T maxval,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, RowsAt at) {
   keyed_rows(rng::uniform_distribution(seed, seed2, minval, maxval), seed, seed2,
-             reinterpret_cast<BitsOf<T>*>(out), width, keys, slots, n, stream);
+             reinterpret_cast<BitsOf<T>*>(out), width, keys, slots, n, stream, at);
 }
 
 template <typename T>
 void random_normal_rows(T* out, int64_t width, const int64_t* keys, const int64_t* slots, int64_t n,
-                        uint64_t seed, uint64_t seed2, T mean, T stddev, cudaStream_t stream) {
+                        uint64_t seed, uint64_t seed2, T mean, T stddev, cudaStream_t stream,
+                        RowsAt at) {
   keyed_rows(rng::normal_distribution(seed, seed2, mean, stddev), seed, seed2,
-             reinterpret_cast<BitsOf<T>*>(out), width, keys, slots, n, stream);
+             reinterpret_cast<BitsOf<T>*>(out), width, keys, slots, n, stream, at);
 }
 
 template <typename T>
 void truncated_normal_rows(T* out, int64_t width, const int64_t* keys, const int64_t* slots,
                            int64_t n, uint64_t seed, uint64_t seed2, T mean, T stddev,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, RowsAt at) {
   keyed_rows(rng::truncated_normal_distribution(seed, seed2, mean, stddev), seed, seed2,
-             reinterpret_cast<BitsOf<T>*>(out), width, keys, slots, n, stream);
+             reinterpret_cast<BitsOf<T>*>(out), width, keys, slots, n, stream, at);
 }
 
 template <typename T>
 void constant_rows(T* out, int64_t width, const int64_t* slots, int64_t n, T value,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, RowsAt at) {
   if (n <= 0 || width <= 0) return;
   launch_kernel(constant_rows_kernel<T>, grid_for(n * width, RandomConfig::kThreads),
-                RandomConfig::kThreads, 0, stream, out, width, slots, n, value);
+                RandomConfig::kThreads, 0, stream, out, width, slots, n, value, at);
 }
 
 template <typename T>
@@ -205,12 +218,12 @@ void truncated_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, u
   template void random_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t);    \
   template void truncated_normal<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t); \
   template void random_uniform_rows<T>(T*, int64_t, const int64_t*, const int64_t*, int64_t,       \
-                                       uint64_t, uint64_t, T, T, cudaStream_t);                    \
+                                       uint64_t, uint64_t, T, T, cudaStream_t, RowsAt);            \
   template void random_normal_rows<T>(T*, int64_t, const int64_t*, const int64_t*, int64_t,        \
-                                      uint64_t, uint64_t, T, T, cudaStream_t);                     \
+                                      uint64_t, uint64_t, T, T, cudaStream_t, RowsAt);             \
   template void truncated_normal_rows<T>(T*, int64_t, const int64_t*, const int64_t*, int64_t,     \
-                                         uint64_t, uint64_t, T, T, cudaStream_t);                  \
-  template void constant_rows<T>(T*, int64_t, const int64_t*, int64_t, T, cudaStream_t);
+                                         uint64_t, uint64_t, T, T, cudaStream_t, RowsAt);          \
+  template void constant_rows<T>(T*, int64_t, const int64_t*, int64_t, T, cudaStream_t, RowsAt);
 #define VARSTATE_INSTANTIATE_INT(T) \
   template void random_uniform<T>(T*, int64_t, int64_t, uint64_t, uint64_t, T, T, cudaStream_t);
 VARSTATE_RANDOM_FLOAT_TYPES(VARSTATE_INSTANTIATE_FLOAT)

@@ -35,25 +35,35 @@ template <typename T>
 void truncated_normal(T* out, int64_t n, int64_t first_element, uint64_t seed, uint64_t seed2,
                       T mean, T stddev, cudaStream_t stream);
 
-// The initial rows of a hash-keyed table (runtime/keyed_table.h): for i in
-// [0, n), row slots[i] of `out` (rows of `width` elements) gets elements
+// Which rows of `out` the keyed-row fills below write, for i in [0, n):
+// row slots[i] (kSlots: new rows of a table's arena; the slots distinct),
+// or row i where slots[i] is negative and none where it is not (kAbsent:
+// the rows of a lookup's output whose keys the index did not find).
+enum class RowsAt {
+  kSlots,
+  kAbsent
+};
+
+// The initial rows of a hash-keyed table (runtime/keyed_table.h): the row
+// of i (see RowsAt) of `out` (rows of `width` elements) gets elements
 // [0, width) of the op's tensor for the seeds (seed, seed2 + keys[i]),
 // bit for bit what the CPU op fills for those seeds. `keys` and `slots`
-// are device memory; the slots distinct. Floats only.
+// are device memory. Floats only.
 template <typename T>
 void random_uniform_rows(T* out, int64_t width, const int64_t* keys, const int64_t* slots,
                          int64_t n, uint64_t seed, uint64_t seed2, T minval, T maxval,
-                         cudaStream_t stream);
+                         cudaStream_t stream, RowsAt at = RowsAt::kSlots);
 template <typename T>
 void random_normal_rows(T* out, int64_t width, const int64_t* keys, const int64_t* slots, int64_t n,
-                        uint64_t seed, uint64_t seed2, T mean, T stddev, cudaStream_t stream);
+                        uint64_t seed, uint64_t seed2, T mean, T stddev, cudaStream_t stream,
+                        RowsAt at = RowsAt::kSlots);
 template <typename T>
 void truncated_normal_rows(T* out, int64_t width, const int64_t* keys, const int64_t* slots,
                            int64_t n, uint64_t seed, uint64_t seed2, T mean, T stddev,
-                           cudaStream_t stream);
-// Row slots[i] of `out` set to `value` in every element, i in [0, n).
+                           cudaStream_t stream, RowsAt at = RowsAt::kSlots);
+// The row of i (see RowsAt) of `out` set to `value` in every element.
 template <typename T>
 void constant_rows(T* out, int64_t width, const int64_t* slots, int64_t n, T value,
-                   cudaStream_t stream);
+                   cudaStream_t stream, RowsAt at = RowsAt::kSlots);
 
 }  // namespace varstate::kernels::cuda

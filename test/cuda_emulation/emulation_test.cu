@@ -19,6 +19,7 @@
 #include "cuda_emulation/emulator_internal.h"
 #include "kernels/cuda/launch.cuh"
 #include "stream_gate.h"
+#include "varstate/varstate.h"
 
 namespace {
 
@@ -547,4 +548,47 @@ TEST_CASE("emulated GPUs: the host-side counts see each kind of call", "[emulati
   CHECK(read(&S::host_waits) - waits == 3);
   CHECK(read(&S::allocations) - allocations == 2);
   CHECK(read(&S::frees) - frees == 2);
+}
+
+TEST_CASE("emulated GPUs: a dynamic table's evaluation lookup waits for nothing", "[emulation]") {
+  // Keys found and rows composed on the GPU, absent keys drawn or
+  // defaulted there: no host wait and no copy back, whether the keys come
+  // from the host or are on the GPU already.
+  namespace emu = varstate::cuda_emulation;
+  using namespace varstate;
+  using S = emu::Stats;
+  const auto read = [](std::atomic<uint64_t> S::*f) { return (emu::stats().*f).load(); };
+  reset_default_graph();
+  DeviceScope on_gpu("/device:GPU:0");
+  DynamicVariable drawn = get_dynamic_variable(
+      "eval_drawn", {.dim = 8, .initializer = random_normal_initializer({.seed = 3})});
+  DynamicVariable fallback = get_dynamic_variable(
+      "eval_default",
+      {.dim = 8, .initializer = zeros_initializer(), .default_value = Tensor(-1.0f)});
+  Session().run(global_variables_initializer());
+  std::vector<int64_t> keys(2000);
+  std::iota(keys.begin(), keys.end(), int64_t{1} << 33);
+  const Tensor inserted =
+      Tensor::from_vector(std::vector<int64_t>(keys.begin(), keys.begin() + 1000));
+  drawn.gather(inserted);
+  fallback.gather(inserted);
+  Device& gpu = drawn.device();
+  const Tensor host_keys = Tensor::from_vector(keys);  // half of them absent
+  const Tensor device_keys = host_keys.to(gpu);
+  gpu.synchronize();
+  const uint64_t waits = read(&S::host_waits), d2h = read(&S::d2h);
+  std::vector<Tensor> rows;
+  for (DynamicVariable* v : {&drawn, &fallback}) {
+    rows.push_back(v->lookup(host_keys));
+    rows.push_back(v->lookup(device_keys));
+  }
+  CHECK(read(&S::host_waits) - waits == 0);
+  CHECK(read(&S::d2h) - d2h == 0);
+  // What they hold: the same rows either way; the absent keys' default,
+  // or rows drawn as a training gather then inserts them.
+  CHECK(rows[0].to_vector<float>() == rows[1].to_vector<float>());
+  CHECK(rows[2].to_vector<float>() == rows[3].to_vector<float>());
+  const std::vector<float> defaulted = rows[2].to_vector<float>();
+  CHECK(std::count(defaulted.begin(), defaulted.end(), -1.0f) == 1000 * 8);
+  CHECK(drawn.gather(host_keys).to_vector<float>() == rows[0].to_vector<float>());
 }

@@ -138,60 +138,75 @@ TEST_CASE("GPU random kernels index past 2^31 elements", "[random][gpu][large]")
 
 // A hash-keyed table's initial rows (runtime/keyed_table.h): row slots[i]
 // holds the op's tensor of `width` elements for (seed, seed2 + keys[i]),
-// the CPU kernel's bits; rows not named keep their bytes.
+// the CPU kernel's bits; rows not named keep their bytes. With
+// RowsAt::kAbsent (a lookup's output) row i gets keys[i]'s row where
+// slots[i] is negative, and the others keep their bytes.
 TEMPLATE_TEST_CASE("GPU keyed initial rows match the CPU kernel row by row", "[random][gpu]", half,
                    bfloat16, float, double) {
   using T = TestType;
+  using cuda::RowsAt;
   const uint64_t seed = testing::kSeed, seed2 = 77;
   Device& dev = gpu();
   Device& host = DeviceManager::instance().cpu();
   const std::vector<int64_t> keys = {0, 1, -1, 123456789, INT64_MIN, INT64_MAX, 42, -98765};
-  const std::vector<int64_t> slots = {3, 0, 9, 5, 1, 7, 10, 2};  // rows 4, 6 and 8 untouched
+  const std::vector<int64_t> slots = {3, 0, 9, 5, 1, 7, 10, 2};      // rows 4, 6 and 8 untouched
+  const std::vector<int64_t> found = {-1, 4, -1, -1, 0, -1, 7, -1};  // rows 1, 4 and 6 kept
   const auto n = static_cast<int64_t>(keys.size());
-  const int64_t rows = 11;
-  auto* d_index = static_cast<int64_t*>(dev.allocate(2 * n * sizeof(int64_t)));
+  auto* d_index = static_cast<int64_t*>(dev.allocate(3 * n * sizeof(int64_t)));
   copy_bytes(dev, d_index, host, keys.data(), n * sizeof(int64_t));
   copy_bytes(dev, d_index + n, host, slots.data(), n * sizeof(int64_t));
-  for (const int64_t width : {1, 2, 3, 4, 5, 7, 64, 130}) {
-    // Each distribution, then a constant (the first of the uniform's parameters).
-    for (int kind = 0; kind < 4; ++kind) {
-      const bool constant = kind == 3;
-      const Dist dist = constant ? Dist::kUniform : dists<T>()[static_cast<size_t>(kind)];
-      CAPTURE(width, kind);
-      const auto [a, b] = params<T>(dist);
-      const size_t bytes = static_cast<size_t>(rows * width) * sizeof(T);
-      auto* out = static_cast<T*>(dev.allocate(bytes));
-      dev.memset(out, kGuard, bytes);
-      if (constant) {
-        cuda::constant_rows<T>(out, width, d_index + n, n, a, dev.stream());
-      } else if (dist == Dist::kUniform) {
-        cuda::random_uniform_rows<T>(out, width, d_index, d_index + n, n, seed, seed2, a, b,
-                                     dev.stream());
-      } else if (dist == Dist::kNormal) {
-        cuda::random_normal_rows<T>(out, width, d_index, d_index + n, n, seed, seed2, a, b,
-                                    dev.stream());
-      } else {
-        cuda::truncated_normal_rows<T>(out, width, d_index, d_index + n, n, seed, seed2, a, b,
-                                       dev.stream());
-      }
-      std::vector<T> got(static_cast<size_t>(rows * width));
-      copy_bytes(host, got.data(), dev, out, bytes);
-      dev.deallocate(out);
-      std::vector<T> guard_row(static_cast<size_t>(width));
-      std::memset(guard_row.data(), kGuard, guard_row.size() * sizeof(T));
-      for (int64_t r = 0; r < rows; ++r) {
-        CAPTURE(r);
-        const std::vector<T> row(got.begin() + r * width, got.begin() + (r + 1) * width);
-        const auto at = std::find(slots.begin(), slots.end(), r);
-        if (at == slots.end()) {
-          REQUIRE(same_bits(row, guard_row));
-          continue;
+  copy_bytes(dev, d_index + 2 * n, host, found.data(), n * sizeof(int64_t));
+  for (const RowsAt at : {RowsAt::kSlots, RowsAt::kAbsent}) {
+    const bool absent = at == RowsAt::kAbsent;
+    const int64_t rows = absent ? n : 11;
+    const int64_t* d_rows = absent ? d_index + 2 * n : d_index + n;
+    // The position whose key fills row r, or -1 for a row left alone.
+    auto filler = [&](int64_t r) -> int64_t {
+      if (absent) return found[static_cast<size_t>(r)] < 0 ? r : -1;
+      const auto it = std::find(slots.begin(), slots.end(), r);
+      return it == slots.end() ? -1 : it - slots.begin();
+    };
+    for (const int64_t width : {1, 2, 3, 4, 5, 7, 64, 130}) {
+      // Each distribution, then a constant (the first of the uniform's parameters).
+      for (int kind = 0; kind < 4; ++kind) {
+        const bool constant = kind == 3;
+        const Dist dist = constant ? Dist::kUniform : dists<T>()[static_cast<size_t>(kind)];
+        CAPTURE(absent, width, kind);
+        const auto [a, b] = params<T>(dist);
+        const size_t bytes = static_cast<size_t>(rows * width) * sizeof(T);
+        auto* out = static_cast<T*>(dev.allocate(bytes));
+        dev.memset(out, kGuard, bytes);
+        if (constant) {
+          cuda::constant_rows<T>(out, width, d_rows, n, a, dev.stream(), at);
+        } else if (dist == Dist::kUniform) {
+          cuda::random_uniform_rows<T>(out, width, d_index, d_rows, n, seed, seed2, a, b,
+                                       dev.stream(), at);
+        } else if (dist == Dist::kNormal) {
+          cuda::random_normal_rows<T>(out, width, d_index, d_rows, n, seed, seed2, a, b,
+                                      dev.stream(), at);
+        } else {
+          cuda::truncated_normal_rows<T>(out, width, d_index, d_rows, n, seed, seed2, a, b,
+                                         dev.stream(), at);
         }
-        const uint64_t key_seed2 = seed2 + static_cast<uint64_t>(keys[at - slots.begin()]);
-        const std::vector<T> want = constant ? std::vector<T>(static_cast<size_t>(width), a)
-                                             : cpu_values<T>(dist, width, 0, seed, key_seed2);
-        CAPTURE(first_difference(row, want));
-        REQUIRE(same_bits(row, want));
+        std::vector<T> got(static_cast<size_t>(rows * width));
+        copy_bytes(host, got.data(), dev, out, bytes);
+        dev.deallocate(out);
+        std::vector<T> guard_row(static_cast<size_t>(width));
+        std::memset(guard_row.data(), kGuard, guard_row.size() * sizeof(T));
+        for (int64_t r = 0; r < rows; ++r) {
+          CAPTURE(r);
+          const std::vector<T> row(got.begin() + r * width, got.begin() + (r + 1) * width);
+          const int64_t i = filler(r);
+          if (i < 0) {
+            REQUIRE(same_bits(row, guard_row));
+            continue;
+          }
+          const uint64_t key_seed2 = seed2 + static_cast<uint64_t>(keys[static_cast<size_t>(i)]);
+          const std::vector<T> want = constant ? std::vector<T>(static_cast<size_t>(width), a)
+                                               : cpu_values<T>(dist, width, 0, seed, key_seed2);
+          CAPTURE(first_difference(row, want));
+          REQUIRE(same_bits(row, want));
+        }
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -179,6 +180,66 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: a new key's row depends on the
   CHECK(a.size() == static_cast<int64_t>(keys.size()));
   CHECK(a.gather(keys_tensor({99})).to_vector<float>() == fresh);
   CHECK(a.size() == static_cast<int64_t>(keys.size()) + 1);
+}
+
+TEST_CASE_METHOD(FreshSession,
+                 "dynamic variable: evaluation lookups match a CPU twin, keys on host or device",
+                 "[dynamic]") {
+  // On a GPU an evaluation lookup is resolved and composed there (absent
+  // keys: their default or their initial rows drawn in place) without the
+  // host waiting; here its rows must equal a CPU table's bit for bit, for
+  // batches below and above the device index's threshold, keys on the host
+  // and in the table's memory.
+  const int64_t dim = 5;
+  auto make = [&](const std::string& name, std::optional<Tensor> fallback) {
+    return get_dynamic_variable(
+        name, {.dim = dim,
+               .initializer = truncated_normal_initializer({.stddev = 0.3, .seed = 11}),
+               .default_value = fallback});
+  };
+  DynamicVariable drawn = make("drawn", std::nullopt);
+  DynamicVariable with_default = make("with_default", Tensor(-2.5f));
+  DynamicVariable with_row = make("with_row", Tensor::from_vector<float>({1, 2, 3, 4, 5}));
+  std::vector<DynamicVariable> twins;
+  {
+    DeviceScope cpu("/device:CPU:0");
+    twins = {make("drawn_cpu", std::nullopt), make("with_default_cpu", Tensor(-2.5f)),
+             make("with_row_cpu", Tensor::from_vector<float>({1, 2, 3, 4, 5}))};
+  }
+  init_all();
+  std::mt19937_64 rng(kSeed);
+  std::vector<int64_t> present(3000);
+  for (auto& k : present) k = static_cast<int64_t>(rng());
+  const std::vector<DynamicVariable*> tables = {&drawn, &with_default, &with_row};
+  // The present keys' rows moved off their initial rows (so that a row
+  // drawn where it should have been read shows).
+  std::vector<int64_t> distinct = distinct_of(present);
+  const Tensor moved =
+      Tensor::filled(DType::kFloat, TensorShape({static_cast<int64_t>(distinct.size()), dim}),
+                     Tensor(10.0f), DeviceManager::instance().cpu());
+  for (size_t t = 0; t < tables.size(); ++t) {
+    tables[t]->scatter_update(keys_tensor(distinct), moved);  // inserts them
+    twins[t].scatter_update(keys_tensor(distinct), moved);
+  }
+  for (const int64_t n : {int64_t{7}, int64_t{2500}}) {
+    std::vector<int64_t> keys;
+    for (int64_t i = 0; i < n; ++i) {
+      // About half present; absent ones include the reserved key words.
+      const uint64_t r = rng();
+      keys.push_back(r % 2 ? present[r % present.size()]
+                           : (r % 7 == 0 ? INT64_MIN : static_cast<int64_t>(r)));
+    }
+    const Tensor host_keys = keys_tensor(keys);
+    const Tensor device_keys = host_keys.on(test_device());
+    for (size_t t = 0; t < tables.size(); ++t) {
+      CAPTURE(n, t);
+      const int64_t size = tables[t]->size();
+      const std::vector<float> want = twins[t].lookup(host_keys).to_vector<float>();
+      CHECK(tables[t]->lookup(host_keys).to_vector<float>() == want);
+      CHECK(tables[t]->lookup(device_keys).to_vector<float>() == want);
+      CHECK(tables[t]->size() == size);  // evaluation inserts nothing
+    }
+  }
 }
 
 TEST_CASE_METHOD(FreshSession, "dynamic variable: every operation against a reference map",
