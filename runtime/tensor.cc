@@ -54,8 +54,9 @@ bool grow_rows_in_place(Tensor& t, int64_t rows) {
   const TensorShape row_shape = t.shape_.tail(1);
   int64_t elements = 0;
   if (__builtin_mul_overflow(rows, row_shape.num_elements(), &elements)) return false;
+  TensorShape shape = TensorShape({rows}).concatenate(row_shape);  // before the buffer changes
   if (elements == 0 || !t.buffer_->grow(elements)) return false;
-  t.shape_ = TensorShape({rows}).concatenate(row_shape);
+  t.shape_ = std::move(shape);
   t.num_elements_ = elements;
   return true;
 }
