@@ -157,6 +157,8 @@ def run_varstate(o, workdir, rep, threads=None, device="cpu"):
            "--seed", str(o.seed), "--save_every", str(o.steps), "--max_to_keep", "1"]
     if o.shards > 0:
         cmd += ["--shards", str(o.shards)]
+    if getattr(o, "atomic_scatters", False):
+        cmd += ["--atomic_scatters"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
         return json.load(f)
@@ -179,6 +181,9 @@ def add_job_arguments(ap):
                     help="varstate's parts per table (default 0: the demo's, two per device; "
                     "1: one table each, as the peers hold them)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--atomic_scatters", action="store_true",
+                    help="varstate demo --atomic_scatters: on a GPU, sparse SGD's duplicate ids "
+                    "combined with atomics (the peers' default) instead of the sorted path")
 
 
 def main():

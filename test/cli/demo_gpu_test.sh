@@ -7,7 +7,8 @@
 #      the CPU and written again by `varstate compact`: TensorFlow reads every
 #      tensor of both, with the same bits;
 #   3. --resume across devices: the first half on one device, the second on
-#      the other, ends within 1e-3 of the uninterrupted CPU run's RMSE.
+#      the other, ends within 1e-3 of the uninterrupted CPU run's RMSE;
+#   4. sgd with --atomic_scatters on the GPU within 1e-3 of the CPU run.
 #   demo_gpu_test.sh PATH/TO/varstate [PYTHON_WITH_TENSORFLOW]
 set -euo pipefail
 cli=${1:?usage: demo_gpu_test.sh VARSTATE_BIN [PYTHON]}
@@ -42,6 +43,16 @@ for opt in sgd adam adagrad; do
   within "$ct" "$gt" || fail "$opt: train RMSE on the GPU $gt, on the CPU $ct: more than 1e-3 apart"
   echo "ok: $opt: test RMSE on the GPU $g, on the CPU $c; train RMSE $gt and $ct"
 done
+
+# Sparse SGD's duplicate ids combined by atomics on the GPU: the same
+# training up to rounding.
+"$cli" demo "${small[@]}" --optimizer sgd --steps "$steps" --device gpu --atomic_scatters \
+  --checkpoint_dir "$tmp/gpu-sgd-atomic" >"$tmp/gpu-sgd-atomic.log"
+a=$(rmse "$tmp/gpu-sgd-atomic.log")
+c=$(rmse "$tmp/cpu-sgd.log")
+[ -n "$a" ] || fail "--atomic_scatters: no RMSE summary"
+within "$c" "$a" || fail "--atomic_scatters: test RMSE on the GPU $a, on the CPU $c: more than 1e-3 apart"
+echo "ok: sgd --atomic_scatters: test RMSE on the GPU $a, on the CPU $c"
 
 "$cli" compact "$tmp/gpu-adam/model-$steps" "$tmp/compacted/model-$steps" >/dev/null
 if [ -x "$python" ] && "$python" -c 'import tensorflow' 2>/dev/null; then

@@ -90,9 +90,10 @@ struct DemoOptions {
   bool resume = false;
   bool full_checkpoints = false;  // incremental (delta) checkpoints unless set
   int64_t seed = 2026;
-  std::string device;  // cpu, gpu or all; default: gpu when there are GPUs, else cpu
-  int64_t shards = 0;  // 0: two per device
-  std::string json;    // where to write the run's summary as JSON; empty: nowhere
+  std::string device;            // cpu, gpu or all; default: gpu when there are GPUs, else cpu
+  int64_t shards = 0;            // 0: two per device
+  std::string json;              // where to write the run's summary as JSON; empty: nowhere
+  bool atomic_scatters = false;  // GPU sparse updates on the atomic path
 };
 
 // ---- Sizes: checked before anything is allocated -----------------------------
@@ -263,7 +264,9 @@ Model build_model(const DemoOptions& o, const std::vector<std::string>& devices,
   std::vector<Variable> parts = model.users.variables();
   parts.insert(parts.end(), model.items.begin(), model.items.end());
   model.optimizer->create_slots(parts);
-  set_deterministic_ops(true);
+  // Sorted, bitwise run to run, unless asked otherwise (only a GPU has an
+  // atomic path; the CPU's results are the same either way).
+  set_deterministic_ops(!o.atomic_scatters);
   return model;
 }
 
@@ -908,6 +911,10 @@ Action add_demo_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "gpu", "all"}));
   cmd->add_option("--shards", o->shards, "partitions per table (default: two per device)")
       ->check(count_at_least(1));
+  cmd->add_flag("--atomic_scatters", o->atomic_scatters,
+                "on a GPU, combine the duplicate ids of sparse SGD's updates with atomics, as "
+                "TensorFlow and PyTorch do by default (rounding may differ run to run), instead "
+                "of the demo's deterministic sorted path");
   cmd->add_option("--json", o->json,
                   "also write the run's summary (throughput without the checkpoint saves, "
                   "RMSE, phase times) as JSON to this file");
