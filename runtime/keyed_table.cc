@@ -170,7 +170,9 @@ bool DeviceKeyedTable::finds_on_device(int64_t n) const {
 namespace {
 
 // The slots found when every key is present.
-std::optional<Tensor> all_present(DeviceKeyIndex::Found found, std::vector<int64_t>* host_slots) {
+std::optional<Tensor> all_present(DeviceKeyIndex::Found found, std::vector<int64_t>* host_slots,
+                                  bool* absent) {
+  if (absent != nullptr) *absent = found.absent > 0;
   if (found.absent > 0) return std::nullopt;
   if (host_slots != nullptr) *host_slots = found.slots.to_vector<int64_t>();
   return std::move(found.slots);
@@ -179,18 +181,22 @@ std::optional<Tensor> all_present(DeviceKeyIndex::Found found, std::vector<int64
 }  // namespace
 
 std::optional<Tensor> DeviceKeyedTable::present_on_device(std::span<const int64_t> keys,
-                                                          std::vector<int64_t>* host_slots) const {
+                                                          std::vector<int64_t>* host_slots,
+                                                          bool* absent) const {
+  if (absent != nullptr) *absent = false;
   if (!finds_on_device(static_cast<int64_t>(keys.size()))) return std::nullopt;
-  return all_present(device_index_->find(keys), host_slots);
+  return all_present(device_index_->find(keys), host_slots, absent);
 }
 
 std::optional<Tensor> DeviceKeyedTable::present_on_device(const Tensor& keys,
-                                                          std::vector<int64_t>* host_slots) const {
+                                                          std::vector<int64_t>* host_slots,
+                                                          bool* absent) const {
+  if (absent != nullptr) *absent = false;
   if (keys.dtype() != DType::kInt64 || &keys.device() != &device_ ||
       !finds_on_device(keys.num_elements())) {
     return std::nullopt;
   }
-  return all_present(device_index_->find(keys), host_slots);
+  return all_present(device_index_->find(keys), host_slots, absent);
 }
 
 void DeviceKeyedTable::record_inserted(const std::vector<int64_t>& keys,
@@ -997,38 +1003,44 @@ bool kept_positions(std::vector<int64_t>& slots, std::vector<int64_t>& kept) {
 
 }  // namespace
 
+void DeviceKeyedTable::scatter_at(kernels::ScatterOp op, Member& m, std::vector<int64_t> slots,
+                                  const Tensor& updates, const std::string& who) {
+  // The updates of keys not admitted are dropped.
+  std::vector<int64_t> kept;
+  Tensor values = updates;
+  if (kept_positions(slots, kept) && updates.rank() > 0) values = gather_rows(updates, kept);
+  if (slots.empty()) return;
+  Tensor arena = m.arena;
+  scatter_tensor(op, arena, slot_tensor(slots), values, {.name = who}, /*indices_in_range=*/true);
+  mark(slots);
+  touch(slots);
+  m.version.fetch_add(1);
+}
+
 void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<const int64_t> keys,
                                const Tensor& updates, const std::string& who) {
-  auto run = [&](Member& m, std::vector<int64_t> slots) {
-    // The updates of keys not admitted are dropped.
-    std::vector<int64_t> kept;
-    Tensor values = updates;
-    if (kept_positions(slots, kept) && updates.rank() > 0) values = gather_rows(updates, kept);
-    if (slots.empty()) return;
-    Tensor arena = m.arena;
-    scatter_tensor(op, arena, slot_tensor(slots), values, {.name = who},
-                   /*indices_in_range=*/true);
-    mark(slots);
-    touch(slots);
-    m.version.fetch_add(1);
-  };
   {
     std::shared_lock lock(mu_);
     Member& m = *members_.at(static_cast<size_t>(member));
     std::vector<int64_t> host_slots;
+    bool absent = false;
     if (std::optional<Tensor> slots =
-            present_on_device(keys, needs_host_slots() ? &host_slots : nullptr)) {
+            present_on_device(keys, needs_host_slots() ? &host_slots : nullptr, &absent)) {
       scatter_slots(op, m, *slots, host_slots, updates, who);
       return;
     }
-    std::vector<int64_t> slots = find(keys);
-    if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
-      run(m, slots);
-      return;
+    // (A key the device found absent: straight to the insert.)
+    if (!absent) {
+      std::vector<int64_t> slots = find(keys);
+      if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
+        scatter_at(op, m, std::move(slots), updates, who);
+        return;
+      }
     }
   }
   Exclusive lock(*this);
-  run(*members_.at(static_cast<size_t>(member)), find_or_insert(keys, -1, /*admit_keys=*/true));
+  scatter_at(op, *members_.at(static_cast<size_t>(member)),
+             find_or_insert(keys, -1, /*admit_keys=*/true), updates, who);
 }
 
 void DeviceKeyedTable::scatter_slots(kernels::ScatterOp op, Member& m, const Tensor& slots,
@@ -1064,12 +1076,25 @@ std::optional<Tensor> DeviceKeyedTable::gather_device_keys(int member, const Ten
 
 bool DeviceKeyedTable::scatter_device_keys(kernels::ScatterOp op, int member, const Tensor& keys,
                                            const Tensor& updates, const std::string& who) {
-  std::shared_lock lock(mu_);
-  Member& m = *members_.at(static_cast<size_t>(member));
-  std::vector<int64_t> host_slots;
-  std::optional<Tensor> slots = present_on_device(keys, needs_host_slots() ? &host_slots : nullptr);
-  if (!slots) return false;
-  scatter_slots(op, m, *slots, host_slots, updates, who);
+  {
+    std::shared_lock lock(mu_);
+    Member& m = *members_.at(static_cast<size_t>(member));
+    std::vector<int64_t> host_slots;
+    bool absent = false;
+    std::optional<Tensor> slots =
+        present_on_device(keys, needs_host_slots() ? &host_slots : nullptr, &absent);
+    if (slots) {
+      scatter_slots(op, m, *slots, host_slots, updates, who);
+      return true;
+    }
+    if (!absent) return false;  // the device did not look: the caller's host path
+  }
+  // A key the device found absent: the keys to the host, whose index
+  // decides the insert, without looking them up again on either side.
+  const std::vector<int64_t> host_keys = keys.to_vector<int64_t>();
+  Exclusive lock(*this);
+  scatter_at(op, *members_.at(static_cast<size_t>(member)),
+             find_or_insert(host_keys, -1, /*admit_keys=*/true), updates, who);
   return true;
 }
 
@@ -1199,15 +1224,19 @@ void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<co
   {
     std::shared_lock lock(mu_);
     std::vector<int64_t> host_slots;
+    bool absent = false;
     if (std::optional<Tensor> slots =
-            present_on_device(keys, needs_host_slots() ? &host_slots : nullptr)) {
+            present_on_device(keys, needs_host_slots() ? &host_slots : nullptr, &absent)) {
       apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
       return;
     }
-    std::vector<int64_t> slots = find(keys);
-    if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
-      apply_rows(members, std::move(slots), nullptr, all_rows, fn);
-      return;
+    // (A key the device found absent: straight to the insert.)
+    if (!absent) {
+      std::vector<int64_t> slots = find(keys);
+      if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
+        apply_rows(members, std::move(slots), nullptr, all_rows, fn);
+        return;
+      }
     }
   }
   Exclusive lock(*this);
@@ -1216,11 +1245,22 @@ void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<co
 
 bool DeviceKeyedTable::update_rows_device_keys(const std::vector<int>& members, const Tensor& keys,
                                                bool all_rows, const RowsFn& fn) {
-  std::shared_lock lock(mu_);
-  std::vector<int64_t> host_slots;
-  std::optional<Tensor> slots = present_on_device(keys, needs_host_slots() ? &host_slots : nullptr);
-  if (!slots) return false;
-  apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
+  {
+    std::shared_lock lock(mu_);
+    std::vector<int64_t> host_slots;
+    bool absent = false;
+    std::optional<Tensor> slots =
+        present_on_device(keys, needs_host_slots() ? &host_slots : nullptr, &absent);
+    if (slots) {
+      apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
+      return true;
+    }
+    if (!absent) return false;  // the device did not look: the caller's host path
+  }
+  // A key the device found absent: inserted on the host (as scatter_device_keys).
+  const std::vector<int64_t> host_keys = keys.to_vector<int64_t>();
+  Exclusive lock(*this);
+  apply_rows(members, find_or_insert(host_keys, -1, /*admit_keys=*/true), nullptr, all_rows, fn);
   return true;
 }
 

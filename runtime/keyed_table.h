@@ -181,7 +181,9 @@ class KeyedTable {
     (void)member, (void)keys, (void)insert, (void)absent_row;
     return std::nullopt;
   }
-  // The same for scatter(): true when done, false when nothing was done.
+  // The same for scatter(): true when done (keys found absent on the
+  // device are read to the host and inserted there, with no second
+  // lookup), false when nothing was done.
   virtual bool scatter_device_keys(kernels::ScatterOp op, int member, const Tensor& keys,
                                    const Tensor& updates, const std::string& who) {
     (void)op, (void)member, (void)keys, (void)updates, (void)who;
@@ -217,8 +219,10 @@ class KeyedTable {
 
   // update_rows() for keys in the memory of device() (int64 [n]): true
   // when the table resolved them there, every key present (fn then gets
-  // `kept` null); false, with nothing done, otherwise (the caller reads
-  // the keys to the host and calls update_rows()).
+  // `kept` null), or found one absent there and inserted the keys through
+  // the host index as update_rows() does; false, with nothing done,
+  // otherwise (the caller reads the keys to the host and calls
+  // update_rows()).
   virtual bool update_rows_device_keys(const std::vector<int>& members, const Tensor& keys,
                                        bool all_rows, const RowsFn& fn) {
     (void)members, (void)keys, (void)all_rows, (void)fn;
@@ -469,12 +473,20 @@ class DeviceKeyedTable final : public KeyedTable {
   // GPU tables: the slots of `keys` resolved by the device index (int64 on
   // the device), when it is valid, the batch is worth a kernel and every
   // key is present; else nullopt (the caller takes the host's path). With
-  // `host_slots`, the slots are copied there too. Caller holds mu_.
+  // `host_slots`, the slots are copied there too. With `absent`, *absent
+  // tells whether the device looked and found a key absent (the caller
+  // then goes straight to the insert: no key need be looked up again).
+  // Caller holds mu_.
   std::optional<Tensor> present_on_device(std::span<const int64_t> keys,
-                                          std::vector<int64_t>* host_slots) const;
+                                          std::vector<int64_t>* host_slots,
+                                          bool* absent = nullptr) const;
   // The same for keys in device memory (int64 on device_).
-  std::optional<Tensor> present_on_device(const Tensor& keys,
-                                          std::vector<int64_t>* host_slots) const;
+  std::optional<Tensor> present_on_device(const Tensor& keys, std::vector<int64_t>* host_slots,
+                                          bool* absent = nullptr) const;
+  // scatter()'s work once the keys' slots are known (kAbsent for keys not
+  // admitted: their updates are dropped). Caller holds mu_.
+  void scatter_at(kernels::ScatterOp op, Member& m, std::vector<int64_t> slots,
+                  const Tensor& updates, const std::string& who);
   // update_rows' work once the slots are known (host `slots`, filtered
   // of absent keys here, or every key present at `on_device`, with `slots`
   // empty unless needs_host_slots()). Caller holds mu_.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <thread>
@@ -1082,6 +1083,49 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: the GPU's device index follows
   }
   // The lookups above took the device's path (the count is process-wide).
   CHECK(internal::DeviceKeyIndex::finds_for_testing() - finds_before >= 36);
+}
+
+// A scatter or a training step whose keys are in the GPU's memory and
+// meet an absent key looks the batch up on the device once: the keys then
+// go to the host index, which inserts them, without a second lookup on
+// either side. The results are the CPU twin's.
+TEST_CASE_METHOD(FreshSession, "dynamic variable: device keys meeting an absent key, one lookup",
+                 "[dynamic]") {
+  if (!testing_on_gpu()) return;  // a GPU table's path; test_runtime_on_gpu runs it
+  const DynamicVariableOptions options = {
+      .dim = 3, .initializer = random_uniform_initializer({.minval = -1, .maxval = 1, .seed = 5})};
+  DynamicVariable gpu = get_dynamic_variable("gpu", options);
+  std::optional<DynamicVariable> cpu_table;
+  {
+    DeviceScope cpu_scope("/device:CPU:0");
+    cpu_table = get_dynamic_variable("cpu", options);
+  }
+  DynamicVariable& cpu = *cpu_table;
+  AdagradOptimizer adagrad(0.5);
+  init_all();
+  std::vector<int64_t> keys(1500);
+  std::iota(keys.begin(), keys.end(), int64_t{-700});
+  const std::vector<int64_t> half(keys.begin(), keys.begin() + 750);
+  gpu.gather(keys_tensor(half));
+  cpu.gather(keys_tensor(half));
+  std::vector<float> u(keys.size() * 3);
+  for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<float>(i % 7) * 0.25f;
+  const Tensor on_cpu = Tensor::from_vector(u, TensorShape({1500, 3}));
+  const Tensor on_gpu_keys = keys_tensor(keys).to(gpu.device());
+  int64_t finds = internal::DeviceKeyIndex::finds_for_testing();
+  gpu.scatter_add(on_gpu_keys, on_cpu.to(gpu.device()));
+  CHECK(internal::DeviceKeyIndex::finds_for_testing() - finds == 1);
+  cpu.scatter_add(keys_tensor(keys), on_cpu);
+  CHECK(exported(gpu) == exported(cpu));
+  std::vector<int64_t> more(keys.size());
+  std::iota(more.begin(), more.end(), int64_t{500});  // 1,200 of them new
+  finds = internal::DeviceKeyIndex::finds_for_testing();
+  adagrad.apply_gradients(
+      {gpu.gradient(keys_tensor(more).to(gpu.device()), on_cpu.to(gpu.device())),
+       cpu.gradient(keys_tensor(more), on_cpu)});
+  CHECK(internal::DeviceKeyIndex::finds_for_testing() - finds == 1);
+  CHECK(exported(gpu) == exported(cpu));
+  CHECK(gpu.size() == 2700);  // -700..1999
 }
 
 // Lookups through the GPU's device index while another thread churns the
