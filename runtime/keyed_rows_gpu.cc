@@ -40,11 +40,12 @@ Tensor gather_slots(const Tensor& arena, const Tensor& slots, const Tensor& fill
 
 namespace {
 
-#ifdef VARSTATE_HAVE_CUDA
-// write_initial_rows and write_initial_rows_where_absent: the rows of
-// `out` that `at` names.
+// write_initial_rows (rows at the slots) and, with `where_absent`,
+// write_initial_rows_where_absent (kernels::cuda::RowsAt).
 void initial_rows(Tensor& out, const KeyedRowInit& init, const Tensor& keys, const Tensor& slots,
-                  kernels::cuda::RowsAt at) {
+                  bool where_absent) {
+#ifdef VARSTATE_HAVE_CUDA
+  const auto at = where_absent ? kernels::cuda::RowsAt::kAbsent : kernels::cuda::RowsAt::kSlots;
   const int64_t n = slots.num_elements();
   const int64_t width = out.shape().tail(1).num_elements();
   if (n == 0 || width == 0) return;
@@ -85,29 +86,22 @@ void initial_rows(Tensor& out, const KeyedRowInit& init, const Tensor& keys, con
       throw InternalError("initial rows of a keyed table of " +
                           std::string(dtype_name(out.dtype())));
   }
-}
+#else
+  (void)out, (void)init, (void)keys, (void)slots;
+  no_cuda(where_absent ? "write_initial_rows_where_absent" : "write_initial_rows");
 #endif
+}
 
 }  // namespace
 
 void write_initial_rows(Tensor& arena, const KeyedRowInit& init, const Tensor& keys,
                         const Tensor& slots) {
-#ifdef VARSTATE_HAVE_CUDA
-  initial_rows(arena, init, keys, slots, kernels::cuda::RowsAt::kSlots);
-#else
-  (void)arena, (void)init, (void)keys, (void)slots;
-  no_cuda("write_initial_rows");
-#endif
+  initial_rows(arena, init, keys, slots, /*where_absent=*/false);
 }
 
 void write_initial_rows_where_absent(Tensor& rows, const KeyedRowInit& init, const Tensor& keys,
                                      const Tensor& slots) {
-#ifdef VARSTATE_HAVE_CUDA
-  initial_rows(rows, init, keys, slots, kernels::cuda::RowsAt::kAbsent);
-#else
-  (void)rows, (void)init, (void)keys, (void)slots;
-  no_cuda("write_initial_rows_where_absent");
-#endif
+  initial_rows(rows, init, keys, slots, /*where_absent=*/true);
 }
 
 }  // namespace varstate::internal
