@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <complex>
 #include <cstdint>
 #include <cstring>
@@ -88,6 +89,8 @@ struct RowSlot {
 // Row r of a whole table...
 template <typename E>
 struct TableRows {
+  // at() is a multiply-add: apply_positions calls it as it goes.
+  static constexpr bool kResolveAhead = false;
   E* base;
   int64_t row_width;
   Mark* marks;  // one per row, or nullptr
@@ -96,21 +99,59 @@ struct TableRows {
   }
 };
 
+// The part holding a row of a table split by rows, found in a table of
+// blocks: with every part at least 2^shift rows long, the rows of block
+// r >> shift lie in the part holding its first row or in the next one, so
+// one load and one compare find it. Without such a table (an empty part,
+// or parts so short that it would exceed kMaxBlocks) it is null and the
+// part bounds are searched.
+struct PartBlocks {
+  static constexpr int64_t kMaxBlocks = 4096;
+  std::vector<int32_t> first_part;  // per block, or empty
+  int shift = 0;
+
+  PartBlocks(const int64_t* part_begin, int num_parts) {
+    int64_t shortest = part_begin[num_parts];
+    for (int k = 0; k < num_parts; ++k) {
+      shortest = std::min(shortest, part_begin[k + 1] - part_begin[k]);
+    }
+    if (shortest <= 0) return;
+    shift = std::bit_width(static_cast<uint64_t>(shortest)) - 1;  // 2^shift <= shortest
+    const int64_t blocks = ((part_begin[num_parts] - 1) >> shift) + 1;
+    if (blocks > kMaxBlocks) return;
+    first_part.resize(static_cast<size_t>(blocks));
+    int k = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      while (k + 1 < num_parts && part_begin[k + 1] <= (b << shift)) ++k;
+      first_part[static_cast<size_t>(b)] = k;
+    }
+  }
+};
+
 // ...or of a table split by rows into parts (a partitioned variable), each
 // part with its own marks.
 template <typename E>
 struct PartRows {
+  // at() finds the part: apply_positions looks rows up a chunk at a time,
+  // ahead of their writes (apply_resolved).
+  static constexpr bool kResolveAhead = true;
   E* const* parts;
   const int64_t* part_begin;
   int num_parts;
   int64_t row_width;
-  Mark* const* marks;  // one array per part, or nullptr
+  Mark* const* marks;         // one array per part, or nullptr
+  const int32_t* first_part;  // PartBlocks::first_part, or nullptr
+  int shift;                  // PartBlocks::shift
   RowSlot<E> at(int64_t r) const {
-    const int64_t* bounds = part_begin + 1;
     int64_t k = 0;
-    if (num_parts <= 32) {  // branch-free for a few parts: rows are random
+    if (first_part != nullptr) {
+      k = first_part[r >> shift];
+      k += r >= part_begin[k + 1];
+    } else if (num_parts <= 32) {  // branch-free for a few parts: rows are random
+      const int64_t* bounds = part_begin + 1;
       for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
     } else {
+      const int64_t* bounds = part_begin + 1;
       k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
     }
     const int64_t local = r - part_begin[k];
@@ -123,6 +164,48 @@ struct AllPositions {
   int64_t operator[](int64_t j) const { return j; }
 };
 
+// apply_positions for rows whose lookup costs more than a multiply-add
+// (PartRows): the rows (and marks) of up to kChunk updates are looked up
+// first, in a tight loop of their own, then written as apply_positions
+// writes them, prefetched from the buffer. Measured against looking rows
+// up between the writes (65,536 and 1M updates of 16 floats into 4 parts
+// of a 1M-row table): 0.69 -> 0.44 ms and 13.8 -> 14.1 ms for
+// scatter_update, 0.76 -> 0.40 ms and 18.1 -> 15.8 ms for scatter_add.
+// (The prefetches stay in the loop's body: GCC 12 drops the call of a
+// lambda that only prefetches, as a call without effects.)
+template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index, typename Positions>
+void apply_resolved(const Rows& table, int64_t row_width, const Index* indices,
+                    const Positions& pos, int64_t n, const E* updates, int64_t c0, int64_t c1,
+                    bool mark) {
+  constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
+  constexpr int64_t kChunk = 1024;  // 16 KiB of slots: written while still in L1
+  const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
+  constexpr bool kSparsePositions = !std::is_same_v<Positions, AllPositions>;
+  mark = mark && table.marks != nullptr;
+  RowSlot<E> slots[kChunk];
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - j0);
+    for (int64_t j = 0; j < m; ++j) slots[j] = table.at(static_cast<int64_t>(indices[pos[j0 + j]]));
+    for (int64_t j = -kAhead; j < m; ++j) {
+      if (j + kAhead < m) {
+        const RowSlot<E> next = slots[j + kAhead];
+        const char* line = reinterpret_cast<const char*>(next.row + c0);
+        for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+        if (mark) __builtin_prefetch(next.mark, 1);
+        if constexpr (!Scalar && kSparsePositions) {
+          const char* src =
+              reinterpret_cast<const char*>(updates + pos[j0 + j + kAhead] * row_width + c0);
+          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
+        }
+      }
+      if (j < 0) continue;
+      const E* src = Scalar ? updates : updates + pos[j0 + j] * row_width + c0;
+      if (mark) slots[j].mark->store(1, std::memory_order_relaxed);
+      apply_row<Op, Scalar>(slots[j].row + c0, src, c1 - c0);
+    }
+  }
+}
+
 // Applies, in order, the updates at positions pos[0, n) to columns
 // [c0, c1) of their rows, marking each row just before it writes it when
 // the table keeps marks and `mark` is set. A mark costs a cache miss of its
@@ -132,6 +215,10 @@ template <ScatterOp Op, bool Scalar, typename E, typename Rows, typename Index, 
 void apply_positions(const Rows& table, int64_t row_width, const Index* indices,
                      const Positions& pos, int64_t n, const E* updates, int64_t c0, int64_t c1,
                      bool mark) {
+  if constexpr (Rows::kResolveAhead) {
+    apply_resolved<Op, Scalar>(table, row_width, indices, pos, n, updates, c0, c1, mark);
+    return;
+  }
   constexpr int64_t kAhead = ScatterTuning::kPrefetchDistance;
   const int64_t prefetch_bytes = std::min<int64_t>((c1 - c0) * sizeof(E), 256);
   constexpr bool kSparsePositions = !std::is_same_v<Positions, AllPositions>;
@@ -383,8 +470,14 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
   static_assert(sizeof(E) == sizeof(T));
   const int64_t rows = part_begin[num_parts];
   if (num_indices == 0) return -1;
-  const PartRows<E> table{reinterpret_cast<E* const*>(parts), part_begin, num_parts, row_width,
-                          marks};
+  const PartBlocks blocks(part_begin, num_parts);
+  const PartRows<E> table{reinterpret_cast<E* const*>(parts),
+                          part_begin,
+                          num_parts,
+                          row_width,
+                          marks,
+                          blocks.first_part.empty() ? nullptr : blocks.first_part.data(),
+                          blocks.shift};
   if (row_width == 0) return mark_empty_rows(table, indices, num_indices, rows);
   return scatter_rows(op, table, rows, row_width, indices, num_indices,
                       reinterpret_cast<const E*>(updates), updates_scalar);

@@ -163,24 +163,37 @@ TEMPLATE_TEST_CASE("cpu scatter splits large inputs over threads without losing 
 TEMPLATE_TEST_CASE("cpu scatter_parts on row parts equals scatter on the whole", "[scatter]", float,
                    half, int8_t, uint64_t, complex64) {
   using T = TestType;
-  // (rows, width, parts, indices): serial (one shard per part), and
+  // (rows, width, parts, indices, layout): serial (one shard per part), and
   // multithreaded with few and with many parts (indices bucketed by part).
-  const auto [rows, width, num_parts, num_indices] =
-      GENERATE(std::tuple<int64_t, int64_t, int, int64_t>{101, 5, 3, 3000},
-               std::tuple<int64_t, int64_t, int, int64_t>{1000, 64, 4, 20000},
-               std::tuple<int64_t, int64_t, int, int64_t>{1001, 16, 20, 20000});
+  // The kernel finds a row's part in a table of blocks when every part has
+  // rows and there are at most 4,096 blocks of the shortest part's length;
+  // else it counts the bounds (up to 32 parts) or searches them.
+  enum Layout {
+    kEven,
+    kEmptyPart,
+    kOneRowFirst
+  };
+  const auto [rows, width, num_parts, num_indices, layout] = GENERATE(
+      std::tuple<int64_t, int64_t, int, int64_t, Layout>{101, 5, 3, 3000, kEven},
+      std::tuple<int64_t, int64_t, int, int64_t, Layout>{1000, 64, 4, 20000, kEven},
+      std::tuple<int64_t, int64_t, int, int64_t, Layout>{1001, 16, 20, 20000, kEven},
+      std::tuple<int64_t, int64_t, int, int64_t, Layout>{101, 5, 3, 3000, kEmptyPart},
+      std::tuple<int64_t, int64_t, int, int64_t, Layout>{5000, 3, 4, 20000, kOneRowFirst},
+      std::tuple<int64_t, int64_t, int, int64_t, Layout>{5000, 3, 40, 20000, kOneRowFirst});
   // TensorFlow's uneven split: the first rows % parts parts get one more row.
   std::vector<int64_t> begin = {0};
   for (int k = 0; k < num_parts; ++k) {
     begin.push_back(begin.back() + rows / num_parts + (k < rows % num_parts ? 1 : 0));
   }
+  if (layout == kEmptyPart) begin[2] = begin[1];  // part 1 empty, part 2 longer
+  if (layout == kOneRowFirst) begin[1] = 1;       // part 0 one row, part 1 longer
   const Path path = GENERATE(Path::kSerial, Path::kPool);
   ForcedPath forced(path);
   uint64_t seed = kSeed + 31;
   for (ScatterOp op : ops_for<T>()) {
     for (bool scalar : {false, true}) {
       CAPTURE(dtype_name(dtype_of<T>), op_name(op), scalar, seed, rows, width, num_parts,
-              path == Path::kPool);
+              static_cast<int>(layout), path == Path::kPool);
       const auto indices = duplicate_indices<int64_t>(num_indices, rows, seed);
       const auto table = random_ints<T>(rows * width, seed, 1, 8);
       const auto updates =
