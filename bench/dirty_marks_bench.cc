@@ -16,40 +16,35 @@
 //    bitmap (or, with one pool thread, folds it itself once, after which
 //    the kernel marks bytes of rows under 256 bytes until a take that never
 //    comes).
-//  - parts4_*: a table split into 4 parts (a partitioned variable's
-//    scatter_parts), the kernel with its per-part byte marks against the
-//    kernel without.
+//  - parts4_*_append / parts4_*_no_takes: the same on a PartitionedVariable
+//    of 4 parts (its scatter writes every part in one kernel call), every
+//    part tracked and taken every 4 calls, or never again.
 //  - log: DirtyRows alone: ns per appended index, and ns per entry of a fold.
 // A plain timed program (not Google Benchmark): the interleaving is the
 // point.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "kernels/common.h"
-#include "kernels/cpu/scatter.h"
 #include "runtime/dirty_rows.h"
 #include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"
+#include "varstate/partitioned_variable.h"
 #include "varstate/scatter.h"
 #include "varstate/session.h"
 #include "varstate/variable.h"
 
-namespace cpu = varstate::kernels::cpu;
 using varstate::bench::median;
 using varstate::bench::seconds_of_call;
-using varstate::kernels::ScatterOp;
 
 namespace {
 
@@ -136,6 +131,50 @@ Result variable_case(const std::string& name, int calls, int64_t width,
   return r;
 }
 
+// The same on a PartitionedVariable of kParts parts of kRows / kParts rows:
+// every part tracked, all taken together every kBlock calls (as an
+// incremental save takes them) or never again.
+Result partitioned_case(const std::string& name, int calls, int64_t width,
+                        const std::vector<int64_t>& ids, bool takes) {
+  using namespace varstate;
+  Graph graph;
+  auto make = [&](const std::string& var_name) {
+    std::vector<Variable> parts;
+    for (int k = 0; k < kParts; ++k) {
+      parts.emplace_back(
+          Tensor::zeros(DType::kFloat, {kRows / kParts, width}),
+          VariableOptions{.name = var_name + "/part_" + std::to_string(k), .graph = &graph});
+      Session().run(parts.back().initializer());
+    }
+    return PartitionedVariable(var_name, TensorShape({kRows, width}), DType::kFloat,
+                               std::move(parts), {kParts, 1});
+  };
+  PartitionedVariable untracked = make("untracked"), tracked = make("tracked");
+  std::vector<uint64_t> generations;
+  for (const Variable& part : tracked.variables()) {
+    generations.push_back(internal::dirty_rows(part).take(kRows / kParts, 0).generation);
+  }
+  const Tensor indices = Tensor::from_vector<int64_t>(ids);
+  const Tensor updates = Tensor::filled(DType::kFloat, {kUpdates, width}, Tensor(2.0f),
+                                        DeviceManager::instance().cpu());
+  std::vector<double> take_times;
+  Result r = interleave(
+      name, calls, [&] { untracked.scatter_update(indices, updates); },
+      [&] { tracked.scatter_update(indices, updates); },
+      [&] {
+        if (!takes) return;
+        take_times.push_back(seconds_of_call([&] {
+          for (int k = 0; k < kParts; ++k) {
+            const Variable& part = tracked.variables()[static_cast<size_t>(k)];
+            generations[static_cast<size_t>(k)] =
+                internal::dirty_rows(part).take(kRows / kParts, generations[k]).generation;
+          }
+        }));
+      });
+  if (takes) r.take_s = median(take_times);
+  return r;
+}
+
 // DirtyRows alone, fed kUpdates ids per record: the calls that fill the log
 // (append only) against those that fold a full log first.
 std::vector<Result> log_cases(int calls, const std::vector<int64_t>& ids) {
@@ -166,30 +205,12 @@ int run(int argc, char** argv) {
   const std::string out = arg(argc, argv, "--out", "");
   const std::string machine = arg(argc, argv, "--machine", "unnamed");
   const int64_t kWidth = std::stoll(arg(argc, argv, "--width", "16"));
-  std::vector<float> table(static_cast<size_t>(kRows * kWidth), 1.0f);
-  std::vector<float> updates(static_cast<size_t>(kUpdates * kWidth), 2.0f);
-  std::vector<std::unique_ptr<std::atomic<uint8_t>[]>> part_marks;
-  std::vector<std::atomic<uint8_t>*> part_mark_ptrs;
-  std::vector<float*> parts;
-  std::vector<int64_t> begin;
-  for (int k = 0; k <= kParts; ++k) begin.push_back(kRows / kParts * k);
-  for (int k = 0; k < kParts; ++k) {
-    parts.push_back(table.data() + begin[static_cast<size_t>(k)] * kWidth);
-    part_marks.emplace_back(new std::atomic<uint8_t>[kRows / kParts]);
-    part_mark_ptrs.push_back(part_marks.back().get());
-  }
   std::vector<Result> results;
   for (const bool zipf : {false, true}) {
     const std::vector<int64_t> ids = make_ids(zipf, 7);
     const std::string dist = zipf ? "zipf" : "uniform";
-    auto split = [&](std::atomic<uint8_t>* const* m) {
-      return [&, m] {
-        cpu::scatter_parts<float, int64_t>(ScatterOp::kUpdate, parts.data(), begin.data(), kParts,
-                                           kWidth, ids.data(), kUpdates, updates.data(), false, m);
-      };
-    };
-    results.push_back(
-        interleave("parts4_" + dist, calls, split(nullptr), split(part_mark_ptrs.data())));
+    results.push_back(partitioned_case("parts4_" + dist + "_append", calls, kWidth, ids, true));
+    results.push_back(partitioned_case("parts4_" + dist + "_no_takes", calls, kWidth, ids, false));
     results.push_back(variable_case("variable_" + dist + "_append", calls, kWidth, ids, true));
     results.push_back(variable_case("variable_" + dist + "_no_takes", calls, kWidth, ids, false));
     if (!zipf) {
