@@ -249,6 +249,87 @@ void DirtyRows::record(int64_t rows, const Tensor& indices) {
   }
 }
 
+void DirtyRows::record(int64_t rows, std::span<const int64_t> indices) {
+  const auto n = static_cast<int64_t>(indices.size());
+  std::lock_guard lock(mu_);
+  if (!tracking_ || n == 0) return;
+  resize(rows);
+  if (all_) return;
+  append(indices.data(), n);
+}
+
+std::shared_ptr<DirtyRows> DirtyRows::shared_group(std::span<DirtyRows* const> parts,
+                                                   std::span<const int64_t> begin) {
+  std::shared_ptr<DirtyRows> group;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::lock_guard lock(parts[k]->mu_);
+    if (k == 0) group = parts[0]->group_;
+    if (!group || parts[k]->group_ != group || parts[k]->group_begin_ != begin[k] ||
+        parts[k]->group_end_ != begin[k + 1]) {
+      return nullptr;
+    }
+  }
+  // Parts that tile the front of a longer variable's group are not its
+  // layout.
+  std::lock_guard lock(group->mu_);
+  return group->rows_ == begin.back() ? group : nullptr;
+}
+
+std::shared_ptr<DirtyRows> DirtyRows::link_group(std::span<DirtyRows* const> parts,
+                                                 std::span<const int64_t> begin) {
+  if (std::shared_ptr<DirtyRows> shared = shared_group(parts, begin)) return shared;
+  auto group = std::make_shared<DirtyRows>();
+  {
+    std::lock_guard lock(group->mu_);
+    group->tracking_ = true;
+    group->resize(begin.back());
+    group->all_ = false;
+  }
+  for (size_t k = 0; k < parts.size(); ++k) {
+    DirtyRows& part = *parts[k];
+    std::lock_guard lock(part.mu_);
+    part.absorb_group();  // the rows its previous group holds for it
+    part.group_ = group;
+    part.group_begin_ = begin[k];
+    part.group_end_ = begin[k + 1];
+  }
+  return group;
+}
+
+template <typename RowFn>
+void DirtyRows::take_range(int64_t begin, int64_t end, const RowFn& row_fn) {
+  std::lock_guard lock(mu_);
+  settle();
+  // As in take(): a writer between its marks and its write keeps the rows
+  // marked, and the bytes in use.
+  const bool in_flight = writing_.load() != 0;
+  collect_byte_marks();
+  fold();
+  bytes_used_ = bytes_used_ && in_flight;
+  overflowed_ = false;  // back to logging
+  begin = std::max<int64_t>(begin, 0);
+  end = std::min(end, rows_);
+  if (begin >= end) return;
+  std::vector<uint64_t>& marked = bitmap();
+  for (int64_t w = begin >> 6; w < (end + 63) >> 6; ++w) {
+    // The bits of word w inside [begin, end).
+    uint64_t range = ~uint64_t{0};
+    if (w == begin >> 6) range &= ~uint64_t{0} << (begin & 63);
+    if (w == (end - 1) >> 6 && (end & 63) != 0) range &= ~uint64_t{0} >> (64 - (end & 63));
+    uint64_t& word = marked[static_cast<size_t>(w)];
+    for (uint64_t bits = word & range; bits != 0; bits &= bits - 1) {
+      row_fn(w * 64 + std::countr_zero(bits));
+    }
+    if (!in_flight) word &= ~range;
+  }
+}
+
+void DirtyRows::absorb_group() {
+  if (!group_ || group_end_ - group_begin_ != rows_) return;
+  const int64_t first = group_begin_;
+  group_->take_range(group_begin_, group_end_, [&](int64_t r) { set_bit(r - first); });
+}
+
 void DirtyRows::collect_byte_marks() {
   if (!bytes_used_) return;
   for (int64_t r = 0; r < rows_; ++r) {
@@ -315,6 +396,7 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   collect_byte_marks();
   if (after_collect_for_testing_) after_collect_for_testing_();
   fold();
+  absorb_group();
   // bytes_ handed out before now were read above, but for a writer still in
   // flight, which may mark after: the next take reads them again.
   bytes_used_ = bytes_used_ && in_flight;

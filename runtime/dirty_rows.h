@@ -36,25 +36,37 @@
 //    mode is still ordered with the take by the mutex, and a kernel marking
 //    across a take holds a Writing guard, so a switch loses no row.
 //  - Set directly under the mutex (mark_range, mark_all).
+//  - Logged in a group (link_group): a CPU scatter into a partitioned
+//    variable writes all its parts in one kernel call, and logs the rows it
+//    wrote (rows of the whole variable, as the caller's indices name them)
+//    after its write in one DirtyRows of the whole variable, the parts'
+//    group. A part's take reads and clears its own range of the group, under
+//    the part's mutex and then the group's (never the other way round). The
+//    group's log folds, overflows and switches to marks as a variable's
+//    does; its marks cover the whole variable, and the kernel marks each
+//    part's rows in its range of them. A group tracks from its creation,
+//    which comes after the first write that found a part tracking.
 //  - Marked before the write, in a byte per row (marks, device_marks): a
-//    partitioned scatter marks in its CPU kernel, a sparse training op on a
-//    GPU and a GPU scatter whose indices are on the host mark as the indices
-//    are checked, and a GPU scatter whose indices are checked on the device
-//    marks in its index-check kernel, in a byte map on the device that
-//    take() copies to the host and clears, in the device's stream order.
-//    These writers hold a Writing guard from before their marks until
-//    their write is enqueued: a take that overlaps one (it looks for one
-//    before it reads any mark) leaves the rows it returns marked, for the
-//    next delta too, and reads the marks again then.
+//    partitioned scatter whose group's log has overflowed marks in its CPU
+//    kernel, a sparse training op on a GPU and a GPU scatter whose indices
+//    are on the host mark as the indices are checked, and a GPU scatter
+//    whose indices are checked on the device marks in its index-check
+//    kernel, in a byte map on the device that take() copies to the host and
+//    clears, in the device's stream order. These writers hold a Writing
+//    guard from before their marks until their write is enqueued: a take
+//    that overlaps one (it looks for one before it reads any mark) leaves
+//    the rows it returns marked, for the next delta too, and reads the
+//    marks again then.
 // take() folds the log, the host bytes and the device bytes into a bitmap
 // (a bit per row, owned by the mutex) and reads and clears it.
 //
 // Tracking starts at the first take (the base of a chain, which reports
 // every row dirty): until then marks() returns null and record() logs
 // nothing, so a program that never saves incrementally pays nothing but one
-// uncontended lock per scatter. A marks-before-write writer whose marks
-// were null and that is still in flight at that first take makes the next
-// take report every row too.
+// uncontended lock per scatter (a partitioned scatter: one per part, and one
+// more). A marks-before-write writer whose marks were null and that is
+// still in flight at that first take makes the next take report every row
+// too.
 //
 // A Saver that saves incrementally remembers the generation a take returned;
 // when the next take sees another generation (another saver took the marks
@@ -67,6 +79,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
@@ -130,6 +143,20 @@ class DirtyRows {
   // buffer of `rows` rows were written, and the write is complete: logs
   // them (nothing before the first take). Thread-safe.
   void record(int64_t rows, const Tensor& indices);
+  void record(int64_t rows, std::span<const int64_t> indices);
+
+  // The group of the DirtyRows `parts` of a partitioned variable's parts,
+  // part k holding rows [begin[k], begin[k + 1]) of the whole: the one they
+  // are all linked to with that layout, or null. Thread-safe.
+  static std::shared_ptr<DirtyRows> shared_group(std::span<DirtyRows* const> parts,
+                                                 std::span<const int64_t> begin);
+  // The same, made and linked to every part when they share none with that
+  // layout (a part linked to another group first takes its rows from that
+  // one into its own). Called by one writer of these parts at a time (a
+  // partitioned scatter holds every part's scatter lock). Thread-safe
+  // against takes.
+  static std::shared_ptr<DirtyRows> link_group(std::span<DirtyRows* const> parts,
+                                               std::span<const int64_t> begin);
   // Everything is dirty. Thread-safe.
   void mark_all();
   // Rows [begin, end) of a buffer of `rows` rows are dirty. Thread-safe.
@@ -177,6 +204,16 @@ class DirtyRows {
  private:
   // marks(), with mu_ held.
   Marks hand_out_marks(int64_t rows);
+  // For a part linked to a group, with mu_ held: sets the bits of the rows
+  // logged or marked in its range of the group, and clears them there
+  // (unless a writer that marks the group is in flight: it leaves them for
+  // the next take too). Nothing while the range is not this buffer's rows.
+  void absorb_group();
+  // For a group: calls row_fn(r) for each dirty row r in [begin, end) and
+  // clears it (unless a marking writer is in flight), folding the log and
+  // the byte marks first.
+  template <typename RowFn>
+  void take_range(int64_t begin, int64_t end, const RowFn& row_fn);
   // (Re)sizes for `rows` rows; a new size is all dirty.
   void resize(int64_t rows);
   template <typename Index>
@@ -238,6 +275,11 @@ class DirtyRows {
     void* bits;
   };
   std::vector<Retired> retired_;
+  // The group this buffer's rows are logged in by partitioned scatters, and
+  // its range there (set by link_group, under mu_).
+  std::shared_ptr<DirtyRows> group_;
+  int64_t group_begin_ = 0;
+  int64_t group_end_ = 0;
   std::function<void()> after_collect_for_testing_;
   std::function<void()> after_device_read_for_testing_;
   // The background fold of spare_ into bitmap_, while it may run. Last, so

@@ -369,11 +369,7 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
   std::vector<Tensor> tables;
   std::vector<void*> bases;
   std::vector<int64_t> begin;
-  // Each part's marks, set by the kernel as it writes their rows, under the
-  // part's Writing guard.
-  std::vector<std::unique_ptr<DirtyRows::Writing>> writing;
-  std::vector<DirtyRows::Marks> held;
-  std::vector<std::atomic<uint8_t>*> marks;
+  std::vector<DirtyRows*> dirty;
   for (size_t k = 0; k < parts.size(); ++k) {
     tables.push_back(parts[k].ref());
     if (locking) locks.emplace_back(internal::update_mutex(parts[k]));
@@ -381,40 +377,49 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     locks.emplace_back(states.back()->mutex());
     bases.push_back(tables.back().raw_data());
     begin.push_back(offsets[k]);
-    DirtyRows& dirty = dirty_rows(parts[k]);
-    writing.push_back(std::make_unique<DirtyRows::Writing>(dirty));
-    held.push_back(dirty.marks(tables.back().shape().dim(0)));
-    marks.push_back(held.back().get());
+    dirty.push_back(&dirty_rows(parts[k]));
   }
-  // Parts not tracked yet (no take so far) need no marks. While only some
-  // are (a part saved incrementally on its own), the kernel marks none and
-  // the tracked ones are all dirty after the write.
-  const auto tracked = std::count_if(held.begin(), held.end(), [](const auto& m) { return !!m; });
-  const bool mixed = tracked > 0 && tracked < std::ssize(held);
   // The end of the last part (offsets may or may not list it).
   begin.push_back(begin.back() + tables.back().shape().dim(0));
+  const int64_t rows = begin.back();
   const int64_t row_width = tables[0].shape().tail(1).num_elements();
   const int64_t n = static_cast<int64_t>(indices.size());
   if (n == 0 || row_width == 0) return;
+  // The rows are logged after the write in the parts' group (a DirtyRows of
+  // the whole variable: runtime/dirty_rows.h). While the group's log has
+  // overflowed, the kernel marks them in the group's bytes instead, each
+  // part's rows in its range of them, under the group's Writing guard.
+  const std::shared_ptr<DirtyRows> group = DirtyRows::shared_group(dirty, begin);
+  std::optional<DirtyRows::Writing> writing;
+  DirtyRows::Marks group_marks;
+  std::vector<std::atomic<uint8_t>*> marks;
+  if (group) {
+    writing.emplace(*group);
+    group_marks = group->marks_if_overflowed(rows, row_width * dtype_size(tables[0].dtype()));
+    if (group_marks) {
+      for (size_t k = 0; k < parts.size(); ++k) marks.push_back(group_marks.get() + begin[k]);
+    } else {
+      writing.reset();
+    }
+  }
   int64_t bad = -1;
   dispatch_kernel(op, tables[0].dtype(), DType::kInt64, who, [&](auto t, auto) {
     using T = decltype(t);
     bad = kernels::cpu::scatter_parts<T, int64_t>(
         op, reinterpret_cast<T* const*>(bases.data()), begin.data(), static_cast<int>(parts.size()),
         row_width, indices.data(), n, static_cast<const T*>(updates.raw_data()), updates_scalar,
-        tracked == std::ssize(held) ? marks.data() : nullptr);
+        group_marks ? marks.data() : nullptr);
   });
   if (bad >= 0) {
     throw InvalidArgumentError(
-        internal::bad_index_message(who, bad, indices_shape, indices[bad], begin.back()));
+        internal::bad_index_message(who, bad, indices_shape, indices[bad], rows));
   }
-  for (size_t k = 0; k < parts.size(); ++k) {
-    if (mixed && held[k]) {
-      mark_updated(parts[k]);
-    } else {
-      mark_rows_updated(parts[k]);
-    }
-  }
+  // Looked for after the write: a part whose first take comes after this
+  // look reports every row, this write's included.
+  const bool tracked =
+      std::any_of(dirty.begin(), dirty.end(), [](DirtyRows* d) { return d->tracking(); });
+  if (!group_marks && tracked) DirtyRows::link_group(dirty, begin)->record(rows, indices);
+  for (Variable& part : parts) mark_rows_updated(part);
 }
 
 void scatter_tensor(ScatterOp op, Tensor& target, const Tensor& indices, const Tensor& updates,

@@ -4,17 +4,21 @@
 // row.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "device_fixture.h"
 #include "runtime/dirty_rows.h"
 #include "scatter_test_util.h"
+#include "varstate/partitioned_variable.h"
 #include "varstate/scatter.h"
 
 using namespace varstate;
@@ -328,4 +332,249 @@ TEST_CASE(
   CHECK_FALSE(second.all);
   CHECK(second.rows == Rows{3, 17});  // 3 again: it was in flight at the first take
   CHECK(dirty.take(kRows, second.generation).rows.empty());
+}
+
+// --- A partitioned variable's group log -------------------------------------
+
+namespace {
+
+// A partitioned variable over `parts`, each part tracked from now on
+// (`generations`), and a record of the rows written since each part's last
+// take.
+struct TrackedParts {
+  PartitionedVariable var;
+  std::vector<int64_t> begin;  // offsets, then the total
+  std::vector<uint64_t> generations;
+  std::vector<std::set<int64_t>> written;  // per part, its own rows
+
+  // Takes each part first, as an incremental save's base does, unless
+  // `generations` are given (parts some other TrackedParts took).
+  TrackedParts(const std::string& name, const std::vector<Variable>& parts, int64_t width,
+               std::vector<uint64_t> taken = {})
+      : var(make(name, parts, width)), begin(var.offsets()), generations(std::move(taken)) {
+    if (std::ssize(begin) == std::ssize(parts)) begin.push_back(var.shape().dim(0));
+    if (generations.empty()) {
+      for (const Variable& p : parts) {
+        generations.push_back(dirty_rows(p).take(p.shape().dim(0), 0).generation);
+      }
+    }
+    written.resize(parts.size());
+  }
+  static PartitionedVariable make(const std::string& name, const std::vector<Variable>& parts,
+                                  int64_t width) {
+    int64_t rows = 0;
+    for (const Variable& p : parts) rows += p.shape().dim(0);
+    return PartitionedVariable(name, TensorShape({rows, width}), DType::kFloat, parts,
+                               {static_cast<int64_t>(parts.size()), 1});
+  }
+  // Notes rows `ids` (of the whole variable) as written.
+  void note(const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      const auto k =
+          static_cast<size_t>(std::upper_bound(begin.begin(), begin.end(), id) - begin.begin() - 1);
+      written[k].insert(id - begin[k]);
+    }
+  }
+};
+
+// Parts of `rows` rows each and `width` floats a row, initialized.
+std::vector<Variable> host_parts(const std::string& name, const std::vector<int64_t>& rows,
+                                 int64_t width) {
+  std::vector<Variable> parts;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    parts.push_back(initialized_variable(Tensor::zeros(DType::kFloat, {rows[k], width}),
+                                         name + "/part_" + std::to_string(k)));
+  }
+  return parts;
+}
+
+// Each part of all[0] takes exactly the rows noted for it (and clears
+// them): a part may be in several partitioned variables, so the rows noted
+// for it in every one of `all` are its rows.
+void check_part_takes(std::vector<TrackedParts*> all) {
+  TrackedParts& first = *all[0];
+  for (size_t k = 0; k < first.var.variables().size(); ++k) {
+    const Variable& part = first.var.variables()[k];
+    CAPTURE(part.op_name());
+    std::set<int64_t> expected;
+    for (TrackedParts* t : all) {
+      for (size_t j = 0; j < t->var.variables().size(); ++j) {
+        if (t->var.variables()[j].op_name() != part.op_name()) continue;
+        expected.insert(t->written[j].begin(), t->written[j].end());
+        t->written[j].clear();
+      }
+    }
+    check_take(dirty_rows(part), part.shape().dim(0), first.generations[k], expected);
+    for (TrackedParts* t : all) {  // every record of this part follows the take
+      for (size_t j = 0; j < t->var.variables().size(); ++j) {
+        if (t->var.variables()[j].op_name() == part.op_name()) {
+          t->generations[j] = first.generations[k];
+        }
+      }
+    }
+  }
+}
+
+std::vector<DirtyRows*> part_rows(const PartitionedVariable& var) {
+  std::vector<DirtyRows*> rows;
+  for (const Variable& p : var.variables()) rows.push_back(&dirty_rows(p));
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: a partitioned scatter logs in the parts' group, each part "
+                 "takes its own rows",
+                 "[dirty_rows][dirty_log][partitioned]") {
+  const bool background = GENERATE(false, true);
+  const int64_t width = GENERATE(int64_t{1}, int64_t{64});
+  CAPTURE(background, width);  // 64 floats: 256-byte rows, logged even while overflowing
+  BackgroundFolds folds_mode(background);
+  DeviceScope on_host("/cpu:0");
+  // 20,000 rows in uneven parts: the group's log holds 5,000 entries.
+  TrackedParts t("w", host_parts("w", {7001, 5999, 7000}, width), width);
+  std::mt19937_64 rng(53);
+  std::shared_ptr<DirtyRows> group;
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    for (int call = 0; call < 7; ++call) {  // 21,000 entries: the log overflows
+      const std::vector<int64_t> ids = random_rows(rng, 20000, 3000);
+      t.note(ids);
+      t.var.scatter_add(Tensor::from_vector<int64_t>(ids),
+                        Tensor::zeros(DType::kFloat, {3000, width}));
+      if (!group) {
+        group = DirtyRows::shared_group(part_rows(t.var), t.begin);
+        REQUIRE(group);  // linked by the first write
+      }
+    }
+    CHECK(group->folds() > 0);
+    if (!background && width == 1) {
+      // Overflowed: the kernel marks in the group's bytes until a take.
+      CHECK(group->marks_if_overflowed(20000, 4) != nullptr);
+    }
+    check_part_takes({&t});
+    // The same group stays linked.
+    CHECK(DirtyRows::shared_group(part_rows(t.var), t.begin) == group);
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: parts shared by partitioned variables of other layouts lose "
+                 "no row",
+                 "[dirty_rows][dirty_log][partitioned]") {
+  DeviceScope on_host("/cpu:0");
+  // a, b, c; a + b (the front of the first: not its group); b + c (b at
+  // another offset).
+  const std::vector<Variable> parts = host_parts("w", {300, 200, 500}, 2);
+  TrackedParts abc("abc", parts, 2);
+  TrackedParts ab("ab", {parts[0], parts[1]}, 2, {abc.generations[0], abc.generations[1]});
+  TrackedParts bc("bc", {parts[1], parts[2]}, 2, {abc.generations[1], abc.generations[2]});
+  std::mt19937_64 rng(59);
+  auto scatter = [&](TrackedParts& t, int64_t n) {
+    const std::vector<int64_t> ids = random_rows(rng, t.begin.back(), n);
+    t.note(ids);
+    t.var.scatter_update(Tensor::from_vector<int64_t>(ids), Tensor::zeros(DType::kFloat, {n, 2}));
+  };
+  for (int round = 0; round < 4; ++round) {
+    CAPTURE(round);
+    scatter(abc, 40);
+    scatter(ab, 30);  // relinks a and b, taking their rows from abc's group
+    scatter(abc, 20);
+    scatter(bc, 25);
+    if (round % 2 == 1) scatter(abc, 10);
+    check_part_takes({&abc, &ab, &bc});
+  }
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "dirty rows log: concurrent partitioned scatters and part takes lose no row",
+                 "[dirty_rows][dirty_log][partitioned]") {
+  const bool background = GENERATE(false, true);
+  CAPTURE(background);
+  BackgroundFolds folds_mode(background);
+  DeviceScope on_host("/cpu:0");
+  constexpr int64_t kRows = 20000;  // the group's log: 5,000 entries
+  TrackedParts t("w", host_parts("w", {6000, 8000, 6000}, 2), 2);
+  std::vector<std::vector<std::vector<int64_t>>> ids(2);
+  for (size_t th = 0; th < 2; ++th) {
+    std::mt19937_64 rng(61 + th);
+    for (int call = 0; call < 200; ++call) {
+      ids[th].push_back(random_rows(rng, kRows, 1 + call % 13 * 150));
+      t.note(ids[th].back());
+    }
+  }
+  std::atomic<int> running{2};
+  auto writer = [&](size_t th) {
+    for (const std::vector<int64_t>& batch : ids[th]) {
+      t.var.scatter_add(Tensor::from_vector<int64_t>(batch),
+                        Tensor::zeros(DType::kFloat, {static_cast<int64_t>(batch.size()), 2}));
+    }
+    running.fetch_sub(1);
+  };
+  std::vector<std::set<int64_t>> taken(3);
+  bool any_all = false;
+  auto take_all = [&] {
+    for (size_t k = 0; k < 3; ++k) {
+      const Variable& part = t.var.variables()[k];
+      const DirtyRows::Taken got = dirty_rows(part).take(part.shape().dim(0), t.generations[k]);
+      t.generations[k] = got.generation;
+      any_all = any_all || got.all;
+      taken[k].insert(got.rows.begin(), got.rows.end());
+    }
+  };
+  std::thread a(writer, 0), b(writer, 1);
+  int takes = 0;
+  while (running.load() > 0) {
+    take_all();
+    ++takes;
+  }
+  a.join();
+  b.join();
+  take_all();
+  CAPTURE(takes);
+  CHECK_FALSE(any_all);
+  for (size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    CHECK(ascending(taken[k]) == ascending(t.written[k]));
+  }
+}
+
+TEST_CASE(
+    "dirty rows log: a part's take while a writer marks its group keeps the rows for the "
+    "next take",
+    "[dirty_rows][dirty_log][partitioned]") {
+  BackgroundFolds folds_mode(false);
+  DirtyRows p0, p1;
+  constexpr int64_t kRows = 64;  // per part
+  uint64_t g0 = p0.take(kRows, 0).generation;
+  uint64_t g1 = p1.take(kRows, 0).generation;
+  const std::vector<DirtyRows*> parts = {&p0, &p1};
+  const std::vector<int64_t> begin = {0, kRows, 2 * kRows};
+  std::shared_ptr<DirtyRows> group = DirtyRows::link_group(parts, begin);
+  REQUIRE(DirtyRows::shared_group(parts, begin) == group);
+  // One call longer than the whole log (4,096 entries): the group overflows,
+  // and narrow rows are marked by the kernel from then on.
+  std::vector<int64_t> many(4097, 70);  // row 6 of part 1
+  group->record(2 * kRows, many);
+  std::optional<DirtyRows::Writing> writing(std::in_place, *group);
+  DirtyRows::Marks marks = group->marks_if_overflowed(2 * kRows, 4);
+  REQUIRE(marks);
+  marks[3].store(1);          // part 0, row 3
+  marks[kRows + 9].store(1);  // part 1, row 9
+  // Taken while the writer is in flight: the rows, left marked in the group.
+  DirtyRows::Taken t0 = p0.take(kRows, g0);
+  CHECK_FALSE(t0.all);
+  CHECK(t0.rows == Rows{3});
+  DirtyRows::Taken t1 = p1.take(kRows, g1);
+  CHECK(t1.rows == (Rows{6, 9}));
+  writing.reset();
+  // Taken again after it: the same rows (the writer may have written them
+  // after the first takes read the marks), then none.
+  t0 = p0.take(kRows, t0.generation);
+  CHECK(t0.rows == Rows{3});
+  t1 = p1.take(kRows, t1.generation);
+  CHECK(t1.rows == (Rows{6, 9}));
+  CHECK(p0.take(kRows, t0.generation).rows.empty());
+  CHECK(p1.take(kRows, t1.generation).rows.empty());
 }
