@@ -18,6 +18,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/scatter_int.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/slice.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/stream_store.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/training_ops.cc)
 # The random transforms must round every operation as written, so that host
 # and device give the same bits (nvcc already runs with --fmad=false).

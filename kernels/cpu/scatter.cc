@@ -1,6 +1,7 @@
 // Shard planning and the bounds check; the scatter template is instantiated
 // for floating-point types here and in scatter_int.cc / scatter_complex.cc.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <vector>
 
@@ -30,6 +31,41 @@ ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes,
 }
 
 }  // namespace scatter_internal
+
+bool scatter_streams_updates(ScatterOp op, bool updates_scalar, int64_t rows, int64_t row_bytes,
+                             int64_t n, bool bases_aligned) {
+  if (!kCanStream || op != ScatterOp::kUpdate || updates_scalar || row_bytes % 64 != 0 ||
+      !bases_aligned || n * row_bytes < kStreamMinBytes) {
+    return false;
+  }
+  // Rows of 256 bytes and more from tables of half the cache: few of them
+  // fit beside everything else.
+  const int64_t cache = last_level_cache_bytes();
+  return rows * row_bytes > (row_bytes >= 256 ? cache / 2 : cache);
+}
+
+template <typename Index>
+bool ids_repeat(const Index* ids, int64_t n) {
+  // An open-addressing set of the sampled ids, twice the sample's size.
+  constexpr int64_t kSlots = 2 * kRepeatSample;
+  std::array<int64_t, kSlots> seen;
+  seen.fill(-1);
+  const int64_t samples = std::min(n, kRepeatSample);
+  int64_t repeats = 0;
+  for (int64_t s = 0; s < samples; ++s) {
+    const auto id = static_cast<int64_t>(ids[s * n / samples]);
+    auto slot = static_cast<int64_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> 53);
+    while (seen[static_cast<size_t>(slot)] != -1 && seen[static_cast<size_t>(slot)] != id) {
+      slot = (slot + 1) & (kSlots - 1);
+    }
+    repeats += seen[static_cast<size_t>(slot)] == id;
+    seen[static_cast<size_t>(slot)] = id;
+  }
+  return repeats * 32 > samples;
+}
+
+template bool ids_repeat<int32_t>(const int32_t*, int64_t);
+template bool ids_repeat<int64_t>(const int64_t*, int64_t);
 
 template <typename Index>
 int64_t validate_indices(const Index* indices, int64_t n, int64_t rows) {

@@ -39,6 +39,10 @@ namespace varstate::kernels::cpu {
 // Defined for every numeric storage type T and Index in {int32_t, int64_t}.
 // Thread-safe for distinct tables; the caller serializes calls on one table.
 //
+// A scatter_update whose rows are written around the caches
+// (scatter_streams_updates) leaves them out of the caches: the table is
+// larger than the last-level cache, so they were not there.
+//
 // With `marks` (one byte per table row: a variable's dirty rows for
 // incremental checkpoints), sets marks[indices[i]] for every index, each
 // just before its row is written (in the pass that applies the updates,
@@ -62,6 +66,36 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
                       int64_t row_width, const Index* indices, int64_t num_indices,
                       const T* updates, bool updates_scalar,
                       std::atomic<uint8_t>* const* marks = nullptr);
+
+// Whether a call stores its update rows around the caches (non-temporal
+// stores, kernels/cpu/stream_store.h): a scatter_update (not of a scalar)
+// of `n` rows of `row_bytes` bytes, whole 64-byte lines, at line-aligned
+// bases (`bases_aligned`: the table's, or every part's), at least
+// kStreamMinBytes in all, into a table of `rows` rows larger than the
+// last-level cache (half of it for rows of 256 bytes and more). A row not
+// in the caches is otherwise read before it is overwritten. Measured with
+// a 32 MiB L3, the kernel alone, cached -> streamed:
+//   [1M,16] (64 MiB), 65,536 / 1M uniform updates: 0.34 -> 0.27 ms,
+//     12.2 -> 7.2 ms; 65,536 Zipf ids (hot rows cached): 0.29 -> 0.30 ms;
+//   [1M,64] (256 MiB): 1.96 -> 1.09 ms, 39 -> 22 ms;
+//   [100k,64] (25.6 MiB): 1.3-1.4 -> 0.9-1.0 ms, 9.5 -> 7.7 ms, Zipf the
+//     same or faster;
+//   [400k,16] (25.6 MiB), 65,536 Zipf ids: 0.27 -> 0.36 ms (not streamed);
+//   [100k,16] (6.4 MiB), 1M updates: 4.2 -> 5.3 ms (not streamed).
+// The call's ids must also not repeat rows often (ids_repeat): a
+// skewed batch's hot rows stay cached between their writes, and streamed
+// each write would go to memory (bench_scatter's Zipf(1.05) ids, 65,536
+// into [1M,16] / [100k,64]: 0.45 -> 0.58 ms and 1.0 -> 1.37 ms streamed).
+inline constexpr int64_t kStreamMinBytes = int64_t{1} << 20;
+bool scatter_streams_updates(ScatterOp op, bool updates_scalar, int64_t rows, int64_t row_bytes,
+                             int64_t n, bool bases_aligned);
+// Whether ids[0, n) repeat rows often: of kRepeatSample ids taken at even
+// strides across them (all of them when fewer), more than 1 in 32 name a
+// row an earlier sampled id named. Uniform ids over 100,000 rows repeat 1
+// in 200 of such a sample; Zipf(1.05) ids most of them.
+inline constexpr int64_t kRepeatSample = 1024;
+template <typename Index>
+bool ids_repeat(const Index* ids, int64_t n);
 
 // The position of the first index outside [0, rows), or -1 when all n are
 // in range (for callers that do not run the CPU scatter: gather, GPU tables

@@ -8,11 +8,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "kernels/cpu/index_check.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
+#include "kernels/cpu/stream_store.h"
 #include "kernels/cuda/compiled_arch.h"
 #include "scatter_test_util.h"
 #include "test_util.h"
@@ -264,6 +268,133 @@ TEMPLATE_TEST_CASE("cpu scatter with a bad index writes nothing and names its po
         }
       }
     }
+  }
+}
+
+// A scatter_update into a table larger than the last-level cache stores
+// its rows around the caches (scatter_streams_updates): made to happen on
+// small tables here by calling the cache empty. Each call must leave the
+// table bitwise as the cached path does (the last duplicate wins, serial
+// and pool paths, the whole table and parts), and only whole-line rows at
+// line-aligned bases stream.
+TEST_CASE("cpu scatter_update streamed around the caches equals the cached path", "[scatter]") {
+  struct CacheSize {
+    explicit CacheSize(int64_t bytes) { cpu::set_last_level_cache_bytes_for_testing(bytes); }
+    ~CacheSize() { cpu::set_last_level_cache_bytes_for_testing(std::nullopt); }
+  };
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  ForcedPath forced(path);
+  // 16 and 64 floats: whole lines; 12: not (never streamed).
+  for (const int64_t width : {int64_t{16}, int64_t{64}, int64_t{12}}) {
+    const int64_t rows = 40000, n = 20000;  // n rows of updates: 0.9-5 MiB
+    const int64_t row_bytes = width * int64_t{sizeof(float)};
+    CAPTURE(path == Path::kPool, width);
+    // Uniform ids (a sample repeats few rows: ids_repeat is false, or
+    // nothing would stream), and some rows written twice in a row, of
+    // which the second must win.
+    std::vector<int64_t> indices(static_cast<size_t>(n));
+    std::mt19937_64 rng(kSeed + static_cast<uint64_t>(width));
+    for (int64_t i = 0; i < n; ++i) {
+      indices[static_cast<size_t>(i)] =
+          i % 97 == 1 ? indices[static_cast<size_t>(i - 1)] : static_cast<int64_t>(rng() % rows);
+    }
+    REQUIRE_FALSE(cpu::ids_repeat(indices.data(), n));
+    const auto updates = random_ints<float>(n * width, kSeed + 1, -50, 50);
+    const auto before = random_ints<float>(rows * width, kSeed + 2, -50, 50);
+    // 64-byte aligned tables (a std::vector's need not be).
+    using Aligned = std::unique_ptr<float[], decltype(&std::free)>;
+    auto aligned_floats = [](int64_t count) {
+      const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 63) / 64 * 64;
+      return Aligned(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
+    };
+    auto aligned = [&] {
+      Aligned t = aligned_floats(rows * width);
+      std::memcpy(t.get(), before.data(), before.size() * sizeof(float));
+      return t;
+    };
+    std::vector<float> want = before;
+    {
+      CacheSize huge(int64_t{1} << 50);  // nothing streams
+      REQUIRE_FALSE(cpu::scatter_streams_updates(kernels::ScatterOp::kUpdate, false, rows,
+                                                 row_bytes, n, true));
+      REQUIRE(cpu::scatter<float, int64_t>(kernels::ScatterOp::kUpdate, want.data(), rows, width,
+                                           indices.data(), n, updates.data(), false, false) == -1);
+    }
+    const bool streams = width != 12 && n * row_bytes >= cpu::kStreamMinBytes;
+    {
+      // The table is 2/3 of the cache: rows of 256 bytes and more stream.
+      CacheSize larger(rows * row_bytes * 3 / 2);
+      CHECK(cpu::scatter_streams_updates(kernels::ScatterOp::kUpdate, false, rows, row_bytes, n,
+                                         true) == (streams && row_bytes >= 256));
+    }
+    CacheSize none(0);
+    CHECK(cpu::scatter_streams_updates(kernels::ScatterOp::kUpdate, false, rows, row_bytes, n,
+                                       true) == streams);
+    CHECK_FALSE(cpu::scatter_streams_updates(kernels::ScatterOp::kUpdate, false, rows, row_bytes, n,
+                                             /*bases_aligned=*/false));
+    CHECK_FALSE(
+        cpu::scatter_streams_updates(kernels::ScatterOp::kAdd, false, rows, row_bytes, n, true));
+    CHECK_FALSE(cpu::scatter_streams_updates(kernels::ScatterOp::kUpdate, /*updates_scalar=*/true,
+                                             rows, row_bytes, n, true));
+    auto whole = aligned();
+    REQUIRE(cpu::scatter<float, int64_t>(kernels::ScatterOp::kUpdate, whole.get(), rows, width,
+                                         indices.data(), n, updates.data(), false, false) == -1);
+    CHECK(first_difference(std::vector<float>(whole.get(), whole.get() + rows * width), want) ==
+          -1);
+    // Parts: each at its own line-aligned base.
+    const std::vector<int64_t> begin = {0, 1000, 1700, rows};
+    std::vector<Aligned> parts;
+    std::vector<float*> bases;
+    for (size_t k = 0; k + 1 < begin.size(); ++k) {
+      const int64_t part_rows = begin[k + 1] - begin[k];
+      parts.push_back(aligned_floats(part_rows * width));
+      std::memcpy(parts.back().get(), before.data() + begin[k] * width,
+                  static_cast<size_t>(part_rows * width) * sizeof(float));
+      bases.push_back(parts.back().get());
+    }
+    REQUIRE(cpu::scatter_parts<float, int64_t>(kernels::ScatterOp::kUpdate, bases.data(),
+                                               begin.data(), 3, width, indices.data(), n,
+                                               updates.data(), false) == -1);
+    std::vector<float> joined;
+    for (size_t k = 0; k + 1 < begin.size(); ++k) {
+      joined.insert(joined.end(), parts[k].get(),
+                    parts[k].get() + (begin[k + 1] - begin[k]) * width);
+    }
+    CHECK(first_difference(joined, want) == -1);
+  }
+}
+
+// ids_repeat samples the ids at even strides: uniform ids over many rows
+// and distinct ids (sorted or not) do not repeat; skewed ids, runs of one
+// id and ids over few rows do.
+TEMPLATE_TEST_CASE("cpu ids_repeat tells skewed ids from spread ones", "[scatter]", int32_t,
+                   int64_t) {
+  using Index = TestType;
+  std::mt19937_64 rng(kSeed);
+  auto uniform = [&](int64_t n, int64_t rows) {
+    std::vector<Index> ids(static_cast<size_t>(n));
+    for (auto& id : ids) id = static_cast<Index>(rng() % static_cast<uint64_t>(rows));
+    return ids;
+  };
+  for (const int64_t n : {int64_t{1}, int64_t{100}, int64_t{1000}, int64_t{65536}}) {
+    CAPTURE(n);
+    const auto spread = uniform(n, 1 << 20);
+    CHECK_FALSE(cpu::ids_repeat(spread.data(), n));
+    std::vector<Index> distinct(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) distinct[static_cast<size_t>(i)] = static_cast<Index>(3 * i);
+    CHECK_FALSE(cpu::ids_repeat(distinct.data(), n));
+    if (n < 100) continue;
+    const auto few_rows = uniform(n, 50);
+    CHECK(cpu::ids_repeat(few_rows.data(), n));
+    const std::vector<Index> one(static_cast<size_t>(n), Index{7});
+    CHECK(cpu::ids_repeat(one.data(), n));
+    // A tenth of the ids on one hot row, the rest spread.
+    std::vector<Index> skewed = spread;
+    for (size_t i = 0; i < skewed.size(); i += 10) skewed[i] = Index{12345};
+    CHECK(cpu::ids_repeat(skewed.data(), n));
+    // Zipf-like ids from the tests' generator.
+    const auto zipf = duplicate_indices<Index>(n, 1 << 20, kSeed + 3);
+    CHECK(cpu::ids_repeat(zipf.data(), n));
   }
 }
 
