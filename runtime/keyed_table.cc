@@ -1,9 +1,5 @@
 #include "runtime/keyed_table.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +9,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/random.h"
+#include "kernels/cpu/stream_store.h"
 #include "runtime/keyed_rows_gpu.h"
 #include "runtime/row_gather.h"
 #include "runtime/scatter_by_op.h"
@@ -260,12 +257,11 @@ class RowCopier {
   RowCopier(std::byte* arena, size_t row_bytes, int64_t rows)
       : arena_(arena),
         row_bytes_(row_bytes),
-        stream_(kCanStream && rows * static_cast<int64_t>(row_bytes) >= kStreamBytes &&
-                row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(arena) % 16 == 0) {}
+        stream_(kernels::cpu::kCanStream &&
+                rows * static_cast<int64_t>(row_bytes) >= kStreamBytes && row_bytes % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(arena) % 16 == 0) {}
   ~RowCopier() {
-#if defined(__SSE2__)
-    if (stream_) _mm_sfence();  // seen before the table's lock is released
-#endif
+    if (stream_) kernels::cpu::stream_fence();  // seen before the table's lock is released
   }
   RowCopier(const RowCopier&) = delete;
   RowCopier& operator=(const RowCopier&) = delete;
@@ -273,24 +269,14 @@ class RowCopier {
   // The row at `from` into arena slot `slot`.
   void copy(int64_t slot, const std::byte* from) const {
     std::byte* to = arena_ + static_cast<size_t>(slot) * row_bytes_;
-    if (!stream_) {
+    if (stream_) {
+      kernels::cpu::stream_copy(to, from, row_bytes_);
+    } else {
       std::memcpy(to, from, row_bytes_);
-      return;
     }
-#if defined(__SSE2__)
-    for (size_t b = 0; b < row_bytes_; b += 16) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(to + b),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + b)));
-    }
-#endif
   }
 
  private:
-#if defined(__SSE2__)
-  static constexpr bool kCanStream = true;
-#else
-  static constexpr bool kCanStream = false;
-#endif
   static constexpr int64_t kStreamBytes = int64_t{4} << 20;
   std::byte* const arena_;
   const size_t row_bytes_;
