@@ -69,7 +69,7 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
 }
 
 // Writes one update into a row of n elements; with Stream (scatter_update
-// of whole cache lines, ScatterRows::stream) around the caches.
+// of whole cache lines, Rows::stream) around the caches.
 template <ScatterOp Op, bool Scalar, bool Stream = false, typename E>
 inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
   if constexpr (Stream) {
