@@ -238,24 +238,24 @@ void DirtyRows::append(const Index* indices, int64_t n) {
 
 void DirtyRows::record(int64_t rows, const Tensor& indices) {
   const int64_t n = indices.num_elements();
-  std::lock_guard lock(mu_);
-  if (!tracking_ || n == 0) return;
-  resize(rows);
-  if (all_) return;  // the next take reports every row anyway
   if (indices.dtype() == DType::kInt32) {
-    append(static_cast<const int32_t*>(indices.raw_data()), n);
+    record_ids(rows, static_cast<const int32_t*>(indices.raw_data()), n);
   } else {
-    append(static_cast<const int64_t*>(indices.raw_data()), n);
+    record_ids(rows, static_cast<const int64_t*>(indices.raw_data()), n);
   }
 }
 
 void DirtyRows::record(int64_t rows, std::span<const int64_t> indices) {
-  const auto n = static_cast<int64_t>(indices.size());
+  record_ids(rows, indices.data(), static_cast<int64_t>(indices.size()));
+}
+
+template <typename Index>
+void DirtyRows::record_ids(int64_t rows, const Index* ids, int64_t n) {
   std::lock_guard lock(mu_);
   if (!tracking_ || n == 0) return;
   resize(rows);
-  if (all_) return;
-  append(indices.data(), n);
+  if (all_) return;  // the next take reports every row anyway
+  append(ids, n);
 }
 
 std::shared_ptr<DirtyRows> DirtyRows::shared_group(std::span<DirtyRows* const> parts,
@@ -296,17 +296,26 @@ std::shared_ptr<DirtyRows> DirtyRows::link_group(std::span<DirtyRows* const> par
   return group;
 }
 
-template <typename RowFn>
-void DirtyRows::take_range(int64_t begin, int64_t end, const RowFn& row_fn) {
-  std::lock_guard lock(mu_);
-  settle();
-  // As in take(): a writer between its marks and its write keeps the rows
-  // marked, and the bytes in use.
+bool DirtyRows::collect_marks() {
+  // A writer between its marks and the end of its write: the rows stay
+  // marked, so the next take returns them again (whichever of them it was
+  // writing). Read before the marks: a writer that marks a row after the
+  // pass below has read it, and is gone by the end of this take, must still
+  // count as in flight, or its mark would be left unread.
   const bool in_flight = writing_.load() != 0;
+  collect_device_marks();
   collect_byte_marks();
+  if (after_collect_for_testing_) after_collect_for_testing_();
   fold();
+  // bytes_ handed out before now were read above, but for a writer still in
+  // flight, which may mark after: the next take reads them again.
   bytes_used_ = bytes_used_ && in_flight;
   overflowed_ = false;  // back to logging
+  return in_flight;
+}
+
+template <typename RowFn>
+void DirtyRows::read_marked(int64_t begin, int64_t end, bool clear, const RowFn& row_fn) {
   begin = std::max<int64_t>(begin, 0);
   end = std::min(end, rows_);
   if (begin >= end) return;
@@ -320,8 +329,16 @@ void DirtyRows::take_range(int64_t begin, int64_t end, const RowFn& row_fn) {
     for (uint64_t bits = word & range; bits != 0; bits &= bits - 1) {
       row_fn(w * 64 + std::countr_zero(bits));
     }
-    if (!in_flight) word &= ~range;
+    if (clear) word &= ~range;
   }
+}
+
+template <typename RowFn>
+void DirtyRows::take_range(int64_t begin, int64_t end, const RowFn& row_fn) {
+  std::lock_guard lock(mu_);
+  settle();
+  const bool in_flight = collect_marks();
+  read_marked(begin, end, /*clear=*/!in_flight, row_fn);
 }
 
 void DirtyRows::absorb_group() {
@@ -386,29 +403,10 @@ DirtyRows::Taken DirtyRows::take(int64_t rows, uint64_t generation) {
   free_retired();
   resize(rows);
   settle();
-  // A writer between its marks and the end of its write: the rows stay
-  // marked, so the next take returns them again (whichever of them it was
-  // writing). Read before the marks: a writer that marks a row after the
-  // pass below has read it, and is gone by the end of this take, must still
-  // count as in flight, or its mark would be left unread.
-  const bool in_flight = writing_.load() != 0;
-  collect_device_marks();
-  collect_byte_marks();
-  if (after_collect_for_testing_) after_collect_for_testing_();
-  fold();
+  const bool in_flight = collect_marks();
   absorb_group();
-  // bytes_ handed out before now were read above, but for a writer still in
-  // flight, which may mark after: the next take reads them again.
-  bytes_used_ = bytes_used_ && in_flight;
-  overflowed_ = false;  // back to logging
   std::vector<int64_t> dirty;
-  std::vector<uint64_t>& marked = bitmap();
-  for (size_t w = 0; w < marked.size(); ++w) {
-    for (uint64_t bits = marked[w]; bits != 0; bits &= bits - 1) {
-      dirty.push_back(static_cast<int64_t>(w) * 64 + std::countr_zero(bits));
-    }
-    if (!in_flight) marked[w] = 0;
-  }
+  read_marked(0, rows_, /*clear=*/!in_flight, [&](int64_t r) { dirty.push_back(r); });
   if (!t.all) t.rows = std::move(dirty);
   // A write in flight that took its marks before this first take got none:
   // the next take reports every row again.

@@ -214,6 +214,17 @@ class DirtyRows {
   // the byte marks first.
   template <typename RowFn>
   void take_range(int64_t begin, int64_t end, const RowFn& row_fn);
+  // With mu_ held: moves the device and host marks and the log into the
+  // bitmap and switches back to logging; returns whether a writer that
+  // marks before it writes was in flight (read before the marks).
+  bool collect_marks();
+  // With mu_ held: row_fn(r) for each bit set in [begin, end), ascending,
+  // cleared with `clear`.
+  template <typename RowFn>
+  void read_marked(int64_t begin, int64_t end, bool clear, const RowFn& row_fn);
+  // record() of n ids, int32 or int64.
+  template <typename Index>
+  void record_ids(int64_t rows, const Index* ids, int64_t n);
   // (Re)sizes for `rows` rows; a new size is all dirty.
   void resize(int64_t rows);
   template <typename Index>

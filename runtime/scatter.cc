@@ -414,11 +414,19 @@ void scatter_cpu_parts(ScatterOp op, std::vector<Variable>& parts,
     throw InvalidArgumentError(
         internal::bad_index_message(who, bad, indices_shape, indices[bad], rows));
   }
-  // Looked for after the write: a part whose first take comes after this
-  // look reports every row, this write's included.
-  const bool tracked =
-      std::any_of(dirty.begin(), dirty.end(), [](DirtyRows* d) { return d->tracking(); });
-  if (!group_marks && tracked) DirtyRows::link_group(dirty, begin)->record(rows, indices);
+  // Tracking is looked for after the write: a part whose first take comes
+  // after this look reports every row, this write's included. A group is
+  // made only once a part tracks, and a part never stops; the group found
+  // above still holds (a relink is a writer's, and this one holds every
+  // part's scatter lock).
+  if (!group_marks) {
+    if (group) {
+      group->record(rows, indices);
+    } else if (std::any_of(dirty.begin(), dirty.end(),
+                           [](DirtyRows* d) { return d->tracking(); })) {
+      DirtyRows::link_group(dirty, begin)->record(rows, indices);
+    }
+  }
   for (Variable& part : parts) mark_rows_updated(part);
 }
 
