@@ -43,11 +43,12 @@ struct ScatterTuning {
   // Updates ahead of the current one whose rows are prefetched, for
   // `prefetch_bytes` prefetched of each row (at most 256). Most of a Zipf
   // batch's next few updates name rows already in the cache, so the reach
-  // sets how many misses are in flight: 12 left 2-3. Measured in one
+  // sets how many misses are in flight: 12 left about 2. Measured in one
   // process, alternating, against 12 (bench_sparse_limit): 32 ran rows of
-  // 16 floats 1.3-1.5x faster under Zipf (1M ids into [1M,16]), 1.03-1.14x
-  // for 65,536 ids, the same uniform; rows of 64 floats (4 lines each)
-  // gained 2-8 % under Zipf at 24 and lost up to 10 % uniform at 32.
+  // 16 floats 1.3-1.5x faster under Zipf (1M ids into [1M,16]), 1.0-1.2x
+  // for 65,536 ids and uniform ones. Rows of 64 floats (4 lines each) keep
+  // 12: at 24 they gained 2-8 % under Zipf but a 4-part [4M,64] table lost
+  // 5-10 % (bench_sharing), and at 32 a whole one lost up to 10 % uniform.
   // A streamed scatter_update reads no table rows: only the marks and the
   // update rows are prefetched, at a constant reach (a constant the
   // compiler folds: as a variable the loop ran 10 % slower).
