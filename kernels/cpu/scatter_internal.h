@@ -53,7 +53,7 @@ struct ScatterTuning {
   // update rows are prefetched, at a constant reach (a constant the
   // compiler folds: as a variable the loop ran 10 % slower).
   static constexpr int64_t kStreamDistance = 12;
-  static int64_t prefetch_distance(int64_t prefetch_bytes) {
+  static constexpr int64_t prefetch_distance(int64_t prefetch_bytes) {
     return prefetch_bytes > 128 ? 12 : 32;
   }
 };
