@@ -98,6 +98,35 @@ TEST_CASE_METHOD(FreshSession, "gather on a partitioned variable routes rows to 
   CHECK(first.to_vector<float>() == reference_rows(table, width, {4, 0, 2}));
 }
 
+TEST_CASE_METHOD(FreshSession,
+                 "gather of rows of every copied size, batches shorter and longer than the "
+                 "kernel's prefetch ring: the reference rows",
+                 "[gather]") {
+  // Rows of 32 to 256 bytes are copied with a constant size, each looked
+  // up 16 or 32 rows ahead (a ring of sources); other sizes by memcpy. Batch
+  // lengths around the ring's sizes and far past them, whole tables and
+  // tables in 5 parts (the part found per row).
+  const int64_t rows = 97;
+  std::mt19937_64 rng(23);
+  for (const int64_t width : {int64_t{3}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}}) {
+    const std::vector<float> table = iota(rows * width);
+    const Tensor params = Tensor::from_vector<float>(table, {rows, width});
+    PartitionedVariable parts = get_variable(
+        "emb_" + std::to_string(width),
+        {.initializer = params, .partitioner = fixed_size_partitioner(5)});
+    session.run(global_variables_initializer());
+    for (const int64_t n : {1, 15, 16, 17, 31, 32, 33, 1000}) {
+      CAPTURE(width, n);
+      std::vector<int64_t> ids(static_cast<size_t>(n));
+      for (int64_t& i : ids) i = static_cast<int64_t>(rng() % rows);
+      const Tensor indices = Tensor::from_vector<int64_t>(ids);
+      const std::vector<float> want = reference_rows(table, width, ids);
+      CHECK(gather(params, indices).to_vector<float>() == want);
+      CHECK(gather(parts, indices).to_vector<float>() == want);
+    }
+  }
+}
+
 TEST_CASE_METHOD(FreshSession, "gather errors name the op, the position and the bound",
                  "[gather][errors]") {
   Tensor params = Tensor::from_vector<float>(iota(10), {5, 2}).to(test_device());
