@@ -111,9 +111,9 @@ TEST_CASE_METHOD(FreshSession,
   for (const int64_t width : {int64_t{3}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}}) {
     const std::vector<float> table = iota(rows * width);
     const Tensor params = Tensor::from_vector<float>(table, {rows, width});
-    PartitionedVariable parts = get_variable(
-        "emb_" + std::to_string(width),
-        {.initializer = params, .partitioner = fixed_size_partitioner(5)});
+    PartitionedVariable parts =
+        get_variable("emb_" + std::to_string(width),
+                     {.initializer = params, .partitioner = fixed_size_partitioner(5)});
     session.run(global_variables_initializer());
     for (const int64_t n : {1, 15, 16, 17, 31, 32, 33, 1000}) {
       CAPTURE(width, n);
