@@ -23,13 +23,18 @@ namespace varstate::kernels::cpu {
 //   scatter (every op)   6.5-13 MB touched in bench_threading (1.4-1.5x
 //                        above), but in bench_scatter's cases
 //                        (compare_threads.py, idle) splits of 50-800 MB
-//                        ran at 0.77-1.18x of one thread -> 1 GiB
+//                        ran at 0.77-1.18x of one thread -> 1 GiB;
+//                        combining ops on spread ids into tables of more
+//                        than 4 caches: 128 MiB (scatter_split_threshold)
 //   gather               1-8 MB copied       -> 8 MiB  (1.5-1.7x above)
 //   dense update         6 MB touched        -> 8 MiB  (1.3-1.5x: bandwidth)
 //   random fills         33-98 Ki floats     -> 128 Ki (1.5-2.0x above)
 //   elementwise          3-12 MB touched     -> 8 MiB  (1.2-1.7x above)
 struct ParallelThresholds {
   int64_t scatter_bytes = int64_t{1} << 30;
+  // Combining scatters (every op but scatter_update) whose ids do not
+  // repeat rows often (ids_repeat in scatter.h) split from here instead.
+  int64_t scatter_combining_bytes = int64_t{128} << 20;
   int64_t gather_bytes = int64_t{8} << 20;
   int64_t dense_update_bytes = int64_t{8} << 20;
   int64_t random_elements = int64_t{128} << 10;

@@ -10,10 +10,11 @@
 namespace varstate::kernels::cpu {
 namespace scatter_internal {
 
-ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads) {
+ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads,
+                      int64_t threshold) {
   ShardPlan plan;
   plan.col_chunk = row_width;
-  if (threads <= 1 || !worth_splitting(work_bytes, parallel_thresholds().scatter_bytes)) {
+  if (threads <= 1 || !worth_splitting(work_bytes, threshold)) {
     return plan;
   }
   // Rows first: a thread that owns whole rows reads and writes whole lines
@@ -66,6 +67,23 @@ bool ids_repeat(const Index* ids, int64_t n) {
 
 template bool ids_repeat<int32_t>(const int32_t*, int64_t);
 template bool ids_repeat<int64_t>(const int64_t*, int64_t);
+
+template <typename Index>
+int64_t scatter_split_threshold(ScatterOp op, int64_t work_bytes, int64_t table_bytes,
+                                const Index* ids, int64_t n) {
+  const ParallelThresholds& t = parallel_thresholds();
+  if (op == ScatterOp::kUpdate || t.scatter_combining_bytes >= t.scatter_bytes ||
+      work_bytes < t.scatter_combining_bytes ||
+      table_bytes <= kSplitTableCaches * last_level_cache_bytes()) {
+    return t.scatter_bytes;
+  }
+  return ids_repeat(ids, n) ? t.scatter_bytes : t.scatter_combining_bytes;
+}
+
+template int64_t scatter_split_threshold<int32_t>(ScatterOp, int64_t, int64_t, const int32_t*,
+                                                  int64_t);
+template int64_t scatter_split_threshold<int64_t>(ScatterOp, int64_t, int64_t, const int64_t*,
+                                                  int64_t);
 
 template <typename Index>
 int64_t validate_indices(const Index* indices, int64_t n, int64_t rows) {

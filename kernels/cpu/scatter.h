@@ -97,6 +97,24 @@ inline constexpr int64_t kRepeatSample = 1024;
 template <typename Index>
 bool ids_repeat(const Index* ids, int64_t n);
 
+// The work (bytes read and written) from which a scatter of `op` on
+// ids[0, n) into a table of `table_bytes` splits over the pool
+// (ParallelThresholds in parallel.h). A combining op (add, sub, mul, div,
+// min, max) into a table of more than kSplitTableCaches times the
+// last-level cache, on ids that seldom repeat a row, splits from the lower
+// scatter_combining_bytes: its rows are misses from memory, and two
+// threads keep twice as many in flight. Everything else splits from
+// scatter_bytes. 1M uniform updates into [1M,64] (256 MiB), the library
+// before and after, 2 alternating rounds of bench_scatter: scatter_add
+// 1.21-1.35x faster, scatter_mul 1.06-1.21x. Forced splits lost
+// elsewhere: into [100k,64] (25.6 MB, cached) 0.68-0.81x, [1M,16] (64
+// MiB) 0.95-1.14x, Zipf ids into [1M,64] 0.65-0.91x, the streamed
+// scatter_update 0.67x.
+inline constexpr int64_t kSplitTableCaches = 4;
+template <typename Index>
+int64_t scatter_split_threshold(ScatterOp op, int64_t work_bytes, int64_t table_bytes,
+                                const Index* ids, int64_t n);
+
 // The position of the first index outside [0, rows), or -1 when all n are
 // in range (for callers that do not run the CPU scatter: gather, GPU tables
 // with host indices, remote variables). Parallel above the gather

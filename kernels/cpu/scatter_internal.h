@@ -69,7 +69,8 @@ struct ShardPlan {
 
 // Shards for `work_bytes` touched in rows of `row_width` elements of
 // `elem_bytes` on `threads` threads; a single shard below the threshold.
-ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads);
+ShardPlan plan_shards(int64_t work_bytes, int64_t row_width, int64_t elem_bytes, int threads,
+                      int64_t threshold);
 
 // One byte per table row, set for each row a scatter writes (the dirty
 // rows of runtime/dirty_rows.h).
@@ -482,9 +483,10 @@ auto with_op(ScatterOp op, Fn&& fn) {
 template <typename E, typename Rows, typename Index>
 int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
                      const Index* indices, int64_t n, const E* updates, bool updates_scalar) {
-  const ShardPlan plan =
-      plan_shards(n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)}), row_width,
-                  sizeof(E), eigen_device().numThreads());
+  const int64_t work = n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)});
+  const ShardPlan plan = plan_shards(
+      work, row_width, sizeof(E), eigen_device().numThreads(),
+      scatter_split_threshold(op, work, rows * row_width * int64_t{sizeof(E)}, indices, n));
   return with_op<E>(op, [&](auto kind) {
     constexpr ScatterOp kOp = decltype(kind)::value;
     return updates_scalar

@@ -49,8 +49,8 @@ class ForcedPath {
   explicit ForcedPath(Path path) : saved_(cpu::parallel_thresholds()) {
     const int64_t t = path == Path::kSerial ? std::numeric_limits<int64_t>::max() : 0;
     cpu::ParallelThresholds& p = cpu::parallel_thresholds();
-    p.scatter_bytes = p.gather_bytes = p.dense_update_bytes = p.random_elements =
-        p.elementwise_bytes = t;
+    p.scatter_bytes = p.scatter_combining_bytes = p.gather_bytes = p.dense_update_bytes =
+        p.random_elements = p.elementwise_bytes = t;
   }
   ~ForcedPath() { cpu::parallel_thresholds() = saved_; }
   ForcedPath(const ForcedPath&) = delete;
@@ -396,6 +396,49 @@ TEMPLATE_TEST_CASE("cpu ids_repeat tells skewed ids from spread ones", "[scatter
     const auto zipf = duplicate_indices<Index>(n, 1 << 20, kSeed + 3);
     CHECK(cpu::ids_repeat(zipf.data(), n));
   }
+}
+
+// Which threshold a scatter splits from: combining ops on spread ids into
+// a table of more than kSplitTableCaches last-level caches from
+// scatter_combining_bytes, the rest from scatter_bytes; the lower one never
+// raises a forced split's.
+TEST_CASE("cpu scatter_split_threshold: combining ops on spread ids into large tables",
+          "[scatter]") {
+  const cpu::ParallelThresholds saved = cpu::parallel_thresholds();
+  cpu::ParallelThresholds& t = cpu::parallel_thresholds();
+  t.scatter_bytes = int64_t{1} << 30;
+  t.scatter_combining_bytes = int64_t{128} << 20;
+  const int64_t cache = int64_t{32} << 20;
+  cpu::set_last_level_cache_bytes_for_testing(cache);
+  const int64_t n = 65536, big = int64_t{200} << 20, small = int64_t{64} << 20;
+  const int64_t large_table = cpu::kSplitTableCaches * cache + 1;
+  const int64_t cached_table = cpu::kSplitTableCaches * cache;
+  std::mt19937_64 rng(kSeed);
+  std::vector<int64_t> spread(static_cast<size_t>(n));
+  for (auto& id : spread) id = static_cast<int64_t>(rng() % (uint64_t{1} << 20));
+  const auto zipf = duplicate_indices<int64_t>(n, 1 << 20, kSeed + 3);
+  const std::vector<int32_t> spread32(spread.begin(), spread.end());
+  for (const ScatterOp op : {ScatterOp::kAdd, ScatterOp::kSub, ScatterOp::kMul, ScatterOp::kDiv,
+                             ScatterOp::kMin, ScatterOp::kMax}) {
+    CAPTURE(static_cast<int>(op));
+    CHECK(cpu::scatter_split_threshold(op, big, large_table, spread.data(), n) ==
+          t.scatter_combining_bytes);
+    CHECK(cpu::scatter_split_threshold(op, big, large_table, spread32.data(), n) ==
+          t.scatter_combining_bytes);
+    CHECK(cpu::scatter_split_threshold(op, big, large_table, zipf.data(), n) == t.scatter_bytes);
+    CHECK(cpu::scatter_split_threshold(op, small, large_table, spread.data(), n) ==
+          t.scatter_bytes);
+    CHECK(cpu::scatter_split_threshold(op, big, cached_table, spread.data(), n) == t.scatter_bytes);
+  }
+  CHECK(cpu::scatter_split_threshold(ScatterOp::kUpdate, big, large_table, spread.data(), n) ==
+        t.scatter_bytes);
+  t.scatter_bytes = 0;  // a forced split stays forced
+  CHECK(cpu::scatter_split_threshold(ScatterOp::kAdd, big, large_table, spread.data(), n) == 0);
+  t.scatter_bytes = t.scatter_combining_bytes = std::numeric_limits<int64_t>::max();
+  CHECK(cpu::scatter_split_threshold(ScatterOp::kAdd, big, large_table, spread.data(), n) ==
+        std::numeric_limits<int64_t>::max());
+  cpu::set_last_level_cache_bytes_for_testing(std::nullopt);
+  cpu::parallel_thresholds() = saved;
 }
 
 TEST_CASE("cpu scatter_update with duplicates: the last occurrence wins", "[scatter]") {
