@@ -32,8 +32,9 @@ namespace varstate::kernels::cpu {
 //   elementwise          3-12 MB touched     -> 8 MiB  (1.2-1.7x above)
 struct ParallelThresholds {
   int64_t scatter_bytes = int64_t{1} << 30;
-  // Combining scatters (every op but scatter_update) whose ids do not
-  // repeat rows often (ids_repeat in scatter.h) split from here instead.
+  // Combining scatters (every op but scatter_update) into tables of more
+  // than kSplitTableCaches last-level caches, whose ids do not repeat rows
+  // often, split from here instead (scatter_split_threshold in scatter.h).
   int64_t scatter_combining_bytes = int64_t{128} << 20;
   int64_t gather_bytes = int64_t{8} << 20;
   int64_t dense_update_bytes = int64_t{8} << 20;
