@@ -30,6 +30,9 @@ namespace varstate::kernels::cpu {
 //   dense update         6 MB touched        -> 8 MiB  (1.3-1.5x: bandwidth)
 //   random fills         33-98 Ki floats     -> 128 Ki (1.5-2.0x above)
 //   elementwise          3-12 MB touched     -> 8 MiB  (1.2-1.7x above)
+//   sparse training      256 KiB of rows touched: the threshold the
+//                        sparse updates had on Eigen's parallelFor (which
+//                        the dense ones keep: kParallelBytesThreshold)
 struct ParallelThresholds {
   int64_t scatter_bytes = int64_t{1} << 30;
   // Combining scatters (every op but scatter_update) into tables of more
@@ -40,6 +43,9 @@ struct ParallelThresholds {
   int64_t dense_update_bytes = int64_t{8} << 20;
   int64_t random_elements = int64_t{128} << 10;
   int64_t elementwise_bytes = int64_t{8} << 20;
+  // The row updates of the sparse training ops (kernels/cpu/training_ops.h):
+  // bytes of the variable, slot and gradient rows they touch.
+  int64_t sparse_training_bytes = int64_t{256} << 10;
 };
 
 // The thresholds in use. Tests and benchmarks may change them (to force

@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/hash_index.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/thread_scratch.h"
 
 namespace varstate::kernels::cpu {
@@ -27,6 +28,21 @@ void for_range(int64_t n, double bytes_per_item, double cycles_per_item, Fn&& fn
   eigen_device().parallelFor(
       n, Eigen::TensorOpCost(bytes_per_item, bytes_per_item, cycles_per_item),
       [&fn](Eigen::Index begin, Eigen::Index end) { fn(int64_t{begin}, int64_t{end}); });
+}
+
+// Runs fn(begin, end) over [0, count) distinct rows of a sparse update,
+// `bytes_per_row` each: on the calling thread below
+// ParallelThresholds::sparse_training_bytes, else in ranges over the
+// calling thread and the pool (for_ranges: the caller and one thread
+// fewer of the pool). On Eigen's parallelFor (for_range), which cuts the rows
+// into blocks sized by its cost model, each its own pool task, over the
+// caller and every pool thread, sparse Adagrad and lazy Adam ran up to
+// 3.3x slower on the 2-vCPU VM (docs/performance.md).
+template <typename Fn>
+void for_distinct_rows(int64_t count, double bytes_per_row, const Fn& fn) {
+  if (count <= 0) return;
+  const auto work = static_cast<int64_t>(static_cast<double>(count) * bytes_per_row);
+  for_ranges(count, 1, work, parallel_thresholds().sparse_training_bytes, fn);
 }
 
 // The distinct rows of a sparse update's indices, numbered in the order
@@ -442,7 +458,7 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       });
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
-      for_range(r.count, bytes, 8.0 * w, [&](int64_t begin, int64_t end) {
+      for_distinct_rows(r.count, bytes, [&](int64_t begin, int64_t end) {
         std::vector<C> buf(static_cast<size_t>(w));
         update(p, slots, grad, r, buf.data(), begin, end);
       });

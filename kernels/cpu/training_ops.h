@@ -1,6 +1,8 @@
 // CPU training ops: the optimizer updates of kernels/training_functors.h,
 // dense (every element) and sparse (the rows named by indices), each one
-// fused pass over the variable and its slots on the Eigen pool.
+// fused pass over the variable and its slots on the pool (the dense ones
+// on Eigen's, the rows of a sparse one through for_ranges,
+// kernels/cpu/parallel.h).
 //
 // Sparse updates combine duplicate indices first, as TensorFlow's
 // optimizers do (_deduplicate_indexed_slices: the gradient rows of one
@@ -11,8 +13,9 @@
 // more), and each distinct row is updated by exactly one thread, so
 // results are bitwise the same run to run, for every thread count and
 // every instruction set the loops are built for; `deterministic` changes
-// nothing on the CPU. Work below kParallelBytesThreshold runs on the
-// calling thread.
+// nothing on the CPU. Work below kParallelBytesThreshold (dense) or
+// ParallelThresholds::sparse_training_bytes (sparse) runs on the calling
+// thread.
 #pragma once
 
 #include <cstdint>

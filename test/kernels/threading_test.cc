@@ -1,6 +1,7 @@
 // The CPU kernels' split over the thread pool (kernels/cpu/parallel.h): the
 // shard hand-off runs every shard once, and each kernel gives the same
-// bytes on the calling thread alone and split over the pool.
+// bytes on the calling thread alone and split over the pool (the training
+// ops' bytes against their reference loop: test/kernels/training_ops_test.cc).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,7 +21,9 @@
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/random.h"
+#include "kernels/cpu/training_ops.h"
 #include "test_util.h"
+#include "training_test_util.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -39,7 +42,7 @@ std::pair<std::vector<char>, std::vector<char>> both_paths(const Fn& fn) {
   auto set_all = [](int64_t t) {
     cpu::ParallelThresholds& p = cpu::parallel_thresholds();
     p.scatter_bytes = p.scatter_combining_bytes = p.gather_bytes = p.dense_update_bytes =
-        p.random_elements = p.elementwise_bytes = t;
+        p.random_elements = p.elementwise_bytes = p.sparse_training_bytes = t;
   };
   set_all(std::numeric_limits<int64_t>::max());
   std::vector<char> serial = fn();
@@ -193,6 +196,29 @@ TEST_CASE("CPU kernels give the same bytes on one thread and split over the pool
       return bytes_of(out);
     });
     CHECK(first_difference(serial, pool) == "");
+  }
+  SECTION("sparse Adagrad and lazy Adam with repeated rows") {
+    const int64_t width = 16, rows = n / width + 1;
+    const int64_t ids = std::min<int64_t>(n, 65536);
+    const std::vector<int64_t> idx = duplicate_indices<int64_t>(ids, rows, kSeed);
+    const kernels::TrainingHyper h = test_hyper(false);
+    const TrainingData<float> start = training_data<float>(rows * width, rows, ids * width, kSeed);
+    auto [serial, pool] = both_paths([&] {
+      TrainingData<float> adagrad = start, lazy = start;
+      cpu::apply_sparse<float, int64_t>(TrainingOp::kAdagrad, h, adagrad.slots(), rows, width,
+                                        idx.data(), ids, adagrad.grad.data(), false);
+      cpu::apply_sparse<float, int64_t>(TrainingOp::kLazyAdam, h, lazy.slots(), rows, width,
+                                        idx.data(), ids, lazy.grad.data(), false);
+      std::vector<float> out;
+      for (const TrainingData<float>* d : {&adagrad, &lazy}) {
+        for (const std::vector<float>* v : {&d->var, &d->s0, &d->s1}) {
+          out.insert(out.end(), v->begin(), v->end());
+        }
+      }
+      return bytes_of(out);
+    });
+    CHECK(first_difference(serial, pool) == "");
+    CHECK(std::memcmp(serial.data(), start.var.data(), start.var.size() * 4) != 0);
   }
   SECTION("gather rows, whole table and parts") {
     const int64_t rows = 4099, width = 16;
