@@ -57,7 +57,8 @@ struct Case {
 void set_all(int64_t value) {
   cpu::ParallelThresholds& t = cpu::parallel_thresholds();
   t.scatter_bytes = t.scatter_combining_bytes = t.gather_bytes = t.dense_update_bytes =
-      t.random_elements = t.elementwise_bytes = t.sparse_training_bytes = value;
+      t.random_elements = t.elementwise_bytes = t.sparse_training_bytes = t.sparse_row_parts_bytes =
+          value;
 }
 
 struct Buffers {

@@ -46,6 +46,12 @@ struct ParallelThresholds {
   // The row updates of the sparse training ops (kernels/cpu/training_ops.h):
   // bytes of the variable, slot and gradient rows they touch.
   int64_t sparse_training_bytes = int64_t{256} << 10;
+  // A sparse training op whose indices name this many bytes of rows (the
+  // variable's, its slots' and the gradient's, counting repeats), and that
+  // repeats rows or has 1M ids or more, splits its rows by owner over the
+  // pool, each part numbering, summing and updating its own rows; else one
+  // thread numbers and sums them all (kernels/cpu/training_ops.cc).
+  int64_t sparse_row_parts_bytes = int64_t{1} << 20;
 };
 
 // The thresholds in use. Tests and benchmarks may change them (to force

@@ -10,6 +10,7 @@
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/hash_index.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scatter.h"
 #include "kernels/cpu/thread_scratch.h"
 
 namespace varstate::kernels::cpu {
@@ -91,23 +92,89 @@ struct SecondTag;
 struct SumTag;
 struct SumsTag;
 
+// Which positions a DistinctRows numbers: every one (one thread), or, when
+// the rows are split over the pool, those whose row part `part` of `parts`
+// owns (owner_of, blocks of 2^kPartShift rows), with the table-row entries
+// the calling thread stamped for the call shared by every part (each part
+// writes only its own rows' entries; a block's 64 entries span 8 cache
+// lines, so two parts seldom write one line).
+struct RowPart {
+  int64_t part = 0;
+  int64_t parts = 1;
+  uint64_t* of_row = nullptr;  // null: the part numbers its rows in a hash index
+  uint64_t stamp = 0;
+};
+constexpr int kPartShift = 6;
+
+// Whether a table of `rows` rows numbers a batch of n indices in stamped
+// per-row entries (else in a hash index of the batch's rows).
+inline bool stamped_entries(int64_t rows, int64_t n) {
+  return rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n);
+}
+
+struct MineTag;  // a part's positions
+
+// Ids from which a batch that does not repeat rows splits its rows by owner.
+constexpr int64_t kRowPartsIds = int64_t{1} << 20;
+
+// Whether a sparse update of n indices, `bytes_per_row` each, splits its
+// rows by owner over the pool (RowPart), each part numbering and summing
+// its own rows, instead of numbering and summing them all on the calling
+// thread before a split update. Measured on the 2-vCPU VM
+// (docs/performance.md): 1.07-1.37x faster when ids repeat rows (Zipf) and
+// 1.13-1.33x at 1M spread ids, but 0.69-1.07x at 65,536 spread ids, whose
+// numbering is short (0.6 ms) next to their row updates.
+template <typename Index>
+bool split_rows_by_owner(const Index* indices, int64_t n, double bytes_per_row) {
+  const auto work = static_cast<int64_t>(static_cast<double>(n) * bytes_per_row);
+  return worth_splitting(work, parallel_thresholds().sparse_row_parts_bytes) &&
+         (n >= kRowPartsIds || ids_repeat(indices, n));
+}
+
 // Fills the scratches behind a SparseRows: one pass numbers the rows as
 // they first appear (a per-thread scratch entry per table row, stamped
 // with the call so that nothing needs clearing; or, for a table much larger
 // than the batch, a hash index of the batch's rows), counts their
 // positions and keeps each one's last; then the gradient rows of the rows
 // named three times or more are summed in one sequential pass over the
-// gradient, the entries and sums ahead prefetched.
+// gradient, the entries and sums ahead prefetched. With a RowPart, only
+// the part's positions (listed first, in order), so that each row is still
+// summed over all its positions in their order.
 template <typename T, typename C, typename Index>
 class DistinctRows {
  public:
-  DistinctRows(const Index* indices, int64_t n, int64_t rows, const T* grad, int64_t w)
+  DistinctRows(const Index* indices, int64_t n, int64_t rows, const T* grad, int64_t w,
+               const RowPart* part = nullptr)
       : positions_(static_cast<size_t>(n)),
         row_(static_cast<size_t>(n)),
         first_(static_cast<size_t>(n)),
         second_(static_cast<size_t>(n)),
         sum_(static_cast<size_t>(n)) {
-    int32_t* const of_position = positions_.data();
+    if (part == nullptr) {
+      number_and_sum(
+          indices, rows, grad, w, n, [](int64_t k) { return k; }, nullptr);
+      return;
+    }
+    mine_.emplace(static_cast<size_t>(n));
+    int64_t* const mine = mine_->data();
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; ++j) {  // branch-free: a position is always written
+      mine[m] = j;
+      m += owner_of(static_cast<int64_t>(indices[j]), kPartShift, part->parts) == part->part;
+    }
+    number_and_sum(
+        indices, rows, grad, w, m, [mine](int64_t k) { return mine[k]; }, part);
+  }
+
+  const SparseRows<C>& rows() const { return rows_; }
+
+ private:
+  // Numbers and sums the m positions pos(0), pos(1), ... (increasing).
+  template <typename Pos>
+  void number_and_sum(const Index* indices, int64_t rows, const T* grad, int64_t w, int64_t m,
+                      const Pos& pos, const RowPart* part) {
+    const int64_t n = m;
+    int32_t* const of_position = positions_.data();  // by k, the position's number
     int64_t* const row = row_.data();
     int64_t* const first = first_.data();
     int64_t* const second = second_.data();  // first the last position naming the row
@@ -116,9 +183,10 @@ class DistinctRows {
     // distinct_of(r, next): row r's number, `next` if it has none;
     // prefetch(r): the entry it will look at.
     auto number = [&](auto&& distinct_of, auto&& prefetch) {
-      for (int64_t j = 0; j < n; ++j) {
-        if (j + kPrefetchPositions < n)
-          prefetch(static_cast<int64_t>(indices[j + kPrefetchPositions]));
+      for (int64_t k = 0; k < n; ++k) {
+        if (k + kPrefetchPositions < n)
+          prefetch(static_cast<int64_t>(indices[pos(k + kPrefetchPositions)]));
+        const int64_t j = pos(k);
         const int64_t r = static_cast<int64_t>(indices[j]);
         const int64_t d = distinct_of(r, count);
         if (d == count) {
@@ -126,19 +194,15 @@ class DistinctRows {
           first[count] = j;
           named[count++] = 0;
         }
-        of_position[j] = static_cast<int32_t>(d);
+        of_position[k] = static_cast<int32_t>(d);
         second[d] = j;
         ++named[d];
       }
     };
-    if (rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n)) {
-      // An entry is this call's when its high word is the call's stamp:
-      // no pass to clear the entries first. A new entry is zero, which no
-      // call uses; when the stamps wrap, the entries are cleared once.
-      ThreadScratch<uint64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
-      uint64_t* const of_row = scratch.data();
-      const uint64_t stamp = uint64_t{next_stamp(of_row, static_cast<int64_t>(scratch.size()))}
-                             << 32;
+    // An entry is this call's when its high word is the call's stamp: no
+    // pass to clear the entries first. A new entry is zero, which no call
+    // uses; when the stamps wrap, the entries are cleared once.
+    auto stamped = [&](uint64_t* of_row, uint64_t stamp) {
       number(
           [&](int64_t r, int64_t next) {
             uint64_t& e = of_row[r];
@@ -146,6 +210,13 @@ class DistinctRows {
             return static_cast<int64_t>(e & 0xffffffff);
           },
           [&](int64_t r) { __builtin_prefetch(of_row + r, 1); });
+    };
+    if (part != nullptr && part->of_row != nullptr) {
+      stamped(part->of_row, part->stamp);
+    } else if (part == nullptr && stamped_entries(rows, m)) {
+      ThreadScratch<uint64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
+      stamped(scratch.data(),
+              uint64_t{next_stamp(scratch.data(), static_cast<int64_t>(scratch.size()))} << 32);
     } else {
       HashIndex of_row(n);
       number([&](int64_t r, int64_t next) { return of_row.insert(r, next); },
@@ -156,37 +227,39 @@ class DistinctRows {
       if (named[d] != 2) second[d] = -1;
       named[d] = named[d] > 2 ? repeated++ : -1;
     }
-    // Each sum starts from zero. One thread sums them all: split over the
-    // pool (by columns, or by rows) the pass measured no faster.
+    // Each sum starts from zero. One thread sums a part's rows: split
+    // further (by columns, or by rows) the pass measured no faster.
     sums_.emplace(static_cast<size_t>(repeated * w));
     C* const sums = sums_->data();
     std::fill(sums, sums + repeated * w, C(0));
     const int64_t prefetch_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
-    for (int64_t j = 0; repeated > 0 && j < n; ++j) {
-      if (j + kPrefetchPositions < n) {
-        const int64_t ahead = named[of_position[j + kPrefetchPositions]];
+    for (int64_t k = 0; repeated > 0 && k < n; ++k) {
+      if (k + kPrefetchPositions < n) {
+        const int64_t ahead = named[of_position[k + kPrefetchPositions]];
         if (ahead >= 0) {
           const char* line = reinterpret_cast<const char*>(sums + ahead * w);
           for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
         }
+        if (part != nullptr) {  // the part's gradient rows are not consecutive
+          const char* src = reinterpret_cast<const char*>(grad + pos(k + kPrefetchPositions) * w);
+          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
+        }
       }
-      const int64_t k = named[of_position[j]];
-      if (k < 0) continue;
-      C* __restrict dst = sums + k * w;
-      const T* __restrict src = grad + j * w;
+      const int64_t s = named[of_position[k]];
+      if (s < 0) continue;
+      C* __restrict dst = sums + s * w;
+      const T* __restrict src = grad + pos(k) * w;
       for (int64_t c = 0; c < w; ++c) dst[c] = round_through<T>(dst[c] + load_as<C>(src[c]));
     }
     rows_ = {count, row, first, second, named, sums, w};
   }
 
-  const SparseRows<C>& rows() const { return rows_; }
-
- private:
   ThreadScratch<int32_t, PositionsTag> positions_;
   ThreadScratch<int64_t, DistinctTag> row_;
   ThreadScratch<int64_t, FirstTag> first_;
   ThreadScratch<int64_t, SecondTag> second_;
   ThreadScratch<int64_t, SumTag> sum_;
+  std::optional<ThreadScratch<int64_t, MineTag>> mine_;
   std::optional<ThreadScratch<C, SumsTag>> sums_;
   SparseRows<C> rows_;
 };
@@ -437,13 +510,13 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
                   const T* grad, bool /*deterministic*/) {
   using C = training_compute_t<T>;
   const TrainingParams<C> p = training_params<T, C>(hyper);
-  const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, row_width);
-  const SparseRows<C>& r = distinct.rows();
   const int64_t w = row_width;
   dispatch_training_op(op, [&](auto tag) {
     constexpr TrainingOp kOp = decltype(tag)::value;
     const double bytes = sizeof(T) * (2.0 + training_slot_count(kOp)) * static_cast<double>(w);
     if constexpr (kOp == TrainingOp::kAdam) {
+      const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, w);
+      const SparseRows<C>& r = distinct.rows();
       // Every row moves: one pass over the variable, each row looking up
       // its distinct row (a scratch entry per row, -1 for none).
       ThreadScratch<int64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
@@ -458,10 +531,36 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       });
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
-      for_distinct_rows(r.count, bytes, [&](int64_t begin, int64_t end) {
+      const int64_t parts = split_rows_by_owner(indices, num_indices, bytes) ? pool_threads() : 1;
+      if (parts <= 1) {
+        const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, w);
+        const SparseRows<C>& r = distinct.rows();
+        for_distinct_rows(r.count, bytes, [&](int64_t begin, int64_t end) {
+          std::vector<C> buf(static_cast<size_t>(w));
+          update(p, slots, grad, r, buf.data(), begin, end);
+        });
+        return;
+      }
+      // The rows split by owner (owner_of): each part numbers, sums and
+      // updates its own rows, over the positions naming them, on the
+      // calling thread or a pool thread (run_shards). The calling thread
+      // stamps the table-row entries for every part.
+      std::optional<ThreadScratch<uint64_t, TableRowsTag>> entries;
+      RowPart shared{0, parts, nullptr, 0};
+      if (stamped_entries(rows, num_indices)) {
+        entries.emplace(static_cast<size_t>(rows));
+        shared.of_row = entries->data();
+        shared.stamp = uint64_t{next_stamp(shared.of_row, static_cast<int64_t>(entries->size()))}
+                       << 32;
+      }
+      auto run_part = [&](int64_t k) {
+        RowPart part = shared;
+        part.part = k;
+        const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, w, &part);
         std::vector<C> buf(static_cast<size_t>(w));
-        update(p, slots, grad, r, buf.data(), begin, end);
-      });
+        update(p, slots, grad, distinct.rows(), buf.data(), 0, distinct.rows().count);
+      };
+      run_shards(parts, run_part);
     }
   });
 }

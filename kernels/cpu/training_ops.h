@@ -10,10 +10,12 @@
 // after each addition). The distinct rows are numbered in one linear pass
 // (no sort); a row's gradient rows are added in their original order (in
 // one sequential pass over the gradient for a row named three times or
-// more), and each distinct row is updated by exactly one thread, so
-// results are bitwise the same run to run, for every thread count and
-// every instruction set the loops are built for; `deterministic` changes
-// nothing on the CPU. Work below kParallelBytesThreshold (dense) or
+// more). When the ids repeat rows, or number 1M or more, the rows are split
+// by owner over the pool, each part numbering and summing its own. Each
+// distinct row is updated by exactly one thread, so results are bitwise
+// the same run to run, for every thread count and every instruction set
+// the loops are built for; `deterministic` changes nothing on the CPU.
+// Work below kParallelBytesThreshold (dense) or
 // ParallelThresholds::sparse_training_bytes (sparse) runs on the calling
 // thread.
 #pragma once

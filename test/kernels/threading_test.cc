@@ -42,7 +42,8 @@ std::pair<std::vector<char>, std::vector<char>> both_paths(const Fn& fn) {
   auto set_all = [](int64_t t) {
     cpu::ParallelThresholds& p = cpu::parallel_thresholds();
     p.scatter_bytes = p.scatter_combining_bytes = p.gather_bytes = p.dense_update_bytes =
-        p.random_elements = p.elementwise_bytes = p.sparse_training_bytes = t;
+        p.random_elements = p.elementwise_bytes = p.sparse_training_bytes =
+            p.sparse_row_parts_bytes = t;
   };
   set_all(std::numeric_limits<int64_t>::max());
   std::vector<char> serial = fn();
