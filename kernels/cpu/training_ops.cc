@@ -239,10 +239,10 @@ class DistinctRows {
         if (ahead >= 0) {
           const char* line = reinterpret_cast<const char*>(sums + ahead * w);
           for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
-        }
-        if (part != nullptr) {  // the part's gradient rows are not consecutive
-          const char* src = reinterpret_cast<const char*>(grad + pos(k + kPrefetchPositions) * w);
-          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
+          if (part != nullptr) {  // a part's gradient rows are not consecutive
+            const char* src = reinterpret_cast<const char*>(grad + pos(k + kPrefetchPositions) * w);
+            for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
+          }
         }
       }
       const int64_t s = named[of_position[k]];
