@@ -92,12 +92,12 @@ struct SecondTag;
 struct SumTag;
 struct SumsTag;
 
-// Which positions a DistinctRows numbers: every one (one thread), or, when
+// Which positions a DistinctRows numbers: every one (parts == 1), or, when
 // the rows are split over the pool, those whose row part `part` of `parts`
-// owns (owner_of, blocks of 2^kPartShift rows), with the table-row entries
-// the calling thread stamped for the call shared by every part (each part
-// writes only its own rows' entries; a block's 64 entries span 8 cache
-// lines, so two parts seldom write one line).
+// owns (owner_of, blocks of 2^kPartShift rows), and where: the table-row
+// entries the calling thread stamped for the call (RowEntries), shared by
+// every part (each part writes only its own rows' entries; a block's 64
+// entries span 8 cache lines, so two parts seldom write one line).
 struct RowPart {
   int64_t part = 0;
   int64_t parts = 1;
@@ -106,11 +106,27 @@ struct RowPart {
 };
 constexpr int kPartShift = 6;
 
-// Whether a table of `rows` rows numbers a batch of n indices in stamped
-// per-row entries (else in a hash index of the batch's rows).
-inline bool stamped_entries(int64_t rows, int64_t n) {
-  return rows <= std::max<int64_t>(int64_t{1} << 22, 8 * n);
-}
+// The calling thread's per-row entries for one sparse update of n indices
+// into a table of `rows` rows, stamped for the call: an entry is this
+// call's when its high word is the call's stamp, so nothing needs clearing
+// first (a new entry is zero, which no call uses; when the stamps wrap, the
+// entries are cleared once). None for a table much larger than the batch:
+// its rows are numbered in a hash index of the batch's rows instead.
+class RowEntries {
+ public:
+  RowEntries(int64_t rows, int64_t n) {
+    if (rows > std::max<int64_t>(int64_t{1} << 22, 8 * n)) return;
+    scratch_.emplace(static_cast<size_t>(rows));
+    of_row_ = scratch_->data();
+    stamp_ = uint64_t{next_stamp(of_row_, static_cast<int64_t>(scratch_->size()))} << 32;
+  }
+  RowPart part(int64_t part, int64_t parts) const { return {part, parts, of_row_, stamp_}; }
+
+ private:
+  std::optional<ThreadScratch<uint64_t, TableRowsTag>> scratch_;
+  uint64_t* of_row_ = nullptr;
+  uint64_t stamp_ = 0;
+};
 
 struct MineTag;  // a part's positions
 
@@ -132,27 +148,24 @@ bool split_rows_by_owner(const Index* indices, int64_t n, double bytes_per_row) 
 }
 
 // Fills the scratches behind a SparseRows: one pass numbers the rows as
-// they first appear (a per-thread scratch entry per table row, stamped
-// with the call so that nothing needs clearing; or, for a table much larger
-// than the batch, a hash index of the batch's rows), counts their
-// positions and keeps each one's last; then the gradient rows of the rows
-// named three times or more are summed in one sequential pass over the
-// gradient, the entries and sums ahead prefetched. With a RowPart, only
-// the part's positions (listed first, in order), so that each row is still
-// summed over all its positions in their order.
+// they first appear (in the part's RowEntries, or a hash index), counts
+// their positions and keeps each one's last; then the gradient rows of the
+// rows named three times or more are summed in one sequential pass over
+// the gradient, the entries and sums ahead prefetched. A part of several
+// takes only its own positions (listed first, in order), so that each row
+// is still summed over all its positions in their order.
 template <typename T, typename C, typename Index>
 class DistinctRows {
  public:
-  DistinctRows(const Index* indices, int64_t n, int64_t rows, const T* grad, int64_t w,
-               const RowPart* part = nullptr)
+  DistinctRows(const Index* indices, int64_t n, const T* grad, int64_t w, const RowPart& part)
       : positions_(static_cast<size_t>(n)),
         row_(static_cast<size_t>(n)),
         first_(static_cast<size_t>(n)),
         second_(static_cast<size_t>(n)),
         sum_(static_cast<size_t>(n)) {
-    if (part == nullptr) {
+    if (part.parts == 1) {
       number_and_sum(
-          indices, rows, grad, w, n, [](int64_t k) { return k; }, nullptr);
+          indices, grad, w, n, [](int64_t k) { return k; }, part);
       return;
     }
     mine_.emplace(static_cast<size_t>(n));
@@ -160,10 +173,10 @@ class DistinctRows {
     int64_t m = 0;
     for (int64_t j = 0; j < n; ++j) {  // branch-free: a position is always written
       mine[m] = j;
-      m += owner_of(static_cast<int64_t>(indices[j]), kPartShift, part->parts) == part->part;
+      m += owner_of(static_cast<int64_t>(indices[j]), kPartShift, part.parts) == part.part;
     }
     number_and_sum(
-        indices, rows, grad, w, m, [mine](int64_t k) { return mine[k]; }, part);
+        indices, grad, w, m, [mine](int64_t k) { return mine[k]; }, part);
   }
 
   const SparseRows<C>& rows() const { return rows_; }
@@ -171,8 +184,8 @@ class DistinctRows {
  private:
   // Numbers and sums the m positions pos(0), pos(1), ... (increasing).
   template <typename Pos>
-  void number_and_sum(const Index* indices, int64_t rows, const T* grad, int64_t w, int64_t m,
-                      const Pos& pos, const RowPart* part) {
+  void number_and_sum(const Index* indices, const T* grad, int64_t w, int64_t m, const Pos& pos,
+                      const RowPart& part) {
     const int64_t n = m;
     int32_t* const of_position = positions_.data();  // by k, the position's number
     int64_t* const row = row_.data();
@@ -199,10 +212,8 @@ class DistinctRows {
         ++named[d];
       }
     };
-    // An entry is this call's when its high word is the call's stamp: no
-    // pass to clear the entries first. A new entry is zero, which no call
-    // uses; when the stamps wrap, the entries are cleared once.
-    auto stamped = [&](uint64_t* of_row, uint64_t stamp) {
+    if (uint64_t* const of_row = part.of_row; of_row != nullptr) {
+      const uint64_t stamp = part.stamp;
       number(
           [&](int64_t r, int64_t next) {
             uint64_t& e = of_row[r];
@@ -210,17 +221,10 @@ class DistinctRows {
             return static_cast<int64_t>(e & 0xffffffff);
           },
           [&](int64_t r) { __builtin_prefetch(of_row + r, 1); });
-    };
-    if (part != nullptr && part->of_row != nullptr) {
-      stamped(part->of_row, part->stamp);
-    } else if (part == nullptr && stamped_entries(rows, m)) {
-      ThreadScratch<uint64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
-      stamped(scratch.data(),
-              uint64_t{next_stamp(scratch.data(), static_cast<int64_t>(scratch.size()))} << 32);
     } else {
-      HashIndex of_row(n);
-      number([&](int64_t r, int64_t next) { return of_row.insert(r, next); },
-             [&](int64_t r) { of_row.prefetch(r); });
+      HashIndex index(n);
+      number([&](int64_t r, int64_t next) { return index.insert(r, next); },
+             [&](int64_t r) { index.prefetch(r); });
     }
     int64_t repeated = 0;
     for (int64_t d = 0; d < count; ++d) {
@@ -239,7 +243,7 @@ class DistinctRows {
         if (ahead >= 0) {
           const char* line = reinterpret_cast<const char*>(sums + ahead * w);
           for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
-          if (part != nullptr) {  // a part's gradient rows are not consecutive
+          if (part.parts > 1) {  // a part's gradient rows are not consecutive
             const char* src = reinterpret_cast<const char*>(grad + pos(k + kPrefetchPositions) * w);
             for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
           }
@@ -515,7 +519,8 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
     constexpr TrainingOp kOp = decltype(tag)::value;
     const double bytes = sizeof(T) * (2.0 + training_slot_count(kOp)) * static_cast<double>(w);
     if constexpr (kOp == TrainingOp::kAdam) {
-      const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, w);
+      const RowEntries entries(rows, num_indices);
+      const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
       const SparseRows<C>& r = distinct.rows();
       // Every row moves: one pass over the variable, each row looking up
       // its distinct row (a scratch entry per row, -1 for none).
@@ -532,8 +537,9 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
       const int64_t parts = split_rows_by_owner(indices, num_indices, bytes) ? pool_threads() : 1;
+      const RowEntries entries(rows, num_indices);
       if (parts <= 1) {
-        const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, w);
+        const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
         const SparseRows<C>& r = distinct.rows();
         for_distinct_rows(r.count, bytes, [&](int64_t begin, int64_t end) {
           std::vector<C> buf(static_cast<size_t>(w));
@@ -543,20 +549,11 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       }
       // The rows split by owner (owner_of): each part numbers, sums and
       // updates its own rows, over the positions naming them, on the
-      // calling thread or a pool thread (run_shards). The calling thread
-      // stamps the table-row entries for every part.
-      std::optional<ThreadScratch<uint64_t, TableRowsTag>> entries;
-      RowPart shared{0, parts, nullptr, 0};
-      if (stamped_entries(rows, num_indices)) {
-        entries.emplace(static_cast<size_t>(rows));
-        shared.of_row = entries->data();
-        shared.stamp = uint64_t{next_stamp(shared.of_row, static_cast<int64_t>(entries->size()))}
-                       << 32;
-      }
+      // calling thread or a pool thread (run_shards), in the calling
+      // thread's entries.
       auto run_part = [&](int64_t k) {
-        RowPart part = shared;
-        part.part = k;
-        const DistinctRows<T, C, Index> distinct(indices, num_indices, rows, grad, w, &part);
+        const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w,
+                                                 entries.part(k, parts));
         std::vector<C> buf(static_cast<size_t>(w));
         update(p, slots, grad, distinct.rows(), buf.data(), 0, distinct.rows().count);
       };

@@ -5,6 +5,7 @@
 // VARSTATE_CPU_THREADS=3 (tests.cmake): the results must not change.
 #include <catch2/catch.hpp>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/training_ops.h"
 #include "training_test_util.h"
 
@@ -90,6 +91,13 @@ TEST_CASE("training ops: float32 kernels equal the reference loop", "[training][
   // hash index of the batch's rows instead of a scratch entry per row.
   for (TrainingOp op : {TrainingOp::kAdagrad, TrainingOp::kLazyAdam}) {
     sparse_case<float, int64_t>(op, 4200000, 1, 3000, true);
+    // Repeating rows, the split forced (the pool may have raised the
+    // thresholds after splits that did not pay): on two threads or more
+    // the rows split by owner, each part with a hash index of its own.
+    const cpu::ParallelThresholds saved = cpu::parallel_thresholds();
+    cpu::parallel_thresholds().sparse_row_parts_bytes = 0;
+    sparse_case<float, int64_t>(op, 4200000, 1, 20000, true);
+    cpu::parallel_thresholds() = saved;
   }
 }
 
