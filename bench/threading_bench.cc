@@ -54,12 +54,7 @@ struct Case {
   std::function<void()> run;
 };
 
-void set_all(int64_t value) {
-  cpu::ParallelThresholds& t = cpu::parallel_thresholds();
-  t.scatter_bytes = t.scatter_combining_bytes = t.gather_bytes = t.dense_update_bytes =
-      t.random_elements = t.elementwise_bytes = t.sparse_training_bytes = t.sparse_row_parts_bytes =
-          value;
-}
+void set_all(int64_t value) { cpu::parallel_thresholds() = cpu::ParallelThresholds::all(value); }
 
 struct Buffers {
   std::vector<float> table = std::vector<float>(kTableRows * kWidth, 1.0f);

@@ -52,7 +52,15 @@ struct ParallelThresholds {
   // pool, each part numbering, summing and updating its own rows; else one
   // thread numbers and sums them all (kernels/cpu/training_ops.cc).
   int64_t sparse_row_parts_bytes = int64_t{1} << 20;
+
+  // Every threshold `value`: 0 splits whatever the pool may split, the
+  // int64 maximum nothing (tests and benchmarks forcing one path).
+  static ParallelThresholds all(int64_t value) {
+    return {value, value, value, value, value, value, value, value};
+  }
 };
+static_assert(sizeof(ParallelThresholds) == 8 * sizeof(int64_t),
+              "ParallelThresholds::all must set every threshold");
 
 // The thresholds in use. Tests and benchmarks may change them (to force
 // either path) while no kernel runs; kernels only read them.

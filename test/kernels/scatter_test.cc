@@ -47,10 +47,8 @@ enum class Path {
 class ForcedPath {
  public:
   explicit ForcedPath(Path path) : saved_(cpu::parallel_thresholds()) {
-    const int64_t t = path == Path::kSerial ? std::numeric_limits<int64_t>::max() : 0;
-    cpu::ParallelThresholds& p = cpu::parallel_thresholds();
-    p.scatter_bytes = p.scatter_combining_bytes = p.gather_bytes = p.dense_update_bytes =
-        p.random_elements = p.elementwise_bytes = t;
+    cpu::parallel_thresholds() = cpu::ParallelThresholds::all(
+        path == Path::kSerial ? std::numeric_limits<int64_t>::max() : 0);
   }
   ~ForcedPath() { cpu::parallel_thresholds() = saved_; }
   ForcedPath(const ForcedPath&) = delete;

@@ -39,15 +39,9 @@ namespace {
 template <typename Fn>
 std::pair<std::vector<char>, std::vector<char>> both_paths(const Fn& fn) {
   const cpu::ParallelThresholds saved = cpu::parallel_thresholds();
-  auto set_all = [](int64_t t) {
-    cpu::ParallelThresholds& p = cpu::parallel_thresholds();
-    p.scatter_bytes = p.scatter_combining_bytes = p.gather_bytes = p.dense_update_bytes =
-        p.random_elements = p.elementwise_bytes = p.sparse_training_bytes =
-            p.sparse_row_parts_bytes = t;
-  };
-  set_all(std::numeric_limits<int64_t>::max());
+  cpu::parallel_thresholds() = cpu::ParallelThresholds::all(std::numeric_limits<int64_t>::max());
   std::vector<char> serial = fn();
-  set_all(0);
+  cpu::parallel_thresholds() = cpu::ParallelThresholds::all(0);
   std::vector<char> pool = fn();
   cpu::parallel_thresholds() = saved;
   return {serial, pool};
