@@ -24,8 +24,8 @@
 // fastest way to touch those rows: where the op overlaps its misses better
 // (narrow rows held in cache) it can come out above 1.
 //
-//   bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--reps N]
-//                      [--out F.json] [--machine NAME]
+//   bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--width D]
+//                      [--ids M] [--reps N] [--out F.json] [--machine NAME]
 //
 // Cases: a [1M, D] float32 table, D in {16, 64}; M in {1,024, 65,536,
 // 1,048,576} ids, uniform or Zipf(1.1) over the rows (shuffled, so hot rows
@@ -255,6 +255,7 @@ struct Result {
 int main(int argc, char** argv) {
   bool quick = false;
   int reps = 9;
+  int64_t only_width = 0, only_ids = 0;
   std::string out, machine, only, only_dist;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -266,6 +267,10 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (a == "--dist" && i + 1 < argc) {
       only_dist = argv[++i];
+    } else if (a == "--width" && i + 1 < argc) {
+      only_width = std::atoll(argv[++i]);
+    } else if (a == "--ids" && i + 1 < argc) {
+      only_ids = std::atoll(argv[++i]);
     } else if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
     } else if (a == "--machine" && i + 1 < argc) {
@@ -273,9 +278,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--reps N] "
-          "[--out F.json] "
-          "[--machine NAME]\n");
+          "usage: bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--width D] "
+          "[--ids M] [--reps N] [--out F.json] [--machine NAME]\n");
       return 2;
     }
   }
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Result> results;
   for (const int64_t width : {int64_t{16}, int64_t{64}}) {
+    if (only_width != 0 && only_width != width) continue;
     reset_default_graph();
     Variable var = table(width, 0.5f, "var");
     Variable accum = table(width, 0.1f, "accum");
@@ -293,7 +298,7 @@ int main(int argc, char** argv) {
     Variable v = table(width, 0.0f, "v");
     Limit limit(width);
     for (const int64_t count : {int64_t{1024}, int64_t{65536}, int64_t{1048576}}) {
-      if (quick && count > 65536) continue;
+      if ((quick && count > 65536) || (only_ids != 0 && only_ids != count)) continue;
       for (const bool zipf : {false, true}) {
         if (!only_dist.empty() && only_dist != (zipf ? "zipf" : "uniform")) continue;
         const std::vector<int64_t> ids =
