@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/hash_index.h"
+#include "kernels/cpu/isa_variants.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cpu/thread_scratch.h"
@@ -419,21 +420,14 @@ struct AdamRows {
   }
 };
 
-// K<Op, A, B, T, C>::run built for each instruction set: the variant for
-// this CPU.
+// K<Op, A, B, T, C>::run built for each instruction set (isa_variants.h):
+// the variant for this CPU, as a function pointer (the sparse updates call
+// it once per range of rows).
 template <template <TrainingOp, bool, bool, typename, typename> class K, TrainingOp Op, bool A,
           bool B, typename T, typename C>
 struct IsaVariants {
   using Fn = decltype(&K<Op, A, B, T, C>::run);
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// `flatten` inlines the loop and the functors into each variant, where they
-// are compiled (and vectorized) for its target; nothing the variants call
-// out of line is built for a wider target than the baseline.
-#ifdef __clang__
-#define VARSTATE_AVX512_TARGET "avx512f,avx512vl,avx512bw"
-#else
-#define VARSTATE_AVX512_TARGET "avx512f,avx512vl,avx512bw,prefer-vector-width=512"
-#endif
+#ifdef VARSTATE_ISA_VARIANTS
   template <typename... Args>
   __attribute__((target(VARSTATE_AVX512_TARGET), flatten)) static void avx512(Args... args) {
     K<Op, A, B, T, C>::run(args...);
@@ -442,7 +436,6 @@ struct IsaVariants {
   __attribute__((target("avx2"), flatten)) static void avx2(Args... args) {
     K<Op, A, B, T, C>::run(args...);
   }
-#undef VARSTATE_AVX512_TARGET
   template <typename... Args>
   static Fn pick(void (*)(Args...)) {
     switch (cpu_isa()) {

@@ -25,6 +25,13 @@ if(VARSTATE_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc)
   target_link_libraries(test_kernels_scatter_gpu PRIVATE CUDA::cudart)
 endif()
+# The combining ops' loops on floating-point rows are built per instruction
+# set (kernels/cpu/scatter_internal.h): the narrower ones too.
+foreach(isa baseline avx2)
+  add_test(NAME test_kernels_scatter_${isa} COMMAND test_kernels_scatter "[scatter]")
+  set_tests_properties(test_kernels_scatter_${isa} PROPERTIES
+    LABELS cpu ENVIRONMENT VARSTATE_CPU_ISA=${isa})
+endforeach()
 varstate_add_test(test_kernels_training SOURCES ${CMAKE_CURRENT_LIST_DIR}/training_ops_test.cc)
 if(VARSTATE_HAVE_CUDA)
   varstate_add_test(test_kernels_training_gpu GPU SOURCES
