@@ -84,6 +84,34 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
   return first_bad_index(indices, n, rows);
 }
 
+// bfloat16 combined through its bits, as Eigen::bfloat16's operators
+// combine it (and so TensorFlow's CPU scatters): both values widened to
+// float (a bfloat16 is a float's upper 16 bits), the op in float, the
+// result rounded to nearest even, a NaN becoming the quiet NaN of its sign
+// (0x7fc0 or 0xffc0); min and max keep one of the two values. Unlike
+// Eigen's (a branch per NaN), these are plain integer and float operations
+// on every element, which the loop vectorizes.
+inline float bf16_bits_to_float(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+inline uint16_t float_to_bf16_bits(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+template <ScatterOp Op>
+inline uint16_t combine_bf16(uint16_t t, uint16_t u) {
+  const float a = bf16_bits_to_float(t), b = bf16_bits_to_float(u);
+  if constexpr (Op == ScatterOp::kAdd) return float_to_bf16_bits(a + b);
+  if constexpr (Op == ScatterOp::kSub) return float_to_bf16_bits(a - b);
+  if constexpr (Op == ScatterOp::kMul) return float_to_bf16_bits(a * b);
+  if constexpr (Op == ScatterOp::kDiv) return float_to_bf16_bits(a / b);
+  if constexpr (Op == ScatterOp::kMin) return b < a ? u : t;
+  if constexpr (Op == ScatterOp::kMax) return a < b ? u : t;
+  return u;
+}
+
 // Writes one update into a row of n elements; with Stream (scatter_update
 // of whole cache lines, Rows::stream) around the caches.
 template <ScatterOp Op, bool Scalar, bool Stream = false, typename E>
@@ -99,6 +127,12 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
     // and rows of 16 floats alike (bench_sparse_limit, 3 alternating
     // rounds; docs/performance.md).
     for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
+  } else if constexpr (std::is_same_v<E, Eigen::bfloat16>) {
+    static_assert(sizeof(E) == sizeof(uint16_t));
+    auto* __restrict d = reinterpret_cast<uint16_t*>(dst);
+    const auto* __restrict u = reinterpret_cast<const uint16_t*>(src);
+    const uint16_t s = u[0];
+    for (int64_t c = 0; c < n; ++c) d[c] = combine_bf16<Op>(d[c], Scalar ? s : u[c]);
   } else {
     const E s = src[0];
     for (int64_t c = 0; c < n; ++c) dst[c] = scatter_combine<Op>(dst[c], Scalar ? s : src[c]);

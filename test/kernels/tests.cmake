@@ -20,6 +20,9 @@ if(VARSTATE_HAVE_CUDA)
   target_link_libraries(test_kernels_hash_index_gpu PRIVATE CUDA::cudart)
 endif()
 varstate_add_test(test_kernels_scatter SOURCES ${CMAKE_CURRENT_LIST_DIR}/scatter_test.cc)
+# Eigen::bfloat16's arithmetic is the bfloat16 reference (TensorFlow's CPU
+# scatters compute with it).
+target_link_libraries(test_kernels_scatter PRIVATE Eigen3::Eigen)
 if(VARSTATE_HAVE_CUDA)
   varstate_add_test(test_kernels_scatter_gpu GPU SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/scatter_gpu_test.cc)
