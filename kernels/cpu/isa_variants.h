@@ -7,9 +7,11 @@
 // inlined, into that function, where it is compiled (and vectorized) for
 // its target; what stays out of line (library calls, functions the
 // compiler will not inline) is the baseline build. A loop built this way
-// must round as the baseline loop does: IEEE operations give the same
-// result in any lane width, but a file whose loops multiply and add must
-// be built with -ffp-contract=off, or a wider target may fuse them.
+// rounds as the baseline loop does: IEEE operations give the same result
+// in any lane width, and neither target enables FMA (GCC's avx512f does not
+// imply it), so no multiply-add is fused. (training_ops.cc is built with
+// -ffp-contract=off besides.) Which of two NaN operands an operation
+// passes on may differ between builds: IEEE 754 leaves it open.
 #pragma once
 
 #include "kernels/cpu/cpu_isa.h"
