@@ -81,6 +81,9 @@ def configs(full, device):
     for op in ("add", "mul"):
         out.append(dict(op=op, rows=1000000, width=64, m=65536, dist="uniform", index="i64",
                         dtype="bf16"))
+        if device == "cpu":
+            out.append(dict(op=op, rows=1000000, width=64, m=65536, dist="uniform", index="i64",
+                            dtype="f16"))
         out.append(dict(op=op, rows=1000000, width=64, m=65536, dist="onerow", index="i64",
                         dtype="f32"))
     return out
@@ -123,7 +126,7 @@ def measure(fn, device, moved, rounds, reps=None):
 
 
 def run_config(c, device, deterministic, rounds):
-    dtype = torch.float32 if c["dtype"] == "f32" else torch.bfloat16
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[c["dtype"]]
     itype = torch.int64 if c["index"] == "i64" else torch.int32
     rows, width, m = c["rows"], c["width"], c["m"]
     table = torch.full((rows, width), 1.0 if c["op"] == "mul" else 0.0, dtype=dtype, device=device)

@@ -12,7 +12,7 @@
 //            uniform and Zipf(1.05) indices, update/add/mul, atomic and
 //            deterministic paths (the CPU has one path: "serial-order");
 //   sweep    D in {1, 4, 32, 128, 512} with int32 and int64 indices;
-//   bf16     bfloat16 tables;
+//   bf16     bfloat16 tables; f16 float16 tables (the CPU only);
 //   onerow   every update on row 0 (worst-case contention);
 //   nocheck  the kernel alone, without the bounds check the API runs,
 //            next to the same API call ("checked"): their ratio is the cost
@@ -113,7 +113,9 @@ std::string name_of(const Config& c) {
                   std::to_string(c.rows) + "xD" + std::to_string(c.width) + "/M" +
                   std::to_string(c.updates) + "/" + dist_label(c.dist) + "/" +
                   (c.index_dtype == DType::kInt32 ? "i32" : "i64") + "/" +
-                  (c.dtype == DType::kFloat ? "f32" : "bf16");
+                  (c.dtype == DType::kFloat  ? "f32"
+                   : c.dtype == DType::kHalf ? "f16"
+                                             : "bf16");
   return c.nocheck ? s + "/nocheck" : c.checked ? s + "/checked" : s;
 }
 
@@ -347,6 +349,7 @@ void register_for(bool gpu) {
   for (bool det : paths) {
     for (BenchOp op : {BenchOp::kAdd, BenchOp::kMul}) {
       add({.gpu = gpu, .op = op, .deterministic = det, .dtype = DType::kBFloat16});
+      if (!gpu) add({.gpu = gpu, .op = op, .deterministic = det, .dtype = DType::kHalf});
       add({.gpu = gpu, .op = op, .deterministic = det, .dist = Dist::kOneRow});
     }
     for (int64_t m : {int64_t{65'536}, int64_t{1'048'576}}) {

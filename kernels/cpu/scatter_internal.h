@@ -84,29 +84,62 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
   return first_bad_index(indices, n, rows);
 }
 
-// bfloat16 combined through its bits, as Eigen::bfloat16's operators
-// combine it (and so TensorFlow's CPU scatters): both values widened to
-// float (a bfloat16 is a float's upper 16 bits), the op in float, the
-// result rounded to nearest even, a NaN becoming the quiet NaN of its sign
-// (0x7fc0 or 0xffc0); min and max keep one of the two values. Unlike
-// Eigen's (a branch per NaN), these are plain integer and float operations
-// on every element, which the loop vectorizes.
-inline float bf16_bits_to_float(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
-inline uint16_t float_to_bf16_bits(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-template <ScatterOp Op>
-inline uint16_t combine_bf16(uint16_t t, uint16_t u) {
-  const float a = bf16_bits_to_float(t), b = bf16_bits_to_float(u);
-  if constexpr (Op == ScatterOp::kAdd) return float_to_bf16_bits(a + b);
-  if constexpr (Op == ScatterOp::kSub) return float_to_bf16_bits(a - b);
-  if constexpr (Op == ScatterOp::kMul) return float_to_bf16_bits(a * b);
-  if constexpr (Op == ScatterOp::kDiv) return float_to_bf16_bits(a / b);
+// The 16-bit floating-point types combined through their bits, as
+// Eigen::bfloat16's and Eigen::half's operators combine them in this build
+// (and so TensorFlow's CPU scatters): both values widened to float, the op
+// in float, the result rounded to nearest even; min and max keep one of
+// the two values. Unlike Eigen's conversions (a branch per NaN, and for
+// half per exponent range), these compute every case and select, in plain
+// integer and float operations the loop vectorizes.
+//
+// bfloat16 is a float's upper 16 bits; a NaN result becomes the quiet NaN
+// of its sign (0x7fc0 or 0xffc0).
+struct Bf16Bits {
+  static float to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+  static uint16_t from_float(float f) {
+    const uint32_t u = std::bit_cast<uint32_t>(f);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  }
+};
+// IEEE binary16, converted as Eigen's portable path converts it (the one
+// this baseline build uses: no F16C): subnormals through a float addition
+// of a magic constant, a NaN result becoming 0x7e00 with its sign.
+struct F16Bits {
+  static float to_float(uint16_t h) {
+    constexpr uint32_t kExp = 0x7c00u << 13;  // the exponent, shifted into a float's
+    const uint32_t bits = (static_cast<uint32_t>(h) & 0x7fffu) << 13;
+    const uint32_t exp = bits & kExp;
+    const uint32_t normal = bits + ((127u - 15u) << 23);
+    const uint32_t inf_nan = normal + ((128u - 16u) << 23);
+    const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(normal + (1u << 23)) -
+                                                       std::bit_cast<float>(113u << 23));
+    const uint32_t magnitude = exp == kExp ? inf_nan : (exp == 0 ? subnormal : normal);
+    return std::bit_cast<float>(magnitude | ((static_cast<uint32_t>(h) & 0x8000u) << 16));
+  }
+  static uint16_t from_float(float f) {
+    constexpr uint32_t kDenormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    const uint32_t bits = std::bit_cast<uint32_t>(f);
+    const uint32_t sign = bits & 0x80000000u;
+    const uint32_t u = bits ^ sign;
+    const uint32_t inf_nan = u > (255u << 23) ? 0x7e00u : 0x7c00u;
+    const uint32_t subnormal =
+        std::bit_cast<uint32_t>(std::bit_cast<float>(u) + std::bit_cast<float>(kDenormMagic)) -
+        kDenormMagic;
+    const uint32_t normal = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;
+    const uint32_t magnitude =
+        u >= ((127u + 16u) << 23) ? inf_nan : (u < (113u << 23) ? subnormal : normal);
+    return static_cast<uint16_t>(magnitude | (sign >> 16));
+  }
+};
+template <ScatterOp Op, typename Bits>
+inline uint16_t combine_16bit(uint16_t t, uint16_t u) {
+  const float a = Bits::to_float(t), b = Bits::to_float(u);
+  if constexpr (Op == ScatterOp::kAdd) return Bits::from_float(a + b);
+  if constexpr (Op == ScatterOp::kSub) return Bits::from_float(a - b);
+  if constexpr (Op == ScatterOp::kMul) return Bits::from_float(a * b);
+  if constexpr (Op == ScatterOp::kDiv) return Bits::from_float(a / b);
   if constexpr (Op == ScatterOp::kMin) return b < a ? u : t;
   if constexpr (Op == ScatterOp::kMax) return a < b ? u : t;
   return u;
@@ -127,12 +160,13 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
     // and rows of 16 floats alike (bench_sparse_limit, 3 alternating
     // rounds; docs/performance.md).
     for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
-  } else if constexpr (std::is_same_v<E, Eigen::bfloat16>) {
+  } else if constexpr (std::is_same_v<E, Eigen::bfloat16> || std::is_same_v<E, Eigen::half>) {
     static_assert(sizeof(E) == sizeof(uint16_t));
+    using Bits = std::conditional_t<std::is_same_v<E, Eigen::half>, F16Bits, Bf16Bits>;
     auto* __restrict d = reinterpret_cast<uint16_t*>(dst);
     const auto* __restrict u = reinterpret_cast<const uint16_t*>(src);
     const uint16_t s = u[0];
-    for (int64_t c = 0; c < n; ++c) d[c] = combine_bf16<Op>(d[c], Scalar ? s : u[c]);
+    for (int64_t c = 0; c < n; ++c) d[c] = combine_16bit<Op, Bits>(d[c], Scalar ? s : u[c]);
   } else {
     const E s = src[0];
     for (int64_t c = 0; c < n; ++c) dst[c] = scatter_combine<Op>(dst[c], Scalar ? s : src[c]);

@@ -138,14 +138,31 @@ TEMPLATE_TEST_CASE("cpu scatter matches the reference loop for every op", "[scat
   check_all_ops<TestType, int64_t>(kSeed + 1000);
 }
 
-bool is_nan(uint16_t bfloat16_bits) { return (bfloat16_bits & 0x7fffu) > 0x7f80u; }
+// The 16-bit float types, with the Eigen type the kernels compute with and
+// the bits of a NaN's exponent.
+template <typename T>
+struct Float16Type;
+template <>
+struct Float16Type<bfloat16> {
+  using Eigen = ::Eigen::bfloat16;
+  static constexpr uint16_t kInf = 0x7f80;
+  static constexpr uint16_t kQuietNan = 0x7fc0;
+};
+template <>
+struct Float16Type<half> {
+  using Eigen = ::Eigen::half;
+  static constexpr uint16_t kInf = 0x7c00;
+  static constexpr uint16_t kQuietNan = 0x7e00;
+};
 
-// What Eigen::bfloat16's operators (TensorFlow's CPU scatters) make of the
-// bfloat16 bits t and u under op.
-uint16_t eigen_bfloat16_op(ScatterOp op, uint16_t t, uint16_t u) {
-  const auto a = Eigen::numext::bit_cast<Eigen::bfloat16>(t);
-  const auto b = Eigen::numext::bit_cast<Eigen::bfloat16>(u);
-  Eigen::bfloat16 r = b;
+// What the Eigen type's operators (TensorFlow's CPU scatters) make of the
+// bits t and u under op.
+template <typename T>
+uint16_t eigen_op(ScatterOp op, uint16_t t, uint16_t u) {
+  using E = typename Float16Type<T>::Eigen;
+  const auto a = Eigen::numext::bit_cast<E>(t);
+  const auto b = Eigen::numext::bit_cast<E>(u);
+  E r = b;
   switch (op) {
     case ScatterOp::kUpdate:
       break;
@@ -171,21 +188,28 @@ uint16_t eigen_bfloat16_op(ScatterOp op, uint16_t t, uint16_t u) {
   return Eigen::numext::bit_cast<uint16_t>(r);
 }
 
-TEST_CASE("cpu scatter of bfloat16 rounds as Eigen::bfloat16 does, NaNs and ties included",
-          "[scatter]") {
-  // Zeros, denormals, the smallest and largest normals, values one unit
+TEMPLATE_TEST_CASE("cpu scatter of 16-bit floats rounds as Eigen does, NaNs and ties included",
+                   "[scatter]", bfloat16, half) {
+  using F = Float16Type<TestType>;
+  const auto is_nan = [](uint16_t bits) { return (bits & 0x7fffu) > F::kInf; };
+  // Zeros, subnormals, the smallest and largest normals, values one unit
   // apart (their sums and products fall on ties), infinities, quiet and
-  // signalling NaNs of both signs with payloads; then random bits.
-  const std::vector<uint16_t> special = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x8080,
-                                         0x3f80, 0xbf80, 0x3f81, 0xbf81, 0x4001, 0x7f7f,
-                                         0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81,
-                                         0xff81, 0x7fff, 0xffff, 0x7fa5, 0x3c00, 0x4049};
+  // signalling NaNs of both signs with payloads (for each type's layout);
+  // then random bits.
+  const std::vector<uint16_t> special =
+      std::is_same_v<TestType, bfloat16>
+          ? std::vector<uint16_t>{0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x8080, 0x3f80, 0xbf80,
+                                  0x3f81, 0xbf81, 0x4001, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0,
+                                  0xffc0, 0x7f81, 0xff81, 0x7fff, 0xffff, 0x7fa5, 0x3c00, 0x4049}
+          : std::vector<uint16_t>{0x0000, 0x8000, 0x0001, 0x83ff, 0x0400, 0x8400, 0x3c00, 0xbc00,
+                                  0x3c01, 0xbc01, 0x4001, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00,
+                                  0xfe00, 0x7c01, 0xfc01, 0x7fff, 0xffff, 0x7d55, 0x1400, 0x4248};
   constexpr int64_t kRows = 48, kWidth = 67;  // vector lanes and a tail
   std::mt19937_64 rng(kSeed);
   auto values = [&](size_t n, size_t offset) {
-    std::vector<bfloat16> v(n);
+    std::vector<TestType> v(n);
     for (size_t i = 0; i < n; ++i) {
-      v[i] = bfloat16::from_bits((i + offset) % 3 == 0 ? special[(i / 3 + offset) % special.size()]
+      v[i] = TestType::from_bits((i + offset) % 3 == 0 ? special[(i / 3 + offset) % special.size()]
                                                        : static_cast<uint16_t>(rng()));
     }
     return v;
@@ -199,23 +223,23 @@ TEST_CASE("cpu scatter of bfloat16 rounds as Eigen::bfloat16 does, NaNs and ties
   for (const ScatterOp op : {ScatterOp::kAdd, ScatterOp::kSub, ScatterOp::kMul, ScatterOp::kDiv,
                              ScatterOp::kMin, ScatterOp::kMax}) {
     CAPTURE(op_name(op), path == Path::kPool, scalar);
-    const std::vector<bfloat16> before = values(kRows * kWidth, 0);
-    const std::vector<bfloat16> updates = values(scalar ? 1 : kRows * kWidth, 1);
-    std::vector<bfloat16> got = before;
-    REQUIRE(cpu::scatter<bfloat16, int64_t>(op, got.data(), kRows, kWidth, rows.data(), kRows,
+    const std::vector<TestType> before = values(kRows * kWidth, 0);
+    const std::vector<TestType> updates = values(scalar ? 1 : kRows * kWidth, 1);
+    std::vector<TestType> got = before;
+    REQUIRE(cpu::scatter<TestType, int64_t>(op, got.data(), kRows, kWidth, rows.data(), kRows,
                                             updates.data(), scalar, false) == -1);
     int64_t mismatches = 0, first = -1;
     for (int64_t i = 0; i < kRows; ++i) {
       for (int64_t c = 0; c < kWidth; ++c) {
         const int64_t at = rows[i] * kWidth + c;
-        const uint16_t u = updates[scalar ? 0 : i * kWidth + c].bits;
-        const uint16_t t = before[at].bits, want = eigen_bfloat16_op(op, t, u);
+        const uint16_t t = before[at].bits, u = updates[scalar ? 0 : i * kWidth + c].bits;
         // Of two NaN operands, which one an operation passes on (its sign)
         // is up to the instruction's operand order, which the compiler
         // picks (IEEE 754 leaves it open): either quiet NaN then.
         const bool both_nan =
             is_nan(t) && is_nan(u) && op != ScatterOp::kMin && op != ScatterOp::kMax;
-        const bool ok = both_nan ? (got[at].bits & 0x7fffu) == 0x7fc0u : got[at].bits == want;
+        const bool ok = both_nan ? (got[at].bits & 0x7fffu) == F::kQuietNan
+                                 : got[at].bits == eigen_op<TestType>(op, t, u);
         if (!ok) {
           if (first < 0) first = at;
           ++mismatches;
