@@ -120,24 +120,21 @@ VARSTATE_HOST_DEVICE uint16_t half_bits(float x) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(x));
 #else
+  // Every case computed and one selected, without a branch, so that the
+  // CPU kernels' loops over 16-bit values vectorize.
   const uint32_t u = float_bits(x);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return static_cast<uint16_t>(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (a >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65536
-  if (a >= 0x38800000u) {  // normal half: rebias the exponent, round 13 bits
-    uint32_t h = ((a - 0x38000000u) >> 13);
-    const uint32_t rest = a & 0x1fffu;
-    h += (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ? 1u : 0u;
-    return static_cast<uint16_t>(sign | h);
-  }
-  if (a < 0x33000000u) return static_cast<uint16_t>(sign);  // below half of 2^-24
-  const uint32_t shift = 126u - (a >> 23);                  // subnormal half
-  const uint32_t mantissa = (a & 0x7fffffu) | 0x800000u;
-  uint32_t h = mantissa >> shift;
-  const uint32_t rest = mantissa & ((1u << shift) - 1u);
-  const uint32_t halfway = 1u << (shift - 1u);
-  h += (rest > halfway || (rest == halfway && (h & 1u))) ? 1u : 0u;
+  // >= 65536 (and 65520 and up, by the rounding below): inf; NaN: quiet.
+  const uint32_t inf_nan = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  // A normal half: rebias the exponent (-112 << 23), round 13 bits to
+  // nearest even (0xfff plus the kept lowest bit, then truncate).
+  const uint32_t normal = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14, a subnormal half (or zero): adding 0.5 rounds a to a
+  // multiple of 2^-24, the half's unit, to nearest even, in the float
+  // adder; the bits above 0.5's are the half's.
+  const uint32_t subnormal = float_bits(bits_float(a) + 0.5f) - 0x3f000000u;
+  const uint32_t h = a >= 0x47800000u ? inf_nan : (a < 0x38800000u ? subnormal : normal);
   return static_cast<uint16_t>(sign | h);
 #endif
 }
@@ -147,15 +144,18 @@ VARSTATE_HOST_DEVICE float half_value(uint16_t h) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(h));
 #else
+  // Without a branch, as half_bits.
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1fu) return bits_float(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact
-    const float v = mul_rn(static_cast<float>(mantissa), 0x1p-24f);
-    return sign ? -v : v;
-  }
-  return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  const uint32_t bits = static_cast<uint32_t>(h & 0x7fffu) << 13;
+  const uint32_t exponent = bits & 0x0f800000u;
+  const uint32_t normal = bits + (112u << 23);     // rebias the exponent
+  const uint32_t inf_nan = normal + (112u << 23);  // exponent 31 -> 255
+  // Zero or subnormal: mantissa * 2^-24, exact, as 2^-14 + mantissa * 2^-24
+  // less 2^-14.
+  const uint32_t subnormal = float_bits(bits_float(normal + (1u << 23)) - bits_float(113u << 23));
+  return bits_float(sign | (exponent == 0x0f800000u ? inf_nan
+                            : exponent == 0         ? subnormal
+                                                    : normal));
 #endif
 }
 

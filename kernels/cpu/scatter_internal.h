@@ -29,6 +29,7 @@
 #include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/thread_scratch.h"
 #include "kernels/elementwise_functors.h"
+#include "kernels/philox.h"
 #include "varstate/error.h"
 
 namespace varstate::kernels::cpu::scatter_internal {
@@ -103,35 +104,12 @@ struct Bf16Bits {
     return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
 };
-// IEEE binary16, converted as Eigen's portable path converts it (the one
-// this baseline build uses: no F16C): subnormals through a float addition
-// of a magic constant, a NaN result becoming 0x7e00 with its sign.
+// IEEE binary16: kernels/philox.h's conversions, which give what Eigen's
+// portable path (this baseline build's: no F16C) gives, a NaN result
+// 0x7e00 with its sign, and vectorize.
 struct F16Bits {
-  static float to_float(uint16_t h) {
-    constexpr uint32_t kExp = 0x7c00u << 13;  // the exponent, shifted into a float's
-    const uint32_t bits = (static_cast<uint32_t>(h) & 0x7fffu) << 13;
-    const uint32_t exp = bits & kExp;
-    const uint32_t normal = bits + ((127u - 15u) << 23);
-    const uint32_t inf_nan = normal + ((128u - 16u) << 23);
-    const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(normal + (1u << 23)) -
-                                                       std::bit_cast<float>(113u << 23));
-    const uint32_t magnitude = exp == kExp ? inf_nan : (exp == 0 ? subnormal : normal);
-    return std::bit_cast<float>(magnitude | ((static_cast<uint32_t>(h) & 0x8000u) << 16));
-  }
-  static uint16_t from_float(float f) {
-    constexpr uint32_t kDenormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-    const uint32_t bits = std::bit_cast<uint32_t>(f);
-    const uint32_t sign = bits & 0x80000000u;
-    const uint32_t u = bits ^ sign;
-    const uint32_t inf_nan = u > (255u << 23) ? 0x7e00u : 0x7c00u;
-    const uint32_t subnormal =
-        std::bit_cast<uint32_t>(std::bit_cast<float>(u) + std::bit_cast<float>(kDenormMagic)) -
-        kDenormMagic;
-    const uint32_t normal = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;
-    const uint32_t magnitude =
-        u >= ((127u + 16u) << 23) ? inf_nan : (u < (113u << 23) ? subnormal : normal);
-    return static_cast<uint16_t>(magnitude | (sign >> 16));
-  }
+  static float to_float(uint16_t h) { return rng::half_value(h); }
+  static uint16_t from_float(float f) { return rng::half_bits(f); }
 };
 template <ScatterOp Op, typename Bits>
 inline uint16_t combine_16bit(uint16_t t, uint16_t u) {
