@@ -25,7 +25,10 @@
 // (narrow rows held in cache) it can come out above 1.
 //
 //   bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--width D]
-//                      [--ids M] [--reps N] [--out F.json] [--machine NAME]
+//                      [--ids M] [--dtype float32|bfloat16|float16] [--reps N]
+//                      [--out F.json] [--machine NAME]
+// --dtype: the tables' and updates' type (float32 by default); the limit
+// moves the same bytes (a row of D 16-bit values is D / 2 words).
 //
 // Cases: a [1M, D] float32 table, D in {16, 64}; M in {1,024, 65,536,
 // 1,048,576} ids, uniform or Zipf(1.1) over the rows (shuffled, so hot rows
@@ -133,7 +136,7 @@ class Limit {
 
   void run(const std::vector<int64_t>& ids, const std::vector<int64_t>& firsts, Touch touch,
            int tables, bool split) {
-    kernels::with_constant<16, 64>(width_, [&](auto w) {
+    kernels::with_constant<8, 16, 32, 64>(width_, [&](auto w) {
       if constexpr (std::is_same_v<decltype(w), int64_t>) {
         std::fprintf(stderr, "bench_sparse_limit: width %lld has no limit pass\n",
                      static_cast<long long>(w));
@@ -236,10 +239,9 @@ class Limit {
   uint32_t sink_ = 0;
 };
 
-Variable table(int64_t width, float value, const std::string& name) {
-  Variable v(
-      Tensor::filled(DType::kFloat, {kRows, width}, Tensor(value), DeviceManager::instance().cpu()),
-      {.name = name});
+Variable table(DType dtype, int64_t width, float value, const std::string& name) {
+  Variable v(Tensor::filled(dtype, {kRows, width}, Tensor(value), DeviceManager::instance().cpu()),
+             {.name = name});
   v.initializer().run();
   return v;
 }
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   int reps = 9;
   int64_t only_width = 0, only_ids = 0;
+  DType dtype = DType::kFloat;
   std::string out, machine, only, only_dist;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -271,6 +274,9 @@ int main(int argc, char** argv) {
       only_width = std::atoll(argv[++i]);
     } else if (a == "--ids" && i + 1 < argc) {
       only_ids = std::atoll(argv[++i]);
+    } else if (a == "--dtype" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      dtype = d == "bfloat16" ? DType::kBFloat16 : d == "float16" ? DType::kHalf : DType::kFloat;
     } else if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
     } else if (a == "--machine" && i + 1 < argc) {
@@ -279,7 +285,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--width D] "
-          "[--ids M] [--reps N] [--out F.json] [--machine NAME]\n");
+          "[--ids M] [--dtype float32|bfloat16|float16] [--reps N] [--out F.json] "
+          "[--machine NAME]\n");
       return 2;
     }
   }
@@ -292,11 +299,11 @@ int main(int argc, char** argv) {
   for (const int64_t width : {int64_t{16}, int64_t{64}}) {
     if (only_width != 0 && only_width != width) continue;
     reset_default_graph();
-    Variable var = table(width, 0.5f, "var");
-    Variable accum = table(width, 0.1f, "accum");
-    Variable m = table(width, 0.0f, "m");
-    Variable v = table(width, 0.0f, "v");
-    Limit limit(width);
+    Variable var = table(dtype, width, 0.5f, "var");
+    Variable accum = table(dtype, width, 0.1f, "accum");
+    Variable m = table(dtype, width, 0.0f, "m");
+    Variable v = table(dtype, width, 0.0f, "v");
+    Limit limit(width * static_cast<int64_t>(dtype_size(dtype)) / 4);
     for (const int64_t count : {int64_t{1024}, int64_t{65536}, int64_t{1048576}}) {
       if ((quick && count > 65536) || (only_ids != 0 && only_ids != count)) continue;
       for (const bool zipf : {false, true}) {
@@ -306,12 +313,12 @@ int main(int argc, char** argv) {
         const std::vector<int64_t> firsts = first_positions(ids);
         const int64_t distinct = std::ssize(firsts);
         const Tensor idx = Tensor::from_vector<int64_t>(ids);
-        const Tensor upd = Tensor::filled(DType::kFloat, {count, width}, Tensor(0.001f),
-                                          DeviceManager::instance().cpu());
+        const Tensor upd =
+            Tensor::filled(dtype, {count, width}, Tensor(0.001f), DeviceManager::instance().cpu());
         // Factors of 1 for scatter_mul: repeated calls must not drift the
         // rows into denormals (which would time the FPU's slow path).
-        const Tensor ones = Tensor::filled(DType::kFloat, {count, width}, Tensor(1.0f),
-                                           DeviceManager::instance().cpu());
+        const Tensor ones =
+            Tensor::filled(dtype, {count, width}, Tensor(1.0f), DeviceManager::instance().cpu());
         const IndexedSlices grad(upd, idx);
         struct Case {
           const char* op;
@@ -360,11 +367,11 @@ int main(int argc, char** argv) {
       << ", \"reps\": " << reps << "},\n  \"results\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      f << "    {\"op\": \"" << r.op << "\", \"dist\": \"" << r.dist << "\", \"width\": " << r.width
-        << ", \"ids\": " << r.ids << ", \"distinct\": " << r.distinct
-        << ", \"ms\": " << r.op_s * 1e3 << ", \"limit_ms\": " << r.limit_s * 1e3
-        << ", \"ratio_to_limit\": " << r.limit_s / r.op_s << "}"
-        << (i + 1 < results.size() ? ",\n" : "\n");
+      f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << dtype_name(dtype)
+        << "\", \"dist\": \"" << r.dist << "\", \"width\": " << r.width << ", \"ids\": " << r.ids
+        << ", \"distinct\": " << r.distinct << ", \"ms\": " << r.op_s * 1e3
+        << ", \"limit_ms\": " << r.limit_s * 1e3 << ", \"ratio_to_limit\": " << r.limit_s / r.op_s
+        << "}" << (i + 1 < results.size() ? ",\n" : "\n");
     }
     f << "  ]\n}\n";
   }
