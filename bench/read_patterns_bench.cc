@@ -17,7 +17,6 @@
 // subset) ahead.
 //   bench_read_patterns [--reps N] [--out F.json] [--machine NAME]
 #include <sys/mman.h>
-#include <sys/utsname.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -91,27 +90,11 @@ std::vector<int64_t> subset(int64_t k, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7;
-  std::string out, machine;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--out" && i + 1 < argc) {
-      out = argv[++i];
-    } else if (a == "--machine" && i + 1 < argc) {
-      machine = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_read_patterns [--reps N] [--out F.json] [--machine NAME]\n");
-      return 2;
-    }
-  }
-  if (machine.empty()) {
-    utsname u{};
-    uname(&u);
-    machine = u.nodename;
-  }
+  const varstate::bench::PlainArgs args =
+      varstate::bench::parse_plain_args(argc, argv, "bench_read_patterns", 7);
+  const int reps = args.reps;
+  const std::string& out = args.out;
+  const std::string& machine = args.machine;
   const Gradient grad;
   const float* g = grad.data;
   std::vector<int64_t> all(static_cast<size_t>(kRows));
