@@ -238,7 +238,26 @@ class DistinctRows {
     C* const sums = sums_->data();
     std::fill(sums, sums + repeated * w, C(0));
     const int64_t prefetch_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
-    for (int64_t k = 0; repeated > 0 && k < n; ++k) {
+    // Built per instruction set (isa_variants.h) for the 16-bit types, whose
+    // rounding costs arithmetic; float32's pass is bound by memory.
+    if (repeated > 0) {
+      if constexpr (kIsHost16<T>) {
+        for_cpu_isa(
+            [&] { sum_rows(grad, w, n, pos, part, of_position, named, sums, prefetch_bytes); });
+      } else {
+        sum_rows(grad, w, n, pos, part, of_position, named, sums, prefetch_bytes);
+      }
+    }
+    rows_ = {count, row, first, second, named, sums, w};
+  }
+
+  // Sums the gradient rows of the rows named three times or more (named[d]
+  // >= 0: their row of sums) over the n positions, in order.
+  template <typename Pos>
+  static void sum_rows(const T* grad, int64_t w, int64_t n, const Pos& pos, const RowPart& part,
+                       const int32_t* of_position, const int64_t* named, C* sums,
+                       int64_t prefetch_bytes) {
+    for (int64_t k = 0; k < n; ++k) {
       if (k + kPrefetchPositions < n) {
         const int64_t ahead = named[of_position[k + kPrefetchPositions]];
         if (ahead >= 0) {
@@ -256,7 +275,6 @@ class DistinctRows {
       const T* __restrict src = grad + pos(k) * w;
       for (int64_t c = 0; c < w; ++c) dst[c] = round_through<T>(dst[c] + load_as<C>(src[c]));
     }
-    rows_ = {count, row, first, second, named, sums, w};
   }
 
   ThreadScratch<int32_t, PositionsTag> positions_;
