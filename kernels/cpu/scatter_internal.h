@@ -93,10 +93,11 @@ int64_t first_bad(const Index* indices, int64_t n, int64_t rows) {
 // half per exponent range), these compute every case and select, in plain
 // integer and float operations the loop vectorizes.
 //
-// bfloat16 is a float's upper 16 bits; a NaN result becomes the quiet NaN
-// of its sign (0x7fc0 or 0xffc0).
+// bfloat16 is a float's upper 16 bits. Its rounding is rng::bfloat16_bits'
+// but for NaN: Eigen makes a NaN result the quiet NaN of its sign (0x7fc0 or
+// 0xffc0), where varstate/dtype.h (and rng) keep the payload.
 struct Bf16Bits {
-  static float to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+  static float to_float(uint16_t b) { return rng::bfloat16_value(b); }
   static uint16_t from_float(float f) {
     const uint32_t u = std::bit_cast<uint32_t>(f);
     const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;

@@ -237,26 +237,27 @@ class DistinctRows {
     sums_.emplace(static_cast<size_t>(repeated * w));
     C* const sums = sums_->data();
     std::fill(sums, sums + repeated * w, C(0));
-    const int64_t prefetch_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
     // Built per instruction set (isa_variants.h) for the 16-bit types, whose
     // rounding costs arithmetic; float32's pass is bound by memory.
     if (repeated > 0) {
       if constexpr (kIsHost16<T>) {
-        for_cpu_isa(
-            [&] { sum_rows(grad, w, n, pos, part, of_position, named, sums, prefetch_bytes); });
+        for_cpu_isa([&] { sum_rows(grad, w, n, pos, part); });
       } else {
-        sum_rows(grad, w, n, pos, part, of_position, named, sums, prefetch_bytes);
+        sum_rows(grad, w, n, pos, part);
       }
     }
     rows_ = {count, row, first, second, named, sums, w};
   }
 
-  // Sums the gradient rows of the rows named three times or more (named[d]
-  // >= 0: their row of sums) over the n positions, in order.
+  // Sums the gradient rows of the rows named three times or more (their
+  // entry of sum_ >= 0: their row of sums) over the n positions, in order,
+  // into sums_.
   template <typename Pos>
-  static void sum_rows(const T* grad, int64_t w, int64_t n, const Pos& pos, const RowPart& part,
-                       const int32_t* of_position, const int64_t* named, C* sums,
-                       int64_t prefetch_bytes) {
+  void sum_rows(const T* grad, int64_t w, int64_t n, const Pos& pos, const RowPart& part) {
+    const int32_t* const of_position = positions_.data();
+    const int64_t* const named = sum_.data();
+    C* const sums = sums_->data();
+    const int64_t prefetch_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
     for (int64_t k = 0; k < n; ++k) {
       if (k + kPrefetchPositions < n) {
         const int64_t ahead = named[of_position[k + kPrefetchPositions]];
