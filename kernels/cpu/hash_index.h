@@ -28,6 +28,7 @@
 #include <new>
 #include <vector>
 
+#include "kernels/cpu/prefetch.h"
 #include "kernels/key_hash.h"
 
 namespace varstate::kernels::cpu {
@@ -111,7 +112,7 @@ class HashIndex {
   // Starts loading the entry a lookup of `key` reads first (a caller
   // probing keys one at a time, ahead of the probe).
   void prefetch(int64_t key) const { prefetch_hashed(key_hash(static_cast<uint64_t>(key))); }
-  void prefetch_hashed(uint64_t hash) const { __builtin_prefetch(&entries_[hash & mask_]); }
+  void prefetch_hashed(uint64_t hash) const { prefetch_line(&entries_[hash & mask_]); }
   // Removes `key`. Returns the slot it had, or kAbsent.
   int64_t erase(int64_t key);
   // Rebuilds now if needed so that `keys` live keys fit without a rebuild.

@@ -11,6 +11,7 @@
 #include "kernels/cpu/hash_index.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cpu/thread_scratch.h"
 
@@ -221,7 +222,7 @@ class DistinctRows {
             if ((e & ~uint64_t{0xffffffff}) != stamp) e = stamp | static_cast<uint64_t>(next);
             return static_cast<int64_t>(e & 0xffffffff);
           },
-          [&](int64_t r) { __builtin_prefetch(of_row + r, 1); });
+          [&](int64_t r) { prefetch_line<PrefetchFor::kWrite>(of_row + r); });
     } else {
       HashIndex index(n);
       number([&](int64_t r, int64_t next) { return index.insert(r, next); },
@@ -363,27 +364,20 @@ constexpr int64_t kPrefetchRows = 16;
 template <TrainingOp Op, typename T, typename C>
 inline void prefetch_rows(const TrainingSlots<T>& slots, const T* grad, const SparseRows<C>& r,
                           int64_t s) {
+  constexpr auto kWrite = PrefetchFor::kWrite;
   const int64_t bytes = std::min<int64_t>(r.width * static_cast<int64_t>(sizeof(T)), 256);
-  auto prefetch = [bytes](const T* row) {
-    for (int64_t b = 0; b < bytes; b += 64) {
-      __builtin_prefetch(reinterpret_cast<const char*>(row) + b, 1);
-    }
-  };
   if constexpr (Op == TrainingOp::kRowwiseAdagrad) {
-    prefetch(slots.var + r.row[s] * r.width);
-    __builtin_prefetch(slots.s0 + r.row[s], 1);
+    prefetch_bytes<kWrite>(slots.var + r.row[s] * r.width, bytes);
+    prefetch_line<kWrite>(slots.s0 + r.row[s]);
   } else {
     const TrainingSlots<T> at = row_slots<Op>(slots, r.row[s], r.width);
     constexpr int kSlots = training_slot_count(Op);
-    prefetch(at.var);
-    if constexpr (kSlots > 0) prefetch(at.s0);
-    if constexpr (kSlots > 1) prefetch(at.s1);
-    if constexpr (kSlots > 2) prefetch(at.s2);
+    prefetch_bytes<kWrite>(at.var, bytes);
+    if constexpr (kSlots > 0) prefetch_bytes<kWrite>(at.s0, bytes);
+    if constexpr (kSlots > 1) prefetch_bytes<kWrite>(at.s1, bytes);
+    if constexpr (kSlots > 2) prefetch_bytes<kWrite>(at.s2, bytes);
   }
-  if (r.second[s] >= 0) {
-    const char* g = reinterpret_cast<const char*>(grad + r.second[s] * r.width);
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(g + b, 0);
-  }
+  if (r.second[s] >= 0) prefetch_bytes(grad + r.second[s] * r.width, bytes);
 }
 
 // The sparse update of distinct rows [begin, end): each row's gradient
