@@ -50,6 +50,7 @@
 #include "kernels/common.h"
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/prefetch.h"
 #include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/gather.h"
@@ -184,9 +185,9 @@ class Limit {
       const auto prefetch = [&](int64_t kk) {
         const int64_t at = id[fp[kk]] * kW;
         for (int t = 0; t < kTables; ++t) {
-          for (int64_t line = 0; line < kW; line += 16) {
-            __builtin_prefetch(bases[t] + at + line, kTouch == Touch::kRead ? 0 : 1);
-          }
+          constexpr auto kFor = kTouch == Touch::kRead ? kernels::cpu::PrefetchFor::kRead
+                                                       : kernels::cpu::PrefetchFor::kWrite;
+          kernels::cpu::prefetch_bytes<kFor>(bases[t] + at, kW * 4);
         }
       };
       for (int64_t kk = k; kk < std::min(k_end, k + kAhead); ++kk) prefetch(kk);
