@@ -19,7 +19,10 @@
 
 namespace varstate::kernels::cpu {
 
-enum class PrefetchFor : int { kRead = 0, kWrite = 1 };
+enum class PrefetchFor : int {
+  kRead = 0,
+  kWrite = 1
+};
 
 // Prefetches the cache line holding `p`.
 template <PrefetchFor For = PrefetchFor::kRead>
