@@ -24,8 +24,8 @@ namespace varstate::kernels::cpu {
 //                        above), but in bench_scatter's cases
 //                        (compare_threads.py, idle) splits of 50-800 MB
 //                        ran at 0.77-1.18x of one thread -> 1 GiB;
-//                        combining ops on spread ids into tables of more
-//                        than 4 caches: 128 MiB (scatter_split_threshold)
+//                        combining ops on spread ids into tables larger
+//                        than the cache: 8 MiB (scatter_split_threshold)
 //   gather               1-8 MB copied       -> 8 MiB  (1.5-1.7x above)
 //   dense update         6 MB touched        -> 8 MiB  (1.3-1.5x: bandwidth)
 //   random fills         33-98 Ki floats     -> 128 Ki (1.5-2.0x above)
@@ -38,7 +38,7 @@ struct ParallelThresholds {
   // Combining scatters (every op but scatter_update) into tables of more
   // than kSplitTableCaches last-level caches, whose ids do not repeat rows
   // often, split from here instead (scatter_split_threshold in scatter.h).
-  int64_t scatter_combining_bytes = int64_t{128} << 20;
+  int64_t scatter_combining_bytes = int64_t{8} << 20;
   int64_t gather_bytes = int64_t{8} << 20;
   int64_t dense_update_bytes = int64_t{8} << 20;
   int64_t random_elements = int64_t{128} << 10;

@@ -104,13 +104,16 @@ bool ids_repeat(const Index* ids, int64_t n);
 // last-level cache, on ids that seldom repeat a row, splits from the lower
 // scatter_combining_bytes: its rows are misses from memory, and two
 // threads keep twice as many in flight. Everything else splits from
-// scatter_bytes. 1M uniform updates into [1M,64] (256 MiB), the library
-// before and after, 2 alternating rounds of bench_scatter: scatter_add
-// 1.21-1.35x faster, scatter_mul 1.06-1.21x. Forced splits lost
-// elsewhere: into [100k,64] (25.6 MB, cached) 0.68-0.81x, [1M,16] (64
-// MiB) 0.95-1.14x, Zipf ids into [1M,64] 0.65-0.91x, the streamed
-// scatter_update 0.67x.
-inline constexpr int64_t kSplitTableCaches = 4;
+// scatter_bytes. Measured on the 2-vCPU VM (docs/performance.md): 1M
+// uniform updates into [1M,64] (256 MiB) 1.21-1.35x faster split; then,
+// against bench_sparse_limit's limit with its prefetches, a table of more
+// than one cache (was four) and 8 MiB of work (was 128): 1M updates into
+// [1M,16] (64 MiB) 1.19-1.20x, into bfloat16 / float16 [1M,64] 1.11-1.24x
+// / 1.76x, 65,536 into [1M,16] and [1M,64] 1.04-1.33x. Forced splits lost
+// where the table is held in the cache ([100k,64], 25.6 MB: 0.68-0.81x),
+// on Zipf ids into [1M,64] (0.65-0.91x) and for the streamed
+// scatter_update (0.67x).
+inline constexpr int64_t kSplitTableCaches = 1;
 template <typename Index>
 int64_t scatter_split_threshold(ScatterOp op, int64_t work_bytes, int64_t table_bytes,
                                 const Index* ids, int64_t n);
