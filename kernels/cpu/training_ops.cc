@@ -137,19 +137,24 @@ struct MineTag;  // a part's positions
 
 // Ids from which a batch that does not repeat rows splits its rows by owner.
 constexpr int64_t kRowPartsIds = int64_t{1} << 20;
+// Variable rows of up to this many bytes split by owner at any batch size
+// that pays: their numbering (a cost per id) outweighs their update (a
+// cost per byte).
+constexpr int64_t kRowPartsNarrowBytes = 64;
 
-// Whether a sparse update of n indices, `bytes_per_row` each, splits its
-// rows by owner over the pool (RowPart), each part numbering and summing
-// its own rows, instead of numbering and summing them all on the calling
-// thread before a split update. Measured on the 2-vCPU VM
-// (docs/performance.md): 1.07-1.37x faster when ids repeat rows (Zipf) and
-// 1.13-1.33x at 1M spread ids, but 0.69-1.07x at 65,536 spread ids, whose
-// numbering is short (0.6 ms) next to their row updates.
+// Whether a sparse update of n indices, `bytes_per_row` each (its variable
+// rows `row_bytes`), splits its rows by owner over the pool (RowPart), each
+// part numbering and summing its own rows, instead of numbering and
+// summing them all on the calling thread before a split update. Measured on
+// the 2-vCPU VM (docs/performance.md): 1.07-1.37x faster when ids repeat
+// rows (Zipf) and 1.13-1.33x at 1M spread ids. At 65,536 spread ids, rows
+// of 16 floats 1.04-1.37x, but rows of 64 floats 0.84-1.15x: their
+// numbering is short next to their row updates.
 template <typename Index>
-bool split_rows_by_owner(const Index* indices, int64_t n, double bytes_per_row) {
+bool split_rows_by_owner(const Index* indices, int64_t n, double bytes_per_row, int64_t row_bytes) {
   const auto work = static_cast<int64_t>(static_cast<double>(n) * bytes_per_row);
   return worth_splitting(work, parallel_thresholds().sparse_row_parts_bytes) &&
-         (n >= kRowPartsIds || ids_repeat(indices, n));
+         (n >= kRowPartsIds || row_bytes <= kRowPartsNarrowBytes || ids_repeat(indices, n));
 }
 
 // Fills the scratches behind a SparseRows: one pass numbers the rows as
@@ -553,7 +558,9 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       });
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
-      const int64_t parts = split_rows_by_owner(indices, num_indices, bytes) ? pool_threads() : 1;
+      const int64_t row_bytes = w * static_cast<int64_t>(sizeof(T));
+      const int64_t parts =
+          split_rows_by_owner(indices, num_indices, bytes, row_bytes) ? pool_threads() : 1;
       const RowEntries entries(rows, num_indices);
       if (parts <= 1) {
         const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
