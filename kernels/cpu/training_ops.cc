@@ -266,16 +266,14 @@ class DistinctRows {
     const int32_t* const of_position = positions_.data();
     const int64_t* const named = sum_.data();
     C* const sums = sums_->data();
-    const int64_t prefetch_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
+    const int64_t ahead_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
     for (int64_t k = 0; k < n; ++k) {
       if (k + kPrefetchPositions < n) {
         const int64_t ahead = named[of_position[k + kPrefetchPositions]];
         if (ahead >= 0) {
-          const char* line = reinterpret_cast<const char*>(sums + ahead * w);
-          for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(line + b, 1);
+          prefetch_bytes<PrefetchFor::kWrite>(sums + ahead * w, ahead_bytes);
           if (part.parts > 1) {  // a part's gradient rows are not consecutive
-            const char* src = reinterpret_cast<const char*>(grad + pos(k + kPrefetchPositions) * w);
-            for (int64_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(src + b, 0);
+            prefetch_bytes(grad + pos(k + kPrefetchPositions) * w, ahead_bytes);
           }
         }
       }
