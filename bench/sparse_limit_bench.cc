@@ -277,6 +277,12 @@ int main(int argc, char** argv) {
       only_ids = std::atoll(argv[++i]);
     } else if (a == "--dtype" && i + 1 < argc) {
       const std::string d = argv[++i];
+      if (d != "float32" && d != "bfloat16" && d != "float16") {
+        std::fprintf(stderr,
+                     "bench_sparse_limit: --dtype %s: expected float32, bfloat16 or float16\n",
+                     d.c_str());
+        return 2;
+      }
       dtype = d == "bfloat16" ? DType::kBFloat16 : d == "float16" ? DType::kHalf : DType::kFloat;
     } else if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
@@ -291,13 +297,35 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // A filter that matches no case is a mistake, not an empty run.
+  constexpr int64_t kWidths[] = {16, 64};
+  constexpr int64_t kIdCounts[] = {1024, 65536, 1048576};
+  const auto no_case = [](const char* flag, const std::string& value) {
+    std::fprintf(stderr, "bench_sparse_limit: %s %s matches no case\n", flag, value.c_str());
+    return 2;
+  };
+  const auto listed = [](const auto& list, const auto& value) {
+    return std::find(std::begin(list), std::end(list), value) != std::end(list);
+  };
+  const std::string kOps[] = {"scatter_update", "scatter_add",    "scatter_mul",
+                              "gather",         "sparse_adagrad", "lazy_adam"};
+  if (!only.empty() && !listed(kOps, only)) return no_case("--only", only);
+  if (!only_dist.empty() && only_dist != "uniform" && only_dist != "zipf") {
+    return no_case("--dist", only_dist);
+  }
+  if (only_width != 0 && !listed(kWidths, only_width)) {
+    return no_case("--width", std::to_string(only_width));
+  }
+  if (only_ids != 0 && !listed(kIdCounts, only_ids)) {
+    return no_case("--ids", std::to_string(only_ids));
+  }
   if (machine.empty()) {
     utsname u{};
     uname(&u);
     machine = u.nodename;
   }
   std::vector<Result> results;
-  for (const int64_t width : {int64_t{16}, int64_t{64}}) {
+  for (const int64_t width : kWidths) {
     if (only_width != 0 && only_width != width) continue;
     reset_default_graph();
     Variable var = table(dtype, width, 0.5f, "var");
@@ -305,7 +333,7 @@ int main(int argc, char** argv) {
     Variable m = table(dtype, width, 0.0f, "m");
     Variable v = table(dtype, width, 0.0f, "v");
     Limit limit(width * static_cast<int64_t>(dtype_size(dtype)) / 4);
-    for (const int64_t count : {int64_t{1024}, int64_t{65536}, int64_t{1048576}}) {
+    for (const int64_t count : kIdCounts) {
       if ((quick && count > 65536) || (only_ids != 0 && only_ids != count)) continue;
       for (const bool zipf : {false, true}) {
         if (!only_dist.empty() && only_dist != (zipf ? "zipf" : "uniform")) continue;
