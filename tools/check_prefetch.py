@@ -29,6 +29,8 @@ RULES = [
      "the same loop, built per instruction set"),
     ("libvarstate.so", r"DistinctRows<.*>::number_and_sum<", 8,
      "sparse training's numbering pass: the entries of ids ahead"),
+    ("libvarstate.so", r"DistinctRows<.*>::(sum_listed|summing_pass)\(", 8,
+     "sparse training's summing pass: the rows of sums (and gradient rows) ahead"),
     ("libvarstate.so", r"scatter_internal::apply_resolved<", 20,
      "the combining scatters: the rows ahead"),
     ("libvarstate.so", r"::copy_rows<.*gather_rows", 2,

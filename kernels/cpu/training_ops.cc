@@ -1,6 +1,7 @@
 #include "kernels/cpu/training_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -96,18 +97,66 @@ struct FirstTag;
 struct SecondTag;
 struct SumTag;
 struct SumsTag;
+struct SumPositionsTag;  // the positions the summing pass adds, and their rows of sums
+struct SumRowsTag;
+struct SortKeysTag;  // a sort's keys, and the buffer a pass writes
+struct SortSpareTag;
+struct SortCountsTag;
+
+// How a batch's rows are numbered by sorting: keys row << pos_bits |
+// position, sorted (least significant digit first, each pass stable) on
+// their row bits in `passes` passes of `digit_bits`. passes == 0: not
+// sorted (the rows are looked up one by one, below).
+struct RowSort {
+  int pos_bits = 0;
+  int passes = 0;
+  int digit_bits = 0;
+};
+
+// The widest digit of a sort pass: its counts, 2^11 of them, stay in the
+// first-level cache.
+constexpr int kMaxDigitBits = 11;
+
+// Ids from which a batch that does not repeat rows, and names at least
+// half as many ids as the table has rows, numbers its rows by sorting
+// them. Its updates then walk the table forwards, and a lookup per id is a
+// miss at random. Measured against lookups on the 2-vCPU VM, in one
+// process, calls alternating (docs/performance.md): sparse Adagrad and
+// lazy Adam, uniform ids into [1M, 16] and [1M, 64], 1.23-1.33x at 1M
+// ids and 1.06-1.12x at 524,288; but 0.94x at 262,144, 0.89-1.0x at
+// 65,536 and 0.87-0.90x on 1M Zipf ids, whose gradient rows the sorted
+// update reads out of order.
+constexpr int64_t kSortIds = int64_t{1} << 19;
+
+// How the rows of n ids into a table of `rows` rows are numbered: sorted
+// (the keys, row << pos_bits | position, fitting 64 bits, and at most 3
+// passes: a table of up to 2^33 rows) or looked up (passes == 0).
+template <typename Index>
+RowSort row_sort(const Index* indices, int64_t n, int64_t rows) {
+  const RowNumbering how = sparse_row_numbering();
+  if (how == RowNumbering::kLookUp || rows < 2 || n < 1) return {};
+  if (how == RowNumbering::kAuto && (n < kSortIds || 2 * n < rows || ids_repeat(indices, n)))
+    return {};
+  const int row_bits = std::bit_width(static_cast<uint64_t>(rows - 1));
+  const int pos_bits = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(n - 1))));
+  const int passes = (row_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  if (row_bits + pos_bits > 64 || passes > 3) return {};
+  return {pos_bits, passes, (row_bits + passes - 1) / passes};
+}
 
 // Which positions a DistinctRows numbers: every one (parts == 1), or, when
 // the rows are split over the pool, those whose row part `part` of `parts`
-// owns (owner_of, blocks of 2^kPartShift rows), and where: the table-row
-// entries the calling thread stamped for the call (RowEntries), shared by
-// every part (each part writes only its own rows' entries; a block's 64
-// entries span 8 cache lines, so two parts seldom write one line).
+// owns (owner_of, blocks of 2^kPartShift rows); and how: sorted (`sort`),
+// or looked up in the table-row entries the calling thread stamped for the
+// call (RowEntries), shared by every part (each part writes only its own
+// rows' entries; a block's 64 entries span 8 cache lines, so two parts
+// seldom write one line), or else in a hash index of the part's own.
 struct RowPart {
   int64_t part = 0;
   int64_t parts = 1;
   uint64_t* of_row = nullptr;  // null: the part numbers its rows in a hash index
   uint64_t stamp = 0;
+  RowSort sort;  // passes > 0: the part sorts its rows instead
 };
 constexpr int kPartShift = 6;
 
@@ -119,18 +168,20 @@ constexpr int kPartShift = 6;
 // its rows are numbered in a hash index of the batch's rows instead.
 class RowEntries {
  public:
-  RowEntries(int64_t rows, int64_t n) {
-    if (rows > std::max<int64_t>(int64_t{1} << 22, 8 * n)) return;
+  // `sort`: how the parts sort their rows; none are kept then.
+  RowEntries(int64_t rows, int64_t n, const RowSort& sort) : sort_(sort) {
+    if (sort.passes > 0 || rows > std::max<int64_t>(int64_t{1} << 22, 8 * n)) return;
     scratch_.emplace(static_cast<size_t>(rows));
     of_row_ = scratch_->data();
     stamp_ = uint64_t{next_stamp(of_row_, static_cast<int64_t>(scratch_->size()))} << 32;
   }
-  RowPart part(int64_t part, int64_t parts) const { return {part, parts, of_row_, stamp_}; }
+  RowPart part(int64_t part, int64_t parts) const { return {part, parts, of_row_, stamp_, sort_}; }
 
  private:
   std::optional<ThreadScratch<uint64_t, TableRowsTag>> scratch_;
   uint64_t* of_row_ = nullptr;
   uint64_t stamp_ = 0;
+  RowSort sort_;
 };
 
 struct MineTag;  // a part's positions
@@ -157,22 +208,36 @@ bool split_rows_by_owner(const Index* indices, int64_t n, double bytes_per_row, 
          (n >= kRowPartsIds || row_bytes <= kRowPartsNarrowBytes || ids_repeat(indices, n));
 }
 
-// Fills the scratches behind a SparseRows: one pass numbers the rows as
-// they first appear (in the part's RowEntries, or a hash index), counts
-// their positions and keeps each one's last; then the gradient rows of the
-// rows named three times or more are summed in one sequential pass over
-// the gradient, the entries and sums ahead prefetched. A part of several
-// takes only its own positions (listed first, in order), so that each row
-// is still summed over all its positions in their order.
+// Fills the scratches behind a SparseRows, in one of two ways:
+// - Sorted (RowPart::sort): the positions' keys (row, position) radix
+//   sorted by row, each pass stable, so that a row's positions come
+//   together and in order; one scan then numbers the rows in the order of
+//   the table (their updates then walk the table forwards) and lists the
+//   positions of the rows named three times or more. For large batches:
+//   its cost per id is a few sequential passes, where a lookup is a cache
+//   miss at random.
+// - Looked up: one pass numbers the rows as they first appear (in the
+//   part's RowEntries, or a hash index), counts their positions and keeps
+//   each one's last; a second lists the positions of the rows named three
+//   times or more.
+// Either way, the gradient rows of those rows are then summed in one pass
+// over the listed positions, in order, into rows of sums (summing_pass).
+// A part of several takes only its own positions (in order), so that each
+// row is still summed over all its positions in their order.
 template <typename T, typename C, typename Index>
 class DistinctRows {
  public:
   DistinctRows(const Index* indices, int64_t n, const T* grad, int64_t w, const RowPart& part)
-      : positions_(static_cast<size_t>(n)),
-        row_(static_cast<size_t>(n)),
+      : row_(static_cast<size_t>(n)),
         first_(static_cast<size_t>(n)),
         second_(static_cast<size_t>(n)),
-        sum_(static_cast<size_t>(n)) {
+        sum_(static_cast<size_t>(n)),
+        sum_positions_(static_cast<size_t>(n)),
+        sum_rows_(static_cast<size_t>(n)) {
+    if (part.sort.passes > 0) {
+      sort_and_sum(indices, n, grad, w, part);
+      return;
+    }
     if (part.parts == 1) {
       number_and_sum(
           indices, grad, w, n, [](int64_t k) { return k; }, part);
@@ -192,12 +257,97 @@ class DistinctRows {
   const SparseRows<C>& rows() const { return rows_; }
 
  private:
+  // Sorts the part's positions of the n by row, numbers their rows in the
+  // table's order and sums the rows named three times or more.
+  void sort_and_sum(const Index* indices, int64_t n, const T* grad, int64_t w,
+                    const RowPart& part) {
+    const RowSort& sort = part.sort;
+    const int pos_bits = sort.pos_bits;
+    const int64_t buckets = int64_t{1} << sort.digit_bits;
+    const uint64_t digit_mask = static_cast<uint64_t>(buckets - 1);
+    ThreadScratch<uint64_t, SortKeysTag> keys_scratch(static_cast<size_t>(n));
+    ThreadScratch<uint64_t, SortSpareTag> spare_scratch(static_cast<size_t>(n));
+    ThreadScratch<int64_t, SortCountsTag> counts_scratch(
+        static_cast<size_t>(sort.passes * buckets));
+    uint64_t* keys = keys_scratch.data();
+    uint64_t* spare = spare_scratch.data();
+    int64_t* const counts = counts_scratch.data();  // [passes][buckets]
+    std::fill(counts, counts + sort.passes * buckets, int64_t{0});
+    // The part's keys, and every pass's digit counts, in one pass over the
+    // indices (branch-free: a key is always written, and kept or not).
+    int64_t m = 0;
+    auto take = [&](auto mine) {
+      for (int64_t j = 0; j < n; ++j) {
+        const auto r = static_cast<uint64_t>(indices[j]);
+        const int64_t keep = mine(r);
+        keys[m] = r << pos_bits | static_cast<uint64_t>(j);
+        m += keep;
+        for (int p = 0; p < sort.passes; ++p)
+          counts[p * buckets + static_cast<int64_t>((r >> (p * sort.digit_bits)) & digit_mask)] +=
+              keep;
+      }
+    };
+    if (part.parts == 1) {
+      take([](uint64_t) { return int64_t{1}; });
+    } else {
+      take([&part](uint64_t r) {
+        return int64_t{owner_of(static_cast<int64_t>(r), kPartShift, part.parts) == part.part};
+      });
+    }
+    for (int p = 0; p < sort.passes; ++p) {
+      int64_t* const at = counts + p * buckets;
+      const int shift = pos_bits + p * sort.digit_bits;
+      // A pass whose digit every key shares moves nothing.
+      if (m == 0 || at[static_cast<int64_t>((keys[0] >> shift) & digit_mask)] == m) continue;
+      int64_t next = 0;
+      for (int64_t d = 0; d < buckets; ++d) next += std::exchange(at[d], next);
+      for (int64_t i = 0; i < m; ++i) {
+        const uint64_t key = keys[i];
+        spare[at[static_cast<int64_t>((key >> shift) & digit_mask)]++] = key;
+      }
+      std::swap(keys, spare);
+    }
+    // The runs of equal rows, in the table's order.
+    int64_t* const row = row_.data();
+    int64_t* const first = first_.data();
+    int64_t* const second = second_.data();
+    int64_t* const sum = sum_.data();
+    int64_t* const sum_position = sum_positions_.data();
+    int64_t* const sum_row = sum_rows_.data();
+    const uint64_t pos_mask = (uint64_t{1} << pos_bits) - 1;
+    int64_t count = 0;
+    int64_t repeated = 0;
+    int64_t listed = 0;
+    for (int64_t i = 0; i < m;) {
+      const uint64_t r = keys[i] >> pos_bits;
+      int64_t end = i + 1;
+      while (end < m && keys[end] >> pos_bits == r) ++end;
+      row[count] = static_cast<int64_t>(r);
+      first[count] = static_cast<int64_t>(keys[i] & pos_mask);
+      second[count] = end - i == 2 ? static_cast<int64_t>(keys[i + 1] & pos_mask) : -1;
+      sum[count] = -1;
+      if (end - i > 2) {
+        sum[count] = repeated;
+        for (int64_t k = i; k < end; ++k, ++listed) {
+          sum_position[listed] = static_cast<int64_t>(keys[k] & pos_mask);
+          sum_row[listed] = repeated;
+        }
+        ++repeated;
+      }
+      ++count;
+      i = end;
+    }
+    summing_pass(grad, w, repeated, listed, /*grad_in_order=*/false);
+    rows_ = {count, row, first, second, sum, sums_->data(), w, /*firsts_in_order=*/false};
+  }
+
   // Numbers and sums the m positions pos(0), pos(1), ... (increasing).
   template <typename Pos>
   void number_and_sum(const Index* indices, const T* grad, int64_t w, int64_t m, const Pos& pos,
                       const RowPart& part) {
     const int64_t n = m;
-    int32_t* const of_position = positions_.data();  // by k, the position's number
+    ThreadScratch<int32_t, PositionsTag> positions(static_cast<size_t>(n));
+    int32_t* const of_position = positions.data();  // by k, the position's number
     int64_t* const row = row_.data();
     int64_t* const first = first_.data();
     int64_t* const second = second_.data();  // first the last position naming the row
@@ -241,55 +391,66 @@ class DistinctRows {
       if (named[d] != 2) second[d] = -1;
       named[d] = named[d] > 2 ? repeated++ : -1;
     }
-    // Each sum starts from zero. One thread sums a part's rows: split
-    // further (by columns, or by rows) the pass measured no faster.
+    // The positions to sum, listed without a branch: under Zipf, summed
+    // and unsummed positions interleave at random, and a branch per
+    // position in the summing loop would mispredict.
+    int64_t* const sum_position = sum_positions_.data();
+    int64_t* const sum_row = sum_rows_.data();
+    int64_t listed = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t s = named[of_position[k]];
+      sum_position[listed] = pos(k);
+      sum_row[listed] = s;
+      listed += s >= 0;
+    }
+    summing_pass(grad, w, repeated, listed, /*grad_in_order=*/part.parts == 1);
+    rows_ = {count, row, first, second, named, sums_->data(), w, part.parts == 1};
+  }
+
+  // Sums `repeated` rows of sums, each from zero, over the `listed`
+  // positions of sum_positions_ (into the rows of sum_rows_), in order. grad_in_order: the
+  // positions come in the gradient's order, one row after another but for gaps (the hardware
+  // streams them; else they are prefetched). One thread sums a part's rows: split further (by
+  // columns, or by rows) the pass measured no faster. Built per
+  // instruction set (isa_variants.h) for the 16-bit types, whose rounding
+  // costs arithmetic; float32's pass is bound by memory.
+  void summing_pass(const T* grad, int64_t w, int64_t repeated, int64_t listed,
+                    bool grad_in_order) {
     sums_.emplace(static_cast<size_t>(repeated * w));
     C* const sums = sums_->data();
     std::fill(sums, sums + repeated * w, C(0));
-    // Built per instruction set (isa_variants.h) for the 16-bit types, whose
-    // rounding costs arithmetic; float32's pass is bound by memory.
-    if (repeated > 0) {
-      if constexpr (kIsHost16<T>) {
-        for_cpu_isa([&] { sum_rows(grad, w, n, pos, part); });
-      } else {
-        sum_rows(grad, w, n, pos, part);
-      }
+    if (listed == 0) return;
+    if constexpr (kIsHost16<T>) {
+      for_cpu_isa([&] { sum_listed(grad, w, listed, grad_in_order); });
+    } else {
+      sum_listed(grad, w, listed, grad_in_order);
     }
-    rows_ = {count, row, first, second, named, sums, w, part.parts == 1};
   }
 
-  // Sums the gradient rows of the rows named three times or more (their
-  // entry of sum_ >= 0: their row of sums) over the n positions, in order,
-  // into sums_.
-  template <typename Pos>
-  void sum_rows(const T* grad, int64_t w, int64_t n, const Pos& pos, const RowPart& part) {
-    const int32_t* const of_position = positions_.data();
-    const int64_t* const named = sum_.data();
+  void sum_listed(const T* grad, int64_t w, int64_t listed, bool grad_in_order) {
+    const int64_t* const sum_position = sum_positions_.data();
+    const int64_t* const sum_row = sum_rows_.data();
     C* const sums = sums_->data();
     const int64_t ahead_bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(C)), 256);
-    for (int64_t k = 0; k < n; ++k) {
-      if (k + kPrefetchPositions < n) {
-        const int64_t ahead = named[of_position[k + kPrefetchPositions]];
-        if (ahead >= 0) {
-          prefetch_bytes<PrefetchFor::kWrite>(sums + ahead * w, ahead_bytes);
-          if (part.parts > 1) {  // a part's gradient rows are not consecutive
-            prefetch_bytes(grad + pos(k + kPrefetchPositions) * w, ahead_bytes);
-          }
-        }
+    for (int64_t i = 0; i < listed; ++i) {
+      if (i + kPrefetchPositions < listed) {
+        prefetch_bytes<PrefetchFor::kWrite>(sums + sum_row[i + kPrefetchPositions] * w,
+                                            ahead_bytes);
+        if (!grad_in_order)
+          prefetch_bytes(grad + sum_position[i + kPrefetchPositions] * w, ahead_bytes);
       }
-      const int64_t s = named[of_position[k]];
-      if (s < 0) continue;
-      C* __restrict dst = sums + s * w;
-      const T* __restrict src = grad + pos(k) * w;
+      C* __restrict dst = sums + sum_row[i] * w;
+      const T* __restrict src = grad + sum_position[i] * w;
       for (int64_t c = 0; c < w; ++c) dst[c] = round_through<T>(dst[c] + load_as<C>(src[c]));
     }
   }
 
-  ThreadScratch<int32_t, PositionsTag> positions_;
   ThreadScratch<int64_t, DistinctTag> row_;
   ThreadScratch<int64_t, FirstTag> first_;
   ThreadScratch<int64_t, SecondTag> second_;
   ThreadScratch<int64_t, SumTag> sum_;
+  ThreadScratch<int64_t, SumPositionsTag> sum_positions_;
+  ThreadScratch<int64_t, SumRowsTag> sum_rows_;
   std::optional<ThreadScratch<int64_t, MineTag>> mine_;
   std::optional<ThreadScratch<C, SumsTag>> sums_;
   SparseRows<C> rows_;
@@ -502,6 +663,11 @@ auto kernel_for(const TrainingParams<C>& p) {
 
 }  // namespace
 
+RowNumbering& sparse_row_numbering() {
+  static RowNumbering how = RowNumbering::kAuto;
+  return how;
+}
+
 template <typename T>
 void apply_dense(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,
                  const T* grad, int64_t n, int64_t row_width) {
@@ -539,7 +705,7 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
     constexpr TrainingOp kOp = decltype(tag)::value;
     const double bytes = sizeof(T) * (2.0 + training_slot_count(kOp)) * static_cast<double>(w);
     if constexpr (kOp == TrainingOp::kAdam) {
-      const RowEntries entries(rows, num_indices);
+      const RowEntries entries(rows, num_indices, RowSort{});
       const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
       const SparseRows<C>& r = distinct.rows();
       // Every row moves: one pass over the variable, each row looking up
@@ -559,7 +725,7 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
       const int64_t row_bytes = w * static_cast<int64_t>(sizeof(T));
       const int64_t parts =
           split_rows_by_owner(indices, num_indices, bytes, row_bytes) ? pool_threads() : 1;
-      const RowEntries entries(rows, num_indices);
+      const RowEntries entries(rows, num_indices, row_sort(indices, num_indices, rows));
       if (parts <= 1) {
         const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
         const SparseRows<C>& r = distinct.rows();

@@ -8,13 +8,15 @@
 // optimizers do (_deduplicate_indexed_slices: the gradient rows of one
 // index are summed, from zero, in their original order, rounding to T
 // after each addition). The distinct rows are numbered in one linear pass
-// (no sort); a row's gradient rows are added in their original order (in
-// one sequential pass over the gradient for a row named three times or
-// more). When the ids repeat rows, or number 1M or more, the rows are split
-// by owner over the pool, each part numbering and summing its own. Each
-// distinct row is updated by exactly one thread, so results are bitwise
-// the same run to run, for every thread count and every instruction set
-// the loops are built for; `deterministic` changes nothing on the CPU.
+// of lookups, or, for a large batch that touches much of the table, by a
+// radix sort of the ids (RowNumbering); a row's gradient rows are added in
+// their original order (in one pass over the positions of the rows named
+// three times or more). When the ids repeat rows, or number 1M or more, or
+// the rows are narrow, the rows are split by owner over the pool, each
+// part numbering and summing its own. Each distinct row is updated by
+// exactly one thread, so results are bitwise the same run to run, for
+// every thread count, numbering and instruction set the loops are built
+// for; `deterministic` changes nothing on the CPU.
 // Work below kParallelBytesThreshold (dense) or
 // ParallelThresholds::sparse_training_bytes (sparse) runs on the calling
 // thread.
@@ -46,5 +48,16 @@ template <typename T, typename Index>
 void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots<T>& slots,
                   int64_t rows, int64_t row_width, const Index* indices, int64_t num_indices,
                   const T* grad, bool deterministic);
+
+// How a sparse update numbers the distinct rows of its ids: by sorting
+// them (large batches that touch much of the table) or by looking each one
+// up (training_ops.cc). kAuto decides per call; tests and benchmarks may
+// force either way while no kernel runs. The results are the same.
+enum class RowNumbering {
+  kAuto,
+  kSort,
+  kLookUp
+};
+RowNumbering& sparse_row_numbering();
 
 }  // namespace varstate::kernels::cpu

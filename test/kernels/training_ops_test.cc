@@ -39,20 +39,35 @@ void dense_case(TrainingOp op, int64_t rows, int64_t width, bool nesterov, doubl
   if (n > 1) CHECK(got.var != training_data<T>(n, rows, n, kSeed + n).var);  // not a no-op
 }
 
+// The sparse update of `indices` against the reference loop, with the
+// distinct rows numbered each way (sorted, looked up) and chosen per call.
+template <typename T, typename Index>
+void sparse_indices_case(TrainingOp op, const kernels::TrainingHyper& h, int64_t rows,
+                         int64_t width, const std::vector<Index>& indices) {
+  const auto n = static_cast<int64_t>(indices.size());
+  const TrainingData<T> start = training_data<T>(rows * width, rows, n * width, kSeed + rows);
+  TrainingData<T> want = start;
+  reference_apply<T, Index>(op, h, want, rows, width, &indices);
+  for (const auto numbering :
+       {cpu::RowNumbering::kSort, cpu::RowNumbering::kLookUp, cpu::RowNumbering::kAuto}) {
+    CAPTURE(static_cast<int>(numbering));
+    TrainingData<T> got = start;
+    cpu::sparse_row_numbering() = numbering;
+    cpu::apply_sparse<T, Index>(op, h, got.slots(), rows, width, indices.data(), n, got.grad.data(),
+                                /*deterministic=*/false);
+    cpu::sparse_row_numbering() = cpu::RowNumbering::kAuto;
+    check_same(got, want);
+  }
+}
+
 template <typename T, typename Index>
 void sparse_case(TrainingOp op, int64_t rows, int64_t width, int64_t n, bool duplicates,
                  bool nesterov = false, double lr_power = -0.5, double shrinkage = 0) {
   CAPTURE(static_cast<int>(op), rows, width, n, duplicates, nesterov, lr_power, shrinkage,
           dtype_name(dtype_of<T>));
-  const auto h = test_hyper(nesterov, lr_power, shrinkage);
-  const std::vector<Index> indices =
-      duplicates ? duplicate_indices<Index>(n, rows, kSeed) : unique_indices<Index>(n, rows, kSeed);
-  TrainingData<T> got = training_data<T>(rows * width, rows, n * width, kSeed + rows);
-  TrainingData<T> want = got;
-  cpu::apply_sparse<T, Index>(op, h, got.slots(), rows, width, indices.data(), n, got.grad.data(),
-                              /*deterministic=*/false);
-  reference_apply<T, Index>(op, h, want, rows, width, &indices);
-  check_same(got, want);
+  sparse_indices_case<T, Index>(op, test_hyper(nesterov, lr_power, shrinkage), rows, width,
+                                duplicates ? duplicate_indices<Index>(n, rows, kSeed)
+                                           : unique_indices<Index>(n, rows, kSeed));
 }
 
 template <typename T>
@@ -98,6 +113,24 @@ TEST_CASE("training ops: float32 kernels equal the reference loop", "[training][
     cpu::parallel_thresholds().sparse_row_parts_bytes = 0;
     sparse_case<float, int64_t>(op, 4200000, 1, 20000, true);
     cpu::parallel_thresholds() = saved;
+  }
+}
+
+TEST_CASE("training ops: rows numbered by sorting, where the sort's passes change", "[training]") {
+  const auto h = test_hyper(false);
+  for (TrainingOp op : {TrainingOp::kAdagrad, TrainingOp::kLazyAdam, TrainingOp::kFtrl}) {
+    CAPTURE(static_cast<int>(op));
+    // A table of 4,000 rows sorts in two 6-bit passes; ids under 64 share
+    // their high digit, so that pass is skipped.
+    std::vector<int64_t> low = duplicate_indices<int64_t>(500, 64, kSeed);
+    sparse_indices_case<float, int64_t>(op, h, 4000, 5, low);
+    // One id, and ids all naming one row.
+    sparse_indices_case<float, int32_t>(op, h, 4000, 5, std::vector<int32_t>{3999});
+    sparse_indices_case<float, int32_t>(op, h, 4000, 5, std::vector<int32_t>(300, 17));
+    // A large batch naming every row of its table once, in a shuffled
+    // order: chosen per call (kAuto), it is sorted, split over the pool.
+    const int64_t rows = int64_t{1} << 19;
+    sparse_indices_case<float, int64_t>(op, h, rows, 1, unique_indices<int64_t>(rows, rows, kSeed));
   }
 }
 
