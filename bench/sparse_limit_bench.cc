@@ -25,10 +25,16 @@
 // (narrow rows held in cache) it can come out above 1.
 //
 //   bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--width D]
-//                      [--ids M] [--dtype float32|bfloat16|float16] [--reps N]
+//                      [--ids M] [--dtype float32|bfloat16|float16]
+//                      [--numbering auto|sort|lookup|both] [--reps N]
 //                      [--out F.json] [--machine NAME]
 // --dtype: the tables' and updates' type (float32 by default); the limit
 // moves the same bytes (a row of D 16-bit values is D / 2 words).
+// --numbering: how the training ops number their distinct rows
+// (kernels/cpu/training_ops.h, RowNumbering): chosen per call (auto), or
+// forced; "both" times sorted and looked-up numbering alternately, call by
+// call in one process (this VM's noise moves whole runs 10-15 %, often
+// more; alternating calls cancels it), each reported against the limit.
 //
 // Cases: a [1M, D] float32 table, D in {16, 64}; M in {1,024, 65,536,
 // 1,048,576} ids, uniform or Zipf(1.1) over the rows (shuffled, so hot rows
@@ -51,6 +57,7 @@
 #include "kernels/cpu/eigen_support.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/training_ops.h"
 #include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/gather.h"
@@ -248,7 +255,7 @@ Variable table(DType dtype, int64_t width, float value, const std::string& name)
 }
 
 struct Result {
-  std::string op, dist;
+  std::string op, dist, numbering;
   int64_t width, ids, distinct;
   double op_s, limit_s;
 };
@@ -260,7 +267,7 @@ int main(int argc, char** argv) {
   int reps = 9;
   int64_t only_width = 0, only_ids = 0;
   DType dtype = DType::kFloat;
-  std::string out, machine, only, only_dist;
+  std::string out, machine, only, only_dist, numbering = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
@@ -284,6 +291,15 @@ int main(int argc, char** argv) {
         return 2;
       }
       dtype = d == "bfloat16" ? DType::kBFloat16 : d == "float16" ? DType::kHalf : DType::kFloat;
+    } else if (a == "--numbering" && i + 1 < argc) {
+      numbering = argv[++i];
+      if (numbering != "auto" && numbering != "sort" && numbering != "lookup" &&
+          numbering != "both") {
+        std::fprintf(stderr,
+                     "bench_sparse_limit: --numbering %s: expected auto, sort, lookup or both\n",
+                     numbering.c_str());
+        return 2;
+      }
     } else if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
     } else if (a == "--machine" && i + 1 < argc) {
@@ -292,8 +308,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_sparse_limit [--quick] [--only OP] [--dist uniform|zipf] [--width D] "
-          "[--ids M] [--dtype float32|bfloat16|float16] [--reps N] [--out F.json] "
-          "[--machine NAME]\n");
+          "[--ids M] [--dtype float32|bfloat16|float16] [--numbering auto|sort|lookup|both] "
+          "[--reps N] [--out F.json] [--machine NAME]\n");
       return 2;
     }
   }
@@ -369,22 +385,44 @@ int main(int argc, char** argv) {
         };
         for (const Case& c : cases) {
           if (!only.empty() && only != c.op) continue;
-          c.run();  // untimed: first touches
+          // The ways the training ops number their rows (the scatters and
+          // gather have one): with "both", sorted and looked up alternate
+          // call by call, against the same limit passes.
+          const bool trains = c.tables > 1;
+          std::vector<std::string> ways = {trains ? numbering : "auto"};
+          if (ways[0] == "both") ways = {"sort", "lookup"};
+          const auto run_as = [&](const std::string& way) {
+            using kernels::cpu::RowNumbering;
+            kernels::cpu::sparse_row_numbering() = way == "sort"     ? RowNumbering::kSort
+                                                   : way == "lookup" ? RowNumbering::kLookUp
+                                                                     : RowNumbering::kAuto;
+            const double s = seconds_of_call(c.run);
+            kernels::cpu::sparse_row_numbering() = RowNumbering::kAuto;
+            return s;
+          };
+          for (const std::string& way : ways) (void)run_as(way);  // untimed: first touches
           (void)limit.seconds(ids, firsts, c.touch, c.tables);
-          std::vector<double> op_s, limit_s;
+          std::vector<std::vector<double>> op_s(ways.size());
+          std::vector<double> limit_s;
           for (int r = 0; r < reps; ++r) {
-            op_s.push_back(seconds_of_call(c.run));
+            for (size_t k = 0; k < ways.size(); ++k) {
+              const size_t at = r % 2 == 0 ? k : ways.size() - 1 - k;  // alternate who goes first
+              op_s[at].push_back(run_as(ways[at]));
+            }
             limit_s.push_back(limit.seconds(ids, firsts, c.touch, c.tables));
           }
-          const Result res{
-              c.op,           zipf ? "zipf" : "uniform", width, count, distinct, median(op_s),
-              median(limit_s)};
-          std::printf("%-15s D%-3lld M%-8lld %-7s distinct %-8lld %9.3f ms  limit %9.3f ms  %.3f\n",
-                      res.op.c_str(), static_cast<long long>(width), static_cast<long long>(count),
-                      res.dist.c_str(), static_cast<long long>(res.distinct), res.op_s * 1e3,
-                      res.limit_s * 1e3, res.limit_s / res.op_s);
-          std::fflush(stdout);
-          results.push_back(res);
+          for (size_t k = 0; k < ways.size(); ++k) {
+            const Result res{c.op,     zipf ? "zipf" : "uniform", ways[k],        width, count,
+                             distinct, median(op_s[k]),           median(limit_s)};
+            std::printf(
+                "%-15s D%-3lld M%-8lld %-7s distinct %-8lld %9.3f ms  limit %9.3f ms  %.3f%s\n",
+                res.op.c_str(), static_cast<long long>(width), static_cast<long long>(count),
+                res.dist.c_str(), static_cast<long long>(res.distinct), res.op_s * 1e3,
+                res.limit_s * 1e3, res.limit_s / res.op_s,
+                trains && numbering != "auto" ? ("  " + res.numbering).c_str() : "");
+            std::fflush(stdout);
+            results.push_back(res);
+          }
         }
       }
     }
@@ -397,7 +435,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << dtype_name(dtype)
-        << "\", \"dist\": \"" << r.dist << "\", \"width\": " << r.width << ", \"ids\": " << r.ids
+        << "\", \"dist\": \"" << r.dist << "\", \"numbering\": \"" << r.numbering
+        << "\", \"width\": " << r.width << ", \"ids\": " << r.ids
         << ", \"distinct\": " << r.distinct << ", \"ms\": " << r.op_s * 1e3
         << ", \"limit_ms\": " << r.limit_s * 1e3 << ", \"ratio_to_limit\": " << r.limit_s / r.op_s
         << "}" << (i + 1 < results.size() ? ",\n" : "\n");
