@@ -120,12 +120,13 @@ constexpr int kMaxDigitBits = 11;
 // Ids from which a batch that does not repeat rows, and names at least
 // half as many ids as the table has rows, numbers its rows by sorting
 // them. Its updates then walk the table forwards, and a lookup per id is a
-// miss at random. Measured against lookups on the 2-vCPU VM, in one
-// process, calls alternating (docs/performance.md): sparse Adagrad and
-// lazy Adam, uniform ids into [1M, 16] and [1M, 64], 1.23-1.33x at 1M
-// ids and 1.06-1.12x at 524,288; but 0.94x at 262,144, 0.89-1.0x at
-// 65,536 and 0.87-0.90x on 1M Zipf ids, whose gradient rows the sorted
-// update reads out of order.
+// miss at random. Measured against lookups on the 2-vCPU VM, calls
+// alternating in one process (bench_sparse_limit --numbering both;
+// docs/performance.md): sparse Adagrad and lazy Adam, uniform ids into
+// [1M, 16] and [1M, 64], 1.20-1.43x at 1M ids and 1.05-1.16x at 524,288;
+// but 0.95-1.09x at 262,144, 0.85-1.00x at 65,536 and 0.98-1.03x on 1M
+// Zipf ids (fewer distinct rows, and the sorted update reads the gradient
+// rows out of order).
 constexpr int64_t kSortIds = int64_t{1} << 19;
 
 // How the rows of n ids into a table of `rows` rows are numbered: sorted
