@@ -3,7 +3,7 @@
 # unpacked GPU bundle (tools/make_gpu_bundle.sh) on a lent GPU machine, inside
 # one time budget, and leaves every log under OUT_DIR as at most one tarball
 # per slot (the device tool returns 8 files):
-#   gpu_slots.sh OUT_DIR DEADLINE_S SLOT...      SLOT: A, B, C, D, E or E2
+#   gpu_slots.sh OUT_DIR DEADLINE_S SLOT...      SLOT: A, B, C, D, E, E2 or H
 # Every step is capped by what is left of DEADLINE_S (seconds from the start),
 # so the script returns, with its logs, before the caller's own limit. The last
 # lines printed are one summary line per step.
@@ -24,6 +24,11 @@
 #      device copy bandwidth, sparse optimizers; bench_random, bench_math_ops,
 #      bench_dense_update, bench_checkpoint, bench_scatter), those in the
 #      bundle, JSON each
+#   H  the GPU machine's own CPU, whose cores and caches differ from the
+#      2-vCPU VM's where the CPU kernels' thresholds were set:
+#      bench_sparse_limit (every float32 case), the training ops' two
+#      numberings call by call at 262,144 to 1M uniform ids (the sort
+#      threshold), and bfloat16 up to 65,536 ids
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 deadline=$2
@@ -231,6 +236,35 @@ slot_e2() {
   tar -C "$out" -cJf "$out/slotE2-logs.tar.xz" slotE2 && rm -rf "$d"
 }
 
+slot_h() {
+  local d=$out/slotH; mkdir -p "$d"
+  local limit=$bin/bench_sparse_limit
+  [ -x "$limit" ] || { note "H: bench_sparse_limit not in the bundle"; return; }
+  if [ "$(cap 150)" -gt 40 ]; then
+    timeout "$(cap 150)" "$limit" --reps 7 --machine h200-host \
+      --out "$d/sparse-limit-h200-host.json" >"$d/limit.log" 2>&1
+    note "H bench_sparse_limit float32: rc $? ($(grep -c distinct "$d/limit.log") cases)"
+  fi
+  local ids
+  for ids in 262144 524288 1048576; do
+    [ "$(cap 60)" -gt 20 ] || { note "H numbering at $ids ids: no time left"; continue; }
+    timeout "$(cap 60)" "$limit" --numbering both --dist uniform --ids "$ids" --only sparse_adagrad \
+      --reps 7 --machine h200-host --out "$d/numbering-adagrad-$ids-h200-host.json" \
+      >"$d/numbering-adagrad-$ids.log" 2>&1
+    timeout "$(cap 60)" "$limit" --numbering both --dist uniform --ids "$ids" --only lazy_adam \
+      --reps 7 --machine h200-host --out "$d/numbering-lazy-adam-$ids-h200-host.json" \
+      >"$d/numbering-lazy-adam-$ids.log" 2>&1
+    note "H numbering at $ids ids: rc $?"
+  done
+  if [ "$(cap 90)" -gt 30 ]; then
+    timeout "$(cap 90)" "$limit" --quick --dtype bfloat16 --reps 7 --machine h200-host \
+      --out "$d/sparse-limit-bf16-h200-host.json" >"$d/limit-bf16.log" 2>&1
+    note "H bench_sparse_limit bfloat16 --quick: rc $?"
+  fi
+  nproc >"$d/cpu.txt"; lscpu >>"$d/cpu.txt" 2>&1
+  tar -C "$out" -cJf "$out/slotH-logs.tar.xz" slotH && rm -rf "$d"
+}
+
 for slot in "$@"; do
   if [ "$(left)" -lt 40 ]; then note "slot $slot: not started, $(left) s left"; continue; fi
   slot_start=$SECONDS
@@ -242,6 +276,7 @@ for slot in "$@"; do
     D) sanitize D "racecheck synccheck" $gpu_only ;;
     E) slot_e ;;
     E2) slot_e2 ;;
+    H) slot_h ;;
     *) note "unknown slot $slot" ;;
   esac
   note "slot $slot: $((SECONDS - slot_start)) s"
