@@ -73,8 +73,41 @@ struct SparseRows {
 };
 
 // Positions ahead whose row's entry the numbering pass prefetches (the
-// entries of a large table are cache misses at random).
+// entries of a large table are cache misses at random), and the summing
+// pass its rows. A batch of kRepeatsCheckedFrom ids or more whose ids
+// repeat rows numbers them further ahead: most of its entries are hits, so
+// the loop runs faster and 16 positions are too short a time for the
+// misses left; with spread ids every entry misses, and more in flight only
+// queue (32 ahead measured 0.95-0.99x there). Measured call by call against
+// 16 always on the 2-vCPU VM (docs/performance.md): Zipf ids 1.02-1.18x in
+// float32 (one case of eight 0.96x), 1.01-1.08x in bfloat16. Smaller
+// batches do not sample their ids for it (a few microseconds).
 constexpr int64_t kPrefetchPositions = 16;
+constexpr int64_t kPrefetchPositionsRepeating = 32;
+constexpr int64_t kRepeatsCheckedFrom = int64_t{1} << 15;
+
+// Whether a batch's ids repeat rows (ids_repeat, a sample of the ids),
+// sampled at most once a call: the split by owner, the choice of
+// numbering and the numbering's prefetch distance each ask.
+template <typename Index>
+class RepeatsRows {
+ public:
+  RepeatsRows(const Index* ids, int64_t n) : ids_(ids), n_(n) {}
+  bool operator()() const {
+    if (!known_) {
+      repeats_ = ids_repeat(ids_, n_);
+      known_ = true;
+    }
+    return repeats_;
+  }
+  int64_t ids() const { return n_; }
+
+ private:
+  const Index* ids_;
+  int64_t n_;
+  mutable bool known_ = false;
+  mutable bool repeats_ = false;
+};
 
 // The stamp of this thread's next numbering pass over its per-row scratch
 // entries (`entries`, the whole buffer's `size`; one counter for every
@@ -129,15 +162,15 @@ constexpr int kMaxDigitBits = 11;
 // rows out of order).
 constexpr int64_t kSortIds = int64_t{1} << 19;
 
-// How the rows of n ids into a table of `rows` rows are numbered: sorted
-// (the keys, row << pos_bits | position, fitting 64 bits, and at most 3
-// passes: a table of up to 2^33 rows) or looked up (passes == 0).
+// How the rows of a batch's ids into a table of `rows` rows are numbered:
+// sorted (the keys, row << pos_bits | position, fitting 64 bits, and at
+// most 3 passes: a table of up to 2^33 rows) or looked up (passes == 0).
 template <typename Index>
-RowSort row_sort(const Index* indices, int64_t n, int64_t rows) {
+RowSort row_sort(const RepeatsRows<Index>& repeats, int64_t rows) {
+  const int64_t n = repeats.ids();
   const RowNumbering how = sparse_row_numbering();
   if (how == RowNumbering::kLookUp || rows < 2 || n < 1) return {};
-  if (how == RowNumbering::kAuto && (n < kSortIds || 2 * n < rows || ids_repeat(indices, n)))
-    return {};
+  if (how == RowNumbering::kAuto && (n < kSortIds || 2 * n < rows || repeats())) return {};
   const int row_bits = std::bit_width(static_cast<uint64_t>(rows - 1));
   const int pos_bits = std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(n - 1))));
   const int passes = (row_bits + kMaxDigitBits - 1) / kMaxDigitBits;
@@ -157,7 +190,8 @@ struct RowPart {
   int64_t parts = 1;
   uint64_t* of_row = nullptr;  // null: the part numbers its rows in a hash index
   uint64_t stamp = 0;
-  RowSort sort;  // passes > 0: the part sorts its rows instead
+  RowSort sort;                               // passes > 0: the part sorts its rows instead
+  int64_t number_ahead = kPrefetchPositions;  // looked up: positions prefetched ahead
 };
 constexpr int kPartShift = 6;
 
@@ -169,20 +203,26 @@ constexpr int kPartShift = 6;
 // its rows are numbered in a hash index of the batch's rows instead.
 class RowEntries {
  public:
-  // `sort`: how the parts sort their rows; none are kept then.
-  RowEntries(int64_t rows, int64_t n, const RowSort& sort) : sort_(sort) {
+  // `sort`: how the parts sort their rows (none are kept then); else
+  // `number_ahead`: the positions ahead whose entries they prefetch.
+  RowEntries(int64_t rows, int64_t n, const RowSort& sort,
+             int64_t number_ahead = kPrefetchPositions)
+      : sort_(sort), number_ahead_(number_ahead) {
     if (sort.passes > 0 || rows > std::max<int64_t>(int64_t{1} << 22, 8 * n)) return;
     scratch_.emplace(static_cast<size_t>(rows));
     of_row_ = scratch_->data();
     stamp_ = uint64_t{next_stamp(of_row_, static_cast<int64_t>(scratch_->size()))} << 32;
   }
-  RowPart part(int64_t part, int64_t parts) const { return {part, parts, of_row_, stamp_, sort_}; }
+  RowPart part(int64_t part, int64_t parts) const {
+    return {part, parts, of_row_, stamp_, sort_, number_ahead_};
+  }
 
  private:
   std::optional<ThreadScratch<uint64_t, TableRowsTag>> scratch_;
   uint64_t* of_row_ = nullptr;
   uint64_t stamp_ = 0;
   RowSort sort_;
+  int64_t number_ahead_;
 };
 
 struct MineTag;  // a part's positions
@@ -203,10 +243,12 @@ constexpr int64_t kRowPartsNarrowBytes = 64;
 // of 16 floats 1.04-1.37x, but rows of 64 floats 0.84-1.15x: their
 // numbering is short next to their row updates.
 template <typename Index>
-bool split_rows_by_owner(const Index* indices, int64_t n, double bytes_per_row, int64_t row_bytes) {
+bool split_rows_by_owner(const RepeatsRows<Index>& repeats, double bytes_per_row,
+                         int64_t row_bytes) {
+  const int64_t n = repeats.ids();
   const auto work = static_cast<int64_t>(static_cast<double>(n) * bytes_per_row);
   return worth_splitting(work, parallel_thresholds().sparse_row_parts_bytes) &&
-         (n >= kRowPartsIds || row_bytes <= kRowPartsNarrowBytes || ids_repeat(indices, n));
+         (n >= kRowPartsIds || row_bytes <= kRowPartsNarrowBytes || repeats());
 }
 
 // Fills the scratches behind a SparseRows, in one of two ways:
@@ -356,10 +398,10 @@ class DistinctRows {
     int64_t count = 0;
     // distinct_of(r, next): row r's number, `next` if it has none;
     // prefetch(r): the entry it will look at.
+    const int64_t ahead = part.number_ahead;
     auto number = [&](auto&& distinct_of, auto&& prefetch) {
       for (int64_t k = 0; k < n; ++k) {
-        if (k + kPrefetchPositions < n)
-          prefetch(static_cast<int64_t>(indices[pos(k + kPrefetchPositions)]));
+        if (k + ahead < n) prefetch(static_cast<int64_t>(indices[pos(k + ahead)]));
         const int64_t j = pos(k);
         const int64_t r = static_cast<int64_t>(indices[j]);
         const int64_t d = distinct_of(r, count);
@@ -726,9 +768,12 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
       const int64_t row_bytes = w * static_cast<int64_t>(sizeof(T));
-      const int64_t parts =
-          split_rows_by_owner(indices, num_indices, bytes, row_bytes) ? pool_threads() : 1;
-      const RowEntries entries(rows, num_indices, row_sort(indices, num_indices, rows));
+      const RepeatsRows<Index> repeats(indices, num_indices);
+      const int64_t parts = split_rows_by_owner(repeats, bytes, row_bytes) ? pool_threads() : 1;
+      const RowEntries entries(rows, num_indices, row_sort(repeats, rows),
+                               num_indices >= kRepeatsCheckedFrom && repeats()
+                                   ? kPrefetchPositionsRepeating
+                                   : kPrefetchPositions);
       if (parts <= 1) {
         const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
         const SparseRows<C>& r = distinct.rows();
