@@ -192,8 +192,14 @@ struct RowPart {
   uint64_t stamp = 0;
   RowSort sort;                               // passes > 0: the part sorts its rows instead
   int64_t number_ahead = kPrefetchPositions;  // looked up: positions prefetched ahead
+
+  // Whether row r is this part's (always, for a single part).
+  bool owns(int64_t r) const;
 };
 constexpr int kPartShift = 6;
+inline bool RowPart::owns(int64_t r) const {
+  return parts == 1 || owner_of(r, kPartShift, parts) == part;
+}
 
 // The calling thread's per-row entries for one sparse update of n indices
 // into a table of `rows` rows, stamped for the call: an entry is this
@@ -234,8 +240,9 @@ constexpr int64_t kRowPartsIds = int64_t{1} << 20;
 // cost per byte).
 constexpr int64_t kRowPartsNarrowBytes = 64;
 
-// Whether a sparse update of n indices, `bytes_per_row` each (its variable
-// rows `row_bytes`), splits its rows by owner over the pool (RowPart), each
+// Whether a sparse update of the batch's ids (`repeats`: their count, and
+// whether they repeat rows), `bytes_per_row` each (its variable rows
+// `row_bytes`), splits its rows by owner over the pool (RowPart), each
 // part numbering and summing its own rows, instead of numbering and
 // summing them all on the calling thread before a split update. Measured on
 // the 2-vCPU VM (docs/performance.md): 1.07-1.37x faster when ids repeat
@@ -291,7 +298,7 @@ class DistinctRows {
     int64_t m = 0;
     for (int64_t j = 0; j < n; ++j) {  // branch-free: a position is always written
       mine[m] = j;
-      m += owner_of(static_cast<int64_t>(indices[j]), kPartShift, part.parts) == part.part;
+      m += part.owns(static_cast<int64_t>(indices[j]));
     }
     number_and_sum(
         indices, grad, w, m, [mine](int64_t k) { return mine[k]; }, part);
@@ -333,9 +340,7 @@ class DistinctRows {
     if (part.parts == 1) {
       take([](uint64_t) { return int64_t{1}; });
     } else {
-      take([&part](uint64_t r) {
-        return int64_t{owner_of(static_cast<int64_t>(r), kPartShift, part.parts) == part.part};
-      });
+      take([&part](uint64_t r) { return int64_t{part.owns(static_cast<int64_t>(r))}; });
     }
     for (int p = 0; p < sort.passes; ++p) {
       int64_t* const at = counts + p * buckets;
