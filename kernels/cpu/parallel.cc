@@ -93,6 +93,58 @@ bool worth_splitting(int64_t work, int64_t threshold) {
   return threshold <= (std::numeric_limits<int64_t>::max() >> k) && work >= (threshold << k);
 }
 
+SplitTrials::Choice SplitTrials::choose(uint64_t key) {
+  std::lock_guard lock(mu_);
+  Class& c = classes_[key];
+  if (c.decided) {
+    if (++c.calls < kRecheckCalls) return {c.split, false};
+    c = Class{};  // measure again
+  }
+  const int64_t call = c.calls++;
+  if (call == 0) return {false, false};  // pages faulted in, caches filled
+  // Alternate, then give the way short of samples the rest (calls timed
+  // at once may overshoot: harmless).
+  bool split = call % 2 == 1;
+  if (c.split_samples >= kSamples) split = false;
+  if (c.serial_samples >= kSamples) split = true;
+  return {split, true};
+}
+
+void SplitTrials::record(uint64_t key, bool split, double seconds) {
+  std::lock_guard lock(mu_);
+  Class& c = classes_[key];
+  if (c.decided) return;  // a call timed before the decision, finished after
+  (split ? counts_.split : counts_.serial) += 1;
+  if (split) {
+    c.split_samples += 1;
+    c.split_best = std::min(c.split_best, seconds);
+  } else {
+    c.serial_samples += 1;
+    c.serial_best = std::min(c.serial_best, seconds);
+  }
+  if (c.split_samples >= kSamples && c.serial_samples >= kSamples) {
+    c.decided = true;
+    c.split = c.split_best <= (1.0 - kMinGain) * c.serial_best;
+    c.calls = 0;
+  }
+}
+
+SplitTrials::Counts SplitTrials::counts() const {
+  std::lock_guard lock(mu_);
+  return counts_;
+}
+
+void SplitTrials::reset() {
+  std::lock_guard lock(mu_);
+  classes_.clear();
+  counts_ = {};
+}
+
+SplitTrials& scatter_split_trials() {
+  static SplitTrials trials;
+  return trials;
+}
+
 void run_shards(int64_t shards, void (*fn)(void*, int64_t), void* context) {
   if (shards <= 1) {
     if (shards == 1) fn(context, 0);

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 
 namespace varstate::kernels::cpu {
 
@@ -39,6 +42,10 @@ struct ParallelThresholds {
   // than kSplitTableCaches last-level caches, whose ids do not repeat rows
   // often, split from here instead (scatter_split_threshold in scatter.h).
   int64_t scatter_combining_bytes = int64_t{8} << 20;
+  // A scatter of this much work or more, below its threshold, splits or
+  // not as its class's earlier calls found pays on this machine
+  // (scatter_split_trials(), below).
+  int64_t scatter_trial_bytes = int64_t{8} << 20;
   int64_t gather_bytes = int64_t{8} << 20;
   int64_t dense_update_bytes = int64_t{8} << 20;
   int64_t random_elements = int64_t{128} << 10;
@@ -56,10 +63,10 @@ struct ParallelThresholds {
   // Every threshold `value`: 0 splits whatever the pool may split, the
   // int64 maximum nothing (tests and benchmarks forcing one path).
   static ParallelThresholds all(int64_t value) {
-    return {value, value, value, value, value, value, value, value};
+    return {value, value, value, value, value, value, value, value, value};
   }
 };
-static_assert(sizeof(ParallelThresholds) == 8 * sizeof(int64_t),
+static_assert(sizeof(ParallelThresholds) == 9 * sizeof(int64_t),
               "ParallelThresholds::all must set every threshold");
 
 // The thresholds in use. Tests and benchmarks may change them (to force
@@ -79,6 +86,63 @@ int pool_threads();
 // that pays.
 bool worth_splitting(int64_t work, int64_t threshold);
 inline constexpr int kMaxLateDoublings = 10;
+
+// Whether splitting a call over the pool pays on this machine, learned from
+// the calls themselves, for the calls a fixed threshold cannot settle.
+// Whether one thread already keeps the memory busy depends on the machine:
+// split scatters of 50-800 MB ran at 0.77-1.18x of one thread on a 2-vCPU
+// AMD EPYC VM, and at 1.3-1.7x on a 2-vCPU Intel Xeon VM
+// (docs/cpu-threading.md). Calls fall in classes, a key the caller makes of
+// what decides the outcome (the op, its sizes in powers of two). A class's
+// first call runs on one thread, untimed (it may fault pages in); the next
+// calls alternate one thread and the pool, timed, until each way has
+// kSamples; the class then keeps the way whose fastest call was faster, the
+// pool only when it saved at least kMinGain of the time (it also takes a
+// second core). After kRecheckCalls more calls the class measures again:
+// the machine's load may have changed. A call's results must not depend on
+// the way it runs (the split kernels are bitwise those of one thread);
+// only its time does. Thread-safe.
+class SplitTrials {
+ public:
+  static constexpr int kSamples = 3;
+  static constexpr double kMinGain = 0.1;
+  static constexpr int64_t kRecheckCalls = 1024;
+
+  struct Choice {
+    bool split = false;
+    bool timed = false;  // a trial: record() the call's time
+  };
+  Choice choose(uint64_t key);
+  // The wall time of a call choose() marked timed, and whether it did
+  // split (a split the pool's load refused counts as one thread).
+  void record(uint64_t key, bool split, double seconds);
+
+  // The timed calls recorded so far, each way (tests).
+  struct Counts {
+    int64_t serial = 0;
+    int64_t split = 0;
+  };
+  Counts counts() const;
+  // Forgets every class (tests).
+  void reset();
+
+ private:
+  struct Class {
+    int64_t calls = 0;  // since the trial (re)started, or since the decision
+    int serial_samples = 0;
+    int split_samples = 0;
+    double serial_best = std::numeric_limits<double>::infinity();
+    double split_best = std::numeric_limits<double>::infinity();
+    bool decided = false;
+    bool split = false;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Class> classes_;
+  Counts counts_;
+};
+
+// The trials of the CPU scatters (kernels/cpu/scatter.h).
+SplitTrials& scatter_split_trials();
 
 // The part (of `parts`) that owns row r when rows are split by owner:
 // blocks of 2^block_shift rows spread by a multiplicative hash, so that hot

@@ -70,20 +70,20 @@ template bool ids_repeat<int64_t>(const int64_t*, int64_t);
 
 template <typename Index>
 int64_t scatter_split_threshold(ScatterOp op, int64_t work_bytes, int64_t table_bytes,
-                                const Index* ids, int64_t n) {
+                                const RepeatsRows<Index>& repeats) {
   const ParallelThresholds& t = parallel_thresholds();
   if (op == ScatterOp::kUpdate || t.scatter_combining_bytes >= t.scatter_bytes ||
       work_bytes < t.scatter_combining_bytes ||
       table_bytes <= kSplitTableCaches * last_level_cache_bytes()) {
     return t.scatter_bytes;
   }
-  return ids_repeat(ids, n) ? t.scatter_bytes : t.scatter_combining_bytes;
+  return repeats() ? t.scatter_bytes : t.scatter_combining_bytes;
 }
 
-template int64_t scatter_split_threshold<int32_t>(ScatterOp, int64_t, int64_t, const int32_t*,
-                                                  int64_t);
-template int64_t scatter_split_threshold<int64_t>(ScatterOp, int64_t, int64_t, const int64_t*,
-                                                  int64_t);
+template int64_t scatter_split_threshold<int32_t>(ScatterOp, int64_t, int64_t,
+                                                  const RepeatsRows<int32_t>&);
+template int64_t scatter_split_threshold<int64_t>(ScatterOp, int64_t, int64_t,
+                                                  const RepeatsRows<int64_t>&);
 
 template <typename Index>
 int64_t validate_indices(const Index* indices, int64_t n, int64_t rows) {

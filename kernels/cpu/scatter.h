@@ -97,6 +97,30 @@ inline constexpr int64_t kRepeatSample = 1024;
 template <typename Index>
 bool ids_repeat(const Index* ids, int64_t n);
 
+// Whether a call's ids repeat rows (ids_repeat), sampled at most once a
+// call however many of its decisions ask: the scatter's streaming, split
+// and split trial, the sparse training ops' split by owner, numbering and
+// prefetch distance.
+template <typename Index>
+class RepeatsRows {
+ public:
+  RepeatsRows(const Index* ids, int64_t n) : ids_(ids), n_(n) {}
+  bool operator()() const {
+    if (!known_) {
+      repeats_ = ids_repeat(ids_, n_);
+      known_ = true;
+    }
+    return repeats_;
+  }
+  int64_t ids() const { return n_; }
+
+ private:
+  const Index* ids_;
+  int64_t n_;
+  mutable bool known_ = false;
+  mutable bool repeats_ = false;
+};
+
 // The work (bytes read and written) from which a scatter of `op` on
 // ids[0, n) into a table of `table_bytes` splits over the pool
 // (ParallelThresholds in parallel.h). A combining op (add, sub, mul, div,
@@ -116,7 +140,7 @@ bool ids_repeat(const Index* ids, int64_t n);
 inline constexpr int64_t kSplitTableCaches = 1;
 template <typename Index>
 int64_t scatter_split_threshold(ScatterOp op, int64_t work_bytes, int64_t table_bytes,
-                                const Index* ids, int64_t n);
+                                const RepeatsRows<Index>& repeats);
 
 // The position of the first index outside [0, rows), or -1 when all n are
 // in range (for callers that do not run the CPU scatter: gather, GPU tables

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <complex>
 #include <cstdint>
 #include <cstring>
@@ -552,19 +553,50 @@ auto with_op(ScatterOp op, Fn&& fn) {
   return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});  // not reached
 }
 
+// The class of a scatter in its split trial (SplitTrials): what decides
+// whether a split pays, sizes to the power of two.
+inline uint64_t split_trial_key(ScatterOp op, bool stream, bool repeats, int64_t work,
+                                int64_t table_bytes, int64_t row_bytes, int64_t elem_bytes) {
+  const auto log2 = [](int64_t v) {
+    return static_cast<uint64_t>(std::bit_width(static_cast<uint64_t>(v)));
+  };
+  return static_cast<uint64_t>(op) | uint64_t{stream} << 4 | uint64_t{repeats} << 5 |
+         log2(work) << 8 | log2(table_bytes) << 16 | log2(row_bytes) << 24 |
+         static_cast<uint64_t>(elem_bytes) << 32;
+}
+
 template <typename E, typename Rows, typename Index>
 int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
-                     const Index* indices, int64_t n, const E* updates, bool updates_scalar) {
+                     const Index* indices, int64_t n, const E* updates, bool updates_scalar,
+                     const RepeatsRows<Index>& repeats) {
   const int64_t work = n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)});
-  const ShardPlan plan = plan_shards(
-      work, row_width, sizeof(E), eigen_device().numThreads(),
-      scatter_split_threshold(op, work, rows * row_width * int64_t{sizeof(E)}, indices, n));
-  return with_op<E>(op, [&](auto kind) {
+  const int64_t table_bytes = rows * row_width * int64_t{sizeof(E)};
+  int64_t threshold = scatter_split_threshold(op, work, table_bytes, repeats);
+  // Below its threshold, from the trial size up, the call's class learns
+  // from its own calls whether a split pays on this machine.
+  SplitTrials::Choice trial;
+  uint64_t key = 0;
+  if (work < threshold && work >= parallel_thresholds().scatter_trial_bytes && pool_threads() > 1) {
+    key = split_trial_key(op, table.stream, repeats(), work, table_bytes,
+                          row_width * int64_t{sizeof(E)}, sizeof(E));
+    trial = scatter_split_trials().choose(key);
+    if (trial.split) threshold = work;
+  }
+  const ShardPlan plan =
+      plan_shards(work, row_width, sizeof(E), eigen_device().numThreads(), threshold);
+  const auto start =
+      trial.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const int64_t bad = with_op<E>(op, [&](auto kind) {
     constexpr ScatterOp kOp = decltype(kind)::value;
     return updates_scalar
                ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates)
                : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
   });
+  if (trial.timed) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    scatter_split_trials().record(key, plan.row_parts * plan.col_parts > 1, took.count());
+  }
+  return bad;
 }
 
 }  // namespace varstate::kernels::cpu::scatter_internal
@@ -579,14 +611,15 @@ int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const I
   using E = eigen_t<T>;
   (void)deterministic;
   if (num_indices == 0) return -1;
+  const RepeatsRows<Index> repeats(indices, num_indices);
   const TableRows<E> rows_of{
       reinterpret_cast<E*>(table), row_width, marks,
       scatter_streams_updates(op, updates_scalar, rows, row_width * int64_t{sizeof(E)}, num_indices,
                               line_aligned(table)) &&
-          !ids_repeat(indices, num_indices)};
+          !repeats()};
   if (row_width == 0) return mark_empty_rows(rows_of, indices, num_indices, rows);
   return scatter_rows(op, rows_of, rows, row_width, indices, num_indices,
-                      reinterpret_cast<const E*>(updates), updates_scalar);
+                      reinterpret_cast<const E*>(updates), updates_scalar, repeats);
 }
 
 template <typename T, typename Index>
@@ -599,6 +632,7 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
   const int64_t rows = part_begin[num_parts];
   if (num_indices == 0) return -1;
   const PartBlocks blocks(part_begin, num_parts);
+  const RepeatsRows<Index> repeats(indices, num_indices);
   const PartRows<E> table{
       reinterpret_cast<E* const*>(parts),
       part_begin,
@@ -610,10 +644,10 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
       scatter_streams_updates(
           op, updates_scalar, rows, row_width * int64_t{sizeof(E)}, num_indices,
           std::all_of(parts, parts + num_parts, [](const T* p) { return line_aligned(p); })) &&
-          !ids_repeat(indices, num_indices)};
+          !repeats()};
   if (row_width == 0) return mark_empty_rows(table, indices, num_indices, rows);
   return scatter_rows(op, table, rows, row_width, indices, num_indices,
-                      reinterpret_cast<const E*>(updates), updates_scalar);
+                      reinterpret_cast<const E*>(updates), updates_scalar, repeats);
 }
 
 }  // namespace varstate::kernels::cpu

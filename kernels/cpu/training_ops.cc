@@ -86,29 +86,6 @@ constexpr int64_t kPrefetchPositions = 16;
 constexpr int64_t kPrefetchPositionsRepeating = 32;
 constexpr int64_t kRepeatsCheckedFrom = int64_t{1} << 15;
 
-// Whether a batch's ids repeat rows (ids_repeat, a sample of the ids),
-// sampled at most once a call: the split by owner, the choice of
-// numbering and the numbering's prefetch distance each ask.
-template <typename Index>
-class RepeatsRows {
- public:
-  RepeatsRows(const Index* ids, int64_t n) : ids_(ids), n_(n) {}
-  bool operator()() const {
-    if (!known_) {
-      repeats_ = ids_repeat(ids_, n_);
-      known_ = true;
-    }
-    return repeats_;
-  }
-  int64_t ids() const { return n_; }
-
- private:
-  const Index* ids_;
-  int64_t n_;
-  mutable bool known_ = false;
-  mutable bool repeats_ = false;
-};
-
 // The stamp of this thread's next numbering pass over its per-row scratch
 // entries (`entries`, the whole buffer's `size`; one counter for every
 // instantiation, as they share the scratch): never 0, the stamp of a new

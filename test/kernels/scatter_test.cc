@@ -534,23 +534,66 @@ TEST_CASE("cpu scatter_split_threshold: combining ops on spread ids into large t
   for (const ScatterOp op : {ScatterOp::kAdd, ScatterOp::kSub, ScatterOp::kMul, ScatterOp::kDiv,
                              ScatterOp::kMin, ScatterOp::kMax}) {
     CAPTURE(static_cast<int>(op));
-    CHECK(cpu::scatter_split_threshold(op, big, large_table, spread.data(), n) ==
+    CHECK(cpu::scatter_split_threshold(op, big, large_table,
+                                       cpu::RepeatsRows<int64_t>(spread.data(), n)) ==
           t.scatter_combining_bytes);
-    CHECK(cpu::scatter_split_threshold(op, big, large_table, spread32.data(), n) ==
+    CHECK(cpu::scatter_split_threshold(op, big, large_table,
+                                       cpu::RepeatsRows<int32_t>(spread32.data(), n)) ==
           t.scatter_combining_bytes);
-    CHECK(cpu::scatter_split_threshold(op, big, large_table, zipf.data(), n) == t.scatter_bytes);
-    CHECK(cpu::scatter_split_threshold(op, small, large_table, spread.data(), n) ==
+    CHECK(cpu::scatter_split_threshold(
+              op, big, large_table, cpu::RepeatsRows<int64_t>(zipf.data(), n)) == t.scatter_bytes);
+    CHECK(cpu::scatter_split_threshold(op, small, large_table,
+                                       cpu::RepeatsRows<int64_t>(spread.data(), n)) ==
           t.scatter_bytes);
-    CHECK(cpu::scatter_split_threshold(op, big, cached_table, spread.data(), n) == t.scatter_bytes);
+    CHECK(cpu::scatter_split_threshold(op, big, cached_table,
+                                       cpu::RepeatsRows<int64_t>(spread.data(), n)) ==
+          t.scatter_bytes);
   }
-  CHECK(cpu::scatter_split_threshold(ScatterOp::kUpdate, big, large_table, spread.data(), n) ==
+  CHECK(cpu::scatter_split_threshold(ScatterOp::kUpdate, big, large_table,
+                                     cpu::RepeatsRows<int64_t>(spread.data(), n)) ==
         t.scatter_bytes);
   t.scatter_bytes = 0;  // a forced split stays forced
-  CHECK(cpu::scatter_split_threshold(ScatterOp::kAdd, big, large_table, spread.data(), n) == 0);
+  CHECK(cpu::scatter_split_threshold(ScatterOp::kAdd, big, large_table,
+                                     cpu::RepeatsRows<int64_t>(spread.data(), n)) == 0);
   t.scatter_bytes = t.scatter_combining_bytes = std::numeric_limits<int64_t>::max();
-  CHECK(cpu::scatter_split_threshold(ScatterOp::kAdd, big, large_table, spread.data(), n) ==
+  CHECK(cpu::scatter_split_threshold(ScatterOp::kAdd, big, large_table,
+                                     cpu::RepeatsRows<int64_t>(spread.data(), n)) ==
         std::numeric_limits<int64_t>::max());
   cpu::set_last_level_cache_bytes_for_testing(std::nullopt);
+  cpu::parallel_thresholds() = saved;
+}
+
+TEST_CASE("cpu scatter calls in a split trial write the reference bytes either way", "[scatter]") {
+  // Between the trial size and the split threshold, a class of calls
+  // alternates one thread and the pool, then keeps one (SplitTrials): every
+  // call must equal the reference loop, whichever way it ran.
+  const cpu::ParallelThresholds saved = cpu::parallel_thresholds();
+  cpu::ParallelThresholds& t = cpu::parallel_thresholds();
+  t.scatter_bytes = t.scatter_combining_bytes = std::numeric_limits<int64_t>::max();
+  t.scatter_trial_bytes = 0;
+  cpu::scatter_split_trials().reset();
+  constexpr int kCalls = 2 * cpu::SplitTrials::kSamples + 3;
+  uint64_t seed = kSeed + 91;
+  for (ScatterOp op : {ScatterOp::kUpdate, ScatterOp::kAdd}) {
+    for (bool duplicates : {false, true}) {
+      const int64_t rows = 5000, width = 16, n = 4000;
+      const std::vector<int64_t> indices = duplicates ? duplicate_indices<int64_t>(n, rows, seed)
+                                                      : unique_indices<int64_t>(n, rows, seed);
+      for (int call = 0; call < kCalls; ++call) {
+        CAPTURE(op_name(op), duplicates, call);
+        check_against_reference<float, int64_t>(op, rows, width, indices, false, seed + call);
+      }
+      ++seed;
+    }
+  }
+  // Each of the 4 classes timed 2 * kSamples calls and then decided; a
+  // split that a loaded pool refused counts as serial, and a class short
+  // of split calls times every call but the first.
+  const cpu::SplitTrials::Counts counts = cpu::scatter_split_trials().counts();
+  CHECK(counts.serial + counts.split >= 4 * 2 * cpu::SplitTrials::kSamples);
+  CHECK(counts.serial + counts.split <= 4 * (kCalls - 1));
+  CHECK(counts.serial >= 4 * cpu::SplitTrials::kSamples);
+  cpu::scatter_split_trials().reset();
   cpu::parallel_thresholds() = saved;
 }
 

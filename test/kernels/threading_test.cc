@@ -152,6 +152,130 @@ TEST_CASE("worth_splitting needs the threshold and a pool of several threads", "
   CHECK(cpu::worth_splitting(1000, 0) == (cpu::pool_threads() > 1));
 }
 
+namespace {
+
+// Runs a class of calls through `trials` until it has decided, each split
+// call taking `split_s` seconds and each serial one `serial_s`; returns the
+// ways of the timed calls, in order.
+std::vector<bool> run_trial(cpu::SplitTrials& trials, uint64_t key, double serial_s,
+                            double split_s) {
+  std::vector<bool> ways;
+  for (int call = 0; call < 100; ++call) {
+    const cpu::SplitTrials::Choice c = trials.choose(key);
+    if (!c.timed) {
+      if (!ways.empty()) break;  // decided
+      continue;                  // the untimed first call
+    }
+    ways.push_back(c.split);
+    trials.record(key, c.split, c.split ? split_s : serial_s);
+  }
+  return ways;
+}
+
+}  // namespace
+
+TEST_CASE("a split trial times both ways alternately, then keeps the faster", "[threads]") {
+  cpu::SplitTrials trials;
+  // The first call of a class runs on one thread, untimed.
+  const cpu::SplitTrials::Choice first = trials.choose(7);
+  CHECK_FALSE(first.split);
+  CHECK_FALSE(first.timed);
+  const std::vector<bool> ways = run_trial(trials, 7, /*serial_s=*/2.0, /*split_s=*/1.0);
+  CHECK(ways == std::vector<bool>{true, false, true, false, true, false});
+  const cpu::SplitTrials::Choice after = trials.choose(7);
+  CHECK(after.split);
+  CHECK_FALSE(after.timed);
+  CHECK(trials.counts().split == cpu::SplitTrials::kSamples);
+  CHECK(trials.counts().serial == cpu::SplitTrials::kSamples);
+
+  // Each class decides alone: here the pool is slower, there it saves less
+  // than kMinGain, and both stay on one thread.
+  (void)run_trial(trials, 8, 1.0, 2.0);
+  CHECK_FALSE(trials.choose(8).split);
+  (void)run_trial(trials, 9, 1.0, 1.0 - cpu::SplitTrials::kMinGain / 2);
+  CHECK_FALSE(trials.choose(9).split);
+  CHECK(trials.choose(7).split);
+
+  // The fastest call of each way counts: one slow split call (a page
+  // fault, a descheduled thread) does not hide a faster split.
+  cpu::SplitTrials outliers;
+  (void)outliers.choose(1);
+  int split_calls = 0;
+  while (true) {
+    const cpu::SplitTrials::Choice c = outliers.choose(1);
+    if (!c.timed) break;
+    outliers.record(1, c.split, c.split ? (split_calls++ == 0 ? 50.0 : 1.0) : 2.0);
+  }
+  CHECK(outliers.choose(1).split);
+}
+
+TEST_CASE("a split trial measures again after kRecheckCalls calls", "[threads]") {
+  cpu::SplitTrials trials;
+  (void)run_trial(trials, 3, /*serial_s=*/2.0, /*split_s=*/1.0);
+  // run_trial's last call was the first decided one: kRecheckCalls - 2
+  // more, then the untimed first call of the new trial; the call that ends
+  // the loop is its first timed one.
+  int64_t untimed = 0;
+  while (!trials.choose(3).timed) ++untimed;
+  CHECK(untimed == cpu::SplitTrials::kRecheckCalls - 1);
+  // The machine changed: one thread is now the faster way.
+  trials.record(3, true, 3.0);
+  (void)run_trial(trials, 3, /*serial_s=*/1.0, /*split_s=*/3.0);
+  CHECK_FALSE(trials.choose(3).split);
+}
+
+TEST_CASE("a split trial whose splits the pool refuses keeps asking for one", "[threads]") {
+  // A loaded pool (worth_splitting) turns the requested splits into serial
+  // calls, recorded as such: the class does not decide on serial samples
+  // alone, and asks for a split every call once it has them.
+  cpu::SplitTrials trials;
+  (void)trials.choose(5);
+  for (int call = 0; call < 20; ++call) {
+    const cpu::SplitTrials::Choice c = trials.choose(5);
+    REQUIRE(c.timed);
+    if (call >= 2 * cpu::SplitTrials::kSamples) CHECK(c.split);
+    trials.record(5, /*split=*/false, 1.0);
+  }
+  CHECK(trials.counts().split == 0);
+  CHECK(trials.counts().serial == 20);
+}
+
+TEST_CASE("split trials are safe to use from many threads at once", "[threads]") {
+  cpu::SplitTrials trials;
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 1000;
+  std::atomic<int64_t> recorded{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
+      for (int i = 0; i < kCalls; ++i) {
+        const uint64_t key = rng() % 5;
+        const cpu::SplitTrials::Choice c = trials.choose(key);
+        if (!c.timed) continue;
+        // Key 0's splits are faster, the others' slower.
+        trials.record(key, c.split, (c.split == (key == 0)) ? 1.0 : 2.0);
+        recorded.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const cpu::SplitTrials::Counts counts = trials.counts();
+  // Records that arrive after their class decided are dropped, so the
+  // counts may be fewer than the records, never more.
+  CHECK(counts.serial + counts.split <= recorded.load());
+  CHECK(counts.serial >= cpu::SplitTrials::kSamples);
+  CHECK(counts.split >= cpu::SplitTrials::kSamples);
+  // Each class has decided, and none has come to its next measurement yet
+  // (about 4 * 1000 / 5 calls each, under kRecheckCalls).
+  for (uint64_t key = 0; key < 5; ++key) {
+    CAPTURE(key);
+    const cpu::SplitTrials::Choice c = trials.choose(key);
+    CHECK_FALSE(c.timed);
+    CHECK(c.split == (key == 0));
+  }
+}
+
 TEST_CASE("CPU kernels give the same bytes on one thread and split over the pool", "[threads]") {
   // Sizes around and above the default thresholds, odd counts: generated,
   // not looped over, since Catch enters a section once per run of the test
