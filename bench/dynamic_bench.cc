@@ -38,6 +38,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -132,12 +133,16 @@ int first_growth(const std::string& out, const std::string& machine) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --first-growth is taken out before the common flags are parsed.
+  // --first-growth and --only are taken out before the common flags are
+  // parsed.
   bool growth_only = false;
+  std::string only;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--first-growth") == 0) {
       growth_only = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else {
       rest.push_back(argv[i]);
     }
@@ -157,6 +162,15 @@ int main(int argc, char** argv) {
   if (found->emulated()) {
     std::fprintf(stderr, "bench_dynamic: %s is emulated: its timings would be the CPU's\n",
                  device_name.c_str());
+    return 2;
+  }
+  constexpr std::string_view kOps[] = {"lookup", "gather_training", "scatter_add",
+                                       "sparse_adagrad"};
+  if (!only.empty() && std::find(std::begin(kOps), std::end(kOps), only) == std::end(kOps)) {
+    std::fprintf(stderr,
+                 "bench_dynamic: no call %s (--only takes lookup, gather_training, scatter_add or "
+                 "sparse_adagrad)\n",
+                 only.c_str());
     return 2;
   }
   Device& device = *found;
@@ -181,6 +195,23 @@ int main(int argc, char** argv) {
   const Tensor updates = Tensor::filled(DType::kFloat, {kBatch, kDim}, Tensor(0.001f), device);
   std::vector<Row> rows;
   double sink = 0;
+  // Writes --out and gives the exit status.
+  auto finish = [&] {
+    if (!out.empty()) {
+      std::ofstream f(out);
+      f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"device\": \"" << device_name
+        << "\", \"threads\": " << std::thread::hardware_concurrency()
+        << ", \"live_keys\": " << kKeys << ", \"batch\": " << kBatch << ", \"dim\": " << kDim
+        << ", \"reps\": " << reps << "},\n  \"results\": [\n";
+      for (size_t i = 0; i < rows.size(); ++i) {
+        f << "    {\"case\": \"" << rows[i].name << "\"";
+        for (const auto& [key, value] : rows[i].fields) f << ", \"" << key << "\": " << value;
+        f << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
+      }
+      f << "  ]\n}\n";
+    }
+    return sink == 0 ? 1 : 0;
+  };
 
   for (const bool zipf : {false, true}) {
     const std::vector<int64_t> pos =
@@ -219,6 +250,7 @@ int main(int argc, char** argv) {
          }},
     };
     for (const Op& op : ops) {
+      if (!only.empty() && only != op.name) continue;
       const std::vector<double> t =
           interleaved(device, reps, {op.dynamic, op.dense_ids, op.map_then_dense});
       const std::string name = std::string(op.name) + "_65536_" + dist;
@@ -235,6 +267,8 @@ int main(int argc, char** argv) {
                        {"dynamic_over_map_then_dense", t[2] / t[0]}}});
     }
   }
+
+  if (!only.empty()) return finish();
 
   // Memory per live row: the table with its two members (the variable and
   // Adagrad's accumulator), against (key + row) bytes of each.
@@ -387,18 +421,5 @@ int main(int argc, char** argv) {
                      {"fraction_of_limit", limit_s / s}}});
   }
 
-  if (!out.empty()) {
-    std::ofstream f(out);
-    f << "{\n  \"context\": {\"machine\": \"" << machine << "\", \"device\": \"" << device_name
-      << "\", \"threads\": " << std::thread::hardware_concurrency() << ", \"live_keys\": " << kKeys
-      << ", \"batch\": " << kBatch << ", \"dim\": " << kDim << ", \"reps\": " << reps
-      << "},\n  \"results\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      f << "    {\"case\": \"" << rows[i].name << "\"";
-      for (const auto& [key, value] : rows[i].fields) f << ", \"" << key << "\": " << value;
-      f << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
-    }
-    f << "  ]\n}\n";
-  }
-  return sink == 0 ? 1 : 0;
+  return finish();
 }
