@@ -43,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "timing.h"
 #include "varstate/varstate.h"
 
@@ -81,7 +82,12 @@ double seconds_on(Device& device, const std::function<void()>& fn) {
 std::vector<double> interleaved(Device& device, int reps,
                                 const std::vector<std::function<void()>>& sides) {
   std::vector<std::vector<double>> t(sides.size());
-  for (const auto& s : sides) seconds_on(device, s);  // warm-up
+  // Warm-up: the first touches, and the calls in which a CPU scatter
+  // learns whether a split pays here (kernels::cpu::SplitTrials): the
+  // steady state of a program calling the op again and again.
+  for (int warm = 0; warm < 1 + 2 * kernels::cpu::SplitTrials::kSamples; ++warm) {
+    for (const auto& s : sides) seconds_on(device, s);
+  }
   for (int r = 0; r < reps; ++r) {
     for (size_t i = 0; i < sides.size(); ++i) t[i].push_back(seconds_on(device, sides[i]));
   }
