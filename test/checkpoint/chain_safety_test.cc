@@ -295,7 +295,7 @@ TEST_CASE("compaction refuses an output that is a file of its own chain", "[comp
     CAPTURE(c.input, c.output);
     const std::string in = dir / c.input;
     // The same file through another spelling of its path too.
-    for (const std::string out : {dir / c.output, dir.path() + "/./" + c.output}) {
+    for (const std::string& out : {dir / c.output, dir.path() + "/./" + c.output}) {
       CHECK_THROWS_AS(compact_checkpoint(in, out), InvalidArgumentError);
       CHECK_THROWS_WITH(compact_checkpoint(in, out),
                         Catch::Contains("compacting checkpoint \"" + in + "\"") &&
