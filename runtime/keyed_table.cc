@@ -156,7 +156,9 @@ Tensor DeviceKeyedTable::initial_rows(int member, std::span<const int64_t> keys)
 }
 
 Tensor DeviceKeyedTable::slot_tensor(std::span<const int64_t> slots) const {
-  return Tensor::from_vector(std::vector<int64_t>(slots.begin(), slots.end())).on(device_);
+  Tensor out(DType::kInt64, {static_cast<int64_t>(slots.size())}, host());
+  if (!slots.empty()) std::memcpy(out.raw_data(), slots.data(), slots.size_bytes());
+  return out.on(device_);
 }
 
 bool DeviceKeyedTable::finds_on_device(int64_t n) const {
@@ -401,6 +403,27 @@ std::vector<int64_t> DeviceKeyedTable::find(std::span<const int64_t> keys) const
   kernels::cpu::for_ranges(n, 1024, n, kKeysPerSplit, [&](int64_t first, int64_t last) {
     find_range(keys.data() + first, last - first, slots.data() + first);
   });
+  return slots;
+}
+
+namespace {
+
+// The slots a find_present tensor holds, for the host's bookkeeping.
+std::span<const int64_t> host_slots_of(const Tensor& slots) {
+  return {slots.data<int64_t>(), static_cast<size_t>(slots.num_elements())};
+}
+
+}  // namespace
+
+std::optional<Tensor> DeviceKeyedTable::find_present(std::span<const int64_t> keys) const {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  Tensor slots(DType::kInt64, {n}, host());
+  int64_t* const s = slots.data<int64_t>();
+  constexpr int64_t kKeysPerSplit = 8192;  // as find()
+  kernels::cpu::for_ranges(n, 1024, n, kKeysPerSplit, [&](int64_t first, int64_t last) {
+    find_range(keys.data() + first, last - first, s + first);
+  });
+  if (std::find(s, s + n, HashIndex::kAbsent) != s + n) return std::nullopt;
   return slots;
 }
 
@@ -1017,9 +1040,8 @@ void DeviceKeyedTable::scatter(kernels::ScatterOp op, int member, std::span<cons
     }
     // (A key the device found absent: straight to the insert.)
     if (!absent) {
-      std::vector<int64_t> slots = find(keys);
-      if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
-        scatter_at(op, m, std::move(slots), updates, who);
+      if (std::optional<Tensor> slots = find_present(keys)) {
+        scatter_slots(op, m, slots->on(device_), host_slots_of(*slots), updates, who);
         return;
       }
     }
@@ -1182,17 +1204,33 @@ void DeviceKeyedTable::reset_member(int member) {
   m.version.fetch_add(1);
 }
 
-void DeviceKeyedTable::apply_rows(const std::vector<int>& members, std::vector<int64_t> slots,
-                                  const Tensor* on_device, bool all_rows, const RowsFn& fn) {
+std::vector<Tensor> DeviceKeyedTable::arenas_of(const std::vector<int>& members) const {
   std::vector<Tensor> arenas;
   for (int member : members) arenas.push_back(members_.at(static_cast<size_t>(member))->arena);
+  return arenas;
+}
+
+void DeviceKeyedTable::apply_rows(const std::vector<int>& members, std::vector<int64_t> slots,
+                                  bool all_rows, const RowsFn& fn) {
   std::vector<int64_t> kept;
-  const bool filtered = on_device == nullptr && kept_positions(slots, kept);
-  if (on_device != nullptr) {
-    fn(arenas, *on_device, nullptr);
-  } else if (!slots.empty() || all_rows) {
+  const bool filtered = kept_positions(slots, kept);
+  if (!slots.empty() || all_rows) {
+    std::vector<Tensor> arenas = arenas_of(members);
     fn(arenas, slot_tensor(slots), filtered ? &kept : nullptr);
   }
+  rows_updated(members, slots, all_rows);
+}
+
+void DeviceKeyedTable::apply_found(const std::vector<int>& members, const Tensor& slots,
+                                   std::span<const int64_t> host_slots, bool all_rows,
+                                   const RowsFn& fn) {
+  std::vector<Tensor> arenas = arenas_of(members);
+  fn(arenas, slots, nullptr);
+  rows_updated(members, host_slots, all_rows);
+}
+
+void DeviceKeyedTable::rows_updated(const std::vector<int>& members, std::span<const int64_t> slots,
+                                    bool all_rows) {
   touch(slots);
   clock_.fetch_add(1, std::memory_order_relaxed);
   if (all_rows && marking_) {
@@ -1213,20 +1251,19 @@ void DeviceKeyedTable::update_rows(const std::vector<int>& members, std::span<co
     bool absent = false;
     if (std::optional<Tensor> slots =
             present_on_device(keys, needs_host_slots() ? &host_slots : nullptr, &absent)) {
-      apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
+      apply_found(members, *slots, host_slots, all_rows, fn);
       return;
     }
     // (A key the device found absent: straight to the insert.)
     if (!absent) {
-      std::vector<int64_t> slots = find(keys);
-      if (std::find(slots.begin(), slots.end(), HashIndex::kAbsent) == slots.end()) {
-        apply_rows(members, std::move(slots), nullptr, all_rows, fn);
+      if (std::optional<Tensor> slots = find_present(keys)) {
+        apply_found(members, slots->on(device_), host_slots_of(*slots), all_rows, fn);
         return;
       }
     }
   }
   Exclusive lock(*this);
-  apply_rows(members, find_or_insert(keys, -1, /*admit_keys=*/true), nullptr, all_rows, fn);
+  apply_rows(members, find_or_insert(keys, -1, /*admit_keys=*/true), all_rows, fn);
 }
 
 bool DeviceKeyedTable::update_rows_device_keys(const std::vector<int>& members, const Tensor& keys,
@@ -1238,7 +1275,7 @@ bool DeviceKeyedTable::update_rows_device_keys(const std::vector<int>& members, 
     std::optional<Tensor> slots =
         present_on_device(keys, needs_host_slots() ? &host_slots : nullptr, &absent);
     if (slots) {
-      apply_rows(members, std::move(host_slots), &*slots, all_rows, fn);
+      apply_found(members, *slots, host_slots, all_rows, fn);
       return true;
     }
     if (!absent) return false;  // the device did not look: the caller's host path
@@ -1246,7 +1283,7 @@ bool DeviceKeyedTable::update_rows_device_keys(const std::vector<int>& members, 
   // A key the device found absent: inserted on the host (as scatter_device_keys).
   const std::vector<int64_t> host_keys = keys.to_vector<int64_t>();
   Exclusive lock(*this);
-  apply_rows(members, find_or_insert(host_keys, -1, /*admit_keys=*/true), nullptr, all_rows, fn);
+  apply_rows(members, find_or_insert(host_keys, -1, /*admit_keys=*/true), all_rows, fn);
   return true;
 }
 

@@ -395,6 +395,11 @@ class DeviceKeyedTable final : public KeyedTable {
   void find_range(const int64_t* keys, int64_t n, int64_t* slots) const;
   // Slots of `keys` (kAbsent when absent). Caller holds mu_.
   std::vector<int64_t> find(std::span<const int64_t> keys) const;
+  // The slots of `keys` when every one is present, found straight into an
+  // int64 tensor on the host (the indices a CPU table's kernels read, with
+  // no copy; a GPU table's copy them over); nullopt when one is absent.
+  // Caller holds mu_.
+  std::optional<Tensor> find_present(std::span<const int64_t> keys) const;
   // Slots of `keys`, absent ones inserted and initialized in every member
   // but `skip_init` (whose new rows the caller writes). With `admit`, the
   // policy decides which absent keys get rows (the others stay kAbsent)
@@ -487,11 +492,20 @@ class DeviceKeyedTable final : public KeyedTable {
   // admitted: their updates are dropped). Caller holds mu_.
   void scatter_at(kernels::ScatterOp op, Member& m, std::vector<int64_t> slots,
                   const Tensor& updates, const std::string& who);
-  // update_rows' work once the slots are known (host `slots`, filtered
-  // of absent keys here, or every key present at `on_device`, with `slots`
-  // empty unless needs_host_slots()). Caller holds mu_.
-  void apply_rows(const std::vector<int>& members, std::vector<int64_t> slots,
-                  const Tensor* on_device, bool all_rows, const RowsFn& fn);
+  // update_rows' work once the slots are known: host `slots`, filtered of
+  // absent keys here. Caller holds mu_.
+  void apply_rows(const std::vector<int>& members, std::vector<int64_t> slots, bool all_rows,
+                  const RowsFn& fn);
+  // The same for keys all present, at `slots` on the table's device
+  // (`host_slots` too when needs_host_slots()). Caller holds mu_.
+  void apply_found(const std::vector<int>& members, const Tensor& slots,
+                   std::span<const int64_t> host_slots, bool all_rows, const RowsFn& fn);
+  // The arenas of `members`, in that order.
+  std::vector<Tensor> arenas_of(const std::vector<int>& members) const;
+  // The bookkeeping after update_rows' kernel: update history, step,
+  // dirty marks, versions. Caller holds mu_.
+  void rows_updated(const std::vector<int>& members, std::span<const int64_t> host_slots,
+                    bool all_rows);
   // Whether a batch of n keys goes to the device index.
   bool finds_on_device(int64_t n) const;
   // The scatter of a batch whose keys are all present, at `slots` (on the
