@@ -28,7 +28,11 @@ namespace varstate::kernels::cpu {
 //                        (compare_threads.py, idle) splits of 50-800 MB
 //                        ran at 0.77-1.18x of one thread -> 1 GiB;
 //                        combining ops on spread ids into tables larger
-//                        than the cache: 8 MiB (scatter_split_threshold)
+//                        than the cache: 8 MiB (scatter_split_threshold);
+//                        between 8 MiB and those, each class of call
+//                        times both ways and keeps the faster
+//                        (SplitTrials): on an Intel Xeon VM the same
+//                        splits ran 1.2-1.7x faster than one thread
 //   gather               1-8 MB copied       -> 8 MiB  (1.5-1.7x above)
 //   dense update         6 MB touched        -> 8 MiB  (1.3-1.5x: bandwidth)
 //   random fills         33-98 Ki floats     -> 128 Ki (1.5-2.0x above)

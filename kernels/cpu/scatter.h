@@ -136,7 +136,10 @@ class RepeatsRows {
 // / 1.76x, 65,536 into [1M,16] and [1M,64] 1.04-1.33x. Forced splits lost
 // where the table is held in the cache ([100k,64], 25.6 MB: 0.68-0.81x),
 // on Zipf ids into [1M,64] (0.65-0.91x) and for the streamed
-// scatter_update (0.67x).
+// scatter_update (0.67x). On a 2-vCPU Intel Xeon VM all of those splits
+// paid (1.2-1.7x): below this threshold, a call of
+// ParallelThresholds::scatter_trial_bytes or more splits as its class's
+// timed calls found faster (SplitTrials, scatter_internal.h's scatter_rows).
 inline constexpr int64_t kSplitTableCaches = 1;
 template <typename Index>
 int64_t scatter_split_threshold(ScatterOp op, int64_t work_bytes, int64_t table_bytes,
