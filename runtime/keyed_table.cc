@@ -395,14 +395,18 @@ void DeviceKeyedTable::find_range(const int64_t* keys, int64_t n, int64_t* slots
   }
 }
 
-std::vector<int64_t> DeviceKeyedTable::find(std::span<const int64_t> keys) const {
+void DeviceKeyedTable::find_into(std::span<const int64_t> keys, int64_t* slots) const {
   const int64_t n = static_cast<int64_t>(keys.size());
-  std::vector<int64_t> slots(keys.size());
   // About one cache miss a key: large batches split over the pool.
   constexpr int64_t kKeysPerSplit = 8192;
   kernels::cpu::for_ranges(n, 1024, n, kKeysPerSplit, [&](int64_t first, int64_t last) {
-    find_range(keys.data() + first, last - first, slots.data() + first);
+    find_range(keys.data() + first, last - first, slots + first);
   });
+}
+
+std::vector<int64_t> DeviceKeyedTable::find(std::span<const int64_t> keys) const {
+  std::vector<int64_t> slots(keys.size());
+  find_into(keys, slots.data());
   return slots;
 }
 
@@ -419,10 +423,7 @@ std::optional<Tensor> DeviceKeyedTable::find_present(std::span<const int64_t> ke
   const int64_t n = static_cast<int64_t>(keys.size());
   Tensor slots(DType::kInt64, {n}, host());
   int64_t* const s = slots.data<int64_t>();
-  constexpr int64_t kKeysPerSplit = 8192;  // as find()
-  kernels::cpu::for_ranges(n, 1024, n, kKeysPerSplit, [&](int64_t first, int64_t last) {
-    find_range(keys.data() + first, last - first, s + first);
-  });
+  find_into(keys, s);
   if (std::find(s, s + n, HashIndex::kAbsent) != s + n) return std::nullopt;
   return slots;
 }
@@ -1224,8 +1225,10 @@ void DeviceKeyedTable::apply_rows(const std::vector<int>& members, std::vector<i
 void DeviceKeyedTable::apply_found(const std::vector<int>& members, const Tensor& slots,
                                    std::span<const int64_t> host_slots, bool all_rows,
                                    const RowsFn& fn) {
-  std::vector<Tensor> arenas = arenas_of(members);
-  fn(arenas, slots, nullptr);
+  if (slots.num_elements() > 0 || all_rows) {
+    std::vector<Tensor> arenas = arenas_of(members);
+    fn(arenas, slots, nullptr);
+  }
   rows_updated(members, host_slots, all_rows);
 }
 

@@ -393,6 +393,9 @@ class DeviceKeyedTable final : public KeyedTable {
   // slots[i] = the slot of keys[i], or kAbsent, for i in [0, n), entries
   // prefetched ahead. Caller holds mu_.
   void find_range(const int64_t* keys, int64_t n, int64_t* slots) const;
+  // slots[i] = the slot of keys[i], or kAbsent; large batches split over
+  // the pool. Caller holds mu_.
+  void find_into(std::span<const int64_t> keys, int64_t* slots) const;
   // Slots of `keys` (kAbsent when absent). Caller holds mu_.
   std::vector<int64_t> find(std::span<const int64_t> keys) const;
   // The slots of `keys` when every one is present, found straight into an
