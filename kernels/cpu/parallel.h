@@ -95,7 +95,7 @@ inline constexpr int kMaxLateDoublings = 10;
 // the calls themselves, for the calls a fixed threshold cannot settle.
 // Whether one thread already keeps the memory busy depends on the machine:
 // split scatters of 50-800 MB ran at 0.77-1.18x of one thread on a 2-vCPU
-// AMD EPYC VM, and at 1.3-1.7x on a 2-vCPU Intel Xeon VM
+// AMD EPYC VM, and at 1.2-1.7x on a 2-vCPU Intel Xeon VM
 // (docs/cpu-threading.md). Calls fall in classes, a key the caller makes of
 // what decides the outcome (the op, its sizes in powers of two). A class's
 // first call runs on one thread, untimed (it may fault pages in); the next
