@@ -28,7 +28,8 @@
 #      2-vCPU VM's where the CPU kernels' thresholds were set:
 #      bench_sparse_limit (every float32 case), the training ops' two
 #      numberings call by call at 262,144 to 1M uniform ids (the sort
-#      threshold), and bfloat16 up to 65,536 ids
+#      threshold), bfloat16 up to 65,536 ids, and scatter_add of 1M ids
+#      on one thread against the pool (the scatters' split trials)
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 deadline=$2
@@ -261,6 +262,19 @@ slot_h() {
       --out "$d/sparse-limit-bf16-h200-host.json" >"$d/limit-bf16.log" 2>&1
     note "H bench_sparse_limit bfloat16 --quick: rc $?"
   fi
+  # Whether one thread keeps this host's memory busy: the scatters of 1M
+  # ids on one thread, against the pool (whose split trials decide).
+  local threads
+  for threads in 1 default; do
+    [ "$(cap 40)" -gt 15 ] || { note "H scatters on $threads thread(s): no time left"; continue; }
+    (
+      [ "$threads" = default ] || export VARSTATE_CPU_THREADS=$threads
+      timeout "$(cap 40)" "$limit" --only scatter_add --ids 1048576 --reps 7 \
+        --machine h200-host --out "$d/scatter-add-1m-threads-$threads-h200-host.json" \
+        >"$d/scatter-add-1m-threads-$threads.log" 2>&1
+    )
+    note "H scatter_add 1M ids, threads $threads: rc $?"
+  done
   nproc >"$d/cpu.txt"; lscpu >>"$d/cpu.txt" 2>&1
   tar -C "$out" -cJf "$out/slotH-logs.tar.xz" slotH && rm -rf "$d"
 }
