@@ -576,14 +576,14 @@ int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_
   // from its own calls whether a split pays on this machine.
   SplitTrials::Choice trial;
   uint64_t key = 0;
-  if (work < threshold && work >= parallel_thresholds().scatter_trial_bytes && pool_threads() > 1) {
+  const int threads = pool_threads();
+  if (work < threshold && work >= parallel_thresholds().scatter_trial_bytes && threads > 1) {
     key = split_trial_key(op, table.stream, repeats(), work, table_bytes,
                           row_width * int64_t{sizeof(E)}, sizeof(E));
     trial = scatter_split_trials().choose(key);
     if (trial.split) threshold = work;
   }
-  const ShardPlan plan =
-      plan_shards(work, row_width, sizeof(E), eigen_device().numThreads(), threshold);
+  const ShardPlan plan = plan_shards(work, row_width, sizeof(E), threads, threshold);
   const auto start =
       trial.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const int64_t bad = with_op<E>(op, [&](auto kind) {
