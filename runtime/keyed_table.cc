@@ -437,6 +437,27 @@ void DeviceKeyedTable::reserve_rows(int64_t more) {
   grow_to(std::max({capacity_ + capacity_ / 2, needed, int64_t{64}}));
 }
 
+namespace {
+
+// A per-slot array of `capacity` entries, zero but for the `used` first
+// ones copied from `old` (null: all zero). The table is held exclusively,
+// so relaxed loads and stores suffice: a sequentially consistent store is
+// an exchange, which made copying 1M marks one at a time a tenth of a
+// growing insert's time.
+template <typename T>
+std::unique_ptr<std::atomic<T>[]> grown_copy(const std::unique_ptr<std::atomic<T>[]>& old,
+                                             int64_t used, int64_t capacity) {
+  auto grown = std::make_unique<std::atomic<T>[]>(static_cast<size_t>(capacity));
+  if (old) {
+    for (size_t s = 0; s < static_cast<size_t>(used); ++s) {
+      grown[s].store(old[s].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+  }
+  return grown;
+}
+
+}  // namespace
+
 void DeviceKeyedTable::grow_to(int64_t capacity) {
   // Every arena first, then the bookkeeping: a failed allocation leaves
   // the table as it was (an arena grown in place already holds the same
@@ -454,17 +475,10 @@ void DeviceKeyedTable::grow_to(int64_t capacity) {
     if (used > 0) copy_bytes(device_, grown.raw_data(), device_, m.arena.raw_data(), used);
     arenas[k] = std::move(grown);
   }
-  auto marks = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(capacity));
-  for (int64_t s = 0; s < capacity_; ++s) {
-    marks[static_cast<size_t>(s)].store(marks_ ? marks_[static_cast<size_t>(s)].load() : 0);
-  }
+  auto marks = grown_copy(marks_, capacity_, capacity);
   if (tracking_) {
-    auto last = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(capacity));
-    auto updates = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(capacity));
-    for (int64_t s = 0; s < capacity_; ++s) {
-      last[static_cast<size_t>(s)].store(last_step_[static_cast<size_t>(s)].load());
-      updates[static_cast<size_t>(s)].store(updates_[static_cast<size_t>(s)].load());
-    }
+    auto last = grown_copy(last_step_, capacity_, capacity);
+    auto updates = grown_copy(updates_, capacity_, capacity);
     last_step_ = std::move(last);
     updates_ = std::move(updates);
   }
@@ -756,6 +770,11 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     b.count = count;
   };
   per_shard(route);
+  // The shards' rebuilt key arrays, where their inserts need them: the
+  // allocations here (nothing is changed yet if one fails), the rebuilds on
+  // the shards' threads (step 3).
+  std::vector<kernels::cpu::HashIndex::Room> rooms(num_shards);
+  for (size_t s = 0; s < num_shards; ++s) rooms[s] = shards_[s].room_for_insert(batch[s].count);
   // 2. Each shard's candidate slots (freed ones first, then fresh ones); a
   //    shard hands them to its new keys in the order they first appear.
   for (ShardBatch& b : batch) {
@@ -770,7 +789,6 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     b.new_keys.reserve(c.size());
     b.new_slots.reserve(c.size());
   }
-  for (size_t s = 0; s < num_shards; ++s) shards_[s].prepare_insert(batch[s].count);
   // 3. Each shard inserts its keys, writes their slots into `slots` (at
   //    positions no other shard has) and lists its new keys with their
   //    slots: its used candidates are a prefix (fewer than its keys when a
@@ -779,6 +797,7 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
     ShardBatch& b = batch[static_cast<size_t>(s)];
     const int64_t m = b.count;
     if (m == 0) return;
+    shards_[static_cast<size_t>(s)].take(std::move(rooms[static_cast<size_t>(s)]));
     std::vector<int64_t>& got = b.got;
     const int64_t used =
         shards_[static_cast<size_t>(s)].insert(b.keys.get(), m, b.candidates.data(), got.data());
@@ -1172,7 +1191,9 @@ int64_t DeviceKeyedTable::erase(std::span<const int64_t> keys) {
 void DeviceKeyedTable::drop_keys() {
   if (marking_) {
     for_each_key([&](int64_t key, int64_t) { erased_.push_back(key); });
-    for (int64_t s = 0; s < capacity_; ++s) marks_[static_cast<size_t>(s)].store(0);
+    for (int64_t s = 0; s < capacity_; ++s) {
+      marks_[static_cast<size_t>(s)].store(0, std::memory_order_relaxed);
+    }
   }
   for (auto& shard : shards_) shard.clear();
   free_.clear();
@@ -1334,8 +1355,8 @@ void DeviceKeyedTable::set_update_history(const Tensor& keys, const Tensor& vers
   int64_t latest = clock_.load();
   for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i] == HashIndex::kAbsent) continue;
-    last_step_[static_cast<size_t>(slots[i])].store(v[i]);
-    updates_[static_cast<size_t>(slots[i])].store(c[i]);
+    last_step_[static_cast<size_t>(slots[i])].store(v[i], std::memory_order_relaxed);
+    updates_[static_cast<size_t>(slots[i])].store(c[i], std::memory_order_relaxed);
     latest = std::max(latest, v[i]);
   }
   clock_.store(latest);

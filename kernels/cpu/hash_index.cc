@@ -69,10 +69,9 @@ __attribute__((always_inline)) inline int64_t HashIndex::probe_insert(uint64_t k
   return slot;
 }
 
-void HashIndex::prepare_insert(int64_t n) {
-  if (used_ + n > rebuild_threshold()) {
-    rebuild(std::max(capacity(), capacity_for(array_keys() + n)));
-  }
+HashIndex::Room HashIndex::room_for_insert(int64_t n) const {
+  if (used_ + n <= rebuild_threshold()) return {};
+  return allocate(std::max(capacity(), capacity_for(array_keys() + n)));
 }
 
 int64_t HashIndex::insert(const int64_t* keys, int64_t n, const int64_t* free_slots,
@@ -147,11 +146,20 @@ void HashIndex::clear() {
   side_[0] = side_[1] = kAbsent;
 }
 
-void HashIndex::rebuild(int64_t capacity) {
-  std::vector<Entry, IndexAllocator<Entry>> old(static_cast<size_t>(capacity),
-                                                Entry{kEmpty, kAbsent});
+HashIndex::Room HashIndex::allocate(int64_t capacity) {
+  Room room;
+  room.entries.reserve(static_cast<size_t>(capacity));
+  room.capacity = capacity;
+  return room;
+}
+
+void HashIndex::take(Room room) noexcept {
+  if (room.capacity == 0) return;
+  // Within the reserved capacity: no allocation.
+  room.entries.assign(static_cast<size_t>(room.capacity), Entry{kEmpty, kAbsent});
+  Entries old = std::move(room.entries);
   old.swap(entries_);
-  mask_ = static_cast<uint64_t>(capacity) - 1;
+  mask_ = static_cast<uint64_t>(room.capacity) - 1;
   used_ = 0;
   for (const Entry& e : old) {
     if (e.key == kEmpty || e.key == kTombstone) continue;

@@ -66,8 +66,18 @@ struct IndexAllocator {
 };
 
 class HashIndex {
+  using Entry = KeyEntry;
+  using Entries = std::vector<Entry, IndexAllocator<Entry>>;
+
  public:
   static constexpr int64_t kAbsent = kAbsentSlot;
+
+  // The array a rebuild moves the live entries into: allocated, not yet
+  // filled. An empty Room (capacity 0) asks for no rebuild.
+  struct Room {
+    Entries entries;  // reserved for `capacity` entries
+    int64_t capacity = 0;
+  };
 
   // An index with room for `expected_keys` without a rebuild.
   explicit HashIndex(int64_t expected_keys = 0);
@@ -108,7 +118,14 @@ class HashIndex {
   int64_t insert(const int64_t* keys, int64_t n, const int64_t* free_slots, int64_t* slots);
   // Rebuilds now if the batch insert of `n` keys would (so that the insert
   // allocates nothing).
-  void prepare_insert(int64_t n);
+  void prepare_insert(int64_t n) { take(room_for_insert(n)); }
+  // prepare_insert in two steps, for a caller that rebuilds several
+  // indexes at once, each on a thread of its own, where nothing may throw:
+  // the room the batch insert of `n` keys needs (the allocation, which may
+  // throw; an empty Room when the array has room), then the rebuild into
+  // it, which allocates nothing. The index must not change in between.
+  Room room_for_insert(int64_t n) const;
+  void take(Room room) noexcept;
   // Starts loading the entry a lookup of `key` reads first (a caller
   // probing keys one at a time, ahead of the probe).
   void prefetch(int64_t key) const { prefetch_hashed(key_hash(static_cast<uint64_t>(key))); }
@@ -139,19 +156,19 @@ class HashIndex {
   static constexpr uint64_t kEmpty = kEmptyKey;
   static constexpr uint64_t kTombstone = kTombstoneKey;
   static constexpr uint64_t kSentinels[2] = {kEmpty, kTombstone};
-  using Entry = KeyEntry;
 
   // The side entry of a sentinel key (0 or 1), or -1 for any other key.
   static int side_of(uint64_t key) { return sentinel_of(key); }
   uint64_t home(uint64_t key) const { return key_hash(key) & mask_; }
   // Live keys in the array (the side entries' aside).
   int64_t array_keys() const { return size_ - (side_[0] != kAbsent) - (side_[1] != kAbsent); }
-  void rebuild(int64_t capacity);
+  void rebuild(int64_t capacity) { take(allocate(capacity)); }
+  static Room allocate(int64_t capacity);
   // insert(key, slot) for a key of the array, probing from `home`, with
   // room for it (no rebuild check).
   int64_t probe_insert(uint64_t key, uint64_t home, int64_t slot);
 
-  std::vector<Entry, IndexAllocator<Entry>> entries_;
+  Entries entries_;
   uint64_t mask_ = 0;
   int64_t size_ = 0;  // live keys, side entries included
   int64_t used_ = 0;  // live entries plus tombstones in the array

@@ -181,6 +181,69 @@ TEST_CASE("hash index: a batch insert equals one insert per key", "[hash_index]"
   check_same(batched, ref);
 }
 
+TEST_CASE("hash index: a room allocated ahead and taken on another thread rebuilds in place",
+          "[hash_index]") {
+  // Several indexes, each with tombstones and the sentinel keys: the rooms
+  // for their next batches allocated here, taken on a thread each, then
+  // the batches inserted. Nothing is rebuilt by the inserts themselves, and
+  // every mapping survives.
+  constexpr int kIndexes = 4;
+  std::vector<HashIndex> indexes(kIndexes);
+  std::vector<std::unordered_map<int64_t, int64_t>> refs(kIndexes);
+  std::mt19937_64 gen(21);
+  int64_t next_slot = 0;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<std::vector<int64_t>> batches(kIndexes);
+    std::vector<HashIndex::Room> rooms(kIndexes);
+    for (int x = 0; x < kIndexes; ++x) {
+      HashIndex& index = indexes[static_cast<size_t>(x)];
+      auto& ref = refs[static_cast<size_t>(x)];
+      // Erase a third of the keys (tombstones), then a batch twice as large
+      // as the live keys, some of them repeated, some already present.
+      std::vector<int64_t> erase;
+      for (const auto& [key, slot] : ref)
+        if (gen() % 3 == 0) erase.push_back(key);
+      for (int64_t key : erase) {
+        REQUIRE(index.erase(key) == ref.at(key));
+        ref.erase(key);
+      }
+      std::vector<int64_t>& batch = batches[static_cast<size_t>(x)];
+      const int64_t n = 2 * std::ssize(ref) + 1000;
+      for (int64_t i = 0; i < n; ++i) batch.push_back(static_cast<int64_t>(gen() % 1000000));
+      if (!ref.empty()) batch.push_back(ref.begin()->first);
+      batch.push_back(kMin);
+      batch.push_back(kMin + 1);
+      rooms[static_cast<size_t>(x)] = index.room_for_insert(std::ssize(batch));
+      CHECK(rooms[static_cast<size_t>(x)].capacity >= index.capacity());
+      check_same(index, ref);  // allocating the room changed nothing
+    }
+    std::vector<std::thread> threads;
+    for (int x = 0; x < kIndexes; ++x) {
+      threads.emplace_back([&, x] {
+        indexes[static_cast<size_t>(x)].take(std::move(rooms[static_cast<size_t>(x)]));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int x = 0; x < kIndexes; ++x) {
+      HashIndex& index = indexes[static_cast<size_t>(x)];
+      auto& ref = refs[static_cast<size_t>(x)];
+      check_same(index, ref);  // the rebuild kept every mapping
+      const std::vector<int64_t>& batch = batches[static_cast<size_t>(x)];
+      const int64_t capacity = index.capacity();
+      // Room for every key being new: the insert itself does not rebuild.
+      CHECK(index.room_for_insert(std::ssize(batch)).capacity == 0);
+      std::vector<int64_t> free_slots(batch.size());
+      for (int64_t& s : free_slots) s = next_slot++;
+      std::vector<int64_t> got(batch.size());
+      index.insert(batch.data(), std::ssize(batch), free_slots.data(), got.data());
+      CHECK(index.capacity() == capacity);
+      for (size_t i = 0; i < batch.size(); ++i) ref.emplace(batch[i], got[i]);
+      for (size_t i = 0; i < batch.size(); ++i) REQUIRE(ref.at(batch[i]) == got[i]);
+      check_same(index, ref);
+    }
+  }
+}
+
 TEST_CASE("hash index: erase and reinsert cycles reuse entries", "[hash_index]") {
   // Keys inserted and erased in turn: tombstones and emptied runs must not
   // make the array grow while the live count stays small.
