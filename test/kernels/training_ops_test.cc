@@ -5,6 +5,8 @@
 // VARSTATE_CPU_THREADS=3 (tests.cmake): the results must not change.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/training_ops.h"
 #include "training_test_util.h"
@@ -142,6 +144,51 @@ TEST_CASE("training ops: float16 and bfloat16 kernels equal the reference loop",
           "[training][threads]") {
   all_cases<half>();
   all_cases<bfloat16>();
+}
+
+TEST_CASE(
+    "training ops: bfloat16 dense updates, a word of two elements at a time, round as one "
+    "at a time",
+    "[training][threads]") {
+  // Every 16-bit pattern is a bfloat16 value: random bits cover NaNs,
+  // infinities, zeros of both signs, subnormals and ties of the rounding.
+  // The accumulators stay positive and finite (square roots). The arrays
+  // start at element 0 (4-byte aligned: pairs of elements as 32-bit words)
+  // and at element 1 (2-byte aligned: one element at a time); odd and even
+  // lengths, and one large enough to split over the pool (odd range ends).
+  std::mt19937_64 gen(kSeed);
+  auto random_bits = [&](std::vector<bfloat16>& v) {
+    for (auto& x : v) x = bfloat16::from_bits(static_cast<uint16_t>(gen()));
+  };
+  for (TrainingOp op : all_training_ops()) {
+    if (op == TrainingOp::kLazyAdam || op == TrainingOp::kRowwiseAdagrad) continue;
+    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{37}, int64_t{64}, int64_t{70001}}) {
+      for (const int64_t offset : {0, 1}) {
+        CAPTURE(static_cast<int>(op), n, offset);
+        const int64_t total = n + offset;
+        TrainingData<bfloat16> start = training_data<bfloat16>(total, total, total, kSeed + n);
+        random_bits(start.var);
+        random_bits(start.grad);
+        random_bits(start.s1);
+        for (int64_t i = 0; i < total; i += 7) start.s0[static_cast<size_t>(i)] = bfloat16(0.0f);
+        TrainingData<bfloat16> got = start, want = start;
+        const auto h = test_hyper(false, -0.5, 0.0);
+        auto at = [&](std::vector<bfloat16>& v) { return v.data() + offset; };
+        cpu::apply_dense<bfloat16>(op, h, {at(got.var), at(got.s0), at(got.s1), at(got.s2)},
+                                   at(got.grad), n, n);
+        reference_apply<bfloat16, int64_t>(op, h, want, 1, total, nullptr);
+        // The reference updated every element; the kernel the last n.
+        for (auto* v : {&want.var, &want.s0, &want.s1, &want.s2}) {
+          const std::vector<bfloat16>* from = v == &want.var  ? &start.var
+                                              : v == &want.s0 ? &start.s0
+                                              : v == &want.s1 ? &start.s1
+                                                              : &start.s2;
+          std::copy(from->begin(), from->begin() + offset, v->begin());
+        }
+        check_same(got, want);
+      }
+    }
+  }
 }
 
 TEST_CASE("training ops: a large dense Adam is split across threads identically",
