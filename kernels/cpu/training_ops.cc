@@ -532,8 +532,7 @@ TrainingSlots<T> row_slots(const TrainingSlots<T>& s, int64_t row, int64_t w) {
 // loops' time as their arithmetic. Each element gets the same widening,
 // formula and rounding (rng::bfloat16_bits: to nearest even, a NaN
 // quieted) as in element_loop, so the results are bitwise the same.
-// Words [begin, end) of arrays whose every pointer is 4-byte aligned,
-// read through a type that may alias the bfloat16 elements.
+// The words are read through a type that may alias the elements.
 using Bf16Word = uint32_t __attribute__((may_alias));
 inline float bf16_low(uint32_t w) { return std::bit_cast<float>(w << 16); }
 inline float bf16_high(uint32_t w) { return std::bit_cast<float>(w & 0xffff0000u); }
@@ -547,20 +546,31 @@ inline uint32_t bf16_pair(float low, float high) {
   return (bf16_rounded(low) >> 16) | (bf16_rounded(high) & 0xffff0000u);
 }
 
-template <TrainingOp Op>
+// Words [begin, end) of the variable and slots; the gradient as words of
+// bfloat16 pairs (G = Bf16Word: the dense ops) or as floats, two a word
+// (G = float: a sparse row's sums).
+template <TrainingOp Op, bool Sparse, typename G>
 inline void bf16_pair_loop(const TrainingParams<float>& p, Bf16Word* __restrict var,
                            Bf16Word* __restrict s0, Bf16Word* __restrict s1,
-                           Bf16Word* __restrict s2, const Bf16Word* __restrict grad, int64_t begin,
+                           Bf16Word* __restrict s2, const G* __restrict grad, int64_t begin,
                            int64_t end) {
   constexpr int kSlots = training_slot_count(Op);
   for (int64_t i = begin; i < end; ++i) {
-    const uint32_t wv = var[i], wg = grad[i];
+    float g_lo, g_hi;
+    if constexpr (std::is_same_v<G, float>) {
+      g_lo = grad[2 * i];
+      g_hi = grad[2 * i + 1];
+    } else {
+      g_lo = bf16_low(grad[i]);
+      g_hi = bf16_high(grad[i]);
+    }
+    const uint32_t wv = var[i];
     const uint32_t w0 = kSlots > 0 ? s0[i] : 0, w1 = kSlots > 1 ? s1[i] : 0,
                    w2 = kSlots > 2 ? s2[i] : 0;
     float v_lo = bf16_low(wv), a_lo = bf16_low(w0), b_lo = bf16_low(w1), c_lo = bf16_low(w2);
     float v_hi = bf16_high(wv), a_hi = bf16_high(w0), b_hi = bf16_high(w1), c_hi = bf16_high(w2);
-    apply_element<Op, false>(p, bf16_low(wg), v_lo, a_lo, b_lo, c_lo);
-    apply_element<Op, false>(p, bf16_high(wg), v_hi, a_hi, b_hi, c_hi);
+    apply_element<Op, Sparse>(p, g_lo, v_lo, a_lo, b_lo, c_lo);
+    apply_element<Op, Sparse>(p, g_hi, v_hi, a_hi, b_hi, c_hi);
     var[i] = bf16_pair(v_lo, v_hi);
     if constexpr (kSlots > 0) s0[i] = bf16_pair(a_lo, a_hi);
     if constexpr (kSlots > 1) s1[i] = bf16_pair(b_lo, b_hi);
@@ -568,30 +578,42 @@ inline void bf16_pair_loop(const TrainingParams<float>& p, Bf16Word* __restrict 
   }
 }
 
+// element_loop over elements [begin, end) of the variable and the slots
+// (base pointers), and for bfloat16 arrays that are 4-byte aligned the
+// pair loop over the words between an odd first and last element.
+template <TrainingOp Op, bool Sparse, typename T, typename C, typename G>
+inline void elements(const TrainingParams<C>& p, const TrainingSlots<T>& slots,
+                     const G* __restrict grad, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
+    constexpr int kSlots = training_slot_count(Op);
+    const auto words = [](const void* at) { return reinterpret_cast<uintptr_t>(at) % 4 == 0; };
+    if (words(slots.var) && words(grad) && (kSlots < 1 || words(slots.s0)) &&
+        (kSlots < 2 || words(slots.s1)) && (kSlots < 3 || words(slots.s2))) {
+      const int64_t first = std::min(end, begin + (begin & 1));
+      const int64_t last = std::max(first, end - (end & 1));
+      element_loop<Op, Sparse, T, C>(p, slots.var, slots.s0, slots.s1, slots.s2, grad, begin,
+                                     first);
+      const auto w = [](T* at) { return reinterpret_cast<Bf16Word*>(at); };
+      if constexpr (std::is_same_v<G, float>) {
+        bf16_pair_loop<Op, Sparse>(p, w(slots.var), w(slots.s0), w(slots.s1), w(slots.s2), grad,
+                                   first / 2, last / 2);
+      } else {
+        bf16_pair_loop<Op, Sparse>(p, w(slots.var), w(slots.s0), w(slots.s1), w(slots.s2),
+                                   reinterpret_cast<const Bf16Word*>(grad), first / 2, last / 2);
+      }
+      element_loop<Op, Sparse, T, C>(p, slots.var, slots.s0, slots.s1, slots.s2, grad, last, end);
+      return;
+    }
+  }
+  element_loop<Op, Sparse, T, C>(p, slots.var, slots.s0, slots.s1, slots.s2, grad, begin, end);
+}
+
 // The dense update of elements [begin, end).
 template <TrainingOp Op, bool A, bool B, typename T, typename C>
 struct DenseElements {
   static void run(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
                   int64_t begin, int64_t end) {
-    const TrainingParams<C> q = with_flags<Op, A, B>(p);
-    if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
-      constexpr int kSlots = training_slot_count(Op);
-      const auto words = [](const void* at) { return reinterpret_cast<uintptr_t>(at) % 4 == 0; };
-      if (words(slots.var) && words(grad) && (kSlots < 1 || words(slots.s0)) &&
-          (kSlots < 2 || words(slots.s1)) && (kSlots < 3 || words(slots.s2))) {
-        // An odd first or last element on its own; the pairs between.
-        const int64_t first = begin + (begin & 1), last = std::max(first, end - (end & 1));
-        element_loop<Op, false, T, C>(q, slots.var, slots.s0, slots.s1, slots.s2, grad, begin,
-                                      std::min(first, end));
-        const auto w = [](T* at) { return reinterpret_cast<Bf16Word*>(at); };
-        bf16_pair_loop<Op>(q, w(slots.var), w(slots.s0), w(slots.s1), w(slots.s2),
-                           reinterpret_cast<const Bf16Word*>(grad), first / 2, last / 2);
-        element_loop<Op, false, T, C>(q, slots.var, slots.s0, slots.s1, slots.s2, grad, last,
-                                      std::max(last, end));
-        return;
-      }
-    }
-    element_loop<Op, false, T, C>(q, slots.var, slots.s0, slots.s1, slots.s2, grad, begin, end);
+    elements<Op, false, T, C>(with_flags<Op, A, B>(p), slots, grad, begin, end);
   }
 };
 
@@ -601,7 +623,14 @@ template <typename T, typename C>
 inline const C* gradient_of(const SparseRows<C>& r, const T* grad, int64_t s, C* __restrict buf) {
   if (r.sum[s] >= 0) return r.sums + r.sum[s] * r.width;
   const T* __restrict src = grad + r.first[s] * r.width;
-  for (int64_t c = 0; c < r.width; ++c) buf[c] = round_through<T>(C(0) + load_as<C>(src[c]));
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
+    // 0 + a bfloat16 value is a bfloat16 value (-0 becomes +0; a NaN is
+    // quieted by the addition), so the rounding back to T that the other
+    // types need changes nothing here: skipped.
+    for (int64_t c = 0; c < r.width; ++c) buf[c] = C(0) + load_as<C>(src[c]);
+  } else {
+    for (int64_t c = 0; c < r.width; ++c) buf[c] = round_through<T>(C(0) + load_as<C>(src[c]));
+  }
   if (r.second[s] >= 0) {
     const T* __restrict next = grad + r.second[s] * r.width;
     for (int64_t c = 0; c < r.width; ++c) buf[c] = round_through<T>(buf[c] + load_as<C>(next[c]));
@@ -660,8 +689,7 @@ struct SparseUpdate {
         // A sum over the row first, in column order (not vectorized).
         rowwise_adagrad_row(q, slots, r.row[s], r.width, [g](int64_t c) { return g[c]; });
       } else {
-        const TrainingSlots<T> at = row_slots<Op>(slots, r.row[s], r.width);
-        element_loop<Op, true, T, C>(q, at.var, at.s0, at.s1, at.s2, g, 0, r.width);
+        elements<Op, true, T, C>(q, row_slots<Op>(slots, r.row[s], r.width), g, 0, r.width);
       }
     }
   }
@@ -691,7 +719,7 @@ struct AdamRows {
         continue;
       }
       const C* g = gradient_of(r, grad, s, buf);
-      element_loop<Op, true, T, C>(q, at.var, at.s0, at.s1, at.s2, g, 0, r.width);
+      elements<Op, true, T, C>(q, at, g, 0, r.width);
     }
   }
 };

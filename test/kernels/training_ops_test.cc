@@ -157,8 +157,11 @@ TEST_CASE(
   // and at element 1 (2-byte aligned: one element at a time); odd and even
   // lengths, and one large enough to split over the pool (odd range ends).
   std::mt19937_64 gen(kSeed);
+  // Zeros of both signs every few elements besides (a product with -0, or
+  // a sum from zero, decides the sign of a zero result).
   auto random_bits = [&](std::vector<bfloat16>& v) {
     for (auto& x : v) x = bfloat16::from_bits(static_cast<uint16_t>(gen()));
+    for (size_t i = 0; i < v.size(); i += 5) v[i] = bfloat16::from_bits(i % 2 ? 0x8000 : 0);
   };
   for (TrainingOp op : all_training_ops()) {
     if (op == TrainingOp::kLazyAdam || op == TrainingOp::kRowwiseAdagrad) continue;
@@ -187,6 +190,27 @@ TEST_CASE(
         }
         check_same(got, want);
       }
+    }
+    // The sparse updates of bfloat16 rows: pairs of elements in rows of
+    // even width, the odd ones element by element; a gradient row of its
+    // own (summed from zero) or summed with its repeats.
+    if (op == TrainingOp::kGradientDescent) continue;
+    for (const int64_t width : {int64_t{3}, int64_t{16}, int64_t{64}}) {
+      CAPTURE(static_cast<int>(op), width);
+      const int64_t rows = 1001;
+      const std::vector<int64_t> indices = duplicate_indices<int64_t>(700, rows, kSeed);
+      const auto n = static_cast<int64_t>(indices.size());
+      TrainingData<bfloat16> start =
+          training_data<bfloat16>(rows * width, rows, n * width, kSeed + width);
+      random_bits(start.var);
+      random_bits(start.grad);
+      random_bits(start.s1);
+      TrainingData<bfloat16> got = start, want = start;
+      const auto h = test_hyper(false, -0.5, 0.0);
+      cpu::apply_sparse<bfloat16, int64_t>(op, h, got.slots(), rows, width, indices.data(), n,
+                                           got.grad.data(), /*deterministic=*/false);
+      reference_apply<bfloat16, int64_t>(op, h, want, rows, width, &indices);
+      check_same(got, want);
     }
   }
 }
