@@ -534,6 +534,8 @@ TrainingSlots<T> row_slots(const TrainingSlots<T>& s, int64_t row, int64_t w) {
 // quieted) as in element_loop, so the results are bitwise the same.
 // The words are read through a type that may alias the elements.
 using Bf16Word = uint32_t __attribute__((may_alias));
+static_assert(std::endian::native == std::endian::little,
+              "the pair loop takes an array's even elements from the words' low halves");
 inline float bf16_low(uint32_t w) { return std::bit_cast<float>(w << 16); }
 inline float bf16_high(uint32_t w) { return std::bit_cast<float>(w & 0xffff0000u); }
 // x rounded to bfloat16 in the high half of the word.
