@@ -771,8 +771,8 @@ std::vector<int64_t> DeviceKeyedTable::find_or_insert(std::span<const int64_t> k
   };
   per_shard(route);
   // The shards' rebuilt key arrays, where their inserts need them: the
-  // allocations here (nothing is changed yet if one fails), the rebuilds on
-  // the shards' threads (step 3).
+  // allocations here (no key or row has changed yet if one fails), the
+  // rebuilds on the shards' threads (step 3).
   std::vector<kernels::cpu::HashIndex::Room> rooms(num_shards);
   for (size_t s = 0; s < num_shards; ++s) rooms[s] = shards_[s].room_for_insert(batch[s].count);
   // 2. Each shard's candidate slots (freed ones first, then fresh ones); a
