@@ -30,6 +30,9 @@ namespace varstate::kernels {
 //   kCenteredRMSProp   s0 = ms, s1 = mom, s2 = mg
 //   kFtrl              s0 = accum, s1 = linear
 //   kRowwiseAdagrad    s0 = accum, one element per row (not TensorFlow's)
+//   kAdadelta          s0 = accum, s1 = accum_update
+//   kProximalGradientDescent  -
+//   kProximalAdagrad   s0 = accum
 // kLazyAdam and kRowwiseAdagrad are varstate's, not TensorFlow's.
 enum class TrainingOp {
   kGradientDescent,
@@ -41,7 +44,16 @@ enum class TrainingOp {
   kCenteredRMSProp,
   kFtrl,
   kRowwiseAdagrad,
+  kAdadelta,
+  kProximalGradientDescent,
+  kProximalAdagrad,
 };
+
+// The ops whose last step is TensorFlow's proximal (Fobos) one
+// (proximal_step), which branches on l1 > 0.
+template <TrainingOp Op>
+inline constexpr bool kProximal =
+    Op == TrainingOp::kProximalGradientDescent || Op == TrainingOp::kProximalAdagrad;
 
 // The storage types the training ops are defined for: the floating types
 // of TensorFlow's Apply*/SparseApply* CPU kernels (which also take complex
@@ -57,10 +69,12 @@ enum class TrainingOp {
 constexpr int training_slot_count(TrainingOp op) {
   switch (op) {
     case TrainingOp::kGradientDescent:
+    case TrainingOp::kProximalGradientDescent:
       return 0;
     case TrainingOp::kMomentum:
     case TrainingOp::kAdagrad:
     case TrainingOp::kRowwiseAdagrad:
+    case TrainingOp::kProximalAdagrad:
       return 1;
     case TrainingOp::kCenteredRMSProp:
       return 3;
@@ -87,6 +101,9 @@ void dispatch_training_op(TrainingOp op, Fn&& fn) {
     VARSTATE_TRAINING_CASE(kCenteredRMSProp)
     VARSTATE_TRAINING_CASE(kFtrl)
     VARSTATE_TRAINING_CASE(kRowwiseAdagrad)
+    VARSTATE_TRAINING_CASE(kAdadelta)
+    VARSTATE_TRAINING_CASE(kProximalGradientDescent)
+    VARSTATE_TRAINING_CASE(kProximalAdagrad)
 #undef VARSTATE_TRAINING_CASE
   }
 }
@@ -106,10 +123,10 @@ struct TrainingHyper {
   double beta2 = 0;
   double beta1_power = 0;
   double beta2_power = 0;
-  double epsilon = 0;   // Adam, RMSProp
+  double epsilon = 0;   // Adam, RMSProp, Adadelta
   double momentum = 0;  // Momentum, RMSProp
-  double rho = 0;       // RMSProp's decay
-  double l1 = 0;        // Ftrl
+  double rho = 0;       // RMSProp's and Adadelta's decay
+  double l1 = 0;        // Ftrl, the proximal ops
   double l2 = 0;
   double l2_shrinkage = 0;  // Ftrl: > 0 selects ApplyFtrlV2
   double lr_power = -0.5;
@@ -131,9 +148,12 @@ template <typename C>
 struct TrainingParams {
   C lr, alpha, beta1, beta2, one_minus_beta1, one_minus_beta2, epsilon, momentum, rho,
       one_minus_rho, l1, l2, two_l2, two_l2_shrinkage, lr_power, neg_lr_power;
+  // Proximal gradient descent's constants: lr * l1 and 1 + l2 * lr.
+  C lr_l1, one_plus_l2_lr;
   bool use_nesterov;
   bool shrinkage;
-  bool sqrt_power;  // lr_power == -0.5: TensorFlow's sqrt special case
+  bool sqrt_power;   // lr_power == -0.5: TensorFlow's sqrt special case
+  bool l1_positive;  // the proximal ops: l1 > 0 selects the soft threshold
 };
 
 // The host's 16-bit types convert out of line (varstate/dtype.h); the
@@ -201,10 +221,27 @@ TrainingParams<C> training_params(const TrainingHyper& h) {
   p.two_l2_shrinkage = round_through<T, C>(C(2) * r(h.l2_shrinkage));
   p.lr_power = r(h.lr_power);
   p.neg_lr_power = -p.lr_power;
+  p.lr_l1 = round_through<T, C>(p.lr * p.l1);
+  p.one_plus_l2_lr = round_through<T, C>(C(1) + round_through<T, C>(p.l2 * p.lr));
   p.use_nesterov = h.use_nesterov;
   p.shrinkage = h.l2_shrinkage > 0;
   p.sqrt_power = p.lr_power == C(-0.5);
+  p.l1_positive = p.l1 > C(0);
   return p;
+}
+
+// The proximal ops' step from prox = var - g * step_lr (TensorFlow's Fobos
+// update): with l1 > 0 the soft threshold sign(prox) * max(|prox| - l1_lr,
+// 0), then the division by one_plus_l2_lr. sign and max are Eigen's: a NaN
+// has sign 0, and a NaN difference is not above 0.
+template <typename C>
+VARSTATE_HD C proximal_step(C prox, C l1_lr, C one_plus_l2_lr, bool l1_positive) {
+  if (l1_positive) {
+    const C sign = prox > C(0) ? C(1) : (prox < C(0) ? C(-1) : C(0));
+    const C magnitude = (prox < C(0) ? -prox : prox) - l1_lr;
+    return sign * (magnitude > C(0) ? magnitude : C(0)) / one_plus_l2_lr;
+  }
+  return prox / one_plus_l2_lr;
 }
 
 // One element's update with gradient g. `Sparse` selects the formulas of
@@ -274,6 +311,22 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     const C clamped = upper > -p.l1 ? upper : -p.l1;
     var = (clamped - s1) / (new_pow / p.lr + p.two_l2);
     s0 = new_accum;
+  } else if constexpr (Op == TrainingOp::kAdadelta) {
+    // ApplyAdadelta's and SparseApplyAdadelta's order; TensorFlow's
+    // (accum + epsilon).rsqrt() is the CPU's approximate rsqrt.
+    s0 = s0 * p.rho + (g * g) * p.one_minus_rho;
+    const C update = sqrt_of(s1 + p.epsilon) * (C(1) / sqrt_of(s0 + p.epsilon)) * g;
+    var = var - update * p.lr;
+    s1 = s1 * p.rho + (update * update) * p.one_minus_rho;
+  } else if constexpr (Op == TrainingOp::kProximalGradientDescent) {
+    var = proximal_step(var - g * p.lr, p.lr_l1, p.one_plus_l2_lr, p.l1_positive);
+  } else if constexpr (Op == TrainingOp::kProximalAdagrad) {
+    // The learning rate lr * accum.rsqrt() (approximate in TensorFlow's
+    // CPU kernel, as Adagrad's), then ProximalGradientDescent's step with
+    // it, each product per element.
+    s0 = s0 + g * g;
+    const C step_lr = p.lr * (C(1) / sqrt_of(s0));
+    var = proximal_step(var - g * step_lr, step_lr * p.l1, C(1) + p.l2 * step_lr, p.l1_positive);
   }
 }
 

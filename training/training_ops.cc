@@ -107,6 +107,56 @@ Tensor ftrl(Variable& var, Variable& accum, Variable& linear, const Grad& grad, 
   return finish(call, grad);
 }
 
+template <typename Grad>
+Tensor adadelta(Variable& var, Variable& accum, Variable& accum_update, const Tensor& lr,
+                const Tensor& rho, const Tensor& epsilon, const Grad& grad,
+                const UpdateOptions& options) {
+  TrainingCall call(TrainingOp::kAdadelta,
+                    pick(kSparse<Grad>, "ApplyAdadelta", "SparseApplyAdadelta"), var,
+                    {{&accum, "accum"}, {&accum_update, "accum_update"}}, options);
+  kernels::TrainingHyper& h = call.hyper();
+  h.lr = call.scalar(lr, "lr");
+  h.rho = call.scalar(rho, "rho");
+  h.epsilon = call.scalar(epsilon, "epsilon");
+  return finish(call, grad);
+}
+
+template <typename Grad>
+Tensor proximal_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& l1,
+                                 const Tensor& l2, const Grad& delta,
+                                 const UpdateOptions& options) {
+  TrainingCall call(
+      TrainingOp::kProximalGradientDescent,
+      pick(kSparse<Grad>, "ApplyProximalGradientDescent", "SparseApplyProximalGradientDescent"),
+      var, {}, options);
+  kernels::TrainingHyper& h = call.hyper();
+  h.lr = call.scalar(alpha, "alpha");
+  h.l1 = call.scalar(l1, "l1");
+  h.l2 = call.scalar(l2, "l2");
+  return finish(call, delta);
+}
+
+template <typename Grad>
+Tensor proximal_adagrad(Variable& var, Variable& accum, const Tensor& lr, const Tensor& l1,
+                        const Tensor& l2, const Grad& grad, const UpdateOptions& options) {
+  TrainingCall call(TrainingOp::kProximalAdagrad,
+                    pick(kSparse<Grad>, "ApplyProximalAdagrad", "SparseApplyProximalAdagrad"), var,
+                    {{&accum, "accum"}}, options);
+  kernels::TrainingHyper& h = call.hyper();
+  h.lr = call.scalar(lr, "lr");
+  h.l1 = call.scalar(l1, "l1");
+  h.l2 = call.scalar(l2, "l2");
+  // The checks of TensorFlow's CPU kernel.
+  auto check = [&](bool ok, const char* what, double value) {
+    if (!ok)
+      throw InvalidArgumentError(call.who() + ": " + what + ", got " + std::to_string(value));
+  };
+  check(h.lr > 0, "lr is not a positive scalar", h.lr);
+  check(h.l1 >= 0, "l1 regularization strength is not a non-negative scalar", h.l1);
+  check(h.l2 >= 0, "l2 regularization strength is not a non-negative scalar", h.l2);
+  return finish(call, grad);
+}
+
 }  // namespace
 
 Tensor apply_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& delta,
@@ -258,6 +308,38 @@ Tensor sparse_apply_ftrl_v2(Variable& var, Variable& accum, Variable& linear,
                             const Tensor& l2, const Tensor& l2_shrinkage, const Tensor& lr_power,
                             const UpdateOptions& options) {
   return ftrl(var, accum, linear, grad, lr, l1, l2, &l2_shrinkage, lr_power, options);
+}
+
+Tensor apply_adadelta(Variable& var, Variable& accum, Variable& accum_update, const Tensor& lr,
+                      const Tensor& rho, const Tensor& epsilon, const Tensor& grad,
+                      const UpdateOptions& options) {
+  return adadelta(var, accum, accum_update, lr, rho, epsilon, grad, options);
+}
+Tensor sparse_apply_adadelta(Variable& var, Variable& accum, Variable& accum_update,
+                             const Tensor& lr, const Tensor& rho, const Tensor& epsilon,
+                             const IndexedSlices& grad, const UpdateOptions& options) {
+  return adadelta(var, accum, accum_update, lr, rho, epsilon, grad, options);
+}
+
+Tensor apply_proximal_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& l1,
+                                       const Tensor& l2, const Tensor& delta,
+                                       const UpdateOptions& options) {
+  return proximal_gradient_descent(var, alpha, l1, l2, delta, options);
+}
+Tensor sparse_apply_proximal_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& l1,
+                                              const Tensor& l2, const IndexedSlices& delta,
+                                              const UpdateOptions& options) {
+  return proximal_gradient_descent(var, alpha, l1, l2, delta, options);
+}
+
+Tensor apply_proximal_adagrad(Variable& var, Variable& accum, const Tensor& lr, const Tensor& l1,
+                              const Tensor& l2, const Tensor& grad, const UpdateOptions& options) {
+  return proximal_adagrad(var, accum, lr, l1, l2, grad, options);
+}
+Tensor sparse_apply_proximal_adagrad(Variable& var, Variable& accum, const Tensor& lr,
+                                     const Tensor& l1, const Tensor& l2, const IndexedSlices& grad,
+                                     const UpdateOptions& options) {
+  return proximal_adagrad(var, accum, lr, l1, l2, grad, options);
 }
 
 }  // namespace varstate

@@ -11,9 +11,9 @@
 // Formulas are TensorFlow's, evaluated in the same order (see
 // kernels/training_functors.h), so float32/float64 results on the CPU match
 // TensorFlow 2.21's compat.v1 optimizers bit for bit (test/interop/
-// test_optimizers.py), except Adagrad, whose TensorFlow kernel uses the
-// CPU's approximate rsqrt (a few ulp), and Ftrl with lr_power != -0.5
-// (Eigen's vectorized pow). A GPU gives the CPU's bits (same functors, no
+// test_optimizers.py), except Adagrad, Adadelta and proximal Adagrad, whose
+// TensorFlow kernels use the CPU's approximate rsqrt (a few ulp), and Ftrl
+// with lr_power != -0.5 (Eigen's vectorized pow). A GPU gives the CPU's bits (same functors, no
 // FMA contraction), except Ftrl with lr_power != -0.5. float16/bfloat16
 // compute in float32 and round once per stored value (TensorFlow rounds
 // after every operation: results may differ in the last bit). Dtypes:
@@ -176,6 +176,39 @@ Tensor sparse_apply_ftrl_v2(Variable& var, Variable& accum, Variable& linear,
                             const IndexedSlices& grad, const Tensor& lr, const Tensor& l1,
                             const Tensor& l2, const Tensor& l2_shrinkage, const Tensor& lr_power,
                             const UpdateOptions& options = {});
+
+// Adadelta (TensorFlow's ApplyAdadelta): accum = accum * rho + grad^2 * (1 - rho);
+// update = sqrt(accum_update + epsilon) / sqrt(accum + epsilon) * grad;
+// var -= update * lr; accum_update = accum_update * rho + update^2 * (1 - rho).
+Tensor apply_adadelta(Variable& var, Variable& accum, Variable& accum_update, const Tensor& lr,
+                      const Tensor& rho, const Tensor& epsilon, const Tensor& grad,
+                      const UpdateOptions& options = {});
+Tensor sparse_apply_adadelta(Variable& var, Variable& accum, Variable& accum_update,
+                             const Tensor& lr, const Tensor& rho, const Tensor& epsilon,
+                             const IndexedSlices& grad, const UpdateOptions& options = {});
+
+// Proximal gradient descent (TensorFlow's ApplyProximalGradientDescent, the
+// Fobos update): prox = var - alpha * delta; with l1 > 0
+// var = sign(prox) * max(|prox| - alpha * l1, 0) / (1 + l2 * alpha), else
+// var = prox / (1 + l2 * alpha). Unlike sparse_apply_gradient_descent, the
+// sparse form sums duplicate indices first, as every other sparse op here.
+Tensor apply_proximal_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& l1,
+                                       const Tensor& l2, const Tensor& delta,
+                                       const UpdateOptions& options = {});
+Tensor sparse_apply_proximal_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& l1,
+                                              const Tensor& l2, const IndexedSlices& delta,
+                                              const UpdateOptions& options = {});
+
+// Proximal Adagrad (TensorFlow's ApplyProximalAdagrad): accum += grad^2, then
+// the proximal gradient descent step with each element's learning rate
+// lr / sqrt(accum). InvalidArgumentError unless lr > 0, l1 >= 0 and l2 >= 0
+// (the checks of TensorFlow's CPU kernel).
+Tensor apply_proximal_adagrad(Variable& var, Variable& accum, const Tensor& lr, const Tensor& l1,
+                              const Tensor& l2, const Tensor& grad,
+                              const UpdateOptions& options = {});
+Tensor sparse_apply_proximal_adagrad(Variable& var, Variable& accum, const Tensor& lr,
+                                     const Tensor& l1, const Tensor& l2, const IndexedSlices& grad,
+                                     const UpdateOptions& options = {});
 
 // Not TensorFlow's: row-wise Adagrad, one accumulator per row of a
 // variable of rank >= 1 (accum has shape [var.shape[0]]), as recommender

@@ -46,11 +46,12 @@ TrainingData<T> run_gpu(TrainingOp op, const kernels::TrainingHyper& h, const Tr
 }
 
 template <typename T, typename Index>
-void compare(TrainingOp op, int64_t rows, int64_t width, const std::vector<Index>* indices) {
-  CAPTURE(static_cast<int>(op), rows, width, indices != nullptr, dtype_name(dtype_of<T>));
-  const auto h = test_hyper(false);
+void compare(TrainingOp op, int64_t rows, int64_t width, const std::vector<Index>* indices,
+             double l1 = 0.01) {
+  CAPTURE(static_cast<int>(op), rows, width, indices != nullptr, l1, dtype_name(dtype_of<T>));
+  const auto h = test_hyper(false, -0.5, 0, l1);
   const int64_t grad_rows = indices ? static_cast<int64_t>(indices->size()) : rows;
-  TrainingData<T> want = training_data<T>(rows * width, rows, grad_rows * width, kSeed + rows);
+  TrainingData<T> want = training_data<T>(rows * width, rows, grad_rows * width, kSeed + rows, op);
   const TrainingData<T> input = want;
   if (indices == nullptr) {
     cpu::apply_dense<T>(op, h, want.slots(), want.grad.data(), rows * width, width);
@@ -79,6 +80,10 @@ TEMPLATE_TEST_CASE("gpu training ops equal the cpu kernels", "[training][gpu]", 
       const auto unique = unique_indices<int64_t>((rows + 1) / 2, rows, kSeed);
       compare<TestType, int32_t>(op, rows, width, &dups);
       compare<TestType, int64_t>(op, rows, width, &unique);
+      if (op == TrainingOp::kProximalGradientDescent || op == TrainingOp::kProximalAdagrad) {
+        compare<TestType, int64_t>(op, rows, width, nullptr, 0.0);  // l1 = 0
+        compare<TestType, int32_t>(op, rows, width, &dups, 0.0);
+      }
     }
   }
 }

@@ -21,16 +21,29 @@ namespace varstate::testing {
 using kernels::TrainingOp;
 
 inline const std::vector<TrainingOp>& all_training_ops() {
-  static const std::vector<TrainingOp> ops = {TrainingOp::kGradientDescent, TrainingOp::kMomentum,
-                                              TrainingOp::kAdagrad,         TrainingOp::kAdam,
-                                              TrainingOp::kLazyAdam,        TrainingOp::kRMSProp,
-                                              TrainingOp::kCenteredRMSProp, TrainingOp::kFtrl,
-                                              TrainingOp::kRowwiseAdagrad};
+  static const std::vector<TrainingOp> ops = {TrainingOp::kGradientDescent,
+                                              TrainingOp::kMomentum,
+                                              TrainingOp::kAdagrad,
+                                              TrainingOp::kAdam,
+                                              TrainingOp::kLazyAdam,
+                                              TrainingOp::kRMSProp,
+                                              TrainingOp::kCenteredRMSProp,
+                                              TrainingOp::kFtrl,
+                                              TrainingOp::kRowwiseAdagrad,
+                                              TrainingOp::kAdadelta,
+                                              TrainingOp::kProximalGradientDescent,
+                                              TrainingOp::kProximalAdagrad};
   return ops;
 }
 
+// The ops whose s1 is a sum of squares (Adam's v, Adadelta's accum_update):
+// their test data keeps it >= 0, so that its square root is a number.
+inline bool squares_in_s1(TrainingOp op) {
+  return op == TrainingOp::kAdam || op == TrainingOp::kLazyAdam || op == TrainingOp::kAdadelta;
+}
+
 inline kernels::TrainingHyper test_hyper(bool nesterov, double lr_power = -0.5,
-                                         double shrinkage = 0) {
+                                         double shrinkage = 0, double l1 = 0.01) {
   kernels::TrainingHyper h;
   h.lr = 0.05;
   h.beta1 = 0.9;
@@ -40,7 +53,7 @@ inline kernels::TrainingHyper test_hyper(bool nesterov, double lr_power = -0.5,
   h.epsilon = 1e-7;
   h.momentum = 0.5;
   h.rho = 0.9;
-  h.l1 = 0.01;
+  h.l1 = l1;
   h.l2 = 0.02;
   h.l2_shrinkage = shrinkage;
   h.lr_power = lr_power;
@@ -58,7 +71,8 @@ struct TrainingData {
 };
 
 template <typename T>
-TrainingData<T> training_data(int64_t n, int64_t rows, int64_t grad_elements, uint64_t seed) {
+TrainingData<T> training_data(int64_t n, int64_t rows, int64_t grad_elements, uint64_t seed,
+                              TrainingOp op = TrainingOp::kGradientDescent) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> sym(-1.f, 1.f), pos(0.1f, 1.f);
   TrainingData<T> d;
@@ -71,6 +85,9 @@ TrainingData<T> training_data(int64_t n, int64_t rows, int64_t grad_elements, ui
   fill(d.s1, n, sym, 0.5f);
   fill(d.s2, n, sym, 0.1f);  // mg^2 < ms
   fill(d.grad, grad_elements, sym, 1.f);
+  if (squares_in_s1(op)) {
+    for (auto& x : d.s1) x = T(std::fabs(static_cast<float>(x)));
+  }
   return d;
 }
 

@@ -5,6 +5,7 @@
 // are bit-identical. Runs on each device (test_optimizers_on_gpu).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
@@ -160,6 +161,52 @@ TEST_CASE_METHOD(FreshGraph, "dense training ops follow TensorFlow's formulas ex
     ftrl_ref(-0.5f, shrink);
     check();
   }
+  SECTION("adadelta") {
+    for (int step = 0; step < 2; ++step) {
+      apply_adadelta(w, a, b, lr, rho, eps, grad);
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float& acc_update, float&) {
+        const float g = kGrad[i];
+        acc = acc * rho + (g * g) * (1.0f - rho);
+        const float update = std::sqrt(acc_update + eps) * (1.0f / std::sqrt(acc + eps)) * g;
+        v = v - update * lr;
+        acc_update = acc_update * rho + (update * update) * (1.0f - rho);
+      });
+      check();
+    }
+  }
+  // sign(prox) * max(|prox| - lr_l1, 0) / denominator, or prox / denominator.
+  auto proximal = [](float prox, float lr_l1, float denominator, float l1) {
+    if (!(l1 > 0)) return prox / denominator;
+    const float sign = prox > 0 ? 1.0f : (prox < 0 ? -1.0f : 0.0f);
+    return sign * std::max(std::fabs(prox) - lr_l1, 0.0f) / denominator;
+  };
+  SECTION("proximal gradient descent, with and without l1") {
+    // l1 = 0.5 zeroes the elements whose step ends within lr * l1 of zero.
+    for (const float l1 : {0.5f, 0.0f}) {
+      const float l2 = 0.25f;
+      apply_proximal_gradient_descent(w, lr, l1, l2, grad);
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float&, float&, float&) {
+        v = proximal(v - kGrad[i] * lr, lr * l1, 1.0f + l2 * lr, l1);
+      });
+      check();
+    }
+    CHECK(std::count(var.begin(), var.end(), 0.0f) == 0);
+    apply_proximal_gradient_descent(w, lr, 100.0f, 0.0f, grad);  // every |prox| < lr * l1
+    CHECK(floats(w) == std::vector<float>(6, 0.0f));
+  }
+  SECTION("proximal adagrad, with and without l1") {
+    for (const float l1 : {0.05f, 0.0f}) {
+      const float l2 = 0.02f;
+      apply_proximal_adagrad(w, a, lr, l1, l2, grad);
+      reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float&, float&) {
+        const float g = kGrad[i];
+        acc = acc + g * g;
+        const float step_lr = lr * (1.0f / std::sqrt(acc));
+        v = proximal(v - g * step_lr, step_lr * l1, 1.0f + l2 * step_lr, l1);
+      });
+      check();
+    }
+  }
 }
 
 TEST_CASE_METHOD(FreshGraph, "sparse training ops sum duplicate indices, then update each row once",
@@ -209,6 +256,34 @@ TEST_CASE_METHOD(FreshGraph, "sparse training ops sum duplicate indices, then up
       });
       CHECK(floats(w) == var);
     }
+  }
+  SECTION("adadelta, proximal adagrad and proximal gradient descent") {
+    const float rho = 0.95f, eps = 1e-6f, l1 = 0.01f, l2 = 0.02f;
+    sparse_apply_adadelta(w, a, b, lr, rho, eps, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float& acc_update, float&) {
+      if (!touched[i]) return;
+      acc = acc * rho + (g[i] * g[i]) * (1.0f - rho);
+      const float update = std::sqrt(acc_update + eps) * (1.0f / std::sqrt(acc + eps)) * g[i];
+      v = v - update * lr;
+      acc_update = acc_update * rho + (update * update) * (1.0f - rho);
+    });
+    CHECK(floats(w) == var);
+    sparse_apply_proximal_adagrad(w, a, lr, l1, l2, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float& acc, float&, float&) {
+      if (!touched[i]) return;
+      acc = acc + g[i] * g[i];
+      const float step_lr = lr * (1.0f / std::sqrt(acc));
+      const float prox = v - g[i] * step_lr;
+      const float sign = prox > 0 ? 1.0f : (prox < 0 ? -1.0f : 0.0f);
+      v = sign * std::max(std::fabs(prox) - step_lr * l1, 0.0f) / (1.0f + l2 * step_lr);
+    });
+    CHECK(floats(w) == var);
+    // Duplicates summed first (TensorFlow's optimizer), unlike
+    // sparse_apply_gradient_descent's one by one.
+    sparse_apply_proximal_gradient_descent(w, lr, 0.0f, l2, grad);
+    reference(var, s0, s1, s2, [&](size_t i, float& v, float&, float&, float&) {
+      if (touched[i]) v = (v - g[i] * lr) / (1.0f + l2 * lr);
+    });
   }
   SECTION("row-wise adagrad keeps one accumulator per row") {
     Variable acc = make_var({0.1f, 0.2f, 0.3f}, {3}, "acc");
@@ -321,6 +396,21 @@ TEST_CASE_METHOD(FreshGraph, "training op errors name the op and the variable, a
               Catch::Contains("float16, bfloat16, float32 or float64 only, got int32"));
   CHECK_ERROR(apply_ftrl(w, m, v, grad, -0.1f, 0.f, 0.f, -0.5f), InvalidArgumentError,
               Catch::Contains("lr is not positive"));
+  CHECK_ERROR(apply_proximal_adagrad(w, m, 0.0f, 0.f, 0.f, grad), InvalidArgumentError,
+              Catch::Equals("ApplyProximalAdagrad on \"w\": lr is not a positive scalar, got "
+                            "0.000000"));
+  CHECK_ERROR(sparse_apply_proximal_adagrad(w, m, 0.1f, -0.01f, 0.f,
+                                            IndexedSlices(grad, Tensor({0, 1, 2}))),
+              InvalidArgumentError,
+              Catch::Contains("SparseApplyProximalAdagrad on \"w\": l1 regularization strength "
+                              "is not a non-negative scalar, got -0.01"));
+  CHECK_ERROR(apply_proximal_adagrad(w, m, 0.1f, 0.f, -1.f, grad), InvalidArgumentError,
+              Catch::Contains("l2 regularization strength is not a non-negative scalar"));
+  CHECK_ERROR(apply_adadelta(w, m, m, 0.1f, 0.95f, 1e-6f, grad), InvalidArgumentError,
+              Catch::Contains("accum_update is the same variable as accum"));
+  CHECK_ERROR(apply_proximal_gradient_descent(w, Tensor({0.1f, 0.2f}), 0.f, 0.f, grad),
+              InvalidArgumentError,
+              Catch::Equals("ApplyProximalGradientDescent on \"w\": alpha is not a scalar: [2]"));
   CHECK(before.same(all));
 }
 
