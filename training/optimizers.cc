@@ -287,4 +287,93 @@ void FtrlOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Adadelta
+
+AdadeltaOptimizer::AdadeltaOptimizer(AdadeltaOptions options)
+    : Optimizer(options.name, options.use_locking), options_(std::move(options)) {}
+
+void AdadeltaOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "accum", 0.0);
+  make_slot(var, "accum_update", 0.0);
+}
+
+void AdadeltaOptimizer::prepare() { lr_ = read(options_.learning_rate, "learning_rate"); }
+
+void AdadeltaOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_adadelta(var, slot(var, "accum"), slot(var, "accum_update"), Tensor(lr_),
+                 Tensor(options_.rho), Tensor(options_.epsilon), grad,
+                 {.use_locking = use_locking()});
+}
+
+void AdadeltaOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_adadelta(var, slot(var, "accum"), slot(var, "accum_update"), Tensor(lr_),
+                        Tensor(options_.rho), Tensor(options_.epsilon), grad,
+                        {.use_locking = use_locking()});
+}
+
+// ---------------------------------------------------------------------------
+// Proximal gradient descent and proximal Adagrad
+
+ProximalGradientDescentOptimizer::ProximalGradientDescentOptimizer(
+    Hyperparameter learning_rate, ProximalGradientDescentOptions options)
+    : Optimizer(options.name, options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      options_(std::move(options)) {}
+
+void ProximalGradientDescentOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
+
+void ProximalGradientDescentOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_proximal_gradient_descent(var, Tensor(lr_), Tensor(options_.l1_regularization_strength),
+                                  Tensor(options_.l2_regularization_strength), grad,
+                                  {.use_locking = use_locking()});
+}
+
+void ProximalGradientDescentOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_proximal_gradient_descent(
+      var, Tensor(lr_), Tensor(options_.l1_regularization_strength),
+      Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
+}
+
+ProximalAdagradOptimizer::ProximalAdagradOptimizer(Hyperparameter learning_rate,
+                                                   ProximalAdagradOptions options)
+    : Optimizer(options.name, options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      options_(std::move(options)) {
+  if (!(options_.initial_accumulator_value > 0)) {
+    throw ValueError(get_name() + ": initial_accumulator_value must be positive: " +
+                     std::to_string(options_.initial_accumulator_value));
+  }
+}
+
+void ProximalAdagradOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "accumulator", options_.initial_accumulator_value);
+}
+
+void ProximalAdagradOptimizer::prepare() {
+  lr_ = read(learning_rate_, "learning_rate");
+  // The op's checks, here so that nothing is created or written first.
+  auto check = [this](bool ok, const char* what, double value) {
+    if (!ok)
+      throw InvalidArgumentError(get_name() + ": " + what + ", got " + std::to_string(value));
+  };
+  check(lr_ > 0, "learning_rate must be positive", lr_);
+  check(options_.l1_regularization_strength >= 0, "l1_regularization_strength must be >= 0",
+        options_.l1_regularization_strength);
+  check(options_.l2_regularization_strength >= 0, "l2_regularization_strength must be >= 0",
+        options_.l2_regularization_strength);
+}
+
+void ProximalAdagradOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_proximal_adagrad(
+      var, slot(var, "accumulator"), Tensor(lr_), Tensor(options_.l1_regularization_strength),
+      Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
+}
+
+void ProximalAdagradOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_proximal_adagrad(
+      var, slot(var, "accumulator"), Tensor(lr_), Tensor(options_.l1_regularization_strength),
+      Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
+}
+
 }  // namespace varstate

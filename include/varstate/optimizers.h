@@ -20,6 +20,9 @@
 //                                             each apply_gradients)
 //   RMSProp          rms, (mg if centered,) momentum   ones, zeros, zeros
 //   Ftrl             accum, linear            initial_accumulator_value, zeros
+//   Adadelta         accum, accum_update      zeros, zeros
+//   ProximalGradientDescent  none
+//   ProximalAdagrad  accumulator              initial_accumulator_value
 #pragma once
 
 #include <optional>
@@ -218,6 +221,87 @@ class FtrlOptimizer : public Optimizer {
  private:
   Hyperparameter learning_rate_;
   FtrlOptions options_;
+  double lr_ = 0;
+};
+
+struct AdadeltaOptions {
+  Hyperparameter learning_rate = 0.001;
+  double rho = 0.95;
+  double epsilon = 1e-8;
+  bool use_locking = false;
+  std::string name = "Adadelta";
+};
+
+// Adadelta (apply_adadelta / sparse_apply_adadelta).
+class AdadeltaOptimizer : public Optimizer {
+ public:
+  explicit AdadeltaOptimizer(AdadeltaOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  AdadeltaOptions options_;
+  double lr_ = 0;
+};
+
+struct ProximalGradientDescentOptions {
+  double l1_regularization_strength = 0.0;
+  double l2_regularization_strength = 0.0;
+  bool use_locking = false;
+  std::string name = "ProximalGradientDescent";
+};
+
+// Gradient descent with TensorFlow's proximal (Fobos) l1/l2 step
+// (apply_proximal_gradient_descent); IndexedSlices gradients have their
+// duplicate indices summed first, as TensorFlow's optimizer does.
+class ProximalGradientDescentOptimizer : public Optimizer {
+ public:
+  explicit ProximalGradientDescentOptimizer(Hyperparameter learning_rate,
+                                            ProximalGradientDescentOptions options = {});
+
+ protected:
+  void make_slots(const Variable&) override {}
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_;
+  ProximalGradientDescentOptions options_;
+  double lr_ = 0;
+};
+
+struct ProximalAdagradOptions {
+  double initial_accumulator_value = 0.1;
+  double l1_regularization_strength = 0.0;
+  double l2_regularization_strength = 0.0;
+  bool use_locking = false;
+  std::string name = "ProximalAdagrad";
+};
+
+// Adagrad's learning rate with the proximal step (apply_proximal_adagrad).
+// ValueError (as TensorFlow) for an initial_accumulator_value that is not
+// positive; InvalidArgumentError from apply_gradients, before anything is
+// created or written, for a learning rate that is not positive or a
+// negative l1 or l2 (TensorFlow's kernel checks).
+class ProximalAdagradOptimizer : public Optimizer {
+ public:
+  explicit ProximalAdagradOptimizer(Hyperparameter learning_rate,
+                                    ProximalAdagradOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_;
+  ProximalAdagradOptions options_;
   double lr_ = 0;
 };
 

@@ -64,6 +64,13 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
     return std::make_unique<RMSPropOptimizer>(0.01,
                                               RMSPropOptions{.momentum = 0.5, .centered = true});
   }
+  if (name == "adadelta") {
+    return std::make_unique<AdadeltaOptimizer>(AdadeltaOptions{.learning_rate = 1.0});
+  }
+  if (name == "proximal_adagrad") {
+    return std::make_unique<ProximalAdagradOptimizer>(
+        0.1, ProximalAdagradOptions{.l1_regularization_strength = 0.01});
+  }
   return std::make_unique<FtrlOptimizer>(
       0.1, FtrlOptions{.l1_regularization_strength = 0.01, .l2_regularization_strength = 0.1});
 }
@@ -105,8 +112,9 @@ std::vector<Variable> slots_of(const Optimizer& opt, const PartitionedVariable& 
 
 void test_equal(Cluster& cluster) {
   const bool chief = cluster.is_chief();
-  const std::vector<std::string> names = {"sgd",  "momentum",  "adagrad", "rowwise_adagrad",
-                                          "adam", "lazy_adam", "rmsprop", "ftrl"};
+  const std::vector<std::string> names = {
+      "sgd",       "momentum", "adagrad", "rowwise_adagrad", "adam",
+      "lazy_adam", "rmsprop",  "ftrl",    "adadelta",        "proximal_adagrad"};
   for (const std::string& name : names) {
     for (const bool sparse : {false, true}) {
       const std::string tag = name + (sparse ? "_sparse" : "_dense");

@@ -209,6 +209,10 @@ TEST_CASE_METHOD(FreshSession,
        [] { return std::make_unique<RMSPropOptimizer>(0.01, RMSPropOptions{.centered = true}); },
        false},
       {"ftrl", [] { return std::make_unique<FtrlOptimizer>(0.1); }, false},
+      {"adadelta", [] { return std::make_unique<AdadeltaOptimizer>(); }, false},
+      {"proximal-sgd", [] { return std::make_unique<ProximalGradientDescentOptimizer>(0.1); },
+       false},
+      {"proximal-adagrad", [] { return std::make_unique<ProximalAdagradOptimizer>(0.1); }, false},
   };
   Device& cpu = DeviceManager::instance().cpu();
   auto ones = [&](const TensorShape& shape) {

@@ -465,6 +465,13 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
       {"lazy_adam", [] { return std::make_unique<LazyAdamOptimizer>(); }},
       {"rmsprop", [] { return std::make_unique<RMSPropOptimizer>(0.01); }},
       {"ftrl", [] { return std::make_unique<FtrlOptimizer>(0.1); }},
+      {"adadelta", [] { return std::make_unique<AdadeltaOptimizer>(); }},
+      {"proximal_sgd",
+       [] {
+         return std::make_unique<ProximalGradientDescentOptimizer>(
+             0.1, ProximalGradientDescentOptions{.l1_regularization_strength = 0.01});
+       }},
+      {"proximal_adagrad", [] { return std::make_unique<ProximalAdagradOptimizer>(0.1); }},
   };
   const std::vector<std::string> devices = GENERATE(from_range(shardings()));
   CAPTURE(devices);

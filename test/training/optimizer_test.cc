@@ -8,6 +8,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "device_fixture.h"
 #include "training/training_test_util.h"
@@ -98,6 +101,86 @@ TEST_CASE_METHOD(FreshGraph, "slot names of RMSProp, Ftrl, Momentum and Adagrad"
   rowwise.create_slots({w});
   CHECK(rowwise.get_slot(w, "accumulator")->shape() == TensorShape({2}));
   CHECK(rowwise.get_slot(w, "accumulator")->op_name() == "w/RowwiseAdagrad");
+  AdadeltaOptimizer adadelta;
+  adadelta.create_slots({w});
+  CHECK(adadelta.get_slot(w, "accum")->op_name() == "w/Adadelta");
+  CHECK(adadelta.get_slot(w, "accum_update")->op_name() == "w/Adadelta_1");
+  CHECK(adadelta.get_slot_names() == std::vector<std::string>{"accum", "accum_update"});
+  ProximalAdagradOptimizer proximal(0.1, {.initial_accumulator_value = 0.5});
+  proximal.create_slots({w});
+  CHECK(proximal.get_slot(w, "accumulator")->op_name() == "w/ProximalAdagrad");
+  CHECK(proximal.get_slot(w, "accumulator")->value().to_vector<float>() ==
+        std::vector<float>(6, 0.5f));
+  ProximalGradientDescentOptimizer proximal_sgd(0.1);
+  proximal_sgd.create_slots({w});
+  CHECK(proximal_sgd.get_slot_names().empty());
+}
+
+TEST_CASE_METHOD(FreshGraph,
+                 "Adadelta and the proximal optimizers: steps equal their training ops; bad "
+                 "hyperparameters create and change nothing",
+                 "[optimizer]") {
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  const IndexedSlices sparse(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}),
+                             Tensor({1, 1}));
+  // Rows {1, 1} summed first (from zero), as the optimizers do.
+  const IndexedSlices summed(
+      Tensor::from_vector<float>({0.f + 1.f + 4.f, 0.f + 2.f + 5.f, 0.f + 3.f + 6.f}, {1, 3}),
+      Tensor({1}));
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable hw = make_var(kW, {2, 3}, "hw");
+  Variable a = make_var(std::vector<float>(6, 0), {2, 3}, "a");
+  Variable b = make_var(std::vector<float>(6, 0), {2, 3}, "b");
+  SECTION("adadelta") {
+    AdadeltaOptimizer opt({.learning_rate = 1.0, .rho = 0.9, .epsilon = 1e-6});
+    for (int i = 0; i < 2; ++i) {
+      opt.apply_gradients({{g, w}});
+      apply_adadelta(hw, a, b, 1.0f, 0.9f, 1e-6f, g);
+      opt.apply_gradients({{sparse, w}});
+      sparse_apply_adadelta(hw, a, b, 1.0f, 0.9f, 1e-6f, summed);
+    }
+    CHECK(floats(*opt.get_slot(w, "accum_update")) == floats(b));
+  }
+  SECTION("proximal gradient descent") {
+    ProximalGradientDescentOptimizer opt(
+        0.1, {.l1_regularization_strength = 0.05, .l2_regularization_strength = 0.5});
+    for (int i = 0; i < 2; ++i) {
+      opt.apply_gradients({{g, w}});
+      apply_proximal_gradient_descent(hw, 0.1f, 0.05f, 0.5f, g);
+      opt.apply_gradients({{sparse, w}});
+      sparse_apply_proximal_gradient_descent(hw, 0.1f, 0.05f, 0.5f, summed);
+    }
+  }
+  SECTION("proximal adagrad") {
+    Variable acc = make_var(std::vector<float>(6, 0.1f), {2, 3}, "acc");
+    ProximalAdagradOptimizer opt(
+        0.1, {.l1_regularization_strength = 0.05, .l2_regularization_strength = 0.5});
+    for (int i = 0; i < 2; ++i) {
+      opt.apply_gradients({{g, w}});
+      apply_proximal_adagrad(hw, acc, 0.1f, 0.05f, 0.5f, g);
+      opt.apply_gradients({{sparse, w}});
+      sparse_apply_proximal_adagrad(hw, acc, 0.1f, 0.05f, 0.5f, summed);
+    }
+    CHECK(floats(*opt.get_slot(w, "accumulator")) == floats(acc));
+  }
+  CHECK(floats(w) == floats(hw));
+  CHECK(floats(w) != kW);
+}
+
+TEST_CASE_METHOD(FreshGraph, "proximal Adagrad's hyperparameters are checked before anything",
+                 "[optimizer][errors]") {
+  CHECK_THROWS_AS(ProximalAdagradOptimizer(0.1, {.initial_accumulator_value = 0}), ValueError);
+  Variable w = make_var(kW, {2, 3}, "w");
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  for (const auto& [lr, l1, l2] :
+       {std::tuple{0.0, 0.0, 0.0}, {0.1, -0.01, 0.0}, {0.1, 0.0, -0.01}}) {
+    CAPTURE(lr, l1, l2);
+    ProximalAdagradOptimizer opt(
+        lr, {.l1_regularization_strength = l1, .l2_regularization_strength = l2});
+    CHECK_THROWS_AS(opt.apply_gradients({{g, w}}), InvalidArgumentError);
+    CHECK_FALSE(opt.get_slot(w, "accumulator").has_value());  // nothing created
+    CHECK(floats(w) == kW);
+  }
 }
 
 TEST_CASE_METHOD(FreshGraph, "each optimizer's steps equal its training op applied by hand",
