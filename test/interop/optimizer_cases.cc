@@ -51,6 +51,29 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
        [] {
          return std::make_unique<FtrlOptimizer>(0.1, FtrlOptions{.learning_rate_power = -0.3});
        }},
+      {"adadelta",
+       [] {
+         return std::make_unique<AdadeltaOptimizer>(
+             AdadeltaOptions{.learning_rate = 1.0, .rho = 0.9, .epsilon = 1e-6});
+       }},
+      {"proximal_sgd",
+       [] {
+         return std::make_unique<ProximalGradientDescentOptimizer>(
+             0.1, ProximalGradientDescentOptions{.l1_regularization_strength = 0.05,
+                                                 .l2_regularization_strength = 0.02});
+       }},
+      {"proximal_sgd_l2",
+       [] {
+         return std::make_unique<ProximalGradientDescentOptimizer>(
+             0.1, ProximalGradientDescentOptions{.l2_regularization_strength = 0.02});
+       }},
+      {"proximal_adagrad",
+       [] {
+         return std::make_unique<ProximalAdagradOptimizer>(
+             0.1, ProximalAdagradOptions{.l1_regularization_strength = 0.01,
+                                         .l2_regularization_strength = 0.02});
+       }},
+      {"proximal_adagrad_plain", [] { return std::make_unique<ProximalAdagradOptimizer>(0.1); }},
   };
   auto found = optimizers.find(name);
   if (found == optimizers.end()) {

@@ -32,14 +32,23 @@ OPTIMIZERS = {
                                             l2_regularization_strength=0.02),
     "ftrl_shrinkage": lambda: tf1.train.FtrlOptimizer(0.1, l2_shrinkage_regularization_strength=0.05),
     "ftrl_power": lambda: tf1.train.FtrlOptimizer(0.1, learning_rate_power=-0.3),
+    "adadelta": lambda: tf1.train.AdadeltaOptimizer(1.0, rho=0.9, epsilon=1e-6),
+    "proximal_sgd": lambda: tf1.train.ProximalGradientDescentOptimizer(
+        0.1, l1_regularization_strength=0.05, l2_regularization_strength=0.02),
+    "proximal_sgd_l2": lambda: tf1.train.ProximalGradientDescentOptimizer(
+        0.1, l2_regularization_strength=0.02),
+    "proximal_adagrad": lambda: tf1.train.ProximalAdagradOptimizer(
+        0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.02),
+    "proximal_adagrad_plain": lambda: tf1.train.ProximalAdagradOptimizer(0.1),
 }
 
 # Optimizers whose every variable and slot matches TensorFlow's bit for bit
 # (with TensorFlow's default graph optimizations, which reassociate sparse
-# Adam's g * g * (1 - beta2)). Not Adagrad: TensorFlow's Eigen computes
-# accum.rsqrt() with the CPU's approximate rsqrt and a Newton step; nor Ftrl
-# with lr_power != -0.5: Eigen's vectorized pow.
-BIT_EXACT = set(OPTIMIZERS) - {"adagrad", "ftrl_power"}
+# Adam's g * g * (1 - beta2)). Not Adagrad, Adadelta and proximal Adagrad:
+# TensorFlow's Eigen computes their rsqrt() with the CPU's approximate rsqrt
+# and a Newton step; nor Ftrl with lr_power != -0.5: Eigen's vectorized pow.
+BIT_EXACT = set(OPTIMIZERS) - {"adagrad", "ftrl_power", "adadelta", "proximal_adagrad",
+                               "proximal_adagrad_plain"}
 
 
 def inputs(steps, seed=20261125):
@@ -106,7 +115,7 @@ def test_optimizer_matches_tensorflow(tmp_path, name):
     assert not same_bits(got["emb"], data["emb"])
 
 
-@pytest.mark.parametrize("name", ["adam", "adagrad"])
+@pytest.mark.parametrize("name", ["adam", "adagrad", "adadelta", "proximal_adagrad"])
 def test_varstate_checkpoint_continues_in_tensorflow(tmp_path, name):
     data = inputs(STEPS)
     prefix = str(tmp_path / "varstate")
@@ -117,7 +126,7 @@ def test_varstate_checkpoint_continues_in_tensorflow(tmp_path, name):
     assert continued["global_step"] == STEPS
 
 
-@pytest.mark.parametrize("name", ["adam", "adagrad"])
+@pytest.mark.parametrize("name", ["adam", "adagrad", "adadelta", "proximal_adagrad"])
 def test_tensorflow_checkpoint_continues_in_varstate(tmp_path, name):
     data = inputs(STEPS)
     prefix = str(tmp_path / "tf")
