@@ -14,7 +14,8 @@
 //                        [--machine NAME]
 //
 // Ops: gradient_descent, momentum, adagrad, adam, rms_prop,
-// centered_rms_prop, ftrl; dtypes float32 and bfloat16; 64M elements a
+// centered_rms_prop, ftrl, adadelta, proximal_gradient_descent,
+// proximal_adagrad; dtypes float32 and bfloat16; 64M elements a
 // tensor (16M with --quick). Prints one line per case and, with --out, a
 // JSON document (bench/results/). bench/compare_torch_optimizers.py runs
 // PyTorch's optimizers on the same sizes, interleaved with this program.
@@ -60,12 +61,20 @@ constexpr OpInfo kOps[] = {{"gradient_descent", TrainingOp::kGradientDescent},
                            {"adam", TrainingOp::kAdam},
                            {"rms_prop", TrainingOp::kRMSProp},
                            {"centered_rms_prop", TrainingOp::kCenteredRMSProp},
-                           {"ftrl", TrainingOp::kFtrl}};
+                           {"ftrl", TrainingOp::kFtrl},
+                           {"adadelta", TrainingOp::kAdadelta},
+                           {"proximal_gradient_descent", TrainingOp::kProximalGradientDescent},
+                           {"proximal_adagrad", TrainingOp::kProximalAdagrad}};
 
 // The hyperparameters of every case: the compute floor's kernel calls and
-// run_case's public calls.
-kernels::TrainingHyper hyper() {
+// run_case's public calls. The proximal ops take l1 > 0 (their soft
+// threshold) and l2 > 0; Ftrl keeps l1 = l2 = 0.
+kernels::TrainingHyper hyper(TrainingOp op) {
   kernels::TrainingHyper h;
+  if (op == TrainingOp::kProximalGradientDescent || op == TrainingOp::kProximalAdagrad) {
+    h.l1 = 0.001;
+    h.l2 = 0.001;
+  }
   h.lr = 0.001;
   h.beta1 = 0.9;
   h.beta2 = 0.999;
@@ -164,7 +173,7 @@ double compute_floor_s(TrainingOp op, int64_t n) {
   std::vector<T> var(kSmall, T(0.5f)), s0(kSmall, T(0.1f)), s1(kSmall, T(0.1f)),
       s2(kSmall, T(0.01f)), grad(kSmall, T(0.001f));
   const kernels::TrainingSlots<T> slots{var.data(), s0.data(), s1.data(), s2.data()};
-  const kernels::TrainingHyper h = hyper();
+  const kernels::TrainingHyper h = hyper(op);
   auto calls = [&] {
     for (int i = 0; i < kCalls; ++i)
       kernels::cpu::apply_dense<T>(op, h, slots, grad.data(), kSmall, 1);
@@ -213,11 +222,12 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
     slots.push_back(filled(dtype, n, 0.1f, "slot" + std::to_string(s)));
   const Tensor grad = gradient(dtype, n);
   // The public calls, with hyper()'s values (the compute floor's).
-  const kernels::TrainingHyper h = hyper();
+  const kernels::TrainingHyper h = hyper(info.op);
   const auto lr = static_cast<float>(h.lr), beta1 = static_cast<float>(h.beta1),
              beta2 = static_cast<float>(h.beta2), b1p = static_cast<float>(h.beta1_power),
              b2p = static_cast<float>(h.beta2_power), eps = static_cast<float>(h.epsilon),
-             momentum = static_cast<float>(h.momentum), rho = static_cast<float>(h.rho);
+             momentum = static_cast<float>(h.momentum), rho = static_cast<float>(h.rho),
+             l1 = static_cast<float>(h.l1), l2 = static_cast<float>(h.l2);
   std::function<void()> step;
   switch (info.op) {
     case TrainingOp::kGradientDescent:
@@ -240,10 +250,18 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
         apply_centered_rms_prop(var, slots[0], slots[1], slots[2], lr, rho, momentum, eps, grad);
       };
       break;
+    case TrainingOp::kAdadelta:
+      step = [&] { apply_adadelta(var, slots[0], slots[1], lr, rho, eps, grad); };
+      break;
+    case TrainingOp::kProximalGradientDescent:
+      step = [&] { apply_proximal_gradient_descent(var, lr, l1, l2, grad); };
+      break;
+    case TrainingOp::kProximalAdagrad:
+      step = [&] { apply_proximal_adagrad(var, slots[0], lr, l1, l2, grad); };
+      break;
     default:  // kFtrl: l1 = l2 = 0, lr_power = -0.5 (hyper()'s defaults)
       step = [&] {
-        apply_ftrl(var, slots[0], slots[1], grad, lr, static_cast<float>(h.l1),
-                   static_cast<float>(h.l2), static_cast<float>(h.lr_power));
+        apply_ftrl(var, slots[0], slots[1], grad, lr, l1, l2, static_cast<float>(h.lr_power));
       };
   }
   const int written = 1 + slot_count;
