@@ -33,6 +33,7 @@ namespace varstate::kernels {
 //   kAdadelta          s0 = accum, s1 = accum_update
 //   kProximalGradientDescent  -
 //   kProximalAdagrad   s0 = accum
+//   kAdagradDA         s0 = gradient_accumulator, s1 = gradient_squared_accumulator
 // kLazyAdam and kRowwiseAdagrad are varstate's, not TensorFlow's.
 enum class TrainingOp {
   kGradientDescent,
@@ -47,13 +48,15 @@ enum class TrainingOp {
   kAdadelta,
   kProximalGradientDescent,
   kProximalAdagrad,
+  kAdagradDA,
 };
 
-// The ops whose last step is TensorFlow's proximal (Fobos) one
-// (proximal_step), which branches on l1 > 0.
+// The ops that branch on l1 > 0: TensorFlow's proximal (Fobos) step
+// (proximal_step), and AdagradDA's closed form.
 template <TrainingOp Op>
 inline constexpr bool kProximal =
-    Op == TrainingOp::kProximalGradientDescent || Op == TrainingOp::kProximalAdagrad;
+    Op == TrainingOp::kProximalGradientDescent || Op == TrainingOp::kProximalAdagrad ||
+    Op == TrainingOp::kAdagradDA;
 
 // The storage types the training ops are defined for: the floating types
 // of TensorFlow's Apply*/SparseApply* CPU kernels (which also take complex
@@ -104,6 +107,7 @@ void dispatch_training_op(TrainingOp op, Fn&& fn) {
     VARSTATE_TRAINING_CASE(kAdadelta)
     VARSTATE_TRAINING_CASE(kProximalGradientDescent)
     VARSTATE_TRAINING_CASE(kProximalAdagrad)
+    VARSTATE_TRAINING_CASE(kAdagradDA)
 #undef VARSTATE_TRAINING_CASE
   }
 }
@@ -130,6 +134,7 @@ struct TrainingHyper {
   double l2 = 0;
   double l2_shrinkage = 0;  // Ftrl: > 0 selects ApplyFtrlV2
   double lr_power = -0.5;
+  double global_step = 0;     // AdagradDA: the step the update is for (>= 1)
   bool use_nesterov = false;  // Momentum, dense Adam
 };
 
@@ -150,6 +155,10 @@ struct TrainingParams {
       one_minus_rho, l1, l2, two_l2, two_l2_shrinkage, lr_power, neg_lr_power;
   // Proximal gradient descent's constants: lr * l1 and 1 + l2 * lr.
   C lr_l1, one_plus_l2_lr;
+  // AdagradDA's, T the global step: the dense kernel's T * l1 and
+  // l2 * (T * lr) (T through float first, as TensorFlow's), the sparse
+  // kernel's T and T * lr.
+  C da_steps_l1, da_l2_steps_lr, da_steps, da_steps_lr;
   bool use_nesterov;
   bool shrinkage;
   bool sqrt_power;   // lr_power == -0.5: TensorFlow's sqrt special case
@@ -223,6 +232,13 @@ TrainingParams<C> training_params(const TrainingHyper& h) {
   p.neg_lr_power = -p.lr_power;
   p.lr_l1 = round_through<T, C>(p.lr * p.l1);
   p.one_plus_l2_lr = round_through<T, C>(C(1) + round_through<T, C>(p.l2 * p.lr));
+  // (var.constant(float(T)) is rounded to the dtype; float(T) * lr is a
+  // float product, rounded once.)
+  const auto steps_f = static_cast<C>(static_cast<float>(h.global_step));
+  p.da_steps_l1 = round_through<T, C>(round_through<T, C>(steps_f) * p.l1);
+  p.da_l2_steps_lr = round_through<T, C>(p.l2 * round_through<T, C>(steps_f * p.lr));
+  p.da_steps = r(h.global_step);
+  p.da_steps_lr = round_through<T, C>(p.da_steps * p.lr);
   p.use_nesterov = h.use_nesterov;
   p.shrinkage = h.l2_shrinkage > 0;
   p.sqrt_power = p.lr_power == C(-0.5);
@@ -327,6 +343,24 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     s0 = s0 + g * g;
     const C step_lr = p.lr * (C(1) / sqrt_of(s0));
     var = proximal_step(var - g * step_lr, step_lr * p.l1, C(1) + p.l2 * step_lr, p.l1_positive);
+  } else if constexpr (Op == TrainingOp::kAdagradDA) {
+    // The accumulators, then var in closed form from them. TensorFlow's
+    // dense and sparse kernels write the same formula two ways: dense
+    // -lr * sign(g) * max(|g| - T * l1, 0) / (l2 * T * lr + sqrt(gg)),
+    // sparse -sign(g) * max(|g| / T - l1, 0) / (l2 + sqrt(gg) / (T * lr)).
+    s0 = s0 + g;
+    s1 = s1 + g * g;
+    const C sign = s0 > C(0) ? C(1) : (s0 < C(0) ? C(-1) : C(0));
+    const C magnitude = s0 < C(0) ? -s0 : s0;
+    if constexpr (Sparse) {
+      const C shrunk = magnitude / p.da_steps - p.l1;
+      const C num = p.l1_positive ? -sign * (shrunk > C(0) ? shrunk : C(0)) : -(s0 / p.da_steps);
+      var = num / (p.l2 + sqrt_of(s1) / p.da_steps_lr);
+    } else {
+      const C shrunk = magnitude - p.da_steps_l1;
+      const C num = p.l1_positive ? (-p.lr * sign) * (shrunk > C(0) ? shrunk : C(0)) : -(p.lr * s0);
+      var = num / (p.da_l2_steps_lr + sqrt_of(s1));
+    }
   }
 }
 

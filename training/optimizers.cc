@@ -376,4 +376,52 @@ void ProximalAdagradOptimizer::apply_sparse(const IndexedSlices& grad, Variable&
       Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
 }
 
+// ---------------------------------------------------------------------------
+// AdagradDA
+
+AdagradDAOptimizer::AdagradDAOptimizer(Hyperparameter learning_rate, Variable global_step,
+                                       AdagradDAOptions options)
+    : Optimizer(options.name, options.use_locking),
+      learning_rate_(std::move(learning_rate)),
+      global_step_(std::move(global_step)),
+      options_(std::move(options)) {
+  if (!(options_.initial_gradient_squared_accumulator_value > 0)) {
+    throw ValueError(get_name() +
+                     ": initial_gradient_squared_accumulator_value must be "
+                     "positive: " +
+                     std::to_string(options_.initial_gradient_squared_accumulator_value));
+  }
+}
+
+void AdagradDAOptimizer::make_slots(const Variable& var) {
+  make_slot(var, "gradient_accumulator", 0.0);
+  make_slot(var, "gradient_squared_accumulator",
+            options_.initial_gradient_squared_accumulator_value);
+}
+
+void AdagradDAOptimizer::prepare() {
+  lr_ = read(learning_rate_, "learning_rate");
+  const DType dtype = global_step_.dtype();
+  if ((dtype != DType::kInt64 && dtype != DType::kInt32) || global_step_.shape().rank() != 0) {
+    throw InvalidArgumentError(get_name() + ": global_step " + quoted(global_step_.op_name()) +
+                               " must be an integer scalar, got " + std::string(dtype_name(dtype)) +
+                               " " + global_step_.shape().to_string());
+  }
+  step_ = global_step_.value().to_host().cast(DType::kInt64).scalar<int64_t>() + 1;
+}
+
+void AdagradDAOptimizer::apply_dense(const Tensor& grad, Variable& var) {
+  apply_adagrad_da(
+      var, slot(var, "gradient_accumulator"), slot(var, "gradient_squared_accumulator"), grad,
+      Tensor(lr_), Tensor(options_.l1_regularization_strength),
+      Tensor(options_.l2_regularization_strength), Tensor(step_), {.use_locking = use_locking()});
+}
+
+void AdagradDAOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
+  sparse_apply_adagrad_da(
+      var, slot(var, "gradient_accumulator"), slot(var, "gradient_squared_accumulator"), grad,
+      Tensor(lr_), Tensor(options_.l1_regularization_strength),
+      Tensor(options_.l2_regularization_strength), Tensor(step_), {.use_locking = use_locking()});
+}
+
 }  // namespace varstate

@@ -157,6 +157,35 @@ Tensor proximal_adagrad(Variable& var, Variable& accum, const Tensor& lr, const 
   return finish(call, grad);
 }
 
+template <typename Grad>
+Tensor adagrad_da(Variable& var, Variable& gradient_accumulator,
+                  Variable& gradient_squared_accumulator, const Grad& grad, const Tensor& lr,
+                  const Tensor& l1, const Tensor& l2, const Tensor& global_step,
+                  const UpdateOptions& options) {
+  TrainingCall call(TrainingOp::kAdagradDA,
+                    pick(kSparse<Grad>, "ApplyAdagradDA", "SparseApplyAdagradDA"), var,
+                    {{&gradient_accumulator, "gradient_accumulator"},
+                     {&gradient_squared_accumulator, "gradient_squared_accumulator"}},
+                    options);
+  kernels::TrainingHyper& h = call.hyper();
+  h.lr = call.scalar(lr, "lr");
+  h.l1 = call.scalar(l1, "l1");
+  h.l2 = call.scalar(l2, "l2");
+  // An integer scalar (TensorFlow's op takes int64; a C++ integer converts).
+  if (!global_step.valid() || global_step.rank() != 0) {
+    throw InvalidArgumentError(
+        call.who() + ": global_step is not a scalar: " +
+        (global_step.valid() ? global_step.shape().to_string() : std::string("empty")));
+  }
+  if (global_step.dtype() != DType::kInt64 &&
+      !(global_step.weakly_typed() && global_step.dtype() == DType::kInt32)) {
+    throw TypeError(call.who() + ": global_step is " +
+                    std::string(dtype_name(global_step.dtype())) + ", expected int64");
+  }
+  h.global_step = static_cast<double>(global_step.to_host().cast(DType::kInt64).scalar<int64_t>());
+  return finish(call, grad);
+}
+
 }  // namespace
 
 Tensor apply_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& delta,
@@ -340,6 +369,21 @@ Tensor sparse_apply_proximal_adagrad(Variable& var, Variable& accum, const Tenso
                                      const Tensor& l1, const Tensor& l2, const IndexedSlices& grad,
                                      const UpdateOptions& options) {
   return proximal_adagrad(var, accum, lr, l1, l2, grad, options);
+}
+
+Tensor apply_adagrad_da(Variable& var, Variable& gradient_accumulator,
+                        Variable& gradient_squared_accumulator, const Tensor& grad,
+                        const Tensor& lr, const Tensor& l1, const Tensor& l2,
+                        const Tensor& global_step, const UpdateOptions& options) {
+  return adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2,
+                    global_step, options);
+}
+Tensor sparse_apply_adagrad_da(Variable& var, Variable& gradient_accumulator,
+                               Variable& gradient_squared_accumulator, const IndexedSlices& grad,
+                               const Tensor& lr, const Tensor& l1, const Tensor& l2,
+                               const Tensor& global_step, const UpdateOptions& options) {
+  return adagrad_da(var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2,
+                    global_step, options);
 }
 
 }  // namespace varstate

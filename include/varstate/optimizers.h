@@ -23,6 +23,9 @@
 //   Adadelta         accum, accum_update      zeros, zeros
 //   ProximalGradientDescent  none
 //   ProximalAdagrad  accumulator              initial_accumulator_value
+//   AdagradDA        gradient_accumulator, gradient_squared_accumulator
+//                                             zeros,
+//                                             initial_gradient_squared_accumulator_value
 #pragma once
 
 #include <optional>
@@ -303,6 +306,38 @@ class ProximalAdagradOptimizer : public Optimizer {
   Hyperparameter learning_rate_;
   ProximalAdagradOptions options_;
   double lr_ = 0;
+};
+
+struct AdagradDAOptions {
+  double initial_gradient_squared_accumulator_value = 0.1;
+  double l1_regularization_strength = 0.0;
+  double l2_regularization_strength = 0.0;
+  bool use_locking = false;
+  std::string name = "AdagradDA";
+};
+
+// Adagrad dual averaging (apply_adagrad_da), for sparse linear models:
+// `global_step` (an integer scalar variable, the one apply_gradients
+// increments) is read at every apply, and the update is for step
+// global_step + 1, as TensorFlow's. ValueError (as TensorFlow) for an
+// initial_gradient_squared_accumulator_value that is not positive.
+class AdagradDAOptimizer : public Optimizer {
+ public:
+  AdagradDAOptimizer(Hyperparameter learning_rate, Variable global_step,
+                     AdagradDAOptions options = {});
+
+ protected:
+  void make_slots(const Variable& var) override;
+  void prepare() override;
+  void apply_dense(const Tensor& grad, Variable& var) override;
+  void apply_sparse(const IndexedSlices& grad, Variable& var) override;
+
+ private:
+  Hyperparameter learning_rate_;
+  Variable global_step_;
+  AdagradDAOptions options_;
+  double lr_ = 0;
+  int64_t step_ = 0;  // global_step + 1, read by prepare()
 };
 
 }  // namespace varstate

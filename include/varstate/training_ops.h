@@ -210,6 +210,22 @@ Tensor sparse_apply_proximal_adagrad(Variable& var, Variable& accum, const Tenso
                                      const Tensor& l1, const Tensor& l2, const IndexedSlices& grad,
                                      const UpdateOptions& options = {});
 
+// AdagradDA (TensorFlow's ApplyAdagradDA, dual averaging): g_acc += grad;
+// gg_acc += grad^2; then, with T = global_step (an integer scalar: the step
+// this update is for, counted from 1), var is computed from the
+// accumulators alone: with l1 > 0
+// var = -lr * sign(g_acc) * max(|g_acc| - T * l1, 0) / (l2 * T * lr + sqrt(gg_acc)),
+// else var = -lr * g_acc / (l2 * T * lr + sqrt(gg_acc)). The sparse form
+// evaluates it as TensorFlow's sparse kernel does (divided through by T * lr).
+Tensor apply_adagrad_da(Variable& var, Variable& gradient_accumulator,
+                        Variable& gradient_squared_accumulator, const Tensor& grad,
+                        const Tensor& lr, const Tensor& l1, const Tensor& l2,
+                        const Tensor& global_step, const UpdateOptions& options = {});
+Tensor sparse_apply_adagrad_da(Variable& var, Variable& gradient_accumulator,
+                               Variable& gradient_squared_accumulator, const IndexedSlices& grad,
+                               const Tensor& lr, const Tensor& l1, const Tensor& l2,
+                               const Tensor& global_step, const UpdateOptions& options = {});
+
 // Not TensorFlow's: row-wise Adagrad, one accumulator per row of a
 // variable of rank >= 1 (accum has shape [var.shape[0]]), as recommender
 // systems use for embedding tables: accum[r] += mean over the row of

@@ -17,7 +17,14 @@ namespace varstate::interop {
 namespace {
 
 // The optimizers of test_optimizers.py, with its hyperparameters.
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
+// `step`: the global step, for the optimizers that read it (AdagradDA).
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const Variable& step) {
+  if (name == "adagrad_da") {
+    return std::make_unique<AdagradDAOptimizer>(
+        0.1, step,
+        AdagradDAOptions{.l1_regularization_strength = 0.01, .l2_regularization_strength = 0.02});
+  }
+  if (name == "adagrad_da_plain") return std::make_unique<AdagradDAOptimizer>(0.1, step);
   using Make = std::function<std::unique_ptr<Optimizer>()>;
   static const std::map<std::string, Make> optimizers = {
       {"sgd", [] { return std::make_unique<GradientDescentOptimizer>(0.1); }},
@@ -97,7 +104,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
   Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
   Session session;
   session.run(global_variables_initializer());
-  std::unique_ptr<Optimizer> opt = make_optimizer(args.at(0));
+  std::unique_ptr<Optimizer> opt = make_optimizer(args.at(0), step);
   opt->create_slots({w, emb});
   if (restore != "-") Saver().restore(session, restore);
   for (int s = first; s < last; ++s) {

@@ -40,6 +40,11 @@ OPTIMIZERS = {
     "proximal_adagrad": lambda: tf1.train.ProximalAdagradOptimizer(
         0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.02),
     "proximal_adagrad_plain": lambda: tf1.train.ProximalAdagradOptimizer(0.1),
+    # The graph's "global_step" variable (get_global_step finds it by name).
+    "adagrad_da": lambda: tf1.train.AdagradDAOptimizer(
+        0.1, tf1.train.get_global_step(), l1_regularization_strength=0.01,
+        l2_regularization_strength=0.02),
+    "adagrad_da_plain": lambda: tf1.train.AdagradDAOptimizer(0.1, tf1.train.get_global_step()),
 }
 
 # Optimizers whose every variable and slot matches TensorFlow's bit for bit
@@ -115,7 +120,7 @@ def test_optimizer_matches_tensorflow(tmp_path, name):
     assert not same_bits(got["emb"], data["emb"])
 
 
-@pytest.mark.parametrize("name", ["adam", "adagrad", "adadelta", "proximal_adagrad"])
+@pytest.mark.parametrize("name", ["adam", "adagrad", "adadelta", "proximal_adagrad", "adagrad_da"])
 def test_varstate_checkpoint_continues_in_tensorflow(tmp_path, name):
     data = inputs(STEPS)
     prefix = str(tmp_path / "varstate")
@@ -126,7 +131,7 @@ def test_varstate_checkpoint_continues_in_tensorflow(tmp_path, name):
     assert continued["global_step"] == STEPS
 
 
-@pytest.mark.parametrize("name", ["adam", "adagrad", "adadelta", "proximal_adagrad"])
+@pytest.mark.parametrize("name", ["adam", "adagrad", "adadelta", "proximal_adagrad", "adagrad_da"])
 def test_tensorflow_checkpoint_continues_in_varstate(tmp_path, name):
     data = inputs(STEPS)
     prefix = str(tmp_path / "tf")

@@ -32,14 +32,17 @@ inline const std::vector<TrainingOp>& all_training_ops() {
                                               TrainingOp::kRowwiseAdagrad,
                                               TrainingOp::kAdadelta,
                                               TrainingOp::kProximalGradientDescent,
-                                              TrainingOp::kProximalAdagrad};
+                                              TrainingOp::kProximalAdagrad,
+                                              TrainingOp::kAdagradDA};
   return ops;
 }
 
-// The ops whose s1 is a sum of squares (Adam's v, Adadelta's accum_update):
-// their test data keeps it >= 0, so that its square root is a number.
+// The ops whose s1 is a sum of squares (Adam's v, Adadelta's accum_update,
+// AdagradDA's gradient_squared_accumulator): their test data keeps it >= 0,
+// so that its square root is a number.
 inline bool squares_in_s1(TrainingOp op) {
-  return op == TrainingOp::kAdam || op == TrainingOp::kLazyAdam || op == TrainingOp::kAdadelta;
+  return op == TrainingOp::kAdam || op == TrainingOp::kLazyAdam || op == TrainingOp::kAdadelta ||
+         op == TrainingOp::kAdagradDA;
 }
 
 inline kernels::TrainingHyper test_hyper(bool nesterov, double lr_power = -0.5,
@@ -57,6 +60,7 @@ inline kernels::TrainingHyper test_hyper(bool nesterov, double lr_power = -0.5,
   h.l2 = 0.02;
   h.l2_shrinkage = shrinkage;
   h.lr_power = lr_power;
+  h.global_step = 3;
   h.use_nesterov = nesterov;
   return h;
 }

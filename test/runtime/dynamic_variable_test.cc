@@ -472,6 +472,13 @@ TEST_CASE_METHOD(FreshSession, "dynamic variable: optimizers match a dense varia
              0.1, ProximalGradientDescentOptions{.l1_regularization_strength = 0.01});
        }},
       {"proximal_adagrad", [] { return std::make_unique<ProximalAdagradOptimizer>(0.1); }},
+      // Each optimizer reads a step variable of its own, both at 5.
+      {"adagrad_da",
+       [] {
+         return std::make_unique<AdagradDAOptimizer>(
+             0.1, Variable(Tensor(int64_t{5}), {.trainable = false, .name = "da_step"}),
+             AdagradDAOptions{.l1_regularization_strength = 0.01});
+       }},
   };
   const std::vector<std::string> devices = GENERATE(from_range(shardings()));
   CAPTURE(devices);

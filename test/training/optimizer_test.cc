@@ -167,6 +167,45 @@ TEST_CASE_METHOD(FreshGraph,
   CHECK(floats(w) != kW);
 }
 
+TEST_CASE_METHOD(FreshGraph,
+                 "AdagradDA: TensorFlow's slots; each step is for global_step + 1; a global_step "
+                 "that is not an integer scalar creates and changes nothing",
+                 "[optimizer]") {
+  const Tensor g = Tensor::from_vector<float>(kG, {2, 3});
+  const IndexedSlices sparse(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}),
+                             Tensor({1, 1}));
+  const IndexedSlices summed(
+      Tensor::from_vector<float>({0.f + 1.f + 4.f, 0.f + 2.f + 5.f, 0.f + 3.f + 6.f}, {1, 3}),
+      Tensor({1}));
+  Variable step = make_step();
+  Variable w = make_var(kW, {2, 3}, "w");
+  Variable hw = make_var(kW, {2, 3}, "hw");
+  Variable ga = make_var(std::vector<float>(6, 0), {2, 3}, "ga");
+  Variable gga = make_var(std::vector<float>(6, 0.1f), {2, 3}, "gga");
+  AdagradDAOptimizer opt(0.1, step,
+                         {.l1_regularization_strength = 0.01, .l2_regularization_strength = 0.02});
+  CHECK_THROWS_AS(AdagradDAOptimizer(0.1, step, {.initial_gradient_squared_accumulator_value = 0}),
+                  ValueError);
+  for (int64_t i = 1; i <= 2; ++i) {
+    opt.apply_gradients({{g, w}}, &step);
+    apply_adagrad_da(hw, ga, gga, g, 0.1f, 0.01f, 0.02f, Tensor(2 * i - 1));
+    opt.apply_gradients({{sparse, w}}, &step);
+    sparse_apply_adagrad_da(hw, ga, gga, summed, 0.1f, 0.01f, 0.02f, Tensor(2 * i));
+  }
+  CHECK(floats(w) == floats(hw));
+  CHECK(floats(w) != kW);
+  CHECK(opt.get_slot(w, "gradient_accumulator")->op_name() == "w/AdagradDA");
+  CHECK(opt.get_slot(w, "gradient_squared_accumulator")->op_name() == "w/AdagradDA_1");
+  CHECK(floats(*opt.get_slot(w, "gradient_squared_accumulator")) == floats(gga));
+
+  Variable float_step = make_var({0.f}, {}, "float_step");
+  Variable v = make_var(kW, {2, 3}, "v");
+  AdagradDAOptimizer bad(0.1, float_step);
+  CHECK_THROWS_AS(bad.apply_gradients({{g, v}}), InvalidArgumentError);
+  CHECK_FALSE(bad.get_slot(v, "gradient_accumulator").has_value());
+  CHECK(floats(v) == kW);
+}
+
 TEST_CASE_METHOD(FreshGraph, "proximal Adagrad's hyperparameters are checked before anything",
                  "[optimizer][errors]") {
   CHECK_THROWS_AS(ProximalAdagradOptimizer(0.1, {.initial_accumulator_value = 0}), ValueError);

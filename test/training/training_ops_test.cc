@@ -194,6 +194,29 @@ TEST_CASE_METHOD(FreshGraph, "dense training ops follow TensorFlow's formulas ex
     apply_proximal_gradient_descent(w, lr, 100.0f, 0.0f, grad);  // every |prox| < lr * l1
     CHECK(floats(w) == std::vector<float>(6, 0.0f));
   }
+  SECTION("adagrad_da, with and without l1") {
+    // Steps 1 and 2: var from the accumulators alone.
+    for (const float l1 : {0.02f, 0.0f}) {
+      const float l2 = 0.5f;
+      for (int64_t step = 1; step <= 2; ++step) {
+        apply_adagrad_da(w, a, b, grad, lr, l1, l2, Tensor(step));
+        reference(var, s0, s1, s2, [&](size_t i, float& v, float& ga, float& gga, float&) {
+          const float g = kGrad[i];
+          ga = ga + g;
+          gga = gga + g * g;
+          const auto t = static_cast<float>(step);
+          const float denominator = l2 * (t * lr) + std::sqrt(gga);
+          if (l1 > 0) {
+            const float sign = ga > 0 ? 1.0f : (ga < 0 ? -1.0f : 0.0f);
+            v = (-lr * sign) * std::max(std::fabs(ga) - t * l1, 0.0f) / denominator;
+          } else {
+            v = -(lr * ga) / denominator;
+          }
+        });
+        check();
+      }
+    }
+  }
   SECTION("proximal adagrad, with and without l1") {
     for (const float l1 : {0.05f, 0.0f}) {
       const float l2 = 0.02f;
@@ -277,6 +300,21 @@ TEST_CASE_METHOD(FreshGraph, "sparse training ops sum duplicate indices, then up
       const float sign = prox > 0 ? 1.0f : (prox < 0 ? -1.0f : 0.0f);
       v = sign * std::max(std::fabs(prox) - step_lr * l1, 0.0f) / (1.0f + l2 * step_lr);
     });
+    CHECK(floats(w) == var);
+    // AdagradDA's sparse kernel divides through by T * lr (T = 4).
+    Variable ga = make_var(std::vector<float>(6, 0.0f), {3, 2}, "ga");
+    std::vector<float> ga_ref(6, 0.0f), gga_ref = s1;
+    sparse_apply_adagrad_da(w, ga, b, grad, lr, l1, l2, Tensor(int64_t{4}));
+    for (size_t i = 0; i < 6; ++i) {
+      if (!touched[i]) continue;
+      ga_ref[i] = ga_ref[i] + g[i];
+      gga_ref[i] = gga_ref[i] + g[i] * g[i];
+      const float sign = ga_ref[i] > 0 ? 1.0f : (ga_ref[i] < 0 ? -1.0f : 0.0f);
+      const float shrunk = std::max(std::fabs(ga_ref[i]) / 4.0f - l1, 0.0f);
+      var[i] = (-sign * shrunk) / (l2 + std::sqrt(gga_ref[i]) / (4.0f * lr));
+    }
+    s1 = gga_ref;
+    CHECK(floats(ga) == ga_ref);
     CHECK(floats(w) == var);
     // Duplicates summed first (TensorFlow's optimizer), unlike
     // sparse_apply_gradient_descent's one by one.
@@ -408,6 +446,10 @@ TEST_CASE_METHOD(FreshGraph, "training op errors name the op and the variable, a
               Catch::Contains("l2 regularization strength is not a non-negative scalar"));
   CHECK_ERROR(apply_adadelta(w, m, m, 0.1f, 0.95f, 1e-6f, grad), InvalidArgumentError,
               Catch::Contains("accum_update is the same variable as accum"));
+  CHECK_ERROR(apply_adagrad_da(w, m, v, grad, 0.1f, 0.f, 0.f, Tensor(2.0)), TypeError,
+              Catch::Equals("ApplyAdagradDA on \"w\": global_step is float64, expected int64"));
+  CHECK_ERROR(apply_adagrad_da(w, m, v, grad, 0.1f, 0.f, 0.f, Tensor({1, 2})), InvalidArgumentError,
+              Catch::Contains("global_step is not a scalar: [2]"));
   CHECK_ERROR(apply_proximal_gradient_descent(w, Tensor({0.1f, 0.2f}), 0.f, 0.f, grad),
               InvalidArgumentError,
               Catch::Equals("ApplyProximalGradientDescent on \"w\": alpha is not a scalar: [2]"));
