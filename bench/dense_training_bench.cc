@@ -15,7 +15,7 @@
 //
 // Ops: gradient_descent, momentum, adagrad, adam, rms_prop,
 // centered_rms_prop, ftrl, adadelta, proximal_gradient_descent,
-// proximal_adagrad; dtypes float32 and bfloat16; 64M elements a
+// proximal_adagrad, adagrad_da; dtypes float32 and bfloat16; 64M elements a
 // tensor (16M with --quick). Prints one line per case and, with --out, a
 // JSON document (bench/results/). bench/compare_torch_optimizers.py runs
 // PyTorch's optimizers on the same sizes, interleaved with this program.
@@ -64,17 +64,21 @@ constexpr OpInfo kOps[] = {{"gradient_descent", TrainingOp::kGradientDescent},
                            {"ftrl", TrainingOp::kFtrl},
                            {"adadelta", TrainingOp::kAdadelta},
                            {"proximal_gradient_descent", TrainingOp::kProximalGradientDescent},
-                           {"proximal_adagrad", TrainingOp::kProximalAdagrad}};
+                           {"proximal_adagrad", TrainingOp::kProximalAdagrad},
+                           {"adagrad_da", TrainingOp::kAdagradDA}};
 
 // The hyperparameters of every case: the compute floor's kernel calls and
-// run_case's public calls. The proximal ops take l1 > 0 (their soft
-// threshold) and l2 > 0; Ftrl keeps l1 = l2 = 0.
+// run_case's public calls. The proximal ops and AdagradDA take l1 > 0
+// (their soft threshold) and l2 > 0, AdagradDA at step 100; Ftrl keeps
+// l1 = l2 = 0.
 kernels::TrainingHyper hyper(TrainingOp op) {
   kernels::TrainingHyper h;
-  if (op == TrainingOp::kProximalGradientDescent || op == TrainingOp::kProximalAdagrad) {
+  if (op == TrainingOp::kProximalGradientDescent || op == TrainingOp::kProximalAdagrad ||
+      op == TrainingOp::kAdagradDA) {
     h.l1 = 0.001;
     h.l2 = 0.001;
   }
+  h.global_step = 100;
   h.lr = 0.001;
   h.beta1 = 0.9;
   h.beta2 = 0.999;
@@ -258,6 +262,12 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
       break;
     case TrainingOp::kProximalAdagrad:
       step = [&] { apply_proximal_adagrad(var, slots[0], lr, l1, l2, grad); };
+      break;
+    case TrainingOp::kAdagradDA:
+      step = [&] {
+        apply_adagrad_da(var, slots[0], slots[1], grad, lr, l1, l2,
+                         Tensor(static_cast<int64_t>(h.global_step)));
+      };
       break;
     default:  // kFtrl: l1 = l2 = 0, lr_power = -0.5 (hyper()'s defaults)
       step = [&] {
