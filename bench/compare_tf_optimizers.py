@@ -4,7 +4,9 @@
 For each sparse configuration of bench/optimizer_bench.cc — a [N, 64]
 float32 table, 65,536 uniform ids per step, AdagradOptimizer and
 AdamOptimizer (ref variables, as TensorFlow 1.x; its sparse Adam updates
-every row) — and dense Adam on 64M elements, TensorFlow runs one
+every row) — and dense Adam on 64M elements, and the four optimizers
+added on 2026-11-30 (Adadelta, ProximalGradientDescent, ProximalAdagrad,
+AdagradDA; sparse and dense, l1 = l2 = 0.001), TensorFlow runs one
 apply_gradients per session.run with intra- and inter-op threads set to
 --threads, and the matching bench_optimizer benchmark runs right before
 it (--ours-bin), so both see the same machine load. Prints and stores
@@ -38,9 +40,34 @@ WIDTH = 64
 def configs(quick):
     rows = 262_144 if quick else 1_000_000
     dense = (16 if quick else 64) << 20
-    return [("adagrad", "default", rows, WIDTH, IDS),
-            ("adam", "default", rows, WIDTH, IDS),
-            ("adam", "dense", dense, WIDTH, 0)]
+    out = [("adagrad", "default", rows, WIDTH, IDS),
+           ("adam", "default", rows, WIDTH, IDS),
+           ("adam", "dense", dense, WIDTH, 0)]
+    for op in ("adadelta", "proximal-sgd", "proximal-adagrad", "adagrad-da"):
+        out += [(op, "default", rows, WIDTH, IDS), (op, "dense", dense, WIDTH, 0)]
+    return out
+
+
+# The slots of the optimizers of the second group (bench/optimizer_bench.cc).
+SLOTS = {"adadelta": 2, "proximal-sgd": 0, "proximal-adagrad": 1, "adagrad-da": 2}
+
+
+def make_optimizer(op):
+    if op == "adagrad":
+        return tf1.train.AdagradOptimizer(0.01)
+    if op == "adam":
+        return tf1.train.AdamOptimizer(0.01)
+    if op == "adadelta":
+        return tf1.train.AdadeltaOptimizer(0.01, rho=0.95, epsilon=1e-8)
+    if op == "proximal-sgd":
+        return tf1.train.ProximalGradientDescentOptimizer(
+            0.01, l1_regularization_strength=0.001, l2_regularization_strength=0.001)
+    if op == "proximal-adagrad":
+        return tf1.train.ProximalAdagradOptimizer(
+            0.01, l1_regularization_strength=0.001, l2_regularization_strength=0.001)
+    step = tf1.Variable(np.int64(99), name="global_step", trainable=False)  # step 100
+    return tf1.train.AdagradDAOptimizer(
+        0.01, step, l1_regularization_strength=0.001, l2_regularization_strength=0.001)
 
 
 def bench_name(op, path, rows, width, ids):
@@ -49,6 +76,9 @@ def bench_name(op, path, rows, width, ids):
 
 def moved_bytes(op, path, rows, width, ids, unique):
     row = 4.0 * width
+    if op in SLOTS:
+        slots = SLOTS[op]
+        return 4.0 * rows * (3 + 2 * slots) if path == "dense" else ids * row + unique * row * 2 * (1 + slots)
     if path == "dense":
         return 4.0 * rows * 7
     if op == "adagrad":
@@ -70,9 +100,7 @@ def run_tensorflow(op, path, rows, width, ids, threads, steps):
             values = rng.uniform(-1, 1, [ids, width]).astype(np.float32)
             grad = tf.IndexedSlices(tf.constant(values), tf.constant(ids_v),
                                     tf.constant(shape, tf.int64))
-        opt = (tf1.train.AdagradOptimizer(0.01) if op == "adagrad"
-               else tf1.train.AdamOptimizer(0.01))
-        train = opt.apply_gradients([(grad, var)])
+        train = make_optimizer(op).apply_gradients([(grad, var)])
         with tf1.Session(config=config) as sess:
             sess.run(tf1.global_variables_initializer())
             sess.run(train)

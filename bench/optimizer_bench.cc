@@ -8,13 +8,20 @@
 //            table, 65,536 uniform ids per step (duplicates included), on
 //            the default and the deterministic path (the same kernels:
 //            their ratio shows what determinism costs — nothing);
-//   dense    Adam on 64M float32 elements (M0).
+//   dense    Adam on 64M float32 elements (M0);
+//   both     Adadelta, proximal gradient descent, proximal Adagrad and
+//            AdagradDA (l1 = l2 = 0.001, step 100), sparse on the default
+//            path and dense.
 // bytes moved (read + written, float32):
 //   sparse Adagrad        M*D*4 (grad) + U*D*4*4 (var, accum: read, write)
 //   row-wise Adagrad      M*D*4 + U*D*4*2 + U*4*2
 //   lazy Adam             M*D*4 + U*D*4*6
 //   compat.v1 sparse Adam M*D*4 + N*D*4*6
 //   dense Adam            N*4*7 (read var, m, v, grad; write var, m, v)
+//   the four others       sparse M*D*4 + U*D*4*2*(1 + slots), dense
+//                         N*4*(3 + 2*slots) (Adadelta and AdagradDA 2
+//                         slots, proximal Adagrad 1, proximal gradient
+//                         descent none)
 // with U the distinct ids. Counters: GBps, limit_GBps, ratio (bench_util.h)
 // and steps_per_s. The quick run uses N = 262,144 and 16M dense elements.
 // bench/compare_tf_optimizers.py runs TensorFlow's optimizers on the same
@@ -38,8 +45,25 @@ enum class Op {
   kAdagrad,
   kRowwiseAdagrad,
   kAdam,
-  kLazyAdam
+  kLazyAdam,
+  kAdadelta,
+  kProximalGradientDescent,
+  kProximalAdagrad,
+  kAdagradDA
 };
+
+// The slots of the four ops of the second group.
+int slots_of(Op op) {
+  switch (op) {
+    case Op::kAdadelta:
+    case Op::kAdagradDA:
+      return 2;
+    case Op::kProximalAdagrad:
+      return 1;
+    default:
+      return 0;
+  }
+}
 
 struct Config {
   bool gpu = false;
@@ -61,6 +85,14 @@ const char* op_label(Op op) {
       return "adam";
     case Op::kLazyAdam:
       return "lazy-adam";
+    case Op::kAdadelta:
+      return "adadelta";
+    case Op::kProximalGradientDescent:
+      return "proximal-sgd";
+    case Op::kProximalAdagrad:
+      return "proximal-adagrad";
+    case Op::kAdagradDA:
+      return "adagrad-da";
   }
   return "";
 }
@@ -99,8 +131,9 @@ void run(benchmark::State& state, const Config& c) {
   const bool rowwise = c.op == Op::kRowwiseAdagrad;
   Variable s0 = filled(*device, rowwise ? TensorShape({c.rows}) : shape, 0.1f, "s0");
   const bool adam = c.op == Op::kAdam || c.op == Op::kLazyAdam;
+  const int slots = slots_of(c.op);
   std::optional<Variable> s1;
-  if (adam) s1 = filled(*device, shape, 0.f, "s1");
+  if (adam || slots == 2) s1 = filled(*device, shape, 0.f, "s1");
   std::mt19937_64 gen(20261125);
   std::vector<int64_t> ids(static_cast<size_t>(c.ids));
   for (int64_t& id : ids) id = static_cast<int64_t>(gen() % static_cast<uint64_t>(c.rows));
@@ -112,7 +145,10 @@ void run(benchmark::State& state, const Config& c) {
               : IndexedSlices(grad, Tensor::from_vector<int64_t>(ids).to(*device));
   const double row = 4.0 * static_cast<double>(c.width);
   double moved = 0;
-  if (c.dense) {
+  const bool second_group = c.op >= Op::kAdadelta;
+  if (second_group) {
+    moved = c.dense ? 4.0 * n * (3 + 2 * slots) : c.ids * row + unique * row * 2 * (1 + slots);
+  } else if (c.dense) {
     moved = 4.0 * n * 7;
   } else if (c.op == Op::kAdagrad) {
     moved = c.ids * row + unique * row * 4;
@@ -127,7 +163,8 @@ void run(benchmark::State& state, const Config& c) {
   const double limit = c.gpu ? limit_gbps(Limit::kDeviceCopy, copy_bytes, device)
                              : limit_gbps(Limit::kHostMemcpy, copy_bytes);
   const UpdateOptions options{.deterministic = c.deterministic};
-  const Tensor lr(0.01f), b1(0.9f), b2(0.999f), eps(1e-8f), b1p(0.9f), b2p(0.999f);
+  const Tensor lr(0.01f), b1(0.9f), b2(0.999f), eps(1e-8f), b1p(0.9f), b2p(0.999f), rho(0.95f),
+      l1(0.001f), l2(0.001f), step(int64_t{100});
   const int reps = moved >= 256e6 ? 2 : moved >= 32e6 ? 5 : c.gpu ? 50 : 10;
   run_timed(state, moved, limit, reps, c.gpu ? device : nullptr, [&] {
     switch (c.op) {
@@ -151,6 +188,34 @@ void run(benchmark::State& state, const Config& c) {
       case Op::kLazyAdam:
         sparse_apply_lazy_adam(var, s0, *s1, b1p, b2p, lr, b1, b2, eps, slices, options);
         break;
+      case Op::kAdadelta:
+        if (c.dense) {
+          apply_adadelta(var, s0, *s1, lr, rho, eps, grad, options);
+        } else {
+          sparse_apply_adadelta(var, s0, *s1, lr, rho, eps, slices, options);
+        }
+        break;
+      case Op::kProximalGradientDescent:
+        if (c.dense) {
+          apply_proximal_gradient_descent(var, lr, l1, l2, grad, options);
+        } else {
+          sparse_apply_proximal_gradient_descent(var, lr, l1, l2, slices, options);
+        }
+        break;
+      case Op::kProximalAdagrad:
+        if (c.dense) {
+          apply_proximal_adagrad(var, s0, lr, l1, l2, grad, options);
+        } else {
+          sparse_apply_proximal_adagrad(var, s0, lr, l1, l2, slices, options);
+        }
+        break;
+      case Op::kAdagradDA:
+        if (c.dense) {
+          apply_adagrad_da(var, s0, *s1, grad, lr, l1, l2, step, options);
+        } else {
+          sparse_apply_adagrad_da(var, s0, *s1, slices, lr, l1, l2, step, options);
+        }
+        break;
     }
   });
   var.sync();
@@ -172,6 +237,11 @@ void register_for(bool gpu) {
     }
   }
   add({.gpu = gpu, .op = Op::kAdam, .dense = true, .rows = (quick_run() ? 16 : 64) << 20});
+  for (Op op :
+       {Op::kAdadelta, Op::kProximalGradientDescent, Op::kProximalAdagrad, Op::kAdagradDA}) {
+    add({.gpu = gpu, .op = op, .rows = rows});
+    add({.gpu = gpu, .op = op, .dense = true, .rows = (quick_run() ? 16 : 64) << 20});
+  }
 }
 
 const bool registered = [] {
