@@ -69,14 +69,15 @@ constexpr OpInfo kOps[] = {{"gradient_descent", TrainingOp::kGradientDescent},
 
 // The hyperparameters of every case: the compute floor's kernel calls and
 // run_case's public calls. The proximal ops and AdagradDA take l1 > 0
-// (their soft threshold) and l2 > 0, AdagradDA at step 100; Ftrl keeps
-// l1 = l2 = 0.
+// (their soft threshold), AdagradDA at step 100; l2 > 0 too, but proximal
+// gradient descent keeps TensorFlow's default l2 = 0 (its division by 1 is
+// left out); Ftrl keeps l1 = l2 = 0.
 kernels::TrainingHyper hyper(TrainingOp op) {
   kernels::TrainingHyper h;
   if (op == TrainingOp::kProximalGradientDescent || op == TrainingOp::kProximalAdagrad ||
       op == TrainingOp::kAdagradDA) {
     h.l1 = 0.001;
-    h.l2 = 0.001;
+    h.l2 = op == TrainingOp::kProximalGradientDescent ? 0.0 : 0.001;
   }
   h.global_step = 100;
   h.lr = 0.001;

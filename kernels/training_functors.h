@@ -163,6 +163,10 @@ struct TrainingParams {
   bool shrinkage;
   bool sqrt_power;   // lr_power == -0.5: TensorFlow's sqrt special case
   bool l1_positive;  // the proximal ops: l1 > 0 selects the soft threshold
+  // Proximal gradient descent: 1 + l2 * lr is exactly 1 (l2 = 0), so its
+  // division changes nothing and is left out. (The dividend is always an
+  // arithmetic result, never a signaling NaN, so x / 1 is x bit for bit.)
+  bool unit_divisor;
 };
 
 // The host's 16-bit types convert out of line (varstate/dtype.h); the
@@ -243,21 +247,25 @@ TrainingParams<C> training_params(const TrainingHyper& h) {
   p.shrinkage = h.l2_shrinkage > 0;
   p.sqrt_power = p.lr_power == C(-0.5);
   p.l1_positive = p.l1 > C(0);
+  p.unit_divisor = p.one_plus_l2_lr == C(1);
   return p;
 }
 
 // The proximal ops' step from prox = var - g * step_lr (TensorFlow's Fobos
 // update): with l1 > 0 the soft threshold sign(prox) * max(|prox| - l1_lr,
-// 0), then the division by one_plus_l2_lr. sign and max are Eigen's: a NaN
-// has sign 0, and a NaN difference is not above 0.
+// 0), then (unless `divide` is false: a divisor of exactly 1) the division
+// by one_plus_l2_lr. sign and max are Eigen's: a NaN has sign 0, and a NaN
+// difference is not above 0.
 template <typename C>
-VARSTATE_HD C proximal_step(C prox, C l1_lr, C one_plus_l2_lr, bool l1_positive) {
+VARSTATE_HD C proximal_step(C prox, C l1_lr, C one_plus_l2_lr, bool l1_positive,
+                            bool divide = true) {
+  C shrunk = prox;
   if (l1_positive) {
     const C sign = prox > C(0) ? C(1) : (prox < C(0) ? C(-1) : C(0));
     const C magnitude = (prox < C(0) ? -prox : prox) - l1_lr;
-    return sign * (magnitude > C(0) ? magnitude : C(0)) / one_plus_l2_lr;
+    shrunk = sign * (magnitude > C(0) ? magnitude : C(0));
   }
-  return prox / one_plus_l2_lr;
+  return divide ? shrunk / one_plus_l2_lr : shrunk;
 }
 
 // One element's update with gradient g. `Sparse` selects the formulas of
@@ -335,7 +343,7 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     var = var - update * p.lr;
     s1 = s1 * p.rho + (update * update) * p.one_minus_rho;
   } else if constexpr (Op == TrainingOp::kProximalGradientDescent) {
-    var = proximal_step(var - g * p.lr, p.lr_l1, p.one_plus_l2_lr, p.l1_positive);
+    var = proximal_step(var - g * p.lr, p.lr_l1, p.one_plus_l2_lr, p.l1_positive, !p.unit_divisor);
   } else if constexpr (Op == TrainingOp::kProximalAdagrad) {
     // The learning rate lr * accum.rsqrt() (approximate in TensorFlow's
     // CPU kernel, as Adagrad's), then ProximalGradientDescent's step with

@@ -488,10 +488,10 @@ class DistinctRows {
 // vectorizes them without run-time overlap checks. Each is built once per
 // instruction set below and per value of the flags the formulas branch on
 // (`A`: Momentum's and Adam's use_nesterov, Ftrl's square-root power, the
-// proximal ops' l1 > 0; `B`: Ftrl's shrinkage), each a constant in its
-// loop. The file is built with -ffp-contract=off, so no multiply-add is
-// ever fused, and lane width changes no result: IEEE addition,
-// multiplication, division and square root round each element alike.
+// proximal ops' l1 > 0; `B`: Ftrl's shrinkage, proximal gradient descent's
+// divisor of exactly 1), each a constant in its loop. The file is built with -ffp-contract=off, so
+// no multiply-add is ever fused, and lane width changes no result: IEEE addition, multiplication,
+// division and square root round each element alike.
 template <TrainingOp Op, bool Sparse, typename T, typename C, typename G>
 inline void element_loop(const TrainingParams<C>& p, T* __restrict var, T* __restrict s0,
                          T* __restrict s1, T* __restrict s2, const G* __restrict grad,
@@ -510,6 +510,7 @@ TrainingParams<C> with_flags(const TrainingParams<C>& p) {
     q.shrinkage = B;
   } else if constexpr (kProximal<Op>) {
     q.l1_positive = A;
+    if constexpr (Op == TrainingOp::kProximalGradientDescent) q.unit_divisor = B;
   } else {
     q.use_nesterov = A;
   }
@@ -778,6 +779,13 @@ auto kernel_for(const TrainingParams<C>& p) {
                        : IsaVariants<K, Op, false, false, T, C>::for_cpu();
   } else if constexpr (Op == TrainingOp::kMomentum || Op == TrainingOp::kAdam) {
     return p.use_nesterov ? IsaVariants<K, Op, true, false, T, C>::for_cpu()
+                          : IsaVariants<K, Op, false, false, T, C>::for_cpu();
+  } else if constexpr (Op == TrainingOp::kProximalGradientDescent) {
+    if (p.l1_positive) {
+      return p.unit_divisor ? IsaVariants<K, Op, true, true, T, C>::for_cpu()
+                            : IsaVariants<K, Op, true, false, T, C>::for_cpu();
+    }
+    return p.unit_divisor ? IsaVariants<K, Op, false, true, T, C>::for_cpu()
                           : IsaVariants<K, Op, false, false, T, C>::for_cpu();
   } else if constexpr (kProximal<Op>) {
     return p.l1_positive ? IsaVariants<K, Op, true, false, T, C>::for_cpu()

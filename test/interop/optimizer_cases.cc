@@ -69,6 +69,11 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const Variabl
              0.1, ProximalGradientDescentOptions{.l1_regularization_strength = 0.05,
                                                  .l2_regularization_strength = 0.02});
        }},
+      {"proximal_sgd_l1",
+       [] {
+         return std::make_unique<ProximalGradientDescentOptimizer>(
+             0.1, ProximalGradientDescentOptions{.l1_regularization_strength = 0.05});
+       }},
       {"proximal_sgd_l2",
        [] {
          return std::make_unique<ProximalGradientDescentOptimizer>(

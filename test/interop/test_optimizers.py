@@ -35,6 +35,8 @@ OPTIMIZERS = {
     "adadelta": lambda: tf1.train.AdadeltaOptimizer(1.0, rho=0.9, epsilon=1e-6),
     "proximal_sgd": lambda: tf1.train.ProximalGradientDescentOptimizer(
         0.1, l1_regularization_strength=0.05, l2_regularization_strength=0.02),
+    "proximal_sgd_l1": lambda: tf1.train.ProximalGradientDescentOptimizer(
+        0.1, l1_regularization_strength=0.05),
     "proximal_sgd_l2": lambda: tf1.train.ProximalGradientDescentOptimizer(
         0.1, l2_regularization_strength=0.02),
     "proximal_adagrad": lambda: tf1.train.ProximalAdagradOptimizer(

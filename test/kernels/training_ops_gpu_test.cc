@@ -47,9 +47,9 @@ TrainingData<T> run_gpu(TrainingOp op, const kernels::TrainingHyper& h, const Tr
 
 template <typename T, typename Index>
 void compare(TrainingOp op, int64_t rows, int64_t width, const std::vector<Index>* indices,
-             double l1 = 0.01) {
-  CAPTURE(static_cast<int>(op), rows, width, indices != nullptr, l1, dtype_name(dtype_of<T>));
-  const auto h = test_hyper(false, -0.5, 0, l1);
+             double l1 = 0.01, double l2 = 0.02) {
+  CAPTURE(static_cast<int>(op), rows, width, indices != nullptr, l1, l2, dtype_name(dtype_of<T>));
+  const auto h = test_hyper(false, -0.5, 0, l1, l2);
   const int64_t grad_rows = indices ? static_cast<int64_t>(indices->size()) : rows;
   TrainingData<T> want = training_data<T>(rows * width, rows, grad_rows * width, kSeed + rows, op);
   const TrainingData<T> input = want;
@@ -83,6 +83,7 @@ TEMPLATE_TEST_CASE("gpu training ops equal the cpu kernels", "[training][gpu]", 
       if (op == TrainingOp::kProximalGradientDescent || op == TrainingOp::kProximalAdagrad) {
         compare<TestType, int64_t>(op, rows, width, nullptr, 0.0);  // l1 = 0
         compare<TestType, int32_t>(op, rows, width, &dups, 0.0);
+        compare<TestType, int64_t>(op, rows, width, nullptr, 0.01, 0.0);  // l2 = 0
       }
     }
   }

@@ -27,12 +27,12 @@ void check_same(TrainingData<T>& got, TrainingData<T>& want) {
 
 template <typename T>
 void dense_case(TrainingOp op, int64_t rows, int64_t width, bool nesterov, double lr_power,
-                double shrinkage = -1, double l1 = 0.01) {
+                double shrinkage = -1, double l1 = 0.01, double l2 = 0.02) {
   if (shrinkage < 0) shrinkage = lr_power == -0.5 ? 0.0 : 0.03;
-  CAPTURE(static_cast<int>(op), rows, width, nesterov, lr_power, shrinkage, l1,
+  CAPTURE(static_cast<int>(op), rows, width, nesterov, lr_power, shrinkage, l1, l2,
           dtype_name(dtype_of<T>));
   const int64_t n = rows * width;
-  const auto h = test_hyper(nesterov, lr_power, shrinkage, l1);
+  const auto h = test_hyper(nesterov, lr_power, shrinkage, l1, l2);
   TrainingData<T> got = training_data<T>(n, rows, n, kSeed + n, op);
   TrainingData<T> want = got;
   cpu::apply_dense<T>(op, h, got.slots(), got.grad.data(), n, width);
@@ -65,10 +65,10 @@ void sparse_indices_case(TrainingOp op, const kernels::TrainingHyper& h, int64_t
 template <typename T, typename Index>
 void sparse_case(TrainingOp op, int64_t rows, int64_t width, int64_t n, bool duplicates,
                  bool nesterov = false, double lr_power = -0.5, double shrinkage = 0,
-                 double l1 = 0.01) {
-  CAPTURE(static_cast<int>(op), rows, width, n, duplicates, nesterov, lr_power, shrinkage, l1,
+                 double l1 = 0.01, double l2 = 0.02) {
+  CAPTURE(static_cast<int>(op), rows, width, n, duplicates, nesterov, lr_power, shrinkage, l1, l2,
           dtype_name(dtype_of<T>));
-  sparse_indices_case<T, Index>(op, test_hyper(nesterov, lr_power, shrinkage, l1), rows, width,
+  sparse_indices_case<T, Index>(op, test_hyper(nesterov, lr_power, shrinkage, l1, l2), rows, width,
                                 duplicates ? duplicate_indices<Index>(n, rows, kSeed)
                                            : unique_indices<Index>(n, rows, kSeed));
 }
@@ -87,8 +87,11 @@ void all_cases() {
       dense_case<T>(op, 1001, 97, true, -0.5);
       dense_case<T>(op, 1001, 97, false, -0.5, 0.03);
       dense_case<T>(op, 1001, 97, false, -0.3, 0.0);
-      // The proximal ops' l1 > 0 (above) and l1 = 0.
+      // The proximal ops' l1 > 0 (above) and l1 = 0; l2 = 0 (proximal
+      // gradient descent's divisor of 1) with each.
       dense_case<T>(op, 1001, 97, false, -0.5, 0.0, 0.0);
+      dense_case<T>(op, 1001, 97, false, -0.5, 0.0, 0.01, 0.0);
+      dense_case<T>(op, 1001, 97, false, -0.5, 0.0, 0.0, 0.0);
     }
     if (op == TrainingOp::kGradientDescent) continue;
     sparse_case<T, int32_t>(op, 1, 1, 3, true);
@@ -101,6 +104,7 @@ void all_cases() {
     sparse_case<T, int32_t>(op, 4000, 65, 3000, true, false, -0.5, 0.03);
     sparse_case<T, int64_t>(op, 4000, 65, 3000, true, false, -0.3, 0.0);
     sparse_case<T, int32_t>(op, 4000, 65, 3000, true, false, -0.5, 0.0, 0.0);
+    sparse_case<T, int64_t>(op, 4000, 65, 3000, true, false, -0.5, 0.0, 0.01, 0.0);
   }
 }
 

@@ -46,7 +46,7 @@ inline bool squares_in_s1(TrainingOp op) {
 }
 
 inline kernels::TrainingHyper test_hyper(bool nesterov, double lr_power = -0.5,
-                                         double shrinkage = 0, double l1 = 0.01) {
+                                         double shrinkage = 0, double l1 = 0.01, double l2 = 0.02) {
   kernels::TrainingHyper h;
   h.lr = 0.05;
   h.beta1 = 0.9;
@@ -57,7 +57,7 @@ inline kernels::TrainingHyper test_hyper(bool nesterov, double lr_power = -0.5,
   h.momentum = 0.5;
   h.rho = 0.9;
   h.l1 = l1;
-  h.l2 = 0.02;
+  h.l2 = l2;
   h.l2_shrinkage = shrinkage;
   h.lr_power = lr_power;
   h.global_step = 3;

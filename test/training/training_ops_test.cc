@@ -182,13 +182,16 @@ TEST_CASE_METHOD(FreshGraph, "dense training ops follow TensorFlow's formulas ex
   };
   SECTION("proximal gradient descent, with and without l1") {
     // l1 = 0.5 zeroes the elements whose step ends within lr * l1 of zero.
-    for (const float l1 : {0.5f, 0.0f}) {
-      const float l2 = 0.25f;
-      apply_proximal_gradient_descent(w, lr, l1, l2, grad);
-      reference(var, s0, s1, s2, [&](size_t i, float& v, float&, float&, float&) {
-        v = proximal(v - kGrad[i] * lr, lr * l1, 1.0f + l2 * lr, l1);
-      });
-      check();
+    // With l2 = 0 the kernel leaves out its division by 1 + 0 * lr: the
+    // reference divides.
+    for (const float l2 : {0.25f, 0.0f}) {
+      for (const float l1 : {0.5f, 0.0f}) {
+        apply_proximal_gradient_descent(w, lr, l1, l2, grad);
+        reference(var, s0, s1, s2, [&](size_t i, float& v, float&, float&, float&) {
+          v = proximal(v - kGrad[i] * lr, lr * l1, 1.0f + l2 * lr, l1);
+        });
+        check();
+      }
     }
     CHECK(std::count(var.begin(), var.end(), 0.0f) == 0);
     apply_proximal_gradient_descent(w, lr, 100.0f, 0.0f, grad);  // every |prox| < lr * l1
