@@ -13,13 +13,18 @@
 // TensorFlow 2.21's compat.v1 optimizers bit for bit (test/interop/
 // test_optimizers.py), except Adagrad, Adadelta and proximal Adagrad, whose
 // TensorFlow kernels use the CPU's approximate rsqrt (a few ulp), and Ftrl
-// with lr_power != -0.5 (Eigen's vectorized pow). A GPU gives the CPU's bits (same functors, no
-// FMA contraction), except Ftrl with lr_power != -0.5. float16/bfloat16
-// compute in float32 and round once per stored value (TensorFlow rounds
-// after every operation: results may differ in the last bit). Dtypes:
+// with lr_power != -0.5 (Eigen's vectorized pow). A GPU gives the CPU's
+// bits (same functors, no FMA contraction), except Ftrl with lr_power !=
+// -0.5. float16/bfloat16 compute in float32 and round once per stored value
+// (TensorFlow rounds after every operation: results may differ in the last
+// bit). Dtypes:
 // float16, bfloat16, float32, float64 — TensorFlow 2.21's CPU kernels take
-// these (but no bfloat16 SparseApplyRMSProp) and also complex64/complex128
-// (not Ftrl), which varstate's training ops do not.
+// these (but no bfloat16 SparseApplyRMSProp, and only float32 and float64
+// for the proximal ops and AdagradDA) and also complex64/complex128 (not
+// Ftrl), which varstate's training ops do not. AdagradDA matches
+// TensorFlow's bits too (its dense and sparse kernels each in their own
+// form); the sparse proximal ops and AdagradDA on rows of one element may
+// differ in the last bit (TensorFlow's float64 path for those rows).
 //
 // Sparse forms take an IndexedSlices whose values have shape
 // [n] + var.shape[1:]. Unlike the raw SparseApply* ops, and like every
