@@ -67,6 +67,14 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name) {
   if (name == "adadelta") {
     return std::make_unique<AdadeltaOptimizer>(AdadeltaOptions{.learning_rate = 1.0});
   }
+  if (name == "adagrad_da") {
+    // A step variable of its own, here (not on the ps tasks), at 4: each
+    // apply is for step 5.
+    Variable step(Tensor(int64_t{4}), {.trainable = false, .name = "da_step"});
+    step.initializer().run();
+    return std::make_unique<AdagradDAOptimizer>(
+        0.1, step, AdagradDAOptions{.l1_regularization_strength = 0.01});
+  }
   if (name == "proximal_adagrad") {
     return std::make_unique<ProximalAdagradOptimizer>(
         0.1, ProximalAdagradOptions{.l1_regularization_strength = 0.01});
@@ -113,8 +121,8 @@ std::vector<Variable> slots_of(const Optimizer& opt, const PartitionedVariable& 
 void test_equal(Cluster& cluster) {
   const bool chief = cluster.is_chief();
   const std::vector<std::string> names = {
-      "sgd",       "momentum", "adagrad", "rowwise_adagrad", "adam",
-      "lazy_adam", "rmsprop",  "ftrl",    "adadelta",        "proximal_adagrad"};
+      "sgd",     "momentum", "adagrad",  "rowwise_adagrad",  "adam",      "lazy_adam",
+      "rmsprop", "ftrl",     "adadelta", "proximal_adagrad", "adagrad_da"};
   for (const std::string& name : names) {
     for (const bool sparse : {false, true}) {
       const std::string tag = name + (sparse ? "_sparse" : "_dense");
