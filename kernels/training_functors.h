@@ -251,20 +251,29 @@ TrainingParams<C> training_params(const TrainingHyper& h) {
   return p;
 }
 
+// Eigen's sign(), abs() and cwiseMax(0) as the l1 steps below use them, in
+// selects the loops vectorize: a NaN has sign 0 and is not above 0.
+template <typename C>
+VARSTATE_HD C sign_of(C x) {
+  return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
+}
+template <typename C>
+VARSTATE_HD C abs_of(C x) {
+  return x < C(0) ? -x : x;
+}
+template <typename C>
+VARSTATE_HD C positive_part(C x) {
+  return x > C(0) ? x : C(0);
+}
+
 // The proximal ops' step from prox = var - g * step_lr (TensorFlow's Fobos
 // update): with l1 > 0 the soft threshold sign(prox) * max(|prox| - l1_lr,
 // 0), then (unless `divide` is false: a divisor of exactly 1) the division
-// by one_plus_l2_lr. sign and max are Eigen's: a NaN has sign 0, and a NaN
-// difference is not above 0.
+// by one_plus_l2_lr.
 template <typename C>
 VARSTATE_HD C proximal_step(C prox, C l1_lr, C one_plus_l2_lr, bool l1_positive,
                             bool divide = true) {
-  C shrunk = prox;
-  if (l1_positive) {
-    const C sign = prox > C(0) ? C(1) : (prox < C(0) ? C(-1) : C(0));
-    const C magnitude = (prox < C(0) ? -prox : prox) - l1_lr;
-    shrunk = sign * (magnitude > C(0) ? magnitude : C(0));
-  }
+  const C shrunk = l1_positive ? sign_of(prox) * positive_part(abs_of(prox) - l1_lr) : prox;
   return divide ? shrunk / one_plus_l2_lr : shrunk;
 }
 
@@ -358,15 +367,14 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     // sparse -sign(g) * max(|g| / T - l1, 0) / (l2 + sqrt(gg) / (T * lr)).
     s0 = s0 + g;
     s1 = s1 + g * g;
-    const C sign = s0 > C(0) ? C(1) : (s0 < C(0) ? C(-1) : C(0));
-    const C magnitude = s0 < C(0) ? -s0 : s0;
     if constexpr (Sparse) {
-      const C shrunk = magnitude / p.da_steps - p.l1;
-      const C num = p.l1_positive ? -sign * (shrunk > C(0) ? shrunk : C(0)) : -(s0 / p.da_steps);
+      const C num = p.l1_positive ? -sign_of(s0) * positive_part(abs_of(s0) / p.da_steps - p.l1)
+                                  : -(s0 / p.da_steps);
       var = num / (p.l2 + sqrt_of(s1) / p.da_steps_lr);
     } else {
-      const C shrunk = magnitude - p.da_steps_l1;
-      const C num = p.l1_positive ? (-p.lr * sign) * (shrunk > C(0) ? shrunk : C(0)) : -(p.lr * s0);
+      const C num = p.l1_positive
+                        ? (-p.lr * sign_of(s0)) * positive_part(abs_of(s0) - p.da_steps_l1)
+                        : -(p.lr * s0);
       var = num / (p.da_l2_steps_lr + sqrt_of(s1));
     }
   }
