@@ -9,6 +9,7 @@
 #include "runtime/keyed_storage.h"
 #include "runtime/remote_storage.h"
 #include "runtime/variable_access.h"
+#include "training/slot_creator.h"
 #include "training/training_ops_internal.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
@@ -48,37 +49,6 @@ void check_default_graph(const std::string& optimizer, const Variable& var, cons
 bool has_gradient(const Gradient& grad) {
   const Tensor* dense = std::get_if<Tensor>(&grad);
   return dense == nullptr || dense->valid();
-}
-
-// A new variable holding `value` (on `colocate_with`'s device), not yet
-// initialized (create_slots_locked runs its initializer), not trainable,
-// in GLOBAL_VARIABLES. Its initial value is a
-// constant_initializer's recipe, as TensorFlow's slot_creator makes it, so a
-// meta graph exports it as an op whatever the slot's size.
-Variable colocated_variable(const Variable& colocate_with, DType dtype, const TensorShape& shape,
-                            double value, VariableOptions options) {
-  DeviceScope clear{DeviceFunction{}};
-  DeviceScope here(colocate_with.placement());
-  options.trainable = false;
-  options.graph = &colocate_with.graph();
-  options.collections = std::vector<std::string>{GraphKeys::GLOBAL_VARIABLES};
-  options.dtype = dtype;
-  options.expected_shape = shape;
-  return Variable(bind(constant_initializer(Tensor(value), dtype), shape, dtype),
-                  std::move(options));
-}
-
-// The slice of the whole slot that a partition's slot holds: the
-// partition's slice (its first dimension only for a per-row slot).
-SaveSliceInfo slot_slice(const SaveSliceInfo& part, const std::string& suffix, bool per_row) {
-  SaveSliceInfo info = part;
-  info.full_name = part.full_name + "/" + suffix;
-  if (per_row) {
-    info.full_shape.resize(1);
-    info.var_offset.resize(1);
-    info.var_shape.resize(1);
-  }
-  return info;
 }
 
 }  // namespace
@@ -220,14 +190,13 @@ Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name
   auto& per_var = state_->slots[slot_name];
   auto found = per_var.find(key_of(var));
   if (found != per_var.end()) return found->second.second;
-  Graph& graph = var.graph();
-  NameScope root(graph, "");
-  const std::string name = graph.unique_name(var.op_name() + "/" + state_->name, false);
+  NameScope root(var.graph(), "");
+  const std::string name = internal::slot_name(var, state_->name);
   VariableOptions options;
   options.name = name;
   if (const auto& info = var.save_slice_info()) {
     options.save_slice_info =
-        slot_slice(*info, name.substr(var.op_name().size() + 1), shape.has_value());
+        internal::slot_slice(*info, name.substr(var.op_name().size() + 1), shape.has_value());
   }
   std::optional<internal::ScopedStorageFactory> dynamic;
   TensorShape slot_shape = shape.value_or(var.shape());
@@ -246,7 +215,7 @@ Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name
           return std::make_shared<internal::KeyedStorage>(table, member, Tensor());
         });
   }
-  Variable slot = colocated_variable(var, var.dtype(), slot_shape, value, std::move(options));
+  Variable slot = internal::colocated_variable(var, var.dtype(), slot_shape, value, std::move(options));
   state_->created.push_back(slot);
   return per_var.emplace(key_of(var), std::pair{var, slot}).first->second.second;
 }
@@ -262,7 +231,7 @@ Variable& Optimizer::make_non_slot_variable(const std::string& name, double valu
   if (found != state_->non_slot.end()) return found->second;
   VariableOptions options;
   options.name = name;
-  Variable v = colocated_variable(colocate_with, dtype, {}, value, std::move(options));
+  Variable v = internal::colocated_variable(colocate_with, dtype, {}, value, std::move(options));
   state_->created.push_back(v);
   return state_->non_slot.emplace(key, v).first->second;
 }
