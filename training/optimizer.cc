@@ -85,7 +85,7 @@ const std::string& Optimizer::get_name() const { return state_->name; }
 bool Optimizer::use_locking() const { return state_->use_locking; }
 
 double Optimizer::read(const Hyperparameter& h, std::string_view what) const {
-  const double v = h.value();
+  const double v = h.variable() != nullptr ? h.value() : static_cast<float>(h.value());
   if (!std::isfinite(v)) {
     throw InvalidArgumentError(state_->name + ": " + std::string(what) +
                                " is not finite: " + std::to_string(v));

@@ -119,8 +119,10 @@ void AdamOptimizer::make_slots(const Variable& var) {
 }
 
 void AdamOptimizer::make_non_slot_variables(const Variable& first) {
-  make_non_slot_variable("beta1_power", options_.beta1, first.dtype(), first);
-  make_non_slot_variable("beta2_power", options_.beta2, first.dtype(), first);
+  // float32 whatever the variables' dtype: TensorFlow makes them from
+  // the Python floats beta1 and beta2.
+  make_non_slot_variable("beta1_power", options_.beta1, DType::kFloat, first);
+  make_non_slot_variable("beta2_power", options_.beta2, DType::kFloat, first);
 }
 
 void AdamOptimizer::prepare() { lr_ = read(options_.learning_rate, "learning_rate"); }
@@ -149,14 +151,14 @@ void AdamOptimizer::read_state() {
 
 void AdamOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_), Tensor(beta2_power_),
-             Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2), Tensor(options_.epsilon),
+             Tensor(lr_), hyper(options_.beta1), hyper(options_.beta2), hyper(options_.epsilon),
              grad, false, {.use_locking = use_locking()});
 }
 
 void AdamOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   sparse_apply_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_), Tensor(beta2_power_),
-                    Tensor(lr_), Tensor(options_.beta1), Tensor(options_.beta2),
-                    Tensor(options_.epsilon), grad, {.use_locking = use_locking()});
+                    Tensor(lr_), hyper(options_.beta1), hyper(options_.beta2),
+                    hyper(options_.epsilon), grad, {.use_locking = use_locking()});
 }
 
 void AdamOptimizer::finish() {
@@ -189,8 +191,8 @@ LazyAdamOptimizer::LazyAdamOptimizer(AdamOptions options) : AdamOptimizer(std::m
 
 void LazyAdamOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   sparse_apply_lazy_adam(var, slot(var, "m"), slot(var, "v"), Tensor(beta1_power_),
-                         Tensor(beta2_power_), Tensor(lr_), Tensor(options_.beta1),
-                         Tensor(options_.beta2), Tensor(options_.epsilon), grad,
+                         Tensor(beta2_power_), Tensor(lr_), hyper(options_.beta1),
+                         hyper(options_.beta2), hyper(options_.epsilon), grad,
                          {.use_locking = use_locking()});
 }
 
@@ -212,7 +214,8 @@ void RMSPropOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); 
 
 void RMSPropOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
-  const Tensor lr(lr_), rho(options_.decay), momentum(options_.momentum), eps(options_.epsilon);
+  const Tensor lr(lr_), rho = hyper(options_.decay), momentum = hyper(options_.momentum),
+                     eps = hyper(options_.epsilon);
   if (options_.centered) {
     apply_centered_rms_prop(var, slot(var, "mg"), slot(var, "rms"), slot(var, "momentum"), lr, rho,
                             momentum, eps, grad, o);
@@ -223,7 +226,8 @@ void RMSPropOptimizer::apply_dense(const Tensor& grad, Variable& var) {
 
 void RMSPropOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
-  const Tensor lr(lr_), rho(options_.decay), momentum(options_.momentum), eps(options_.epsilon);
+  const Tensor lr(lr_), rho = hyper(options_.decay), momentum = hyper(options_.momentum),
+                     eps = hyper(options_.epsilon);
   if (options_.centered) {
     sparse_apply_centered_rms_prop(var, slot(var, "mg"), slot(var, "rms"), slot(var, "momentum"),
                                    lr, rho, momentum, eps, grad, o);
@@ -265,11 +269,12 @@ void FtrlOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
 
 void FtrlOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
-  const Tensor lr(lr_), l1(options_.l1_regularization_strength),
-      l2(options_.l2_regularization_strength), power(options_.learning_rate_power);
+  const Tensor lr(lr_), l1 = hyper(options_.l1_regularization_strength),
+                     l2 = hyper(options_.l2_regularization_strength),
+                     power = hyper(options_.learning_rate_power);
   if (options_.l2_shrinkage_regularization_strength > 0) {
     apply_ftrl_v2(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2,
-                  Tensor(options_.l2_shrinkage_regularization_strength), power, o);
+                  hyper(options_.l2_shrinkage_regularization_strength), power, o);
   } else {
     apply_ftrl(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2, power, o);
   }
@@ -277,11 +282,12 @@ void FtrlOptimizer::apply_dense(const Tensor& grad, Variable& var) {
 
 void FtrlOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
-  const Tensor lr(lr_), l1(options_.l1_regularization_strength),
-      l2(options_.l2_regularization_strength), power(options_.learning_rate_power);
+  const Tensor lr(lr_), l1 = hyper(options_.l1_regularization_strength),
+                     l2 = hyper(options_.l2_regularization_strength),
+                     power = hyper(options_.learning_rate_power);
   if (options_.l2_shrinkage_regularization_strength > 0) {
     sparse_apply_ftrl_v2(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2,
-                         Tensor(options_.l2_shrinkage_regularization_strength), power, o);
+                         hyper(options_.l2_shrinkage_regularization_strength), power, o);
   } else {
     sparse_apply_ftrl(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2, power, o);
   }
@@ -302,13 +308,13 @@ void AdadeltaOptimizer::prepare() { lr_ = read(options_.learning_rate, "learning
 
 void AdadeltaOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   apply_adadelta(var, slot(var, "accum"), slot(var, "accum_update"), Tensor(lr_),
-                 Tensor(options_.rho), Tensor(options_.epsilon), grad,
+                 hyper(options_.rho), hyper(options_.epsilon), grad,
                  {.use_locking = use_locking()});
 }
 
 void AdadeltaOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   sparse_apply_adadelta(var, slot(var, "accum"), slot(var, "accum_update"), Tensor(lr_),
-                        Tensor(options_.rho), Tensor(options_.epsilon), grad,
+                        hyper(options_.rho), hyper(options_.epsilon), grad,
                         {.use_locking = use_locking()});
 }
 
@@ -324,15 +330,15 @@ ProximalGradientDescentOptimizer::ProximalGradientDescentOptimizer(
 void ProximalGradientDescentOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
 
 void ProximalGradientDescentOptimizer::apply_dense(const Tensor& grad, Variable& var) {
-  apply_proximal_gradient_descent(var, Tensor(lr_), Tensor(options_.l1_regularization_strength),
-                                  Tensor(options_.l2_regularization_strength), grad,
+  apply_proximal_gradient_descent(var, Tensor(lr_), hyper(options_.l1_regularization_strength),
+                                  hyper(options_.l2_regularization_strength), grad,
                                   {.use_locking = use_locking()});
 }
 
 void ProximalGradientDescentOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   sparse_apply_proximal_gradient_descent(
-      var, Tensor(lr_), Tensor(options_.l1_regularization_strength),
-      Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
+      var, Tensor(lr_), hyper(options_.l1_regularization_strength),
+      hyper(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
 }
 
 ProximalAdagradOptimizer::ProximalAdagradOptimizer(Hyperparameter learning_rate,
@@ -366,14 +372,14 @@ void ProximalAdagradOptimizer::prepare() {
 
 void ProximalAdagradOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   apply_proximal_adagrad(
-      var, slot(var, "accumulator"), Tensor(lr_), Tensor(options_.l1_regularization_strength),
-      Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
+      var, slot(var, "accumulator"), Tensor(lr_), hyper(options_.l1_regularization_strength),
+      hyper(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
 }
 
 void ProximalAdagradOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   sparse_apply_proximal_adagrad(
-      var, slot(var, "accumulator"), Tensor(lr_), Tensor(options_.l1_regularization_strength),
-      Tensor(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
+      var, slot(var, "accumulator"), Tensor(lr_), hyper(options_.l1_regularization_strength),
+      hyper(options_.l2_regularization_strength), grad, {.use_locking = use_locking()});
 }
 
 // ---------------------------------------------------------------------------
@@ -413,15 +419,15 @@ void AdagradDAOptimizer::prepare() {
 void AdagradDAOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   apply_adagrad_da(
       var, slot(var, "gradient_accumulator"), slot(var, "gradient_squared_accumulator"), grad,
-      Tensor(lr_), Tensor(options_.l1_regularization_strength),
-      Tensor(options_.l2_regularization_strength), Tensor(step_), {.use_locking = use_locking()});
+      Tensor(lr_), hyper(options_.l1_regularization_strength),
+      hyper(options_.l2_regularization_strength), Tensor(step_), {.use_locking = use_locking()});
 }
 
 void AdagradDAOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   sparse_apply_adagrad_da(
       var, slot(var, "gradient_accumulator"), slot(var, "gradient_squared_accumulator"), grad,
-      Tensor(lr_), Tensor(options_.l1_regularization_strength),
-      Tensor(options_.l2_regularization_strength), Tensor(step_), {.use_locking = use_locking()});
+      Tensor(lr_), hyper(options_.l1_regularization_strength),
+      hyper(options_.l2_regularization_strength), Tensor(step_), {.use_locking = use_locking()});
 }
 
 }  // namespace varstate

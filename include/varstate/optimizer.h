@@ -57,6 +57,8 @@ class Hyperparameter {
   // The current value. A Variable must hold a numeric scalar
   // (InvalidArgumentError naming it otherwise).
   double value() const;
+  // The Variable it reads, or nullptr for a number.
+  const Variable* variable() const { return variable_ ? &*variable_ : nullptr; }
 
  private:
   double value_ = 0;
@@ -137,8 +139,15 @@ class Optimizer {
   Variable& make_non_slot_variable(const std::string& name, double value, DType dtype,
                                    const Variable& colocate_with);
   Variable& non_slot_variable(const std::string& name);
-  // A hyperparameter's value, checked in prepare(): a finite number.
+  // A hyperparameter's value, checked in prepare(): a finite number. A
+  // number is rounded to float32 first (hyper()); a Variable's value is
+  // taken as it is.
   double read(const Hyperparameter& h, std::string_view what) const;
+  // A number given as a hyperparameter, as TensorFlow's optimizers take
+  // it: a Python float becomes a float32 tensor, cast to each variable's
+  // dtype when applied. So a float64 variable trains with
+  // double(float(0.1)), as in TensorFlow, not with 0.1.
+  static Tensor hyper(double value) { return Tensor(static_cast<double>(static_cast<float>(value))); }
   bool use_locking() const;
 
  private:

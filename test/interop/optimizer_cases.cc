@@ -106,17 +106,22 @@ int cmd_optimize(const std::vector<std::string>& args) {
   reset_default_graph();
   Variable w(in.at("w"), {.name = "w"});
   Variable emb(in.at("emb"), {.name = "emb"});
+  // "d" (float64) unless the case leaves it out.
+  std::vector<Variable> vars = {w, emb};
+  if (in.count("d") != 0) vars.push_back(Variable(in.at("d"), {.name = "d"}));
   Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
   Session session;
   session.run(global_variables_initializer());
   std::unique_ptr<Optimizer> opt = make_optimizer(args.at(0), step);
-  opt->create_slots({w, emb});
+  opt->create_slots(vars);
   if (restore != "-") Saver().restore(session, restore);
   for (int s = first; s < last; ++s) {
     const std::string p = std::to_string(s) + "/";
-    opt->apply_gradients({{in.at(p + "w"), w},
-                          {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb}},
-                         &step);
+    std::vector<GradientAndVariable> grads = {
+        {in.at(p + "w"), w},
+        {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb}};
+    if (vars.size() == 3) grads.push_back({in.at(p + "d"), vars[2]});
+    opt->apply_gradients(grads, &step);
   }
   std::ofstream out(args.at(4));
   if (!out) throw NotFoundError("interop_tool optimize: cannot write " + quoted(args.at(4)));

@@ -266,6 +266,53 @@ TEST_CASE_METHOD(FreshGraph, "each optimizer's steps equal its training op appli
   CHECK(floats(s) == want);
 }
 
+TEST_CASE_METHOD(FreshGraph,
+                 "numbers given as hyperparameters are float32, as TensorFlow's Python floats",
+                 "[optimizer]") {
+  // TensorFlow's optimizers turn a Python float into a float32 tensor and
+  // cast it to the variable's dtype: a float64 variable trains with
+  // double(float(0.1)). A float64 Variable as the learning rate is used
+  // as it is. Adam's beta powers are float32 whatever the variables are.
+  const std::vector<double> init = {1.0, -2.0, 0.5};
+  const std::vector<double> grad = {0.3, -0.7, 0.11};
+  const Tensor g = Tensor::from_vector<double>(grad, {3});
+  auto make64 = [&](const std::string& name) {
+    Variable v(Tensor::from_vector<double>(init, {3}), {.name = name});
+    v.initializer().run();
+    return v;
+  };
+  Variable d = make64("d");
+  GradientDescentOptimizer(0.1).apply_gradients({{g, d}});
+  Variable rate(Tensor::from_vector<double>({0.1}, {}), {.trainable = false, .name = "rate"});
+  rate.initializer().run();
+  Variable e = make64("e");
+  GradientDescentOptimizer(rate).apply_gradients({{g, e}});
+  const double lr32 = static_cast<float>(0.1);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(d.value().to_vector<double>()[i] == init[i] - grad[i] * lr32);
+    CHECK(e.value().to_vector<double>()[i] == init[i] - grad[i] * 0.1);
+  }
+  REQUIRE(lr32 != 0.1);
+  Variable a = make64("a");
+  AdamOptimizer adam({.learning_rate = 0.01});
+  adam.apply_gradients({{g, a}});
+  for (const Variable& v : adam.variables()) {
+    if (v.op_name().find("_power") != std::string::npos) {
+      CHECK(v.dtype() == DType::kFloat);
+    } else {
+      CHECK(v.dtype() == DType::kDouble);
+    }
+  }
+  Variable ha = make64("ha");
+  Variable m(Tensor::from_vector<double>({0, 0, 0}, {3}), {.name = "m"});
+  Variable v(Tensor::from_vector<double>({0, 0, 0}, {3}), {.name = "v"});
+  m.initializer().run();
+  v.initializer().run();
+  auto f = [](double x) { return Tensor(static_cast<double>(static_cast<float>(x))); };
+  apply_adam(ha, m, v, f(0.9), f(0.999), f(0.01), f(0.9), f(0.999), f(1e-8), g);
+  CHECK(a.value().to_vector<double>() == ha.value().to_vector<double>());
+}
+
 TEST_CASE_METHOD(FreshGraph, "Adam reads beta powers changed outside its steps", "[optimizer]") {
   // Adam keeps the powers it wrote on the host (a GPU step then waits for
   // nothing); an assign or a restore in between must still be seen.
