@@ -215,7 +215,8 @@ Variable& Optimizer::make_slot(const Variable& var, const std::string& slot_name
           return std::make_shared<internal::KeyedStorage>(table, member, Tensor());
         });
   }
-  Variable slot = internal::colocated_variable(var, var.dtype(), slot_shape, value, std::move(options));
+  Variable slot =
+      internal::colocated_variable(var, var.dtype(), slot_shape, value, std::move(options));
   state_->created.push_back(slot);
   return per_var.emplace(key_of(var), std::pair{var, slot}).first->second.second;
 }

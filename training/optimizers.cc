@@ -215,7 +215,7 @@ void RMSPropOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); 
 void RMSPropOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
   const Tensor lr(lr_), rho = hyper(options_.decay), momentum = hyper(options_.momentum),
-                     eps = hyper(options_.epsilon);
+                        eps = hyper(options_.epsilon);
   if (options_.centered) {
     apply_centered_rms_prop(var, slot(var, "mg"), slot(var, "rms"), slot(var, "momentum"), lr, rho,
                             momentum, eps, grad, o);
@@ -227,7 +227,7 @@ void RMSPropOptimizer::apply_dense(const Tensor& grad, Variable& var) {
 void RMSPropOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
   const Tensor lr(lr_), rho = hyper(options_.decay), momentum = hyper(options_.momentum),
-                     eps = hyper(options_.epsilon);
+                        eps = hyper(options_.epsilon);
   if (options_.centered) {
     sparse_apply_centered_rms_prop(var, slot(var, "mg"), slot(var, "rms"), slot(var, "momentum"),
                                    lr, rho, momentum, eps, grad, o);
@@ -270,8 +270,8 @@ void FtrlOptimizer::prepare() { lr_ = read(learning_rate_, "learning_rate"); }
 void FtrlOptimizer::apply_dense(const Tensor& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
   const Tensor lr(lr_), l1 = hyper(options_.l1_regularization_strength),
-                     l2 = hyper(options_.l2_regularization_strength),
-                     power = hyper(options_.learning_rate_power);
+                        l2 = hyper(options_.l2_regularization_strength),
+                        power = hyper(options_.learning_rate_power);
   if (options_.l2_shrinkage_regularization_strength > 0) {
     apply_ftrl_v2(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2,
                   hyper(options_.l2_shrinkage_regularization_strength), power, o);
@@ -283,8 +283,8 @@ void FtrlOptimizer::apply_dense(const Tensor& grad, Variable& var) {
 void FtrlOptimizer::apply_sparse(const IndexedSlices& grad, Variable& var) {
   const UpdateOptions o{.use_locking = use_locking()};
   const Tensor lr(lr_), l1 = hyper(options_.l1_regularization_strength),
-                     l2 = hyper(options_.l2_regularization_strength),
-                     power = hyper(options_.learning_rate_power);
+                        l2 = hyper(options_.l2_regularization_strength),
+                        power = hyper(options_.learning_rate_power);
   if (options_.l2_shrinkage_regularization_strength > 0) {
     sparse_apply_ftrl_v2(var, slot(var, "accum"), slot(var, "linear"), grad, lr, l1, l2,
                          hyper(options_.l2_shrinkage_regularization_strength), power, o);

@@ -147,7 +147,9 @@ class Optimizer {
   // it: a Python float becomes a float32 tensor, cast to each variable's
   // dtype when applied. So a float64 variable trains with
   // double(float(0.1)), as in TensorFlow, not with 0.1.
-  static Tensor hyper(double value) { return Tensor(static_cast<double>(static_cast<float>(value))); }
+  static Tensor hyper(double value) {
+    return Tensor(static_cast<double>(static_cast<float>(value)));
+  }
   bool use_locking() const;
 
  private:
