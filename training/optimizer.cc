@@ -53,15 +53,22 @@ bool has_gradient(const Gradient& grad) {
 
 }  // namespace
 
-double Hyperparameter::value() const {
-  if (!variable_) return value_;
-  const Tensor t = variable_->value();
-  if (t.rank() != 0 || !dtype_is_numeric(t.dtype()) || dtype_is_complex(t.dtype())) {
-    throw InvalidArgumentError("hyperparameter " + quoted(variable_->op_name()) +
-                               " is not a real scalar: " + std::string(dtype_name(t.dtype())) +
-                               " " + t.shape().to_string());
+Tensor Hyperparameter::tensor() const {
+  if (is_number()) return Tensor::from_vector<float>({static_cast<float>(value_)}, {});
+  const Tensor t = variable_ ? variable_->value() : schedule_();
+  const std::string name = variable_ ? variable_->op_name() : name_;
+  if (!t.valid() || t.rank() != 0 || !dtype_is_numeric(t.dtype()) || dtype_is_complex(t.dtype())) {
+    throw InvalidArgumentError(
+        "hyperparameter " + quoted(name) + " is not a real scalar: " +
+        (t.valid() ? std::string(dtype_name(t.dtype())) + " " + t.shape().to_string()
+                   : std::string("an empty tensor")));
   }
-  return t.to_host().cast(DType::kDouble).scalar<double>();
+  return t;
+}
+
+double Hyperparameter::value() const {
+  if (is_number()) return value_;
+  return tensor().to_host().cast(DType::kDouble).scalar<double>();
 }
 
 struct Optimizer::State {
@@ -85,7 +92,7 @@ const std::string& Optimizer::get_name() const { return state_->name; }
 bool Optimizer::use_locking() const { return state_->use_locking; }
 
 double Optimizer::read(const Hyperparameter& h, std::string_view what) const {
-  const double v = h.variable() != nullptr ? h.value() : static_cast<float>(h.value());
+  const double v = h.is_number() ? static_cast<float>(h.value()) : h.value();
   if (!std::isfinite(v)) {
     throw InvalidArgumentError(state_->name + ": " + std::string(what) +
                                " is not finite: " + std::to_string(v));

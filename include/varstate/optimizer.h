@@ -31,6 +31,7 @@
 // (varstate/training_ops.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,21 +49,36 @@ namespace varstate {
 // apply_gradients takes GradientAndVariable pairs (a dense or IndexedSlices
 // Gradient and its Variable): varstate/gradient.h, included here.
 
-// A hyperparameter: a number, or a Variable read at every apply (a
-// learning-rate schedule assigns it; checkpoints save it).
+// A hyperparameter: a number, a Variable read at every apply (a program
+// may assign it; checkpoints save it), or a schedule: a function computing
+// the value at every read, such as the learning rate decays of
+// varstate/learning_rate_decay.h (exponential_decay(0.1, global_step, ...)).
 class Hyperparameter {
  public:
+  using Schedule = std::function<Tensor()>;
   Hyperparameter(double value) : value_(value) {}                    // NOLINT: implicit
   Hyperparameter(const Variable& variable) : variable_(variable) {}  // NOLINT: implicit
-  // The current value. A Variable must hold a numeric scalar
-  // (InvalidArgumentError naming it otherwise).
+  // `name` names the schedule in errors.
+  Hyperparameter(Schedule schedule, std::string name)
+      : schedule_(std::move(schedule)), name_(std::move(name)) {}
+  // The current value as a double. A Variable or a schedule must give a
+  // real scalar (InvalidArgumentError naming it otherwise).
   double value() const;
-  // The Variable it reads, or nullptr for a number.
+  // The current value as TensorFlow would convert it to a tensor: a
+  // number is a float32 scalar (a Python float's conversion), a Variable
+  // its value, a schedule what it computes (a real scalar, checked as
+  // value()).
+  Tensor tensor() const;
+  // True for a number (a Python float in TensorFlow's terms).
+  bool is_number() const { return !variable_ && !schedule_; }
+  // The Variable it reads, or nullptr.
   const Variable* variable() const { return variable_ ? &*variable_ : nullptr; }
 
  private:
   double value_ = 0;
   std::optional<Variable> variable_;
+  Schedule schedule_;
+  std::string name_;
 };
 
 class Optimizer {
