@@ -6,8 +6,9 @@ float32 table, 65,536 uniform ids per step, AdagradOptimizer and
 AdamOptimizer (ref variables, as TensorFlow 1.x; its sparse Adam updates
 every row) — and dense Adam on 64M elements, and the four optimizers
 added on 2026-11-30 (Adadelta, ProximalGradientDescent, ProximalAdagrad,
-AdagradDA; sparse and dense, l1 = l2 = 0.001), TensorFlow runs one
-apply_gradients per session.run with intra- and inter-op threads set to
+AdagradDA; sparse and dense, l1 = l2 = 0.001), and
+ExponentialMovingAverage(0.999).apply over 64M elements, TensorFlow runs one
+apply_gradients (or the averages' update) per session.run with intra- and inter-op threads set to
 --threads, and the matching bench_optimizer benchmark runs right before
 it (--ours-bin), so both see the same machine load. Prints and stores
 ours / TensorFlow (steps per second) and the bytes-moved bandwidth of each.
@@ -45,11 +46,13 @@ def configs(quick):
            ("adam", "dense", dense, WIDTH, 0)]
     for op in ("adadelta", "proximal-sgd", "proximal-adagrad", "adagrad-da"):
         out += [(op, "default", rows, WIDTH, IDS), (op, "dense", dense, WIDTH, 0)]
+    out.append(("moving-average", "dense", dense, WIDTH, 0))
     return out
 
 
 # The slots of the optimizers of the second group (bench/optimizer_bench.cc).
-SLOTS = {"adadelta": 2, "proximal-sgd": 0, "proximal-adagrad": 1, "adagrad-da": 2}
+SLOTS = {"adadelta": 2, "proximal-sgd": 0, "proximal-adagrad": 1, "adagrad-da": 2,
+         "moving-average": 0}
 
 
 def make_optimizer(op):
@@ -100,8 +103,13 @@ def run_tensorflow(op, path, rows, width, ids, threads, steps):
             values = rng.uniform(-1, 1, [ids, width]).astype(np.float32)
             grad = tf.IndexedSlices(tf.constant(values), tf.constant(ids_v),
                                     tf.constant(shape, tf.int64))
-        train = make_optimizer(op).apply_gradients([(grad, var)])
+        if op == "moving-average":
+            train = tf1.train.ExponentialMovingAverage(0.999).apply([var])
+        else:
+            train = make_optimizer(op).apply_gradients([(grad, var)])
         with tf1.Session(config=config) as sess:
+            # The variable first: a moving average's initializer reads it.
+            sess.run(var.initializer)
             sess.run(tf1.global_variables_initializer())
             sess.run(train)
             best = float("inf")
@@ -127,9 +135,12 @@ def main():
     parser.add_argument("--ours-bin", required=True)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
+    parser.add_argument("--only", default="", help="comma-separated ops (default: all)")
     args = parser.parse_args()
     results = []
     for op, path, rows, width, ids in configs(args.quick):
+        if args.only and op not in args.only.split(","):
+            continue
         name = bench_name(op, path, rows, width, ids)
         env_quick = os.environ.get("VARSTATE_BENCH_QUICK")
         if args.quick:
@@ -148,7 +159,7 @@ def main():
               f"ours/TF {result['ours_over_tf']:.2f}, ours/memcpy {ours['ratio']:.2f}")
     if args.out:
         meta = {"machine": platform.node(), "threads": args.threads, "tensorflow": tf.__version__,
-                "cpus": os.cpu_count()}
+                "cpus": os.cpu_count(), "loadavg_end": os.getloadavg()}
         with open(args.out, "w") as f:
             json.dump({"context": meta, "results": results}, f, indent=1)
 

@@ -12,6 +12,8 @@ optimizer that moves the same bytes:
   rms_prop           torch.optim.RMSprop(momentum=0.9)   (no fused CPU form)
   centered_rms_prop  torch.optim.RMSprop(momentum=0.9, centered=True)
   ftrl               -   (PyTorch has none: the limit alone)
+  moving_average     avg.lerp_(param, 1 - 0.999)   (PyTorch's one-kernel EMA
+                     update, as torch.optim.swa_utils and timm use it)
 
 A case's round runs bench_dense_training for it (--reps steps, each paired
 with the limit: a pass that moves the op's bytes and computes nothing),
@@ -51,7 +53,7 @@ import torch  # noqa: E402
 from compare_torch_demo import cpu_model, machine_name  # noqa: E402
 
 OPS = ("gradient_descent", "momentum", "adagrad", "adam", "rms_prop", "centered_rms_prop",
-       "ftrl")
+       "ftrl", "moving_average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -77,7 +79,18 @@ def torch_steps(op, dtype, n, reps):
     """Seconds of `reps` PyTorch steps (after an untimed one), or None."""
     param = torch.full((n,), 0.5, dtype=dtype)
     param.grad = ((torch.rand(n, dtype=torch.float32) - 0.5) * 0.02).to(dtype)
-    opt = torch_optimizer(op, param)
+    if op == "moving_average":
+        average = param.clone()
+        param.add_(param.grad)  # the average now lags the variable
+
+        class Average:  # the update as an optimizer step
+            @staticmethod
+            def step():
+                average.lerp_(param, 1 - 0.999)
+
+        opt = Average()
+    else:
+        opt = torch_optimizer(op, param)
     if opt is None:
         return None
     opt.step()  # untimed: creates the state (first touches)

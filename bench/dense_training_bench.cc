@@ -15,7 +15,11 @@
 //
 // Ops: gradient_descent, momentum, adagrad, adam, rms_prop,
 // centered_rms_prop, ftrl, adadelta, proximal_gradient_descent,
-// proximal_adagrad, adagrad_da; dtypes float32 and bfloat16; 64M elements a
+// proximal_adagrad, adagrad_da, and moving_average (the Op of
+// ExponentialMovingAverage(0.999).apply: the average read and written, the
+// variable read, as gradient descent's bytes; bfloat16 runs TensorFlow's
+// three rounded ops, varstate/moving_averages.h); dtypes float32 and
+// bfloat16; 64M elements a
 // tensor (16M with --quick). Prints one line per case and, with --out, a
 // JSON document (bench/results/). bench/compare_torch_optimizers.py runs
 // PyTorch's optimizers on the same sizes, interleaved with this program.
@@ -39,8 +43,10 @@
 #include "timing.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"
+#include "varstate/moving_averages.h"
 #include "varstate/training_ops.h"
 #include "varstate/variable.h"
+#include "varstate/variables.h"
 
 using namespace varstate;
 using varstate::bench::median;
@@ -65,7 +71,8 @@ constexpr OpInfo kOps[] = {{"gradient_descent", TrainingOp::kGradientDescent},
                            {"adadelta", TrainingOp::kAdadelta},
                            {"proximal_gradient_descent", TrainingOp::kProximalGradientDescent},
                            {"proximal_adagrad", TrainingOp::kProximalAdagrad},
-                           {"adagrad_da", TrainingOp::kAdagradDA}};
+                           {"adagrad_da", TrainingOp::kAdagradDA},
+                           {"moving_average", TrainingOp::kMovingAverage}};
 
 // The hyperparameters of every case: the compute floor's kernel calls and
 // run_case's public calls. The proximal ops and AdagradDA take l1 > 0
@@ -234,7 +241,15 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
              momentum = static_cast<float>(h.momentum), rho = static_cast<float>(h.rho),
              l1 = static_cast<float>(h.l1), l2 = static_cast<float>(h.l2);
   std::function<void()> step;
+  std::optional<ExponentialMovingAverage> ema;
+  varstate::Op maintain_average;
   switch (info.op) {
+    case TrainingOp::kMovingAverage:
+      ema.emplace(0.999);
+      maintain_average = ema->apply({var});
+      variables_initializer(ema->averages()).run();
+      step = [&] { maintain_average.run(); };
+      break;
     case TrainingOp::kGradientDescent:
       step = [&] { apply_gradient_descent(var, lr, grad); };
       break;

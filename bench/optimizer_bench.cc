@@ -11,7 +11,9 @@
 //   dense    Adam on 64M float32 elements (M0);
 //   both     Adadelta, proximal gradient descent, proximal Adagrad and
 //            AdagradDA (l1 = l2 = 0.001, step 100), sparse on the default
-//            path and dense.
+//            path and dense;
+//   moving   ExponentialMovingAverage(0.999)'s Op over a variable of 64M
+//            float32 elements (varstate/moving_averages.h; M0, "dense").
 // bytes moved (read + written, float32):
 //   sparse Adagrad        M*D*4 (grad) + U*D*4*4 (var, accum: read, write)
 //   row-wise Adagrad      M*D*4 + U*D*4*2 + U*4*2
@@ -21,11 +23,13 @@
 //   the four others       sparse M*D*4 + U*D*4*2*(1 + slots), dense
 //                         N*4*(3 + 2*slots) (Adadelta and AdagradDA 2
 //                         slots, proximal Adagrad 1, proximal gradient
-//                         descent none)
+//                         descent none; the moving average, as
+//                         gradient descent, N*4*3: avg in and out, var in)
 // with U the distinct ids. Counters: GBps, limit_GBps, ratio (bench_util.h)
 // and steps_per_s. The quick run uses N = 262,144 and 16M dense elements.
 // bench/compare_tf_optimizers.py runs TensorFlow's optimizers on the same
 // configurations.
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -34,9 +38,11 @@
 #include "bench_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/graph.h"
+#include "varstate/moving_averages.h"
 #include "varstate/placement.h"
 #include "varstate/training_ops.h"
 #include "varstate/variable.h"
+#include "varstate/variables.h"
 
 namespace varstate::bench {
 namespace {
@@ -49,7 +55,8 @@ enum class Op {
   kAdadelta,
   kProximalGradientDescent,
   kProximalAdagrad,
-  kAdagradDA
+  kAdagradDA,
+  kMovingAverage
 };
 
 // The slots of the four ops of the second group.
@@ -93,6 +100,8 @@ const char* op_label(Op op) {
       return "proximal-adagrad";
     case Op::kAdagradDA:
       return "adagrad-da";
+    case Op::kMovingAverage:
+      return "moving-average";
   }
   return "";
 }
@@ -166,6 +175,14 @@ void run(benchmark::State& state, const Config& c) {
   const Tensor lr(0.01f), b1(0.9f), b2(0.999f), eps(1e-8f), b1p(0.9f), b2p(0.999f), rho(0.95f),
       l1(0.001f), l2(0.001f), step(int64_t{100});
   const int reps = moved >= 256e6 ? 2 : moved >= 32e6 ? 5 : c.gpu ? 50 : 10;
+  // The moving average of var (its average another variable of var's size).
+  std::optional<ExponentialMovingAverage> ema;
+  varstate::Op maintain_average;
+  if (c.op == Op::kMovingAverage) {
+    ema.emplace(0.999);
+    maintain_average = ema->apply({var});
+    variables_initializer(ema->averages()).run();
+  }
   run_timed(state, moved, limit, reps, c.gpu ? device : nullptr, [&] {
     switch (c.op) {
       case Op::kAdagrad:
@@ -216,6 +233,9 @@ void run(benchmark::State& state, const Config& c) {
           sparse_apply_adagrad_da(var, s0, *s1, slices, lr, l1, l2, step, options);
         }
         break;
+      case Op::kMovingAverage:
+        maintain_average.run();
+        break;
     }
   });
   var.sync();
@@ -242,6 +262,7 @@ void register_for(bool gpu) {
     add({.gpu = gpu, .op = op, .rows = rows});
     add({.gpu = gpu, .op = op, .dense = true, .rows = (quick_run() ? 16 : 64) << 20});
   }
+  add({.gpu = gpu, .op = Op::kMovingAverage, .dense = true, .rows = (quick_run() ? 16 : 64) << 20});
 }
 
 const bool registered = [] {

@@ -34,7 +34,11 @@ namespace varstate::kernels {
 //   kProximalGradientDescent  -
 //   kProximalAdagrad   s0 = accum
 //   kAdagradDA         s0 = gradient_accumulator, s1 = gradient_squared_accumulator
-// kLazyAdam and kRowwiseAdagrad are varstate's, not TensorFlow's.
+//   kMovingAverage     -   (var is the average, g the averaged value, lr
+//                          1 - decay: TensorFlow's assign_moving_average)
+// kLazyAdam and kRowwiseAdagrad are varstate's, not TensorFlow's; nor is
+// kMovingAverage an op of TensorFlow's, which builds it from Sub, Mul and
+// AssignSub (the same bits in float32 and float64: no fused multiply-add).
 enum class TrainingOp {
   kGradientDescent,
   kMomentum,
@@ -49,6 +53,7 @@ enum class TrainingOp {
   kProximalGradientDescent,
   kProximalAdagrad,
   kAdagradDA,
+  kMovingAverage,
 };
 
 // The ops that branch on l1 > 0: TensorFlow's proximal (Fobos) step
@@ -73,6 +78,7 @@ constexpr int training_slot_count(TrainingOp op) {
   switch (op) {
     case TrainingOp::kGradientDescent:
     case TrainingOp::kProximalGradientDescent:
+    case TrainingOp::kMovingAverage:
       return 0;
     case TrainingOp::kMomentum:
     case TrainingOp::kAdagrad:
@@ -108,6 +114,7 @@ void dispatch_training_op(TrainingOp op, Fn&& fn) {
     VARSTATE_TRAINING_CASE(kProximalGradientDescent)
     VARSTATE_TRAINING_CASE(kProximalAdagrad)
     VARSTATE_TRAINING_CASE(kAdagradDA)
+    VARSTATE_TRAINING_CASE(kMovingAverage)
 #undef VARSTATE_TRAINING_CASE
   }
 }
@@ -351,6 +358,8 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     const C update = sqrt_of(s1 + p.epsilon) * (C(1) / sqrt_of(s0 + p.epsilon)) * g;
     var = var - update * p.lr;
     s1 = s1 * p.rho + (update * update) * p.one_minus_rho;
+  } else if constexpr (Op == TrainingOp::kMovingAverage) {
+    var = var - (var - g) * p.lr;
   } else if constexpr (Op == TrainingOp::kProximalGradientDescent) {
     var = proximal_step(var - g * p.lr, p.lr_l1, p.one_plus_l2_lr, p.l1_positive, !p.unit_divisor);
   } else if constexpr (Op == TrainingOp::kProximalAdagrad) {

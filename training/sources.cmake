@@ -6,4 +6,5 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cc
   ${CMAKE_CURRENT_LIST_DIR}/optimizers.cc
   ${CMAKE_CURRENT_LIST_DIR}/slot_creator.cc
+  ${CMAKE_CURRENT_LIST_DIR}/moving_averages.cc
   ${CMAKE_CURRENT_LIST_DIR}/training_util.cc)

@@ -188,6 +188,13 @@ Tensor adagrad_da(Variable& var, Variable& gradient_accumulator,
 
 }  // namespace
 
+Tensor internal::apply_moving_average(Variable& avg, const Tensor& value, double factor,
+                                      const UpdateOptions& options) {
+  TrainingCall call(TrainingOp::kMovingAverage, "AssignMovingAvg", avg, {}, options);
+  call.hyper().lr = factor;
+  return call.apply_dense(value);
+}
+
 Tensor apply_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& delta,
                               const UpdateOptions& options) {
   TrainingCall call(TrainingOp::kGradientDescent, "ApplyGradientDescent", var, {}, options);

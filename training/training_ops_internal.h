@@ -157,6 +157,15 @@ void check_sparse_gradient(const IndexedSlices& grad, const Variable& var, const
 // are on that GPU (as a GPU scatter does with such indices).
 bool indices_checked_on_device(const IndexedSlices& grad, const Variable& var);
 
+// avg -= (avg - value) * factor in one pass (kernels' kMovingAverage), on
+// avg's device, through TrainingCall (locks, remote variables, dirty rows):
+// TensorFlow's assign_moving_average, whose Sub, Mul and AssignSub round
+// as this pass does for float32 and float64 (16-bit dtypes round each of
+// the three; varstate/moving_averages.h runs them as three ops). `value`
+// has avg's shape; `factor` is 1 - decay in avg's dtype.
+Tensor apply_moving_average(Variable& avg, const Tensor& value, double factor,
+                            const UpdateOptions& options);
+
 // True for the dtypes the training ops and optimizers update (float16,
 // bfloat16, float32, float64).
 bool is_training_dtype(DType dtype);

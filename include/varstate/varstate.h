@@ -21,6 +21,7 @@
 #include "varstate/logging.h"
 #include "varstate/math_ops.h"
 #include "varstate/meta_graph.h"
+#include "varstate/moving_averages.h"
 #include "varstate/optimizer.h"
 #include "varstate/optimizers.h"
 #include "varstate/partitioned_variable.h"

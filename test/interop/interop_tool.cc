@@ -1119,7 +1119,7 @@ int main(int argc, char** argv) {
         << "usage: interop_tool "
            "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
            "sharing|placement|export_meta|export_init_meta|import_meta|export_train|run_train|"
-           "partition|optimize ARGS...\n";
+           "partition|optimize|moving_average ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -1149,6 +1149,7 @@ int main(int argc, char** argv) {
     if (cmd == "export_train") return cmd_export_train(args);
     if (cmd == "run_train") return cmd_run_train(args);
     if (cmd == "optimize") return cmd_optimize(args);
+    if (cmd == "moving_average") return cmd_moving_average(args);
     std::cerr << "interop_tool: unknown command " << cmd << "\n";
     return 2;
   } catch (const varstate::Error& e) {

@@ -8,6 +8,7 @@
 #include "tensor_text.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
+#include "varstate/moving_averages.h"
 #include "varstate/optimizers.h"
 #include "varstate/saver.h"
 #include "varstate/session.h"
@@ -129,6 +130,60 @@ int cmd_optimize(const std::vector<std::string>& args) {
     out << format_line(v.op_name(), v.value().to_host()) << "\n";
   }
   if (save != "-") Saver().save(session, save).wait();
+  return 0;
+}
+
+int cmd_moving_average(const std::vector<std::string>& args) {
+  const std::string& mode = args.at(0);
+  std::map<std::string, Tensor> in;
+  for (const TextTensor& t : read_text_file(args.at(1))) in.emplace(t.key, to_tensor(t));
+  const int first = std::stoi(args.at(2));
+  const int last = std::stoi(args.at(3));
+  const std::string restore = args.size() > 5 ? args.at(5) : "-";
+  const std::string save = args.size() > 6 ? args.at(6) : "-";
+  reset_default_graph();
+  Session session;
+  if (mode == "assign" || mode == "assign_nodebias") {
+    Variable v(in.at("v"), {.name = "v"});
+    session.run(global_variables_initializer());
+    if (restore != "-") Saver().restore(session, restore);
+    for (int s = first; s < last; ++s) {
+      assign_moving_average(v, in.at(std::to_string(s) + "/w"), 0.9, mode == "assign");
+    }
+  } else if (mode == "ema" || mode == "ema_plain" || mode == "ema_restore") {
+    Variable w(in.at("w"), {.name = "w"});
+    Variable emb(in.at("emb"), {.name = "emb"});
+    Variable d(in.at("d"), {.name = "d"});
+    Variable step(Tensor::from_vector<int64_t>({0}, {}),
+                  {.trainable = false, .name = "global_step"});
+    GradientDescentOptimizer opt(0.1);
+    ExponentialMovingAverageOptions options;
+    if (mode != "ema_plain") options.num_updates = step;
+    ExponentialMovingAverage ema(mode == "ema_plain" ? 0.9 : 0.99, options);
+    const Op maintain = ema.apply({w, emb, d});
+    session.run(global_variables_initializer());
+    if (mode == "ema_restore") {
+      Saver({.var_list = ema.variables_to_restore()}).restore(session, restore);
+    } else if (restore != "-") {
+      Saver().restore(session, restore);
+    }
+    for (int s = first; s < last; ++s) {
+      const std::string p = std::to_string(s) + "/";
+      opt.apply_gradients({{in.at(p + "w"), w},
+                           {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb},
+                           {in.at(p + "d"), d}},
+                          &step);
+      session.run(maintain);
+    }
+  } else {
+    throw InvalidArgumentError("interop_tool moving_average: unknown mode " + quoted(mode));
+  }
+  std::ofstream out(args.at(4));
+  if (!out) throw NotFoundError("interop_tool moving_average: cannot write " + quoted(args.at(4)));
+  for (const Variable& v : global_variables()) {
+    out << format_line(v.op_name(), v.value().to_host()) << "\n";
+  }
+  if (save != "-" && mode != "ema_restore") Saver().save(session, save).wait();
   return 0;
 }
 

@@ -19,4 +19,16 @@ namespace varstate::interop {
 // variable (op name -> value) to OUT and saves to SAVE.
 int cmd_optimize(const std::vector<std::string>& args);
 
+// interop_tool moving_average MODE IN FIRST LAST OUT [RESTORE|-] [SAVE|-]
+// The moving averages of test_moving_averages.py. MODE "ema": "w", "emb"
+// and the float64 "d" trained by gradient descent (0.1; gradients "s/w",
+// "s/emb/values" + "s/emb/indices", "s/d"), their ExponentialMovingAverage
+// (decay 0.99, num_updates global_step) run after each step; "ema_plain":
+// decay 0.9 without num_updates; "ema_restore": the "ema" graph restored
+// from RESTORE through ema.variables_to_restore() (no steps). "assign" /
+// "assign_nodebias": assign_moving_average(v, s/w, 0.9) with and without
+// zero_debias on the variable "v". Restores RESTORE first, writes every
+// global variable to OUT, saves to SAVE.
+int cmd_moving_average(const std::vector<std::string>& args);
+
 }  // namespace varstate::interop

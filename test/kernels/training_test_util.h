@@ -33,7 +33,8 @@ inline const std::vector<TrainingOp>& all_training_ops() {
                                               TrainingOp::kAdadelta,
                                               TrainingOp::kProximalGradientDescent,
                                               TrainingOp::kProximalAdagrad,
-                                              TrainingOp::kAdagradDA};
+                                              TrainingOp::kAdagradDA,
+                                              TrainingOp::kMovingAverage};
   return ops;
 }
 
