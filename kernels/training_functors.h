@@ -38,7 +38,9 @@ namespace varstate::kernels {
 //                          1 - decay: TensorFlow's assign_moving_average)
 // kLazyAdam and kRowwiseAdagrad are varstate's, not TensorFlow's; nor is
 // kMovingAverage an op of TensorFlow's, which builds it from Sub, Mul and
-// AssignSub (the same bits in float32 and float64: no fused multiply-add).
+// AssignSub: the kernel rounds after each of the three as they do (to 16
+// bits for the half types; float32 and float64 without a fused
+// multiply-add).
 enum class TrainingOp {
   kGradientDescent,
   kMomentum,
@@ -284,12 +286,13 @@ VARSTATE_HD C proximal_step(C prox, C l1_lr, C one_plus_l2_lr, bool l1_positive,
   return divide ? shrunk / one_plus_l2_lr : shrunk;
 }
 
-// One element's update with gradient g. `Sparse` selects the formulas of
+// One element's update with gradient g, S the storage type (void: C
+// itself), for kMovingAverage's roundings. `Sparse` selects the formulas of
 // the sparse kernels where TensorFlow's differ from the dense ones
 // (RMSProp's, and Adam's compat.v1 sparse graph). kGradientDescent's
 // sparse form is a scatter_sub in the runtime; kRowwiseAdagrad is per row
 // (rowwise_adagrad_element).
-template <TrainingOp Op, bool Sparse, typename C>
+template <TrainingOp Op, bool Sparse, typename S = void, typename C>
 VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C& s1, C& s2) {
   if constexpr (Op == TrainingOp::kGradientDescent) {
     var = var - g * p.lr;
@@ -359,7 +362,10 @@ VARSTATE_HD void apply_element(const TrainingParams<C>& p, C g, C& var, C& s0, C
     var = var - update * p.lr;
     s1 = s1 * p.rho + (update * update) * p.one_minus_rho;
   } else if constexpr (Op == TrainingOp::kMovingAverage) {
-    var = var - (var - g) * p.lr;
+    // TensorFlow's Sub, Mul and AssignSub, each rounded to the dtype.
+    using Storage = std::conditional_t<std::is_void_v<S>, C, S>;
+    const C diff = round_through<Storage, C>(var - g);
+    var = var - round_through<Storage, C>(diff * p.lr);
   } else if constexpr (Op == TrainingOp::kProximalGradientDescent) {
     var = proximal_step(var - g * p.lr, p.lr_l1, p.one_plus_l2_lr, p.l1_positive, !p.unit_divisor);
   } else if constexpr (Op == TrainingOp::kProximalAdagrad) {
@@ -421,7 +427,7 @@ VARSTATE_HD void update_element(const TrainingParams<C>& p, const TrainingSlots<
   C a = kSlots > 0 ? load_as<C>(s.s0[i]) : C(0);
   C b = kSlots > 1 ? load_as<C>(s.s1[i]) : C(0);
   C c = kSlots > 2 ? load_as<C>(s.s2[i]) : C(0);
-  apply_element<Op, Sparse>(p, g, var, a, b, c);
+  apply_element<Op, Sparse, T>(p, g, var, a, b, c);
   s.var[i] = store_as<T>(var);
   if constexpr (kSlots > 0) s.s0[i] = store_as<T>(a);
   if constexpr (kSlots > 1) s.s1[i] = store_as<T>(b);

@@ -60,13 +60,12 @@ Tensor one_minus(const Hyperparameter& decay, DType dtype) {
   return subtract(Tensor::from_vector<double>({1.0}, {}).cast(d.dtype()), d).cast(dtype);
 }
 
-// avg -= (avg - value) * factor: TensorFlow's update_fn. In one pass over
-// memory for float32 and float64 (the same bits as its three ops, which
-// round alike there); 16-bit dtypes and a scalar value run the three ops,
-// as TensorFlow's graph, each rounded to the dtype.
+// avg -= (avg - value) * factor: TensorFlow's update_fn, its Sub, Mul and
+// AssignSub each rounded to the dtype, in one pass over memory (the
+// training ops' kMovingAverage kernel). A scalar value (broadcast) runs
+// the three ops.
 Tensor update_average(Variable& avg, const Tensor& value, const Tensor& factor) {
-  const DType dtype = avg.dtype();
-  if ((dtype == DType::kFloat || dtype == DType::kDouble) && value.shape() == avg.shape()) {
+  if (value.shape() == avg.shape()) {
     const double f = factor.to_host().cast(DType::kDouble).scalar<double>();
     return internal::apply_moving_average(avg, value, f, {.use_locking = false});
   }

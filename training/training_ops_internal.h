@@ -159,10 +159,9 @@ bool indices_checked_on_device(const IndexedSlices& grad, const Variable& var);
 
 // avg -= (avg - value) * factor in one pass (kernels' kMovingAverage), on
 // avg's device, through TrainingCall (locks, remote variables, dirty rows):
-// TensorFlow's assign_moving_average, whose Sub, Mul and AssignSub round
-// as this pass does for float32 and float64 (16-bit dtypes round each of
-// the three; varstate/moving_averages.h runs them as three ops). `value`
-// has avg's shape; `factor` is 1 - decay in avg's dtype.
+// TensorFlow's assign_moving_average, each of its Sub, Mul and AssignSub
+// rounded to the dtype as TensorFlow's ops round them. `value` has avg's
+// shape; `factor` is 1 - decay in avg's dtype.
 Tensor apply_moving_average(Variable& avg, const Tensor& value, double factor,
                             const UpdateOptions& options);
 

@@ -16,10 +16,10 @@
 // scalar (min(decay, (1 + n) / (10 + n)) with num_updates n), 1 - decay is
 // computed in float32 and cast to the variable's dtype, then
 // avg -= (avg - value) * (1 - decay) with each operation rounded to the
-// dtype. The averages therefore equal TensorFlow's bit for bit on the CPU
-// (every dtype; the interop suite checks float32), and on a GPU for
-// float32 and float64 (no fused multiply-add: varstate's CUDA ops are built
-// without contraction).
+// dtype, in one pass over memory on the variable's device (no fused
+// multiply-add, on the CPU or a GPU). The averages equal TensorFlow's bit
+// for bit (the interop suite checks float32 and float64; the unit tests
+// bfloat16 and float16 against the three ops), a GPU's the CPU's.
 #pragma once
 
 #include <map>

@@ -577,8 +577,8 @@ inline void bf16_pair_loop(const TrainingParams<float>& p, Bf16Word* __restrict 
                    w2 = kSlots > 2 ? s2[i] : 0;
     float v_lo = bf16_low(wv), a_lo = bf16_low(w0), b_lo = bf16_low(w1), c_lo = bf16_low(w2);
     float v_hi = bf16_high(wv), a_hi = bf16_high(w0), b_hi = bf16_high(w1), c_hi = bf16_high(w2);
-    apply_element<Op, Sparse>(p, g_lo, v_lo, a_lo, b_lo, c_lo);
-    apply_element<Op, Sparse>(p, g_hi, v_hi, a_hi, b_hi, c_hi);
+    apply_element<Op, Sparse, bfloat16>(p, g_lo, v_lo, a_lo, b_lo, c_lo);
+    apply_element<Op, Sparse, bfloat16>(p, g_hi, v_hi, a_hi, b_hi, c_hi);
     var[i] = bf16_pair(v_lo, v_hi);
     if constexpr (kSlots > 0) s0[i] = bf16_pair(a_lo, a_hi);
     if constexpr (kSlots > 1) s1[i] = bf16_pair(b_lo, b_hi);

@@ -18,6 +18,7 @@
 #include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
+#include "varstate/math_ops.h"
 #include "varstate/moving_averages.h"
 #include "varstate/partitioners.h"
 #include "varstate/variable_scope.h"
@@ -149,6 +150,38 @@ TEST_CASE_METHOD(FreshGraph, "each run updates the averages as TensorFlow's grap
   CHECK(avg_w[0] != kW[0]);
 }
 
+TEST_CASE_METHOD(FreshGraph, "16-bit averages round after each of TensorFlow's three ops",
+                 "[moving_average]") {
+  // The reference is TensorFlow's graph as varstate's element-wise ops run
+  // it: Sub, Mul, AssignSub, each rounded to the dtype.
+  for (DType dtype : {DType::kBFloat16, DType::kHalf}) {
+    INFO(dtype_name(dtype));
+    reset_default_graph();
+    std::vector<float> init(257), next(257);
+    for (int i = 0; i < 257; ++i) {
+      init[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+      next[i] = std::cos(0.11f * static_cast<float>(i)) * 2.0f;
+    }
+    Variable w(Tensor::from_vector<float>(init, {257}).cast(dtype), {.name = "w"});
+    w.initializer().run();
+    ExponentialMovingAverage ema(0.9);
+    Op op = ema.apply({w});
+    variables_initializer(ema.averages()).run();
+    Tensor ref = Tensor::from_vector<float>(init, {257}).cast(dtype);
+    const Tensor factor = Tensor::from_vector<float>({1.0f - 0.9f}, {}).cast(dtype);
+    for (int step = 0; step < 3; ++step) {
+      w.assign(Tensor::from_vector<float>(next, {257}).cast(dtype));
+      op.run();
+      const Tensor value = w.value().to_host();
+      ref = subtract(ref, multiply(subtract(ref, value), factor));
+      const Tensor got = ema.average(w)->value().to_host();
+      CHECK(got.cast(DType::kFloat).to_vector<float>() ==
+            ref.cast(DType::kFloat).to_vector<float>());
+      for (float& x : next) x = x * 0.5f + 0.25f;
+    }
+  }
+}
+
 TEST_CASE_METHOD(FreshGraph, "a decay variable is read at every run", "[moving_average]") {
   Variable w = make_var({2.f, 4.f}, {2}, "w");
   Variable decay(Tensor::from_vector<float>({0.5f}, {}), {.trainable = false, .name = "decay"});
@@ -241,8 +274,7 @@ TEST_CASE_METHOD(FreshGraph, "assign_moving_average without and with zero debias
     reference_update(ref_plain, values[s], factor);
     reference_update(biased, values[s], factor);
     CHECK(floats(plain) == ref_plain);
-    const float bias_factor =
-        1.0f - std::pow(1.0f - factor, static_cast<float>(s + 1));
+    const float bias_factor = 1.0f - std::pow(1.0f - factor, static_cast<float>(s + 1));
     for (int i = 0; i < 2; ++i) {
       CHECK(floats(v)[i] == Approx(biased[i] / bias_factor).epsilon(1e-6));
     }
@@ -252,9 +284,9 @@ TEST_CASE_METHOD(FreshGraph, "assign_moving_average without and with zero debias
   Variable c = make_var({0.f}, {1}, "c");
   assign_moving_average(c, Tensor::from_vector<float>({2.5f}, {1}), 0.99);
   CHECK(floats(c)[0] == Approx(2.5f).epsilon(1e-6));
-  CHECK(names(global_variables()) ==
-        std::vector<std::string>{"plain", "v", "v/biased", "v/local_step", "c", "c/biased",
-                                 "c/local_step"});
+  CHECK(names(global_variables()) == std::vector<std::string>{"plain", "v", "v/biased",
+                                                              "v/local_step", "c", "c/biased",
+                                                              "c/local_step"});
   auto by_name = [](const std::string& name) {
     for (const Variable& x : global_variables()) {
       if (x.op_name() == name) return x;
