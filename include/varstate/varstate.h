@@ -18,6 +18,7 @@
 #include "varstate/graph.h"
 #include "varstate/indexed_slices.h"
 #include "varstate/initializers.h"
+#include "varstate/learning_rate_decay.h"
 #include "varstate/logging.h"
 #include "varstate/math_ops.h"
 #include "varstate/meta_graph.h"

@@ -1,5 +1,6 @@
 #include "optimizer_cases.h"
 
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -8,6 +9,7 @@
 #include "tensor_text.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
+#include "varstate/learning_rate_decay.h"
 #include "varstate/moving_averages.h"
 #include "varstate/optimizers.h"
 #include "varstate/saver.h"
@@ -184,6 +186,61 @@ int cmd_moving_average(const std::vector<std::string>& args) {
     out << format_line(v.op_name(), v.value().to_host()) << "\n";
   }
   if (save != "-" && mode != "ema_restore") Saver().save(session, save).wait();
+  return 0;
+}
+
+int cmd_lr_schedule(const std::vector<std::string>& args) {
+  const int steps = std::stoi(args.at(0));
+  reset_default_graph();
+  Variable step(Tensor::from_vector<int64_t>({0}, {}), {.trainable = false, .name = "global_step"});
+  Variable x(Tensor::from_vector<float>({0.f}, {}), {.trainable = false, .name = "x"});
+  Variable lr64(Tensor::from_vector<double>({0.1}, {}), {.trainable = false, .name = "lr64"});
+  Session session;
+  session.run(global_variables_initializer());
+  // The schedules of test_lr_schedules.py, by name.
+  const std::vector<std::pair<std::string, Hyperparameter>> schedules = {
+      {"exp", exponential_decay(0.1, step, 100, 0.96)},
+      {"exp_stair", exponential_decay(0.1, step, 100, 0.96, true)},
+      {"exp_f64", exponential_decay(lr64, step, 100, 0.96)},
+      {"natural_exp", natural_exp_decay(0.1, step, 100, 0.5)},
+      {"natural_exp_stair", natural_exp_decay(0.1, step, 100, 0.5, true)},
+      {"inverse_time", inverse_time_decay(0.1, step, 100, 0.5)},
+      {"inverse_time_stair", inverse_time_decay(0.1, step, 100, 0.5, true)},
+      {"poly", polynomial_decay(0.1, step, 1000)},
+      {"poly_cycle", polynomial_decay(0.1, step, 300, 0.001, 0.5, true)},
+      {"poly_f64", polynomial_decay(lr64, step, 700, 0.003, 2.0)},
+      {"poly_cube", polynomial_decay(0.1, step, 800, 0.0, 3.0, true)},
+      {"poly_odd", polynomial_decay(0.1, step, 900, 0.01, 1.7)},
+      {"poly_cube_f64", polynomial_decay(lr64, step, 600, 0.01, 3.0)},
+      {"poly_square", polynomial_decay(0.1, step, 500, 0.02, 2.0)},
+      {"cosine", cosine_decay(0.1, step, 1000)},
+      {"cosine_alpha", cosine_decay(0.1, step, 1000, 0.1)},
+      {"restarts", cosine_decay_restarts(0.1, step, 200)},
+      {"restarts_flat", cosine_decay_restarts(0.1, step, 150, 1.0, 0.9, 0.01)},
+      {"restarts_geometric", cosine_decay_restarts(0.1, step, 120, 1.5, 0.8, 0.02)},
+      {"linear_cosine", linear_cosine_decay(0.1, step, 1000, 2.0, 0.05, 0.01)},
+      {"piecewise", piecewise_constant(step, {100, 300}, {1.0, 0.5, 0.1})},
+      {"piecewise_float", piecewise_constant(x, {0.5, 1.7}, {0.3, 0.2, 0.1})},
+  };
+  std::vector<std::vector<Tensor>> values(schedules.size());
+  for (int s = 0; s < steps; ++s) {
+    step.assign(Tensor::from_vector<int64_t>({s}, {}));
+    x.assign(Tensor::from_vector<float>({static_cast<float>(s) * 0.0137f}, {}));
+    for (size_t k = 0; k < schedules.size(); ++k) {
+      values[k].push_back(schedules[k].second.tensor());
+    }
+  }
+  std::ofstream out(args.at(1));
+  if (!out) throw NotFoundError("interop_tool lr_schedule: cannot write " + quoted(args.at(1)));
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    const DType dtype = values[k].front().dtype();
+    Tensor all(dtype, {steps});
+    for (int s = 0; s < steps; ++s) {
+      std::memcpy(static_cast<char*>(all.raw_data()) + s * dtype_size(dtype),
+                  values[k][s].raw_data(), dtype_size(dtype));
+    }
+    out << format_line(schedules[k].first, all) << "\n";
+  }
   return 0;
 }
 

@@ -31,4 +31,10 @@ int cmd_optimize(const std::vector<std::string>& args);
 // global variable to OUT, saves to SAVE.
 int cmd_moving_average(const std::vector<std::string>& args);
 
+// interop_tool lr_schedule STEPS OUT
+// The learning rate schedules of test_lr_schedules.py
+// (varstate/learning_rate_decay.h) at global steps 0 .. STEPS - 1: one
+// line per schedule, the rates in a vector.
+int cmd_lr_schedule(const std::vector<std::string>& args);
+
 }  // namespace varstate::interop
