@@ -74,8 +74,7 @@ T pow_by_constant(T x, T c) {
 // The value of a real scalar tensor `t` (named `what` in errors) cast to
 // dtype, as TensorFlow's math_ops.cast.
 Tensor real_scalar(const Tensor& t, const std::string& what, const std::string& schedule) {
-  if (!t.valid() || t.rank() != 0 || !dtype_is_numeric(t.dtype()) ||
-      dtype_is_complex(t.dtype())) {
+  if (!t.valid() || t.rank() != 0 || !dtype_is_numeric(t.dtype()) || dtype_is_complex(t.dtype())) {
     throw InvalidArgumentError(
         schedule + ": " + what + " is not a real scalar: " +
         (t.valid() ? std::string(dtype_name(t.dtype())) + " " + t.shape().to_string()
@@ -92,9 +91,8 @@ Hyperparameter make_schedule(const std::string& name, Hyperparameter learning_ra
   auto schedule = [name, learning_rate = std::move(learning_rate),
                    global_step = std::move(global_step), fn]() -> Tensor {
     const Tensor lr = real_scalar(learning_rate.tensor(), "learning_rate", name);
-    const Tensor step = real_scalar(global_step.value(), "global_step " +
-                                                             quoted(global_step.op_name()),
-                                    name);
+    const Tensor step =
+        real_scalar(global_step.value(), "global_step " + quoted(global_step.op_name()), name);
     if (lr.dtype() == DType::kFloat) {
       const float out = fn(lr.scalar<float>(), step.cast(DType::kFloat).scalar<float>());
       return Tensor::from_vector<float>({out}, {});
@@ -157,55 +155,50 @@ Hyperparameter polynomial_decay(Hyperparameter learning_rate, Variable global_st
                                 bool cycle) {
   // A number learning rate makes lr - end a constant of the graph.
   const bool constant_rate = learning_rate.is_number();
-  return make_schedule("polynomial_decay", std::move(learning_rate), std::move(global_step),
-                       [=](auto lr, auto step) {
-                         using T = decltype(lr);
-                         const T end = cast_number<T>(end_learning_rate);
-                         const T pw = cast_number<T>(power);
-                         T steps = cast_number<T>(decay_steps);
-                         if (cycle) {
-                           // step / self.decay_steps: the Python number
-                           // converted to T directly.
-                           const T multiplier =
-                               step == T(0)
-                                   ? T(1)
-                                   : std::ceil(div_by_constant(step, static_cast<T>(decay_steps)));
-                           steps = steps * multiplier;
-                           step = step / steps;
-                         } else {
-                           step = div_by_constant(step < steps ? step : steps, steps);
-                         }
-                         const T p = step;
-                         const T scale = lr - end;
-                         const T base = T(1) - p;
-                         if (pw == T(3)) {
-                           // The graph optimizer's cube: Square(base) times
-                           // base, and with a constant scale the scale
-                           // moved onto the second factor.
-                           const T square = base * base;
-                           return (constant_rate ? square * (scale * base)
-                                                 : (square * base) * scale) +
-                                  end;
-                         }
-                         return scale * pow_by_constant(base, pw) + end;
-                       });
+  return make_schedule(
+      "polynomial_decay", std::move(learning_rate), std::move(global_step),
+      [=](auto lr, auto step) {
+        using T = decltype(lr);
+        const T end = cast_number<T>(end_learning_rate);
+        const T pw = cast_number<T>(power);
+        T steps = cast_number<T>(decay_steps);
+        if (cycle) {
+          // step / self.decay_steps: the Python number
+          // converted to T directly.
+          const T multiplier =
+              step == T(0) ? T(1) : std::ceil(div_by_constant(step, static_cast<T>(decay_steps)));
+          steps = steps * multiplier;
+          step = step / steps;
+        } else {
+          step = div_by_constant(step < steps ? step : steps, steps);
+        }
+        const T p = step;
+        const T scale = lr - end;
+        const T base = T(1) - p;
+        if (pw == T(3)) {
+          // The graph optimizer's cube: Square(base) times
+          // base, and with a constant scale the scale
+          // moved onto the second factor.
+          const T square = base * base;
+          return (constant_rate ? square * (scale * base) : (square * base) * scale) + end;
+        }
+        return scale * pow_by_constant(base, pw) + end;
+      });
 }
 
 Hyperparameter cosine_decay(Hyperparameter learning_rate, Variable global_step, double decay_steps,
                             double alpha) {
-  return make_schedule("cosine_decay", std::move(learning_rate), std::move(global_step),
-                       [=](auto lr, auto step) {
-                         using T = decltype(lr);
-                         const T steps = cast_number<T>(decay_steps);
-                         step = step < steps ? step : steps;
-                         const T completed = div_by_constant(step, steps);
-                         const T cosine =
-                             T(0.5) * (T(1) + cos_of(pi_constant<T>() * completed));
-                         // (1 - self.alpha) in Python, then converted.
-                         const T decayed =
-                             static_cast<T>(1.0 - alpha) * cosine + static_cast<T>(alpha);
-                         return lr * decayed;
-                       });
+  return make_schedule(
+      "cosine_decay", std::move(learning_rate), std::move(global_step), [=](auto lr, auto step) {
+        using T = decltype(lr);
+        const T steps = cast_number<T>(decay_steps);
+        step = step < steps ? step : steps;
+        const T completed = div_by_constant(step, steps);
+        const T cosine = T(0.5) * (T(1) + cos_of(pi_constant<T>() * completed));
+        // (1 - self.alpha) in Python, then converted.
+        const T decayed = static_cast<T>(1.0 - alpha) * cosine + static_cast<T>(alpha);
+        return lr * decayed;
+      });
 }
 
 Hyperparameter cosine_decay_restarts(Hyperparameter learning_rate, Variable global_step,
@@ -242,21 +235,20 @@ Hyperparameter cosine_decay_restarts(Hyperparameter learning_rate, Variable glob
 Hyperparameter linear_cosine_decay(Hyperparameter learning_rate, Variable global_step,
                                    double decay_steps, double num_periods, double alpha,
                                    double beta) {
-  return make_schedule(
-      "linear_cosine_decay", std::move(learning_rate), std::move(global_step),
-      [=](auto lr, auto step) {
-        using T = decltype(lr);
-        const T steps = cast_number<T>(decay_steps);
-        const T periods = cast_number<T>(num_periods);
-        const T a = cast_number<T>(alpha);
-        const T b = cast_number<T>(beta);
-        step = step < steps ? step : steps;
-        const T linear = div_by_constant(steps - step, steps);
-        const T completed = div_by_constant(step, steps);
-        const T fraction = T(2) * periods * completed;
-        const T cosine = T(0.5) * (T(1) + cos_of(pi_constant<T>() * fraction));
-        return lr * ((a + linear) * cosine + b);
-      });
+  return make_schedule("linear_cosine_decay", std::move(learning_rate), std::move(global_step),
+                       [=](auto lr, auto step) {
+                         using T = decltype(lr);
+                         const T steps = cast_number<T>(decay_steps);
+                         const T periods = cast_number<T>(num_periods);
+                         const T a = cast_number<T>(alpha);
+                         const T b = cast_number<T>(beta);
+                         step = step < steps ? step : steps;
+                         const T linear = div_by_constant(steps - step, steps);
+                         const T completed = div_by_constant(step, steps);
+                         const T fraction = T(2) * periods * completed;
+                         const T cosine = T(0.5) * (T(1) + cos_of(pi_constant<T>() * fraction));
+                         return lr * ((a + linear) * cosine + b);
+                       });
 }
 
 Hyperparameter piecewise_constant(Variable x, std::vector<double> boundaries,
@@ -276,8 +268,8 @@ Hyperparameter piecewise_constant(Variable x, std::vector<double> boundaries,
   const bool integral = dtype_is_integer(dtype);
   for (size_t i = 0; i < boundaries.size(); ++i) {
     if (integral && std::floor(boundaries[i]) != boundaries[i]) {
-      throw ValueError(name + ": boundaries[" + std::to_string(i) + "] = " +
-                       std::to_string(boundaries[i]) + " must have the same dtype as x (" +
+      throw ValueError(name + ": boundaries[" + std::to_string(i) +
+                       "] = " + std::to_string(boundaries[i]) + " must have the same dtype as x (" +
                        std::string(dtype_name(dtype)) + ")");
     }
   }

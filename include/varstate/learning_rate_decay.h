@@ -83,8 +83,8 @@ Hyperparameter cosine_decay_restarts(Hyperparameter learning_rate, Variable glob
 // cos(pi * 2 * num_periods * s / decay_steps)) + beta), s = min(step,
 // decay_steps).
 Hyperparameter linear_cosine_decay(Hyperparameter learning_rate, Variable global_step,
-                                   double decay_steps, double num_periods = 0.5,
-                                   double alpha = 0.0, double beta = 0.001);
+                                   double decay_steps, double num_periods = 0.5, double alpha = 0.0,
+                                   double beta = 0.001);
 
 // values[0] while x <= boundaries[0], values[i] while boundaries[i - 1] <
 // x <= boundaries[i], values.back() once x > boundaries.back(). The

@@ -97,15 +97,41 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const Variabl
   return found->second();
 }
 
+// The arguments after the mode: IN FIRST LAST OUT [RESTORE|-] [SAVE|-].
+struct StepArgs {
+  std::map<std::string, Tensor> in;
+  int first = 0, last = 0;
+  std::string out, restore, save;
+};
+
+StepArgs step_args(const std::vector<std::string>& args) {
+  StepArgs a;
+  for (const TextTensor& t : read_text_file(args.at(1))) a.in.emplace(t.key, to_tensor(t));
+  a.first = std::stoi(args.at(2));
+  a.last = std::stoi(args.at(3));
+  a.out = args.at(4);
+  a.restore = args.size() > 5 ? args.at(5) : "-";
+  a.save = args.size() > 6 ? args.at(6) : "-";
+  return a;
+}
+
+// Every global variable (op name -> value) to `path`.
+void write_globals(const std::string& path, const std::string& who) {
+  std::ofstream out(path);
+  if (!out) throw NotFoundError("interop_tool " + who + ": cannot write " + quoted(path));
+  for (const Variable& v : global_variables()) {
+    out << format_line(v.op_name(), v.value().to_host()) << "\n";
+  }
+}
+
 }  // namespace
 
 int cmd_optimize(const std::vector<std::string>& args) {
-  std::map<std::string, Tensor> in;
-  for (const TextTensor& t : read_text_file(args.at(1))) in.emplace(t.key, to_tensor(t));
-  const int first = std::stoi(args.at(2));
-  const int last = std::stoi(args.at(3));
-  const std::string restore = args.size() > 5 ? args.at(5) : "-";
-  const std::string save = args.size() > 6 ? args.at(6) : "-";
+  const StepArgs a = step_args(args);
+  const std::map<std::string, Tensor>& in = a.in;
+  const int first = a.first, last = a.last;
+  const std::string& restore = a.restore;
+  const std::string& save = a.save;
   reset_default_graph();
   Variable w(in.at("w"), {.name = "w"});
   Variable emb(in.at("emb"), {.name = "emb"});
@@ -126,30 +152,22 @@ int cmd_optimize(const std::vector<std::string>& args) {
     if (vars.size() == 3) grads.push_back({in.at(p + "d"), vars[2]});
     opt->apply_gradients(grads, &step);
   }
-  std::ofstream out(args.at(4));
-  if (!out) throw NotFoundError("interop_tool optimize: cannot write " + quoted(args.at(4)));
-  for (const Variable& v : global_variables()) {
-    out << format_line(v.op_name(), v.value().to_host()) << "\n";
-  }
+  write_globals(a.out, "optimize");
   if (save != "-") Saver().save(session, save).wait();
   return 0;
 }
 
 int cmd_moving_average(const std::vector<std::string>& args) {
   const std::string& mode = args.at(0);
-  std::map<std::string, Tensor> in;
-  for (const TextTensor& t : read_text_file(args.at(1))) in.emplace(t.key, to_tensor(t));
-  const int first = std::stoi(args.at(2));
-  const int last = std::stoi(args.at(3));
-  const std::string restore = args.size() > 5 ? args.at(5) : "-";
-  const std::string save = args.size() > 6 ? args.at(6) : "-";
+  const StepArgs a = step_args(args);
+  const std::map<std::string, Tensor>& in = a.in;
   reset_default_graph();
   Session session;
   if (mode == "assign" || mode == "assign_nodebias") {
     Variable v(in.at("v"), {.name = "v"});
     session.run(global_variables_initializer());
-    if (restore != "-") Saver().restore(session, restore);
-    for (int s = first; s < last; ++s) {
+    if (a.restore != "-") Saver().restore(session, a.restore);
+    for (int s = a.first; s < a.last; ++s) {
       assign_moving_average(v, in.at(std::to_string(s) + "/w"), 0.9, mode == "assign");
     }
   } else if (mode == "ema" || mode == "ema_plain" || mode == "ema_restore") {
@@ -165,11 +183,11 @@ int cmd_moving_average(const std::vector<std::string>& args) {
     const Op maintain = ema.apply({w, emb, d});
     session.run(global_variables_initializer());
     if (mode == "ema_restore") {
-      Saver({.var_list = ema.variables_to_restore()}).restore(session, restore);
-    } else if (restore != "-") {
-      Saver().restore(session, restore);
+      Saver({.var_list = ema.variables_to_restore()}).restore(session, a.restore);
+    } else if (a.restore != "-") {
+      Saver().restore(session, a.restore);
     }
-    for (int s = first; s < last; ++s) {
+    for (int s = a.first; s < a.last; ++s) {
       const std::string p = std::to_string(s) + "/";
       opt.apply_gradients({{in.at(p + "w"), w},
                            {IndexedSlices(in.at(p + "emb/values"), in.at(p + "emb/indices")), emb},
@@ -180,12 +198,8 @@ int cmd_moving_average(const std::vector<std::string>& args) {
   } else {
     throw InvalidArgumentError("interop_tool moving_average: unknown mode " + quoted(mode));
   }
-  std::ofstream out(args.at(4));
-  if (!out) throw NotFoundError("interop_tool moving_average: cannot write " + quoted(args.at(4)));
-  for (const Variable& v : global_variables()) {
-    out << format_line(v.op_name(), v.value().to_host()) << "\n";
-  }
-  if (save != "-" && mode != "ema_restore") Saver().save(session, save).wait();
+  write_globals(a.out, "moving_average");
+  if (a.save != "-" && mode != "ema_restore") Saver().save(session, a.save).wait();
   return 0;
 }
 

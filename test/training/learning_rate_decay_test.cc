@@ -39,8 +39,7 @@ float rate(const Hyperparameter& h) {
 
 }  // namespace
 
-TEST_CASE_METHOD(FreshGraph, "exponential, natural exp and inverse time decay",
-                 "[learning_rate]") {
+TEST_CASE_METHOD(FreshGraph, "exponential, natural exp and inverse time decay", "[learning_rate]") {
   Variable step = int64_step(0);
   Hyperparameter exp = exponential_decay(0.1, step, 100, 0.96);
   Hyperparameter stair = exponential_decay(0.1, step, 100, 0.96, true);
@@ -86,8 +85,7 @@ TEST_CASE_METHOD(FreshGraph, "polynomial decay, with and without cycles", "[lear
     set_step(step, s);
     const float held = std::min(static_cast<float>(s), 1000.0f);
     CHECK(rate(linear) == (0.1f - 0.0001f) * (1.0f - p_of(held, 1000.0f)) + 0.0001f);
-    const float multiplier =
-        s == 0 ? 1.0f : std::ceil(static_cast<float>(s) * (1.0f / 300.0f));
+    const float multiplier = s == 0 ? 1.0f : std::ceil(static_cast<float>(s) * (1.0f / 300.0f));
     const float p = static_cast<float>(s) / (300.0f * multiplier);
     CHECK(rate(cycle) == (0.1f - 0.001f) * std::sqrt(1.0f - p) + 0.001f);
   }
@@ -126,8 +124,8 @@ TEST_CASE_METHOD(FreshGraph, "cosine decays", "[learning_rate]") {
 TEST_CASE_METHOD(FreshGraph, "piecewise constant on integer and float steps", "[learning_rate]") {
   Variable step = int64_step(0);
   Hyperparameter pw = piecewise_constant(step, {100, 300}, {1.0, 0.5, 0.1});
-  const std::vector<std::pair<int64_t, float>> expect = {
-      {0, 1.0f}, {100, 1.0f}, {101, 0.5f}, {300, 0.5f}, {301, 0.1f}, {100000, 0.1f}};
+  const std::vector<std::pair<int64_t, float>> expect = {{0, 1.0f},   {100, 1.0f}, {101, 0.5f},
+                                                         {300, 0.5f}, {301, 0.1f}, {100000, 0.1f}};
   for (const auto& [s, r] : expect) {
     set_step(step, s);
     CHECK(rate(pw) == r);
