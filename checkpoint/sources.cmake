@@ -22,6 +22,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/v1_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_utils.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_restore.cc
   ${CMAKE_CURRENT_LIST_DIR}/delta_save.cc

@@ -404,6 +404,16 @@ void set_initial_value_fn(Variable& variable, InitialValueFn fn) {
   VariableAccess::make_initializer_op(variable);
 }
 
+void replace_initial_value_fn(Variable& variable, InitialValueFn fn) {
+  auto& s = VariableAccess::state(variable);
+  {
+    std::lock_guard lock(s.init_mu);
+    s.initial.reset();
+    s.pending.reset();
+    s.initial_fn = std::move(fn);
+  }
+}
+
 int64_t retained_initial_value_bytes(const Variable& variable) {
   auto& s = VariableAccess::state(variable);
   std::lock_guard lock(s.init_mu);

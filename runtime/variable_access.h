@@ -64,6 +64,11 @@ InitialValueFn initial_value_fn(const Variable& variable);
 // the callable `fn` and an initializer Op running it. Throws
 // FailedPreconditionError when it has one already.
 void set_initial_value_fn(Variable& variable, InitialValueFn fn);
+// Replaces the variable's initial value with the callable `fn`, whatever it
+// had, as tf.train.init_from_checkpoint replaces a variable's initializer.
+// Its initializer Op reads the recipe when it runs, so an Op built before
+// (global_variables_initializer()) runs `fn` too.
+void replace_initial_value_fn(Variable& variable, InitialValueFn fn);
 // Bytes of computed initial values the variable holds besides its value:
 // a callable's value computed before initialization, until the initializer
 // consumes it; 0 otherwise (the Tensor it was made from is not counted).

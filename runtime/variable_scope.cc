@@ -9,6 +9,7 @@
 #include "runtime/dynamic_variable_internal.h"
 #include "runtime/remote_storage.h"
 #include "runtime/scope_names.h"
+#include "runtime/variable_store.h"
 #include "varstate/error.h"
 #include "varstate/slice.h"
 
@@ -757,5 +758,21 @@ GetVariableResult get_local_variable(std::string_view name, GetVariableOptions o
   options.trainable = false;
   return get_variable(name, options);
 }
+
+namespace internal {
+
+std::map<std::string, Variable> store_variables(Graph& graph) {
+  ScopeStore& st = store(graph);
+  std::lock_guard lock(st.mu);
+  return {st.vars.begin(), st.vars.end()};
+}
+
+std::map<std::string, PartitionedVariable> store_partitioned_variables(Graph& graph) {
+  ScopeStore& st = store(graph);
+  std::lock_guard lock(st.mu);
+  return {st.partitioned.begin(), st.partitioned.end()};
+}
+
+}  // namespace internal
 
 }  // namespace varstate

@@ -6,6 +6,7 @@
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/checkpoint_state.h"
+#include "varstate/checkpoint_utils.h"
 #include "varstate/dense_update.h"
 #include "varstate/device.h"
 #include "varstate/device_manager.h"

@@ -11,6 +11,7 @@ varstate_add_test(test_checkpoint DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/v1_reader_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/v1_writer_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_state_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_utils_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/saver_failure_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/partitioned_saver_test.cc

@@ -1119,7 +1119,7 @@ int main(int argc, char** argv) {
         << "usage: interop_tool "
            "save|dump|restore|random|init|math|locking|slice|slice_assign|collection|errors|"
            "sharing|placement|export_meta|export_init_meta|import_meta|export_train|run_train|"
-           "partition|optimize|moving_average|lr_schedule ARGS...\n";
+           "partition|optimize|moving_average|lr_schedule|init_from_checkpoint ARGS...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -1151,6 +1151,7 @@ int main(int argc, char** argv) {
     if (cmd == "optimize") return cmd_optimize(args);
     if (cmd == "moving_average") return cmd_moving_average(args);
     if (cmd == "lr_schedule") return cmd_lr_schedule(args);
+    if (cmd == "init_from_checkpoint") return cmd_init_from_checkpoint(args);
     std::cerr << "interop_tool: unknown command " << cmd << "\n";
     return 2;
   } catch (const varstate::Error& e) {

@@ -7,13 +7,16 @@
 #include <memory>
 
 #include "tensor_text.h"
+#include "varstate/checkpoint_utils.h"
 #include "varstate/error.h"
 #include "varstate/graph.h"
 #include "varstate/learning_rate_decay.h"
 #include "varstate/moving_averages.h"
 #include "varstate/optimizers.h"
+#include "varstate/partitioners.h"
 #include "varstate/saver.h"
 #include "varstate/session.h"
+#include "varstate/variable_scope.h"
 #include "varstate/variables.h"
 
 namespace varstate::interop {
@@ -255,6 +258,24 @@ int cmd_lr_schedule(const std::vector<std::string>& args) {
     }
     out << format_line(schedules[k].first, all) << "\n";
   }
+  return 0;
+}
+
+int cmd_init_from_checkpoint(const std::vector<std::string>& args) {
+  reset_default_graph();
+  {
+    VariableScopeGuard enc = variable_scope("enc");
+    get_variable("w", {.shape = TensorShape{2, 3}});
+    get_variable("b", {.shape = TensorShape{3}});
+    get_variable("emb", {.shape = TensorShape{10, 2}, .partitioner = fixed_size_partitioner(2)});
+  }
+  get_variable("extra", {.shape = TensorShape{4}});
+  get_variable("kept", {.shape = TensorShape{2}, .initializer = ones_initializer()});
+  init_from_checkpoint(args.at(0),
+                       {{"pre/", std::string("enc/")}, {"other", std::string("extra")}});
+  Session session;
+  session.run(global_variables_initializer());
+  write_globals(args.at(1), "init_from_checkpoint");
   return 0;
 }
 

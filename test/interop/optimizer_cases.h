@@ -37,4 +37,11 @@ int cmd_moving_average(const std::vector<std::string>& args);
 // line per schedule, the rates in a vector.
 int cmd_lr_schedule(const std::vector<std::string>& args);
 
+// interop_tool init_from_checkpoint CKPT OUT
+// test_checkpoint_utils.py's graph ("enc/w" [2,3], "enc/b" [3], "enc/emb"
+// [10,2] in 2 parts, "extra" [4], "kept" [2] of ones) initialized from
+// CKPT with {"pre/": "enc/", "other": "extra"}; every global variable to
+// OUT.
+int cmd_init_from_checkpoint(const std::vector<std::string>& args);
+
 }  // namespace varstate::interop
