@@ -9,7 +9,8 @@
 //   AdagradOptimizer adagrad(lr_variable);  // a Variable: read at each apply
 //
 // Each takes its arguments in TensorFlow's order, with TensorFlow's
-// defaults; the hyperparameters are converted to each variable's dtype.
+// defaults; a number given as a hyperparameter is float32, as TensorFlow
+// converts a Python float, and is cast to each variable's dtype.
 // Slots, in creation order (so their names: "w/<name>", "w/<name>_1", ...):
 //   GradientDescent  none
 //   Momentum         momentum                 zeros
