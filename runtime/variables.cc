@@ -71,6 +71,20 @@ Op initialize_all_variables() { return global_variables_initializer(); }
 Op local_variables_initializer() { return initialize_variables(local_variables(), "init_1"); }
 Op initialize_local_variables() { return local_variables_initializer(); }
 
+Op tables_initializer(const std::string& name) {
+  std::vector<Op> ops;
+  for (const std::any& item : get_default_graph().get_collection(GraphKeys::TABLE_INITIALIZERS)) {
+    const Op* op = std::any_cast<Op>(&item);
+    if (op == nullptr) {
+      throw TypeError("tables_initializer: an item of the " +
+                      quoted(GraphKeys::TABLE_INITIALIZERS) + " collection is not an Op");
+    }
+    ops.push_back(*op);
+  }
+  return Op::group(std::move(ops), get_default_graph().unique_name(name));
+}
+Op initialize_all_tables(const std::string& name) { return tables_initializer(name); }
+
 bool is_variable_initialized(const Variable& variable) { return variable.is_initialized(); }
 
 Tensor report_uninitialized_variables(const std::vector<Variable>& var_list) {

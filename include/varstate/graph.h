@@ -35,6 +35,8 @@ inline constexpr const char* REGULARIZATION_LOSSES = "regularization_losses";
 inline constexpr const char* GLOBAL_STEP = "global_step";
 inline constexpr const char* SAVERS = "savers";
 inline constexpr const char* CONCATENATED_VARIABLES = "concatenated_variables";
+// The initializer Ops of lookup tables (tables_initializer() runs them).
+inline constexpr const char* TABLE_INITIALIZERS = "table_initializer";
 }  // namespace GraphKeys
 
 class Graph {

@@ -48,6 +48,14 @@ Op initialize_all_variables();  // = global_variables_initializer()
 Op local_variables_initializer();
 Op initialize_local_variables();  // = local_variables_initializer()
 
+// An Op that runs every Op of the default graph's TABLE_INITIALIZERS
+// collection, in collection order (tf.tables_initializer,
+// tf.initialize_all_tables); with none, a runnable no-op. A program's own
+// lookup tables add their initializer Ops to that collection. Items of the
+// collection that are not Ops raise TypeError naming the collection.
+Op tables_initializer(const std::string& name = "init_all_tables");
+Op initialize_all_tables(const std::string& name = "init_all_tables");  // = tables_initializer()
+
 bool is_variable_initialized(const Variable& variable);
 // A 1-D string tensor with the names (op names) of the uninitialized
 // variables of var_list (default: global + local variables).

@@ -176,6 +176,25 @@ TEST_CASE_METHOD(FreshGraph, "the initializer helpers", "[initialization]") {
   CHECK(a.value().to_vector<float>() == std::vector<float>{1.f, 2.f});
 }
 
+TEST_CASE_METHOD(FreshGraph, "tables_initializer runs the TABLE_INITIALIZERS Ops in order",
+                 "[initialization]") {
+  Session sess;
+  Op none = initialize_all_tables();
+  CHECK(none.name() == "init_all_tables");
+  sess.run(none);  // no tables: a runnable no-op
+  std::vector<int> ran;
+  add_to_collection(GraphKeys::TABLE_INITIALIZERS,
+                    Op("vocab/table_init", "InitializeTableV2", [&] { ran.push_back(1); }));
+  add_to_collection(GraphKeys::TABLE_INITIALIZERS,
+                    Op("ids/table_init", "InitializeTableV2", [&] { ran.push_back(2); }));
+  Op init = tables_initializer();
+  CHECK(init.name() == "init_all_tables_1");
+  sess.run(init);
+  CHECK(ran == std::vector<int>{1, 2});
+  add_to_collection(GraphKeys::TABLE_INITIALIZERS, std::string("not an op"));
+  CHECK_THROWS_WITH(tables_initializer(), Catch::Contains("\"table_initializer\" collection"));
+}
+
 TEST_CASE_METHOD(FreshGraph, "graphs are separate; reset_default_graph starts over", "[graph]") {
   Variable v(1.f);
   CHECK(v.name() == "Variable:0");
