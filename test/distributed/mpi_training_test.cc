@@ -5,7 +5,8 @@
 //                  partitioned variable over the 2 ps tasks: N steps equal
 //                  the same N steps on local variables, bitwise, slots
 //                  included; a sparse step moves only the batch's rows, in
-//                  one exchange per window and owner
+//                  one exchange per window and owner; moving averages of
+//                  the parts, on their tasks, equal local ones
 //   concurrent     both workers apply sparse Adagrad to overlapping rows at
 //                  once: every accumulator is its initial value plus the
 //                  sum of all squared gradients (exact in float)
@@ -165,6 +166,51 @@ void test_equal(Cluster& cluster) {
       cluster.barrier();
     }
   }
+}
+
+// ExponentialMovingAverage of a partitioned table on the ps tasks: every
+// task makes the averages (collective, as slots), each on its part's task;
+// after sparse gradient descent steps and the averages' Op, they equal a
+// local run's, bitwise.
+void test_moving_average(Cluster& cluster) {
+  std::optional<PartitionedVariable> remote;
+  {
+    DeviceScope ps(replica_device_setter({.ps_tasks = 2}));
+    remote = table("ema_remote");
+  }
+  if (cluster.is_chief()) Session().run(remote->initializer());
+  ExponentialMovingAverage ema(0.9);
+  const Op maintain = ema.apply(remote->variables());
+  cluster.barrier();
+  const Variable avg1 = *ema.average(remote->variables()[1]);
+  EXPECT(internal::remote_storage(avg1) != nullptr);
+  EXPECT(avg1.placement().find("/job:ps/task:1") == 0);
+  EXPECT(avg1.save_slice_info()->full_name == "ema_remote/ExponentialMovingAverage");
+  if (cluster.is_chief()) {
+    Session().run(variables_initializer(ema.averages()));
+    PartitionedVariable local = table("ema_local");
+    Session().run(local.initializer());
+    for (size_t p = 0; p < 2; ++p) {
+      Variable part = local.variables()[p];
+      part.assign(remote->variables()[p].value());
+    }
+    ExponentialMovingAverage ref(0.9);
+    const Op ref_maintain = ref.apply(local.variables());
+    Session().run(variables_initializer(ref.averages()));
+    GradientDescentOptimizer sgd(0.1), ref_sgd(0.1);
+    for (int step = 0; step < 3; ++step) {
+      sgd.apply_gradients(gradients(*remote, step, true));
+      maintain.run();
+      ref_sgd.apply_gradients(gradients(local, step, true));
+      ref_maintain.run();
+    }
+    for (size_t p = 0; p < 2; ++p) {
+      const Tensor got = ema.average(remote->variables()[p])->value();
+      EXPECT(same(got, ref.average(local.variables()[p])->value()));
+      EXPECT(!same(got, remote->variables()[p].value()));  // it lags the trained part
+    }
+  }
+  cluster.barrier();
 }
 
 // A sparse Adagrad step on one part moves its distinct rows of var and
@@ -389,6 +435,7 @@ int main(int argc, char** argv) {
         test_equal(cluster);
         test_rows_only(cluster);
         test_exchanges_per_owner(cluster);
+        test_moving_average(cluster);
       } else if (mode == "concurrent") {
         test_concurrent(cluster);
       } else if (mode == "errors") {
