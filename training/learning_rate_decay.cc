@@ -116,27 +116,32 @@ T decay_exponent(T step, double decay_steps, bool staircase) {
 
 }  // namespace
 
-Hyperparameter exponential_decay(Hyperparameter learning_rate, Variable global_step,
-                                 double decay_steps, double decay_rate, bool staircase) {
-  return make_schedule("exponential_decay", std::move(learning_rate), std::move(global_step),
+// ExponentialDecay: learning_rate * rate ^ p (rate cast as a Python number).
+static Hyperparameter exponential_schedule(const std::string& name, Hyperparameter learning_rate,
+                                           Variable global_step, double decay_steps, double rate,
+                                           bool staircase) {
+  return make_schedule(name, std::move(learning_rate), std::move(global_step),
                        [=](auto lr, auto step) {
                          using T = decltype(lr);
                          const T p = decay_exponent(step, decay_steps, staircase);
-                         return lr * pow_of(cast_number<T>(decay_rate), p);
+                         return lr * pow_of(cast_number<T>(rate), p);
                        });
+}
+
+Hyperparameter exponential_decay(Hyperparameter learning_rate, Variable global_step,
+                                 double decay_steps, double decay_rate, bool staircase) {
+  return exponential_schedule("exponential_decay", std::move(learning_rate), std::move(global_step),
+                              decay_steps, decay_rate, staircase);
 }
 
 Hyperparameter natural_exp_decay(Hyperparameter learning_rate, Variable global_step,
                                  double decay_steps, double decay_rate, bool staircase) {
-  // math_ops.exp(math_ops.negative(decay_rate)): a float32 tensor, then
-  // ExponentialDecay's cast of it to the learning rate's dtype.
+  // math_ops.exp(math_ops.negative(decay_rate)): a float32 tensor, which
+  // ExponentialDecay casts to the learning rate's dtype (a float converts
+  // to double and back exactly).
   const float rate = std::exp(-static_cast<float>(decay_rate));
-  return make_schedule("natural_exp_decay", std::move(learning_rate), std::move(global_step),
-                       [=](auto lr, auto step) {
-                         using T = decltype(lr);
-                         const T p = decay_exponent(step, decay_steps, staircase);
-                         return lr * pow_of(static_cast<T>(rate), p);
-                       });
+  return exponential_schedule("natural_exp_decay", std::move(learning_rate), std::move(global_step),
+                              decay_steps, rate, staircase);
 }
 
 Hyperparameter inverse_time_decay(Hyperparameter learning_rate, Variable global_step,
