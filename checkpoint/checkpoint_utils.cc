@@ -7,6 +7,7 @@
 #include <set>
 
 #include "checkpoint/saver_io_internal.h"
+#include "runtime/keyed_storage.h"
 #include "runtime/variable_access.h"
 #include "runtime/variable_store.h"
 #include "varstate/checkpoint_reader.h"
@@ -84,6 +85,10 @@ class Resolver {
                        " checkpoint");
     }
     const Variable& first = a.vars.front();
+    if (internal::keyed_storage(first) != nullptr) {
+      throw ValueError("init_from_checkpoint: " + varstate::quoted(first.op_name()) +
+                       " is a dynamic variable; restore it with a Saver");
+    }
     const TensorShape var_shape = first.shape();
     const std::vector<int64_t> shape =
         a.sliced ? first.save_slice_info()->full_shape
@@ -110,8 +115,12 @@ class Resolver {
     std::set<std::string> out;
     for (const auto& [name, var] : store_) {
       if (!scopes.empty() && name.rfind(scopes + "/", 0) != 0) continue;
-      const size_t part = name.find("/part_");
-      out.insert(part == std::string::npos ? name : name.substr(0, part));
+      if (internal::keyed_storage(var) != nullptr) continue;  // dynamic: restored by a Saver
+      // A part ("emb/part_1") goes under its partitioned variable.
+      const size_t part = name.rfind("/part_");
+      const bool is_part =
+          part != std::string::npos && partitioned_.count(name.substr(0, part)) != 0;
+      out.insert(is_part ? name.substr(0, part) : name);
     }
     return out;
   }

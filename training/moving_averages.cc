@@ -137,7 +137,6 @@ Op ExponentialMovingAverage::apply(const std::vector<Variable>& var_list) {
   for (const Variable& var : var_list) check_averaged(var);
   // The averages not made yet. Remote ones made together share one window
   // per owner, as an optimizer's slots do.
-  std::vector<Variable> made;
   {
     internal::RemoteCreationBatch batch;
     for (const Variable& var : var_list) {
@@ -159,7 +158,6 @@ Op ExponentialMovingAverage::apply(const std::vector<Variable>& var_list) {
       state_->averages.emplace(key_of(var), avg);
       state_->created.push_back(avg);
       var.graph().add_to_collection(GraphKeys::MOVING_AVERAGE_VARIABLES, var);
-      made.push_back(avg);
     }
     batch.finish();
   }

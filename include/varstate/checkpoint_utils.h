@@ -53,7 +53,8 @@ using CheckpointTarget = std::variant<std::string, Variable, PartitionedVariable
 //       graph_scope/ from ckpt_scope/ plus the rest of its name; "/" on
 //       either side is the root (every variable of the graph, names kept).
 // Variables made with Variable(...) are not in the store: pass them as
-// Variables. Everything is checked before any initializer changes, and a
+// Variables. Dynamic variables are left out of scopes (a Saver restores
+// them; naming one is a ValueError). Everything is checked before any initializer changes, and a
 // call that throws changes none:
 //   ValueError  a tensor missing from the checkpoint ("Tensor emb is not
 //               found in ... checkpoint"), a shape or dtype that differs

@@ -12,6 +12,7 @@
 #include "device_fixture.h"
 #include "test_util.h"
 #include "varstate/checkpoint_utils.h"
+#include "varstate/dynamic_variable.h"
 #include "varstate/error.h"
 #include "varstate/initializers.h"
 #include "varstate/partitioners.h"
@@ -172,7 +173,16 @@ TEST_CASE_METHOD(FreshSession, "init_from_checkpoint's errors change no initiali
   // A scope whose variables' tensors are missing.
   CHECK_THROWS_WITH(init_from_checkpoint(prefix, {{"nothere/", std::string("enc/")}}),
                     Catch::Contains("Tensor nothere/w (w in nothere/) is not found"));
+
   session.run(global_variables_initializer());
   CHECK(floats(w.value()) == std::vector<float>(6, 1.f));
   CHECK(floats(wide.value()) == std::vector<float>(4, 1.f));
+
+  // A dynamic variable: named, refused; under a scope, left out.
+  DynamicVariable table = get_dynamic_variable("enc/table", {.dim = 2});
+  CHECK_THROWS_WITH(init_from_checkpoint(prefix, {{"pre/emb", table.variable()}}),
+                    Catch::Contains("\"enc/table\" is a dynamic variable"));
+  init_from_checkpoint(prefix, {{"pre/", std::string("enc/")}});  // enc/w only
+  session.run(variables_initializer({w}));
+  CHECK(floats(w.value()) == iota(6, 1.f));
 }
