@@ -106,7 +106,7 @@ class Resolver {
                        std::string(dtype_name(info->dtype)) + ") in the checkpoint");
     }
     a.tensor = std::move(tensor);
-    todo_.push_back(std::move(a));
+    assignments_.push_back(std::move(a));
   }
 
   // Every store variable under `scopes` (all when empty), by name, parts
@@ -125,7 +125,7 @@ class Resolver {
     return out;
   }
 
-  std::vector<Assignment>& todo() { return todo_; }
+  std::vector<Assignment>& assignments() { return assignments_; }
 
  private:
   static std::string full_name(const Assignment& a) {
@@ -136,7 +136,7 @@ class Resolver {
   const CheckpointReader& reader_;
   std::map<std::string, Variable> store_;
   std::map<std::string, PartitionedVariable> partitioned_;
-  std::vector<Assignment> todo_;
+  std::vector<Assignment> assignments_;
 };
 
 }  // namespace
@@ -196,7 +196,7 @@ void init_from_checkpoint(const std::string& ckpt_dir_or_file,
   }
   // Everything checked: now the initializers change.
   auto shared = std::make_shared<LazyReader>(path);
-  for (Assignment& a : r.todo()) {
+  for (Assignment& a : r.assignments()) {
     for (Variable& v : a.vars) {
       const std::optional<TensorSlice> slice =
           a.sliced ? std::optional<TensorSlice>(slice_of(*v.save_slice_info())) : std::nullopt;

@@ -71,8 +71,6 @@ class Hyperparameter {
   Tensor tensor() const;
   // True for a number (a Python float in TensorFlow's terms).
   bool is_number() const { return !variable_ && !schedule_; }
-  // The Variable it reads, or nullptr.
-  const Variable* variable() const { return variable_ ? &*variable_ : nullptr; }
 
  private:
   double value_ = 0;
