@@ -14,6 +14,7 @@
 
 #include "kernels/dtype_traits.h"
 #include "kernels/elementwise_functors.h"
+#include "kernels/host16.h"
 #include "varstate/dtype.h"
 
 namespace varstate::kernels {
@@ -23,7 +24,7 @@ namespace varstate::kernels {
 template <typename T>
 VARSTATE_HD auto widen(const T& v) {
   if constexpr (kIsHalfLike<T>) {
-    return static_cast<float>(v);
+    return host16_to_float(v);
   } else if constexpr (kIsDeviceHalf<T>) {
     return device_half_to_float(v);
   } else {
@@ -74,7 +75,7 @@ VARSTATE_HD To convert_widened(const W& v) {
       return To(static_cast<R>(v), R{});
     }
   } else if constexpr (kIsHalfLike<To>) {
-    return To(static_cast<float>(real_part(v)));
+    return host16_from_float<To>(static_cast<float>(real_part(v)));
   } else if constexpr (kIsDeviceHalf<To>) {
     return device_half_from_float<To>(static_cast<float>(real_part(v)));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<decltype(real_part(v))>) {

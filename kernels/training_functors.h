@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise_functors.h"
-#include "kernels/philox.h"  // rng::bfloat16_bits, rng::half_bits, rng::half_value
+#include "kernels/host16.h"
 
 namespace varstate::kernels {
 
@@ -178,39 +178,13 @@ struct TrainingParams {
   bool unit_divisor;
 };
 
-// The host's 16-bit types convert out of line (varstate/dtype.h); the
-// kernels' loops use these inline copies of the same conversions
-// (kernels/philox.h, without branches; random_test.cc checks them against
-// dtype.h), so that they vectorize. With a call per element, float16
-// sparse Adagrad ran 6-13x slower than float32 on the 2-vCPU VM, and
-// inline 2.7-3.5x faster than that (docs/performance.md).
-template <typename T>
-inline constexpr bool kIsHost16 =
-    std::is_same_v<T, ::varstate::half> || std::is_same_v<T, ::varstate::bfloat16>;
-template <typename T>
-VARSTATE_HD float host16_to_float(T x) {
-  if constexpr (std::is_same_v<T, ::varstate::half>) {
-    return rng::half_value(x.bits);
-  } else {
-    return rng::bfloat16_value(x.bits);
-  }
-}
-template <typename T>
-VARSTATE_HD T host16_from_float(float x) {
-  if constexpr (std::is_same_v<T, ::varstate::half>) {
-    return T::from_bits(rng::half_bits(x));
-  } else {
-    return T::from_bits(rng::bfloat16_bits(x));
-  }
-}
-
 // Rounds x to the storage (or device) type T and back: the identity when
 // T is C, a rounding to 16 bits for the half types.
 template <typename T, typename C>
 VARSTATE_HD C round_through(C x) {
   if constexpr (std::is_same_v<T, C>) {
     return x;
-  } else if constexpr (kIsHost16<T>) {
+  } else if constexpr (kIsHalfLike<T>) {
     return static_cast<C>(host16_to_float(host16_from_float<T>(static_cast<float>(x))));
   } else {
     return static_cast<C>(static_cast<float>(T(static_cast<float>(x))));
@@ -401,7 +375,7 @@ template <typename C, typename T>
 VARSTATE_HD C load_as(T x) {
   if constexpr (std::is_same_v<T, C>) {
     return x;
-  } else if constexpr (kIsHost16<T>) {
+  } else if constexpr (kIsHalfLike<T>) {
     return static_cast<C>(host16_to_float(x));
   } else {
     return static_cast<C>(static_cast<float>(x));
@@ -411,7 +385,7 @@ template <typename T, typename C>
 VARSTATE_HD T store_as(C x) {
   if constexpr (std::is_same_v<T, C>) {
     return x;
-  } else if constexpr (kIsHost16<T>) {
+  } else if constexpr (kIsHalfLike<T>) {
     return host16_from_float<T>(static_cast<float>(x));
   } else {
     return T(static_cast<float>(x));

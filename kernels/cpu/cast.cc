@@ -1,12 +1,35 @@
 #include "kernels/cpu/cast.h"
 
 #include "kernels/cast_value.h"
+#include "kernels/cpu/isa_variants.h"
+#include "kernels/cpu/parallel.h"
 
 namespace varstate::kernels::cpu {
 
+namespace {
+
+template <typename From, typename To>
+void cast_range(const From* __restrict in, To* __restrict out, int64_t first, int64_t last) {
+  for (int64_t i = first; i < last; ++i) out[i] = cast_value<To>(in[i]);
+}
+
+}  // namespace
+
+// Split over the pool as the element-wise ops are (bytes read + written).
 template <typename From, typename To>
 void cast(const From* in, To* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = cast_value<To>(in[i]);
+  const auto bytes = static_cast<int64_t>(sizeof(From) + sizeof(To));
+  for_ranges(n, 64, n * bytes, parallel_thresholds().elementwise_bytes,
+             [&](int64_t first, int64_t last) {
+               // Between floating types, built per instruction set
+               // (isa_variants.h): float16's rounding is a dozen integer
+               // operations an element, and vectorizes.
+               if constexpr (kIsFloating<From> && kIsFloating<To>) {
+                 for_cpu_isa([&] { cast_range(in, out, first, last); });
+               } else {
+                 cast_range(in, out, first, last);
+               }
+             });
 }
 
 // Instantiate every (From, To) pair of numeric storage types and bool.

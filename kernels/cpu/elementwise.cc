@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/isa_variants.h"
 #include "kernels/elementwise_functors.h"
+#include "kernels/host16.h"
 #include "varstate/error.h"
 
 namespace varstate::kernels::cpu {
@@ -30,10 +32,12 @@ struct ComputeTypeOf<bfloat16> {
 template <typename T>
 using compute_t = typename ComputeTypeOf<T>::type;
 
+// 16-bit values convert inline (kernels/host16.h), so that the loops
+// vectorize.
 template <typename T>
 compute_t<T> load(const T& v) {
   if constexpr (kIsHalfLike<T>) {
-    return static_cast<float>(v);
+    return host16_to_float(v);
   } else {
     return v;
   }
@@ -42,7 +46,7 @@ compute_t<T> load(const T& v) {
 template <typename T, typename C>
 T store(const C& v) {
   if constexpr (kIsHalfLike<T>) {
-    return T(static_cast<float>(v));
+    return host16_from_float<T>(static_cast<float>(v));
   } else {
     return static_cast<T>(v);
   }
@@ -140,34 +144,56 @@ void broadcast_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, 
   }
 }
 
+// Output elements [first, last) of a binary op, by layout.
+template <typename T, typename Out, typename F>
+void binary_range(const T* a, const T* b, Out* out, const BinaryGeometry& g, int64_t first,
+                  int64_t last, const F& f, int* err) {
+  switch (g.layout) {
+    case BinaryGeometry::kSame:
+      for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(a[i]), load(b[i]), err));
+      break;
+    case BinaryGeometry::kScalarA: {
+      const auto sa = load(a[0]);
+      for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(sa, load(b[i]), err));
+      break;
+    }
+    case BinaryGeometry::kScalarB: {
+      const auto sb = load(b[0]);
+      for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(a[i]), sb, err));
+      break;
+    }
+    case BinaryGeometry::kScalarBoth: {
+      const Out v = store<Out>(f(load(a[0]), load(b[0]), err));
+      std::fill(out + first, out + last, v);
+      break;
+    }
+    case BinaryGeometry::kBroadcast:
+      broadcast_range(a, b, out, g, first, last, f, err);
+      break;
+  }
+}
+
+// fn() built for the widest instruction set this CPU has (isa_variants.h)
+// when T is a floating type: float and double vectorize twice or four
+// times as wide, and the 16-bit types' conversions, a dozen integer
+// operations an element for float16, stop being the loop's bound. The
+// results are the baseline loop's, bit for bit (isa_variants.h). Integer
+// types keep the one baseline build.
+template <typename T, typename Fn>
+void for_isa_if_floating(const Fn& fn) {
+  if constexpr (kIsFloating<T>) {
+    for_cpu_isa(fn);
+  } else {
+    fn();
+  }
+}
+
 template <typename T, typename Out, typename F>
 int run_binary(const T* a, const T* b, Out* out, const BinaryGeometry& g, const F& f) {
   std::atomic<int> status{kKernelOk};
   parallel_for(g.n, 2 * sizeof(T) + sizeof(Out), [&](int64_t first, int64_t last) {
     int err = kKernelOk;
-    switch (g.layout) {
-      case BinaryGeometry::kSame:
-        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(a[i]), load(b[i]), &err));
-        break;
-      case BinaryGeometry::kScalarA: {
-        const auto sa = load(a[0]);
-        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(sa, load(b[i]), &err));
-        break;
-      }
-      case BinaryGeometry::kScalarB: {
-        const auto sb = load(b[0]);
-        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(a[i]), sb, &err));
-        break;
-      }
-      case BinaryGeometry::kScalarBoth: {
-        const Out v = store<Out>(f(load(a[0]), load(b[0]), &err));
-        std::fill(out + first, out + last, v);
-        break;
-      }
-      case BinaryGeometry::kBroadcast:
-        broadcast_range(a, b, out, g, first, last, f, &err);
-        break;
-    }
+    for_isa_if_floating<T>([&] { binary_range(a, b, out, g, first, last, f, &err); });
     if (err != kKernelOk) status.store(err, std::memory_order_relaxed);
   });
   return status.load();
@@ -176,7 +202,9 @@ int run_binary(const T* a, const T* b, Out* out, const BinaryGeometry& g, const 
 template <typename T, typename Out, typename F>
 void run_unary(const T* in, Out* out, int64_t n, const F& f) {
   parallel_for(n, sizeof(T) + sizeof(Out), [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(in[i])));
+    for_isa_if_floating<T>([&] {
+      for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(in[i])));
+    });
   });
 }
 

@@ -447,7 +447,7 @@ class DistinctRows {
     C* const sums = sums_->data();
     std::fill(sums, sums + repeated * w, C(0));
     if (listed == 0) return;
-    if constexpr (kIsHost16<T>) {
+    if constexpr (kIsHalfLike<T>) {
       for_cpu_isa([&] { sum_listed(grad, w, listed, grad_in_order); });
     } else {
       sum_listed(grad, w, listed, grad_in_order);

@@ -4,6 +4,7 @@ varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_log_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dynamic_variable_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/float16_ops_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_test.cc
@@ -20,6 +21,14 @@ varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gather_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/template_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/state_ops_test.cc)
+# The element-wise ops and casts between floating types are built per
+# instruction set (kernels/cpu/elementwise.cc, cast.cc): the narrower ones
+# too, on a CPU that has the wider.
+foreach(isa baseline avx2)
+  add_test(NAME test_runtime_${isa} COMMAND test_runtime "[isa]")
+  set_tests_properties(test_runtime_${isa} PROPERTIES
+    LABELS cpu ENVIRONMENT VARSTATE_CPU_ISA=${isa})
+endforeach()
 varstate_add_test(test_runtime_gpu GPU SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cast_gpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dense_update_gpu_test.cc
