@@ -1,8 +1,12 @@
 #include "kernels/cpu/dense_update.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/isa_variants.h"
+#include "kernels/dtype_traits.h"
+#include "kernels/host16.h"
 
 namespace varstate::kernels::cpu {
 namespace {
@@ -40,6 +44,38 @@ void update_range(DenseUpdateOp op, E* dst, const E* src, int64_t n, bool src_is
   }
 }
 
+// assign_add and assign_sub of the 16-bit floats: widened, computed in
+// float and rounded once, as Eigen's half and bfloat16 arithmetic does,
+// but with the inline conversions (kernels/host16.h) in a loop built per
+// instruction set: Eigen's 16-bit arithmetic is a scalar loop in the
+// baseline x86-64 build, 3-15x slower than the memory traffic
+// (docs/performance.md).
+template <typename T>
+void add_range_16bit(bool subtract, T* dst, const T* src, int64_t n, bool src_is_scalar) {
+  auto run = [&](auto subtract_constant, auto scalar_constant) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = host16_to_float(dst[i]);
+      const float y = host16_to_float(scalar_constant ? src[0] : src[i]);
+      dst[i] = host16_from_float<T>(subtract_constant ? x - y : x + y);
+    }
+  };
+  // The flags as constants, so that each loop is straight vector code.
+  auto with_scalar = [&](auto subtract_constant) {
+    if (src_is_scalar) {
+      run(subtract_constant, std::true_type());
+    } else {
+      run(subtract_constant, std::false_type());
+    }
+  };
+  for_cpu_isa([&] {
+    if (subtract) {
+      with_scalar(std::true_type());
+    } else {
+      with_scalar(std::false_type());
+    }
+  });
+}
+
 }  // namespace
 
 template <typename T>
@@ -54,8 +90,14 @@ void dense_update(DenseUpdateOp op, T* dst, const T* src, int64_t n, bool src_is
   const int64_t line = std::max<int64_t>(1, 64 / int64_t{sizeof(E)});
   for_ranges(n, line, streams * n * int64_t{sizeof(E)}, parallel_thresholds().dense_update_bytes,
              [&](int64_t first, int64_t last) {
-               update_range(op, out + first, src_is_scalar ? in : in + first, last - first,
-                            src_is_scalar);
+               const int64_t offset = src_is_scalar ? 0 : first;
+               if constexpr (kIsHalfLike<T>) {
+                 if (op != DenseUpdateOp::kAssign) {
+                   return add_range_16bit(op == DenseUpdateOp::kSub, dst + first, src + offset,
+                                          last - first, src_is_scalar);
+                 }
+               }
+               update_range(op, out + first, in + offset, last - first, src_is_scalar);
              });
 }
 

@@ -1,5 +1,5 @@
-// The 16-bit floats (float16, bfloat16) through the element-wise ops and
-// casts, on every bit pattern, against varstate/dtype.h's own conversions
+// The 16-bit floats (float16, bfloat16) through the element-wise ops,
+// assign_add/assign_sub and casts, on every bit pattern, against varstate/dtype.h's own conversions
 // (the out-of-line ones the kernels' inline copies must equal): widen to
 // float, compute, round once to nearest even. NaNs, infinities, subnormals,
 // both zeros and every rounding case are among the patterns; a result the
@@ -18,6 +18,7 @@
 
 #include "device_fixture.h"
 #include "varstate/cast.h"
+#include "varstate/dense_update.h"
 #include "varstate/math_ops.h"
 
 using namespace varstate;
@@ -135,6 +136,44 @@ void check_binary_ops() {
                          [&](int64_t i) { return bits_of(T::from_bits(x_pattern(i))); }) == "");
 }
 
+template <typename T>
+void check_dense_updates() {
+  Device& device = test_device();
+  const int64_t n = pattern_count(device);
+  CAPTURE(dtype_name(dtype_of<T>), device.name(), n);
+  const Tensor y = from_patterns<T>(n, y_pattern, {n});
+  const uint16_t scalar_bits = std::is_same_v<T, half> ? 0x0203 : 0x3f81;
+  const Tensor scalar = Tensor::from_vector<T>({T::from_bits(scalar_bits)}, {}).to(device);
+  const auto x_value = [](int64_t i) { return float(T::from_bits(x_pattern(i))); };
+  const auto y_value = [](int64_t i) { return float(T::from_bits(y_pattern(i))); };
+  const float s = float(T::from_bits(scalar_bits));
+  const auto text = [](int64_t i) {
+    return bits_of(T::from_bits(x_pattern(i))) + " and " + bits_of(T::from_bits(y_pattern(i)));
+  };
+  std::vector<T> want(static_cast<size_t>(n));
+
+  Tensor target = from_patterns<T>(n, x_pattern, {n});
+  assign_add(target, y);
+  for (int64_t i = 0; i < n; ++i) want[i] = T(x_value(i) + y_value(i));
+  CHECK(compare_16bit<T>(target, want, text) == "");
+
+  target = from_patterns<T>(n, x_pattern, {n});
+  assign_sub(target, y);
+  for (int64_t i = 0; i < n; ++i) want[i] = T(x_value(i) - y_value(i));
+  CHECK(compare_16bit<T>(target, want, text) == "");
+
+  target = from_patterns<T>(n, x_pattern, {n});
+  assign_sub(target, scalar);
+  for (int64_t i = 0; i < n; ++i) want[i] = T(x_value(i) - s);
+  CHECK(compare_16bit<T>(target, want, text) == "");
+
+  // A tensor added to itself.
+  target = from_patterns<T>(n, x_pattern, {n});
+  assign_add(target, target);
+  for (int64_t i = 0; i < n; ++i) want[i] = T(x_value(i) + x_value(i));
+  CHECK(compare_16bit<T>(target, want, text) == "");
+}
+
 // Floats whose bits cover every rounding case of both 16-bit types: each
 // bfloat16 pattern with low words just under, at and just over the halfway
 // point (ties to even), each float16 value's float with the same three
@@ -230,6 +269,12 @@ void check_casts() {
 TEST_CASE("float16 and bfloat16 arithmetic rounds once, on every bit pattern", "[math_ops][isa]") {
   check_binary_ops<half>();
   check_binary_ops<bfloat16>();
+}
+
+TEST_CASE("assign_add and assign_sub of float16 and bfloat16 round once, on every bit pattern",
+          "[dense_update][isa]") {
+  check_dense_updates<half>();
+  check_dense_updates<bfloat16>();
 }
 
 TEST_CASE("casts to and from float16 and bfloat16 round once, on every bit pattern",

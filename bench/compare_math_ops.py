@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Element-wise math and casts against PyTorch's or TensorFlow's, interleaved.
+
+Each case of bench_math_ops's dtype cases (bench/math_ops_bench.cc):
+
+  elementwise/OP/DTYPE  c = OP(a, b) for OP in add, multiply, divide,
+                        maximum, on two tensors of 64M elements (16M with
+                        --quick), DTYPE float32, bfloat16 or float16;
+  cast/FROM/TO          c = a cast to TO, between float32 and each of
+                        bfloat16, float16 and float64, both ways;
+
+runs against the peer's op on tensors of the same size and values:
+torch.add/mul/div/maximum and Tensor.to (--peer torch), or TensorFlow
+2.x's eager tf.math ops and tf.cast (--peer tf, eager execution: the op is
+one kernel on a tensor TensorFlow already holds). A case's round runs
+bench_math_ops filtered to it (5 calls, mean; its limit: a copy of the
+same bytes, half read and half written), then 1 untimed and 5 timed peer
+calls (median); --rounds rounds alternate so that the machine's load hits
+both alike. Every call allocates its result, in both libraries. Figures
+are medians over rounds. Threads: VARSTATE_CPU_THREADS, torch's
+set_num_threads or TensorFlow's intra/inter-op threads, all --threads.
+
+Writes bench/results/math-ops-vs-PEER-MACHINE.json (--out to change).
+
+  ~/.cache/varstate/venv-torch/bin/python bench/compare_math_ops.py --peer torch \\
+      --ours-bin build/bench/bench_math_ops [--only cast/float32/bfloat16,...] [--quick]
+  ~/.cache/varstate/venv-tf2.21/bin/python bench/compare_math_ops.py --peer tf ...
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+OPS = ("add", "multiply", "divide", "maximum")
+DTYPES = ("float32", "bfloat16", "float16")
+CASTS = (("float32", "bfloat16"), ("bfloat16", "float32"), ("float32", "float16"),
+         ("float16", "float32"), ("float32", "float64"), ("float64", "float32"))
+
+
+def cases():
+    out = [f"elementwise/{op}/{d}" for op in OPS for d in DTYPES]
+    return out + [f"cast/{a}/{b}" for a, b in CASTS]
+
+
+def operand_values(n, offset):
+    """bench_math_ops's operand: values in [0.5, 2) as float32."""
+    i = np.arange(n, dtype=np.int64)
+    return (0.5 + ((i * 7919) % 1499).astype(np.float32) / np.float32(1000) +
+            np.float32(offset)).astype(np.float32)
+
+
+class Torch:
+    def __init__(self, threads):
+        import torch
+        self.torch = torch
+        torch.set_num_threads(threads)
+        self.version = "torch " + torch.__version__
+
+    def tensor(self, values, dtype):
+        return self.torch.from_numpy(values).to(getattr(self.torch, dtype))
+
+    def call(self, case, a, b):
+        t = self.torch
+        kind, x, y = case.split("/")
+        if kind == "cast":
+            to = getattr(t, y)
+            return lambda: a.to(to)
+        fn = {"add": t.add, "multiply": t.mul, "divide": t.div, "maximum": t.maximum}[x]
+        return lambda: fn(a, b)
+
+
+class TensorFlow:
+    def __init__(self, threads):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        self.tf = tf
+        self.version = "tensorflow " + tf.__version__
+
+    def tensor(self, values, dtype):
+        with self.tf.device("/CPU:0"):
+            return self.tf.cast(self.tf.constant(values), getattr(self.tf, dtype))
+
+    def call(self, case, a, b):
+        tf = self.tf
+        kind, x, y = case.split("/")
+        if kind == "cast":
+            to = getattr(tf, y)
+            return lambda: tf.cast(a, to)
+        fn = {"add": tf.math.add, "multiply": tf.math.multiply, "divide": tf.math.divide,
+              "maximum": tf.math.maximum}[x]
+        return lambda: fn(a, b)
+
+
+def peer_ms(peer, case, n):
+    kind, x, y = case.split("/")
+    dtype = x if kind == "cast" else y
+    a = peer.tensor(operand_values(n, 0.0), dtype)
+    b = peer.tensor(operand_values(n, 0.25), dtype) if kind == "elementwise" else None
+    call = peer.call(case, a, b)
+    result = call()  # untimed
+    times = []
+    for _ in range(5):
+        del result
+        t0 = time.perf_counter()
+        result = call()  # both run CPU kernels synchronously: done on return
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def ours(bin_path, case, quick, threads):
+    """(ms, limit_ms, bytes) of bench_math_ops's BM_cpu_CASE."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        env = dict(os.environ, VARSTATE_CPU_THREADS=str(threads),
+                   VARSTATE_BENCH_QUICK="1" if quick else "0")
+        subprocess.run([bin_path, f"--benchmark_filter=^BM_cpu_{case}/",
+                        f"--benchmark_out={out}", "--benchmark_out_format=json"],
+                       check=True, env=env, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            runs = json.load(f)["benchmarks"]
+    if len(runs) != 1:
+        sys.exit(f"compare_math_ops: {len(runs)} results for BM_cpu_{case}")
+    r = runs[0]
+    ms = r["real_time"]  # milliseconds (the benchmarks' unit)
+    return ms, ms * r["ratio"], r["GBps"] * ms * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--peer", choices=("torch", "tf"), required=True)
+    p.add_argument("--ours-bin", required=True)
+    p.add_argument("--only", default="", help="comma-separated cases (default: all)")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="16M elements instead of 64M")
+    p.add_argument("--machine", default=f"{platform.node()}-{os.cpu_count()}cpu-nogpu")
+    p.add_argument("--out", default="")
+    o = p.parse_args()
+    peer = Torch(o.threads) if o.peer == "torch" else TensorFlow(o.threads)
+    n = (16 if o.quick else 64) << 20
+    todo = cases()
+    if o.only:
+        wanted = o.only.split(",")
+        unknown = [c for c in wanted if c not in todo]
+        if unknown:
+            sys.exit(f"compare_math_ops: no case {', '.join(unknown)} (cases: {todo})")
+        todo = [c for c in todo if c in wanted]
+    name = "PyTorch" if o.peer == "torch" else "TensorFlow"
+    result = {"context": {"machine": o.machine, "threads": o.threads, "peer": peer.version,
+                          "elements": n, "rounds": o.rounds, "loadavg_start": os.getloadavg()},
+              "results": []}
+    for case in todo:
+        ours_ms, limit_ms, their_ms = [], [], []
+        for _ in range(o.rounds):
+            ms, lim, moved = ours(o.ours_bin, case, o.quick, o.threads)
+            ours_ms.append(ms)
+            limit_ms.append(lim)
+            their_ms.append(peer_ms(peer, case, n))
+        e = {"case": case, "bytes": moved, "ours_ms": statistics.median(ours_ms),
+             "limit_ms": statistics.median(limit_ms), "peer_ms": statistics.median(their_ms),
+             "ours_ms_per_round": ours_ms, "limit_ms_per_round": limit_ms,
+             "peer_ms_per_round": their_ms}
+        e["ours_ratio_to_limit"] = e["limit_ms"] / e["ours_ms"]
+        e["peer_ratio_to_limit"] = e["limit_ms"] / e["peer_ms"]
+        e["ours_over_peer"] = e["peer_ms"] / e["ours_ms"]
+        print(f"{case:32s} varstate {e['ours_ms']:8.2f} ms ({e['ours_ratio_to_limit']:.2f} of the"
+              f" limit)  {name} {e['peer_ms']:8.2f} ms ({e['peer_ratio_to_limit']:.2f})"
+              f"  varstate/{name} {e['ours_over_peer']:.2f}x", flush=True)
+        result["results"].append(e)
+    result["context"]["loadavg_end"] = os.getloadavg()
+    out = o.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                f"math-ops-vs-{o.peer}-{o.machine}.json")
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
