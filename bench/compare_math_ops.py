@@ -8,6 +8,8 @@ Each case of bench_math_ops's dtype cases (bench/math_ops_bench.cc):
                         --quick), DTYPE float32, bfloat16 or float16;
   cast/FROM/TO          c = a cast to TO, between float32 and each of
                         bfloat16, float16 and float64, both ways;
+  assign_add/DTYPE      a += b in place (Tensor.add_, a TensorFlow
+                        variable's assign_add);
 
 runs against the peer's op on tensors of the same size and values:
 torch.add/mul/div/maximum and Tensor.to (--peer torch), or TensorFlow
@@ -46,6 +48,7 @@ CASTS = (("float32", "bfloat16"), ("bfloat16", "float32"), ("float32", "float16"
 
 def cases():
     out = [f"elementwise/{op}/{d}" for op in OPS for d in DTYPES]
+    out += [f"assign_add/{d}" for d in DTYPES]
     return out + [f"cast/{a}/{b}" for a, b in CASTS]
 
 
@@ -68,7 +71,9 @@ class Torch:
 
     def call(self, case, a, b):
         t = self.torch
-        kind, x, y = case.split("/")
+        kind, x, y = (case + "/").split("/")[:3]
+        if kind == "assign_add":
+            return lambda: a.add_(b)
         if kind == "cast":
             to = getattr(t, y)
             return lambda: a.to(to)
@@ -91,7 +96,11 @@ class TensorFlow:
 
     def call(self, case, a, b):
         tf = self.tf
-        kind, x, y = case.split("/")
+        kind, x, y = (case + "/").split("/")[:3]
+        if kind == "assign_add":
+            with tf.device("/CPU:0"):
+                var = tf.Variable(a)
+            return lambda: var.assign_add(b, read_value=False)
         if kind == "cast":
             to = getattr(tf, y)
             return lambda: tf.cast(a, to)
@@ -101,10 +110,14 @@ class TensorFlow:
 
 
 def peer_ms(peer, case, n):
-    kind, x, y = case.split("/")
-    dtype = x if kind == "cast" else y
+    kind, x, y = (case + "/").split("/")[:3]
+    dtype = {"cast": x, "assign_add": x}.get(kind, y)
     a = peer.tensor(operand_values(n, 0.0), dtype)
-    b = peer.tensor(operand_values(n, 0.25), dtype) if kind == "elementwise" else None
+    b = None
+    if kind == "elementwise":
+        b = peer.tensor(operand_values(n, 0.25), dtype)
+    elif kind == "assign_add":
+        b = peer.tensor(operand_values(n, 0.0), dtype)
     call = peer.call(case, a, b)
     result = call()  # untimed
     times = []
