@@ -137,7 +137,7 @@ def ours(bin_path, case, quick, threads):
                    VARSTATE_BENCH_QUICK="1" if quick else "0")
         subprocess.run([bin_path, f"--benchmark_filter=^BM_cpu_{case}/",
                         f"--benchmark_out={out}", "--benchmark_out_format=json"],
-                       check=True, env=env, stdout=subprocess.DEVNULL)
+                       check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(out) as f:
             runs = json.load(f)["benchmarks"]
     if len(runs) != 1:

@@ -10,6 +10,7 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gather.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/half_blocks.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/hash_index.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/index_check.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/parallel.cc

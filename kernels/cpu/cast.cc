@@ -1,6 +1,9 @@
 #include "kernels/cpu/cast.h"
 
+#include <type_traits>
+
 #include "kernels/cast_value.h"
+#include "kernels/cpu/half_blocks.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/cpu/parallel.h"
 
@@ -24,7 +27,11 @@ void cast(const From* in, To* out, int64_t n) {
                // Between floating types, built per instruction set
                // (isa_variants.h): float16's rounding is a dozen integer
                // operations an element, and vectorizes.
-               if constexpr (kIsFloating<From> && kIsFloating<To>) {
+               if constexpr (std::is_same_v<From, half> && std::is_same_v<To, float>) {
+                 widen_halves(in + first, out + first, last - first);  // F16C
+               } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, half>) {
+                 round_to_halves(in + first, out + first, last - first);
+               } else if constexpr (kIsFloating<From> && kIsFloating<To>) {
                  for_cpu_isa([&] { cast_range(in, out, first, last); });
                } else {
                  cast_range(in, out, first, last);

@@ -1,9 +1,11 @@
 #include "kernels/cpu/dense_update.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/half_blocks.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/dtype_traits.h"
 #include "kernels/host16.h"
@@ -46,13 +48,27 @@ void update_range(DenseUpdateOp op, E* dst, const E* src, int64_t n, bool src_is
 
 // assign_add and assign_sub of the 16-bit floats: widened, computed in
 // float and rounded once, as Eigen's half and bfloat16 arithmetic does,
-// but with the inline conversions (kernels/host16.h) in a loop built per
-// instruction set: Eigen's 16-bit arithmetic is a scalar loop in the
-// baseline x86-64 build, 3-15x slower than the memory traffic
+// but in a loop built per instruction set, bfloat16 with the inline
+// conversions (kernels/host16.h), float16 a block at a time with F16C
+// (kernels/cpu/half_blocks.h): Eigen's 16-bit arithmetic is a scalar loop
+// in the baseline x86-64 build, 3-15x slower than the memory traffic
 // (docs/performance.md).
 template <typename T>
 void add_range_16bit(bool subtract, T* dst, const T* src, int64_t n, bool src_is_scalar) {
   auto run = [&](auto subtract_constant, auto scalar_constant) {
+    if constexpr (std::is_same_v<T, half>) {
+      // Blocks widened and rounded in runs (kernels/cpu/half_blocks.h).
+      alignas(64) float x[kHalfBlock], y[kHalfBlock];
+      if (scalar_constant) std::fill_n(y, kHalfBlock, host16_to_float(src[0]));
+      for (int64_t begin = 0; begin < n; begin += kHalfBlock) {
+        const int64_t count = std::min(kHalfBlock, n - begin);
+        widen_halves(dst + begin, x, count);
+        if (!scalar_constant) widen_halves(src + begin, y, count);
+        for (int64_t i = 0; i < count; ++i) x[i] = subtract_constant ? x[i] - y[i] : x[i] + y[i];
+        round_to_halves(x, dst + begin, count);
+      }
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) {
       const float x = host16_to_float(dst[i]);
       const float y = host16_to_float(scalar_constant ? src[0] : src[i]);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/half_blocks.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/host16.h"
@@ -188,12 +189,47 @@ void for_isa_if_floating(const Fn& fn) {
   }
 }
 
+// Elements [first, last) of a float16 op whose operands are whole tensors
+// or scalars (layout kSame, kScalarA or kScalarB), a block at a time: the
+// operands widened into float buffers (widen_halves: F16C where the CPU
+// has it), the op on floats, a float16 result rounded back in one run
+// (round_to_halves). The values are binary_range's: the same float
+// operation, the same rounding.
+template <typename Out, typename F>
+void half_binary_range(const half* a, const half* b, Out* out, BinaryGeometry::Layout layout,
+                       int64_t first, int64_t last, const F& f, int* err) {
+  alignas(64) float fa[kHalfBlock], fb[kHalfBlock], result[kHalfBlock];
+  const bool scalar_a = layout == BinaryGeometry::kScalarA;
+  const bool scalar_b = layout == BinaryGeometry::kScalarB;
+  if (scalar_a) std::fill_n(fa, kHalfBlock, host16_to_float(a[0]));
+  if (scalar_b) std::fill_n(fb, kHalfBlock, host16_to_float(b[0]));
+  for (int64_t begin = first; begin < last; begin += kHalfBlock) {
+    const int64_t n = std::min(kHalfBlock, last - begin);
+    if (!scalar_a) widen_halves(a + begin, fa, n);
+    if (!scalar_b) widen_halves(b + begin, fb, n);
+    if constexpr (std::is_same_v<Out, half>) {
+      for (int64_t i = 0; i < n; ++i) result[i] = f(fa[i], fb[i], err);
+      round_to_halves(result, out + begin, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[begin + i] = store<Out>(f(fa[i], fb[i], err));
+    }
+  }
+}
+
 template <typename T, typename Out, typename F>
 int run_binary(const T* a, const T* b, Out* out, const BinaryGeometry& g, const F& f) {
   std::atomic<int> status{kKernelOk};
   parallel_for(g.n, 2 * sizeof(T) + sizeof(Out), [&](int64_t first, int64_t last) {
     int err = kKernelOk;
-    for_isa_if_floating<T>([&] { binary_range(a, b, out, g, first, last, f, &err); });
+    for_isa_if_floating<T>([&] {
+      if constexpr (std::is_same_v<T, half>) {
+        if (g.layout == BinaryGeometry::kSame || g.layout == BinaryGeometry::kScalarA ||
+            g.layout == BinaryGeometry::kScalarB) {
+          return half_binary_range(a, b, out, g.layout, first, last, f, &err);
+        }
+      }
+      binary_range(a, b, out, g, first, last, f, &err);
+    });
     if (err != kKernelOk) status.store(err, std::memory_order_relaxed);
   });
   return status.load();
@@ -203,7 +239,18 @@ template <typename T, typename Out, typename F>
 void run_unary(const T* in, Out* out, int64_t n, const F& f) {
   parallel_for(n, sizeof(T) + sizeof(Out), [&](int64_t first, int64_t last) {
     for_isa_if_floating<T>([&] {
-      for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(in[i])));
+      if constexpr (std::is_same_v<T, half> && std::is_same_v<Out, half>) {
+        // A block at a time, as half_binary_range.
+        alignas(64) float values[kHalfBlock];
+        for (int64_t begin = first; begin < last; begin += kHalfBlock) {
+          const int64_t n = std::min(kHalfBlock, last - begin);
+          widen_halves(in + begin, values, n);
+          for (int64_t i = 0; i < n; ++i) values[i] = f(values[i]);
+          round_to_halves(values, out + begin, n);
+        }
+      } else {
+        for (int64_t i = first; i < last; ++i) out[i] = store<Out>(f(load(in[i])));
+      }
     });
   });
 }

@@ -1,0 +1,33 @@
+// Runs of float16 values to and from float, with the x86 F16C instructions
+// where the CPU has them (every CPU with AVX2 does): 8 values an
+// instruction, against about a dozen integer operations a value for the
+// portable conversions (kernels/host16.h), which made float16's element-wise
+// ops and casts compute-bound at half the memory speed bfloat16 reaches.
+//
+// The values are the portable conversions' (and varstate/dtype.h's): exact
+// widening, rounding to nearest even, overflow to infinity, subnormals kept;
+// only a NaN's payload may differ (F16C keeps the payload's high bits and
+// quiets a signaling NaN). VARSTATE_CPU_ISA=baseline (kernels/cpu/cpu_isa.h)
+// turns F16C off with the other wide instructions.
+#pragma once
+
+#include <cstdint>
+
+#include "varstate/dtype.h"
+
+namespace varstate::kernels::cpu {
+
+// out[i] = float(in[i]) for i in [0, n).
+void widen_halves(const half* in, float* out, int64_t n);
+// out[i] = half(in[i]) for i in [0, n).
+void round_to_halves(const float* in, half* out, int64_t n);
+
+// Elements per block for the kernels that convert float16 runs into an
+// on-stack float buffer and compute on it. Small, so that the operands'
+// reads stay interleaved (the memory system keeps several streams in
+// flight, not one run after another): c = a + b of 64M float16 on the
+// 2-vCPU VM took 15-20 ms with blocks of 256, 25 ms with 1,024 and 31 ms
+// with 4,096 (bfloat16's single loop: 16 ms).
+inline constexpr int64_t kHalfBlock = 256;
+
+}  // namespace varstate::kernels::cpu
