@@ -46,33 +46,30 @@ void update_range(DenseUpdateOp op, E* dst, const E* src, int64_t n, bool src_is
   }
 }
 
-// assign_add and assign_sub of the 16-bit floats: widened, computed in
-// float and rounded once, as Eigen's half and bfloat16 arithmetic does,
-// but in a loop built per instruction set, bfloat16 with the inline
-// conversions (kernels/host16.h), float16 a block at a time with F16C
-// (kernels/cpu/half_blocks.h): Eigen's 16-bit arithmetic is a scalar loop
-// in the baseline x86-64 build, 3-15x slower than the memory traffic
+// assign_add and assign_sub of the floating types, in loops built per
+// instruction set (isa_variants.h). The 16-bit floats widen, compute in
+// float and round once, as Eigen's half and bfloat16 arithmetic does:
+// bfloat16 with the inline conversions (kernels/host16.h), float16 with
+// F16C where the CPU has it (kernels/cpu/half_blocks.h). Eigen's 16-bit
+// arithmetic is a scalar loop in the baseline x86-64 build, 4-11x slower
+// than these; float32's vector loop there ran 1.1-1.2x slower too
 // (docs/performance.md).
 template <typename T>
-void add_range_16bit(bool subtract, T* dst, const T* src, int64_t n, bool src_is_scalar) {
+void add_range(bool subtract, T* dst, const T* src, int64_t n, bool src_is_scalar) {
   auto run = [&](auto subtract_constant, auto scalar_constant) {
     if constexpr (std::is_same_v<T, half>) {
-      // Blocks widened and rounded in runs (kernels/cpu/half_blocks.h).
-      alignas(64) float x[kHalfBlock], y[kHalfBlock];
-      if (scalar_constant) std::fill_n(y, kHalfBlock, host16_to_float(src[0]));
-      for (int64_t begin = 0; begin < n; begin += kHalfBlock) {
-        const int64_t count = std::min(kHalfBlock, n - begin);
-        widen_halves(dst + begin, x, count);
-        if (!scalar_constant) widen_halves(src + begin, y, count);
-        for (int64_t i = 0; i < count; ++i) x[i] = subtract_constant ? x[i] - y[i] : x[i] + y[i];
-        round_to_halves(x, dst + begin, count);
+      add_to_halves(dst, src, n, subtract_constant, scalar_constant);  // F16C
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = host16_to_float(dst[i]);
+        const float y = host16_to_float(scalar_constant ? src[0] : src[i]);
+        dst[i] = host16_from_float<T>(subtract_constant ? x - y : x + y);
       }
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      const float x = host16_to_float(dst[i]);
-      const float y = host16_to_float(scalar_constant ? src[0] : src[i]);
-      dst[i] = host16_from_float<T>(subtract_constant ? x - y : x + y);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const T y = scalar_constant ? src[0] : src[i];
+        dst[i] = subtract_constant ? dst[i] - y : dst[i] + y;
+      }
     }
   };
   // The flags as constants, so that each loop is straight vector code.
@@ -104,17 +101,18 @@ void dense_update(DenseUpdateOp op, T* dst, const T* src, int64_t n, bool src_is
   const int64_t streams =
       (op == DenseUpdateOp::kAssign ? 1 : 2) + (src_is_scalar ? 0 : 1) - (out == in ? 1 : 0);
   const int64_t line = std::max<int64_t>(1, 64 / int64_t{sizeof(E)});
-  for_ranges(n, line, streams * n * int64_t{sizeof(E)}, parallel_thresholds().dense_update_bytes,
-             [&](int64_t first, int64_t last) {
-               const int64_t offset = src_is_scalar ? 0 : first;
-               if constexpr (kIsHalfLike<T>) {
-                 if (op != DenseUpdateOp::kAssign) {
-                   return add_range_16bit(op == DenseUpdateOp::kSub, dst + first, src + offset,
-                                          last - first, src_is_scalar);
-                 }
-               }
-               update_range(op, out + first, in + offset, last - first, src_is_scalar);
-             });
+  for_ranges(
+      n, line, streams * n * int64_t{sizeof(E)}, parallel_thresholds().dense_update_bytes,
+      [&](int64_t first, int64_t last) {
+        const int64_t offset = src_is_scalar ? 0 : first;
+        if constexpr (kIsHalfLike<T> || std::is_same_v<T, float> || std::is_same_v<T, double>) {
+          if (op != DenseUpdateOp::kAssign) {
+            return add_range(op == DenseUpdateOp::kSub, dst + first, src + offset, last - first,
+                             src_is_scalar);
+          }
+        }
+        update_range(op, out + first, in + offset, last - first, src_is_scalar);
+      });
 }
 
 #define VARSTATE_INSTANTIATE(E, T) \

@@ -22,6 +22,11 @@ void widen_halves(const half* in, float* out, int64_t n);
 // out[i] = half(in[i]) for i in [0, n).
 void round_to_halves(const float* in, half* out, int64_t n);
 
+// dst[i] = dst[i] + y or dst[i] - y (subtract) for i in [0, n), y = src[i],
+// or src[0] when src_is_scalar: in float, rounded once (assign_add and
+// assign_sub of float16), in one pass over memory.
+void add_to_halves(half* dst, const half* src, int64_t n, bool subtract, bool src_is_scalar);
+
 // Elements per block for the kernels that convert float16 runs into an
 // on-stack float buffer and compute on it. Small, so that the operands'
 // reads stay interleaved (the memory system keeps several streams in
