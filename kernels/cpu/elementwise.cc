@@ -189,6 +189,19 @@ void for_isa_if_floating(const Fn& fn) {
   }
 }
 
+// The op of binary_halves_f16c that F computes, if any.
+inline constexpr auto kNoHalfBinaryOp = static_cast<HalfBinaryOp>(-1);
+template <typename F>
+constexpr HalfBinaryOp half_binary_op() {
+  if constexpr (std::is_same_v<F, AddFn>) return HalfBinaryOp::kAdd;
+  if constexpr (std::is_same_v<F, SubFn>) return HalfBinaryOp::kSub;
+  if constexpr (std::is_same_v<F, MulFn>) return HalfBinaryOp::kMul;
+  if constexpr (std::is_same_v<F, DivFn>) return HalfBinaryOp::kDiv;
+  if constexpr (std::is_same_v<F, MaximumFn>) return HalfBinaryOp::kMaximum;
+  if constexpr (std::is_same_v<F, MinimumFn>) return HalfBinaryOp::kMinimum;
+  return kNoHalfBinaryOp;
+}
+
 // Elements [first, last) of a float16 op whose operands are whole tensors
 // or scalars (layout kSame, kScalarA or kScalarB), a block at a time: the
 // operands widened into float buffers (widen_halves: F16C where the CPU
@@ -198,9 +211,16 @@ void for_isa_if_floating(const Fn& fn) {
 template <typename Out, typename F>
 void half_binary_range(const half* a, const half* b, Out* out, BinaryGeometry::Layout layout,
                        int64_t first, int64_t last, const F& f, int* err) {
-  alignas(64) float fa[kHalfBlock], fb[kHalfBlock], result[kHalfBlock];
   const bool scalar_a = layout == BinaryGeometry::kScalarA;
   const bool scalar_b = layout == BinaryGeometry::kScalarB;
+  // The arithmetic ops, maximum and minimum: one pass with F16C.
+  if constexpr (std::is_same_v<Out, half> && half_binary_op<F>() != kNoHalfBinaryOp) {
+    if (binary_halves_f16c(half_binary_op<F>(), scalar_a ? a : a + first, scalar_a,
+                           scalar_b ? b : b + first, scalar_b, out + first, last - first)) {
+      return;
+    }
+  }
+  alignas(64) float fa[kHalfBlock], fb[kHalfBlock], result[kHalfBlock];
   if (scalar_a) std::fill_n(fa, kHalfBlock, host16_to_float(a[0]));
   if (scalar_b) std::fill_n(fb, kHalfBlock, host16_to_float(b[0]));
   for (int64_t begin = first; begin < last; begin += kHalfBlock) {

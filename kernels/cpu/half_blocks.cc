@@ -56,6 +56,79 @@ __attribute__((target("avx,f16c"))) void add_to_f16c(half* dst, const half* src,
     dst[i] = host16_from_float<half>(kSubtract ? x - y : x + y);
   }
 }
+
+template <HalfBinaryOp kOp>
+float binary_value(float x, float y) {
+  switch (kOp) {
+    case HalfBinaryOp::kAdd:
+      return x + y;
+    case HalfBinaryOp::kSub:
+      return x - y;
+    case HalfBinaryOp::kMul:
+      return x * y;
+    case HalfBinaryOp::kDiv:
+      return x / y;
+    case HalfBinaryOp::kMaximum:
+      return (x != x || x > y) ? x : y;
+    case HalfBinaryOp::kMinimum:
+      return (x != x || x < y) ? x : y;
+  }
+  return x;
+}
+
+template <HalfBinaryOp kOp>
+__attribute__((target("avx,f16c"))) __m256 binary_vector(__m256 x, __m256 y) {
+  switch (kOp) {
+    case HalfBinaryOp::kAdd:
+      return _mm256_add_ps(x, y);
+    case HalfBinaryOp::kSub:
+      return _mm256_sub_ps(x, y);
+    case HalfBinaryOp::kMul:
+      return _mm256_mul_ps(x, y);
+    case HalfBinaryOp::kDiv:
+      return _mm256_div_ps(x, y);
+    case HalfBinaryOp::kMaximum:
+    case HalfBinaryOp::kMinimum: {
+      // x where x is NaN or beats y, else y (binary_value's select).
+      const __m256 beats = kOp == HalfBinaryOp::kMaximum ? _mm256_cmp_ps(x, y, _CMP_GT_OQ)
+                                                         : _mm256_cmp_ps(x, y, _CMP_LT_OQ);
+      const __m256 take_x = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), beats);
+      // A bitwise select (GCC 12 turns _mm256_blendv_ps on a compare's
+      // mask into a select per lane).
+      return _mm256_or_ps(_mm256_and_ps(take_x, x), _mm256_andnot_ps(take_x, y));
+    }
+  }
+  return x;
+}
+
+__attribute__((target("avx,f16c"))) __m256 load8(const half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <HalfBinaryOp kOp, bool kScalarA, bool kScalarB>
+__attribute__((target("avx,f16c"))) void binary_f16c(const half* a, const half* b, half* out,
+                                                     int64_t n) {
+  const __m256 sa = _mm256_set1_ps(host16_to_float(a[0]));
+  const __m256 sb = _mm256_set1_ps(host16_to_float(b[0]));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 r = binary_vector<kOp>(kScalarA ? sa : load8(a + i), kScalarB ? sb : load8(b + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) {
+    const float x = host16_to_float(a[kScalarA ? 0 : i]), y = host16_to_float(b[kScalarB ? 0 : i]);
+    out[i] = host16_from_float<half>(binary_value<kOp>(x, y));
+  }
+}
+
+template <HalfBinaryOp kOp>
+void binary_f16c_for(const half* a, bool a_is_scalar, const half* b, bool b_is_scalar, half* out,
+                     int64_t n) {
+  if (a_is_scalar) return binary_f16c<kOp, true, false>(a, b, out, n);
+  if (b_is_scalar) return binary_f16c<kOp, false, true>(a, b, out, n);
+  binary_f16c<kOp, false, false>(a, b, out, n);
+}
 #endif
 
 }  // namespace
@@ -93,6 +166,40 @@ void add_to_halves(half* dst, const half* src, int64_t n, bool subtract, bool sr
     const float x = host16_to_float(dst[i]), y = host16_to_float(src_is_scalar ? src[0] : src[i]);
     dst[i] = host16_from_float<half>(subtract ? x - y : x + y);
   }
+}
+
+}  // namespace varstate::kernels::cpu
+
+namespace varstate::kernels::cpu {
+
+bool binary_halves_f16c(HalfBinaryOp op, const half* a, bool a_is_scalar, const half* b,
+                        bool b_is_scalar, half* out, int64_t n) {
+#ifdef VARSTATE_HAVE_F16C_BUILD
+  if (!use_f16c() || (a_is_scalar && b_is_scalar)) return false;
+  switch (op) {
+    case HalfBinaryOp::kAdd:
+      binary_f16c_for<HalfBinaryOp::kAdd>(a, a_is_scalar, b, b_is_scalar, out, n);
+      return true;
+    case HalfBinaryOp::kSub:
+      binary_f16c_for<HalfBinaryOp::kSub>(a, a_is_scalar, b, b_is_scalar, out, n);
+      return true;
+    case HalfBinaryOp::kMul:
+      binary_f16c_for<HalfBinaryOp::kMul>(a, a_is_scalar, b, b_is_scalar, out, n);
+      return true;
+    case HalfBinaryOp::kDiv:
+      binary_f16c_for<HalfBinaryOp::kDiv>(a, a_is_scalar, b, b_is_scalar, out, n);
+      return true;
+    case HalfBinaryOp::kMaximum:
+      binary_f16c_for<HalfBinaryOp::kMaximum>(a, a_is_scalar, b, b_is_scalar, out, n);
+      return true;
+    case HalfBinaryOp::kMinimum:
+      binary_f16c_for<HalfBinaryOp::kMinimum>(a, a_is_scalar, b, b_is_scalar, out, n);
+      return true;
+  }
+#else
+  (void)op, (void)a, (void)a_is_scalar, (void)b, (void)b_is_scalar, (void)out, (void)n;
+#endif
+  return false;
 }
 
 }  // namespace varstate::kernels::cpu

@@ -27,6 +27,26 @@ void round_to_halves(const float* in, half* out, int64_t n);
 // assign_sub of float16), in one pass over memory.
 void add_to_halves(half* dst, const half* src, int64_t n, bool subtract, bool src_is_scalar);
 
+// The element-wise ops float16 runs in one pass with F16C.
+enum class HalfBinaryOp {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMaximum,
+  kMinimum
+};
+
+// out[i] = op(x, y) for i in [0, n), x = a[i] (a[0] when a_is_scalar), y
+// likewise from b: widened, computed in float, rounded once, as
+// kernels/elementwise_functors.h's functors (maximum and minimum pass a
+// NaN on: x if x is NaN or x > y, else y). Converts 8 values an
+// instruction in one loop over memory. Returns false, writing nothing,
+// when the CPU has no F16C (or VARSTATE_CPU_ISA=baseline): the caller
+// computes the op itself.
+bool binary_halves_f16c(HalfBinaryOp op, const half* a, bool a_is_scalar, const half* b,
+                        bool b_is_scalar, half* out, int64_t n);
+
 // Elements per block for the kernels that convert float16 runs into an
 // on-stack float buffer and compute on it. Small, so that the operands'
 // reads stay interleaved (the memory system keeps several streams in
