@@ -147,10 +147,6 @@ void round_to_halves(const float* in, half* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
 }
 
-}  // namespace varstate::kernels::cpu
-
-namespace varstate::kernels::cpu {
-
 void add_to_halves(half* dst, const half* src, int64_t n, bool subtract, bool src_is_scalar) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
   if (use_f16c()) {
@@ -168,34 +164,18 @@ void add_to_halves(half* dst, const half* src, int64_t n, bool subtract, bool sr
   }
 }
 
-}  // namespace varstate::kernels::cpu
-
-namespace varstate::kernels::cpu {
-
 bool binary_halves_f16c(HalfBinaryOp op, const half* a, bool a_is_scalar, const half* b,
                         bool b_is_scalar, half* out, int64_t n) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
   if (!use_f16c() || (a_is_scalar && b_is_scalar)) return false;
-  switch (op) {
-    case HalfBinaryOp::kAdd:
-      binary_f16c_for<HalfBinaryOp::kAdd>(a, a_is_scalar, b, b_is_scalar, out, n);
-      return true;
-    case HalfBinaryOp::kSub:
-      binary_f16c_for<HalfBinaryOp::kSub>(a, a_is_scalar, b, b_is_scalar, out, n);
-      return true;
-    case HalfBinaryOp::kMul:
-      binary_f16c_for<HalfBinaryOp::kMul>(a, a_is_scalar, b, b_is_scalar, out, n);
-      return true;
-    case HalfBinaryOp::kDiv:
-      binary_f16c_for<HalfBinaryOp::kDiv>(a, a_is_scalar, b, b_is_scalar, out, n);
-      return true;
-    case HalfBinaryOp::kMaximum:
-      binary_f16c_for<HalfBinaryOp::kMaximum>(a, a_is_scalar, b, b_is_scalar, out, n);
-      return true;
-    case HalfBinaryOp::kMinimum:
-      binary_f16c_for<HalfBinaryOp::kMinimum>(a, a_is_scalar, b, b_is_scalar, out, n);
-      return true;
-  }
+  using Kernel = void (*)(const half*, bool, const half*, bool, half*, int64_t);
+  // In HalfBinaryOp's order.
+  static constexpr Kernel kKernels[] = {
+      binary_f16c_for<HalfBinaryOp::kAdd>,     binary_f16c_for<HalfBinaryOp::kSub>,
+      binary_f16c_for<HalfBinaryOp::kMul>,     binary_f16c_for<HalfBinaryOp::kDiv>,
+      binary_f16c_for<HalfBinaryOp::kMaximum>, binary_f16c_for<HalfBinaryOp::kMinimum>};
+  kKernels[static_cast<int>(op)](a, a_is_scalar, b, b_is_scalar, out, n);
+  return true;
 #else
   (void)op, (void)a, (void)a_is_scalar, (void)b, (void)b_is_scalar, (void)out, (void)n;
 #endif
