@@ -4,6 +4,7 @@
 #include "kernels/host16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define VARSTATE_HAVE_F16C_BUILD 1
 #endif
@@ -13,9 +14,12 @@ namespace {
 
 #ifdef VARSTATE_HAVE_F16C_BUILD
 bool use_f16c() {
+  // CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no
+  // "f16c"). AVX's OS support comes with cpu_isa()'s AVX2 or AVX-512.
   static const bool f16c = [] {
-    __builtin_cpu_init();
-    return cpu_isa() != Isa::kBaseline && __builtin_cpu_supports("f16c");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return cpu_isa() != Isa::kBaseline && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
   }();
   return f16c;
 }
