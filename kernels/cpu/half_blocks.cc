@@ -1,6 +1,7 @@
 #include "kernels/cpu/half_blocks.h"
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/elementwise_functors.h"
 #include "kernels/host16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -61,21 +62,22 @@ __attribute__((target("avx,f16c"))) void add_to_f16c(half* dst, const half* src,
   }
 }
 
+// The scalar op: elementwise_functors.h's functor, as the other kernels.
 template <HalfBinaryOp kOp>
 float binary_value(float x, float y) {
   switch (kOp) {
     case HalfBinaryOp::kAdd:
-      return x + y;
+      return AddFn{}(x, y, nullptr);
     case HalfBinaryOp::kSub:
-      return x - y;
+      return SubFn{}(x, y, nullptr);
     case HalfBinaryOp::kMul:
-      return x * y;
+      return MulFn{}(x, y, nullptr);
     case HalfBinaryOp::kDiv:
-      return x / y;
+      return DivFn{}(x, y, nullptr);
     case HalfBinaryOp::kMaximum:
-      return (x != x || x > y) ? x : y;
+      return MaximumFn{}(x, y, nullptr);
     case HalfBinaryOp::kMinimum:
-      return (x != x || x < y) ? x : y;
+      return MinimumFn{}(x, y, nullptr);
   }
   return x;
 }
