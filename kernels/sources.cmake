@@ -8,7 +8,8 @@ target_sources(varstate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cpu/eigen_device.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_half_complex.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_rows_baseline.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_rows_complex.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gather.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/half_blocks.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/hash_index.cc
@@ -31,6 +32,20 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/training_ops.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
 # multiply_add must round each product, as the separate ops do.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
+# Eigen's GEMM again for AVX2 and AVX-512, each with FMA (matmul_rows.h):
+# Eigen's vector width follows the compiler flags, so these two files get
+# their own, and matmul.cc calls them only on a CPU that has those sets.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  target_sources(varstate PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_rows_avx2.cc
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_rows_avx512.cc)
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_rows_avx2.cc
+    PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_rows_avx512.cc
+    PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512vl;-mavx512bw;-mavx512dq;-mfma")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
+    PROPERTIES COMPILE_DEFINITIONS VARSTATE_MATMUL_ISA_VARIANTS)
+endif()
 if(VARSTATE_HAVE_CUDA)
   set(_cuda_sources
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cast.cu

@@ -1,7 +1,111 @@
-// Instantiations of the CPU matmul for float, double and int32.
-#include "kernels/cpu/matmul_internal.h"
+// The CPU matrix product: the rows of c split over the Eigen thread pool,
+// each range computed by Eigen's GEMM as built for this CPU
+// (matmul_rows.h); float16 and bfloat16 through float.
+#include "kernels/cpu/matmul.h"
+
+#include <type_traits>
+
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/matmul_rows.h"
+#include "kernels/cpu/thread_scratch.h"
 
 namespace varstate::kernels::cpu {
+namespace {
+
+// The GEMM build matmul runs on this CPU (float, double and the 16-bit
+// types; the others run the baseline build): cpu_isa() (so
+// VARSTATE_CPU_ISA caps it), where the CPU also has FMA, and for AVX-512
+// its DQ subset, which the wider builds are compiled with.
+Isa matmul_isa() {
+  static const Isa isa = [] {
+#ifdef VARSTATE_MATMUL_ISA_VARIANTS
+    __builtin_cpu_init();
+    const bool fma = __builtin_cpu_supports("fma");
+    switch (cpu_isa()) {
+      case Isa::kAvx512:
+        if (fma && __builtin_cpu_supports("avx512dq")) return Isa::kAvx512;
+        return fma ? Isa::kAvx2 : Isa::kBaseline;
+      case Isa::kAvx2:
+        return fma ? Isa::kAvx2 : Isa::kBaseline;
+      case Isa::kBaseline:
+        break;
+    }
+#endif
+    return Isa::kBaseline;
+  }();
+  return isa;
+}
+
+template <typename T>
+MatmulRows<T> rows_for_cpu() {
+#ifdef VARSTATE_MATMUL_ISA_VARIANTS
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    switch (matmul_isa()) {
+      case Isa::kAvx512:
+        return &matmul_avx512::rows<T>;
+      case Isa::kAvx2:
+        return &matmul_avx2::rows<T>;
+      case Isa::kBaseline:
+        break;
+    }
+  }
+#endif
+  return &matmul_baseline::rows<T>;
+}
+
+// c = op(a) op(b) for the types Eigen's GEMM computes in.
+template <typename T>
+void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
+          bool transpose_b) {
+  const MatmulRows<T> rows = rows_for_cpu<T>();
+  // Below ~1M multiply-adds the pool's wake-up costs more than it saves.
+  if (m * n * k < (int64_t{1} << 20) || m == 1) {
+    rows(a, b, c, m, n, k, transpose_a, transpose_b, 0, m);
+    return;
+  }
+  const double row_bytes = static_cast<double>((k + n) * sizeof(T));
+  eigen_device().parallelFor(m,
+                             Eigen::TensorOpCost(row_bytes, static_cast<double>(n * sizeof(T)),
+                                                 2.0 * static_cast<double>(n * k)),
+                             [&](Eigen::Index first, Eigen::Index last) {
+                               rows(a, b, c, m, n, k, transpose_a, transpose_b, first, last);
+                             });
+}
+
+// The 16-bit products' float operands and result: the calling thread's
+// buffers, kept from call to call (a fresh block each call faulted in its
+// pages: 5 ms of a 15 ms product of 1024 x 1024).
+struct WideA;
+struct WideB;
+struct WideC;
+
+}  // namespace
+
+// float16 and bfloat16: the operands widened to float (exactly), the
+// products summed in float, and each result rounded once to T (to nearest
+// even), as TensorFlow's CPU kernels (oneDNN) and cuBLAS with 32-bit
+// compute (the CUDA path) do. Eigen's GEMM on the 16-bit type itself
+// rounded every partial sum to T, and ran one scalar multiply-add at a
+// time.
+template <typename T>
+void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
+            bool transpose_b) {
+  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    ThreadScratch<float, WideA> fa(static_cast<size_t>(m * k));
+    ThreadScratch<float, WideB> fb(static_cast<size_t>(k * n));
+    ThreadScratch<float, WideC> fc(static_cast<size_t>(m * n));
+    cast<T, float>(a, fa.data(), m * k);
+    cast<T, float>(b, fb.data(), k * n);
+    gemm<float>(fa.data(), fb.data(), fc.data(), m, n, k, transpose_a, transpose_b);
+    cast<float, T>(fc.data(), c, m * n);
+  } else {
+    using E = eigen_t<T>;
+    gemm<E>(reinterpret_cast<const E*>(a), reinterpret_cast<const E*>(b), reinterpret_cast<E*>(c),
+            m, n, k, transpose_a, transpose_b);
+  }
+}
 
 template void matmul<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
                             bool);
@@ -9,5 +113,12 @@ template void matmul<double>(const double*, const double*, double*, int64_t, int
                              bool);
 template void matmul<int32_t>(const int32_t*, const int32_t*, int32_t*, int64_t, int64_t, int64_t,
                               bool, bool);
+template void matmul<half>(const half*, const half*, half*, int64_t, int64_t, int64_t, bool, bool);
+template void matmul<bfloat16>(const bfloat16*, const bfloat16*, bfloat16*, int64_t, int64_t,
+                               int64_t, bool, bool);
+template void matmul<complex64>(const complex64*, const complex64*, complex64*, int64_t, int64_t,
+                                int64_t, bool, bool);
+template void matmul<complex128>(const complex128*, const complex128*, complex128*, int64_t,
+                                 int64_t, int64_t, bool, bool);
 
 }  // namespace varstate::kernels::cpu

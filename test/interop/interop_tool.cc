@@ -1036,6 +1036,7 @@ Tensor apply_math(const std::string& op, const Tensor& x, const Tensor& y) {
   if (op == "add") return x + y;
   if (op == "sub") return x - y;
   if (op == "mul") return x * y;
+  if (op == "matmul") return matmul(x, y);
   throw InvalidArgumentError("interop_tool math: unknown op " + quoted(op));
 }
 

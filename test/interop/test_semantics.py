@@ -143,6 +143,46 @@ def test_integer_division_on_negatives(tmp_path):
             assert same_bits(got[key], want), (key, got[key], want)
 
 
+def test_matmul_sums_as_tensorflow(tmp_path):
+    """matmul of normal values in float32, float64, bfloat16 and float16
+    against TensorFlow's CPU kernel: both sum in float (double for float64)
+    and round a 16-bit result once, so they differ by the two sums' rounding
+    errors (summed in another order) and at most one unit in the last place
+    of the 16-bit result."""
+    rng = np.random.default_rng(5)
+    m, k, n = 37, 300, 45
+    a = rng.standard_normal((m, k))
+    b = rng.standard_normal((k, n))
+    dtypes = {"float32": tf.float32, "float64": tf.float64, "bfloat16": tf.bfloat16,
+              "float16": tf.float16}
+    lines, operands = [], {}
+    for name, dt in dtypes.items():
+        x = a.astype(dt.as_numpy_dtype)
+        y = b.astype(dt.as_numpy_dtype)
+        operands[name] = (x, y)
+        lines += [encode(name, x) + " matmul", encode("y", y)]
+    write_tensors(tmp_path / "matmul.txt", lines)
+    tool("math", tmp_path / "matmul.txt", tmp_path / "out.txt")
+    got = read_tensors(tmp_path / "out.txt")
+    with tf1.Graph().as_default(), tf1.Session() as sess:
+        for name, dt in dtypes.items():
+            x, y = operands[name]
+            want = sess.run(tf.linalg.matmul(tf.constant(x), tf.constant(y)))
+            assert got[name].dtype == want.dtype and got[name].shape == want.shape, name
+            ours = got[name].astype(np.float64)
+            theirs = want.astype(np.float64)
+            magnitude = np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))
+            u = 2.0 ** -53 if name == "float64" else 2.0 ** -24
+            allowed = 2 * (k + 2) * u * magnitude
+            if name in ("bfloat16", "float16"):
+                # one unit in the last place of the 16-bit type at the result
+                digits = 8 if name == "bfloat16" else 11
+                allowed = allowed + np.exp2(np.floor(np.log2(np.maximum(np.abs(theirs), 2.0 ** -14)))
+                                            - digits + 1)
+            worst = np.max(np.abs(ours - theirs) - allowed)
+            assert worst <= 0, (name, worst)
+
+
 def tf_error_cases(tmp):
     """Case name -> a function running it in TF graph mode (same names as
     interop_tool's `errors` command). Not compared: glorot_*_initializer(

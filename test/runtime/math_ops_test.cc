@@ -13,6 +13,7 @@
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
 #include "varstate/math_ops.h"
+#include "varstate/random_ops.h"
 
 using namespace varstate;
 using namespace varstate::testing;
@@ -396,6 +397,82 @@ TEST_CASE("matmul matches a naive triple loop, with transposes", "[math_ops][mat
   CHECK(matmul(a, a).to_vector<float>() == std::vector<float>{7.f, 10.f, 15.f, 22.f});
   CHECK(matmul(Tensor::zeros(DType::kFloat, {2, 0}), Tensor::zeros(DType::kFloat, {0, 3}))
             .to_vector<float>() == std::vector<float>(6, 0.f));
+}
+
+namespace {
+
+// Checks matmul on operands of fractions (seeded normal values rounded to
+// the dtype, so that products and sums round) against the product of the
+// same operands in long double, element by element, within what a sum in
+// float (or double) and one rounding to the dtype allow:
+//   |c - exact| <= ulp of the dtype at |exact| + (k + 2) u sum_p |a_ip b_pj|
+// with u the unit roundoff of the type the products are summed in (float
+// for float16 and bfloat16, whose GPU kernel sums in float too). A sum
+// rounded to a 16-bit type at every step misses this by orders of
+// magnitude at these k.
+void check_matmul_accuracy(DType dtype, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  CAPTURE(dtype_name(dtype), m, n, k, ta, tb);
+  const Tensor a =
+      random_normal(ta ? TensorShape{k, m} : TensorShape{m, k}, {.seed = 7 + m}).cast(dtype);
+  const Tensor b =
+      random_normal(tb ? TensorShape{n, k} : TensorShape{k, n}, {.seed = 11 + n}).cast(dtype);
+  const std::vector<double> av = a.cast(DType::kDouble).to_vector<double>();
+  const std::vector<double> bv = b.cast(DType::kDouble).to_vector<double>();
+  const std::vector<double> cv = matmul(a, b, ta, tb).cast(DType::kDouble).to_vector<double>();
+  const bool wide = dtype == DType::kDouble;
+  const long double u = wide ? std::ldexp(1.0L, -53) : std::ldexp(1.0L, -24);
+  // The dtype's spacing at x: 2^(exponent of x - mantissa bits).
+  const int digits = dtype == DType::kHalf       ? 11
+                     : dtype == DType::kBFloat16 ? 8
+                     : dtype == DType::kFloat    ? 24
+                                                 : 53;
+  const int min_exponent = dtype == DType::kHalf ? -14 : -126;  // of the normal numbers
+  const auto ulp = [digits, min_exponent](long double x) {
+    const int e = x == 0 ? min_exponent : std::ilogb(static_cast<double>(x));
+    return std::ldexp(1.0L, std::max(e, min_exponent) - digits + 1);
+  };
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      long double exact = 0, magnitude = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const long double x = av[static_cast<size_t>(ta ? p * m + i : i * k + p)];
+        const long double y = bv[static_cast<size_t>(tb ? j * k + p : p * n + j)];
+        exact += x * y;
+        magnitude += std::fabs(x * y);
+      }
+      const long double bound = (dtype == DType::kFloat || wide ? 0 : ulp(std::fabs(exact))) +
+                                static_cast<long double>(k + 2) * u * magnitude;
+      const long double got = cv[static_cast<size_t>(i * n + j)];
+      if (!(std::fabs(got - exact) <= bound) && bad++ < 3) {
+        FAIL_CHECK("c[" << i << "," << j << "] = " << static_cast<double>(got) << ", exact "
+                        << static_cast<double>(exact) << ", allowed error "
+                        << static_cast<double>(bound));
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+// [isa]: the GEMM is built per instruction set (kernels/cpu/matmul_rows.h);
+// CTest runs this again under VARSTATE_CPU_ISA=baseline and avx2.
+TEST_CASE("matmul sums within float's (double's) error, 16-bit types rounded once",
+          "[math_ops][matmul][isa]") {
+  for (DType dtype : {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16}) {
+    // Eigen's blocking, a product split over the pool (m n k >= 2^20) and a
+    // single row (never split).
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                           {5, 3, 7},
+                           {33, 17, 300},
+                           {130, 70, 1000},
+                           {1, 200, 3000}}) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) check_matmul_accuracy(dtype, m, n, k, ta, tb);
+      }
+    }
+  }
 }
 
 TEST_CASE("matmul shape errors name both shapes", "[math_ops][matmul]") {
