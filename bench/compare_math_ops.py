@@ -10,6 +10,10 @@ Each case of bench_math_ops's dtype cases (bench/math_ops_bench.cc):
                         bfloat16, float16 and float64, both ways;
   assign_add/DTYPE      a += b in place (Tensor.add_, a TensorFlow
                         variable's assign_add);
+  matmul/DTYPE/N        c = a @ b of two N x N matrices (N 256, 1024, 2048;
+                        up to 1024 with --quick), DTYPE float32, float64,
+                        bfloat16 or float16 (torch.matmul, tf.linalg.matmul);
+                        its limit: the pool's fused multiply-adds (GFLOP/s);
 
 runs against the peer's op on tensors of the same size and values:
 torch.add/mul/div/maximum and Tensor.to (--peer torch), or TensorFlow
@@ -46,10 +50,18 @@ CASTS = (("float32", "bfloat16"), ("bfloat16", "float32"), ("float32", "float16"
          ("float16", "float32"), ("float32", "float64"), ("float64", "float32"))
 
 
-def cases():
+MATMUL_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
+def matmul_sizes(quick):
+    return (256, 1024) if quick else (256, 1024, 2048)
+
+
+def cases(quick=False):
     out = [f"elementwise/{op}/{d}" for op in OPS for d in DTYPES]
     out += [f"assign_add/{d}" for d in DTYPES]
-    return out + [f"cast/{a}/{b}" for a, b in CASTS]
+    out += [f"cast/{a}/{b}" for a, b in CASTS]
+    return out + [f"matmul/{d}/{n}" for d in MATMUL_DTYPES for n in matmul_sizes(quick)]
 
 
 def operand_values(n, offset):
@@ -77,6 +89,8 @@ class Torch:
         if kind == "cast":
             to = getattr(t, y)
             return lambda: a.to(to)
+        if kind == "matmul":
+            return lambda: t.matmul(a, b)
         fn = {"add": t.add, "multiply": t.mul, "divide": t.div, "maximum": t.maximum}[x]
         return lambda: fn(a, b)
 
@@ -104,6 +118,8 @@ class TensorFlow:
         if kind == "cast":
             to = getattr(tf, y)
             return lambda: tf.cast(a, to)
+        if kind == "matmul":
+            return lambda: tf.linalg.matmul(a, b)
         fn = {"add": tf.math.add, "multiply": tf.math.multiply, "divide": tf.math.divide,
               "maximum": tf.math.maximum}[x]
         return lambda: fn(a, b)
@@ -111,9 +127,15 @@ class TensorFlow:
 
 def peer_ms(peer, case, n):
     kind, x, y = (case + "/").split("/")[:3]
-    dtype = {"cast": x, "assign_add": x}.get(kind, y)
-    a = peer.tensor(operand_values(n, 0.0), dtype)
-    b = None
+    dtype = {"cast": x, "assign_add": x, "matmul": x}.get(kind, y)
+    if kind == "matmul":  # normal values, as bench_math_ops's
+        rng = np.random.default_rng(1)
+        size = int(y)
+        a = peer.tensor(rng.standard_normal((size, size), dtype=np.float32), dtype)
+        b = peer.tensor(rng.standard_normal((size, size), dtype=np.float32), dtype)
+    else:
+        a = peer.tensor(operand_values(n, 0.0), dtype)
+        b = None
     if kind == "elementwise":
         b = peer.tensor(operand_values(n, 0.25), dtype)
     elif kind == "assign_add":
@@ -121,7 +143,7 @@ def peer_ms(peer, case, n):
     call = peer.call(case, a, b)
     result = call()  # untimed
     times = []
-    for _ in range(5):
+    for _ in range(7 if kind == "matmul" and int(y) <= 256 else 5):
         del result
         t0 = time.perf_counter()
         result = call()  # both run CPU kernels synchronously: done on return
@@ -130,12 +152,12 @@ def peer_ms(peer, case, n):
 
 
 def ours(bin_path, case, quick, threads):
-    """(ms, limit_ms, bytes) of bench_math_ops's BM_cpu_CASE."""
+    """(ms, limit_ms, bytes or flops) of bench_math_ops's BM_cpu_CASE."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         env = dict(os.environ, VARSTATE_CPU_THREADS=str(threads),
                    VARSTATE_BENCH_QUICK="1" if quick else "0")
-        subprocess.run([bin_path, f"--benchmark_filter=^BM_cpu_{case}/",
+        subprocess.run([bin_path, f"--benchmark_filter=^BM_cpu_{case}/iterations",
                         f"--benchmark_out={out}", "--benchmark_out_format=json"],
                        check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(out) as f:
@@ -144,6 +166,8 @@ def ours(bin_path, case, quick, threads):
         sys.exit(f"compare_math_ops: {len(runs)} results for BM_cpu_{case}")
     r = runs[0]
     ms = r["real_time"]  # milliseconds (the benchmarks' unit)
+    if "GFLOPps" in r:
+        return ms, ms * r["ratio"], r["GFLOPps"] * ms * 1e6
     return ms, ms * r["ratio"], r["GBps"] * ms * 1e6
 
 
@@ -160,7 +184,7 @@ def main():
     o = p.parse_args()
     peer = Torch(o.threads) if o.peer == "torch" else TensorFlow(o.threads)
     n = (16 if o.quick else 64) << 20
-    todo = cases()
+    todo = cases(o.quick)
     if o.only:
         wanted = o.only.split(",")
         unknown = [c for c in wanted if c not in todo]
@@ -178,7 +202,7 @@ def main():
             ours_ms.append(ms)
             limit_ms.append(lim)
             their_ms.append(peer_ms(peer, case, n))
-        e = {"case": case, "bytes": moved, "ours_ms": statistics.median(ours_ms),
+        e = {"case": case, "flops" if case.startswith("matmul/") else "bytes": moved, "ours_ms": statistics.median(ours_ms),
              "limit_ms": statistics.median(limit_ms), "peer_ms": statistics.median(their_ms),
              "ours_ms_per_round": ours_ms, "limit_ms_per_round": limit_ms,
              "peer_ms_per_round": their_ms}

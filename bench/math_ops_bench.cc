@@ -10,14 +10,29 @@
 // Each against the copy limit for its bytes (elements
 // times the bytes read and written per element). bench/compare_math_ops.py
 // runs them against TensorFlow's and PyTorch's same ops.
+//
+// BM_cpu_matmul/DTYPE/N: an N x N matrix product (N 256, 1024, 2048; 2048
+// left out on a quick run) in float32, float64, bfloat16 and float16,
+// against the same-run multiply-add limit: the pool's threads each running
+// independent fused multiply-adds on registers, as wide as the GEMM build
+// this CPU runs (gemm_isa), in float (float64: in double). The 16-bit
+// products are summed in float, so their limit is float's.
+#include <immintrin.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <utility>
 
 #include "bench_util.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/parallel.h"
 #include "varstate/dense_update.h"
 #include "varstate/device_manager.h"
 #include "varstate/math_ops.h"
+#include "varstate/random_ops.h"
 #include "varstate/tensor.h"
 
 namespace varstate::bench {
@@ -79,6 +94,134 @@ void run_dtype_case(benchmark::State& state, int64_t n, size_t bytes_per_element
             nullptr, call);
 }
 
+// Multiply-adds a thread runs: kFmaRounds rounds of 12 independent chains
+// (enough to cover the latency of two FMA pipes), one vector each. x < 1
+// and y small: the chains converge to y / (1 - x), normal numbers. Each
+// variant returns the sum of its lanes (kept in a sink).
+constexpr int kChains = 12;
+constexpr int64_t kFmaRounds = int64_t{1} << 22;
+
+#define VARSTATE_FMA_CHAINS(NAME, TARGET, V, SET1, FMA, WIDTH)      \
+  TARGET double NAME() {                                            \
+    const V x = SET1(0.5), y = SET1(1e-3);                          \
+    V acc[kChains];                                                 \
+    for (int c = 0; c < kChains; ++c) acc[c] = x;                   \
+    for (int64_t r = 0; r < kFmaRounds; ++r) {                      \
+      for (int c = 0; c < kChains; ++c) acc[c] = FMA(acc[c], x, y); \
+    }                                                               \
+    alignas(64) double lanes[kChains * 16];                         \
+    double out = 0;                                                 \
+    for (int c = 0; c < kChains; ++c) {                             \
+      std::memcpy(lanes, &acc[c], sizeof(V));                       \
+      for (int i = 0; i < WIDTH; ++i) out += lanes[i];              \
+    }                                                               \
+    return out;                                                     \
+  }
+#define VARSTATE_TARGET(T) __attribute__((target(T)))
+#define VARSTATE_MUL_ADD_PS(a, b, c) _mm_add_ps(_mm_mul_ps(a, b), c)
+#define VARSTATE_MUL_ADD_PD(a, b, c) _mm_add_pd(_mm_mul_pd(a, b), c)
+// (The lanes' bits are summed as doubles: only the sink reads them.)
+VARSTATE_FMA_CHAINS(fma_avx512_ps, VARSTATE_TARGET("avx512f,fma"), __m512, _mm512_set1_ps,
+                    _mm512_fmadd_ps, 8)
+VARSTATE_FMA_CHAINS(fma_avx2_ps, VARSTATE_TARGET("avx2,fma"), __m256, _mm256_set1_ps,
+                    _mm256_fmadd_ps, 4)
+VARSTATE_FMA_CHAINS(fma_sse_ps, , __m128, _mm_set1_ps, VARSTATE_MUL_ADD_PS, 2)
+VARSTATE_FMA_CHAINS(fma_avx512_pd, VARSTATE_TARGET("avx512f,fma"), __m512d, _mm512_set1_pd,
+                    _mm512_fmadd_pd, 8)
+VARSTATE_FMA_CHAINS(fma_avx2_pd, VARSTATE_TARGET("avx2,fma"), __m256d, _mm256_set1_pd,
+                    _mm256_fmadd_pd, 4)
+VARSTATE_FMA_CHAINS(fma_sse_pd, , __m128d, _mm_set1_pd, VARSTATE_MUL_ADD_PD, 2)
+#undef VARSTATE_FMA_CHAINS
+#undef VARSTATE_TARGET
+#undef VARSTATE_MUL_ADD_PS
+#undef VARSTATE_MUL_ADD_PD
+
+// The instruction set of the GEMM matmul runs: the rule of
+// kernels/cpu/matmul.cc's matmul_isa (cpu_isa, with FMA, and for AVX-512
+// its DQ subset), restated so that this benchmark can also time a library
+// built before that function.
+kernels::cpu::Isa gemm_isa() {
+  using kernels::cpu::Isa;
+  __builtin_cpu_init();
+  const bool fma = __builtin_cpu_supports("fma");
+  const Isa isa = kernels::cpu::cpu_isa();
+  if (isa == Isa::kAvx512 && fma && __builtin_cpu_supports("avx512dq")) return Isa::kAvx512;
+  return isa != Isa::kBaseline && fma ? Isa::kAvx2 : Isa::kBaseline;
+}
+
+// Flops of one thread's run (2 a lane a multiply-add), its result to sink.
+template <typename E>
+double fma_run(kernels::cpu::Isa isa, std::atomic<double>& sink) {
+  using kernels::cpu::Isa;
+  constexpr bool kFloat = std::is_same_v<E, float>;
+  const int bytes = isa == Isa::kAvx512 ? 64 : isa == Isa::kAvx2 ? 32 : 16;
+  double out = 0;
+  switch (isa) {
+    case Isa::kAvx512:
+      out = kFloat ? fma_avx512_ps() : fma_avx512_pd();
+      break;
+    case Isa::kAvx2:
+      out = kFloat ? fma_avx2_ps() : fma_avx2_pd();
+      break;
+    case Isa::kBaseline:
+      out = kFloat ? fma_sse_ps() : fma_sse_pd();
+      break;
+  }
+  sink.store(out, std::memory_order_relaxed);
+  return 2.0 * (bytes / static_cast<double>(sizeof(E))) * kChains * static_cast<double>(kFmaRounds);
+}
+
+// GFLOP/s of the multiply-add limit in E (float or double) on as many
+// threads as the pool has (VARSTATE_CPU_THREADS, else one a core): the
+// calling thread and pool threads (run_shards), best of 3.
+template <typename E>
+double fma_limit_gflops() {
+  const kernels::cpu::Isa isa = gemm_isa();
+  const int64_t threads = kernels::cpu::pool_threads();
+  std::atomic<double> sink{0};
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<double> flops{0};
+    auto shard = [&](int64_t) {
+      const double f = fma_run<E>(isa, sink);
+      double seen = flops.load();
+      while (!flops.compare_exchange_weak(seen, seen + f)) {
+      }
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::cpu::run_shards(threads, shard);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops.load() / s / 1e9);
+  }
+  return best;
+}
+
+void matmul_case(benchmark::State& state, DType dtype, int64_t n) {
+  const Tensor a = random_normal({n, n}, {.seed = 1}).cast(dtype);
+  const Tensor b = random_normal({n, n}, {.seed = 2}).cast(dtype);
+  Tensor c = matmul(a, b);  // untimed: the result's block, the pool awake
+  c = matmul(a, b);
+  const double limit =
+      dtype == DType::kDouble ? fma_limit_gflops<double>() : fma_limit_gflops<float>();
+  const int reps = n <= 256 ? 50 : n <= 1024 ? 3 : 1;
+  double total = 0;
+  int64_t calls = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) c = matmul(a, b);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    state.SetIterationTime(s);
+    total += s;
+    ++calls;
+  }
+  const double gflops =
+      2.0 * static_cast<double>(n * n * n) / (total / static_cast<double>(calls)) / 1e9;
+  state.counters["GFLOPps"] = gflops;
+  state.counters["limit_GFLOPps"] = limit;
+  state.counters["ratio"] = gflops / limit;
+}
+
 const bool registered = [] {
   const std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)> ops[] = {
       {"add", add}, {"multiply", multiply}, {"divide", divide}, {"maximum", maximum}};
@@ -133,6 +276,18 @@ const bool registered = [] {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->Iterations(5);
+  }
+  for (DType dtype : {DType::kFloat, DType::kDouble, DType::kBFloat16, DType::kHalf}) {
+    for (int64_t n : {256, 1024, 2048}) {
+      if (quick_run() && n > 1024) continue;
+      const std::string name =
+          "BM_cpu_matmul/" + std::string(dtype_name(dtype)) + "/" + std::to_string(n);
+      benchmark::RegisterBenchmark(
+          name.c_str(), [dtype, n](benchmark::State& state) { matmul_case(state, dtype, n); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(5);
+    }
   }
   return true;
 }();
