@@ -45,6 +45,17 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$" AND CMAKE_CXX_COMPILER_ID M
     PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512vl;-mavx512bw;-mavx512dq;-mfma")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
     PROPERTIES COMPILE_DEFINITIONS VARSTATE_MATMUL_ISA_VARIANTS)
+  # bfloat16 products on AMX tiles, where the compiler knows them: the tile
+  # instructions only (the rest of the file is baseline code).
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag("-mamx-tile -mamx-bf16" VARSTATE_HAVE_AMX_FLAGS)
+  if(VARSTATE_HAVE_AMX_FLAGS)
+    target_sources(varstate PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_amx.cc)
+    set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_amx.cc
+      PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-bf16")
+    set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cc
+      PROPERTIES COMPILE_DEFINITIONS "VARSTATE_MATMUL_ISA_VARIANTS;VARSTATE_MATMUL_AMX")
+  endif()
 endif()
 if(VARSTATE_HAVE_CUDA)
   set(_cuda_sources

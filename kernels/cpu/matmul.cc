@@ -3,6 +3,9 @@
 // (matmul_rows.h); float16 and bfloat16 through float.
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/cast.h"
@@ -55,6 +58,22 @@ MatmulRows<T> rows_for_cpu() {
   return &matmul_baseline::rows<T>;
 }
 
+// Whether bfloat16 products run on AMX tiles: the AVX-512 build is in use
+// (VARSTATE_CPU_ISA=baseline or avx2 turns the tiles off, and so does
+// avx512), and the CPU and the kernel grant them.
+bool use_amx() {
+  static const bool amx = [] {
+#ifdef VARSTATE_MATMUL_AMX
+    const char* cap = std::getenv("VARSTATE_CPU_ISA");
+    if (cap != nullptr && std::strcmp(cap, "avx512") == 0) return false;
+    return matmul_isa() == Isa::kAvx512 && matmul_amx::available();
+#else
+    return false;
+#endif
+  }();
+  return amx;
+}
+
 // c = op(a) op(b) for the types Eigen's GEMM computes in.
 template <typename T>
 void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
@@ -80,6 +99,43 @@ void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
 struct WideA;
 struct WideB;
 struct WideC;
+struct PackedB;
+
+#ifdef VARSTATE_MATMUL_AMX
+// bfloat16 on AMX tiles: B packed as pairs of rows (split over the pool
+// above ~1M multiply-adds, as the product is), blocks of 32 rows of c in
+// float, then rounded to bfloat16 once.
+void amx_matmul(const bfloat16* a, const bfloat16* b, bfloat16* c, int64_t m, int64_t n, int64_t k,
+                bool transpose_a, bool transpose_b) {
+  const auto* a16 = reinterpret_cast<const uint16_t*>(a);
+  const auto* b16 = reinterpret_cast<const uint16_t*>(b);
+  const int64_t words = matmul_amx::packed_b_words(n, k);
+  const int64_t pairs = words / ((n + 31) / 32 * 32);
+  ThreadScratch<uint32_t, PackedB> packed(static_cast<size_t>(words));
+  ThreadScratch<float, WideC> fc(static_cast<size_t>(m * n));
+  uint32_t* const pb = packed.data();
+  float* const out = fc.data();
+  const int64_t blocks = (m + 31) / 32;
+  if (m * n * k < (int64_t{1} << 20) || blocks == 1) {
+    matmul_amx::pack_b(b16, n, k, transpose_b, pb, 0, pairs);
+    matmul_amx::rows(a16, pb, out, m, n, k, transpose_a, 0, m);
+  } else {
+    const double pair_bytes = 8.0 * static_cast<double>(n);
+    eigen_device().parallelFor(pairs, Eigen::TensorOpCost(pair_bytes, pair_bytes, 2.0 * n),
+                               [&](Eigen::Index first, Eigen::Index last) {
+                                 matmul_amx::pack_b(b16, n, k, transpose_b, pb, first, last);
+                               });
+    const double block_bytes = 64.0 * static_cast<double>(k + n);
+    eigen_device().parallelFor(
+        blocks, Eigen::TensorOpCost(block_bytes, 128.0 * n, 64.0 * static_cast<double>(n * k)),
+        [&](Eigen::Index first, Eigen::Index last) {
+          matmul_amx::rows(a16, pb, out, m, n, k, transpose_a, first * 32,
+                           std::min<int64_t>(m, last * 32));
+        });
+  }
+  cast<float, bfloat16>(out, c, m * n);
+}
+#endif
 
 }  // namespace
 
@@ -93,6 +149,14 @@ template <typename T>
 void matmul(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
             bool transpose_b) {
   if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+#ifdef VARSTATE_MATMUL_AMX
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      if (use_amx()) {
+        amx_matmul(a, b, c, m, n, k, transpose_a, transpose_b);
+        return;
+      }
+    }
+#endif
     ThreadScratch<float, WideA> fa(static_cast<size_t>(m * k));
     ThreadScratch<float, WideB> fb(static_cast<size_t>(k * n));
     ThreadScratch<float, WideC> fc(static_cast<size_t>(m * n));

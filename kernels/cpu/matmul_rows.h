@@ -41,4 +41,25 @@ void rows(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
           bool transpose_b, int64_t first, int64_t last);
 }  // namespace matmul_avx512
 
+// bfloat16 on AMX tiles (matmul_amx.cc, built with -mamx-tile
+// -mamx-bf16), the elements as their 16-bit patterns. TDPBF16PS multiplies
+// pairs of bfloat16 exactly and sums in float, with denormal inputs read
+// as zero and denormal sums flushed to zero.
+namespace matmul_amx {
+// The CPU has AMX-TILE and AMX-BF16, and the kernel granted this process
+// the tiles' state.
+bool available();
+// Words of the packed B: op(b) [k, n] as pairs of its rows, each word the
+// elements (2p, j) (low half) and (2p + 1, j), k padded to 32 and n to 32
+// with zeros.
+int64_t packed_b_words(int64_t n, int64_t k);
+// Pairs [first_pair, last_pair) of the packed B.
+void pack_b(const uint16_t* b, int64_t n, int64_t k, bool transpose_b, uint32_t* packed,
+            int64_t first_pair, int64_t last_pair);
+// Rows [first, last) of the float c[m, n] = op(a) * op(b), first a multiple
+// of 32, on the calling thread.
+void rows(const uint16_t* a, const uint32_t* packed_b, float* c, int64_t m, int64_t n, int64_t k,
+          bool transpose_a, int64_t first, int64_t last);
+}  // namespace matmul_amx
+
 }  // namespace varstate::kernels::cpu

@@ -475,6 +475,42 @@ TEST_CASE("matmul sums within float's (double's) error, 16-bit types rounded onc
   }
 }
 
+// Infinities and NaNs reach the results they would in a float sum, on
+// every path (AMX tiles for bfloat16 where the CPU has them): an infinite
+// operand makes its products infinite, or NaN against zero or the other
+// infinity; a NaN makes its row and column NaN.
+TEST_CASE("matmul carries infinities and NaNs as a float sum does", "[math_ops][matmul][isa]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType dtype : {DType::kFloat, DType::kBFloat16, DType::kHalf}) {
+    CAPTURE(dtype_name(dtype));
+    const int64_t m = 40, n = 36, k = 70;
+    Tensor a = random_normal({m, k}, {.seed = 3});
+    Tensor b = random_normal({k, n}, {.seed = 4});
+    a.data<float>()[0 * k + 5] = inf;    // row 0
+    a.data<float>()[7 * k + 69] = -inf;  // row 7, the last column of k
+    a.data<float>()[33 * k + 12] = nan;  // row 33 (the second block of 32)
+    b.data<float>()[5 * n + 3] = 0.f;    // inf * 0 in c[0, 3]
+    b.data<float>()[40 * n + 35] = inf;  // column 35, a partial tile
+    const std::vector<double> got =
+        matmul(a.cast(dtype), b.cast(dtype)).cast(DType::kDouble).to_vector<double>();
+    const std::vector<double> av = a.cast(dtype).cast(DType::kDouble).to_vector<double>();
+    const std::vector<double> bv = b.cast(dtype).cast(DType::kDouble).to_vector<double>();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        // The class of the exact sum: NaN, +-inf or finite.
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += av[i * k + p] * bv[p * n + j];
+        const double c = got[static_cast<size_t>(i * n + j)];
+        CAPTURE(i, j, sum, c);
+        CHECK(std::isnan(c) == std::isnan(sum));
+        if (std::isinf(sum)) CHECK(c == sum);
+        if (std::isfinite(sum)) CHECK(std::isfinite(c));
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul shape errors name both shapes", "[math_ops][matmul]") {
   Tensor a = Tensor::zeros(DType::kFloat, {2, 3});
   Tensor b = Tensor::zeros(DType::kFloat, {4, 5});

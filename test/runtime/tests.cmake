@@ -21,10 +21,11 @@ varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gather_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/template_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/state_ops_test.cc)
-# The element-wise ops and casts between floating types are built per
-# instruction set (kernels/cpu/elementwise.cc, cast.cc): the narrower ones
-# too, on a CPU that has the wider.
-foreach(isa baseline avx2)
+# The element-wise ops, casts between floating types and matmul are built
+# per instruction set (kernels/cpu/elementwise.cc, cast.cc, matmul_rows.h):
+# the narrower ones too, on a CPU that has the wider (avx512: matmul's
+# bfloat16 products without the AMX tiles).
+foreach(isa baseline avx2 avx512)
   add_test(NAME test_runtime_${isa} COMMAND test_runtime "[isa]")
   set_tests_properties(test_runtime_${isa} PROPERTIES
     LABELS cpu ENVIRONMENT VARSTATE_CPU_ISA=${isa})
