@@ -21,25 +21,20 @@ template <typename T>
 using MatmulRows = void (*)(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k,
                             bool transpose_a, bool transpose_b, int64_t first, int64_t last);
 
+// The builds' rows<T>, one namespace each (MatmulRows's signature):
+#define VARSTATE_DECLARE_MATMUL_ROWS(NS)                                                     \
+  namespace NS {                                                                             \
+  template <typename T>                                                                      \
+  void rows(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a, \
+            bool transpose_b, int64_t first, int64_t last);                                  \
+  }
 // x86-64 baseline (SSE2): float, double, int32, std::complex<float> and
 // std::complex<double> (complex64, complex128).
-namespace matmul_baseline {
-template <typename T>
-void rows(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
-          bool transpose_b, int64_t first, int64_t last);
-}  // namespace matmul_baseline
-
+VARSTATE_DECLARE_MATMUL_ROWS(matmul_baseline)
 // AVX2 with FMA, and AVX-512 (F, VL, BW, DQ) with FMA: float and double.
-namespace matmul_avx2 {
-template <typename T>
-void rows(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
-          bool transpose_b, int64_t first, int64_t last);
-}  // namespace matmul_avx2
-namespace matmul_avx512 {
-template <typename T>
-void rows(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
-          bool transpose_b, int64_t first, int64_t last);
-}  // namespace matmul_avx512
+VARSTATE_DECLARE_MATMUL_ROWS(matmul_avx2)
+VARSTATE_DECLARE_MATMUL_ROWS(matmul_avx512)
+#undef VARSTATE_DECLARE_MATMUL_ROWS
 
 // bfloat16 on AMX tiles (matmul_amx.cc, built with -mamx-tile
 // -mamx-bf16), the elements as their 16-bit patterns. TDPBF16PS multiplies
