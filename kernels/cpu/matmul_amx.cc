@@ -124,25 +124,27 @@ void pack_b(const uint16_t* b, int64_t n, int64_t k, bool transpose_b, uint32_t*
   }
 }
 
-void rows(const uint16_t* a, const uint32_t* packed_b, float* c, int64_t m, int64_t n, int64_t k,
-          bool transpose_a, int64_t first, int64_t last) {
+namespace {
+
+// Rows [first, last) of the result, their tiles of A packed into
+// packed_a; the tiles are configured.
+void rows_chunk(const uint16_t* a, const uint32_t* packed_b, float* c, int64_t m, int64_t n,
+                int64_t k, bool transpose_a, int64_t first, int64_t last, uint16_t* packed_a) {
   const int64_t k_pad = padded(k, kDepth), n_pad = padded(n, kBlock), steps = k_pad / kDepth;
-  // A block of 32 rows as tiles of 16 rows by 32 of k (1 KiB each): rows
-  // 0-15 for every step, then rows 16-31. Row r, element e of step s is
-  //   ((r / 16 * steps + s) * 16 + r % 16) * 32 + e % 32.
-  uint16_t* const block = a_block.reserve(kBlock * k_pad);
-  alignas(64) float result[kBlock * kBlock];
-  constexpr int64_t kTileStride = 64, kResultStride = kBlock * 4;
-  configure_tiles();
-  for (int64_t i0 = first; i0 < last; i0 += kBlock) {
-    // Rows i0 .. i0 + 31 of op(a), zero past row m and column k.
+  // The range's rows of op(a) as tiles of 16 rows by 32 of k (1 KiB
+  // each), blocks of 32 rows one after another: in a block, rows 0-15 for
+  // every step, then rows 16-31. Row r of block q, element e of step s is
+  //   q * 32 * k_pad + ((r / 16 * steps + s) * 16 + r % 16) * 32 + e % 32,
+  // zero past row `last` and column k.
+  const int64_t blocks = (last - first + kBlock - 1) / kBlock;
+  for (int64_t q = 0; q < blocks; ++q) {
     for (int64_t r = 0; r < kBlock; ++r) {
-      const int64_t row = i0 + r;
-      uint16_t* const dst = block + (r / 16 * steps * 16 + r % 16) * kDepth;
+      const int64_t row = first + q * kBlock + r;
+      uint16_t* const dst = packed_a + q * kBlock * k_pad + (r / 16 * steps * 16 + r % 16) * kDepth;
       for (int64_t step = 0; step < steps; ++step) {
         uint16_t* __restrict out = dst + step * 16 * kDepth;
         const int64_t from = step * kDepth;
-        const int64_t valid = row < m ? std::clamp<int64_t>(k - from, 0, kDepth) : 0;
+        const int64_t valid = row < last ? std::clamp<int64_t>(k - from, 0, kDepth) : 0;
         if (!transpose_a) {
           if (valid > 0) {
             std::memcpy(out, a + row * k + from, static_cast<size_t>(valid) * sizeof(uint16_t));
@@ -153,16 +155,22 @@ void rows(const uint16_t* a, const uint32_t* packed_b, float* c, int64_t m, int6
         for (int64_t e = valid; e < kDepth; ++e) out[e] = 0;
       }
     }
-    memory_barrier();
-    for (int64_t j0 = 0; j0 < n_pad; j0 += kBlock) {
+  }
+  memory_barrier();
+  alignas(64) float result[kBlock * kBlock];
+  constexpr int64_t kTileStride = 64, kResultStride = kBlock * 4;
+  // Columns outer: a block of B's columns (2 x 16 over all of k) stays in
+  // the core's caches while every block of rows passes it.
+  for (int64_t j0 = 0; j0 < n_pad; j0 += kBlock) {
+    const uint32_t* b0 = packed_b + j0 / 16 * steps * 256;
+    const uint32_t* b1 = b0 + steps * 256;
+    for (int64_t q = 0; q < blocks; ++q) {
+      const uint16_t* a0 = packed_a + q * kBlock * k_pad;
+      const uint16_t* a1 = a0 + steps * 16 * kDepth;
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
-      const uint32_t* b0 = packed_b + j0 / 16 * steps * 256;
-      const uint32_t* b1 = b0 + steps * 256;
-      const uint16_t* a0 = block;
-      const uint16_t* a1 = block + steps * 16 * kDepth;
       for (int64_t step = 0; step < steps; ++step) {
         _tile_loadd(4, a0 + step * 512, kTileStride);
         _tile_loadd(6, b0 + step * 256, kTileStride);
@@ -178,12 +186,31 @@ void rows(const uint16_t* a, const uint32_t* packed_b, float* c, int64_t m, int6
       _tile_stored(2, result + 16 * kBlock, kResultStride);
       _tile_stored(3, result + 16 * kBlock + 16, kResultStride);
       memory_barrier();
-      const int64_t rows_here = std::min(kBlock, m - i0), cols_here = std::min(kBlock, n - j0);
+      const int64_t i0 = first + q * kBlock;
+      const int64_t rows_here = std::min(kBlock, last - i0), cols_here = std::min(kBlock, n - j0);
       for (int64_t r = 0; r < rows_here; ++r) {
         std::memcpy(c + (i0 + r) * n + j0, result + r * kBlock,
                     static_cast<size_t>(cols_here) * sizeof(float));
       }
     }
+  }
+}
+
+}  // namespace
+
+void rows(const uint16_t* a, const uint32_t* packed_b, float* c, int64_t m, int64_t n, int64_t k,
+          bool transpose_a, int64_t first, int64_t last) {
+  const int64_t k_pad = padded(k, kDepth);
+  // The range in chunks of rows whose tiles of A take about 1 MiB (32 to
+  // 512 rows), so that a chunk stays in the core's cache while the blocks
+  // of B's columns pass it.
+  const int64_t chunk =
+      std::clamp<int64_t>((int64_t{1} << 20) / (k_pad * 2) / kBlock * kBlock, kBlock, 16 * kBlock);
+  uint16_t* const packed_a = a_block.reserve(chunk * k_pad);
+  configure_tiles();
+  for (int64_t begin = first; begin < last; begin += chunk) {
+    const int64_t end = std::min(last, begin + chunk);
+    rows_chunk(a, packed_b, c, m, n, k, transpose_a, begin, end, packed_a);
   }
   _tile_release();
 }
