@@ -93,18 +93,19 @@ void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool tr
                              });
 }
 
-// The 16-bit products' float operands and result: the calling thread's
-// buffers, kept from call to call (a fresh block each call faulted in its
-// pages: 5 ms of a 15 ms product of 1024 x 1024).
+// The 16-bit products' float operands and result, and the tile kernel's
+// packed B: the calling thread's buffers, kept from call to call (a fresh
+// block each call faulted in its pages: 5 ms of a 15 ms product of
+// 1024 x 1024).
 struct WideA;
 struct WideB;
 struct WideC;
 struct PackedB;
 
 #ifdef VARSTATE_MATMUL_AMX
-// bfloat16 on AMX tiles: B packed as pairs of rows (split over the pool
-// above ~1M multiply-adds, as the product is), blocks of 32 rows of c in
-// float, then rounded to bfloat16 once.
+// bfloat16 on AMX tiles: B packed into tiles of pairs of rows (split over
+// the pool above ~1M multiply-adds, as the product is), blocks of 32 rows
+// of c in float, then rounded to bfloat16 once.
 void amx_matmul(const bfloat16* a, const bfloat16* b, bfloat16* c, int64_t m, int64_t n, int64_t k,
                 bool transpose_a, bool transpose_b) {
   const auto* a16 = reinterpret_cast<const uint16_t*>(a);
