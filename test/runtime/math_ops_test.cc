@@ -9,6 +9,7 @@
 #include <limits>
 #include <tuple>
 
+#include "device_fixture.h"
 #include "tensor_util.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
@@ -457,9 +458,10 @@ void check_matmul_accuracy(DType dtype, int64_t m, int64_t n, int64_t k, bool ta
 }  // namespace
 
 // [isa]: the GEMM is built per instruction set (kernels/cpu/matmul_rows.h);
-// CTest runs this again under VARSTATE_CPU_ISA=baseline and avx2.
+// CTest runs this again under VARSTATE_CPU_ISA=baseline, avx2 and avx512.
 TEST_CASE("matmul sums within float's (double's) error, 16-bit types rounded once",
           "[math_ops][matmul][isa]") {
+  FreshGraph fresh;  // on the test device (GPU:0 in the _on_gpu run: cuBLAS's sums)
   for (DType dtype : {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16}) {
     // Eigen's blocking, a product split over the pool (m n k >= 2^20) and a
     // single row (never split).
@@ -476,24 +478,29 @@ TEST_CASE("matmul sums within float's (double's) error, 16-bit types rounded onc
 }
 
 // Infinities and NaNs reach the results they would in a float sum, on
-// every path (AMX tiles for bfloat16 where the CPU has them): an infinite
-// operand makes its products infinite, or NaN against zero or the other
-// infinity; a NaN makes its row and column NaN.
+// every path (AMX tiles for bfloat16 where the CPU has them; cuBLAS on a
+// GPU): an infinite operand makes its products infinite, or NaN against
+// zero or the other infinity; a NaN makes its row and column NaN.
 TEST_CASE("matmul carries infinities and NaNs as a float sum does", "[math_ops][matmul][isa]") {
+  FreshGraph fresh;
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (DType dtype : {DType::kFloat, DType::kBFloat16, DType::kHalf}) {
     CAPTURE(dtype_name(dtype));
     const int64_t m = 40, n = 36, k = 70;
-    Tensor a = random_normal({m, k}, {.seed = 3});
-    Tensor b = random_normal({k, n}, {.seed = 4});
+    // Written on the host, multiplied on the test device.
+    const Tensor placed = random_normal({m, k}, {.seed = 3});
+    Device& device = placed.device();
+    Tensor a = placed.to_host();
+    Tensor b = random_normal({k, n}, {.seed = 4}).to_host();
     a.data<float>()[0 * k + 5] = inf;    // row 0
     a.data<float>()[7 * k + 69] = -inf;  // row 7, the last column of k
     a.data<float>()[33 * k + 12] = nan;  // row 33 (the second block of 32)
     b.data<float>()[5 * n + 3] = 0.f;    // inf * 0 in c[0, 3]
     b.data<float>()[40 * n + 35] = inf;  // column 35, a partial tile
-    const std::vector<double> got =
-        matmul(a.cast(dtype), b.cast(dtype)).cast(DType::kDouble).to_vector<double>();
+    const std::vector<double> got = matmul(a.on(device).cast(dtype), b.on(device).cast(dtype))
+                                        .cast(DType::kDouble)
+                                        .to_vector<double>();
     const std::vector<double> av = a.cast(dtype).cast(DType::kDouble).to_vector<double>();
     const std::vector<double> bv = b.cast(dtype).cast(DType::kDouble).to_vector<double>();
     for (int64_t i = 0; i < m; ++i) {
