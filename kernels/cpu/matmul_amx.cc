@@ -1,10 +1,10 @@
 // bfloat16 products on AMX tiles (TDPBF16PS), for matmul.cc: B packed once
-// as pairs of rows (the tiles' layout), each block of 32 rows of A copied
-// into a padded buffer, and 32 x 32 blocks of the float result computed as
-// 2 x 2 tiles of 16 x 16 over steps of 32 in k. Compiled with -mamx-tile
-// -mamx-bf16 (kernels/sources.cmake), which enable only the tile
-// instructions written here: the rest of this file compiles as the
-// baseline does. Called only where matmul_amx::available(). Internal.
+// into tiles of pairs of its rows, A's rows copied into tiles a chunk at a
+// time, and 32 x 32 blocks of the float result computed as 2 x 2 tiles of
+// 16 x 16 over steps of 32 in k. Compiled with -mamx-tile -mamx-bf16
+// (kernels/sources.cmake), which enable only the tile instructions written
+// here: the rest of this file compiles as the baseline does. Called only
+// where matmul_amx::available(). Internal.
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -105,7 +105,7 @@ void pack_b(const uint16_t* b, int64_t n, int64_t k, bool transpose_b, uint32_t*
   };
   for (int64_t p = first_pair; p < last_pair; ++p) {
     const int64_t k0 = 2 * p, k1 = 2 * p + 1;
-    uint32_t* const base = packed + (p / 16 * 16 + p % 16) * 16;
+    uint32_t* const base = packed + p * 16;  // its row in the first column block's tiles
     for (int64_t j0 = 0; j0 < n_pad; j0 += 16) {
       uint32_t* __restrict out = base + j0 / 16 * steps * 256;
       if (!transpose_b && k1 < k && j0 + 16 <= n) {  // the common case: two rows, 16 columns
