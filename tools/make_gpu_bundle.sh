@@ -44,6 +44,9 @@ cp -r "$root/test/testdata" "$bundle/testdata"
 ctest --test-dir "$build" --show-only=json-v1 | python3 -c '
 import json, os, sys
 for test in json.load(sys.stdin)["tests"]:
+    # A test whose binary VARSTATE_BUNDLE_TARGETS left unbuilt has no command.
+    if "command" not in test:
+        continue
     for prop in test.get("properties", []):
         if prop["name"] == "ENVIRONMENT" and any(v.startswith("VARSTATE_TEST_DEVICE=") for v in prop["value"]):
             print(os.path.basename(test["command"][0]))
