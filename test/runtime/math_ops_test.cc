@@ -518,6 +518,45 @@ TEST_CASE("matmul carries infinities and NaNs as a float sum does", "[math_ops][
   }
 }
 
+// A product split over the pool starts its ranges of rows at multiples of
+// 48 (kernels/cpu/matmul.cc), so that a row's sum does not depend on the
+// range it falls in, and the bits of c on the number of threads: the rows of
+// a product equal those of the products of its first 480 rows and of the
+// rest, bit for bit.
+TEST_CASE("matmul's rows do not depend on how the pool splits them", "[math_ops][matmul][isa]") {
+  const int64_t m = 1000, k = 300, n = 200, top = 480;
+  for (DType dtype : {DType::kFloat, DType::kDouble, DType::kBFloat16}) {
+    for (bool ta : {false, true}) {
+      CAPTURE(dtype_name(dtype), ta);
+      const Tensor a = random_normal(ta ? TensorShape{k, m} : TensorShape{m, k}, {.seed = 21})
+                           .to_host()
+                           .cast(dtype);
+      const Tensor b = random_normal({k, n}, {.seed = 22}).to_host().cast(dtype);
+      // The two row ranges of op(a), stored as op(a) is.
+      const std::vector<double> av = a.cast(DType::kDouble).to_vector<double>();
+      auto rows_of = [&](int64_t first, int64_t last) {
+        std::vector<double> out;
+        const int64_t r = last - first;
+        for (int64_t i = 0; i < (ta ? k : r); ++i) {
+          for (int64_t j = 0; j < (ta ? r : k); ++j) {
+            out.push_back(ta ? av[i * m + first + j] : av[(first + i) * k + j]);
+          }
+        }
+        const TensorShape shape = ta ? TensorShape{k, r} : TensorShape{r, k};
+        return Tensor::from_vector<double>(out, shape).cast(dtype);
+      };
+      const std::vector<double> whole =
+          matmul(a, b, ta, false).cast(DType::kDouble).to_vector<double>();
+      std::vector<double> parts =
+          matmul(rows_of(0, top), b, ta, false).cast(DType::kDouble).to_vector<double>();
+      const std::vector<double> rest =
+          matmul(rows_of(top, m), b, ta, false).cast(DType::kDouble).to_vector<double>();
+      parts.insert(parts.end(), rest.begin(), rest.end());
+      CHECK(same_bits(Tensor::from_vector<double>(whole), Tensor::from_vector<double>(parts)));
+    }
+  }
+}
+
 TEST_CASE("matmul shape errors name both shapes", "[math_ops][matmul]") {
   Tensor a = Tensor::zeros(DType::kFloat, {2, 3});
   Tensor b = Tensor::zeros(DType::kFloat, {4, 5});
