@@ -15,7 +15,7 @@
 // left out on a quick run) in float32, float64, bfloat16 and float16,
 // against the same-run multiply-add limit: the pool's threads each running
 // independent fused multiply-adds on registers, as wide as the GEMM build
-// this CPU runs (gemm_isa), in float (float64: in double). The 16-bit
+// this CPU runs (cpu_isa_with_fma), in float (float64: in double). The 16-bit
 // products are summed in float, so their limit is float's.
 #include <immintrin.h>
 
@@ -136,19 +136,6 @@ VARSTATE_FMA_CHAINS(fma_sse_pd, , __m128d, _mm_set1_pd, VARSTATE_MUL_ADD_PD, 2)
 #undef VARSTATE_MUL_ADD_PS
 #undef VARSTATE_MUL_ADD_PD
 
-// The instruction set of the GEMM matmul runs: the rule of
-// kernels/cpu/matmul.cc's matmul_isa (cpu_isa, with FMA, and for AVX-512
-// its DQ subset), restated so that this benchmark can also time a library
-// built before that function.
-kernels::cpu::Isa gemm_isa() {
-  using kernels::cpu::Isa;
-  __builtin_cpu_init();
-  const bool fma = __builtin_cpu_supports("fma");
-  const Isa isa = kernels::cpu::cpu_isa();
-  if (isa == Isa::kAvx512 && fma && __builtin_cpu_supports("avx512dq")) return Isa::kAvx512;
-  return isa != Isa::kBaseline && fma ? Isa::kAvx2 : Isa::kBaseline;
-}
-
 // Flops of one thread's run (2 a lane a multiply-add), its result to sink.
 template <typename E>
 double fma_run(kernels::cpu::Isa isa, std::atomic<double>& sink) {
@@ -176,7 +163,7 @@ double fma_run(kernels::cpu::Isa isa, std::atomic<double>& sink) {
 // calling thread and pool threads (run_shards), best of 3.
 template <typename E>
 double fma_limit_gflops() {
-  const kernels::cpu::Isa isa = gemm_isa();
+  const kernels::cpu::Isa isa = kernels::cpu::cpu_isa_with_fma();
   const int64_t threads = kernels::cpu::pool_threads();
   std::atomic<double> sink{0};
   double best = 0;

@@ -11,8 +11,20 @@ enum class Isa {
 };
 
 // What the CPU supports, capped by the environment variable
-// VARSTATE_CPU_ISA: "baseline" or "avx2" (any other value caps nothing).
-// Read once; the tests run the narrower variants that way.
+// VARSTATE_CPU_ISA: "baseline" or "avx2" ("avx512" caps only the AMX
+// tiles, below; any other value caps nothing). Read once; the tests run the
+// narrower variants that way.
 Isa cpu_isa();
+
+// The widest set whose builds with FMA this CPU runs (matmul's GEMM,
+// kernels/cpu/matmul_rows.h): cpu_isa() where the CPU also has FMA, and
+// for AVX-512 its DQ subset, which those builds are compiled with.
+Isa cpu_isa_with_fma();
+
+// Whether kernels may use the AMX tiles: the CPU has AMX-TILE and AMX-BF16,
+// cpu_isa_with_fma() is AVX-512, and VARSTATE_CPU_ISA caps nothing (any of
+// "baseline", "avx2" or "avx512" turns the tiles off). The kernel's grant
+// of the tiles' state is the caller's to ask for (matmul_amx::available).
+bool cpu_amx_allowed();
 
 }  // namespace varstate::kernels::cpu

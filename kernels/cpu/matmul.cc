@@ -4,8 +4,6 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/cast.h"
@@ -17,35 +15,11 @@
 namespace varstate::kernels::cpu {
 namespace {
 
-// The GEMM build matmul runs on this CPU (float, double and the 16-bit
-// types; the others run the baseline build): cpu_isa() (so
-// VARSTATE_CPU_ISA caps it), where the CPU also has FMA, and for AVX-512
-// its DQ subset, which the wider builds are compiled with.
-Isa matmul_isa() {
-  static const Isa isa = [] {
-#ifdef VARSTATE_MATMUL_ISA_VARIANTS
-    __builtin_cpu_init();
-    const bool fma = __builtin_cpu_supports("fma");
-    switch (cpu_isa()) {
-      case Isa::kAvx512:
-        if (fma && __builtin_cpu_supports("avx512dq")) return Isa::kAvx512;
-        return fma ? Isa::kAvx2 : Isa::kBaseline;
-      case Isa::kAvx2:
-        return fma ? Isa::kAvx2 : Isa::kBaseline;
-      case Isa::kBaseline:
-        break;
-    }
-#endif
-    return Isa::kBaseline;
-  }();
-  return isa;
-}
-
 template <typename T>
 MatmulRows<T> rows_for_cpu() {
 #ifdef VARSTATE_MATMUL_ISA_VARIANTS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    switch (matmul_isa()) {
+    switch (cpu_isa_with_fma()) {
       case Isa::kAvx512:
         return &matmul_avx512::rows<T>;
       case Isa::kAvx2:
@@ -58,15 +32,12 @@ MatmulRows<T> rows_for_cpu() {
   return &matmul_baseline::rows<T>;
 }
 
-// Whether bfloat16 products run on AMX tiles: the AVX-512 build is in use
-// (VARSTATE_CPU_ISA=baseline or avx2 turns the tiles off, and so does
-// avx512), and the CPU and the kernel grant them.
+// Whether bfloat16 products run on AMX tiles: cpu_amx_allowed(), and the
+// kernel grants the tiles.
 bool use_amx() {
   static const bool amx = [] {
 #ifdef VARSTATE_MATMUL_AMX
-    const char* cap = std::getenv("VARSTATE_CPU_ISA");
-    if (cap != nullptr && std::strcmp(cap, "avx512") == 0) return false;
-    return matmul_isa() == Isa::kAvx512 && matmul_amx::available();
+    return cpu_amx_allowed() && matmul_amx::available();
 #else
     return false;
 #endif
@@ -119,9 +90,8 @@ void amx_matmul(const bfloat16* a, const bfloat16* b, bfloat16* c, int64_t m, in
                 bool transpose_a, bool transpose_b) {
   const auto* a16 = reinterpret_cast<const uint16_t*>(a);
   const auto* b16 = reinterpret_cast<const uint16_t*>(b);
-  const int64_t words = matmul_amx::packed_b_words(n, k);
-  const int64_t pairs = words / ((n + 31) / 32 * 32);
-  ThreadScratch<uint32_t, PackedB> packed(static_cast<size_t>(words));
+  const int64_t pairs = matmul_amx::packed_b_pairs(k);
+  ThreadScratch<uint32_t, PackedB> packed(static_cast<size_t>(matmul_amx::packed_b_words(n, k)));
   ThreadScratch<float, WideC> fc(static_cast<size_t>(m * n));
   uint32_t* const pb = packed.data();
   float* const out = fc.data();

@@ -9,8 +9,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cpuid.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -75,13 +73,10 @@ inline void memory_barrier() { asm volatile("" ::: "memory"); }
 }  // namespace
 
 bool available() {
+  // Linux hands out the tiles' register state on request, once per process
+  // (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); the caller
+  // checked the CPU (cpu_amx_allowed).
   static const bool ok = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-    const bool tile = (edx >> 24) & 1, bf16 = (edx >> 22) & 1;
-    if (!tile || !bf16) return false;
-    // Linux hands out the tiles' register state on request, once per
-    // process (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA).
     constexpr long kReqXcompPerm = 0x1023;
     constexpr long kXtiledata = 18;
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
@@ -89,7 +84,8 @@ bool available() {
   return ok;
 }
 
-int64_t packed_b_words(int64_t n, int64_t k) { return padded(k, kDepth) / 2 * padded(n, kBlock); }
+int64_t packed_b_pairs(int64_t k) { return padded(k, kDepth) / 2; }
+int64_t packed_b_words(int64_t n, int64_t k) { return packed_b_pairs(k) * padded(n, kBlock); }
 
 // The packed B is a sequence of tiles, each 16 pairs of k by 16 columns (1
 // KiB, one tile load of consecutive bytes): for each 16 columns, every step

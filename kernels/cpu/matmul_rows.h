@@ -41,12 +41,13 @@ VARSTATE_DECLARE_MATMUL_ROWS(matmul_avx512)
 // pairs of bfloat16 exactly and sums in float, with denormal inputs read
 // as zero and denormal sums flushed to zero.
 namespace matmul_amx {
-// The CPU has AMX-TILE and AMX-BF16, and the kernel granted this process
-// the tiles' state.
+// The kernel granted this process the tiles' state (asked once). Call
+// only where cpu_amx_allowed() (kernels/cpu/cpu_isa.h).
 bool available();
-// Words of the packed B: op(b) [k, n] as pairs of its rows, each word the
-// elements (2p, j) (low half) and (2p + 1, j), k padded to 32 and n to 32
-// with zeros.
+// Pairs of rows of the packed B (k padded to 32 with zeros: k_pad / 2),
+// and its words: op(b) [k, n] as pairs of its rows, each word the elements
+// (2p, j) (low half) and (2p + 1, j), n padded to 32 with zeros.
+int64_t packed_b_pairs(int64_t k);
 int64_t packed_b_words(int64_t n, int64_t k);
 // Pairs [first_pair, last_pair) of the packed B.
 void pack_b(const uint16_t* b, int64_t n, int64_t k, bool transpose_b, uint32_t* packed,
