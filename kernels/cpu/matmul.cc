@@ -45,6 +45,10 @@ bool use_amx() {
   return amx;
 }
 
+// Products of fewer multiply-adds run on the calling thread: below ~1M the
+// pool's wake-up costs more than it saves.
+constexpr int64_t kSplitMultiplyAdds = int64_t{1} << 20;
+
 // The rows of a split start at multiples of this: a multiple of every
 // register block of rows Eigen's GEMM uses (3 vectors of rows: 48 floats
 // in AVX-512, 24 in AVX2, 12 in SSE2; half that of doubles), so that each
@@ -57,8 +61,7 @@ template <typename T>
 void gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool transpose_a,
           bool transpose_b) {
   const MatmulRows<T> rows = rows_for_cpu<T>();
-  // Below ~1M multiply-adds the pool's wake-up costs more than it saves.
-  if (m * n * k < (int64_t{1} << 20) || m == 1) {
+  if (m * n * k < kSplitMultiplyAdds || m == 1) {
     rows(a, b, c, m, n, k, transpose_a, transpose_b, 0, m);
     return;
   }
@@ -84,7 +87,7 @@ struct PackedB;
 
 #ifdef VARSTATE_MATMUL_AMX
 // bfloat16 on AMX tiles: B packed into tiles of pairs of rows (split over
-// the pool above ~1M multiply-adds, as the product is), blocks of 32 rows
+// the pool from kSplitMultiplyAdds, as the product is), blocks of 32 rows
 // of c in float, then rounded to bfloat16 once.
 void amx_matmul(const bfloat16* a, const bfloat16* b, bfloat16* c, int64_t m, int64_t n, int64_t k,
                 bool transpose_a, bool transpose_b) {
@@ -96,7 +99,7 @@ void amx_matmul(const bfloat16* a, const bfloat16* b, bfloat16* c, int64_t m, in
   uint32_t* const pb = packed.data();
   float* const out = fc.data();
   const int64_t blocks = (m + 31) / 32;
-  if (m * n * k < (int64_t{1} << 20) || blocks == 1) {
+  if (m * n * k < kSplitMultiplyAdds || blocks == 1) {
     matmul_amx::pack_b(b16, n, k, transpose_b, pb, 0, pairs);
     matmul_amx::rows(a16, pb, out, m, n, k, transpose_a, 0, m);
   } else {
