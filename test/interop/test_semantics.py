@@ -143,6 +143,49 @@ def test_integer_division_on_negatives(tmp_path):
             assert same_bits(got[key], want), (key, got[key], want)
 
 
+def test_integer_floor_division_as_tensorflow(tmp_path):
+    """floordiv and floormod by one divisor (a scalar: 64-bit hashes into
+    buckets, the CPU's multiply-by-reciprocal path) and element by element
+    (types of up to 32 bits: the CPU's double-division path) against
+    TensorFlow's kernels: every pair of int8 and uint8 values (but the
+    overflowing -128 // -1), random int32 and int64 values of both signs."""
+    rng = np.random.default_rng(9)
+    hashes = rng.integers(-2**63, 2**63 - 1, size=20000, dtype=np.int64)
+    x32 = rng.integers(-2**31, 2**31 - 1, size=20000, dtype=np.int64).astype(np.int32)
+    y32 = (rng.integers(-2**31, 2**31 - 1, size=20000, dtype=np.int64) >>
+           rng.integers(0, 31, size=20000)).astype(np.int32)
+    y32[y32 == 0] = 3
+    x32[(x32 == -2**31) & (y32 == -1)] = 5
+    i8 = np.arange(-128, 128, dtype=np.int64)
+    x8, y8 = np.meshgrid(i8, i8[i8 != 0])
+    keep = ~((x8 == -128) & (y8 == -1))
+    x8, y8 = x8[keep].astype(np.int8), y8[keep].astype(np.int8)
+    u8 = np.arange(256, dtype=np.int64)
+    xu8, yu8 = np.meshgrid(u8, u8[1:])
+    xu8, yu8 = xu8.ravel().astype(np.uint8), yu8.ravel().astype(np.uint8)
+    operands = [("hash_buckets", hashes, np.array(1000003, np.int64)),
+                ("hash_neg", hashes, np.array(-64, np.int64)),
+                ("hash_pow2", hashes, np.array(1 << 20, np.int64)),
+                ("i32_scalar", x32, np.array(-97, np.int32)),
+                ("i32_pairs", x32, y32),
+                ("i8_pairs", x8, y8),
+                ("u8_pairs", xu8, yu8)]
+    lines, cases = [], []
+    for name, x, y in operands:
+        for op in ["floordiv", "floormod"]:
+            key = f"{op}_{name}"
+            lines += [encode(key, x) + f" {op}", encode("y", y)]
+            cases.append((key, op, x, y))
+    write_tensors(tmp_path / "math.txt", lines)
+    tool("math", tmp_path / "math.txt", tmp_path / "out.txt")
+    got = read_tensors(tmp_path / "out.txt")
+    with tf1.Graph().as_default(), tf1.Session() as sess:
+        for key, op, x, y in cases:
+            fn = {"floordiv": tf.math.floordiv, "floormod": tf.math.floormod}[op]
+            want = sess.run(fn(tf.constant(x), tf.constant(y)))
+            assert same_bits(got[key], want), (key, got[key], want)
+
+
 def test_matmul_sums_as_tensorflow(tmp_path):
     """matmul of normal values in float32, float64, bfloat16 and float16
     against TensorFlow's CPU kernel: both sum in float (double for float64)

@@ -5,6 +5,7 @@ varstate_add_test(test_runtime DEVICES SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dirty_rows_log_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/dynamic_variable_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/float16_ops_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/floor_division_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/math_ops_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slice_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/initializers_test.cc
