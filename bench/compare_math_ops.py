@@ -10,6 +10,12 @@ Each case of bench_math_ops's dtype cases (bench/math_ops_bench.cc):
                         bfloat16, float16 and float64, both ways;
   assign_add/DTYPE      a += b in place (Tensor.add_, a TensorFlow
                         variable's assign_add);
+  floor_division/OP/DTYPE/DIVISOR
+                        floordiv or floormod (torch.div(rounding_mode=
+                        "floor") / torch.remainder, tf.math.floordiv /
+                        floormod) of int32, int64 or float32 (floordiv)
+                        values of both signs by the scalar 1,000,003 or by
+                        a tensor of divisors of both signs;
   matmul/DTYPE/N        c = a @ b of two N x N matrices (N 256, 1024, 2048;
                         up to 1024 with --quick), DTYPE float32, float64,
                         bfloat16 or float16 (torch.matmul, tf.linalg.matmul);
@@ -61,6 +67,9 @@ def cases(quick=False):
     out = [f"elementwise/{op}/{d}" for op in OPS for d in DTYPES]
     out += [f"assign_add/{d}" for d in DTYPES]
     out += [f"cast/{a}/{b}" for a, b in CASTS]
+    out += [f"floor_division/{op}/{d}/{by}" for op in ("floordiv", "floormod")
+            for d in ("int32", "int64", "float32") for by in ("scalar", "tensor")
+            if d != "float32" or (op == "floordiv" and by == "tensor")]
     return out + [f"matmul/{d}/{n}" for d in MATMUL_DTYPES for n in matmul_sizes(quick)]
 
 
@@ -69,6 +78,22 @@ def operand_values(n, offset):
     i = np.arange(n, dtype=np.int64)
     return (0.5 + ((i * 7919) % 1499).astype(np.float32) / np.float32(1000) +
             np.float32(offset)).astype(np.float32)
+
+
+def division_values(n, dtype, divisor):
+    """bench_math_ops's division_operand: dividends from the top bits of
+    i * 2^64 / golden ratio, divisors ((i * 7919) % 1999) - 999 (0 -> 1000)."""
+    i = np.arange(n, dtype=np.uint64)
+    if divisor:
+        d = (i.astype(np.int64) * 7919) % 1999 - 999
+        d[d == 0] = 1000
+        return d.astype({"int64": np.int64, "int32": np.int32, "float32": np.float32}[dtype])
+    with np.errstate(over="ignore"):
+        h = i * np.uint64(0x9E3779B97F4A7C15)
+    if dtype == "int64":
+        return h.view(np.int64)
+    top = (h >> np.uint64(32)).astype(np.uint32).view(np.int32)
+    return top if dtype == "int32" else (top.astype(np.float32) / np.float32(65536))
 
 
 class Torch:
@@ -91,6 +116,10 @@ class Torch:
             return lambda: a.to(to)
         if kind == "matmul":
             return lambda: t.matmul(a, b)
+        if kind == "floor_division":
+            if x == "floordiv":
+                return lambda: t.div(a, b, rounding_mode="floor")
+            return lambda: t.remainder(a, b)
         fn = {"add": t.add, "multiply": t.mul, "divide": t.div, "maximum": t.maximum}[x]
         return lambda: fn(a, b)
 
@@ -120,6 +149,8 @@ class TensorFlow:
             return lambda: tf.cast(a, to)
         if kind == "matmul":
             return lambda: tf.linalg.matmul(a, b)
+        if kind == "floor_division":
+            return lambda: {"floordiv": tf.math.floordiv, "floormod": tf.math.floormod}[x](a, b)
         fn = {"add": tf.math.add, "multiply": tf.math.multiply, "divide": tf.math.divide,
               "maximum": tf.math.maximum}[x]
         return lambda: fn(a, b)
@@ -128,6 +159,20 @@ class TensorFlow:
 def peer_ms(peer, case, n):
     kind, x, y = (case + "/").split("/")[:3]
     dtype = {"cast": x, "assign_add": x, "matmul": x}.get(kind, y)
+    if kind == "floor_division":
+        by_scalar = case.endswith("/scalar")
+        a = peer.tensor(division_values(n, dtype, False), dtype)
+        b = (peer.tensor(np.array(1000003, dtype=np.int64), dtype) if by_scalar
+             else peer.tensor(division_values(n, dtype, True), dtype))
+        call = peer.call(case, a, b)
+        result = call()  # untimed
+        times = []
+        for _ in range(5):
+            del result
+            t0 = time.perf_counter()
+            result = call()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3
     if kind == "matmul":  # normal values, as bench_math_ops's
         rng = np.random.default_rng(1)
         size = int(y)

@@ -11,6 +11,12 @@
 // times the bytes read and written per element). bench/compare_math_ops.py
 // runs them against TensorFlow's and PyTorch's same ops.
 //
+// BM_cpu_floor_division/OP/DTYPE/DIVISOR: floordiv or floormod of 64M
+// elements (16M quick) of int32, int64 (hashes of both signs) or float32
+// (floordiv only), by one scalar (1,000,003: ids into buckets) or by a
+// tensor of divisors of both signs, against the copy limit for the bytes
+// read and written.
+//
 // BM_cpu_matmul/DTYPE/N: an N x N matrix product (N 256, 1024, 2048; 2048
 // left out on a quick run) in float32, float64, bfloat16 and float16,
 // against the same-run multiply-add limit: the pool's threads each running
@@ -70,6 +76,28 @@ BENCHMARK(BM_cpu_add)->Apply(args);
 BENCHMARK(BM_gpu_add)->Apply(args);
 
 int64_t dtype_case_elements() { return quick_run() ? int64_t{16} << 20 : int64_t{64} << 20; }
+
+// Dividends of both signs spread over the whole type: the top bits of i
+// times 2^64 / golden ratio (as bench/compare_math_ops.py builds them);
+// divisors ((i * 7919) % 1999) - 999, 0 replaced by 1000. float32: the
+// integers' values (int32's scaled by 2^-16).
+Tensor division_operand(DType dtype, int64_t n, bool divisor) {
+  Tensor t = Tensor::zeros(dtype, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t h = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+    int64_t d = (i * 7919) % 1999 - 999;
+    if (d == 0) d = 1000;
+    if (dtype == DType::kInt64) {
+      t.data<int64_t>()[i] = divisor ? d : static_cast<int64_t>(h);
+    } else if (dtype == DType::kInt32) {
+      t.data<int32_t>()[i] = divisor ? static_cast<int32_t>(d) : static_cast<int32_t>(h >> 32);
+    } else {
+      t.data<float>()[i] = divisor ? static_cast<float>(d)
+                                   : static_cast<float>(static_cast<int32_t>(h >> 32)) / 65536.f;
+    }
+  }
+  return t;
+}
 
 // Values in [0.5, 2): every op's result is a normal number.
 Tensor operand(DType dtype, int64_t n, float offset) {
@@ -263,6 +291,33 @@ const bool registered = [] {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->Iterations(5);
+  }
+  for (const char* op_name : {"floordiv", "floormod"}) {
+    for (DType dtype : {DType::kInt32, DType::kInt64, DType::kFloat}) {
+      for (bool by_scalar : {true, false}) {
+        if (dtype == DType::kFloat && (by_scalar || std::string(op_name) == "floormod")) continue;
+        const std::string name = std::string("BM_cpu_floor_division/") + op_name + "/" +
+                                 std::string(dtype_name(dtype)) +
+                                 (by_scalar ? "/scalar" : "/tensor");
+        const bool mod = std::string(op_name) == "floormod";
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [dtype, by_scalar, mod](benchmark::State& state) {
+                                       const int64_t n = dtype_case_elements();
+                                       const Tensor a = division_operand(dtype, n, false);
+                                       const Tensor b = by_scalar
+                                                            ? Tensor(int64_t{1000003}).cast(dtype)
+                                                            : division_operand(dtype, n, true);
+                                       Tensor c;
+                                       const size_t bytes = (by_scalar ? 2 : 3) * dtype_size(dtype);
+                                       run_dtype_case(state, n, bytes, [&] {
+                                         c = mod ? varstate::mod(a, b) : floordiv(a, b);
+                                       });
+                                     })
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->Iterations(5);
+      }
+    }
   }
   for (DType dtype : {DType::kFloat, DType::kDouble, DType::kBFloat16, DType::kHalf}) {
     for (int64_t n : {256, 1024, 2048}) {
