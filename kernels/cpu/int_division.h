@@ -59,7 +59,7 @@ class UnsignedDivisor {
     if constexpr (kHalves && sizeof(U) == 8) {
       const uint64_t x_lo = x & 0xffffffffu, x_hi = x >> 32;
       const uint64_t y_lo = y & 0xffffffffu, y_hi = y >> 32;
-      const uint64_t cross = x_hi * y_lo + ((x_lo * y_lo) >> 32);  // < 2^64
+      const uint64_t cross = x_hi * y_lo + ((x_lo * y_lo) >> 32);   // < 2^64
       const uint64_t middle = (cross & 0xffffffffu) + x_lo * y_hi;  // < 2^64
       return x_hi * y_hi + (cross >> 32) + (middle >> 32);
     } else {
@@ -119,7 +119,8 @@ class FloorDivisor {
   template <bool kHalves>
   U quotient(T a) const {
     const U flip = sign_mask(a) ^ d_sign_;
-    const U q = divisor_.template divide<kHalves>(static_cast<U>(magnitude(a) + (round_up_ & flip)));
+    const U q =
+        divisor_.template divide<kHalves>(static_cast<U>(magnitude(a) + (round_up_ & flip)));
     return static_cast<U>((q ^ flip) - flip);
   }
 

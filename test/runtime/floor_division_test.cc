@@ -91,7 +91,7 @@ void check_by_divisor(const std::vector<T>& as, T d) {
 template <typename T>
 std::vector<T> edge_values(int random, uint64_t seed) {
   using L = std::numeric_limits<T>;
-  std::set<T> v{T(0), T(1), T(2), T(3), T(5), T(7), T(10), L::max(), T(L::max() - 1),
+  std::set<T> v{T(0),     T(1),           T(2), T(3), T(5), T(7), T(10), L::max(), T(L::max() - 1),
                 L::min(), T(L::min() + 1)};
   for (int k = 2; k < L::digits; ++k) {
     const T p = static_cast<T>(T(1) << k);
@@ -237,10 +237,11 @@ namespace {
 template <typename F>
 void check_float_floordiv() {
   using L = std::numeric_limits<F>;
-  std::vector<F> specials{F(0),         -F(0),       F(1),          F(-1),        F(0.5),
-                          F(-0.5),      F(2.5),      F(-2.5),       F(7),         F(-7),
-                          L::infinity(), -L::infinity(), L::quiet_NaN(), L::max(), L::lowest(),
-                          L::min(),     L::denorm_min(), -L::denorm_min(), F(1e30), F(-3e-30)};
+  std::vector<F> specials{
+      F(0),           -F(0),    F(1),        F(-1),    F(0.5),          F(-0.5),
+      F(2.5),         F(-2.5),  F(7),        F(-7),    L::infinity(),   -L::infinity(),
+      L::quiet_NaN(), L::max(), L::lowest(), L::min(), L::denorm_min(), -L::denorm_min(),
+      F(1e30),        F(-3e-30)};
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<F> wide(F(-1000), F(1000));
   for (int i = 0; i < 200; ++i) specials.push_back(wide(rng));
@@ -258,8 +259,8 @@ void check_float_floordiv() {
   size_t differ = 0;
   for (size_t i = 0; i < q.size(); ++i) {
     // Bit for bit, NaNs as NaNs (IEEE leaves their payload open).
-    const bool same = (std::isnan(got[i]) && std::isnan(q[i])) ||
-                      std::memcmp(&got[i], &q[i], sizeof(F)) == 0;
+    const bool same =
+        (std::isnan(got[i]) && std::isnan(q[i])) || std::memcmp(&got[i], &q[i], sizeof(F)) == 0;
     if (!same && differ++ == 0) {
       CAPTURE(as[i], bs[i], got[i], q[i]);
       CHECK(same);
