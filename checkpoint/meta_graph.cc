@@ -1,8 +1,10 @@
 #include "varstate/meta_graph.h"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <any>
 #include <map>
@@ -63,7 +65,8 @@ std::string strip_output(const std::string& name) {
 
 // --- conversions to and from the generated protos ----------------------------
 
-void to_proto(const MetaGraphDef& in, tf::MetaGraphDef* out) {
+// Without graph_def (field 2) when !with_graph_def.
+void to_proto(const MetaGraphDef& in, tf::MetaGraphDef* out, bool with_graph_def = true) {
   if (in.meta_info_def) {
     auto* m = out->mutable_meta_info_def();
     m->set_meta_graph_version(in.meta_info_def->meta_graph_version);
@@ -72,7 +75,8 @@ void to_proto(const MetaGraphDef& in, tf::MetaGraphDef* out) {
     m->set_tensorflow_git_version(in.meta_info_def->tensorflow_git_version);
     m->set_stripped_default_attrs(in.meta_info_def->stripped_default_attrs);
   }
-  if (!in.graph_def.empty() && !out->mutable_graph_def()->ParseFromString(in.graph_def)) {
+  if (with_graph_def && !in.graph_def.empty() &&
+      !out->mutable_graph_def()->ParseFromString(in.graph_def)) {
     throw InvalidArgumentError("MetaGraphDef: graph_def is not a serialized GraphDef");
   }
   if (in.saver_def && !out->mutable_saver_def()->ParseFromString(in.saver_def->serialize())) {
@@ -379,14 +383,11 @@ void add_saver_nodes(tf::GraphDef* g, const SaverDef& def,
   for (const std::string& r : restore_shards) restore_all->add_input("^" + r);
 }
 
-tf::GraphDef build_graph_def(Graph& graph, const SaverDef* saver_def,
-                             const std::vector<Saver::Item>* items,
-                             std::set<std::string>& no_initial_value) {
-  tf::GraphDef g;
-  g.mutable_versions()->set_producer(1);
-  for (const Variable& v : graph.variables()) add_variable_nodes(&g, v, no_initial_value);
-  if (saver_def && items && !items->empty()) add_saver_nodes(&g, *saver_def, *items);
-  return g;
+void build_graph_def(Graph& graph, const SaverDef* saver_def, const std::vector<Saver::Item>* items,
+                     std::set<std::string>& no_initial_value, tf::GraphDef* g) {
+  g->mutable_versions()->set_producer(1);
+  for (const Variable& v : graph.variables()) add_variable_nodes(g, v, no_initial_value);
+  if (saver_def && items && !items->empty()) add_saver_nodes(g, *saver_def, *items);
 }
 
 // The node name each Op item of `collections` is exported under: written
@@ -473,10 +474,42 @@ std::optional<CollectionDef> export_collection(const std::string& key,
   return c;
 }
 
+// meta.serialize() for a graph_def this file serialized itself
+// (deterministically, from a GraphDef): its bytes go in as they are, where
+// serialize() parses them and serializes them again, two thirds of the
+// export of a graph of thousands of ops. Deterministic serialization writes
+// a message's fields in the order of their numbers, so field 1
+// (meta_info_def), then field 2 (graph_def: tag, length, bytes), then the
+// fields after it is the message's own serialization, byte for byte.
+std::string serialize_with_built_graph_def(const MetaGraphDef& meta) {
+  tf::MetaGraphDef head, tail;
+  to_proto(meta, &tail, /*with_graph_def=*/false);
+  if (tail.has_meta_info_def()) {
+    head.mutable_meta_info_def()->Swap(tail.mutable_meta_info_def());
+    tail.clear_meta_info_def();
+  }
+  std::string out = deterministic_bytes(head);
+  if (!meta.graph_def.empty()) {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        tf::MetaGraphDef::kGraphDefFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint32(static_cast<uint32_t>(meta.graph_def.size()));
+    coded.WriteRaw(meta.graph_def.data(), static_cast<int>(meta.graph_def.size()));
+  }
+  return out + deterministic_bytes(tail);
+}
+
+// graph_def_built: meta.graph_def is deterministic_bytes of a GraphDef
+// built here (else it came from the caller and is checked by parsing).
 void write_meta_graph(FileSystem& fs, const std::string& filename, const MetaGraphDef& meta,
-                      bool as_text) {
+                      bool as_text, bool graph_def_built) {
   try {
-    write_file_atomically(fs, filename, as_text ? meta.to_text() : meta.serialize());
+    write_file_atomically(fs, filename,
+                          as_text           ? meta.to_text()
+                          : graph_def_built ? serialize_with_built_graph_def(meta)
+                                            : meta.serialize());
   } catch (...) {
     rethrow_with_context("writing meta graph " + quoted(filename));
   }
@@ -564,10 +597,15 @@ MetaGraphDef export_meta_graph_for_items(const ExportMetaGraphOptions& options,
     meta.graph_def = *options.graph_def;
     op_names = export_ops(nullptr, graph, collections);
   } else {
-    tf::GraphDef g = build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr,
-                                     &items, no_initial_value);
-    op_names = export_ops(&g, graph, collections);
-    meta.graph_def = deterministic_bytes(g);
+    // Its nodes on an arena: a graph of thousands of variables is as many
+    // small messages, and their allocations and frees cost as much as
+    // building them.
+    google::protobuf::Arena arena;
+    tf::GraphDef* g = google::protobuf::Arena::CreateMessage<tf::GraphDef>(&arena);
+    build_graph_def(graph, options.saver_def ? &*options.saver_def : nullptr, &items,
+                    no_initial_value, g);
+    op_names = export_ops(g, graph, collections);
+    meta.graph_def = deterministic_bytes(*g);
   }
   for (const auto& [key, items] : collections) {
     if (auto c = export_collection(key, items, op_names, no_initial_value))
@@ -575,7 +613,8 @@ MetaGraphDef export_meta_graph_for_items(const ExportMetaGraphOptions& options,
   }
   if (!options.filename.empty()) {
     FileSystem& fs = options.file_system ? *options.file_system : *default_file_system();
-    write_meta_graph(fs, options.filename, meta, options.as_text);
+    write_meta_graph(fs, options.filename, meta, options.as_text,
+                     /*graph_def_built=*/!options.graph_def);
   }
   return meta;
 }

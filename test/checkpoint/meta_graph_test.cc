@@ -69,6 +69,10 @@ TEST_CASE("export_meta_graph writes TensorFlow's structures", "[meta_graph]") {
   REQUIRE(std::filesystem::exists(dir / "model.meta"));
   CHECK(MetaGraphDef::parse(testing::read_file(dir / "model.meta")).serialize() ==
         meta.serialize());
+  // The file's bytes are serialize()'s, byte for byte: the export writes the
+  // graph_def it built as it is, where serialize() parses it and serializes
+  // the whole message again.
+  CHECK(testing::read_file(dir / "model.meta") == meta.serialize());
 
   REQUIRE(meta.saver_def.has_value());
   CHECK(meta.saver_def->filename_tensor_name == "save/Const:0");
