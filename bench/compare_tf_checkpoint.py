@@ -19,8 +19,17 @@ reported: the best mean over --reps of each, the ratios (TensorFlow
 time / varstate time: above 1 means varstate is faster) and both meta-graph
 sizes. Prints one JSON object (also written to --out).
 
+With --many N (no --mib runs then): N variables of 256 floats each
+(seeded random_uniform initializers), saved with the defaults, meta graph
+included, where the work per variable outweighs the bytes: varstate's
+BM_SaveManyVariables/count:N (5 saves, fsyncs included) against
+TensorFlow's save followed by an fsync of its files, --reps rounds
+interleaved, the best mean of each.
+
   ~/.cache/varstate/venv-tf2.21/bin/python bench/compare_tf_checkpoint.py \\
       --bench build/bench/bench_checkpoint [--mib 256 1024] [--reps 2] [--out FILE]
+  ~/.cache/varstate/venv-tf2.21/bin/python bench/compare_tf_checkpoint.py \\
+      --bench build/bench/bench_checkpoint --many 4096 [--reps 3]
 """
 import argparse
 import glob
@@ -41,11 +50,11 @@ def clear(directory):
 class TfModel:
     """The variables in a TensorFlow graph, initialized, with a Saver."""
 
-    def __init__(self, tf, mib):
+    def __init__(self, tf, mib, sizes=None):
         self.tf = tf
         self.graph = tf.Graph()
         with self.graph.as_default():
-            for i, n in enumerate(mixed_sizes(mib << 20)):
+            for i, n in enumerate(sizes or mixed_sizes(mib << 20)):
                 init = tf.compat.v1.random_uniform_initializer(seed=i + 1)
                 tf.compat.v1.get_variable(f"v{i}", [n], initializer=init)
             self.count = i + 1
@@ -94,12 +103,51 @@ def run_varstate(bench, mib, directory):
     return result
 
 
+def finish(result, out):
+    """Stamps the load at the end, prints the result and writes it to `out`."""
+    result["loadavg_end"] = os.getloadavg()
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
+def run_many(tf, o, vs_dir, tf_dir):
+    """--many: BM_SaveManyVariables/count:N against TensorFlow's save + fsync."""
+    model = TfModel(tf, 0, sizes=[256] * o.many)
+    env = dict(os.environ, VARSTATE_BENCH_DIR=vs_dir)
+    ours, theirs = [], []
+    for _ in range(o.reps):  # interleaved
+        out = subprocess.run([o.bench, f"--benchmark_filter=^BM_SaveManyVariables/count:{o.many}/",
+                              "--benchmark_format=json"],
+                             check=True, capture_output=True, text=True, env=env).stdout
+        b = json.loads(out)["benchmarks"][0]
+        ours.append({"mean_s": b["real_time"] / 1e3, "meta_bytes": int(b["meta_bytes"])})
+        saves = [model.save(tf_dir, True) for _ in range(5)]
+        theirs.append({"mean_s": sum(s for s, _ in saves) / 5, "meta_bytes": saves[-1][1]})
+    shutil.rmtree(tf_dir, ignore_errors=True)
+    model.sess.close()
+    best_ours = min(r["mean_s"] for r in ours)
+    best_theirs = min(r["mean_s"] for r in theirs)
+    summary = {"variables": o.many, "varstate_save_fsync_s": best_ours,
+               "tensorflow_save_then_fsync_s": best_theirs,
+               "ratio_save_fsync_vs_tf_save_then_fsync": best_theirs / best_ours,
+               "varstate_meta_bytes": ours[-1]["meta_bytes"],
+               "tensorflow_meta_bytes": theirs[-1]["meta_bytes"]}
+    print(f"{o.many} variables: " + ", ".join(f"{k} {v:.3g}" for k, v in summary.items()),
+          flush=True)
+    return {"summary": summary, "varstate": ours, "tensorflow": theirs}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", default="build/bench/bench_checkpoint")
     ap.add_argument("--mib", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", default="")
+    ap.add_argument("--many", type=int, default=0,
+                    help="instead: N variables of 256 floats (the meta graph's share)")
     o = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -109,6 +157,9 @@ def main():
     vs_dir, tf_dir = os.path.join(directory, "varstate"), os.path.join(directory, "tensorflow")
     os.makedirs(vs_dir, exist_ok=True)
     result = {"tensorflow_version": tf.__version__, "loadavg_start": os.getloadavg(), "sizes": {}}
+    if o.many:
+        result["many"] = run_many(tf, o, vs_dir, tf_dir)
+        return finish(result, o.out)
     for mib in o.mib:
         model = TfModel(tf, mib)
         runs = {"varstate": [], "tensorflow": []}
@@ -149,12 +200,7 @@ def main():
         summary["ratio_restore"] = summary["tensorflow_restore_s"] / summary["varstate_restore_s"]
         result["sizes"][f"{mib}MiB"] = {"summary": summary, **runs}
         print(f"{mib} MiB: " + ", ".join(f"{k} {v:.3g}" for k, v in summary.items()), flush=True)
-    result["loadavg_end"] = os.getloadavg()
-    text = json.dumps(result, indent=2)
-    print(text)
-    if o.out:
-        with open(o.out, "w") as f:
-            f.write(text + "\n")
+    finish(result, o.out)
 
 
 if __name__ == "__main__":
