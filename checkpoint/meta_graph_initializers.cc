@@ -170,9 +170,7 @@ namespace {
 
 class NodeReader {
  public:
-  explicit NodeReader(const tf::GraphDef& g) {
-    for (const tf::NodeDef& n : g.node()) nodes_.emplace(n.name(), &n);
-  }
+  explicit NodeReader(const NodeIndex& nodes) : nodes_(nodes) {}
   const tf::NodeDef* find(std::string name) const {
     if (!name.empty() && name[0] == '^') return nullptr;
     if (auto c = name.rfind(':'); c != std::string::npos && name.substr(c + 1) != "0") {
@@ -215,7 +213,7 @@ class NodeReader {
   }
 
  private:
-  std::map<std::string, const tf::NodeDef*> nodes_;
+  const NodeIndex& nodes_;
 };
 
 // The random recipe of Add(Mul(R, scale), shift) / RandomUniformInt, R a
@@ -293,8 +291,15 @@ std::optional<InitialValueFn> random_from_nodes(const NodeReader& r, const tf::N
 
 }  // namespace
 
-bool import_initial_value(const tf::GraphDef& g, const std::string& node, Variable& v) {
-  NodeReader r(g);
+NodeIndex index_nodes(const tf::GraphDef& g) {
+  NodeIndex nodes;
+  nodes.reserve(static_cast<size_t>(g.node_size()));
+  for (const tf::NodeDef& n : g.node()) nodes.emplace(n.name(), &n);  // the first of a name
+  return nodes;
+}
+
+bool import_initial_value(const NodeIndex& nodes, const std::string& node, Variable& v) {
+  NodeReader r(nodes);
   const tf::NodeDef* n = r.find(node);
   while (n && n->op() == "Identity") n = r.input(n, 0);
   if (!n) return false;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <unordered_map>
 
 #include "proto/graph.pb.h"
 #include "varstate/variable.h"
@@ -23,10 +24,16 @@ inline constexpr size_t kMaxInlineInitialValueBytes = size_t{64} << 10;
 // variable recreated from a VariableDef.
 bool add_initial_value_nodes(tf::GraphDef* g, const Variable& v);
 
+// A GraphDef's nodes by name, built once per import for all its variables
+// (one per variable made an import quadratic in the variables).
+using NodeIndex = std::unordered_map<std::string, const tf::NodeDef*>;
+NodeIndex index_nodes(const tf::GraphDef& g);
+
 // For a variable recreated by import_meta_graph: gives it the initial value
 // the nodes ending at `node` (an "<op>/initial_value" or a TensorFlow
 // initializer output) compute, when they are a form add_initial_value_nodes
 // writes or TensorFlow's initializers build. Returns false when they are not.
-bool import_initial_value(const tf::GraphDef& g, const std::string& node, Variable& v);
+// `nodes`: index_nodes of the GraphDef.
+bool import_initial_value(const NodeIndex& nodes, const std::string& node, Variable& v);
 
 }  // namespace varstate::internal

@@ -9,6 +9,8 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "base/logging.h"
 #include "checkpoint/checkpoint_chain.h"
@@ -161,14 +163,13 @@ std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph&
   if (options.var_list &&
       std::holds_alternative<std::map<std::string, Variable>>(*options.var_list)) {
     const auto& m = std::get<std::map<std::string, Variable>>(*options.var_list);
+    std::unordered_map<const void*, std::string> keys;  // each variable's key
     for (const auto& [key, var] : m) {
       if (key.empty()) throw ValueError("var_list holds an empty checkpoint key");
-      for (const Item& other : out) {
-        if (other.variable.same_as(var)) {
-          throw ValueError(
-              "The same saveable will be restored with two names: " + quoted(other.key) + " and " +
-              quoted(key) + " (variable " + quoted(var.op_name()) + ")");
-        }
+      if (auto [it, added] = keys.emplace(internal::identity(var), key); !added) {
+        throw ValueError(
+            "The same saveable will be restored with two names: " + quoted(it->second) + " and " +
+            quoted(key) + " (variable " + quoted(var.op_name()) + ")");
       }
       push_item(out, key, var);
     }
@@ -176,11 +177,10 @@ std::vector<Saver::Item> items_from_var_list(const SaverOptions& options, Graph&
     std::vector<Variable> list = options.var_list
                                      ? std::get<std::vector<Variable>>(*options.var_list)
                                      : graph.get_collection_variables(GraphKeys::GLOBAL_VARIABLES);
+    std::unordered_set<const void*> seen;
     for (const Variable& var : list) {
-      for (const Item& other : out) {
-        if (other.variable.same_as(var)) {
-          throw ValueError("The variable " + quoted(var.op_name()) + " appears twice in var_list");
-        }
+      if (!seen.insert(internal::identity(var)).second) {
+        throw ValueError("The variable " + quoted(var.op_name()) + " appears twice in var_list");
       }
       const auto& slice = var.save_slice_info();
       push_item(out, slice ? slice->full_name : var.op_name(), var);

@@ -164,6 +164,7 @@ std::shared_ptr<void> Graph::extension(const std::string& key,
 
 void Graph::register_variable(const Variable& v) {
   std::lock_guard lock(mu_);
+  variable_index_.emplace(v.op_name(), variable_states_.size());
   variable_states_.push_back(internal::state_handle(v));
 }
 
@@ -175,10 +176,10 @@ std::vector<Variable> Graph::variables() const {
 }
 
 std::optional<Variable> Graph::find_variable(std::string_view name) const {
-  for (const Variable& v : variables()) {
-    if (v.op_name() == name) return v;
-  }
-  return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto it = variable_index_.find(std::string(name));
+  if (it == variable_index_.end()) return std::nullopt;
+  return internal::from_state_handle(variable_states_[it->second]);
 }
 
 void Graph::set_random_seed(std::optional<int64_t> seed) {
@@ -216,6 +217,7 @@ void Graph::release_contents() {
     std::lock_guard lock(mu_);
     collections.swap(collections_);
     states.swap(variable_states_);
+    variable_index_.clear();
     extensions.swap(extensions_);
     collection_order_.clear();
   }

@@ -361,6 +361,8 @@ std::mutex& update_mutex(const Variable& variable) {
 
 VariableStorage& storage(const Variable& v) { return *VariableAccess::state(v).storage; }
 
+const void* identity(const Variable& variable) { return &VariableAccess::state(variable); }
+
 void set_value(Variable& variable, const Tensor& value) {
   storage(variable).replace_value(variable, value);
 }

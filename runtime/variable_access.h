@@ -30,6 +30,11 @@ class VariableUpdateState {
   virtual void raise_pending_errors(bool wait) = 0;
 };
 
+// The variable's identity: equal for two handles exactly when
+// a.same_as(b), for hashing handles (a Saver's check for a variable listed
+// twice).
+const void* identity(const Variable& variable);
+
 // The mutex serializing use_locking updates; held by callers (scatter
 // updates, savers) that update the variable's buffer in place.
 std::mutex& update_mutex(const Variable& variable);

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace varstate {
@@ -129,6 +130,8 @@ class Graph {
   std::map<std::string, std::vector<std::any>> collections_;
   std::vector<std::string> collection_order_;
   std::vector<std::shared_ptr<void>> variable_states_;
+  // Op name -> the first variable of that name in variable_states_.
+  std::unordered_map<std::string, size_t> variable_index_;
   std::optional<int64_t> seed_;
   int64_t op_id_ = 0;
   std::map<std::string, std::shared_ptr<void>> extensions_;

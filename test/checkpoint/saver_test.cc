@@ -322,6 +322,14 @@ TEST_CASE_METHOD(FreshSession, "var_list validation and empty savers", "[saver]"
   CHECK_THROWS_AS(Saver({.var_list = std::vector<Variable>{v1, v1}}), ValueError);
   CHECK_THROWS_AS(Saver({.var_list = std::map<std::string, Variable>{{"a", v1}, {"b", v1}}}),
                   ValueError);
+  // Another handle to the same variable is the same variable, wherever it
+  // comes in the list; the message names it (and, for a map, both keys).
+  Variable v1_again = v1;
+  CHECK_THROWS_WITH(Saver({.var_list = std::vector<Variable>{v1, v2, v1_again}}),
+                    Catch::Contains("\"v1\" appears twice in var_list"));
+  CHECK_THROWS_WITH(
+      Saver({.var_list = std::map<std::string, Variable>{{"a", v1}, {"b", v2}, {"c", v1_again}}}),
+      Catch::Contains("restored with two names: \"a\" and \"c\""));
   Graph other;
   Variable same_name(Tensor(1.f), {.name = "v1", .graph = &other});
   CHECK_THROWS_WITH(Saver({.var_list = std::vector<Variable>{v1, same_name}}),
