@@ -451,6 +451,16 @@ void BM_RestoreInitializers(benchmark::State& state) {
   remove_checkpoints();
 }
 
+// `count` variables of 256 floats, "v0", "v1", ..., each with a seeded
+// random_uniform initializer, in the default graph.
+void add_small_variables(int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    get_variable(
+        "v" + std::to_string(i),
+        {.shape = TensorShape{256}, .initializer = random_uniform_initializer({.seed = i + 1})});
+  }
+}
+
 // A model of many small variables (range(0) of 256 floats each, seeded
 // random_uniform initializers): Saver::save with its defaults, the meta
 // graph included, where the per-variable work (graph ops, meta graph
@@ -460,11 +470,7 @@ void BM_SaveManyVariables(benchmark::State& state) {
   Graph graph;
   {
     auto guard = graph.as_default();
-    for (int64_t i = 0; i < count; ++i) {
-      get_variable(
-          "v" + std::to_string(i),
-          {.shape = TensorShape{256}, .initializer = random_uniform_initializer({.seed = i + 1})});
-    }
+    add_small_variables(count);
     Session sess;
     sess.run(global_variables_initializer());
   }
@@ -487,11 +493,7 @@ void BM_ImportManyVariables(benchmark::State& state) {
   {
     Graph graph;
     auto guard = graph.as_default();
-    for (int64_t i = 0; i < count; ++i) {
-      get_variable(
-          "v" + std::to_string(i),
-          {.shape = TensorShape{256}, .initializer = random_uniform_initializer({.seed = i + 1})});
-    }
+    add_small_variables(count);
     Saver({.graph = &graph}).export_meta_graph(meta);
   }
   for (auto _ : state) {
