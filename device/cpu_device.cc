@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "varstate/error.h"
 
 namespace varstate {
@@ -66,7 +67,7 @@ class HostBlockCache {
  public:
   static constexpr size_t kMinCached = size_t{64} << 10;
   static constexpr size_t kPage = size_t{4} << 10;
-  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugePage = internal::kHugePageBytes;
 
   explicit HostBlockCache(size_t physical_memory)
       : cap_(std::min(physical_memory / 4, size_t{16} << 30)) {}
@@ -156,75 +157,41 @@ class HostBlockCache {
       release(p, old_size);
       return q;
     }
-    // A huge-page-aligned place for the grown block: reserved (no access,
-    // no memory), the old mapping moved onto it, the reserve's ends given
-    // back.
-    const size_t span = size + kHugePage;
-    void* reserve =
-        mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (reserve == MAP_FAILED) return nullptr;
-    auto* const begin = static_cast<char*>(reserve);
-    char* const target = align_up(begin);
-    void* moved = mremap(p, old_size, size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
-    if (moved == MAP_FAILED) {
-      munmap(reserve, span);
+    // A huge-page-aligned place for the grown block, reserved (no access,
+    // no memory), and the old mapping moved onto it.
+    void* target = internal::map_huge_aligned(size, /*reserve_only=*/true);
+    if (target == nullptr) return nullptr;
+    if (mremap(p, old_size, size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) {
+      internal::unmap_huge_aligned(target, size);
       return nullptr;
     }
-    trim(begin, target, size, span);
-#ifdef MADV_HUGEPAGE
-    madvise(target, size, MADV_HUGEPAGE);
-#endif
+    internal::advise_huge_pages(target, size);
     moved_entry(target, size);
     return target;
   }
 
  private:
 #if defined(__SANITIZE_ADDRESS__)
-  static constexpr bool kCacheEnabled = false;
-  static constexpr bool kMapsBlocks = false;
+  static constexpr bool kCacheEnabled = false;  // a freed block stays freed
 #else
   static constexpr bool kCacheEnabled = true;
-  static constexpr bool kMapsBlocks = true;
 #endif
-
-  static char* align_up(char* p) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    return p + ((a + kHugePage - 1) / kHugePage * kHugePage - a);
-  }
-
-  // Unmaps [begin, target) and [target + size, begin + span).
-  static void trim(char* begin, char* target, size_t size, size_t span) {
-    if (target > begin) munmap(begin, static_cast<size_t>(target - begin));
-    char* const end = begin + span;
-    if (target + size < end) munmap(target + size, static_cast<size_t>(end - (target + size)));
-  }
+  static constexpr bool kMapsBlocks = internal::kMapHugeBlocks;
 
   // A new block of a size class: a huge-page-aligned mapping of its own
-  // from 2 MiB, else malloc's.
+  // from 2 MiB (base/huge_pages.h), else malloc's.
   static void* fresh(size_t size) {
     if (!kMapsBlocks || size < kHugePage) {
       void* p = std::aligned_alloc(size >= kHugePage ? kHugePage : kPage, size);
-#ifdef MADV_HUGEPAGE
-      if (p != nullptr && size >= kHugePage) madvise(p, size, MADV_HUGEPAGE);
-#endif
+      if (p != nullptr && size >= kHugePage) internal::advise_huge_pages(p, size);
       return p;
     }
-    const size_t span = size + kHugePage;
-    void* reserve = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (reserve == MAP_FAILED) return nullptr;
-    auto* const begin = static_cast<char*>(reserve);
-    char* const target = align_up(begin);
-    trim(begin, target, size, span);
-#ifdef MADV_HUGEPAGE
-    // Fewer first-touch faults; advisory only.
-    madvise(target, size, MADV_HUGEPAGE);
-#endif
-    return target;
+    return internal::map_huge_aligned(size);
   }
 
   static void release(void* p, size_t size) {
     if (kMapsBlocks && size >= kHugePage) {
-      munmap(p, size);
+      internal::unmap_huge_aligned(p, size);
     } else {
       std::free(p);
     }

@@ -20,23 +20,24 @@
 // arrange that).
 #pragma once
 
-#include <sys/mman.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/key_hash.h"
 
 namespace varstate::kernels::cpu {
 
-// The allocator of an index's entries: arrays of 2 MiB and more are asked
-// to be backed by huge pages (transparent huge pages, madvise mode) before
-// their first touch, so that random probes of a large index miss the TLB
-// far less.
+// The allocator of an index's entries: arrays of 2 MiB and more get a
+// mapping of their own on huge pages (base/huge_pages.h), so that random
+// probes of a large index miss the TLB far less. (Asked of malloc, a
+// rebuilt index's array often came from memory already touched on 4 KiB
+// pages: one of a 1M-key table's two shards was.)
 template <typename T>
 struct IndexAllocator {
   using value_type = T;
@@ -45,22 +46,27 @@ struct IndexAllocator {
   IndexAllocator(const IndexAllocator<U>&) noexcept {}
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    constexpr size_t kHugePage = size_t{2} << 20;
-    if (bytes < kHugePage) return std::allocator<T>().allocate(n);
-    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
+    if (bytes < internal::kHugePageBytes) return std::allocator<T>().allocate(n);
+    const size_t rounded = internal::round_to_huge_pages(bytes);
+    void* p = nullptr;
+    if constexpr (internal::kMapHugeBlocks) {
+      p = internal::map_huge_aligned(rounded);
+    } else {
+      p = std::aligned_alloc(internal::kHugePageBytes, rounded);
+      if (p != nullptr) internal::advise_huge_pages(p, rounded);
+    }
     if (p == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE);  // advisory
-#endif
     return static_cast<T*>(p);
   }
   void deallocate(T* p, size_t n) noexcept {
-    if (n * sizeof(T) < (size_t{2} << 20)) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < internal::kHugePageBytes) {
       std::allocator<T>().deallocate(p, n);
-      return;
+    } else if constexpr (internal::kMapHugeBlocks) {
+      internal::unmap_huge_aligned(p, internal::round_to_huge_pages(bytes));
+    } else {
+      std::free(p);
     }
-    std::free(p);
   }
   friend bool operator==(const IndexAllocator&, const IndexAllocator&) { return true; }
 };
