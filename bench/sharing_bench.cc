@@ -22,6 +22,8 @@
 
 #include "bench_util.h"
 #include "varstate/device_manager.h"
+#include "varstate/gather.h"
+#include "varstate/gradient.h"
 #include "varstate/partitioned_variable.h"
 #include "varstate/placement.h"
 #include "varstate/scatter.h"
@@ -118,10 +120,41 @@ void partitioned_scatter_add(benchmark::State& state, bool gpu) {
   state.counters["parts"] = static_cast<double>(parts->size());
 }
 
+// The backward pass of an embedding lookup on a partitioned table of the
+// main job's shape (50,000 x 16, as `varstate demo`'s user table):
+// gather_gradients splits a batch's ids and gradient rows by part
+// (TensorFlow's embedding_lookup gradient). Arguments: parts, ids.
+void BM_partitioned_gather_gradients(benchmark::State& state) {
+  reset_default_graph();
+  const int64_t parts = state.range(0), n = state.range(1), rows = 50'000, width = 16;
+  const PartitionedVariable table =
+      get_variable("table", {.shape = TensorShape{rows, width},
+                             .initializer = zeros_initializer(),
+                             .partitioner = fixed_size_partitioner(parts)});
+  std::mt19937_64 rng(20261201);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (auto& i : idx) i = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  const Tensor ids = Tensor::from_vector<int64_t>(idx);
+  const Tensor grads =
+      Tensor::filled(DType::kFloat, {n, width}, Tensor(0.5f), DeviceManager::instance().cpu());
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<GradientAndVariable> g = gather_gradients(table, ids, grads);
+    benchmark::DoNotOptimize(g.data());
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  state.counters["ns_per_id"] =
+      seconds * 1e9 / (static_cast<double>(state.iterations()) * static_cast<double>(n));
+}
+
 void BM_partitioned_scatter_add_cpu(benchmark::State& s) { partitioned_scatter_add(s, false); }
 void BM_partitioned_scatter_add_gpu(benchmark::State& s) { partitioned_scatter_add(s, true); }
 
 BENCHMARK(BM_get_variable_reuse)->ArgsProduct({{1'000, 10'000, 100'000}, {1, 0}});
+BENCHMARK(BM_partitioned_gather_gradients)
+    ->ArgNames({"parts", "ids"})
+    ->ArgsProduct({{2, 4, 8, 16, 64}, {8'192, 65'536}});
 BENCHMARK(BM_partitioned_scatter_add_cpu)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)

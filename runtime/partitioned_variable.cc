@@ -23,24 +23,35 @@ namespace internal {
 
 PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t> idx) {
   const size_t num_parts = offsets.size() - 1;
-  std::vector<uint32_t> part_of(idx.size());
-  std::vector<int64_t> count(num_parts, 0);
-  for (size_t i = 0; i < idx.size(); ++i) {
-    part_of[i] = static_cast<uint32_t>(locate_row(offsets, idx[i]).part);
-    ++count[part_of[i]];
+  const size_t n = idx.size();
+  std::vector<uint32_t> part_of(n);
+  // Counted into four interleaved tallies: one tally per part made every id
+  // wait for the store of the last id of its part.
+  constexpr size_t kTallies = 4;
+  std::vector<int64_t> tallies(kTallies * num_parts, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto k = static_cast<uint32_t>(locate_row(offsets, idx[i]).part);
+    part_of[i] = k;
+    ++tallies[(i % kTallies) * num_parts + k];
   }
   PartRoutes r{std::vector<std::vector<int64_t>>(num_parts), {}};
+  // Each part's lists are filled at one cursor (the same for both).
   std::vector<int64_t*> positions(num_parts), local(num_parts);
+  std::vector<int64_t> cursor(num_parts, 0);
   for (size_t k = 0; k < num_parts; ++k) {
-    r.positions[k].resize(static_cast<size_t>(count[k]));
-    r.local.emplace_back(DType::kInt64, TensorShape{count[k]});
+    int64_t count = 0;
+    for (size_t t = 0; t < kTallies; ++t) count += tallies[t * num_parts + k];
+    r.positions[k].resize(static_cast<size_t>(count));
+    r.local.emplace_back(DType::kInt64, TensorShape{count});
     positions[k] = r.positions[k].data();
     local[k] = r.local[k].data<int64_t>();
   }
-  for (size_t i = 0; i < idx.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const uint32_t k = part_of[i];
-    *local[k]++ = idx[i] - offsets[k];
-    *positions[k]++ = static_cast<int64_t>(i);
+    const int64_t at = cursor[k];
+    local[k][at] = idx[i] - offsets[k];
+    positions[k][at] = static_cast<int64_t>(i);
+    cursor[k] = at + 1;
   }
   return r;
 }

@@ -429,7 +429,15 @@ TEST_CASE("locate_row routes every row of uneven parts as a naive loop does", "[
   // Up to 8 parts the part is counted, above by binary search: both, with
   // empty parts.
   const std::vector<std::vector<int64_t>> layouts = {
-      {6, 2}, {2, 6}, {1, 1, 8}, {3, 0, 5}, {8}, {2, 0, 3, 1, 1, 0, 4, 2, 5, 0, 1, 3}};
+      {6, 2},
+      {2, 6},
+      {1, 1, 8},
+      {3, 0, 5},
+      {8},
+      {2, 0, 3, 1, 1, 0, 4, 2, 5, 0, 1, 3},
+      {0, 1, 1, 1, 1, 1, 1, 1, 1, 0},  // 10 parts, empty at both ends
+      {3, 3, 3, 3, 3, 3, 3, 3, 3},     // 9: the first searched count
+      std::vector<int64_t>(33, 2)};
   for (const std::vector<int64_t>& sizes : layouts) {
     CAPTURE(sizes);
     std::vector<int64_t> offsets = {0};
@@ -442,6 +450,41 @@ TEST_CASE("locate_row routes every row of uneven parts as a naive loop does", "[
       const internal::PartRow at = internal::locate_row(offsets, row);
       CHECK(at.part == part);
       CHECK(at.local == row - start);
+    }
+  }
+}
+
+TEST_CASE("route_rows splits ids by part in order, as locate_row routes each", "[partitioned]") {
+  // Counted parts (up to 8) and searched ones, empty parts, ids repeated
+  // and out of order; each part's positions ascend.
+  const std::vector<std::vector<int64_t>> layouts = {
+      {5}, {6, 2}, {0, 4, 4}, {3, 0, 5, 2}, {1, 2, 3, 4, 5, 6, 7, 8}, std::vector<int64_t>(17, 3)};
+  std::mt19937_64 rng(11);
+  for (const std::vector<int64_t>& sizes : layouts) {
+    CAPTURE(sizes);
+    std::vector<int64_t> offsets = {0};
+    for (int64_t size : sizes) offsets.push_back(offsets.back() + size);
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}}) {
+      CAPTURE(n);
+      std::vector<int64_t> idx(n);
+      for (int64_t& x : idx)
+        x = static_cast<int64_t>(rng() % static_cast<uint64_t>(offsets.back()));
+      const internal::PartRoutes routes = internal::route_rows(offsets, idx);
+      REQUIRE(routes.positions.size() == sizes.size());
+      REQUIRE(routes.local.size() == sizes.size());
+      std::vector<std::vector<int64_t>> want_positions(sizes.size()), want_local(sizes.size());
+      for (size_t i = 0; i < n; ++i) {
+        size_t part = 0;
+        int64_t start = 0;
+        while (idx[i] >= start + sizes[part]) start += sizes[part++];
+        want_positions[part].push_back(static_cast<int64_t>(i));
+        want_local[part].push_back(idx[i] - start);
+      }
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        CAPTURE(k);
+        CHECK(routes.positions[k] == want_positions[k]);
+        CHECK(routes.local[k].to_vector<int64_t>() == want_local[k]);
+      }
     }
   }
 }
