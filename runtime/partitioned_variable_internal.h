@@ -5,12 +5,12 @@
 // from the real offsets, never from TensorFlow's even split.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/part_lookup.h"
 #include "varstate/tensor.h"
 
 namespace varstate::internal {
@@ -20,33 +20,14 @@ struct PartRow {
   int64_t local;  // the row's index within that part
 };
 
-// Up to this many parts, a row's part is counted (below); above, searched.
-inline constexpr size_t kCountedParts = 8;
-
 // The part holding `row` of the whole variable and its row there. `offsets`
 // as PartitionedVariable::offsets(): the first row of each part, ascending
 // from 0, then the total; `row` in [0, offsets.back()). Empty parts are
-// skipped. The part is the number of later parts starting at or before
-// `row`: counted without branches for a few parts, else found by a binary
-// search whose steps are conditional moves (a branching search mispredicts
-// half its steps on random rows: 37 ns a row for 16 parts).
+// skipped (kernels/cpu/part_lookup.h: counted for a few parts, else a
+// branch-free search).
 inline PartRow locate_row(std::span<const int64_t> offsets, int64_t row) {
-  const size_t last = offsets.size() - 1;  // the part count
-  size_t part = 0;
-  if (last <= kCountedParts) {
-    for (size_t k = 1; k < last; ++k) part += static_cast<size_t>(offsets[k] <= row);
-  } else {
-    // The number of starts offsets[1..last) at or before `row`.
-    const int64_t* const starts = offsets.data() + 1;
-    const int64_t* base = starts;
-    size_t n = last - 1;
-    while (n > 1) {
-      const size_t half = n / 2;
-      base = base[half] <= row ? base + half : base;
-      n -= half;
-    }
-    part = static_cast<size_t>(base - starts) + static_cast<size_t>(*base <= row);
-  }
+  const auto part = static_cast<size_t>(kernels::cpu::starts_at_or_before(
+      offsets.data() + 1, static_cast<int64_t>(offsets.size()) - 2, row));
   return {part, row - offsets[part]};
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/common.h"
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/part_lookup.h"
 
 namespace varstate::kernels::cpu {
 namespace {
@@ -25,9 +26,6 @@ constexpr int64_t prefetch_rows() {
     return Bytes::value <= 64 ? 32 : 16;
   }
 }
-
-// Up to this many parts, a row's part is found by counting, not searching.
-constexpr int kCountedParts = 8;
 
 // copy(first, last) over [0, n), on several threads above the gather
 // threshold (bytes read + written).
@@ -83,14 +81,7 @@ void gather_rows_parts(const void* const* parts, const int64_t* part_begin, int 
   const int64_t* bounds = part_begin + 1;
   auto source = [&](int64_t i) {
     const int64_t r = static_cast<int64_t>(indices[i]);
-    // The parts starting at or before r: counted without branches for a
-    // few parts (a binary search mispredicts half its steps on random rows).
-    int k = 0;
-    if (num_parts <= kCountedParts) {
-      for (int p = 0; p + 1 < num_parts; ++p) k += static_cast<int>(bounds[p] <= r);
-    } else {
-      k = static_cast<int>(std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds);
-    }
+    const int64_t k = starts_at_or_before(bounds, num_parts - 1, r);
     return static_cast<const char*>(parts[k]) + (r - part_begin[k]) * row_bytes;
   };
   with_constant<32, 64, 128, 256>(row_bytes, [&](auto bytes) {

@@ -26,6 +26,7 @@
 #include "kernels/cpu/index_check.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/part_lookup.h"
 #include "kernels/cpu/scatter.h"
 #include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/thread_scratch.h"
@@ -223,12 +224,9 @@ struct PartRows {
     if (first_part != nullptr) {
       k = first_part[r >> shift];
       k += r >= part_begin[k + 1];
-    } else if (num_parts <= 32) {  // branch-free for a few parts: rows are random
-      const int64_t* bounds = part_begin + 1;
-      for (int j = 0; j + 1 < num_parts; ++j) k += r >= bounds[j];
     } else {
-      const int64_t* bounds = part_begin + 1;
-      k = std::upper_bound(bounds, bounds + num_parts - 1, r) - bounds;
+      // Counted up to 32 parts: this loop's misses hide the count.
+      k = starts_at_or_before(part_begin + 1, num_parts - 1, r, /*counted=*/31);
     }
     const int64_t local = r - part_begin[k];
     return {parts[k] + local * row_width, marks == nullptr ? nullptr : marks[k] + local};
