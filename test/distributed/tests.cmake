@@ -32,9 +32,16 @@ set(_died ${CMAKE_CURRENT_BINARY_DIR}/mpi_died_ckpt)
 set(_ps_worker ${CMAKE_CURRENT_BINARY_DIR}/ps_worker_ckpt)
 set(_incr ${CMAKE_CURRENT_BINARY_DIR}/mpi_incr_ckpt)
 
+# One MPI job at a time (RESOURCE_LOCK): two Open MPI jobs starting or
+# ending together race on their shared session directory
+# (/tmp/ompi.HOST.UID): "A call to mkdir was unable to create the desired
+# directory ... File exists", and the job fails before any rank runs. A
+# singleton (a binary run without mpirun) makes one too.
+set(_mpi_lock varstate_mpi_session_dir)
 function(varstate_mpi_test name)
   add_test(NAME ${name} COMMAND ${ARGN})
-  set_tests_properties(${name} PROPERTIES LABELS "mpi;cpu" TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
+  set_tests_properties(${name} PROPERTIES LABELS "mpi;cpu" TIMEOUT 60 ENVIRONMENT "${_mpi_env}"
+                       RESOURCE_LOCK ${_mpi_lock})
 endfunction()
 
 varstate_mpi_test(mpi_ops ${_mpirun} -np 4 $<TARGET_FILE:mpi_test> ops)
@@ -149,7 +156,7 @@ if(TARGET varstate_cli)
   add_test(NAME mpi_demo_ps COMMAND ${CMAKE_CURRENT_LIST_DIR}/demo_ps_test.sh
                                     $<TARGET_FILE:varstate_cli> ${_mpirun})
   set_tests_properties(mpi_demo_ps PROPERTIES LABELS "mpi;cpu;cli" TIMEOUT 300
-                       ENVIRONMENT "${_mpi_env}")
+                       ENVIRONMENT "${_mpi_env}" RESOURCE_LOCK ${_mpi_lock})
 endif()
 # Incremental saves: a base and 2 deltas written by 2 tasks; a fresh launch
 # restores the chain bitwise as a full save; a corrupt delta or a missing
