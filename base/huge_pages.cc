@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace varstate::internal {
 
@@ -25,6 +26,21 @@ void* map_huge_aligned(size_t size, bool reserve_only) noexcept {
 }
 
 void unmap_huge_aligned(void* p, size_t size) noexcept { munmap(p, size); }
+
+void* allocate_huge_block(size_t size) noexcept {
+  if constexpr (kMapHugeBlocks) return map_huge_aligned(size);
+  void* p = std::aligned_alloc(kHugePageBytes, size);
+  if (p != nullptr) advise_huge_pages(p, size);
+  return p;
+}
+
+void free_huge_block(void* p, size_t size) noexcept {
+  if constexpr (kMapHugeBlocks) {
+    unmap_huge_aligned(p, size);
+  } else {
+    std::free(p);
+  }
+}
 
 void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] size_t size) noexcept {
 #ifdef MADV_HUGEPAGE

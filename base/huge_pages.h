@@ -36,6 +36,13 @@ void* map_huge_aligned(size_t size, bool reserve_only = false) noexcept;
 // Unmaps a block map_huge_aligned returned (`size` as asked).
 void unmap_huge_aligned(void* p, size_t size) noexcept;
 
+// A block of `size` bytes (a multiple of kHugePageBytes), 2 MiB-aligned
+// and advised for huge pages: a mapping of its own (map_huge_aligned), or
+// malloc's under AddressSanitizer (kMapHugeBlocks). nullptr when the system
+// has no room. Given back by free_huge_block with the same size.
+void* allocate_huge_block(size_t size) noexcept;
+void free_huge_block(void* p, size_t size) noexcept;
+
 // Advises [p, p + size) for huge pages (advisory: no error when the system
 // declines).
 void advise_huge_pages(void* p, size_t size) noexcept;

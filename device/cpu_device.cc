@@ -178,20 +178,16 @@ class HostBlockCache {
 #endif
   static constexpr bool kMapsBlocks = internal::kMapHugeBlocks;
 
-  // A new block of a size class: a huge-page-aligned mapping of its own
-  // from 2 MiB (base/huge_pages.h), else malloc's.
+  // A new block of a size class: from 2 MiB a huge-page-aligned mapping of
+  // its own (base/huge_pages.h), else malloc's.
   static void* fresh(size_t size) {
-    if (!kMapsBlocks || size < kHugePage) {
-      void* p = std::aligned_alloc(size >= kHugePage ? kHugePage : kPage, size);
-      if (p != nullptr && size >= kHugePage) internal::advise_huge_pages(p, size);
-      return p;
-    }
-    return internal::map_huge_aligned(size);
+    if (size >= kHugePage) return internal::allocate_huge_block(size);
+    return std::aligned_alloc(kPage, size);
   }
 
   static void release(void* p, size_t size) {
-    if (kMapsBlocks && size >= kHugePage) {
-      internal::unmap_huge_aligned(p, size);
+    if (size >= kHugePage) {
+      internal::free_huge_block(p, size);
     } else {
       std::free(p);
     }

@@ -47,14 +47,7 @@ struct IndexAllocator {
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
     if (bytes < internal::kHugePageBytes) return std::allocator<T>().allocate(n);
-    const size_t rounded = internal::round_to_huge_pages(bytes);
-    void* p = nullptr;
-    if constexpr (internal::kMapHugeBlocks) {
-      p = internal::map_huge_aligned(rounded);
-    } else {
-      p = std::aligned_alloc(internal::kHugePageBytes, rounded);
-      if (p != nullptr) internal::advise_huge_pages(p, rounded);
-    }
+    void* p = internal::allocate_huge_block(internal::round_to_huge_pages(bytes));
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
@@ -62,10 +55,8 @@ struct IndexAllocator {
     const size_t bytes = n * sizeof(T);
     if (bytes < internal::kHugePageBytes) {
       std::allocator<T>().deallocate(p, n);
-    } else if constexpr (internal::kMapHugeBlocks) {
-      internal::unmap_huge_aligned(p, internal::round_to_huge_pages(bytes));
     } else {
-      std::free(p);
+      internal::free_huge_block(p, internal::round_to_huge_pages(bytes));
     }
   }
   friend bool operator==(const IndexAllocator&, const IndexAllocator&) { return true; }
