@@ -340,26 +340,33 @@ TEST_CASE("CPU kernels give the same bytes on one thread and split over the pool
     CHECK(std::memcmp(serial.data(), start.var.data(), start.var.size() * 4) != 0);
   }
   SECTION("gather rows, whole table and parts") {
-    const int64_t rows = 4099, width = 16;
-    const std::vector<float> table = random_floats(rows * width, kSeed + 2);
-    std::mt19937_64 gen(kSeed);
-    std::vector<int64_t> idx(n);
-    for (auto& i : idx) i = static_cast<int64_t>(gen() % rows);
-    const std::vector<int64_t> begin = {0, 1000, 1001, rows};
-    const std::vector<const void*> parts = {table.data(), table.data() + 1000 * width,
-                                            table.data() + 1001 * width};
-    auto [serial, pool] = both_paths([&] {
-      std::vector<float> out(2 * n * width);
-      cpu::gather_rows<int64_t>(table.data(), width * 4, idx.data(), n, out.data());
-      cpu::gather_rows_parts<int64_t>(parts.data(), begin.data(), 3, width * 4, idx.data(), n,
-                                      out.data() + n * width);
-      return bytes_of(out);
-    });
-    CHECK(first_difference(serial, pool) == "");
-    std::vector<float> want(n * width);
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(&want[i * width], &table[idx[i] * width], width * 4);
+    // Rows of 3 floats (12 bytes: no constant-size copy), 16 and 64 (64
+    // and 256 bytes); n = 1 is shorter than the prefetch distance.
+    const int64_t rows = 4099;
+    for (const int64_t width : {3, 16, 64}) {
+      CAPTURE(width);
+      const std::vector<float> table = random_floats(rows * width, kSeed + 2);
+      std::mt19937_64 gen(kSeed);
+      std::vector<int64_t> idx(n);
+      for (auto& i : idx) i = static_cast<int64_t>(gen() % rows);
+      const std::vector<int64_t> begin = {0, 1000, 1001, rows};
+      const std::vector<const void*> parts = {table.data(), table.data() + 1000 * width,
+                                              table.data() + 1001 * width};
+      auto [serial, pool] = both_paths([&] {
+        std::vector<float> out(2 * n * width);
+        cpu::gather_rows<int64_t>(table.data(), width * 4, idx.data(), n, out.data());
+        cpu::gather_rows_parts<int64_t>(parts.data(), begin.data(), 3, width * 4, idx.data(), n,
+                                        out.data() + n * width);
+        return bytes_of(out);
+      });
+      CHECK(first_difference(serial, pool) == "");
+      std::vector<float> want(n * width);
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(&want[i * width], &table[idx[i] * width], width * 4);
+      }
+      const size_t half = want.size() * 4;
+      CHECK(std::memcmp(serial.data(), want.data(), half) == 0);         // whole table
+      CHECK(std::memcmp(serial.data() + half, want.data(), half) == 0);  // parts
     }
-    CHECK(std::memcmp(serial.data(), want.data(), want.size() * 4) == 0);
   }
 }
