@@ -1,6 +1,7 @@
 #include "varstate/gather.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
 
 #include "kernels/cpu/gather.h"
@@ -31,6 +32,22 @@ std::vector<int64_t> host_indices(const Tensor& t) {
     return std::vector<int64_t>(v.begin(), v.end());
   }
   return t.to_vector<int64_t>();
+}
+
+HostIndices::HostIndices(const Tensor& indices) {
+  const auto n = static_cast<size_t>(indices.num_elements());
+  if (indices.on_cpu() && indices.dtype() == DType::kInt64) {
+    view_ = {indices.data<int64_t>(), n};
+    return;
+  }
+  copy_.emplace(n);
+  if (indices.on_cpu() && indices.dtype() == DType::kInt32) {
+    std::copy_n(indices.data<int32_t>(), n, copy_->data());
+  } else {
+    const std::vector<int64_t> host = host_indices(indices);
+    std::copy(host.begin(), host.end(), copy_->data());
+  }
+  view_ = {copy_->data(), n};
 }
 
 Tensor gather_rows(const Tensor& values, std::span<const int64_t> positions) {
@@ -85,14 +102,23 @@ void check_index_dtype(const Tensor& indices, const std::string& who) {
   }
 }
 
-// The indices as host int64 values, each checked against [0, rows).
-std::vector<int64_t> checked_indices(const Tensor& indices, int64_t rows, const std::string& who) {
-  check_index_dtype(indices, who);
-  std::vector<int64_t> idx = internal::host_indices(indices);
-  // The scatters' check: a bad index named by its coordinates, as TensorFlow does.
-  internal::check_index_values(idx, indices.shape(), rows, who);
-  return idx;
-}
+// The indices as host int64 values (internal::HostIndices: read in place
+// where they can be), each checked against [0, rows).
+class CheckedIndices : public internal::HostIndices {
+ public:
+  CheckedIndices(const Tensor& indices, int64_t rows, const std::string& who)
+      : HostIndices(typed(indices, who)) {
+    // The scatters' check: a bad index named by its coordinates, as TensorFlow does.
+    internal::check_index_values(view(), indices.shape(), rows, who);
+  }
+  size_t size() const { return view().size(); }
+
+ private:
+  static const Tensor& typed(const Tensor& indices, const std::string& who) {
+    check_index_dtype(indices, who);
+    return indices;
+  }
+};
 
 void check_params_rank(const TensorShape& shape, const std::string& who) {
   if (shape.rank() < 1) {
@@ -183,8 +209,8 @@ Tensor gather(const Tensor& params, const Tensor& indices, const GatherOptions& 
     check_index_dtype(indices, who);
     return gather_on_device(params, indices, who);
   }
-  return gather_checked(params, indices.shape(),
-                        checked_indices(indices, params.shape().dim(0), who));
+  const CheckedIndices idx(indices, params.shape().dim(0), who);
+  return gather_checked(params, indices.shape(), idx.view());
 }
 
 Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions& options) {
@@ -200,9 +226,9 @@ Tensor gather(const Variable& params, const Tensor& indices, const GatherOptions
     const Tensor value = params.value();
     if (gather_in_place(value, indices)) return gather_on_device(value, indices, who);
   }
-  const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  const CheckedIndices idx(indices, params.shape().dim(0), who);
   return internal::storage(params)
-      .gather(params, idx)
+      .gather(params, std::vector<int64_t>(idx.view().begin(), idx.view().end()))
       .reshaped(indices.shape().concatenate(params.shape().tail(1)));
 }
 
@@ -213,12 +239,12 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
   Device& target = options.device
                        ? resolve_device(DeviceSpec::parse(*options.device), params.dtype(), who)
                        : place({params.name() + "/Gather", "GatherV2"}, params.dtype());
-  const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  const CheckedIndices idx(indices, params.shape().dim(0), who);
   const std::vector<Variable>& parts = params.variables();
   internal::check_initialized(parts);
   if (params.axis() != 0) {
     // Rows cut across every part: read the whole table on the target device.
-    return gather_checked(params.as_tensor(target), indices.shape(), idx);
+    return gather_checked(params.as_tensor(target), indices.shape(), idx.view());
   }
   const std::vector<int64_t>& offsets = params.offsets();
   const size_t num_parts = parts.size();
@@ -239,27 +265,28 @@ Tensor gather(const PartitionedVariable& params, const Tensor& indices,
     const int64_t row_bytes =
         row_shape.num_elements() * static_cast<int64_t>(dtype_size(params.dtype()));
     kernels::cpu::gather_rows_parts<int64_t>(bases.data(), offsets.data(),
-                                             static_cast<int>(num_parts), row_bytes, idx.data(), n,
-                                             out.raw_data());
+                                             static_cast<int>(num_parts), row_bytes,
+                                             idx.view().data(), n, out.raw_data());
     return out;
   }
   // Route each index to the part holding its row; each part gathers its own
   // rows on its device, and only those rows travel to the target.
-  const internal::PartRoutes routes = internal::route_rows(offsets, idx);
-  const std::vector<Tensor> part_rows = gather_parts(parts, routes.local);
+  const internal::PartRoutes routes(offsets, idx.view());
+  const std::vector<Tensor> part_rows = gather_parts(parts, routes.local());
   // The parts' rows one after another (part order) on the target, then put
   // back in index order by one more gather.
   Tensor by_part(params.dtype(), TensorShape({n}).concatenate(row_shape), target);
   std::vector<int64_t> order(idx.size());
   int64_t next = 0;
   for (size_t k = 0; k < num_parts; ++k) {
-    const Tensor& local = routes.local[k];
+    const Tensor& local = routes.local()[k];
     const int64_t m = local.num_elements();
     if (m == 0) continue;
     const Tensor rows = part_rows[k].on(target);
     if (m == n) return rows.reshaped(indices.shape().concatenate(row_shape));  // one part
     strided_slice_assign(by_part, {Slice::range(next, next + m)}, rows, params.name());
-    for (int64_t j = 0; j < m; ++j) order[static_cast<size_t>(routes.positions[k][j])] = next + j;
+    const std::span<const int64_t> positions = routes.positions(k);
+    for (int64_t j = 0; j < m; ++j) order[static_cast<size_t>(positions[j])] = next + j;
     next += m;
   }
   return gather_checked(by_part, indices.shape(), order);
@@ -291,21 +318,21 @@ std::vector<GradientAndVariable> gather_gradients(const PartitionedVariable& par
     throw TypeError(who + ": grads must be " + std::string(dtype_name(params.dtype())) +
                     " as the table, got " + std::string(dtype_name(grads.dtype())));
   }
-  const std::vector<int64_t> idx = checked_indices(indices, params.shape().dim(0), who);
+  const CheckedIndices idx(indices, params.shape().dim(0), who);
   const int64_t n = static_cast<int64_t>(idx.size());
   const Tensor rows = grads.reshaped(TensorShape({n}).concatenate(row_shape));
-  const internal::PartRoutes routes = internal::route_rows(params.offsets(), idx);
+  const internal::PartRoutes routes(params.offsets(), idx.view());
   std::vector<GradientAndVariable> result;
   result.reserve(parts.size());
   for (size_t k = 0; k < parts.size(); ++k) {
     const Variable& part = parts[k];
-    const std::vector<int64_t>& positions = routes.positions[k];
+    const std::span<const int64_t> positions = routes.positions(k);
     Tensor values = static_cast<int64_t>(positions.size()) == n
                         ? rows  // every row is in this part: no copy
                         : internal::gather_rows(rows, positions);
     values = values.on(part.device());
     result.push_back(
-        {IndexedSlices(values, routes.local[k], Tensor::from_vector(part.shape().dims())), part});
+        {IndexedSlices(values, routes.local()[k], Tensor::from_vector(part.shape().dims())), part});
   }
   return result;
 }

@@ -21,10 +21,13 @@ namespace varstate {
 
 namespace internal {
 
-PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t> idx) {
+PartRoutes::PartRoutes(std::span<const int64_t> offsets, std::span<const int64_t> idx)
+    : positions_(idx.size()), begin_(offsets.size(), 0) {
+  struct PartOfTag;
   const size_t num_parts = offsets.size() - 1;
   const size_t n = idx.size();
-  std::vector<uint32_t> part_of(n);
+  kernels::cpu::ThreadScratch<uint32_t, PartOfTag> part_of_scratch(n);
+  uint32_t* part_of = part_of_scratch.data();
   // Counted into four interleaved tallies: one tally per part made every id
   // wait for the store of the last id of its part.
   constexpr size_t kTallies = 4;
@@ -34,17 +37,19 @@ PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t>
     part_of[i] = k;
     ++tallies[(i % kTallies) * num_parts + k];
   }
-  PartRoutes r{std::vector<std::vector<int64_t>>(num_parts), {}};
-  // Each part's lists are filled at one cursor (the same for both).
+  // Each part's lists are filled at one cursor (the same for both): the
+  // positions at their place in the one shared array, the local rows at
+  // the same offset into the part's tensor.
   std::vector<int64_t*> positions(num_parts), local(num_parts);
   std::vector<int64_t> cursor(num_parts, 0);
+  local_.reserve(num_parts);
   for (size_t k = 0; k < num_parts; ++k) {
     int64_t count = 0;
     for (size_t t = 0; t < kTallies; ++t) count += tallies[t * num_parts + k];
-    r.positions[k].resize(static_cast<size_t>(count));
-    r.local.emplace_back(DType::kInt64, TensorShape{count});
-    positions[k] = r.positions[k].data();
-    local[k] = r.local[k].data<int64_t>();
+    begin_[k + 1] = begin_[k] + count;
+    local_.emplace_back(DType::kInt64, TensorShape{count});
+    positions[k] = positions_.data() + begin_[k];
+    local[k] = local_[k].data<int64_t>();
   }
   for (size_t i = 0; i < n; ++i) {
     const uint32_t k = part_of[i];
@@ -53,7 +58,6 @@ PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t>
     positions[k][at] = static_cast<int64_t>(i);
     cursor[k] = at + 1;
   }
-  return r;
 }
 
 }  // namespace internal
@@ -254,24 +258,6 @@ void PartitionedVariable::assign_sub(const Tensor& delta, const UpdateOptions& o
 
 namespace {
 
-// The indices as int64 on the host: the caller's own buffer when it is one.
-class HostIndices {
- public:
-  explicit HostIndices(const Tensor& indices) {
-    if (indices.dtype() == DType::kInt64 && indices.on_cpu()) {
-      view_ = {indices.data<int64_t>(), static_cast<size_t>(indices.num_elements())};
-    } else {
-      converted_ = internal::host_indices(indices);
-      view_ = converted_;
-    }
-  }
-  std::span<const int64_t> view() const { return view_; }
-
- private:
-  std::vector<int64_t> converted_;
-  std::span<const int64_t> view_;
-};
-
 bool all_local_cpu(const std::vector<Variable>& parts) {
   return std::all_of(parts.begin(), parts.end(), [](const Variable& v) {
     return v.device().is_cpu() && internal::storage(v).updates_in_place();
@@ -286,7 +272,7 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
                     const internal::ScatterArgs& args, const UpdateOptions& options) {
   const std::vector<Variable>& parts = var.variables();
   // Part k holds rows [offsets[k], offsets[k+1]), whatever the sizes.
-  const internal::PartRoutes routes = internal::route_rows(var.offsets(), idx);
+  const internal::PartRoutes routes(var.offsets(), idx);
   const int64_t n = args.n;
   const Tensor& upd = args.updates;
   Tensor flat_updates =
@@ -294,9 +280,9 @@ void scatter_routed(const PartitionedVariable& var, ScatterOp op, std::span<cons
   std::vector<Variable> handles = parts;
   std::vector<internal::StoragePart> batch;
   for (size_t k = 0; k < parts.size(); ++k) {
-    const Tensor& local = routes.local[k];
+    const Tensor& local = routes.local()[k];
     if (local.num_elements() == 0) continue;
-    const std::vector<int64_t>& positions = routes.positions[k];
+    const std::span<const int64_t> positions = routes.positions(k);
     Tensor part_updates;
     if (args.updates_scalar) {
       part_updates = upd;
@@ -334,7 +320,7 @@ void scatter(const PartitionedVariable& var, ScatterOp op, const Tensor& indices
   internal::check_initialized(parts);
   const internal::ScatterArgs args =
       internal::check_scatter_args(op, var.dtype(), var.shape(), indices, updates, who);
-  const HostIndices idx(indices);
+  const internal::HostIndices idx(indices);
   // Divisors are checked here so that a zero for a later part cannot leave
   // the earlier parts updated.
   if (internal::integer_division(op, var.dtype())) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/part_lookup.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "varstate/tensor.h"
 
 namespace varstate::internal {
@@ -35,11 +36,25 @@ inline PartRow locate_row(std::span<const int64_t> offsets, int64_t row) {
 // positions in `idx` of its rows (ascending) and those rows re-based to the
 // part (an int64 tensor on the host, of the same length). `idx` holds rows
 // of the whole variable, checked. Counted first, so that each list is
-// allocated once and filled without branching on the part.
-struct PartRoutes {
-  std::vector<std::vector<int64_t>> positions;
-  std::vector<Tensor> local;
+// allocated once and filled without branching on the part. The positions
+// live in this thread's scratch (kernels/cpu/thread_scratch.h), kept from
+// one call to the next, so routes are built in place and never copied.
+class PartRoutes {
+ public:
+  PartRoutes(std::span<const int64_t> offsets, std::span<const int64_t> idx);
+  PartRoutes(const PartRoutes&) = delete;
+  PartRoutes& operator=(const PartRoutes&) = delete;
+  size_t num_parts() const { return local_.size(); }
+  std::span<const int64_t> positions(size_t k) const {
+    return {positions_.data() + begin_[k], static_cast<size_t>(begin_[k + 1] - begin_[k])};
+  }
+  const std::vector<Tensor>& local() const { return local_; }
+
+ private:
+  struct PositionsTag;
+  kernels::cpu::ThreadScratch<int64_t, PositionsTag> positions_;
+  std::vector<int64_t> begin_;  // part k's positions: [begin_[k], begin_[k + 1])
+  std::vector<Tensor> local_;
 };
-PartRoutes route_rows(std::span<const int64_t> offsets, std::span<const int64_t> idx);
 
 }  // namespace varstate::internal

@@ -21,6 +21,7 @@
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/random.h"
+#include "kernels/cpu/thread_scratch.h"
 #include "kernels/cpu/training_ops.h"
 #include "test_util.h"
 #include "training_test_util.h"
@@ -273,6 +274,52 @@ TEST_CASE("split trials are safe to use from many threads at once", "[threads]")
     const cpu::SplitTrials::Choice c = trials.choose(key);
     CHECK_FALSE(c.timed);
     CHECK(c.split == (key == 0));
+  }
+}
+
+TEST_CASE("a ThreadScratch is kept per thread, and one held twice at once is two buffers",
+          "[threads]") {
+  struct Tag;
+  using Scratch = kernels::cpu::ThreadScratch<int64_t, Tag>;
+  const int64_t* kept = nullptr;
+  {
+    Scratch a(1000);
+    REQUIRE(a.size() >= 1000);
+    kept = a.data();
+    std::fill_n(a.data(), 1000, int64_t{7});
+    {
+      // Held at once with `a`: a buffer of its own, `a`'s values untouched.
+      Scratch b(1000);
+      REQUIRE(b.size() >= 1000);
+      CHECK(b.data() != a.data());
+      std::fill_n(b.data(), 1000, int64_t{-1});
+      Scratch c(10);
+      CHECK(c.data() != a.data());
+      CHECK(c.data() != b.data());
+    }
+    CHECK(std::count(a.data(), a.data() + 1000, int64_t{7}) == 1000);
+  }
+  {
+    // The next call on this thread gets the kept buffer again, grown in place
+    // only when it asks for more.
+    Scratch again(500);
+    CHECK(again.data() == kept);
+    CHECK(again.size() >= 1000);
+  }
+  // Another thread keeps a buffer of its own.
+  const int64_t* other = nullptr;
+  std::thread([&] {
+    Scratch s(1000);
+    other = s.data();
+  }).join();
+  CHECK(other != kept);
+  {
+    // Buffers above kMaxKept bytes are given back after the call.
+    struct Big;
+    using BigScratch = kernels::cpu::ThreadScratch<uint8_t, Big>;
+    { BigScratch big(BigScratch::kMaxKept + 1); }
+    BigScratch small(1);
+    CHECK(small.size() < BigScratch::kMaxKept);
   }
 }
 

@@ -454,7 +454,7 @@ TEST_CASE("locate_row routes every row of uneven parts as a naive loop does", "[
   }
 }
 
-TEST_CASE("route_rows splits ids by part in order, as locate_row routes each", "[partitioned]") {
+TEST_CASE("PartRoutes splits ids by part in order, as locate_row routes each", "[partitioned]") {
   // Counted parts (up to 8) and searched ones, empty parts, ids repeated
   // and out of order; each part's positions ascend.
   const std::vector<std::vector<int64_t>> layouts = {
@@ -469,9 +469,9 @@ TEST_CASE("route_rows splits ids by part in order, as locate_row routes each", "
       std::vector<int64_t> idx(n);
       for (int64_t& x : idx)
         x = static_cast<int64_t>(rng() % static_cast<uint64_t>(offsets.back()));
-      const internal::PartRoutes routes = internal::route_rows(offsets, idx);
-      REQUIRE(routes.positions.size() == sizes.size());
-      REQUIRE(routes.local.size() == sizes.size());
+      const internal::PartRoutes routes(offsets, idx);
+      REQUIRE(routes.num_parts() == sizes.size());
+      REQUIRE(routes.local().size() == sizes.size());
       std::vector<std::vector<int64_t>> want_positions(sizes.size()), want_local(sizes.size());
       for (size_t i = 0; i < n; ++i) {
         size_t part = 0;
@@ -480,10 +480,23 @@ TEST_CASE("route_rows splits ids by part in order, as locate_row routes each", "
         want_positions[part].push_back(static_cast<int64_t>(i));
         want_local[part].push_back(idx[i] - start);
       }
+      // Routes held at once (each thread keeps one buffer of positions)
+      // do not share it: the second's ids reversed leave the first's intact.
+      const std::vector<int64_t> reversed(idx.rbegin(), idx.rend());
+      const internal::PartRoutes second(offsets, reversed);
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const std::span<const int64_t> theirs = second.positions(k);
+        REQUIRE(theirs.size() == want_positions[k].size());
+        for (size_t j = 0; j < theirs.size(); ++j) {
+          CHECK(theirs[j] ==
+                static_cast<int64_t>(n) - 1 - want_positions[k][want_positions[k].size() - 1 - j]);
+        }
+      }
       for (size_t k = 0; k < sizes.size(); ++k) {
         CAPTURE(k);
-        CHECK(routes.positions[k] == want_positions[k]);
-        CHECK(routes.local[k].to_vector<int64_t>() == want_local[k]);
+        const std::span<const int64_t> positions = routes.positions(k);
+        CHECK(std::vector<int64_t>(positions.begin(), positions.end()) == want_positions[k]);
+        CHECK(routes.local()[k].to_vector<int64_t>() == want_local[k]);
       }
     }
   }
