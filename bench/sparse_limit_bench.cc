@@ -4,8 +4,8 @@
 // For ids with U distinct rows out of M:
 //   scatter_update           read the M update rows once; write each of
 //                            the U table rows once (the last update wins);
-//   scatter_add/mul          read the M update rows once; read and write
-//                            each of the U table rows once;
+//   scatter_add/mul,         read the M update rows once; read and write
+//   sparse gradient descent  each of the U table rows once;
 //   sparse Adagrad           the same with 2 tables (var, accum);
 //   lazy Adam                the same with 3 tables (var, m, v);
 //   gather                   read each of the U table rows once; write the
@@ -326,8 +326,8 @@ int main(int argc, char** argv) {
   const auto listed = [](const auto& list, const auto& value) {
     return std::find(std::begin(list), std::end(list), value) != std::end(list);
   };
-  const std::string kOps[] = {"scatter_update", "scatter_add",    "scatter_mul",
-                              "gather",         "sparse_adagrad", "lazy_adam"};
+  const std::string kOps[] = {"scatter_update", "scatter_add",    "scatter_mul", "gather",
+                              "sparse_sgd",     "sparse_adagrad", "lazy_adam"};
   if (!only.empty() && !listed(kOps, only)) return no_case("--only", only);
   if (!only_dist.empty() && only_dist != "uniform" && only_dist != "zipf") {
     return no_case("--dist", only_dist);
@@ -381,6 +381,8 @@ int main(int argc, char** argv) {
             {"scatter_add", Touch::kReadWrite, 1, [&] { scatter_add(var, idx, upd); }},
             {"scatter_mul", Touch::kReadWrite, 1, [&] { scatter_mul(var, idx, ones); }},
             {"gather", Touch::kRead, 1, [&] { (void)gather(var, idx); }},
+            {"sparse_sgd", Touch::kReadWrite, 1,
+             [&] { sparse_apply_gradient_descent(var, 0.001f, grad); }},
             {"sparse_adagrad", Touch::kReadWrite, 2,
              [&] { sparse_apply_adagrad(var, accum, 0.001f, grad); }},
             {"lazy_adam", Touch::kReadWrite, 3,

@@ -32,6 +32,8 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/random.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu/training_ops.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
 # multiply_add must round each product, as the separate ops do.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-math-errno;-fno-trapping-math")
+# So must scatter_sub_scaled (a multiply, then scatter_sub).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/scatter.cc PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
 # Eigen's GEMM again for AVX2 and AVX-512, each with FMA (matmul_rows.h):
 # Eigen's vector width follows the compiler flags, so these two files get
 # their own, and matmul.cc calls them only on a CPU that has those sets.

@@ -25,6 +25,7 @@
 #include "runtime/variable_storage.h"
 #include "varstate/device_manager.h"
 #include "varstate/error.h"
+#include "varstate/math_ops.h"
 #ifdef VARSTATE_HAVE_CUDA
 #include "kernels/cuda/scatter.h"
 #endif
@@ -158,11 +159,51 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
   }
 }
 
+// Whether the CPU kernel applies a scatter_sub of scaled updates in its own
+// pass (kernels::cpu::scatter_sub_scaled) for a table of `dtype`.
+bool fuses_scale(DType dtype) { return dtype == DType::kFloat || dtype == DType::kDouble; }
+
+// fn(T{}, Index{}) for a table of `dtype` (fuses_scale) and indices of
+// `index_dtype`.
+template <typename Fn>
+void dispatch_scaled(DType dtype, DType index_dtype, Fn&& fn) {
+  auto with_index = [&](auto t) {
+    if (index_dtype == DType::kInt32) {
+      fn(t, int32_t{});
+    } else {
+      fn(t, int64_t{});
+    }
+  };
+  switch (dtype) {
+    case DType::kFloat:
+      return with_index(float{});
+    case DType::kDouble:
+      return with_index(double{});
+    default:
+      throw InternalError("scatter_sub_scaled on the CPU: no kernel for " +
+                          std::string(dtype_name(dtype)));
+  }
+}
+
 // The CPU kernel checks each index in the pass that reads it first, and
-// writes nothing when one is bad: that error is raised here.
+// writes nothing when one is bad: that error is raised here. With `scale`
+// (op kSub, a table that fuses_scale), each update times the scale.
 void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who,
-             std::atomic<uint8_t>* marks = nullptr) {
+             std::atomic<uint8_t>* marks = nullptr, const Tensor* scale = nullptr) {
   int64_t bad = -1;
+  if (scale != nullptr) {
+    dispatch_scaled(table.dtype(), p.indices.dtype(), [&](auto t, auto i) {
+      using T = decltype(t);
+      using Index = decltype(i);
+      bad = kernels::cpu::scatter_sub_scaled<T, Index>(
+          static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+          static_cast<const Index*>(p.indices.raw_data()), p.n,
+          static_cast<const T*>(p.updates.raw_data()), *static_cast<const T*>(scale->raw_data()),
+          marks);
+    });
+    if (bad >= 0) internal::throw_bad_index(p.indices, bad, p.rows, who);
+    return;
+  }
   dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
     using T = decltype(t);
     using Index = decltype(i);
@@ -304,7 +345,8 @@ void scatter_remote(ScatterOp op, Variable& ref, RemoteStorage& remote, const Te
 }
 
 Tensor scatter_local(ScatterOp op, Variable& ref, LocalStorage& storage, const Tensor& indices,
-                     const Tensor& updates, const UpdateOptions& options, const std::string& who) {
+                     const Tensor& updates, const UpdateOptions& options, const std::string& who,
+                     const Tensor* scale) {
   // As ref(): any finished deferred error of an earlier scatter, and
   // FailedPreconditionError when uninitialized (LocalStorage is final: a
   // direct call).
@@ -312,6 +354,18 @@ Tensor scatter_local(ScatterOp op, Variable& ref, LocalStorage& storage, const T
   Tensor table = storage.read_live(ref);
   ScatterBookkeeping book(storage, table);
   Prepared p = prepare(op, table, indices, updates, who, book.host_marks());
+  if (scale != nullptr) {
+    if (op != ScatterOp::kSub || scale->dtype() != table.dtype() || scale->num_elements() != 1 ||
+        !scale->on_cpu()) {
+      throw InternalError(who + ": a scatter's scale must be a host scalar of " +
+                          std::string(dtype_name(table.dtype())) + " for scatter_sub");
+    }
+    if (p.updates_scalar || !table.on_cpu() || !fuses_scale(table.dtype())) {
+      // The multiply as its own op (on the GPU, the scale its argument).
+      p.updates = p.updates * *scale;
+      scale = nullptr;
+    }
+  }
   const bool deterministic = resolve(options.deterministic, deterministic_default());
   const bool synchronous = resolve(options.synchronous, synchronous_default());
   std::shared_ptr<ScatterState> state = scatter_state(ref);
@@ -325,7 +379,7 @@ Tensor scatter_local(ScatterOp op, Variable& ref, LocalStorage& storage, const T
   if (table.on_cpu()) {
     // The kernel's write is complete when it returns; a bad index threw
     // before it wrote anything.
-    run_cpu(op, table, p, who, book.host_marks());
+    run_cpu(op, table, p, who, book.host_marks(), scale);
     book.finish(p);
     return table;
   }

@@ -23,9 +23,14 @@ class RemoteStorage;
 // The scatter op `op` on `ref` held by this process (`storage`, its
 // LocalStorage): the validation, the dirty rows, the lock and the CPU or
 // CUDA kernel, on the live buffer, which it returns. Errors name `who`.
+// With `scale` (a host scalar of ref's dtype; op kSub) the updates are
+// multiplied by it first, each product rounded to the dtype: on the CPU, for
+// float and double, in the kernel's one pass
+// (kernels::cpu::scatter_sub_scaled), elsewhere by a multiply before the
+// scatter. The result is bitwise the same.
 Tensor scatter_local(kernels::ScatterOp op, Variable& ref, LocalStorage& storage,
                      const Tensor& indices, const Tensor& updates, const UpdateOptions& options,
-                     const std::string& who);
+                     const std::string& who, const Tensor* scale = nullptr);
 // The scatter op `op` on `ref` held by another task (RemoteStorage):
 // validated here exactly as a local one (indices and divisors checked on
 // the host, so nothing is sent for a bad call), then one batched exchange

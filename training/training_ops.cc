@@ -1,6 +1,7 @@
 #include "varstate/training_ops.h"
 
 #include "runtime/keyed_storage.h"
+#include "runtime/local_storage.h"
 #include "runtime/scatter_by_op.h"
 #include "runtime/variable_storage.h"
 #include "training/training_ops_internal.h"
@@ -210,12 +211,21 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
   Device& device = var.device();
   Tensor values = delta.values().cast(var.dtype());
   values = values.on(device);
-  // (alpha as a host scalar: on a GPU it is the kernel's argument.)
-  const Tensor scaled =
-      values * Tensor::filled(var.dtype(), {}, Tensor(lr), DeviceManager::instance().cpu());
+  // alpha rounded to the variable's dtype, as TensorFlow's cast of lr; a
+  // host scalar (on a GPU it is the kernel's argument).
+  const Tensor alpha_value =
+      Tensor::filled(var.dtype(), {}, Tensor(lr), DeviceManager::instance().cpu());
   UpdateOptions scatter_options = options;
   scatter_options.use_locking = options.use_locking.value_or(false);
   internal::VariableStorage& storage = internal::storage(var);
+  if (auto* local = dynamic_cast<internal::LocalStorage*>(&storage)) {
+    // scatter_sub(var, indices, values * alpha), the product taken in the
+    // scatter's own pass on the CPU for float and double (bitwise the
+    // same); its errors (indices checked on a GPU among them) name this op.
+    return internal::scatter_local(kernels::ScatterOp::kSub, var, *local, delta.indices(), values,
+                                   scatter_options, call.who(), &alpha_value);
+  }
+  const Tensor scaled = values * alpha_value;
   if (!storage.updates_in_place() && internal::keyed_storage(var) == nullptr) {
     // Bitwise the single-process op (duplicates subtracted one by one, in
     // order, which an accumulate on the owner would not keep): the rows
@@ -240,8 +250,7 @@ Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const I
     keyed->table().tick();
     return Tensor();
   }
-  // A scatter_sub whose errors (indices checked on a GPU among them) name
-  // this op.
+  // Any other storage that updates in place: a scatter_sub naming this op.
   return storage.scatter(kernels::ScatterOp::kSub, var, delta.indices(), scaled, scatter_options,
                          call.who(), /*read_back=*/true);
 }

@@ -99,7 +99,10 @@ namespace varstate {
 Tensor apply_gradient_descent(Variable& var, const Tensor& alpha, const Tensor& delta,
                               const UpdateOptions& options = {});
 // var[i] -= alpha * delta.values[k] for each k with delta.indices[k] = i,
-// one duplicate at a time (TensorFlow's GradientDescentOptimizer).
+// one duplicate at a time (TensorFlow's GradientDescentOptimizer): bitwise
+// scatter_sub(var, delta.indices, delta.values * alpha), alpha cast to
+// var's dtype. On the CPU (float and double) the products are taken in the
+// scatter's pass, without the scaled copy.
 Tensor sparse_apply_gradient_descent(Variable& var, const Tensor& alpha, const IndexedSlices& delta,
                                      const UpdateOptions& options = {});
 

@@ -54,6 +54,20 @@ int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const I
                 int64_t num_indices, const T* updates, bool updates_scalar, bool deterministic,
                 std::atomic<uint8_t>* marks = nullptr);
 
+// scatter(kSub) of each update times `scale`, in one pass:
+//   table[indices[i], c] -= round(updates[i * row_width + c] * scale)
+// in order, one duplicate at a time, each product rounded to T before its
+// subtraction: bitwise a multiply of the updates (kernels/cpu/elementwise.h)
+// followed by scatter_sub, without the scaled copy. TensorFlow's sparse
+// gradient descent (scatter_sub(var, ids, grad * lr)). Checks, marks,
+// threading and results as scatter. Defined for T in {float, double} and
+// Index in {int32_t, int64_t}: for 16-bit floats a pass that rounds twice
+// per element ran slower than the two ops (docs/performance.md).
+template <typename T, typename Index>
+int64_t scatter_sub_scaled(T* table, int64_t rows, int64_t row_width, const Index* indices,
+                           int64_t num_indices, const T* updates, T scale,
+                           std::atomic<uint8_t>* marks = nullptr);
+
 // scatter on a table split by rows into parts (a partitioned variable):
 // part k, at parts[k], holds rows [part_begin[k], part_begin[k + 1]) of the
 // table (part_begin[0] == 0; part_begin[num_parts] is the table's row

@@ -114,6 +114,14 @@ struct F16Bits {
   static float to_float(uint16_t h) { return rng::half_value(h); }
   static uint16_t from_float(float f) { return rng::half_bits(f); }
 };
+// The kernels' own op for scatter_sub_scaled: scatter_sub of each update
+// times a scale (Rows::scale), not a ScatterOp of the API. with_op selects
+// it only when asked to scale, never from a caller's op value.
+inline constexpr ScatterOp kSubScaled = static_cast<ScatterOp>(7);
+// The element types scatter_sub_scaled takes.
+template <typename E>
+inline constexpr bool kScalable = std::is_same_v<E, float> || std::is_same_v<E, double>;
+
 template <ScatterOp Op, typename Bits>
 inline uint16_t combine_16bit(uint16_t t, uint16_t u) {
   const float a = Bits::to_float(t), b = Bits::to_float(u);
@@ -128,9 +136,17 @@ inline uint16_t combine_16bit(uint16_t t, uint16_t u) {
 
 // Writes one update into a row of n elements; with Stream (scatter_update
 // of whole cache lines, Rows::stream) around the caches.
+//
+// kSubScaled (not Scalar): dst -= src * scale, the product rounded before
+// the subtraction as the two ops (a multiply, then scatter_sub) round it:
+// this file's users are built without contraction into FMA
+// (kernels/sources.cmake).
 template <ScatterOp Op, bool Scalar, bool Stream = false, typename E>
-inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n) {
-  if constexpr (Stream) {
+inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n, E scale = E{}) {
+  if constexpr (Op == kSubScaled) {
+    static_assert(!Scalar && !Stream && kScalable<E>);
+    for (int64_t c = 0; c < n; ++c) dst[c] = dst[c] - src[c] * scale;
+  } else if constexpr (Stream) {
     static_assert(Op == ScatterOp::kUpdate && !Scalar);
     stream_copy(dst, src, static_cast<size_t>(n) * sizeof(E));
   } else if constexpr (Op == ScatterOp::kUpdate && !Scalar) {
@@ -170,6 +186,7 @@ struct TableRows {
   int64_t row_width;
   Mark* marks;  // one per row, or nullptr
   bool stream;  // scatter_update stores around the caches (scatter_streams_updates)
+  E scale{};    // kSubScaled's factor
   RowSlot<E> at(int64_t r) const {
     return {base + r * row_width, marks == nullptr ? nullptr : marks + r};
   }
@@ -219,6 +236,7 @@ struct PartRows {
   const int32_t* first_part;  // PartBlocks::first_part, or nullptr
   int shift;                  // PartBlocks::shift
   bool stream;                // as TableRows::stream
+  E scale{};                  // as TableRows::scale
   RowSlot<E> at(int64_t r) const {
     int64_t k = 0;
     if (first_part != nullptr) {
@@ -279,7 +297,7 @@ void apply_resolved(const Rows& table, int64_t row_width, const Index* indices,
       if (j < 0) continue;
       const E* src = Scalar ? updates : updates + pos[j0 + j] * row_width + c0;
       if (mark) slots[j].mark->store(1, std::memory_order_relaxed);
-      apply_row<Op, Scalar, Stream>(slots[j].row + c0, src, c1 - c0);
+      apply_row<Op, Scalar, Stream>(slots[j].row + c0, src, c1 - c0, table.scale);
     }
   }
 }
@@ -320,7 +338,7 @@ void write_positions(const Rows& table, int64_t row_width, const Index* indices,
     const E* src = Scalar ? updates : updates + i * row_width + c0;
     const RowSlot<E> slot = table.at(static_cast<int64_t>(indices[i]));
     if (mark) slot.mark->store(1, std::memory_order_relaxed);
-    apply_row<Op, Scalar, Stream>(slot.row + c0, src, c1 - c0);
+    apply_row<Op, Scalar, Stream>(slot.row + c0, src, c1 - c0, table.scale);
   }
 }
 
@@ -523,10 +541,14 @@ int64_t mark_empty_rows(const Rows& table, const Index* indices, int64_t n, int6
 
 inline bool line_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
 
-// fn(std::integral_constant<ScatterOp, op>) for the runtime op; complex
-// types have no min/max.
+// fn(std::integral_constant<ScatterOp, op>) for the runtime op, or for
+// kSubScaled when `scaled` (op is then kSub); complex types have no
+// min/max.
 template <typename E, typename Fn>
-auto with_op(ScatterOp op, Fn&& fn) {
+auto with_op(ScatterOp op, bool scaled, Fn&& fn) {
+  if constexpr (kScalable<E>) {
+    if (scaled) return fn(std::integral_constant<ScatterOp, kSubScaled>{});
+  }
   switch (op) {
     case ScatterOp::kUpdate:
       return fn(std::integral_constant<ScatterOp, ScatterOp::kUpdate>{});
@@ -563,10 +585,12 @@ inline uint64_t split_trial_key(ScatterOp op, bool stream, bool repeats, int64_t
          static_cast<uint64_t>(elem_bytes) << 32;
 }
 
+// The scatter `op` of n updates into `table`'s rows; when `scaled`, op is
+// kSub and each update is multiplied by table.scale first (kSubScaled).
 template <typename E, typename Rows, typename Index>
 int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_width,
                      const Index* indices, int64_t n, const E* updates, bool updates_scalar,
-                     const RepeatsRows<Index>& repeats) {
+                     const RepeatsRows<Index>& repeats, bool scaled = false) {
   const int64_t work = n * (3 * row_width * int64_t{sizeof(E)} + int64_t{sizeof(Index)});
   const int64_t table_bytes = rows * row_width * int64_t{sizeof(E)};
   int64_t threshold = scatter_split_threshold(op, work, table_bytes, repeats);
@@ -576,7 +600,8 @@ int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_
   uint64_t key = 0;
   const int threads = pool_threads();
   if (work < threshold && work >= parallel_thresholds().scatter_trial_bytes && threads > 1) {
-    key = split_trial_key(op, table.stream, repeats(), work, table_bytes,
+    // (scaled: a class of its own, its compute per byte being higher)
+    key = split_trial_key(scaled ? kSubScaled : op, table.stream, repeats(), work, table_bytes,
                           row_width * int64_t{sizeof(E)}, sizeof(E));
     trial = scatter_split_trials().choose(key);
     if (trial.split) threshold = work;
@@ -584,11 +609,15 @@ int64_t scatter_rows(ScatterOp op, const Rows& table, int64_t rows, int64_t row_
   const ShardPlan plan = plan_shards(work, row_width, sizeof(E), threads, threshold);
   const auto start =
       trial.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  const int64_t bad = with_op<E>(op, [&](auto kind) {
+  const int64_t bad = with_op<E>(op, scaled, [&](auto kind) {
     constexpr ScatterOp kOp = decltype(kind)::value;
-    return updates_scalar
-               ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates)
-               : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
+    if constexpr (kOp == kSubScaled) {
+      return scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
+    } else {
+      return updates_scalar
+                 ? scatter_op<kOp, true>(table, rows, plan, row_width, indices, n, updates)
+                 : scatter_op<kOp, false>(table, rows, plan, row_width, indices, n, updates);
+    }
   });
   if (trial.timed) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -618,6 +647,23 @@ int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const I
   if (row_width == 0) return mark_empty_rows(rows_of, indices, num_indices, rows);
   return scatter_rows(op, rows_of, rows, row_width, indices, num_indices,
                       reinterpret_cast<const E*>(updates), updates_scalar, repeats);
+}
+
+template <typename T, typename Index>
+int64_t scatter_sub_scaled(T* table, int64_t rows, int64_t row_width, const Index* indices,
+                           int64_t num_indices, const T* updates, T scale,
+                           std::atomic<uint8_t>* marks) {
+  using namespace scatter_internal;
+  using E = eigen_t<T>;
+  static_assert(kScalable<E> && sizeof(E) == sizeof(T));
+  if (num_indices == 0) return -1;
+  const RepeatsRows<Index> repeats(indices, num_indices);
+  const TableRows<E> rows_of{reinterpret_cast<E*>(table), row_width, marks, /*stream=*/false,
+                             std::bit_cast<E>(scale)};
+  if (row_width == 0) return mark_empty_rows(rows_of, indices, num_indices, rows);
+  return scatter_rows(ScatterOp::kSub, rows_of, rows, row_width, indices, num_indices,
+                      reinterpret_cast<const E*>(updates), /*updates_scalar=*/false, repeats,
+                      /*scaled=*/true);
 }
 
 template <typename T, typename Index>
@@ -660,3 +706,10 @@ int64_t scatter_parts(ScatterOp op, T* const* parts, const int64_t* part_begin, 
   template int64_t scatter_parts<T, int64_t>(ScatterOp, T* const*, const int64_t*, int, int64_t, \
                                              const int64_t*, int64_t, const T*, bool,            \
                                              std::atomic<uint8_t>* const*);
+
+// scatter_sub_scaled's, for the floating-point storage types.
+#define VARSTATE_INSTANTIATE_CPU_SCATTER_SCALED(T)                                               \
+  template int64_t scatter_sub_scaled<T, int32_t>(T*, int64_t, int64_t, const int32_t*, int64_t, \
+                                                  const T*, T, std::atomic<uint8_t>*);           \
+  template int64_t scatter_sub_scaled<T, int64_t>(T*, int64_t, int64_t, const int64_t*, int64_t, \
+                                                  const T*, T, std::atomic<uint8_t>*);

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/index_check.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scatter.h"
@@ -694,6 +695,128 @@ TEST_CASE("the 16-byte CAS is chosen by the compiled architecture", "[scatter]")
   for (int ptx : {90, 100, 120}) {
     CAPTURE(ptx);
     CHECK(ptx_has_cas128(ptx));
+  }
+}
+
+namespace {
+
+// n values of T: random normals around +-4 with, every fifth, a special one
+// (signed zeros, subnormals, the largest finite, infinities, NaNs).
+template <typename T>
+std::vector<T> scaled_test_values(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> normal(0.0, 4.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> special = {0.0,
+                                       -0.0,
+                                       inf,
+                                       -inf,
+                                       std::numeric_limits<double>::quiet_NaN(),
+                                       1e-42,
+                                       -3e-8,
+                                       6.0e4,
+                                       3.0e38,
+                                       -1.7e308,
+                                       1.0 + 1.0 / 1024,
+                                       -0.1};
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double x = i % 5 == 4 ? special[gen() % special.size()] : normal(gen);
+    v[i] = static_cast<T>(x);
+  }
+  return v;
+}
+
+template <typename T>
+uint64_t bits_of(T x) {
+  uint64_t b = 0;
+  std::memcpy(&b, &x, sizeof(T));
+  return b;
+}
+
+template <typename T>
+bool is_nan_value(T x) {
+  const float f = static_cast<float>(x);
+  return f != f;
+}
+
+}  // namespace
+
+// The fused kernel against its definition: the element-wise multiply
+// kernel, then scatter_sub, bit for bit (a NaN result may carry either
+// operand's payload, which IEEE 754 leaves open: any NaN then), over both
+// index types, duplicates, widths with vector tails, and the pool's split.
+TEMPLATE_TEST_CASE("cpu scatter_sub_scaled equals a multiply then scatter_sub, bit for bit",
+                   "[scatter]", float, double) {
+  using T = TestType;
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  ForcedPath forced(path);
+  uint64_t seed = kSeed + 31;
+  for (const T scale : {static_cast<T>(0.1), static_cast<T>(-3.0), static_cast<T>(1e-30)}) {
+    for (const int64_t width : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{67}}) {
+      for (const bool duplicates : {false, true}) {
+        for (const bool wide_index : {false, true}) {
+          CAPTURE(dtype_name(dtype_of<T>), path == Path::kPool, static_cast<float>(scale), width,
+                  duplicates, wide_index, seed);
+          constexpr int64_t kRows = 203;
+          const int64_t n = duplicates ? 900 : 150;
+          const std::vector<int64_t> ids = duplicates ? duplicate_indices<int64_t>(n, kRows, seed)
+                                                      : unique_indices<int64_t>(n, kRows, seed);
+          const std::vector<int32_t> ids32(ids.begin(), ids.end());
+          const std::vector<T> updates = scaled_test_values<T>(n * width, seed + 1);
+          const std::vector<T> before = scaled_test_values<T>(kRows * width, seed + 2);
+          kernels::BinaryGeometry g;
+          g.layout = kernels::BinaryGeometry::kScalarB;
+          g.n = n * width;
+          std::vector<T> scaled(updates.size());
+          REQUIRE(cpu::arithmetic<T>(kernels::BinaryOp::kMul, updates.data(), &scale, scaled.data(),
+                                     g) == kernels::kKernelOk);
+          std::vector<T> want = before, got = before;
+          std::vector<std::atomic<uint8_t>> marks(kRows);
+          REQUIRE(cpu::scatter<T, int64_t>(ScatterOp::kSub, want.data(), kRows, width, ids.data(),
+                                           n, scaled.data(), false, false) == -1);
+          const int64_t bad =
+              wide_index
+                  ? cpu::scatter_sub_scaled<T, int64_t>(got.data(), kRows, width, ids.data(), n,
+                                                        updates.data(), scale, marks.data())
+                  : cpu::scatter_sub_scaled<T, int32_t>(got.data(), kRows, width, ids32.data(), n,
+                                                        updates.data(), scale, marks.data());
+          REQUIRE(bad == -1);
+          int64_t mismatches = 0, first = -1;
+          for (size_t i = 0; i < want.size(); ++i) {
+            const bool ok =
+                is_nan_value(want[i]) ? is_nan_value(got[i]) : bits_of(got[i]) == bits_of(want[i]);
+            if (!ok && mismatches++ == 0) first = static_cast<int64_t>(i);
+          }
+          INFO("first differing element " << first << " of " << mismatches);
+          CHECK(mismatches == 0);
+          std::vector<uint8_t> touched(kRows);
+          for (int64_t id : ids) touched[static_cast<size_t>(id)] = 1;
+          for (int64_t r = 0; r < kRows; ++r) {
+            INFO("row " << r);
+            CHECK(marks[static_cast<size_t>(r)].load() == touched[static_cast<size_t>(r)]);
+          }
+          ++seed;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu scatter_sub_scaled with a bad index writes and marks nothing", "[scatter]") {
+  const Path path = GENERATE(Path::kSerial, Path::kPool);
+  CAPTURE(path == Path::kPool);
+  ForcedPath forced(path);
+  std::vector<float> table(8 * 2, 1.f);
+  const std::vector<float> updates(4 * 2, 1.f);
+  std::vector<std::atomic<uint8_t>> marks(8);
+  for (const std::vector<int64_t>& ids :
+       {std::vector<int64_t>{1, 8, 3, 3}, std::vector<int64_t>{1, 2, 3, -1}}) {
+    const int64_t bad = cpu::scatter_sub_scaled<float, int64_t>(table.data(), 8, 2, ids.data(), 4,
+                                                                updates.data(), 0.5f, marks.data());
+    CHECK(bad == (ids[1] == 8 ? 1 : 3));
+    CHECK(table == std::vector<float>(8 * 2, 1.f));
+    for (const auto& m : marks) CHECK(m.load() == 0);
   }
 }
 

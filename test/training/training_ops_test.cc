@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,7 +18,10 @@
 #include "runtime/distinct_rows.h"
 #include "training/training_ops_internal.h"
 #include "training/training_test_util.h"
+#include "varstate/device_manager.h"
 #include "varstate/error.h"
+#include "varstate/math_ops.h"
+#include "varstate/scatter.h"
 #include "varstate/training_ops.h"
 
 using namespace varstate;
@@ -66,6 +70,50 @@ TEST_CASE_METHOD(FreshGraph, "sparse_apply_gradient_descent applies duplicates o
   want[4] = (want[4] - 0.1f * 0.5f) - 0.3f * 0.5f;
   want[5] = (want[5] - 0.2f * 0.5f) - 0.4f * 0.5f;
   CHECK(floats(w) == want);
+}
+
+// TensorFlow's sparse gradient descent is scatter_sub(var, ids, grad * lr),
+// lr cast to the variable's dtype: the same bits in every float dtype
+// (the CPU multiplies in the scatter's pass), over both index types,
+// duplicates, and enough ids to split over threads.
+TEST_CASE_METHOD(FreshGraph,
+                 "sparse_apply_gradient_descent equals scatter_sub of grad * lr in every dtype",
+                 "[training_ops]") {
+  constexpr int64_t kRows = 400, kWidth = 19;
+  std::mt19937_64 gen(20261202);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = normal(gen);
+    return v;
+  };
+  for (const DType dtype : {DType::kFloat, DType::kDouble, DType::kHalf, DType::kBFloat16}) {
+    for (const int64_t n : {int64_t{7}, int64_t{3000}}) {
+      for (const bool wide_index : {false, true}) {
+        CAPTURE(dtype_name(dtype), n, wide_index);
+        const Tensor init = Tensor::from_vector<float>(random(kRows * kWidth), {kRows, kWidth});
+        Variable fused(init.cast(dtype), {.name = "fused"});
+        Variable unfused(init.cast(dtype), {.name = "unfused"});
+        fused.initializer().run();
+        unfused.initializer().run();
+        std::vector<int64_t> ids(static_cast<size_t>(n));
+        for (int64_t& id : ids) id = static_cast<int64_t>(gen() % (n < 100 ? 5 : kRows));
+        const Tensor indices = wide_index ? Tensor::from_vector<int64_t>(ids)
+                                          : Tensor::from_vector<int64_t>(ids).cast(DType::kInt32);
+        const Tensor grad = Tensor::from_vector<float>(random(n * kWidth), {n, kWidth}).cast(dtype);
+        const float lr = 0.1f;
+        sparse_apply_gradient_descent(
+            fused, lr, IndexedSlices(grad.to(test_device()), indices.to(test_device())));
+        const Tensor alpha = Tensor::filled(dtype, {}, Tensor(lr), DeviceManager::instance().cpu());
+        scatter_sub(unfused, indices.to(test_device()), (grad * alpha).to(test_device()));
+        const std::vector<double> got = fused.value().cast(DType::kDouble).to_vector<double>();
+        const std::vector<double> want = unfused.value().cast(DType::kDouble).to_vector<double>();
+        CHECK(got == want);
+        // (and the update did something)
+        CHECK(got != init.cast(dtype).cast(DType::kDouble).to_vector<double>());
+      }
+    }
+  }
 }
 
 TEST_CASE_METHOD(FreshGraph, "dense training ops follow TensorFlow's formulas exactly",
