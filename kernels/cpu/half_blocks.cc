@@ -128,6 +128,31 @@ __attribute__((target("avx,f16c"))) void binary_f16c(const half* a, const half* 
   }
 }
 
+// r with each NaN lane made the float quiet NaN of its sign, which F16C
+// rounds to 0x7e00 / 0xfe00: the portable conversion's NaN (host16.h).
+__attribute__((target("avx,f16c"))) __m256 canonical_nans(__m256 r) {
+  const __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+  const __m256 quiet = _mm256_or_ps(_mm256_and_ps(r, _mm256_set1_ps(-0.0f)),
+                                    _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
+  return _mm256_or_ps(_mm256_and_ps(nan, quiet), _mm256_andnot_ps(nan, r));
+}
+
+template <HalfBinaryOp kOp, bool kScalar>
+__attribute__((target("avx,f16c"))) void combine_f16c(half* dst, const half* src, int64_t n) {
+  const __m256 scalar = _mm256_set1_ps(kScalar ? host16_to_float(src[0]) : 0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 r =
+        canonical_nans(binary_vector<kOp>(load8(dst + i), kScalar ? scalar : load8(src + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) {
+    const float x = host16_to_float(dst[i]), y = host16_to_float(src[kScalar ? 0 : i]);
+    dst[i] = host16_from_float<half>(binary_value<kOp>(x, y));
+  }
+}
+
 template <HalfBinaryOp kOp>
 void binary_f16c_for(const half* a, bool a_is_scalar, const half* b, bool b_is_scalar, half* out,
                      int64_t n) {
@@ -184,6 +209,25 @@ bool binary_halves_f16c(HalfBinaryOp op, const half* a, bool a_is_scalar, const 
   return true;
 #else
   (void)op, (void)a, (void)a_is_scalar, (void)b, (void)b_is_scalar, (void)out, (void)n;
+#endif
+  return false;
+}
+
+bool combine_halves_f16c(HalfBinaryOp op, half* dst, const half* src, bool src_is_scalar,
+                         int64_t n) {
+#ifdef VARSTATE_HAVE_F16C_BUILD
+  if (!use_f16c() || op == HalfBinaryOp::kMaximum || op == HalfBinaryOp::kMinimum) return false;
+  using Kernel = void (*)(half*, const half*, int64_t);
+  // In HalfBinaryOp's order; [op][src_is_scalar].
+  static constexpr Kernel kKernels[][2] = {
+      {combine_f16c<HalfBinaryOp::kAdd, false>, combine_f16c<HalfBinaryOp::kAdd, true>},
+      {combine_f16c<HalfBinaryOp::kSub, false>, combine_f16c<HalfBinaryOp::kSub, true>},
+      {combine_f16c<HalfBinaryOp::kMul, false>, combine_f16c<HalfBinaryOp::kMul, true>},
+      {combine_f16c<HalfBinaryOp::kDiv, false>, combine_f16c<HalfBinaryOp::kDiv, true>}};
+  kKernels[static_cast<int>(op)][src_is_scalar ? 1 : 0](dst, src, n);
+  return true;
+#else
+  (void)op, (void)dst, (void)src, (void)src_is_scalar, (void)n;
 #endif
   return false;
 }

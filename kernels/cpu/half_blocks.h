@@ -7,7 +7,8 @@
 // The values are the portable conversions' (and varstate/dtype.h's): exact
 // widening, rounding to nearest even, overflow to infinity, subnormals kept;
 // only a NaN's payload may differ (F16C keeps the payload's high bits and
-// quiets a signaling NaN). VARSTATE_CPU_ISA=baseline (kernels/cpu/cpu_isa.h)
+// quiets a signaling NaN), but in combine_halves_f16c, which makes every
+// NaN result the portable one. VARSTATE_CPU_ISA=baseline (kernels/cpu/cpu_isa.h)
 // turns F16C off with the other wide instructions.
 #pragma once
 
@@ -46,6 +47,16 @@ enum class HalfBinaryOp {
 // computes the op itself.
 bool binary_halves_f16c(HalfBinaryOp op, const half* a, bool a_is_scalar, const half* b,
                         bool b_is_scalar, half* out, int64_t n);
+
+// dst[i] = op(dst[i], y) for i in [0, n), y = src[i] (src[0] when
+// src_is_scalar), for op kAdd, kSub, kMul or kDiv: widened, computed in
+// float, rounded once, a NaN result made the quiet NaN of its sign (0x7e00
+// or 0xfe00) as the portable conversion makes it, so that the bits are
+// kernels/host16.h's to the last one (the 16-bit scatters' row update,
+// kernels/cpu/scatter_internal.h). Returns false, writing nothing, when the
+// CPU has no F16C (or VARSTATE_CPU_ISA=baseline), or for another op.
+bool combine_halves_f16c(HalfBinaryOp op, half* dst, const half* src, bool src_is_scalar,
+                         int64_t n);
 
 // Elements per block for the kernels that convert float16 runs into an
 // on-stack float buffer and compute on it. Small, so that the operands'

@@ -62,7 +62,7 @@ int64_t scatter(ScatterOp op, T* table, int64_t rows, int64_t row_width, const I
 // gradient descent (scatter_sub(var, ids, grad * lr)). Checks, marks,
 // threading and results as scatter. Defined for T in {float, double} and
 // Index in {int32_t, int64_t}: for 16-bit floats a pass that rounds twice
-// per element ran slower than the two ops (docs/performance.md).
+// per element ran slower than the two ops, or no faster (docs/performance.md).
 template <typename T, typename Index>
 int64_t scatter_sub_scaled(T* table, int64_t rows, int64_t row_width, const Index* indices,
                            int64_t num_indices, const T* updates, T scale,

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/half_blocks.h"
 #include "kernels/cpu/index_check.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/cpu/parallel.h"
@@ -109,7 +110,9 @@ struct Bf16Bits {
 };
 // IEEE binary16: kernels/philox.h's conversions, which give what Eigen's
 // portable path (this baseline build's: no F16C) gives, a NaN result
-// 0x7e00 with its sign, and vectorize.
+// 0x7e00 with its sign, and vectorize. On a CPU with F16C, add, sub, mul
+// and div rows convert with its instructions instead, to the same bits
+// (apply_row, half_blocks.h's combine_halves_f16c).
 struct F16Bits {
   static float to_float(uint16_t h) { return rng::half_value(h); }
   static uint16_t from_float(float f) { return rng::half_bits(f); }
@@ -121,6 +124,16 @@ inline constexpr ScatterOp kSubScaled = static_cast<ScatterOp>(7);
 // The element types scatter_sub_scaled takes.
 template <typename E>
 inline constexpr bool kScalable = std::is_same_v<E, float> || std::is_same_v<E, double>;
+
+// The op of half_blocks.h's combine_halves_f16c for a scatter op: kAdd,
+// kSub, kMul and kDiv; kMaximum stands for "none" (min and max select an
+// operand and keep the portable comparison).
+template <ScatterOp Op>
+inline constexpr HalfBinaryOp kF16cOp = Op == ScatterOp::kAdd   ? HalfBinaryOp::kAdd
+                                        : Op == ScatterOp::kSub ? HalfBinaryOp::kSub
+                                        : Op == ScatterOp::kMul ? HalfBinaryOp::kMul
+                                        : Op == ScatterOp::kDiv ? HalfBinaryOp::kDiv
+                                                                : HalfBinaryOp::kMaximum;
 
 template <ScatterOp Op, typename Bits>
 inline uint16_t combine_16bit(uint16_t t, uint16_t u) {
@@ -159,6 +172,15 @@ inline void apply_row(E* __restrict dst, const E* __restrict src, int64_t n, E s
     for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
   } else if constexpr (std::is_same_v<E, Eigen::bfloat16> || std::is_same_v<E, Eigen::half>) {
     static_assert(sizeof(E) == sizeof(uint16_t));
+    if constexpr (std::is_same_v<E, Eigen::half> && kF16cOp<Op> != HalfBinaryOp::kMaximum) {
+      // F16C's conversions, 8 values an instruction, the same bits
+      // (half_blocks.h); the portable ones below cost about a dozen integer
+      // operations a value each way.
+      if (combine_halves_f16c(kF16cOp<Op>, reinterpret_cast<::varstate::half*>(dst),
+                              reinterpret_cast<const ::varstate::half*>(src), Scalar, n)) {
+        return;
+      }
+    }
     using Bits = std::conditional_t<std::is_same_v<E, Eigen::half>, F16Bits, Bf16Bits>;
     auto* __restrict d = reinterpret_cast<uint16_t*>(dst);
     const auto* __restrict u = reinterpret_cast<const uint16_t*>(src);
