@@ -102,10 +102,12 @@ TEST_CASE_METHOD(FreshGraph,
                                           : Tensor::from_vector<int64_t>(ids).cast(DType::kInt32);
         const Tensor grad = Tensor::from_vector<float>(random(n * kWidth), {n, kWidth}).cast(dtype);
         const float lr = 0.1f;
+        // (On a GPU, atomics would subtract the duplicates in any order.)
+        const UpdateOptions in_order{.deterministic = true};
         sparse_apply_gradient_descent(
-            fused, lr, IndexedSlices(grad.to(test_device()), indices.to(test_device())));
+            fused, lr, IndexedSlices(grad.to(test_device()), indices.to(test_device())), in_order);
         const Tensor alpha = Tensor::filled(dtype, {}, Tensor(lr), DeviceManager::instance().cpu());
-        scatter_sub(unfused, indices.to(test_device()), (grad * alpha).to(test_device()));
+        scatter_sub(unfused, indices.to(test_device()), (grad * alpha).to(test_device()), in_order);
         const std::vector<double> got = fused.value().cast(DType::kDouble).to_vector<double>();
         const std::vector<double> want = unfused.value().cast(DType::kDouble).to_vector<double>();
         CHECK(got == want);
