@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/scatter.h"
@@ -163,50 +164,27 @@ void dispatch_kernel(ScatterOp op, DType dtype, DType index_dtype, const std::st
 // pass (kernels::cpu::scatter_sub_scaled) for a table of `dtype`.
 bool fuses_scale(DType dtype) { return dtype == DType::kFloat || dtype == DType::kDouble; }
 
-// fn(T{}, Index{}) for a table of `dtype` (fuses_scale) and indices of
-// `index_dtype`.
-template <typename Fn>
-void dispatch_scaled(DType dtype, DType index_dtype, Fn&& fn) {
-  auto with_index = [&](auto t) {
-    if (index_dtype == DType::kInt32) {
-      fn(t, int32_t{});
-    } else {
-      fn(t, int64_t{});
-    }
-  };
-  switch (dtype) {
-    case DType::kFloat:
-      return with_index(float{});
-    case DType::kDouble:
-      return with_index(double{});
-    default:
-      throw InternalError("scatter_sub_scaled on the CPU: no kernel for " +
-                          std::string(dtype_name(dtype)));
-  }
-}
-
 // The CPU kernel checks each index in the pass that reads it first, and
 // writes nothing when one is bad: that error is raised here. With `scale`
 // (op kSub, a table that fuses_scale), each update times the scale.
 void run_cpu(ScatterOp op, Tensor& table, const Prepared& p, const std::string& who,
              std::atomic<uint8_t>* marks = nullptr, const Tensor* scale = nullptr) {
   int64_t bad = -1;
-  if (scale != nullptr) {
-    dispatch_scaled(table.dtype(), p.indices.dtype(), [&](auto t, auto i) {
-      using T = decltype(t);
-      using Index = decltype(i);
-      bad = kernels::cpu::scatter_sub_scaled<T, Index>(
-          static_cast<T*>(table.raw_data()), p.rows, p.row_width,
-          static_cast<const Index*>(p.indices.raw_data()), p.n,
-          static_cast<const T*>(p.updates.raw_data()), *static_cast<const T*>(scale->raw_data()),
-          marks);
-    });
-    if (bad >= 0) internal::throw_bad_index(p.indices, bad, p.rows, who);
-    return;
-  }
   dispatch_kernel(op, table.dtype(), p.indices.dtype(), who, [&](auto t, auto i) {
     using T = decltype(t);
     using Index = decltype(i);
+    if (scale != nullptr) {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        bad = kernels::cpu::scatter_sub_scaled<T, Index>(
+            static_cast<T*>(table.raw_data()), p.rows, p.row_width,
+            static_cast<const Index*>(p.indices.raw_data()), p.n,
+            static_cast<const T*>(p.updates.raw_data()), *static_cast<const T*>(scale->raw_data()),
+            marks);
+        return;
+      }
+      throw InternalError(who + ": scatter_sub_scaled has no CPU kernel for " +
+                          std::string(dtype_name(table.dtype())));
+    }
     bad =
         kernels::cpu::scatter<T, Index>(op, static_cast<T*>(table.raw_data()), p.rows, p.row_width,
                                         static_cast<const Index*>(p.indices.raw_data()), p.n,
