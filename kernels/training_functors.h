@@ -184,6 +184,8 @@ template <typename T, typename C>
 VARSTATE_HD C round_through(C x) {
   if constexpr (std::is_same_v<T, C>) {
     return x;
+  } else if constexpr (std::is_same_v<T, ::varstate::half>) {
+    return static_cast<C>(host16_round_to_half(static_cast<float>(x)));
   } else if constexpr (kIsHalfLike<T>) {
     return static_cast<C>(host16_to_float(host16_from_float<T>(static_cast<float>(x))));
   } else {
