@@ -18,8 +18,8 @@
 // proximal_adagrad, adagrad_da, and moving_average (the Op of
 // ExponentialMovingAverage(0.999).apply: the average read and written, the
 // variable read, as gradient descent's bytes; bfloat16 runs TensorFlow's
-// three rounded ops, varstate/moving_averages.h); dtypes float32 and
-// bfloat16; 64M elements a
+// three rounded ops, varstate/moving_averages.h); dtypes float32,
+// bfloat16 and float16; 64M elements a
 // tensor (16M with --quick). Prints one line per case and, with --out, a
 // JSON document (bench/results/). bench/compare_torch_optimizers.py runs
 // PyTorch's optimizers on the same sizes, interleaved with this program.
@@ -309,8 +309,9 @@ Result run_case(const OpInfo& info, DType dtype, int64_t n, int reps) {
     op_s.push_back(seconds_of_call(step));
     limit_s.push_back(seconds_of_call(limit));
   }
-  const double floor_s = dtype == DType::kFloat ? compute_floor_s<float>(info.op, n)
-                                                : compute_floor_s<bfloat16>(info.op, n);
+  const double floor_s = dtype == DType::kFloat      ? compute_floor_s<float>(info.op, n)
+                         : dtype == DType::kBFloat16 ? compute_floor_s<bfloat16>(info.op, n)
+                                                     : compute_floor_s<half>(info.op, n);
   return {op, std::string(dtype_name(dtype)), n, bytes, median(op_s), median(limit_s), floor_s};
 }
 
@@ -363,7 +364,7 @@ int main(int argc, char** argv) {
   const std::string load_start = load_average();
   std::vector<Result> results;
   bool matched = false;
-  for (DType dtype : {DType::kFloat, DType::kBFloat16}) {
+  for (DType dtype : {DType::kFloat, DType::kBFloat16, DType::kHalf}) {
     for (const OpInfo& info : kOps) {
       const std::string label = std::string(info.name) + "/" + std::string(dtype_name(dtype));
       if (!only.empty() && only != label) continue;

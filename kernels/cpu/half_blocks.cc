@@ -137,6 +137,17 @@ __attribute__((target("avx,f16c"))) __m256 canonical_nans(__m256 r) {
   return _mm256_or_ps(_mm256_and_ps(nan, quiet), _mm256_andnot_ps(nan, r));
 }
 
+__attribute__((target("avx,f16c"))) void round_f16c_portable_nans(const float* in, half* out,
+                                                                  int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h =
+        _mm256_cvtps_ph(canonical_nans(_mm256_loadu_ps(in + i)), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
+}
+
 template <HalfBinaryOp kOp, bool kScalar>
 __attribute__((target("avx,f16c"))) void combine_f16c(half* dst, const half* src, int64_t n) {
   const __m256 scalar = _mm256_set1_ps(kScalar ? host16_to_float(src[0]) : 0.0f);
@@ -176,6 +187,21 @@ void round_to_halves(const float* in, half* out, int64_t n) {
   if (use_f16c()) return round_f16c(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
+}
+
+void round_to_halves_portable_nans(const float* in, half* out, int64_t n) {
+#ifdef VARSTATE_HAVE_F16C_BUILD
+  if (use_f16c()) return round_f16c_portable_nans(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
+}
+
+bool halves_convert_in_hardware() {
+#ifdef VARSTATE_HAVE_F16C_BUILD
+  return use_f16c();
+#else
+  return false;
+#endif
 }
 
 void add_to_halves(half* dst, const half* src, int64_t n, bool subtract, bool src_is_scalar) {

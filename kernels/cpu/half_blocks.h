@@ -23,6 +23,17 @@ void widen_halves(const half* in, float* out, int64_t n);
 // out[i] = half(in[i]) for i in [0, n).
 void round_to_halves(const float* in, half* out, int64_t n);
 
+// round_to_halves, but every NaN made the quiet NaN of its sign (0x7e00 or
+// 0xfe00) as the portable conversion makes it, so that the bits are
+// kernels/host16.h's to the last one whatever the CPU (the float16
+// training ops' blocks, kernels/cpu/training_ops.cc).
+void round_to_halves_portable_nans(const float* in, half* out, int64_t n);
+
+// Whether widen_halves and the rounding functions run on F16C here (not
+// with VARSTATE_CPU_ISA=baseline): where they do not, a loop that converts
+// element by element inline is as fast as going through them.
+bool halves_convert_in_hardware();
+
 // dst[i] = dst[i] + y or dst[i] - y (subtract) for i in [0, n), y = src[i],
 // or src[0] when src_is_scalar: in float, rounded once (assign_add and
 // assign_sub of float16), in one pass over memory.

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/half_blocks.h"
 #include "kernels/cpu/hash_index.h"
 #include "kernels/cpu/isa_variants.h"
 #include "kernels/cpu/parallel.h"
@@ -586,12 +587,69 @@ inline void bf16_pair_loop(const TrainingParams<float>& p, Bf16Word* __restrict 
   }
 }
 
+// float16 elements in blocks converted by F16C (kernels/cpu/half_blocks.h,
+// 8 values an instruction): a block of the variable, the slots and a
+// float16 gradient widened to floats, the formula run over the floats in
+// a plain float loop (vectorized as float32's is), the results rounded
+// back with every NaN made the portable one. The widening is exact and the
+// rounding to nearest even, as host16.h's conversions, whose dozen integer
+// operations a value each way made the element loop's float16 ops
+// compute-bound; so the bits are element_loop's. Dense float16 ops ran
+// 1.1-1.5x faster so on the 2-vCPU Intel VM, calls alternating in one
+// process (docs/performance.md). Ranges shorter than a block keep the
+// element loop: a sparse row of 16 or 64 elements makes the calls for
+// every block in it, and there they cost what F16C saves (0.85-1.09x).
+constexpr int64_t kHalfBlock = 256;
+
+template <TrainingOp Op, bool Sparse>
+inline void half_block_formula(const TrainingParams<float>& p, float* __restrict var,
+                               float* __restrict s0, float* __restrict s1, float* __restrict s2,
+                               const float* __restrict grad, int64_t n) {
+  constexpr int kSlots = training_slot_count(Op);
+  for (int64_t i = 0; i < n; ++i) {
+    float none0 = 0, none1 = 0, none2 = 0;  // the slots Op has not: never read
+    apply_element<Op, Sparse, half>(p, grad[i], var[i], kSlots > 0 ? s0[i] : none0,
+                                    kSlots > 1 ? s1[i] : none1, kSlots > 2 ? s2[i] : none2);
+  }
+}
+
+template <TrainingOp Op, bool Sparse, typename G>
+void half_block_loop(const TrainingParams<float>& p, const TrainingSlots<half>& slots,
+                     const G* grad, int64_t begin, int64_t end) {
+  constexpr int kSlots = training_slot_count(Op);
+  alignas(64) float var[kHalfBlock], s0[kHalfBlock], s1[kHalfBlock], s2[kHalfBlock], g[kHalfBlock];
+  for (int64_t at = begin; at < end; at += kHalfBlock) {
+    const int64_t n = std::min(kHalfBlock, end - at);
+    const float* gradient = g;
+    if constexpr (std::is_same_v<G, float>) {
+      gradient = grad + at;
+    } else {
+      widen_halves(grad + at, g, n);
+    }
+    widen_halves(slots.var + at, var, n);
+    if constexpr (kSlots > 0) widen_halves(slots.s0 + at, s0, n);
+    if constexpr (kSlots > 1) widen_halves(slots.s1 + at, s1, n);
+    if constexpr (kSlots > 2) widen_halves(slots.s2 + at, s2, n);
+    half_block_formula<Op, Sparse>(p, var, s0, s1, s2, gradient, n);
+    round_to_halves_portable_nans(var, slots.var + at, n);
+    if constexpr (kSlots > 0) round_to_halves_portable_nans(s0, slots.s0 + at, n);
+    if constexpr (kSlots > 1) round_to_halves_portable_nans(s1, slots.s1 + at, n);
+    if constexpr (kSlots > 2) round_to_halves_portable_nans(s2, slots.s2 + at, n);
+  }
+}
+
 // element_loop over elements [begin, end) of the variable and the slots
 // (base pointers), and for bfloat16 arrays that are 4-byte aligned the
 // pair loop over the words between an odd first and last element.
 template <TrainingOp Op, bool Sparse, typename T, typename C, typename G>
 inline void elements(const TrainingParams<C>& p, const TrainingSlots<T>& slots,
                      const G* __restrict grad, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<T, half> && std::is_same_v<C, float>) {
+    if (end - begin >= kHalfBlock && halves_convert_in_hardware()) {
+      half_block_loop<Op, Sparse>(p, slots, grad, begin, end);
+      return;
+    }
+  }
   if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
     constexpr int kSlots = training_slot_count(Op);
     const auto words = [](const void* at) { return reinterpret_cast<uintptr_t>(at) % 4 == 0; };
@@ -631,10 +689,10 @@ template <typename T, typename C>
 inline const C* gradient_of(const SparseRows<C>& r, const T* grad, int64_t s, C* __restrict buf) {
   if (r.sum[s] >= 0) return r.sums + r.sum[s] * r.width;
   const T* __restrict src = grad + r.first[s] * r.width;
-  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
-    // 0 + a bfloat16 value is a bfloat16 value (-0 becomes +0; a NaN is
-    // quieted by the addition), so the rounding back to T that the other
-    // types need changes nothing here: skipped.
+  if constexpr (kIsHalfLike<T> && std::is_same_v<C, float>) {
+    // 0 + a 16-bit value is a value of T (-0 becomes +0; a NaN is quieted
+    // by the addition), so the rounding back to T that the other types
+    // need changes nothing here: skipped.
     for (int64_t c = 0; c < r.width; ++c) buf[c] = C(0) + load_as<C>(src[c]);
   } else {
     for (int64_t c = 0; c < r.width; ++c) buf[c] = round_through<T>(C(0) + load_as<C>(src[c]));

@@ -154,73 +154,110 @@ TEST_CASE("training ops: float16 and bfloat16 kernels equal the reference loop",
   all_cases<bfloat16>();
 }
 
+// The 16-bit kernels' fast paths against the reference loop, element by
+// element, on random bits: every 16-bit pattern is a value of T, so they
+// cover NaNs, infinities, zeros of both signs, subnormals and ties of the
+// rounding. The accumulators stay positive and finite (square roots). The
+// arrays start at element 0 (4-byte aligned: bfloat16's pairs of elements
+// as 32-bit words) and at element 1 (2-byte aligned: bfloat16 one element
+// at a time); odd and even lengths, lengths either side of float16's
+// block of 256, and one large enough to split over the pool (odd range
+// ends).
+namespace {
+
+// check_same takes any NaN for any other; a float16 kernel stores the
+// portable conversion's NaN (host16.h), 0x7e00 or 0xfe00, whatever it
+// computed on (F16C keeps a NaN's payload: half_blocks.h). Checked where
+// `got` changed an element of `start`.
+void only_portable_nans(const TrainingData<half>& got, const TrainingData<half>& start) {
+  const std::pair<const std::vector<half>*, const std::vector<half>*> arrays[] = {
+      {&got.var, &start.var}, {&got.s0, &start.s0}, {&got.s1, &start.s1}, {&got.s2, &start.s2}};
+  for (const auto& [now, before] : arrays) {
+    for (size_t i = 0; i < now->size(); ++i) {
+      const uint16_t bits = (*now)[i].bits;
+      if (bits == (*before)[i].bits || (bits & 0x7c00) != 0x7c00 || (bits & 0x3ff) == 0) continue;
+      CAPTURE(i, bits);
+      REQUIRE((bits & 0x7fff) == 0x7e00);
+    }
+  }
+}
+
+template <typename T>
+void random_bits_cases() {
+  std::mt19937_64 gen(kSeed);
+  // Zeros of both signs every few elements besides (a product with -0, or
+  // a sum from zero, decides the sign of a zero result).
+  auto random_bits = [&](std::vector<T>& v) {
+    for (auto& x : v) x = T::from_bits(static_cast<uint16_t>(gen()));
+    for (size_t i = 0; i < v.size(); i += 5) v[i] = T::from_bits(i % 2 ? 0x8000 : 0);
+  };
+  for (TrainingOp op : all_training_ops()) {
+    if (op == TrainingOp::kLazyAdam || op == TrainingOp::kRowwiseAdagrad) continue;
+    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{37}, int64_t{64}, int64_t{255},
+                            int64_t{256}, int64_t{1000}, int64_t{70001}}) {
+      for (const int64_t offset : {0, 1}) {
+        CAPTURE(static_cast<int>(op), n, offset, dtype_name(dtype_of<T>));
+        const int64_t total = n + offset;
+        TrainingData<T> start = training_data<T>(total, total, total, kSeed + n);
+        random_bits(start.var);
+        random_bits(start.grad);
+        random_bits(start.s1);
+        for (int64_t i = 0; i < total; i += 7) start.s0[static_cast<size_t>(i)] = T(0.0f);
+        TrainingData<T> got = start, want = start;
+        const auto h = test_hyper(false, -0.5, 0.0);
+        auto at = [&](std::vector<T>& v) { return v.data() + offset; };
+        cpu::apply_dense<T>(op, h, {at(got.var), at(got.s0), at(got.s1), at(got.s2)}, at(got.grad),
+                            n, n);
+        reference_apply<T, int64_t>(op, h, want, 1, total, nullptr);
+        // The reference updated every element; the kernel the last n.
+        for (auto* v : {&want.var, &want.s0, &want.s1, &want.s2}) {
+          const std::vector<T>* from = v == &want.var  ? &start.var
+                                       : v == &want.s0 ? &start.s0
+                                       : v == &want.s1 ? &start.s1
+                                                       : &start.s2;
+          std::copy(from->begin(), from->begin() + offset, v->begin());
+        }
+        check_same(got, want);
+        if constexpr (std::is_same_v<T, half>) only_portable_nans(got, start);
+      }
+    }
+    // The sparse updates of 16-bit rows (bfloat16: pairs of elements in
+    // rows of even width, the odd ones element by element; float16: rows
+    // of a block or more in blocks); a gradient row of its own (summed from
+    // zero) or summed with its repeats.
+    if (op == TrainingOp::kGradientDescent) continue;
+    for (const int64_t width : {int64_t{3}, int64_t{16}, int64_t{64}, int64_t{300}}) {
+      CAPTURE(static_cast<int>(op), width, dtype_name(dtype_of<T>));
+      const int64_t rows = 1001;
+      const std::vector<int64_t> indices = duplicate_indices<int64_t>(700, rows, kSeed);
+      const auto n = static_cast<int64_t>(indices.size());
+      TrainingData<T> start = training_data<T>(rows * width, rows, n * width, kSeed + width);
+      random_bits(start.var);
+      random_bits(start.grad);
+      random_bits(start.s1);
+      TrainingData<T> got = start, want = start;
+      const auto h = test_hyper(false, -0.5, 0.0);
+      cpu::apply_sparse<T, int64_t>(op, h, got.slots(), rows, width, indices.data(), n,
+                                    got.grad.data(), /*deterministic=*/false);
+      reference_apply<T, int64_t>(op, h, want, rows, width, &indices);
+      check_same(got, want);
+      if constexpr (std::is_same_v<T, half>) only_portable_nans(got, start);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE(
     "training ops: bfloat16 dense updates, a word of two elements at a time, round as one "
     "at a time",
     "[training][threads]") {
-  // Every 16-bit pattern is a bfloat16 value: random bits cover NaNs,
-  // infinities, zeros of both signs, subnormals and ties of the rounding.
-  // The accumulators stay positive and finite (square roots). The arrays
-  // start at element 0 (4-byte aligned: pairs of elements as 32-bit words)
-  // and at element 1 (2-byte aligned: one element at a time); odd and even
-  // lengths, and one large enough to split over the pool (odd range ends).
-  std::mt19937_64 gen(kSeed);
-  // Zeros of both signs every few elements besides (a product with -0, or
-  // a sum from zero, decides the sign of a zero result).
-  auto random_bits = [&](std::vector<bfloat16>& v) {
-    for (auto& x : v) x = bfloat16::from_bits(static_cast<uint16_t>(gen()));
-    for (size_t i = 0; i < v.size(); i += 5) v[i] = bfloat16::from_bits(i % 2 ? 0x8000 : 0);
-  };
-  for (TrainingOp op : all_training_ops()) {
-    if (op == TrainingOp::kLazyAdam || op == TrainingOp::kRowwiseAdagrad) continue;
-    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{37}, int64_t{64}, int64_t{70001}}) {
-      for (const int64_t offset : {0, 1}) {
-        CAPTURE(static_cast<int>(op), n, offset);
-        const int64_t total = n + offset;
-        TrainingData<bfloat16> start = training_data<bfloat16>(total, total, total, kSeed + n);
-        random_bits(start.var);
-        random_bits(start.grad);
-        random_bits(start.s1);
-        for (int64_t i = 0; i < total; i += 7) start.s0[static_cast<size_t>(i)] = bfloat16(0.0f);
-        TrainingData<bfloat16> got = start, want = start;
-        const auto h = test_hyper(false, -0.5, 0.0);
-        auto at = [&](std::vector<bfloat16>& v) { return v.data() + offset; };
-        cpu::apply_dense<bfloat16>(op, h, {at(got.var), at(got.s0), at(got.s1), at(got.s2)},
-                                   at(got.grad), n, n);
-        reference_apply<bfloat16, int64_t>(op, h, want, 1, total, nullptr);
-        // The reference updated every element; the kernel the last n.
-        for (auto* v : {&want.var, &want.s0, &want.s1, &want.s2}) {
-          const std::vector<bfloat16>* from = v == &want.var  ? &start.var
-                                              : v == &want.s0 ? &start.s0
-                                              : v == &want.s1 ? &start.s1
-                                                              : &start.s2;
-          std::copy(from->begin(), from->begin() + offset, v->begin());
-        }
-        check_same(got, want);
-      }
-    }
-    // The sparse updates of bfloat16 rows: pairs of elements in rows of
-    // even width, the odd ones element by element; a gradient row of its
-    // own (summed from zero) or summed with its repeats.
-    if (op == TrainingOp::kGradientDescent) continue;
-    for (const int64_t width : {int64_t{3}, int64_t{16}, int64_t{64}}) {
-      CAPTURE(static_cast<int>(op), width);
-      const int64_t rows = 1001;
-      const std::vector<int64_t> indices = duplicate_indices<int64_t>(700, rows, kSeed);
-      const auto n = static_cast<int64_t>(indices.size());
-      TrainingData<bfloat16> start =
-          training_data<bfloat16>(rows * width, rows, n * width, kSeed + width);
-      random_bits(start.var);
-      random_bits(start.grad);
-      random_bits(start.s1);
-      TrainingData<bfloat16> got = start, want = start;
-      const auto h = test_hyper(false, -0.5, 0.0);
-      cpu::apply_sparse<bfloat16, int64_t>(op, h, got.slots(), rows, width, indices.data(), n,
-                                           got.grad.data(), /*deterministic=*/false);
-      reference_apply<bfloat16, int64_t>(op, h, want, rows, width, &indices);
-      check_same(got, want);
-    }
-  }
+  random_bits_cases<bfloat16>();
+}
+
+TEST_CASE("training ops: float16 updates, in blocks converted by F16C, round as one at a time",
+          "[training][threads]") {
+  random_bits_cases<half>();
 }
 
 TEST_CASE("training ops: a large dense Adam is split across threads identically",
