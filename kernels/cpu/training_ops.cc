@@ -595,7 +595,7 @@ inline void bf16_pair_loop(const TrainingParams<float>& p, Bf16Word* __restrict 
 // rounding to nearest even, as host16.h's conversions, whose dozen integer
 // operations a value each way made the element loop's float16 ops
 // compute-bound; so the bits are element_loop's. Dense float16 ops ran
-// 1.1-1.5x faster so on the 2-vCPU Intel VM, calls alternating in one
+// 1.1-1.8x faster so on the 2-vCPU Intel VM, calls alternating in one
 // process (docs/performance.md). Ranges shorter than a block keep the
 // element loop: a sparse row of 16 or 64 elements makes the calls for
 // every block in it, and there they cost what F16C saves (0.85-1.09x).
