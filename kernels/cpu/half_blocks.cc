@@ -34,15 +34,6 @@ __attribute__((target("avx,f16c"))) void widen_f16c(const half* in, float* out, 
   for (; i < n; ++i) out[i] = host16_to_float(in[i]);
 }
 
-__attribute__((target("avx,f16c"))) void round_f16c(const float* in, half* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-  }
-  for (; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
-}
-
 template <bool kSubtract, bool kScalar>
 __attribute__((target("avx,f16c"))) void add_to_f16c(half* dst, const half* src, int64_t n) {
   const __m256 scalar = _mm256_set1_ps(host16_to_float(src[0]));
@@ -137,13 +128,16 @@ __attribute__((target("avx,f16c"))) __m256 canonical_nans(__m256 r) {
   return _mm256_or_ps(_mm256_and_ps(nan, quiet), _mm256_andnot_ps(nan, r));
 }
 
-__attribute__((target("avx,f16c"))) void round_f16c_portable_nans(const float* in, half* out,
-                                                                  int64_t n) {
+// kPortableNans: every NaN rounds to the portable conversion's (0x7e00 /
+// 0xfe00); else F16C keeps the high bits of its payload.
+template <bool kPortableNans>
+__attribute__((target("avx,f16c"))) void round_f16c(const float* in, half* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h =
-        _mm256_cvtps_ph(canonical_nans(_mm256_loadu_ps(in + i)), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    __m256 x = _mm256_loadu_ps(in + i);
+    if constexpr (kPortableNans) x = canonical_nans(x);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
   }
   for (; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
 }
@@ -184,14 +178,14 @@ void widen_halves(const half* in, float* out, int64_t n) {
 
 void round_to_halves(const float* in, half* out, int64_t n) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
-  if (use_f16c()) return round_f16c(in, out, n);
+  if (use_f16c()) return round_f16c<false>(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
 }
 
 void round_to_halves_portable_nans(const float* in, half* out, int64_t n) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
-  if (use_f16c()) return round_f16c_portable_nans(in, out, n);
+  if (use_f16c()) return round_f16c<true>(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
 }
