@@ -1,12 +1,12 @@
 #include "kernels/cpu/half_blocks.h"
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/f16c_inline.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/host16.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef VARSTATE_F16C_INLINE
 #include <cpuid.h>
-#include <immintrin.h>
 #define VARSTATE_HAVE_F16C_BUILD 1
 #endif
 
@@ -26,12 +26,7 @@ bool use_f16c() {
 }
 
 __attribute__((target("avx,f16c"))) void widen_f16c(const half* in, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  for (; i < n; ++i) out[i] = host16_to_float(in[i]);
+  f16c_widen(in, out, n);
 }
 
 template <bool kSubtract, bool kScalar>
@@ -39,13 +34,9 @@ __attribute__((target("avx,f16c"))) void add_to_f16c(half* dst, const half* src,
   const __m256 scalar = _mm256_set1_ps(host16_to_float(src[0]));
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i)));
-    const __m256 y =
-        kScalar ? scalar
-                : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-    const __m256 r = kSubtract ? _mm256_sub_ps(x, y) : _mm256_add_ps(x, y);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    const __m256 x = f16c_load8(dst + i);
+    const __m256 y = kScalar ? scalar : f16c_load8(src + i);
+    f16c_store8<false>(dst + i, kSubtract ? _mm256_sub_ps(x, y) : _mm256_add_ps(x, y));
   }
   for (; i < n; ++i) {
     const float x = host16_to_float(dst[i]), y = host16_to_float(kScalar ? src[0] : src[i]);
@@ -98,10 +89,6 @@ __attribute__((target("avx,f16c"))) __m256 binary_vector(__m256 x, __m256 y) {
   return x;
 }
 
-__attribute__((target("avx,f16c"))) __m256 load8(const half* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 template <HalfBinaryOp kOp, bool kScalarA, bool kScalarB>
 __attribute__((target("avx,f16c"))) void binary_f16c(const half* a, const half* b, half* out,
                                                      int64_t n) {
@@ -109,9 +96,8 @@ __attribute__((target("avx,f16c"))) void binary_f16c(const half* a, const half* 
   const __m256 sb = _mm256_set1_ps(host16_to_float(b[0]));
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 r = binary_vector<kOp>(kScalarA ? sa : load8(a + i), kScalarB ? sb : load8(b + i));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    f16c_store8<false>(out + i, binary_vector<kOp>(kScalarA ? sa : f16c_load8(a + i),
+                                                   kScalarB ? sb : f16c_load8(b + i)));
   }
   for (; i < n; ++i) {
     const float x = host16_to_float(a[kScalarA ? 0 : i]), y = host16_to_float(b[kScalarB ? 0 : i]);
@@ -119,27 +105,11 @@ __attribute__((target("avx,f16c"))) void binary_f16c(const half* a, const half* 
   }
 }
 
-// r with each NaN lane made the float quiet NaN of its sign, which F16C
-// rounds to 0x7e00 / 0xfe00: the portable conversion's NaN (host16.h).
-__attribute__((target("avx,f16c"))) __m256 canonical_nans(__m256 r) {
-  const __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
-  const __m256 quiet = _mm256_or_ps(_mm256_and_ps(r, _mm256_set1_ps(-0.0f)),
-                                    _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
-  return _mm256_or_ps(_mm256_and_ps(nan, quiet), _mm256_andnot_ps(nan, r));
-}
-
 // kPortableNans: every NaN rounds to the portable conversion's (0x7e00 /
 // 0xfe00); else F16C keeps the high bits of its payload.
 template <bool kPortableNans>
 __attribute__((target("avx,f16c"))) void round_f16c(const float* in, half* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 x = _mm256_loadu_ps(in + i);
-    if constexpr (kPortableNans) x = canonical_nans(x);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-  }
-  for (; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
+  f16c_round<kPortableNans>(in, out, n);
 }
 
 template <HalfBinaryOp kOp, bool kScalar>
@@ -147,10 +117,8 @@ __attribute__((target("avx,f16c"))) void combine_f16c(half* dst, const half* src
   const __m256 scalar = _mm256_set1_ps(kScalar ? host16_to_float(src[0]) : 0.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 r =
-        canonical_nans(binary_vector<kOp>(load8(dst + i), kScalar ? scalar : load8(src + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    f16c_store8<true>(
+        dst + i, binary_vector<kOp>(f16c_load8(dst + i), kScalar ? scalar : f16c_load8(src + i)));
   }
   for (; i < n; ++i) {
     const float x = host16_to_float(dst[i]), y = host16_to_float(src[kScalar ? 0 : i]);

@@ -36,6 +36,28 @@ __attribute__((target("avx2"), flatten)) void call_avx2(const Fn& fn) {
 }
 #endif
 
+#ifdef VARSTATE_ISA_VARIANTS
+template <typename Fn>
+__attribute__((target(VARSTATE_AVX512_TARGET ",f16c"), flatten)) void call_avx512_f16c(
+    const Fn& fn) {
+  fn();
+}
+template <typename Fn>
+__attribute__((target("avx2,f16c"), flatten)) void call_avx2_f16c(const Fn& fn) {
+  fn();
+}
+
+// for_cpu_isa for a loop that converts float16 values with F16C inline
+// (kernels/cpu/f16c_inline.h), built with F16C added to the set; only
+// where the CPU has it (halves_convert_in_hardware(), which is false under
+// VARSTATE_CPU_ISA=baseline).
+template <typename Fn>
+void for_f16c_isa(const Fn& fn) {
+  if (cpu_isa() == Isa::kAvx512) return call_avx512_f16c(fn);
+  call_avx2_f16c(fn);
+}
+#endif
+
 template <typename Fn>
 void for_cpu_isa(const Fn& fn) {
 #ifdef VARSTATE_ISA_VARIANTS

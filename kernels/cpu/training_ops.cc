@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/eigen_support.h"
+#include "kernels/cpu/f16c_inline.h"
 #include "kernels/cpu/half_blocks.h"
 #include "kernels/cpu/hash_index.h"
 #include "kernels/cpu/isa_variants.h"
@@ -596,9 +597,9 @@ inline void bf16_pair_loop(const TrainingParams<float>& p, Bf16Word* __restrict 
 // operations a value each way made the element loop's float16 ops
 // compute-bound; so the bits are element_loop's. Dense float16 ops ran
 // 1.1-1.8x faster so on the 2-vCPU Intel VM, calls alternating in one
-// process (docs/performance.md). Ranges shorter than a block keep the
-// element loop: a sparse row of 16 or 64 elements makes the calls for
-// every block in it, and there they cost what F16C saves (0.85-1.09x).
+// process (docs/performance.md). Sparse rows take the same loop with the
+// conversions inline (SparseUpdate); other ranges shorter than a block
+// keep the element loop.
 constexpr int64_t kHalfBlock = 256;
 
 template <TrainingOp Op, bool Sparse>
@@ -613,9 +614,26 @@ inline void half_block_formula(const TrainingParams<float>& p, float* __restrict
   }
 }
 
-template <TrainingOp Op, bool Sparse, typename G>
-void half_block_loop(const TrainingParams<float>& p, const TrainingSlots<half>& slots,
-                     const G* grad, int64_t begin, int64_t end) {
+// The conversions of half_block_loop: calls to half_blocks.h (F16C where
+// the CPU has it), or, in a loop built for F16C (for_f16c_isa), F16C
+// inline (f16c_inline.h), whose calls per block a sparse row of 16
+// elements would not amortize.
+struct HalfBlockCalls {
+  static void widen(const half* in, float* out, int64_t n) { widen_halves(in, out, n); }
+  static void round(const float* in, half* out, int64_t n) {
+    round_to_halves_portable_nans(in, out, n);
+  }
+};
+#ifdef VARSTATE_F16C_INLINE
+struct HalfBlockF16cInline {
+  static void widen(const half* in, float* out, int64_t n) { f16c_widen(in, out, n); }
+  static void round(const float* in, half* out, int64_t n) { f16c_round<true>(in, out, n); }
+};
+#endif
+
+template <TrainingOp Op, bool Sparse, typename Convert = HalfBlockCalls, typename G>
+inline void half_block_loop(const TrainingParams<float>& p, const TrainingSlots<half>& slots,
+                            const G* grad, int64_t begin, int64_t end) {
   constexpr int kSlots = training_slot_count(Op);
   alignas(64) float var[kHalfBlock], s0[kHalfBlock], s1[kHalfBlock], s2[kHalfBlock], g[kHalfBlock];
   for (int64_t at = begin; at < end; at += kHalfBlock) {
@@ -624,18 +642,23 @@ void half_block_loop(const TrainingParams<float>& p, const TrainingSlots<half>& 
     if constexpr (std::is_same_v<G, float>) {
       gradient = grad + at;
     } else {
-      widen_halves(grad + at, g, n);
+      Convert::widen(grad + at, g, n);
     }
-    widen_halves(slots.var + at, var, n);
-    if constexpr (kSlots > 0) widen_halves(slots.s0 + at, s0, n);
-    if constexpr (kSlots > 1) widen_halves(slots.s1 + at, s1, n);
-    if constexpr (kSlots > 2) widen_halves(slots.s2 + at, s2, n);
+    Convert::widen(slots.var + at, var, n);
+    if constexpr (kSlots > 0) Convert::widen(slots.s0 + at, s0, n);
+    if constexpr (kSlots > 1) Convert::widen(slots.s1 + at, s1, n);
+    if constexpr (kSlots > 2) Convert::widen(slots.s2 + at, s2, n);
     half_block_formula<Op, Sparse>(p, var, s0, s1, s2, gradient, n);
-    round_to_halves_portable_nans(var, slots.var + at, n);
-    if constexpr (kSlots > 0) round_to_halves_portable_nans(s0, slots.s0 + at, n);
-    if constexpr (kSlots > 1) round_to_halves_portable_nans(s1, slots.s1 + at, n);
-    if constexpr (kSlots > 2) round_to_halves_portable_nans(s2, slots.s2 + at, n);
+    Convert::round(var, slots.var + at, n);
+    if constexpr (kSlots > 0) Convert::round(s0, slots.s0 + at, n);
+    if constexpr (kSlots > 1) Convert::round(s1, slots.s1 + at, n);
+    if constexpr (kSlots > 2) Convert::round(s2, slots.s2 + at, n);
   }
+}
+
+inline bool f16c_here() {
+  static const bool here = halves_convert_in_hardware();
+  return here;
 }
 
 // element_loop over elements [begin, end) of the variable and the slots
@@ -704,6 +727,27 @@ inline const C* gradient_of(const SparseRows<C>& r, const T* grad, int64_t s, C*
   return buf;
 }
 
+#ifdef VARSTATE_F16C_INLINE
+// gradient_of for float16 in a loop built for F16C: the gradient rows
+// widened by F16C inline, the same values.
+inline const float* f16c_gradient_of(const SparseRows<float>& r, const half* grad, int64_t s,
+                                     float* __restrict buf) {
+  if (r.sum[s] >= 0) return r.sums + r.sum[s] * r.width;
+  f16c_widen(grad + r.first[s] * r.width, buf, r.width);
+  for (int64_t c = 0; c < r.width; ++c) buf[c] = 0.0f + buf[c];  // -0 becomes +0
+  if (r.second[s] >= 0) {
+    const half* __restrict next = grad + r.second[s] * r.width;
+    for (int64_t at = 0; at < r.width; at += kHalfBlock) {
+      const int64_t n = std::min(kHalfBlock, r.width - at);
+      alignas(64) float widened[kHalfBlock];
+      f16c_widen(next + at, widened, n);
+      for (int64_t c = 0; c < n; ++c) buf[at + c] = round_through<half>(buf[at + c] + widened[c]);
+    }
+  }
+  return buf;
+}
+#endif
+
 // Distinct rows ahead of the one being updated whose rows (of the variable
 // and the slots, and a second gradient row) are prefetched: they lie at
 // random, and the update of one row is too short to hide a miss.
@@ -748,6 +792,27 @@ struct SparseUpdate {
     for (int64_t s = begin; s < std::min(end, begin + kPrefetchRows); ++s) {
       prefetch_rows<Op>(slots, grad, r, s);
     }
+#ifdef VARSTATE_F16C_INLINE
+    // float16 rows in a loop built for F16C, which widens and rounds 8
+    // values an instruction inline, bitwise as the element loop: 1.0-1.2x
+    // faster on 65,536 and 1M ids of 16 and 64 elements (sparse Adagrad
+    // and lazy Adam on the 2-vCPU VM, docs/performance.md), where a call
+    // per row to half_blocks.h's conversions cost what they saved.
+    if constexpr (std::is_same_v<T, half> && std::is_same_v<C, float> &&
+                  Op != TrainingOp::kRowwiseAdagrad) {
+      if (f16c_here()) {
+        for_f16c_isa([&] {
+          for (int64_t s = begin; s < end; ++s) {
+            if (s + kPrefetchRows < end) prefetch_rows<Op>(slots, grad, r, s + kPrefetchRows);
+            half_block_loop<Op, true, HalfBlockF16cInline>(
+                q, row_slots<Op>(slots, r.row[s], r.width), f16c_gradient_of(r, grad, s, buf), 0,
+                r.width);
+          }
+        });
+        return;
+      }
+    }
+#endif
     for (int64_t s = begin; s < end; ++s) {
       if (s + kPrefetchRows < end) prefetch_rows<Op>(slots, grad, r, s + kPrefetchRows);
       const C* g = gradient_of(r, grad, s, buf);

@@ -226,7 +226,8 @@ void random_bits_cases() {
     // of a block or more in blocks); a gradient row of its own (summed from
     // zero) or summed with its repeats.
     if (op == TrainingOp::kGradientDescent) continue;
-    for (const int64_t width : {int64_t{3}, int64_t{16}, int64_t{64}, int64_t{300}}) {
+    for (const int64_t width :
+         {int64_t{3}, int64_t{16}, int64_t{20}, int64_t{64}, int64_t{264}, int64_t{300}}) {
       CAPTURE(static_cast<int>(op), width, dtype_name(dtype_of<T>));
       const int64_t rows = 1001;
       const std::vector<int64_t> indices = duplicate_indices<int64_t>(700, rows, kSeed);
