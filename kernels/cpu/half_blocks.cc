@@ -25,10 +25,6 @@ bool use_f16c() {
   return f16c;
 }
 
-__attribute__((target("avx,f16c"))) void widen_f16c(const half* in, float* out, int64_t n) {
-  f16c_widen(in, out, n);
-}
-
 template <bool kSubtract, bool kScalar>
 __attribute__((target("avx,f16c"))) void add_to_f16c(half* dst, const half* src, int64_t n) {
   const __m256 scalar = _mm256_set1_ps(host16_to_float(src[0]));
@@ -105,13 +101,6 @@ __attribute__((target("avx,f16c"))) void binary_f16c(const half* a, const half* 
   }
 }
 
-// kPortableNans: every NaN rounds to the portable conversion's (0x7e00 /
-// 0xfe00); else F16C keeps the high bits of its payload.
-template <bool kPortableNans>
-__attribute__((target("avx,f16c"))) void round_f16c(const float* in, half* out, int64_t n) {
-  f16c_round<kPortableNans>(in, out, n);
-}
-
 template <HalfBinaryOp kOp, bool kScalar>
 __attribute__((target("avx,f16c"))) void combine_f16c(half* dst, const half* src, int64_t n) {
   const __m256 scalar = _mm256_set1_ps(kScalar ? host16_to_float(src[0]) : 0.0f);
@@ -139,21 +128,21 @@ void binary_f16c_for(const half* a, bool a_is_scalar, const half* b, bool b_is_s
 
 void widen_halves(const half* in, float* out, int64_t n) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
-  if (use_f16c()) return widen_f16c(in, out, n);
+  if (use_f16c()) return f16c_widen(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = host16_to_float(in[i]);
 }
 
 void round_to_halves(const float* in, half* out, int64_t n) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
-  if (use_f16c()) return round_f16c<false>(in, out, n);
+  if (use_f16c()) return f16c_round<false>(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
 }
 
 void round_to_halves_portable_nans(const float* in, half* out, int64_t n) {
 #ifdef VARSTATE_HAVE_F16C_BUILD
-  if (use_f16c()) return round_f16c<true>(in, out, n);
+  if (use_f16c()) return f16c_round<true>(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = host16_from_float<half>(in[i]);
 }

@@ -34,9 +34,7 @@ template <typename Fn>
 __attribute__((target("avx2"), flatten)) void call_avx2(const Fn& fn) {
   fn();
 }
-#endif
 
-#ifdef VARSTATE_ISA_VARIANTS
 template <typename Fn>
 __attribute__((target(VARSTATE_AVX512_TARGET ",f16c"), flatten)) void call_avx512_f16c(
     const Fn& fn) {

@@ -656,11 +656,6 @@ inline void half_block_loop(const TrainingParams<float>& p, const TrainingSlots<
   }
 }
 
-inline bool f16c_here() {
-  static const bool here = halves_convert_in_hardware();
-  return here;
-}
-
 // element_loop over elements [begin, end) of the variable and the slots
 // (base pointers), and for bfloat16 arrays that are 4-byte aligned the
 // pair loop over the words between an odd first and last element.
@@ -794,13 +789,14 @@ struct SparseUpdate {
     }
 #ifdef VARSTATE_F16C_INLINE
     // float16 rows in a loop built for F16C, which widens and rounds 8
-    // values an instruction inline, bitwise as the element loop: 1.0-1.2x
-    // faster on 65,536 and 1M ids of 16 and 64 elements (sparse Adagrad
-    // and lazy Adam on the 2-vCPU VM, docs/performance.md), where a call
-    // per row to half_blocks.h's conversions cost what they saved.
+    // values an instruction inline, bitwise as the element loop: 0.95-1.3x
+    // (lazy Adam 1.0-1.3x) on 65,536 and 1M ids of 16 and 64 elements
+    // (sparse Adagrad and lazy Adam on the 2-vCPU AMD VM,
+    // docs/performance.md), where a call per row to half_blocks.h's
+    // conversions cost what they saved.
     if constexpr (std::is_same_v<T, half> && std::is_same_v<C, float> &&
                   Op != TrainingOp::kRowwiseAdagrad) {
-      if (f16c_here()) {
+      if (halves_convert_in_hardware()) {
         for_f16c_isa([&] {
           for (int64_t s = begin; s < end; ++s) {
             if (s + kPrefetchRows < end) prefetch_rows<Op>(slots, grad, r, s + kPrefetchRows);
