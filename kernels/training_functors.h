@@ -413,12 +413,20 @@ VARSTATE_HD void update_element(const TrainingParams<C>& p, const TrainingSlots<
 // Adam's compat.v1 sparse update of an element whose row has no gradient
 // in the batch: the decays still apply to every row (TensorFlow's graph
 // assigns m * beta1 and v * beta2 to the whole slot, then scatters).
+// adam_decay_value computes it on values in the compute type (each then
+// rounded once to T by its caller).
+template <typename C>
+VARSTATE_HD void adam_decay_value(const TrainingParams<C>& p, C& var, C& m, C& v) {
+  m = m * p.beta1;
+  v = v * p.beta2;
+  var = var - (p.alpha * m) / (sqrt_of(v) + p.epsilon);
+}
 template <typename T, typename C>
 VARSTATE_HD void adam_decay_element(const TrainingParams<C>& p, const TrainingSlots<T>& s,
                                     int64_t i) {
-  const C m = load_as<C>(s.s0[i]) * p.beta1;
-  const C v = load_as<C>(s.s1[i]) * p.beta2;
-  s.var[i] = store_as<T>(load_as<C>(s.var[i]) - (p.alpha * m) / (sqrt_of(v) + p.epsilon));
+  C var = load_as<C>(s.var[i]), m = load_as<C>(s.s0[i]), v = load_as<C>(s.s1[i]);
+  adam_decay_value(p, var, m, v);
+  s.var[i] = store_as<T>(var);
   s.s0[i] = store_as<T>(m);
   s.s1[i] = store_as<T>(v);
 }

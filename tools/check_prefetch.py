@@ -27,6 +27,8 @@ RULES = [
      "sparse training's row loop: the distinct rows ahead"),
     ("libvarstate.so", r"IsaVariants<.*::SparseUpdate, .*>::avx(512|2)<", 60,
      "the same loop, built per instruction set"),
+    ("libvarstate.so", r"IsaVariants<.*::AdamRows, .*>::avx(512|2)<", 8,
+     "compat.v1 sparse Adam's pass over the table: the gradient rows of the batch's rows ahead"),
     ("libvarstate.so", r"DistinctRows<.*>::number_and_sum<", 8,
      "sparse training's numbering pass: the entries of ids ahead"),
     ("libvarstate.so", r"DistinctRows<.*>::(sum_listed|summing_pass)\(", 8,

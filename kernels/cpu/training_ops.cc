@@ -190,10 +190,12 @@ class RowEntries {
  public:
   // `sort`: how the parts sort their rows (none are kept then); else
   // `number_ahead`: the positions ahead whose entries they prefetch.
+  // `always`: kept for any table (compat.v1 Adam reads every row's entry).
   RowEntries(int64_t rows, int64_t n, const RowSort& sort,
-             int64_t number_ahead = kPrefetchPositions)
+             int64_t number_ahead = kPrefetchPositions, bool always = false)
       : sort_(sort), number_ahead_(number_ahead) {
-    if (sort.passes > 0 || rows > std::max<int64_t>(int64_t{1} << 22, 8 * n)) return;
+    if (sort.passes > 0) return;
+    if (!always && rows > std::max<int64_t>(int64_t{1} << 22, 8 * n)) return;
     scratch_.emplace(static_cast<size_t>(rows));
     of_row_ = scratch_->data();
     stamp_ = uint64_t{next_stamp(of_row_, static_cast<int64_t>(scratch_->size()))} << 32;
@@ -201,6 +203,14 @@ class RowEntries {
   RowPart part(int64_t part, int64_t parts) const {
     return {part, parts, of_row_, stamp_, sort_, number_ahead_};
   }
+  // Table row r's distinct row, once a part numbered the call's rows in
+  // entries `of_row` stamped `stamp`, or -1.
+  static int64_t distinct_in(const uint64_t* of_row, uint64_t stamp, int64_t r) {
+    const uint64_t e = of_row[r];
+    return (e & ~uint64_t{0xffffffff}) == stamp ? static_cast<int64_t>(e & 0xffffffff) : -1;
+  }
+  const uint64_t* of_row() const { return of_row_; }
+  uint64_t stamp() const { return stamp_; }
 
  private:
   std::optional<ThreadScratch<uint64_t, TableRowsTag>> scratch_;
@@ -748,6 +758,16 @@ inline const float* f16c_gradient_of(const SparseRows<float>& r, const half* gra
 // random, and the update of one row is too short to hide a miss.
 constexpr int64_t kPrefetchRows = 16;
 
+// Prefetches the first `bytes` of distinct row s's gradient rows that are
+// not summed ahead: its second one, and with `firsts` its first.
+template <typename T, typename C>
+inline void prefetch_gradient_rows(const T* grad, const SparseRows<C>& r, int64_t s, int64_t bytes,
+                                   bool firsts) {
+  if (r.sum[s] >= 0) return;
+  if (firsts) prefetch_bytes(grad + r.first[s] * r.width, bytes);
+  if (r.second[s] >= 0) prefetch_bytes(grad + r.second[s] * r.width, bytes);
+}
+
 // Prefetches distinct row s's rows (the first 256 bytes of each; row-wise
 // Adagrad's accumulator is one element a row) and its gradient rows.
 template <TrainingOp Op, typename T, typename C>
@@ -771,10 +791,7 @@ inline void prefetch_rows(const TrainingSlots<T>& slots, const T* grad, const Sp
   // other parts' rows (prefetched: lazy Adam under Zipf 1.02-1.34x). The
   // whole call's first rows come in order, the hardware streams them, and
   // prefetching them too ran 0.84-0.97x.
-  if (r.sum[s] < 0) {
-    if (!r.firsts_in_order) prefetch_bytes(grad + r.first[s] * r.width, bytes);
-    if (r.second[s] >= 0) prefetch_bytes(grad + r.second[s] * r.width, bytes);
-  }
+  prefetch_gradient_rows(grad, r, s, bytes, /*firsts=*/!r.firsts_in_order);
 }
 
 // The sparse update of distinct rows [begin, end): each row's gradient
@@ -822,31 +839,104 @@ struct SparseUpdate {
   }
 };
 
-// compat.v1 Adam's sparse update of variable rows [begin, end): the rows
-// in the batch (distinct_of[row] >= 0) with their gradient, the others
-// decayed.
+// compat.v1 Adam's decay of elements [begin, end) of the variable and its
+// slots (rows not in the batch): m *= beta1, v *= beta2, and the variable
+// moves by them (adam_decay_value), each element widened, computed and
+// rounded as in adam_decay_element, so the bits are the same: bfloat16
+// arrays that are 4-byte aligned two elements to a word as bf16_pair_loop,
+// float16 runs of a block or more through float blocks as half_block_loop
+// (both 1.2-2.0x the element loop, docs/performance.md).
 template <typename T, typename C>
-inline void adam_decay_row(const TrainingParams<C>& p, T* __restrict var, T* __restrict m,
-                           T* __restrict v, int64_t w) {
+inline void adam_decay_elements(const TrainingParams<C>& p, T* __restrict var, T* __restrict m,
+                                T* __restrict v, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<T, half> && std::is_same_v<C, float>) {
+    if (end - begin >= kHalfBlock && halves_convert_in_hardware()) {
+      alignas(64) float fv[kHalfBlock], fm[kHalfBlock], fs[kHalfBlock];
+      for (int64_t at = begin; at < end; at += kHalfBlock) {
+        const int64_t n = std::min(kHalfBlock, end - at);
+        HalfBlockCalls::widen(var + at, fv, n);
+        HalfBlockCalls::widen(m + at, fm, n);
+        HalfBlockCalls::widen(v + at, fs, n);
+        for (int64_t i = 0; i < n; ++i) adam_decay_value(p, fv[i], fm[i], fs[i]);
+        HalfBlockCalls::round(fv, var + at, n);
+        HalfBlockCalls::round(fm, m + at, n);
+        HalfBlockCalls::round(fs, v + at, n);
+      }
+      return;
+    }
+  }
   const TrainingSlots<T> slots{var, m, v, nullptr};
-  for (int64_t c = 0; c < w; ++c) adam_decay_element(p, slots, c);
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
+    const auto words = [](const void* at) { return reinterpret_cast<uintptr_t>(at) % 4 == 0; };
+    if (words(var) && words(m) && words(v)) {
+      const int64_t first = std::min(end, begin + (begin & 1));
+      const int64_t last = std::max(first, end - (end & 1));
+      for (int64_t i = begin; i < first; ++i) adam_decay_element(p, slots, i);
+      Bf16Word* __restrict wv = reinterpret_cast<Bf16Word*>(var);
+      Bf16Word* __restrict wm = reinterpret_cast<Bf16Word*>(m);
+      Bf16Word* __restrict ws = reinterpret_cast<Bf16Word*>(v);
+      for (int64_t i = first / 2; i < last / 2; ++i) {
+        float v_lo = bf16_low(wv[i]), m_lo = bf16_low(wm[i]), s_lo = bf16_low(ws[i]);
+        float v_hi = bf16_high(wv[i]), m_hi = bf16_high(wm[i]), s_hi = bf16_high(ws[i]);
+        adam_decay_value(p, v_lo, m_lo, s_lo);
+        adam_decay_value(p, v_hi, m_hi, s_hi);
+        wv[i] = bf16_pair(v_lo, v_hi);
+        wm[i] = bf16_pair(m_lo, m_hi);
+        ws[i] = bf16_pair(s_lo, s_hi);
+      }
+      for (int64_t i = last; i < end; ++i) adam_decay_element(p, slots, i);
+      return;
+    }
+  }
+  for (int64_t i = begin; i < end; ++i) adam_decay_element(p, slots, i);
 }
 
+// Table rows ahead of the one being updated whose batch rows' gradient
+// rows compat.v1 Adam prefetches (about 4 KiB of each of the variable and
+// its slots ahead): the pass walks the table in order, which the hardware
+// streams, but a batch row's gradient rows lie anywhere in the gradient.
+template <typename T>
+constexpr int64_t adam_prefetch_rows(int64_t w) {
+  return std::max<int64_t>(4, 4096 / std::max<int64_t>(1, w * static_cast<int64_t>(sizeof(T))));
+}
+
+// compat.v1 Adam's sparse update of variable rows [begin, end): the rows
+// in the batch (their entries in of_row stamped `stamp`: RowEntries) with
+// their gradient, each run of the others decayed in one loop over its
+// elements.
 template <TrainingOp Op, bool A, bool B, typename T, typename C>
 struct AdamRows {
   static void run(const TrainingParams<C>& p, const TrainingSlots<T>& slots, const T* grad,
-                  const SparseRows<C>& r, const int64_t* distinct_of, C* buf, int64_t begin,
-                  int64_t end) {
+                  const SparseRows<C>& r, const uint64_t* of_row, uint64_t stamp, C* buf,
+                  int64_t begin, int64_t end) {
     const TrainingParams<C> q = with_flags<Op, A, B>(p);
-    for (int64_t row = begin; row < end; ++row) {
-      const TrainingSlots<T> at = row_slots<Op>(slots, row, r.width);
-      const int64_t s = distinct_of[row];
-      if (s < 0) {
-        adam_decay_row(q, at.var, at.s0, at.s1, r.width);
+    const auto distinct_of = [of_row, stamp](int64_t row) {
+      return RowEntries::distinct_in(of_row, stamp, row);
+    };
+    const int64_t w = r.width;
+    const int64_t bytes = std::min<int64_t>(w * static_cast<int64_t>(sizeof(T)), 256);
+    const int64_t ahead = adam_prefetch_rows<T>(w);
+    int64_t fetched = begin;  // rows below it had their gradient rows prefetched
+    auto prefetch_to = [&](int64_t to) {
+      for (to = std::min(to, end); fetched < to; ++fetched) {
+        if (const int64_t s = distinct_of(fetched); s >= 0)
+          prefetch_gradient_rows(grad, r, s, bytes, /*firsts=*/true);
+      }
+    };
+    for (int64_t row = begin; row < end;) {
+      prefetch_to(row + ahead);
+      int64_t stop = row;
+      while (stop < end && distinct_of(stop) < 0) ++stop;
+      if (stop > row) {
+        // A long run decays in pieces, so that the prefetches keep ahead.
+        stop = std::min(stop, row + ahead);
+        adam_decay_elements(q, slots.var, slots.s0, slots.s1, row * w, stop * w);
+        row = stop;
         continue;
       }
-      const C* g = gradient_of(r, grad, s, buf);
-      elements<Op, true, T, C>(q, at, g, 0, r.width);
+      const C* g = gradient_of(r, grad, distinct_of(row), buf);
+      elements<Op, true, T, C>(q, row_slots<Op>(slots, row, w), g, 0, w);
+      ++row;
     }
   }
 };
@@ -958,20 +1048,16 @@ void apply_sparse(TrainingOp op, const TrainingHyper& hyper, const TrainingSlots
     constexpr TrainingOp kOp = decltype(tag)::value;
     const double bytes = sizeof(T) * (2.0 + training_slot_count(kOp)) * static_cast<double>(w);
     if constexpr (kOp == TrainingOp::kAdam) {
-      const RowEntries entries(rows, num_indices, RowSort{});
+      // Every row moves: one pass over the variable, each row looking up
+      // its distinct row in the entries the numbering stamped.
+      const RowEntries entries(rows, num_indices, RowSort{}, kPrefetchPositions, /*always=*/true);
       const DistinctRows<T, C, Index> distinct(indices, num_indices, grad, w, entries.part(0, 1));
       const SparseRows<C>& r = distinct.rows();
-      // Every row moves: one pass over the variable, each row looking up
-      // its distinct row (a scratch entry per row, -1 for none).
-      ThreadScratch<int64_t, TableRowsTag> scratch(static_cast<size_t>(rows));
-      int64_t* const distinct_of = scratch.data();
-      std::fill(distinct_of, distinct_of + rows, int64_t{-1});
-      for (int64_t s = 0; s < r.count; ++s) distinct_of[r.row[s]] = s;
       // compat.v1's sparse Adam has no Nesterov form: one flag variant.
       const auto update = IsaVariants<AdamRows, kOp, false, false, T, C>::for_cpu();
       for_range(rows, bytes, 12.0 * w, [&](int64_t begin, int64_t end) {
         std::vector<C> buf(static_cast<size_t>(w));
-        update(p, slots, grad, r, distinct_of, buf.data(), begin, end);
+        update(p, slots, grad, r, entries.of_row(), entries.stamp(), buf.data(), begin, end);
       });
     } else if constexpr (kOp != TrainingOp::kGradientDescent) {
       const auto update = kernel_for<SparseUpdate, kOp, T, C>(p);
