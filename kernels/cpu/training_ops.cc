@@ -925,11 +925,12 @@ struct AdamRows {
     };
     for (int64_t row = begin; row < end;) {
       prefetch_to(row + ahead);
+      // A run of rows to decay, taken at most `ahead` rows at a time, so
+      // that the prefetches keep ahead (and a long run is read once).
+      const int64_t limit = std::min(end, row + ahead);
       int64_t stop = row;
-      while (stop < end && distinct_of(stop) < 0) ++stop;
+      while (stop < limit && distinct_of(stop) < 0) ++stop;
       if (stop > row) {
-        // A long run decays in pieces, so that the prefetches keep ahead.
-        stop = std::min(stop, row + ahead);
         adam_decay_elements(q, slots.var, slots.s0, slots.s1, row * w, stop * w);
         row = stop;
         continue;
