@@ -203,11 +203,15 @@ class RowEntries {
   RowPart part(int64_t part, int64_t parts) const {
     return {part, parts, of_row_, stamp_, sort_, number_ahead_};
   }
+  // An entry: the call's stamp in the high word, the row's number in the
+  // low one.
+  static constexpr uint64_t kStampBits = ~uint64_t{0xffffffff};
+  static int64_t number_in(uint64_t e) { return static_cast<int64_t>(e & ~kStampBits); }
   // Table row r's distinct row, once a part numbered the call's rows in
   // entries `of_row` stamped `stamp`, or -1.
   static int64_t distinct_in(const uint64_t* of_row, uint64_t stamp, int64_t r) {
     const uint64_t e = of_row[r];
-    return (e & ~uint64_t{0xffffffff}) == stamp ? static_cast<int64_t>(e & 0xffffffff) : -1;
+    return (e & kStampBits) == stamp ? number_in(e) : -1;
   }
   const uint64_t* of_row() const { return of_row_; }
   uint64_t stamp() const { return stamp_; }
@@ -414,8 +418,8 @@ class DistinctRows {
       number(
           [&](int64_t r, int64_t next) {
             uint64_t& e = of_row[r];
-            if ((e & ~uint64_t{0xffffffff}) != stamp) e = stamp | static_cast<uint64_t>(next);
-            return static_cast<int64_t>(e & 0xffffffff);
+            if ((e & RowEntries::kStampBits) != stamp) e = stamp | static_cast<uint64_t>(next);
+            return RowEntries::number_in(e);
           },
           [&](int64_t r) { prefetch_line<PrefetchFor::kWrite>(of_row + r); });
     } else {
@@ -845,7 +849,8 @@ struct SparseUpdate {
 // rounded as in adam_decay_element, so the bits are the same: bfloat16
 // arrays that are 4-byte aligned two elements to a word as bf16_pair_loop,
 // float16 runs of a block or more through float blocks as half_block_loop
-// (both 1.2-2.0x the element loop, docs/performance.md).
+// (the op 1.2-2.1x faster in those types than with the element loop,
+// docs/performance.md).
 template <typename T, typename C>
 inline void adam_decay_elements(const TrainingParams<C>& p, T* __restrict var, T* __restrict m,
                                 T* __restrict v, int64_t begin, int64_t end) {
@@ -925,19 +930,19 @@ struct AdamRows {
     };
     for (int64_t row = begin; row < end;) {
       prefetch_to(row + ahead);
+      if (const int64_t s = distinct_of(row); s >= 0) {
+        elements<Op, true, T, C>(q, row_slots<Op>(slots, row, w), gradient_of(r, grad, s, buf), 0,
+                                 w);
+        ++row;
+        continue;
+      }
       // A run of rows to decay, taken at most `ahead` rows at a time, so
       // that the prefetches keep ahead (and a long run is read once).
       const int64_t limit = std::min(end, row + ahead);
-      int64_t stop = row;
+      int64_t stop = row + 1;
       while (stop < limit && distinct_of(stop) < 0) ++stop;
-      if (stop > row) {
-        adam_decay_elements(q, slots.var, slots.s0, slots.s1, row * w, stop * w);
-        row = stop;
-        continue;
-      }
-      const C* g = gradient_of(r, grad, distinct_of(row), buf);
-      elements<Op, true, T, C>(q, row_slots<Op>(slots, row, w), g, 0, w);
-      ++row;
+      adam_decay_elements(q, slots.var, slots.s0, slots.s1, row * w, stop * w);
+      row = stop;
     }
   }
 };
