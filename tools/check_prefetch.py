@@ -29,6 +29,8 @@ RULES = [
      "the same loop, built per instruction set"),
     ("libvarstate.so", r"IsaVariants<.*::AdamRows, .*>::avx(512|2)<", 8,
      "compat.v1 sparse Adam's pass over the table: the gradient rows of the batch's rows ahead"),
+    ("libvarstate.so", r"call_avx(512|2)_f16c<.*::AdamRows<.*>::run\(", 2,
+     "the same pass for float16, built for F16C"),
     ("libvarstate.so", r"DistinctRows<.*>::number_and_sum<", 8,
      "sparse training's numbering pass: the entries of ids ahead"),
     ("libvarstate.so", r"DistinctRows<.*>::(sum_listed|summing_pass)\(", 8,
