@@ -76,37 +76,28 @@ struct Result {
 
 constexpr int kBlock = 4;
 
-// Alternates blocks of kBlock calls of plain() and of marked() `calls` /
-// kBlock times, then after_marked() (untimed) after each pair: medians per
-// call. The pairs take turns at going first, so that the block timed right
-// after after_marked() (a take reads the bitmap and the log, and evicts
-// the scatters' rows from the caches) is plain's in half of them and
-// marked's in the other half. (Until 2026-12-02 plain always came first,
-// and the append cases read up to 5 % low.)
+// Times blocks of kBlock calls of plain() and of marked(), `calls` / kBlock
+// pairs of them, after_marked() (untimed) after each pair: medians per
+// call. The pairs take turns at going first (bench::alternating), so that
+// the block timed right after after_marked() (a take reads the bitmap and
+// the log, and evicts the scatters' rows from the caches) is plain's in
+// half of them and marked's in the other half. (Until 2026-12-02 plain
+// always came first, and the append cases read up to 5 % low.)
 Result interleave(
     const std::string& name, int calls, const std::function<void()>& plain,
     const std::function<void()>& marked, const std::function<void()>& after_marked = [] {}) {
-  std::vector<double> a, b;
   auto block = [](const std::function<void()>& fn) {
-    return seconds_of_call([&] {
-             for (int c = 0; c < kBlock; ++c) fn();
-           }) /
-           kBlock;
+    return [&fn] {
+      for (int c = 0; c < kBlock; ++c) fn();
+    };
   };
-  block(plain);
-  block(marked);
-  after_marked();
+  auto [a, b] = varstate::bench::alternating(std::max(calls / kBlock, 1), block(plain),
+                                             block(marked), after_marked);
   std::vector<double> ratio;
-  for (int c = 0; c < std::max(calls / kBlock, 1); ++c) {
-    if (c % 2 == 0) {
-      a.push_back(block(plain));
-      b.push_back(block(marked));
-    } else {
-      b.push_back(block(marked));
-      a.push_back(block(plain));
-    }
-    ratio.push_back(b.back() / a.back() - 1);
-    after_marked();
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] /= kBlock;
+    b[i] /= kBlock;
+    ratio.push_back(b[i] / a[i] - 1);
   }
   return {name, median(a), median(b), -1, median(ratio)};
 }

@@ -39,6 +39,7 @@
 #include "checkpoint/unsynced_file_system.h"
 #include "kernels/cpu/scatter.h"
 #include "runtime/dirty_rows.h"
+#include "timing.h"
 #include "varstate/checkpoint_chain.h"
 #include "varstate/checkpoint_reader.h"
 #include "varstate/saver.h"
@@ -73,29 +74,6 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Times `a` and `b` `reps` times each, interleaved and alternating which
-// goes first, so that the machine's and the disk's slow spells hit both;
-// `after` runs untimed after each. One untimed pair first.
-std::pair<std::vector<double>, std::vector<double>> interleaved(
-    int reps, const std::function<void()>& a, const std::function<void()>& b,
-    const std::function<void()>& after) {
-  a();
-  b();
-  after();
-  std::vector<double> ta, tb;
-  for (int r = 0; r < reps; ++r) {
-    if (r % 2 == 0) {
-      ta.push_back(seconds(a));
-      tb.push_back(seconds(b));
-    } else {
-      tb.push_back(seconds(b));
-      ta.push_back(seconds(a));
-    }
-    after();
-  }
-  return {ta, tb};
-}
-
 void remove_checkpoint(const std::string& prefix) {
   namespace fs = std::filesystem;
   const fs::path p(prefix);
@@ -126,7 +104,7 @@ CompactVsSave compact_vs_save(Session& sess, const std::string& head, const std:
   FileSystem* fs = sync ? nullptr : unsynced.get();
   Saver saver({.max_to_keep = 0, .sync = sync});
   const std::string compacted = dir + "/compacted", saved = dir + "/saved";
-  const auto [c, f] = interleaved(
+  const auto [c, f] = bench::alternating(
       reps, [&] { compact_checkpoint(head, compacted, fs); },
       [&] { saver.save(sess, saved, {.write_meta_graph = false}); },
       [&] {
@@ -341,7 +319,7 @@ int run(int argc, char** argv) {
   const size_t links = checkpoint_chain(head).size();
   const std::string same = full_save();
   Saver restorer({.max_to_keep = 0});
-  const auto [restores_full, restores_chain] = interleaved(
+  const auto [restores_full, restores_chain] = bench::alternating(
       reps, [&] { restorer.restore(sess, same); }, [&] { restorer.restore(sess, head); }, [] {});
   double restore_worst = 0;
   for (int r = 0; r < reps; ++r) {

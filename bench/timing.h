@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace varstate::bench {
@@ -22,6 +23,31 @@ inline double seconds_of_call(const std::function<void()>& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Times `a` and `b` `reps` times each, interleaved, the pairs taking turns
+// at going first, so that a slow spell of the machine, or whatever `after`
+// leaves behind (a take that evicts the caches, a dropped page cache),
+// hits both alike; `after` runs untimed after each pair. One untimed pair
+// first. Returns the seconds of each, pair by pair.
+inline std::pair<std::vector<double>, std::vector<double>> alternating(
+    int reps, const std::function<void()>& a, const std::function<void()>& b,
+    const std::function<void()>& after = [] {}) {
+  a();
+  b();
+  after();
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    if (r % 2 == 0) {
+      ta.push_back(seconds_of_call(a));
+      tb.push_back(seconds_of_call(b));
+    } else {
+      tb.push_back(seconds_of_call(b));
+      ta.push_back(seconds_of_call(a));
+    }
+    after();
+  }
+  return {ta, tb};
 }
 
 // The median of `v` (the upper one of an even count); `v` not empty.
